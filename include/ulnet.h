@@ -1,0 +1,287 @@
+/*
+ * ulnet.h - the one public header of ulnet, a user-level network interface.
+ *
+ * ulnet gives a process what an RDMA NIC gives it, in software: endpoints with
+ * bounded send queues, completion queues, registered memory protected by keys,
+ * and three primitives:
+ *
+ *   NAP  eager message (up to ULN_NAP_MAX bytes, see uln_info) delivered into the
+ *        receiver's ring; the receive completion points at the data in place.
+ *   PUT  one-sided remote write to (peer, key, offset), optionally raising a
+ *        completion with 64-bit immediate data at the target.
+ *   GET  one-sided remote read from (peer, key, offset).
+ *
+ * Conventions
+ *   - Every function that can fail returns 0 (or a count) on success and a
+ *     negative errno value on failure. -EAGAIN means "a queue is full: poll the
+ *     completion queue and try again"; nothing was posted.
+ *   - An operation's outcome is in its completion entry's status: 0 or -errno.
+ *   - Objects are not internally locked. A context may be shared by threads, but
+ *     an endpoint and the completion queues bound to it are driven by one thread
+ *     at a time (the thread that polls them). Endpoints that share no CQ can be
+ *     driven by different threads concurrently.
+ *
+ * Status codes (negative errno), one per cause:
+ *   -EAGAIN      send queue or completion queue full: poll, then post again
+ *   -EINVAL      bad argument (peer out of range, NULL where a buffer is needed)
+ *   -EMSGSIZE    NAP longer than nap_max, or ULN_INLINE payload over inline_max
+ *   -ENOKEY      the region key is unknown at the target, or stale (deregistered)
+ *   -ERANGE      offset + length reaches outside the region
+ *   -EACCES      the region does not allow that remote access
+ *   -EPERM       the packet or peer belongs to another job
+ *   -ECONNRESET  the peer died or left
+ *   -ECANCELED   the endpoint was closed with the operation outstanding
+ *   -ETIMEDOUT   a wait ran out of time
+ *
+ * Addressing
+ *   A job has `size` processes, ranks 0..size-1. Each process opens endpoints in
+ *   order; the i-th endpoint a process opens (its index, uln_ep_index) talks to
+ *   the i-th endpoint of every peer. A remote buffer is never named by a raw
+ *   address: it is (peer rank, region key, byte offset in the region).
+ *
+ * Ordering
+ *   - NAPs from one endpoint to one peer arrive in the order they were posted.
+ *   - Operations of one endpoint start in the order they were posted; a NAP or a
+ *     remote-completion PUT posted after a PUT to the same peer is delivered only
+ *     after that PUT's data is placed.
+ *   - A PUT's local completion means its data is visible at the target.
+ *   - GET is not ordered after earlier PUTs to the same peer; post uln_ep_flush
+ *     and wait for it first when a GET must see them.
+ *
+ * Progress
+ *   Work advances inside uln_cq_poll / uln_cq_wait on a CQ bound to the endpoint.
+ *   Over shared memory, PUT and GET to peer-accessible memory complete without
+ *   the target calling ulnet at all.
+ */
+#ifndef ULNET_H
+#define ULNET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ULNET_VERSION_MAJOR 0
+#define ULNET_VERSION_MINOR 1
+
+struct uln_ctx;
+struct uln_mr;
+struct uln_cq;
+struct uln_ep;
+
+/* ------------------------------------------------------------------------- */
+/* Context                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/*
+ * Configuration. A zero field means "default, or the environment variable".
+ * uln_open(NULL, ...) takes everything from the environment that ulnrun sets:
+ *   ULN_RANK, ULN_SIZE, ULN_JOB_KEY (16 hex digits), ULN_BOOT_FD.
+ * Tunables (environment variable in brackets, default after =):
+ *   ring_bytes   [ULN_RING_BYTES=131072]  NAP ring per (peer, endpoint) pair
+ *   nap_max      [ULN_NAP_MAX=8192]       largest NAP payload
+ *   sq_depth     [ULN_SQ_DEPTH=256]       send queue entries per endpoint
+ *   chunk_bytes  [ULN_CHUNK_BYTES=131072] largest piece of one PUT/GET the engine
+ *                                         moves before serving the next endpoint
+ *   max_eps      [ULN_MAX_EPS=16]         endpoints per process
+ *   max_regions  [ULN_MAX_REGIONS=4096]   registered regions per process
+ *   shm_direct   [ULN_SHM_DIRECT=1]       0: PUT/GET through the rings, placed by
+ *                                         the target (the path other transports take)
+ *   shm_cma      [ULN_SHM_CMA=1]          0: never use process_vm_readv/writev
+ */
+struct uln_config {
+    int rank;         /* -1: from the environment */
+    int size;         /* 0: from the environment */
+    uint64_t job_key; /* 0: from the environment */
+    int boot_fd;      /* -1: from the environment */
+    uint32_t ring_bytes;
+    uint32_t nap_max;
+    uint32_t sq_depth;
+    uint32_t chunk_bytes;
+    uint32_t max_eps;
+    uint32_t max_regions;
+    int shm_direct; /* -1: environment/default */
+    int shm_cma;    /* -1: environment/default */
+};
+
+/* Fill *cfg with "everything from the environment". */
+void uln_config_init(struct uln_config *cfg);
+
+/* Join the job: attach the transport, publish this process, wait for all peers.
+ * Collective: every rank calls it. */
+int uln_open(const struct uln_config *cfg, struct uln_ctx **ctx);
+
+/* Leave the job and free everything the context owns (regions, CQs, endpoints
+ * still open are closed). Not collective; call uln_barrier first if peers may
+ * still access this process's memory. */
+int uln_close(struct uln_ctx *ctx);
+
+int uln_rank(const struct uln_ctx *ctx);
+int uln_size(const struct uln_ctx *ctx);
+uint64_t uln_job_key(const struct uln_ctx *ctx);
+
+/* Block until every rank of the job has called uln_barrier the same number of
+ * times. Does not drive endpoint progress. timeout_ms < 0: no timeout.
+ * Returns -ETIMEDOUT on timeout. */
+int uln_barrier(struct uln_ctx *ctx, int timeout_ms);
+
+/* Limits and mechanisms in force. */
+struct uln_info {
+    uint32_t nap_max;    /* largest NAP payload, bytes */
+    uint32_t inline_max; /* largest payload ULN_INLINE copies at post time */
+    uint32_t sq_depth;
+    uint32_t ring_bytes;
+    uint32_t chunk_bytes;
+    uint32_t max_eps;
+    uint32_t max_regions;
+    int shm_direct;        /* PUT/GET done by the initiator on mapped memory */
+    int shm_cma;           /* process_vm_readv/writev allowed and working */
+    const char *transport; /* "shm" */
+};
+int uln_query(const struct uln_ctx *ctx, struct uln_info *info);
+
+/* Counters, for tests and tools: every refused or dropped thing is counted. */
+struct uln_counters {
+    uint64_t naps_sent, naps_received;
+    uint64_t puts, gets, bytes_put, bytes_got;
+    uint64_t eagain;                   /* posts refused because a queue was full */
+    uint64_t refused_key;              /* remote accesses refused: unknown or stale key */
+    uint64_t refused_bounds;           /* ... offset/length outside the region */
+    uint64_t refused_access;           /* ... region lacks the right (read/write) */
+    uint64_t refused_job;              /* ... packet of another job */
+    uint64_t malformed;                /* packets dropped as malformed */
+    uint64_t cache_hits, cache_misses; /* remote-region translation cache */
+    uint64_t sleeps, wakeups_sent;
+};
+int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *out);
+
+/* Human-readable text for a ulnet status (a negative errno). */
+const char *uln_strerror(int status);
+
+/* ------------------------------------------------------------------------- */
+/* Memory                                                                     */
+/* ------------------------------------------------------------------------- */
+
+/*
+ * Memory from uln_mem_alloc lives in a shared-memory object that peers on this
+ * host map once and then read/write with plain loads and stores (one copy, no
+ * system call). Other memory can be registered too; peers then reach it with
+ * process_vm_readv/writev (one copy, one system call per piece) or, where the
+ * kernel refuses that, through the rings with the target's help.
+ */
+int uln_mem_alloc(struct uln_ctx *ctx, size_t len, void **ptr);
+int uln_mem_free(struct uln_ctx *ctx, void *ptr);
+
+/* Access rights of a region. Local access is always allowed. */
+#define ULN_ACCESS_LOCAL        0x0u
+#define ULN_ACCESS_REMOTE_READ  0x1u /* peers may GET from it */
+#define ULN_ACCESS_REMOTE_WRITE 0x2u /* peers may PUT into it */
+
+/* Register [addr, addr+len) with the given rights. The region's key names it to
+ * peers; a key is never reused after uln_mr_dereg (a fresh random magic each
+ * time), so a stale key is refused. */
+int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned access, struct uln_mr **mr);
+/* Refuse the key from now on, wait until no peer is inside the region, free mr.
+ * After it returns no peer reads or writes the memory through ulnet. */
+int uln_mr_dereg(struct uln_mr *mr);
+uint64_t uln_mr_key(const struct uln_mr *mr);
+void *uln_mr_addr(const struct uln_mr *mr);
+size_t uln_mr_len(const struct uln_mr *mr);
+
+/* ------------------------------------------------------------------------- */
+/* Completion queues                                                          */
+/* ------------------------------------------------------------------------- */
+
+enum uln_op {
+    ULN_OP_NAP = 1,    /* a NAP this process sent has left its buffer */
+    ULN_OP_NAP_RECV,   /* a NAP arrived: data/len/src; release the entry */
+    ULN_OP_PUT,        /* a PUT completed: data visible at the target */
+    ULN_OP_PUT_REMOTE, /* a peer's PUT with immediate data landed here */
+    ULN_OP_GET,        /* a GET completed: data is in the local buffer */
+    ULN_OP_FLUSH,      /* every operation posted before the flush completed */
+};
+
+struct uln_cqe {
+    uint64_t user_data; /* as given when posting (0 for received entries) */
+    int32_t status;     /* 0, or -errno: why the operation failed */
+    uint16_t op;        /* enum uln_op */
+    uint16_t ep;        /* endpoint index */
+    int32_t peer;       /* the other rank: target of a send, source of a receive */
+    uint32_t flags;     /* ULN_CQE_* */
+    uint64_t len;       /* bytes moved (NAP_RECV: payload length) */
+    uint64_t imm;       /* PUT_REMOTE: the initiator's immediate data */
+    uint64_t offset;    /* PUT_REMOTE: offset in the region that was written */
+    const void *data;   /* NAP_RECV: payload in the receive ring, valid until
+                           uln_cqe_release */
+    uint64_t priv_;     /* internal: how to release the entry */
+};
+
+#define ULN_CQE_MUST_RELEASE 0x1u /* hand the entry back with uln_cqe_release */
+
+/* A CQ holds up to `entries` completions; the engine never overruns it (work
+ * that would complete into a full CQ waits). */
+int uln_cq_open(struct uln_ctx *ctx, unsigned entries, struct uln_cq **cq);
+int uln_cq_close(struct uln_cq *cq);
+
+/* Drive progress of the endpoints bound to cq, then take up to max entries.
+ * Returns the number taken (0: none yet) or -errno. */
+int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max);
+
+/* Wait until cq has an entry: poll, spin a short while, then sleep until a peer
+ * wakes this process. timeout_ms < 0: no timeout; 0: poll once.
+ * Returns 0 when an entry is ready, -ETIMEDOUT, or -errno. */
+int uln_cq_wait(struct uln_cq *cq, int timeout_ms);
+
+/* Give a NAP_RECV entry's ring space back (entries with ULN_CQE_MUST_RELEASE).
+ * Entries may be released in any order; the ring space is reused in order. */
+int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe);
+
+/* ------------------------------------------------------------------------- */
+/* Endpoints and operations                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* Open the next endpoint (index = number opened before it). Send completions go
+ * to send_cq, received NAPs and remote PUT completions to recv_cq (may be the
+ * same CQ). */
+int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *recv_cq,
+                struct uln_ep **ep);
+/* Close: outstanding operations complete with -ECANCELED first. */
+int uln_ep_close(struct uln_ep *ep);
+int uln_ep_index(const struct uln_ep *ep);
+
+/* Flags for posting */
+#define ULN_INLINE                                                                                 \
+    0x1u                   /* copy the payload at post time: the buffer is free on return          \
+                              (payload <= inline_max) */
+#define ULN_SILENT    0x2u /* no completion on success (errors still complete) */
+#define ULN_REMOTE_CQ 0x4u /* PUT: also complete at the target (set by uln_put_imm) */
+
+/* Send len bytes (0..nap_max) to the peer's endpoint of the same index.
+ * Unless ULN_INLINE, buf must stay unchanged until the NAP's completion. */
+int uln_nap(struct uln_ep *ep, int peer, const void *buf, size_t len, uint64_t user_data,
+            unsigned flags);
+
+/* Write len bytes from src into the peer's region rkey at roff. src must stay
+ * unchanged until the completion (unless ULN_INLINE and len <= inline_max). */
+int uln_put(struct uln_ep *ep, int peer, const void *src, size_t len, uint64_t rkey, uint64_t roff,
+            uint64_t user_data, unsigned flags);
+
+/* uln_put that also raises a ULN_OP_PUT_REMOTE completion carrying imm on the
+ * peer's endpoint (the receive CQ), after the data is visible there. */
+int uln_put_imm(struct uln_ep *ep, int peer, const void *src, size_t len, uint64_t rkey,
+                uint64_t roff, uint64_t imm, uint64_t user_data, unsigned flags);
+
+/* Read len bytes from the peer's region rkey at roff into dst. */
+int uln_get(struct uln_ep *ep, int peer, void *dst, size_t len, uint64_t rkey, uint64_t roff,
+            uint64_t user_data, unsigned flags);
+
+/* Complete (ULN_OP_FLUSH) once every operation posted on ep before it has
+ * completed. Takes a send-queue entry. */
+int uln_ep_flush(struct uln_ep *ep, uint64_t user_data);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ULNET_H */

@@ -1,0 +1,208 @@
+/*
+ * boot.c - join a job on this host through the bootstrap board (board.h):
+ * publish our address, wait for everybody, and barriers.
+ *
+ * The board is shared memory, so waiting is a futex on its counters: no
+ * sockets, no files. Without ULN_BOOT_FD the process is a job of one and makes
+ * its own board.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+    /* Not FUTEX_PRIVATE: the word is in memory shared between processes. */
+    return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
+}
+
+static int env_int(const char *name, long lo, long hi, long *out)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) {
+        fprintf(stderr, "ulnet: %s=%s is not a number in [%ld, %ld]\n", name, s, lo, hi);
+        return -EINVAL;
+    }
+    *out = v;
+    return 1;
+}
+
+int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg)
+{
+    long rank = cfg->rank, size = cfg->size, fd = cfg->boot_fd;
+    uint64_t key = cfg->job_key;
+    int rc;
+
+    if (rank < 0 && (rc = env_int("ULN_RANK", 0, ULN_BOARD_MAX_RANKS - 1, &rank)) < 0) return rc;
+    if (size <= 0 && (rc = env_int("ULN_SIZE", 1, ULN_BOARD_MAX_RANKS, &size)) < 0) return rc;
+    if (fd < 0 && (rc = env_int("ULN_BOOT_FD", 0, INT_MAX, &fd)) < 0) return rc;
+    if (key == 0) {
+        const char *s = getenv("ULN_JOB_KEY");
+        if (s && *s) {
+            char *end;
+            key = strtoull(s, &end, 16);
+            if (*end || key == 0) {
+                fprintf(stderr, "ulnet: ULN_JOB_KEY=%s is not a nonzero hex number\n", s);
+                return -EINVAL;
+            }
+        }
+    }
+
+    if (fd < 0) {
+        /* Not started by a launcher: a job of one. */
+        if (size > 1) {
+            fprintf(stderr, "ulnet: ULN_SIZE=%ld but no ULN_BOOT_FD; start ranks with ulnrun\n",
+                    size);
+            return -EINVAL;
+        }
+        rank = 0;
+        size = 1;
+        fd = uln_board_create(1);
+        if (fd < 0) return (int)fd;
+        ctx->board_fd = (int)fd; /* ours to close */
+        if (key == 0 && getentropy(&key, sizeof key) != 0) return -errno;
+        if (key == 0) key = 1;
+    } else {
+        ctx->board_fd = -1;
+        if (rank < 0 || size <= 0 || key == 0) {
+            fprintf(stderr, "ulnet: ULN_BOOT_FD set but ULN_RANK/ULN_SIZE/ULN_JOB_KEY missing\n");
+            return -EINVAL;
+        }
+    }
+    if (rank >= size) return -EINVAL;
+
+    struct stat st;
+    if (fstat((int)fd, &st) != 0) return -errno;
+    size_t len = uln_board_bytes((unsigned)size);
+    if ((size_t)st.st_size < len) {
+        fprintf(stderr, "ulnet: bootstrap board too small for %ld ranks\n", size);
+        return -EINVAL;
+    }
+    void *b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
+    if (b == MAP_FAILED) return -errno;
+    ctx->board = b;
+    ctx->board_len = len;
+    if (ctx->board->magic != ULN_BOARD_MAGIC || ctx->board->nranks != (uint32_t)size) {
+        fprintf(stderr, "ulnet: bootstrap board does not match ULN_SIZE=%ld\n", size);
+        return -EINVAL;
+    }
+    ctx->rank = (int)rank;
+    ctx->size = (int)size;
+    ctx->job_key = key;
+    return 0;
+}
+
+static struct uln_board_slot *slot_of(struct uln_ctx *ctx, int r)
+{
+    return (struct uln_board_slot *)((uint8_t *)ctx->board + 4096 +
+                                     (size_t)r * ULN_BOARD_SLOT_BYTES);
+}
+
+int uln_boot_publish(struct uln_ctx *ctx, const void *addr, size_t len)
+{
+    struct uln_board_slot *s = slot_of(ctx, ctx->rank);
+    if (len > sizeof s->addr) return -EINVAL;
+    if (atomic_load_explicit(&s->ready, memory_order_acquire)) {
+        fprintf(stderr, "ulnet: rank %d joined twice (or two processes have that rank)\n",
+                ctx->rank);
+        return -EADDRINUSE;
+    }
+    memcpy(s->addr, addr, len);
+    s->pid = getpid();
+    /* Release: the address is written before a peer can see the slot ready. */
+    atomic_store_explicit(&s->ready, 1, memory_order_release);
+    if (atomic_fetch_add(&ctx->board->arrived, 1) + 1 == (uint32_t)ctx->size)
+        futex(&ctx->board->arrived, FUTEX_WAKE, INT_MAX, NULL);
+    return 0;
+}
+
+static int wait_change(_Atomic uint32_t *w, uint32_t seen, const struct timespec *deadline)
+{
+    struct timespec now, left;
+    if (deadline) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        left.tv_sec = deadline->tv_sec - now.tv_sec;
+        left.tv_nsec = deadline->tv_nsec - now.tv_nsec;
+        if (left.tv_nsec < 0) left.tv_sec--, left.tv_nsec += 1000000000;
+        if (left.tv_sec < 0) return -ETIMEDOUT;
+    }
+    if (futex(w, FUTEX_WAIT, seen, deadline ? &left : NULL) != 0 && errno == ETIMEDOUT)
+        return -ETIMEDOUT;
+    return 0;
+}
+
+static struct timespec *deadline_in(int timeout_ms, struct timespec *ts)
+{
+    if (timeout_ms < 0) return NULL;
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += timeout_ms / 1000;
+    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (ts->tv_nsec >= 1000000000) ts->tv_sec++, ts->tv_nsec -= 1000000000;
+    return ts;
+}
+
+int uln_boot_wait_all(struct uln_ctx *ctx, int timeout_ms)
+{
+    struct timespec ts, *dl = deadline_in(timeout_ms, &ts);
+    for (;;) {
+        uint32_t n = atomic_load_explicit(&ctx->board->arrived, memory_order_acquire);
+        if (n >= (uint32_t)ctx->size) return 0;
+        int rc = wait_change(&ctx->board->arrived, n, dl);
+        if (rc) return rc;
+    }
+}
+
+const void *uln_boot_peer(struct uln_ctx *ctx, int peer, int32_t *pid)
+{
+    struct uln_board_slot *s = slot_of(ctx, peer);
+    /* Acquire: pairs with the release in uln_boot_publish. */
+    if (!atomic_load_explicit(&s->ready, memory_order_acquire)) return NULL;
+    *pid = s->pid;
+    return s->addr;
+}
+
+ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
+{
+    struct uln_board_hdr *b = ctx->board;
+    struct timespec ts, *dl = deadline_in(timeout_ms, &ts);
+    /* Sense reversal by generation: read the generation before counting in, so
+     * the last arrival's bump is never missed. */
+    uint32_t gen = atomic_load_explicit(&b->bar_gen, memory_order_acquire);
+    if (atomic_fetch_add(&b->bar_count, 1) + 1 == (uint32_t)ctx->size) {
+        atomic_store(&b->bar_count, 0); /* reset before releasing the others */
+        atomic_fetch_add(&b->bar_gen, 1);
+        futex(&b->bar_gen, FUTEX_WAKE, INT_MAX, NULL);
+        return 0;
+    }
+    while (atomic_load_explicit(&b->bar_gen, memory_order_acquire) == gen) {
+        int rc = wait_change(&b->bar_gen, gen, dl);
+        if (rc) {
+            /* Leave the count as it is: a timed-out barrier has broken the job's
+             * collective state; callers treat it as fatal. */
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void uln_boot_fini(struct uln_ctx *ctx)
+{
+    if (ctx->board) munmap(ctx->board, ctx->board_len);
+    if (ctx->board_fd >= 0) close(ctx->board_fd);
+    ctx->board = NULL;
+}

@@ -1,0 +1,143 @@
+/*
+ * cq.c - completion queues.
+ *
+ * A CQ is a private ring of completion entries plus the list of endpoints
+ * whose progress it drives: polling a CQ is what makes the "NIC" (engine.c)
+ * run. The engine never writes into a full CQ; work that would complete waits.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/internal.h"
+
+ULN_EXPORT int uln_cq_open(struct uln_ctx *ctx, unsigned entries, struct uln_cq **out)
+{
+    if (!ctx || !out || entries == 0 || entries > (1u << 24)) return -EINVAL;
+    struct uln_cq *cq = calloc(1, sizeof *cq);
+    if (!cq) return -ENOMEM;
+    cq->ring = calloc(entries, sizeof *cq->ring);
+    if (!cq->ring) {
+        free(cq);
+        return -ENOMEM;
+    }
+    cq->ctx = ctx;
+    cq->entries = entries;
+    *out = cq;
+    return 0;
+}
+
+ULN_EXPORT int uln_cq_close(struct uln_cq *cq)
+{
+    if (!cq) return -EINVAL;
+    if (cq->n_eps) return -EBUSY; /* close its endpoints first */
+    free(cq->ring);
+    free(cq);
+    return 0;
+}
+
+void uln_cq_unbind(struct uln_cq *cq, struct uln_ep *ep)
+{
+    for (unsigned i = 0; i < cq->n_eps; i++)
+        if (cq->eps[i] == ep) {
+            cq->eps[i] = cq->eps[--cq->n_eps];
+            return;
+        }
+}
+
+static void cq_progress(struct uln_cq *cq)
+{
+    /* Round robin over the endpoints, starting one further each time, so that
+     * one busy endpoint cannot keep the others waiting. */
+    unsigned n = cq->n_eps;
+    for (unsigned k = 0; k < n; k++)
+        uln_engine_progress(cq->eps[(cq->rr + k) % n]);
+    if (n) cq->rr = (cq->rr + 1) % n;
+}
+
+ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)
+{
+    if (ULN_UNLIKELY(!cq || (!out && max > 0) || max < 0)) return -EINVAL;
+    if (cq->tail == cq->head) cq_progress(cq);
+    int n = 0;
+    while (n < max && cq->head != cq->tail)
+        out[n++] = cq->ring[cq->head++ % cq->entries];
+    return n;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool cq_busy(struct uln_cq *cq)
+{
+    for (unsigned i = 0; i < cq->n_eps; i++)
+        if (uln_engine_busy(cq->eps[i])) return true;
+    return false;
+}
+
+ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
+{
+    if (!cq) return -EINVAL;
+    struct uln_ctx *ctx = cq->ctx;
+    uint64_t start = now_ns();
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000u;
+    uint64_t spin_until = start + (uint64_t)ctx->p.spin_us * 1000u;
+
+    for (;;) {
+        /* Spin first: waking a sleeping process costs microseconds. */
+        for (unsigned i = 0;; i++) {
+            if (cq->tail != cq->head) return 0;
+            cq_progress(cq);
+            if (cq->tail != cq->head) return 0;
+            if ((i & 63) == 0) {
+                uint64_t t = now_ns();
+                if (t >= deadline) return -ETIMEDOUT;
+                if (t >= spin_until) break;
+            }
+        }
+        /* Announce the sleep, then look once more (see uln_shm_wake). */
+        uln_shm_sleep_begin(ctx);
+        cq_progress(cq);
+        if (cq->tail != cq->head) {
+            uln_shm_sleep_end(ctx);
+            return 0;
+        }
+        uint64_t t = now_ns();
+        if (t >= deadline) {
+            uln_shm_sleep_end(ctx);
+            return -ETIMEDOUT;
+        }
+        uint64_t left_ms = deadline == UINT64_MAX ? 1000 : (deadline - t + 999999) / 1000000;
+        /* Work blocked on a peer's ring space is not woken by the peer (it only
+         * rings for new messages): sleep in short slices then, so flow control
+         * costs at most a millisecond, never a hang. Idle: long slices, still
+         * bounded so dead peers are noticed. */
+        int slice = cq_busy(cq) ? 1 : 100;
+        if (left_ms < (uint64_t)slice) slice = (int)left_ms;
+        uln_shm_sleep(ctx, slice);
+        uln_shm_sleep_end(ctx);
+        spin_until = now_ns() + (uint64_t)ctx->p.spin_us * 1000u / 4;
+    }
+}
+
+ULN_EXPORT int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe)
+{
+    if (!cq || !cqe) return -EINVAL;
+    if (!(cqe->flags & ULN_CQE_MUST_RELEASE)) return 0;
+    struct uln_ctx *ctx = cq->ctx;
+    if (cqe->ep >= ctx->n_eps || !ctx->eps[cqe->ep] || cqe->peer < 0 || cqe->peer >= ctx->size)
+        return -EINVAL;
+    struct uln_ep *ep = ctx->eps[cqe->ep];
+    struct uln_msg *m = (struct uln_msg *)(uintptr_t)cqe->priv_;
+    struct uln_ring_cons *c = &ep->peers[cqe->peer].in[0];
+    /* The entry must point into that ring, at a message we handed out. */
+    if ((uint8_t *)m < c->cells || (uint8_t *)m >= c->cells + c->mask + 1 || m->type != ULN_MSG_NAP)
+        return -EINVAL;
+    uln_ring_release(c, m);
+    return 0;
+}

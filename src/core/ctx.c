@@ -1,0 +1,237 @@
+/*
+ * ctx.c - the context: settings, joining the job, statistics, error text.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+ULN_EXPORT void uln_config_init(struct uln_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->rank = -1;
+    cfg->boot_fd = -1;
+    cfg->shm_direct = -1;
+    cfg->shm_cma = -1;
+}
+
+/* A setting: the configuration's value if set, else the environment's, else
+ * the default; checked against [lo, hi]. */
+static int setting(const char *name, uint64_t given, uint64_t def, uint64_t lo, uint64_t hi,
+                   uint32_t *out)
+{
+    uint64_t v = given ? given : def;
+    const char *s = getenv(name);
+    if (!given && s && *s) {
+        char *end;
+        v = strtoull(s, &end, 0);
+        if (*end) {
+            fprintf(stderr, "ulnet: %s=%s is not a number\n", name, s);
+            return -EINVAL;
+        }
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "ulnet: %s=%llu is outside [%llu, %llu]\n", name, (unsigned long long)v,
+                (unsigned long long)lo, (unsigned long long)hi);
+        return -EINVAL;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* An on/off switch: the configuration's value if set (>= 0), else the
+ * environment's (0 or 1), else on. */
+static int switch_setting(const char *name, int given, int *out)
+{
+    const char *s = getenv(name);
+    if (given >= 0) {
+        *out = given != 0;
+    } else if (s && *s) {
+        if (strcmp(s, "0") != 0 && strcmp(s, "1") != 0) {
+            fprintf(stderr, "ulnet: %s=%s: use 0 or 1\n", name, s);
+            return -EINVAL;
+        }
+        *out = s[0] == '1';
+    } else {
+        *out = 1;
+    }
+    return 0;
+}
+
+static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
+{
+    int rc = 0;
+    rc |= setting("ULN_RING_BYTES", cfg->ring_bytes, 131072, 4096, 1u << 28, &p->ring_bytes);
+    rc |= setting("ULN_NAP_MAX", cfg->nap_max, 8192, 0, 1u << 26, &p->nap_max);
+    rc |= setting("ULN_SQ_DEPTH", cfg->sq_depth, 256, 1, 1u << 20, &p->sq_depth);
+    rc |= setting("ULN_CHUNK_BYTES", cfg->chunk_bytes, 131072, 4096, 1u << 30, &p->chunk_bytes);
+    rc |= setting("ULN_MAX_EPS", cfg->max_eps, 16, 1, 64, &p->max_eps);
+    rc |= setting("ULN_MAX_REGIONS", cfg->max_regions, 4096, 1, 1u << 24, &p->max_regions);
+    rc |= setting("ULN_SPIN_US", 0, 50, 0, 1000000, &p->spin_us);
+    rc |= switch_setting("ULN_SHM_DIRECT", cfg->shm_direct, &p->shm_direct);
+    rc |= switch_setting("ULN_SHM_CMA", cfg->shm_cma, &p->shm_cma);
+    if (rc) return -EINVAL;
+    if (p->ring_bytes & (p->ring_bytes - 1)) {
+        fprintf(stderr, "ulnet: ULN_RING_BYTES=%u must be a power of two\n", p->ring_bytes);
+        return -EINVAL;
+    }
+    /* A ring must hold at least two of the largest NAPs, so one in use by the
+     * receiver never stops the sender completely. */
+    uint64_t need = (uint64_t)uln_ring_cells_for(p->nap_max) * ULN_CELL * 2;
+    if (need > p->ring_bytes) {
+        fprintf(stderr, "ulnet: ULN_NAP_MAX=%u needs ULN_RING_BYTES of at least %llu\n", p->nap_max,
+                (unsigned long long)need);
+        return -EINVAL;
+    }
+    /* Ring-path fragments: a quarter ring, whole cells after the 64-byte header. */
+    uint32_t f = p->ring_bytes / 4;
+    if (f > 65536) f = 65536;
+    p->frag_max = f - ULN_MSG_HDR - (uint32_t)sizeof(struct uln_put_frag);
+    return 0;
+}
+
+static void ctx_free(struct uln_ctx *ctx)
+{
+    for (unsigned i = 0; ctx->eps && i < ctx->n_eps; i++)
+        if (ctx->eps[i]) uln_ep_close(ctx->eps[i]);
+    if (ctx->keys) uln_mr_close_all(ctx);
+    uln_shm_close(ctx);
+    uln_boot_fini(ctx);
+    free(ctx->regions);
+    free(ctx->eps);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
+
+ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
+{
+    struct uln_config dflt;
+    const struct uln_config *cfg = cfg_in;
+    if (!out) return -EINVAL;
+    if (!cfg) {
+        uln_config_init(&dflt);
+        cfg = &dflt;
+    }
+    struct uln_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return -ENOMEM;
+    pthread_mutex_init(&ctx->lock, NULL);
+    ctx->board_fd = -1;
+    int rc = resolve_params(cfg, &ctx->p);
+    if (!rc) rc = uln_boot_init(ctx, cfg);
+    if (rc) goto fail;
+    ctx->regions = calloc(ctx->p.max_regions, sizeof *ctx->regions);
+    ctx->eps = calloc(ctx->p.max_eps, sizeof *ctx->eps);
+    if (!ctx->regions || !ctx->eps) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    uint8_t addr[ULN_BOARD_SLOT_BYTES - 8];
+    memset(addr, 0, sizeof addr);
+    if ((rc = uln_shm_open(ctx, addr, sizeof addr)) != 0) goto fail;
+    if ((rc = uln_boot_publish(ctx, addr, sizeof addr)) != 0) goto fail;
+    /* Everybody's address must be on the board before anyone sends. */
+    if ((rc = uln_boot_wait_all(ctx, 60000)) != 0) {
+        fprintf(stderr, "ulnet: rank %d: not all %d ranks joined within 60 s\n", ctx->rank,
+                ctx->size);
+        goto fail;
+    }
+    *out = ctx;
+    return 0;
+fail:
+    ctx_free(ctx);
+    return rc;
+}
+
+ULN_EXPORT int uln_close(struct uln_ctx *ctx)
+{
+    if (!ctx) return -EINVAL;
+    ctx_free(ctx);
+    return 0;
+}
+
+ULN_EXPORT int uln_rank(const struct uln_ctx *ctx)
+{
+    return ctx ? ctx->rank : -EINVAL;
+}
+ULN_EXPORT int uln_size(const struct uln_ctx *ctx)
+{
+    return ctx ? ctx->size : -EINVAL;
+}
+ULN_EXPORT uint64_t uln_job_key(const struct uln_ctx *ctx)
+{
+    return ctx ? ctx->job_key : 0;
+}
+
+ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
+{
+    if (!ctx || !info) return -EINVAL;
+    *info = (struct uln_info){.nap_max = ctx->p.nap_max,
+                              .inline_max = ULN_INLINE_MAX,
+                              .sq_depth = ctx->p.sq_depth,
+                              .ring_bytes = ctx->p.ring_bytes,
+                              .chunk_bytes = ctx->p.chunk_bytes,
+                              .max_eps = ctx->p.max_eps,
+                              .max_regions = ctx->p.max_regions,
+                              .shm_direct = ctx->p.shm_direct,
+                              .shm_cma = ctx->p.shm_cma && uln_shm_cma_ok(ctx),
+                              .transport = "shm"};
+    return 0;
+}
+
+static void add_stats(struct uln_counters *o, const struct uln_stats *s)
+{
+#define ADD(f) o->f += atomic_load_explicit(&s->f, memory_order_relaxed)
+    ADD(naps_sent), ADD(naps_received), ADD(puts), ADD(gets), ADD(bytes_put), ADD(bytes_got);
+    ADD(eagain), ADD(refused_key), ADD(refused_bounds), ADD(refused_access), ADD(refused_job);
+    ADD(malformed), ADD(cache_hits), ADD(cache_misses), ADD(sleeps), ADD(wakeups_sent);
+#undef ADD
+}
+
+ULN_EXPORT int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *out)
+{
+    if (!ctx || !out) return -EINVAL;
+    memset(out, 0, sizeof *out);
+    add_stats(out, &ctx->stats);
+    struct uln_ctx *c = (struct uln_ctx *)ctx;
+    pthread_mutex_lock(&c->lock);
+    for (unsigned i = 0; i < ctx->n_eps; i++)
+        if (ctx->eps[i]) add_stats(out, &ctx->eps[i]->stats);
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+ULN_EXPORT const char *uln_strerror(int status)
+{
+    switch (status) {
+    case 0:
+        return "success";
+    case -EAGAIN:
+        return "queue full: poll the completion queue, then post again";
+    case -EINVAL:
+        return "invalid argument";
+    case -EMSGSIZE:
+        return "message too long (over nap_max, or inline_max with ULN_INLINE)";
+    case -ENOKEY:
+        return "unknown or stale region key";
+    case -ERANGE:
+        return "offset and length reach outside the region";
+    case -EACCES:
+        return "the region does not allow this remote access";
+    case -EPERM:
+        return "peer or packet of another job";
+    case -ECONNRESET:
+        return "peer died or left the job";
+    case -ECANCELED:
+        return "endpoint closed with the operation outstanding";
+    case -ETIMEDOUT:
+        return "timed out";
+    case -ENOSPC:
+        return "limit reached (endpoints, regions)";
+    case -EBUSY:
+        return "still in use";
+    default:
+        return status < 0 ? strerror(-status) : "not a ulnet status";
+    }
+}

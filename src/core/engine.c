@@ -1,0 +1,506 @@
+/*
+ * engine.c - the software NIC: it moves work from send queues onto the wire,
+ * places what arrives, and writes completions.
+ *
+ * It runs inside uln_cq_poll/uln_cq_wait (and once at post time when the send
+ * queue was empty: the papers' "doorbell" with nothing ahead of it). One pass
+ * over an endpoint:
+ *
+ *   1. receive: for each peer, round robin, take messages from its channel-0
+ *      ring (NAPs, ring-path PUT fragments, notifications, GET data, ACKs) and
+ *      serve GET requests from its channel-1 ring;
+ *   2. issue: start queued operations in order, at most chunk_bytes of copying
+ *      per pass, so one huge PUT cannot hold other endpoints back;
+ *   3. retire: completed operations, oldest first, become completion entries.
+ *
+ * Two paths for PUT and GET. Direct: the initiator checks the target's key
+ * table and copies itself (shm.c) - nothing for the target to do. Ring: the
+ * target does it (PUT_FRAG / GET_REQ messages, wire.h) - the path for memory
+ * the initiator cannot reach, and the one packet transports take.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+#define RECV_BATCH 64 /* messages per ring per pass: bounded work per peer */
+
+static inline struct uln_sqe *sqe_at(struct uln_ep *ep, uint64_t pos)
+{
+    return &ep->sq[pos % ep->sq_depth];
+}
+
+static inline void sqe_finish(struct uln_ep *ep, struct uln_sqe *s, int status)
+{
+    if (s->state == SQE_WAIT) ep->waiting--;
+    s->status = status;
+    s->state = SQE_DONE;
+}
+
+/* The producer side of our rings in the peer's inbox, attached on first use. */
+static int out_rings(struct uln_ep *ep, int peer, struct uln_ep_peer **out)
+{
+    struct uln_ep_peer *pp = &ep->peers[peer];
+    if (ULN_UNLIKELY(!pp->out_ready)) {
+        struct uln_ctx *ctx = ep->ctx;
+        int rc = uln_shm_attach(ctx, peer);
+        if (rc) return rc;
+        for (int ch = 0; ch < 2; ch++)
+            uln_ring_prod_init(&pp->out[ch], uln_shm_ring_out(ctx, peer, ep->index, ch),
+                               uln_shm_ring_bytes(ch, &ctx->p));
+        pp->out_ready = true;
+    }
+    *out = pp;
+    return 0;
+}
+
+/* ---- issue ----------------------------------------------------------------- */
+
+static bool issue_nap(struct uln_ep *ep, struct uln_sqe *s)
+{
+    struct uln_ep_peer *pp;
+    int rc = out_rings(ep, s->peer, &pp);
+    if (rc) {
+        sqe_finish(ep, s, rc);
+        return true;
+    }
+    void *dst = uln_ring_reserve(&pp->out[0], (uint32_t)s->len);
+    if (!dst) return false; /* the receiver's ring is full: its credits hold us back */
+    memcpy(dst, s->src, s->len);
+    uln_ring_commit(&pp->out[0], ULN_MSG_NAP, 0, (uint32_t)s->len, 0);
+    uln_shm_wake(ep->ctx, s->peer);
+    ULN_COUNT(&ep->stats, naps_sent, 1);
+    sqe_finish(ep, s, 0);
+    return true;
+}
+
+/* Copy as much of a PUT or GET as the budget allows, straight to/from the
+ * target's memory. Returns true when this operation needs no more of the
+ * direct path (done, failed, or switched to the ring path). */
+static bool issue_direct(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
+{
+    bool write = s->op == ULN_OP_PUT;
+    do {
+        uint64_t n = s->len - s->issued;
+        if (n > *budget) n = *budget;
+        uint8_t *local = write ? (uint8_t *)s->src : (uint8_t *)s->dst;
+        int rc =
+            uln_shm_direct(ep, s->peer, write, local + s->issued, n, s->rkey, s->roff + s->issued);
+        if (rc == ULN_NO_DIRECT) {
+            s->ring_path = 1;
+            return true;
+        }
+        if (rc) {
+            sqe_finish(ep, s, rc);
+            return true;
+        }
+        s->issued += n;
+        *budget -= (uint32_t)n;
+    } while (s->issued<s->len && * budget> 0);
+    return s->issued == s->len;
+}
+
+static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
+{
+    struct uln_ep_peer *pp;
+    int rc = out_rings(ep, s->peer, &pp);
+    if (rc) {
+        sqe_finish(ep, s, rc);
+        return true;
+    }
+    if (!s->ring_path && !s->notified) {
+        if (!issue_direct(ep, s, budget)) return false; /* budget used up: next pass */
+        if (s->state == SQE_DONE) return true;          /* refused */
+    }
+    if (!s->ring_path) {
+        if (s->flags & ULN_REMOTE_CQ) {
+            /* The data is in place; now raise the target's completion (S-Flag).
+             * Same ring as NAPs, so it is also ordered after earlier NAPs. */
+            struct uln_put_notify *n = uln_ring_reserve(&pp->out[0], sizeof *n);
+            if (!n) return false;
+            *n = (struct uln_put_notify){.imm = s->imm, .offset = s->roff, .len = s->len};
+            uln_ring_commit(&pp->out[0], ULN_MSG_PUT_NOTIFY, 0, sizeof *n, 0);
+            uln_shm_wake(ep->ctx, s->peer);
+            s->notified = 1;
+        }
+        ULN_COUNT(&ep->stats, puts, 1);
+        ULN_COUNT(&ep->stats, bytes_put, s->len);
+        sqe_finish(ep, s, 0);
+        return true;
+    }
+
+    /* Ring path: fragments that carry their own (key, offset), placed by the
+     * target, which answers the last one with an ACK. */
+    uint32_t frag_max = ep->ctx->p.frag_max;
+    do {
+        uint64_t n = s->len - s->issued;
+        if (n > frag_max) n = frag_max;
+        if (n > *budget && *budget > 0) n = *budget;
+        struct uln_put_frag *f = uln_ring_reserve(&pp->out[0], (uint32_t)(sizeof *f + n));
+        if (!f) return false;
+        bool last = s->issued + n == s->len;
+        *f = (struct uln_put_frag){.key = s->rkey,
+                                   .offset = s->roff + s->issued,
+                                   .op_id = s->op_id,
+                                   .imm = s->imm,
+                                   .op_offset = s->roff,
+                                   .op_len = s->len};
+        memcpy(f + 1, (const uint8_t *)s->src + s->issued, n);
+        uint8_t fl = last ? ULN_FRAG_LAST : 0;
+        if (last && (s->flags & ULN_REMOTE_CQ)) fl |= ULN_FRAG_IMM;
+        uln_ring_commit(&pp->out[0], ULN_MSG_PUT_FRAG, fl, (uint32_t)(sizeof *f + n), 0);
+        s->issued += n;
+        *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
+    } while (s->issued<s->len && * budget> 0);
+    uln_shm_wake(ep->ctx, s->peer);
+    if (s->issued < s->len) return false;
+    ULN_COUNT(&ep->stats, puts, 1);
+    ULN_COUNT(&ep->stats, bytes_put, s->len);
+    s->state = SQE_WAIT;
+    ep->waiting++;
+    return true;
+}
+
+static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
+{
+    struct uln_ep_peer *pp;
+    int rc = out_rings(ep, s->peer, &pp);
+    if (rc) {
+        sqe_finish(ep, s, rc);
+        return true;
+    }
+    if (!s->ring_path) {
+        if (!issue_direct(ep, s, budget)) return false;
+        if (s->state == SQE_DONE) return true;
+        if (!s->ring_path) {
+            ULN_COUNT(&ep->stats, gets, 1);
+            ULN_COUNT(&ep->stats, bytes_got, s->len);
+            sqe_finish(ep, s, 0);
+            return true;
+        }
+    }
+    /* Ring path: one request on channel 1 for what is left; the data comes back
+     * as GET_RESP messages on the peer's channel 0. */
+    struct uln_get_req *r = uln_ring_reserve(&pp->out[1], sizeof *r);
+    if (!r) return false;
+    *r = (struct uln_get_req){.key = s->rkey,
+                              .offset = s->roff + s->issued,
+                              .len = s->len - s->issued,
+                              .op_id = s->op_id};
+    uln_ring_commit(&pp->out[1], ULN_MSG_GET_REQ, 0, sizeof *r, 0);
+    uln_shm_wake(ep->ctx, s->peer);
+    ULN_COUNT(&ep->stats, gets, 1);
+    s->state = SQE_WAIT;
+    ep->waiting++;
+    return true;
+}
+
+/* Start queued operations in order until the budget (bytes) is spent or one
+ * has to wait for room. Returns the budget left. */
+int uln_engine_issue(struct uln_ep *ep, uint32_t budget)
+{
+    while (ep->sq_issue != ep->sq_tail) {
+        struct uln_sqe *s = sqe_at(ep, ep->sq_issue);
+        bool moved = true;
+        if (s->state == SQE_QUEUED) {
+            switch (s->op) {
+            case ULN_OP_NAP:
+                moved = issue_nap(ep, s);
+                break;
+            case ULN_OP_PUT:
+                moved = issue_put(ep, s, &budget);
+                break;
+            case ULN_OP_GET:
+                moved = issue_get(ep, s, &budget);
+                break;
+            default:
+                sqe_finish(ep, s, 0);
+                break; /* FLUSH: retires in order */
+            }
+        }
+        if (!moved) break;
+        ep->sq_issue++;
+        if (budget == 0) break;
+    }
+    return (int)budget;
+}
+
+void uln_engine_retire(struct uln_ep *ep)
+{
+    struct uln_cq *cq = ep->send_cq;
+    while (ep->sq_head != ep->sq_issue) {
+        struct uln_sqe *s = sqe_at(ep, ep->sq_head);
+        if (s->state != SQE_DONE) break;
+        if (!(s->flags & ULN_SILENT) || s->status != 0) {
+            if (uln_cq_room(cq) == 0) break; /* never overrun the CQ: wait for a poll */
+            struct uln_cqe *c = uln_cq_push(cq);
+            *c = (struct uln_cqe){.user_data = s->user_data,
+                                  .status = s->status,
+                                  .op = s->op,
+                                  .ep = (uint16_t)ep->index,
+                                  .peer = s->peer,
+                                  .len = s->status ? 0 : s->len};
+        }
+        s->state = SQE_FREE;
+        ep->sq_head++;
+    }
+}
+
+bool uln_engine_busy(const struct uln_ep *ep)
+{
+    return ep->sq_head != ep->sq_tail;
+}
+
+void uln_engine_fail_peer(struct uln_ep *ep, int peer, int status)
+{
+    for (uint64_t pos = ep->sq_head; pos != ep->sq_tail; pos++) {
+        struct uln_sqe *s = sqe_at(ep, pos);
+        if (s->peer == peer && (s->state == SQE_QUEUED || s->state == SQE_WAIT))
+            sqe_finish(ep, s, status);
+    }
+}
+
+/* ---- receive ----------------------------------------------------------------- */
+
+static bool ack_queue(struct uln_ep *ep, struct uln_ep_peer *pp, uint64_t op_id, int status)
+{
+    if (!pp->acks) {
+        pp->ack_cap = 2 * ep->sq_depth;
+        pp->acks = calloc(pp->ack_cap, sizeof *pp->acks);
+        if (!pp->acks) return false;
+    }
+    if (pp->ack_tail - pp->ack_head == pp->ack_cap) return false;
+    pp->acks[pp->ack_tail++ % pp->ack_cap] = (struct uln_ack){.op_id = op_id, .status = status};
+    return true;
+}
+
+static bool ack_room(struct uln_ep_peer *pp)
+{
+    return !pp->acks || pp->ack_tail - pp->ack_head < pp->ack_cap;
+}
+
+static void ack_flush(struct uln_ep *ep, int peer, struct uln_ep_peer *pp)
+{
+    struct uln_ep_peer *o;
+    if (pp->ack_head == pp->ack_tail || out_rings(ep, peer, &o)) return;
+    while (pp->ack_head != pp->ack_tail) {
+        struct uln_ack *a = uln_ring_reserve(&o->out[0], sizeof *a);
+        if (!a) break;
+        *a = pp->acks[pp->ack_head++ % pp->ack_cap];
+        uln_ring_commit(&o->out[0], ULN_MSG_ACK, 0, sizeof *a, 0);
+    }
+    uln_shm_wake(ep->ctx, peer);
+}
+
+/* The operation an answer names, if it is still waiting for one. */
+static struct uln_sqe *waiting_op(struct uln_ep *ep, uint64_t op_id, uint8_t op)
+{
+    if (op_id < ep->sq_head || op_id >= ep->sq_tail) return NULL;
+    struct uln_sqe *s = sqe_at(ep, op_id);
+    return s->op_id == op_id && s->op == op && s->state == SQE_WAIT ? s : NULL;
+}
+
+static void malformed(struct uln_ep *ep)
+{
+    ULN_COUNT(&ep->stats, malformed, 1);
+}
+
+static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct uln_msg *m)
+{
+    const struct uln_put_frag *f = (const void *)(m + 1);
+    if (m->len < sizeof *f) return malformed(ep);
+    uint64_t n = m->len - sizeof *f;
+    if (pp->refused_op == f->op_id + 1) return; /* rest of a refused PUT: already answered */
+    uint8_t *where;
+    int rc = uln_key_enter(ep->ctx, ep->index, f->key, f->offset, n, ULN_ACCESS_REMOTE_WRITE,
+                           &where, &ep->stats);
+    if (rc) {
+        pp->refused_op = f->op_id + 1;
+        ack_queue(ep, pp, f->op_id, rc);
+        return;
+    }
+    memcpy(where, f + 1, n);
+    uln_key_leave(ep->ctx, ep->index);
+    if (!(m->flags & ULN_FRAG_LAST)) return;
+    ack_queue(ep, pp, f->op_id, 0);
+    if (m->flags & ULN_FRAG_IMM) {
+        struct uln_cqe *c = uln_cq_push(ep->recv_cq);
+        *c = (struct uln_cqe){.op = ULN_OP_PUT_REMOTE,
+                              .ep = (uint16_t)ep->index,
+                              .peer = src,
+                              .len = f->op_len,
+                              .imm = f->imm,
+                              .offset = f->op_offset};
+    }
+}
+
+static void take_get_resp(struct uln_ep *ep, struct uln_msg *m)
+{
+    const struct uln_get_resp *r = (const void *)(m + 1);
+    if (m->len < sizeof *r) return malformed(ep);
+    struct uln_sqe *s = waiting_op(ep, r->op_id, ULN_OP_GET);
+    if (!s) return; /* answer to an operation that already failed */
+    uint64_t n = m->len - sizeof *r, want = s->len - s->issued;
+    if (r->status) return sqe_finish(ep, s, r->status);
+    if (r->op_offset > want || n > want - r->op_offset) {
+        malformed(ep);
+        return sqe_finish(ep, s, -EPROTO);
+    }
+    memcpy((uint8_t *)s->dst + s->issued + r->op_offset, r + 1, n);
+    s->received += n;
+    if (s->received >= want) {
+        ULN_COUNT(&ep->stats, bytes_got, s->len);
+        sqe_finish(ep, s, 0);
+    }
+}
+
+/* Handle one channel-0 message. The caller has made sure the receive CQ and
+ * the ACK queue have room. Returns true if the message was released. */
+static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct uln_msg *m)
+{
+    switch (m->type) {
+    case ULN_MSG_NAP: {
+        /* Zero copy: the entry points into the ring until uln_cqe_release. */
+        struct uln_cqe *c = uln_cq_push(ep->recv_cq);
+        *c = (struct uln_cqe){.op = ULN_OP_NAP_RECV,
+                              .ep = (uint16_t)ep->index,
+                              .peer = src,
+                              .flags = ULN_CQE_MUST_RELEASE,
+                              .len = m->len,
+                              .data = m + 1,
+                              .priv_ = (uint64_t)(uintptr_t)m};
+        ULN_COUNT(&ep->stats, naps_received, 1);
+        return false;
+    }
+    case ULN_MSG_PUT_FRAG:
+        place_put_frag(ep, src, pp, m);
+        break;
+    case ULN_MSG_PUT_NOTIFY: {
+        const struct uln_put_notify *n = (const void *)(m + 1);
+        if (m->len < sizeof *n) {
+            malformed(ep);
+            break;
+        }
+        struct uln_cqe *c = uln_cq_push(ep->recv_cq);
+        *c = (struct uln_cqe){.op = ULN_OP_PUT_REMOTE,
+                              .ep = (uint16_t)ep->index,
+                              .peer = src,
+                              .len = n->len,
+                              .imm = n->imm,
+                              .offset = n->offset};
+        break;
+    }
+    case ULN_MSG_GET_RESP:
+        take_get_resp(ep, m);
+        break;
+    case ULN_MSG_ACK: {
+        const struct uln_ack *a = (const void *)(m + 1);
+        struct uln_sqe *s = m->len >= sizeof *a ? waiting_op(ep, a->op_id, ULN_OP_PUT) : NULL;
+        if (s) sqe_finish(ep, s, a->status);
+        break;
+    }
+    default:
+        malformed(ep);
+        break;
+    }
+    uln_ring_release(&pp->in[0], m);
+    return true;
+}
+
+/* Serve GET requests from src: answer with data from our own regions, at most
+ * *budget bytes this pass. A request stays in the ring until fully answered,
+ * so the request ring itself limits how much the peer can ask at once. */
+static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint32_t *budget)
+{
+    struct uln_ctx *ctx = ep->ctx;
+    for (;;) {
+        if (!pp->get_req) {
+            int bad = 0;
+            struct uln_msg *m = uln_ring_peek(&pp->in[1], &bad);
+            if (bad) malformed(ep);
+            if (!m) return;
+            if (m->type != ULN_MSG_GET_REQ || m->len != sizeof(struct uln_get_req)) {
+                malformed(ep);
+                uln_ring_release(&pp->in[1], m);
+                continue;
+            }
+            pp->get_req = m;
+            pp->get_sent = 0;
+        }
+        const struct uln_get_req *r = (const void *)(pp->get_req + 1);
+        struct uln_ep_peer *o;
+        if (out_rings(ep, src, &o)) return;
+        bool finished = false;
+        do {
+            uint64_t n = r->len - pp->get_sent;
+            if (n > ctx->p.frag_max) n = ctx->p.frag_max;
+            if (n > *budget && *budget > 0) n = *budget;
+            struct uln_get_resp *g = uln_ring_reserve(&o->out[0], (uint32_t)(sizeof *g + n));
+            if (!g) break;
+            uint8_t *where;
+            int rc = uln_key_enter(ctx, ep->index, r->key, r->offset + pp->get_sent, n,
+                                   ULN_ACCESS_REMOTE_READ, &where, &ep->stats);
+            *g = (struct uln_get_resp){.op_id = r->op_id, .op_offset = pp->get_sent, .status = rc};
+            if (rc == 0) {
+                memcpy(g + 1, where, n);
+                uln_key_leave(ctx, ep->index);
+            } else {
+                n = 0;
+            }
+            uln_ring_commit(&o->out[0], ULN_MSG_GET_RESP, 0, (uint32_t)(sizeof *g + n), 0);
+            pp->get_sent += n;
+            *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
+            finished = rc != 0 || pp->get_sent == r->len;
+        } while (!finished && *budget > 0);
+        uln_shm_wake(ctx, src);
+        if (!finished) return;
+        uln_ring_release(&pp->in[1], pp->get_req);
+        pp->get_req = NULL;
+    }
+}
+
+static void progress_recv(struct uln_ep *ep, uint32_t *budget)
+{
+    int size = ep->ctx->size;
+    int src = (int)ep->rr_peer;
+    for (int k = 0; k < size; k++, src = src + 1 == size ? 0 : src + 1) {
+        struct uln_ep_peer *pp = &ep->peers[src];
+        for (int i = 0; i < RECV_BATCH; i++) {
+            /* Everything below may need one receive-CQ entry and one ACK slot;
+             * without them the message waits in the ring (which holds the
+             * sender back) rather than being lost. */
+            if (uln_cq_room(ep->recv_cq) == 0 || !ack_room(pp)) break;
+            int bad = 0;
+            struct uln_msg *m = uln_ring_peek(&pp->in[0], &bad);
+            if (ULN_UNLIKELY(bad)) malformed(ep);
+            if (!m) break;
+            take_data(ep, src, pp, m);
+        }
+        ack_flush(ep, src, pp);
+        if (*budget) serve_gets(ep, src, pp, budget);
+    }
+    ep->rr_peer = ep->rr_peer + 1 == (unsigned)size ? 0 : ep->rr_peer + 1;
+}
+
+static void check_peers(struct uln_ep *ep)
+{
+    for (uint64_t pos = ep->sq_head; pos != ep->sq_tail; pos++) {
+        struct uln_sqe *s = sqe_at(ep, pos);
+        if ((s->state == SQE_QUEUED || s->state == SQE_WAIT) && s->peer != ep->ctx->rank &&
+            uln_shm_peer_dead(ep->ctx, s->peer))
+            uln_engine_fail_peer(ep, s->peer, -ECONNRESET);
+    }
+}
+
+void uln_engine_progress(struct uln_ep *ep)
+{
+    /* Serving peers' GETs and issuing our own work each get one chunk. */
+    uint32_t serve_budget = ep->ctx->p.chunk_bytes;
+    progress_recv(ep, &serve_budget);
+    uint64_t before = ep->sq_issue;
+    uln_engine_issue(ep, ep->ctx->p.chunk_bytes);
+    uln_engine_retire(ep);
+    /* Work that has not moved for a while may be waiting on a dead peer. */
+    if (uln_engine_busy(ep) && ep->sq_issue == before && ++ep->stalled % 4096 == 0) check_peers(ep);
+}

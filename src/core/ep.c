@@ -1,0 +1,212 @@
+/*
+ * ep.c - endpoints and posting. An endpoint is the papers' queue pair: a
+ * bounded send queue (posting = writing a descriptor and ringing the doorbell)
+ * plus, per peer, the rings its messages arrive in.
+ *
+ * Posting never blocks and never drops: a full send queue is -EAGAIN. When the
+ * queue was empty the engine starts the new operation at once, so a small NAP
+ * or PUT is on its way before uln_nap/uln_put returns.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+ULN_EXPORT int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *recv_cq,
+                           struct uln_ep **out)
+{
+    if (!ctx || !send_cq || !recv_cq || !out) return -EINVAL;
+    if (send_cq->ctx != ctx || recv_cq->ctx != ctx) return -EINVAL;
+    struct uln_ep *ep = calloc(1, sizeof *ep);
+    if (!ep) return -ENOMEM;
+    ep->ctx = ctx;
+    ep->send_cq = send_cq;
+    ep->recv_cq = recv_cq;
+    ep->sq_depth = ctx->p.sq_depth;
+    ep->sq = calloc(ep->sq_depth, sizeof *ep->sq);
+    ep->peers = calloc((size_t)ctx->size, sizeof *ep->peers);
+    if (!ep->sq || !ep->peers) goto nomem;
+
+    pthread_mutex_lock(&ctx->lock);
+    unsigned n_bind = send_cq == recv_cq ? 1 : 2;
+    if (ctx->n_eps >= ctx->p.max_eps || send_cq->n_eps + 1 > 64 || recv_cq->n_eps + n_bind > 65) {
+        pthread_mutex_unlock(&ctx->lock);
+        free(ep->sq);
+        free(ep->peers);
+        free(ep);
+        return -ENOSPC;
+    }
+    /* Indices are never reused within a context: a peer may still have
+     * messages in flight for an endpoint that was closed. */
+    ep->index = (int)ctx->n_eps++;
+    for (int src = 0; src < ctx->size; src++)
+        for (int ch = 0; ch < 2; ch++)
+            uln_ring_cons_init(&ep->peers[src].in[ch], uln_shm_ring_in(ctx, src, ep->index, ch),
+                               uln_shm_ring_bytes(ch, &ctx->p));
+    ctx->eps[ep->index] = ep;
+    send_cq->eps[send_cq->n_eps++] = ep;
+    if (recv_cq != send_cq) recv_cq->eps[recv_cq->n_eps++] = ep;
+    pthread_mutex_unlock(&ctx->lock);
+    *out = ep;
+    return 0;
+nomem:
+    free(ep->sq);
+    free(ep->peers);
+    free(ep);
+    return -ENOMEM;
+}
+
+ULN_EXPORT int uln_ep_close(struct uln_ep *ep)
+{
+    if (!ep) return -EINVAL;
+    struct uln_ctx *ctx = ep->ctx;
+    /* Outstanding work completes with -ECANCELED where the CQ has room. */
+    for (uint64_t pos = ep->sq_head; pos != ep->sq_tail; pos++) {
+        struct uln_sqe *s = &ep->sq[pos % ep->sq_depth];
+        if (s->state == SQE_QUEUED || s->state == SQE_WAIT) {
+            s->status = -ECANCELED;
+            s->state = SQE_DONE;
+        }
+    }
+    ep->sq_issue = ep->sq_tail;
+    uln_engine_retire(ep);
+    pthread_mutex_lock(&ctx->lock);
+    ctx->eps[ep->index] = NULL;
+    uln_cq_unbind(ep->send_cq, ep);
+    if (ep->recv_cq != ep->send_cq) uln_cq_unbind(ep->recv_cq, ep);
+    pthread_mutex_unlock(&ctx->lock);
+    for (int i = 0; i < ctx->size; i++)
+        free(ep->peers[i].acks);
+    free(ep->peers);
+    free(ep->sq);
+    free(ep);
+    return 0;
+}
+
+ULN_EXPORT int uln_ep_index(const struct uln_ep *ep)
+{
+    return ep ? ep->index : -EINVAL;
+}
+
+/* Take the next send-queue entry, or NULL when the queue is full. */
+static struct uln_sqe *sq_take(struct uln_ep *ep)
+{
+    if (ULN_UNLIKELY(ep->sq_tail - ep->sq_head == ep->sq_depth)) {
+        /* Completed work may only be waiting to be retired. */
+        uln_engine_retire(ep);
+        if (ep->sq_tail - ep->sq_head == ep->sq_depth) {
+            ULN_COUNT(&ep->stats, eagain, 1);
+            return NULL;
+        }
+    }
+    struct uln_sqe *s = &ep->sq[ep->sq_tail % ep->sq_depth];
+    s->state = SQE_QUEUED;
+    s->ring_path = 0;
+    s->notified = 0;
+    s->issued = 0;
+    s->received = 0;
+    s->status = 0;
+    s->op_id = ep->sq_tail;
+    return s;
+}
+
+/* The doorbell: the entry is queued; if nothing was ahead of it, start it now. */
+static int sq_ring(struct uln_ep *ep)
+{
+    bool first = ep->sq_issue == ep->sq_tail;
+    ep->sq_tail++;
+    if (first) {
+        uln_engine_issue(ep, ep->ctx->p.chunk_bytes);
+        uln_engine_retire(ep);
+    }
+    return 0;
+}
+
+static int check_peer(struct uln_ep *ep, int peer)
+{
+    return peer >= 0 && peer < ep->ctx->size ? 0 : -EINVAL;
+}
+
+ULN_EXPORT int uln_nap(struct uln_ep *ep, int peer, const void *buf, size_t len, uint64_t user_data,
+                       unsigned flags)
+{
+    if (ULN_UNLIKELY(!ep || check_peer(ep, peer) || (!buf && len))) return -EINVAL;
+    if (ULN_UNLIKELY(len > ep->ctx->p.nap_max)) return -EMSGSIZE;
+    if (ULN_UNLIKELY((flags & ULN_INLINE) && len > ULN_INLINE_MAX)) return -EMSGSIZE;
+    struct uln_sqe *s = sq_take(ep);
+    if (ULN_UNLIKELY(!s)) return -EAGAIN;
+    s->op = ULN_OP_NAP;
+    s->flags = flags;
+    s->peer = peer;
+    s->len = len;
+    s->user_data = user_data;
+    if (flags & ULN_INLINE) {
+        /* NAP-immediate: the payload travels in the descriptor. */
+        if (len) memcpy(s->inl, buf, len);
+        s->src = s->inl;
+    } else {
+        s->src = buf;
+    }
+    return sq_ring(ep);
+}
+
+static int post_rdma(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t len, uint64_t rkey,
+                     uint64_t roff, uint64_t imm, uint64_t user_data, unsigned flags)
+{
+    if (ULN_UNLIKELY(!ep || check_peer(ep, peer) || (!buf && len))) return -EINVAL;
+    if (ULN_UNLIKELY((flags & ULN_INLINE) && (op != ULN_OP_PUT || len > ULN_INLINE_MAX)))
+        return -EMSGSIZE;
+    struct uln_sqe *s = sq_take(ep);
+    if (ULN_UNLIKELY(!s)) return -EAGAIN;
+    s->op = op;
+    s->flags = flags;
+    s->peer = peer;
+    s->len = len;
+    s->rkey = rkey;
+    s->roff = roff;
+    s->imm = imm;
+    s->user_data = user_data;
+    if (flags & ULN_INLINE) {
+        if (len) memcpy(s->inl, buf, len);
+        s->src = s->inl;
+    } else if (op == ULN_OP_PUT) {
+        s->src = buf;
+    } else {
+        s->dst = buf;
+    }
+    return sq_ring(ep);
+}
+
+ULN_EXPORT int uln_put(struct uln_ep *ep, int peer, const void *src, size_t len, uint64_t rkey,
+                       uint64_t roff, uint64_t user_data, unsigned flags)
+{
+    return post_rdma(ep, ULN_OP_PUT, peer, (void *)(uintptr_t)src, len, rkey, roff, 0, user_data,
+                     flags & ~ULN_REMOTE_CQ);
+}
+
+ULN_EXPORT int uln_put_imm(struct uln_ep *ep, int peer, const void *src, size_t len, uint64_t rkey,
+                           uint64_t roff, uint64_t imm, uint64_t user_data, unsigned flags)
+{
+    return post_rdma(ep, ULN_OP_PUT, peer, (void *)(uintptr_t)src, len, rkey, roff, imm, user_data,
+                     flags | ULN_REMOTE_CQ);
+}
+
+ULN_EXPORT int uln_get(struct uln_ep *ep, int peer, void *dst, size_t len, uint64_t rkey,
+                       uint64_t roff, uint64_t user_data, unsigned flags)
+{
+    return post_rdma(ep, ULN_OP_GET, peer, dst, len, rkey, roff, 0, user_data, flags);
+}
+
+ULN_EXPORT int uln_ep_flush(struct uln_ep *ep, uint64_t user_data)
+{
+    if (!ep) return -EINVAL;
+    struct uln_sqe *s = sq_take(ep);
+    if (!s) return -EAGAIN;
+    s->op = ULN_OP_FLUSH;
+    s->flags = 0;
+    s->peer = ep->ctx->rank;
+    s->len = 0;
+    s->user_data = user_data;
+    return sq_ring(ep);
+}

@@ -1,0 +1,241 @@
+/*
+ * internal.h - the objects behind the public handles, shared by src/ files.
+ *
+ * Reading order for a newcomer: ring.h (the shared-memory queue), wire.h (what
+ * travels in it), this file, ep.c (posting), engine.c (progress: the "NIC"),
+ * shm.c (the transport), mr.c (regions and keys), cq.c, ctx.c.
+ */
+#ifndef ULN_INTERNAL_H
+#define ULN_INTERNAL_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ulnet.h"
+#include "core/ring.h"
+#include "core/wire.h"
+#include "boot/board.h"
+
+#define ULN_EXPORT      __attribute__((visibility("default")))
+#define ULN_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define ULN_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#define ULN_INLINE_MAX      128u   /* payload bytes kept inside a send-queue entry */
+#define ULN_REQ_RING_BYTES  16384u /* channel-1 ring (GET requests) */
+#define ULN_KEY_INDEX_SHIFT 40     /* key = index << 40 | 40-bit random magic */
+#define ULN_KEY_MAGIC_MASK  ((1ull << ULN_KEY_INDEX_SHIFT) - 1)
+#define ULN_NO_DIRECT       1 /* uln_shm_direct: use the rings instead */
+
+/* Statistics: each counter has one writer thread, so a relaxed load+store is
+ * enough (no locked instruction on the data path) and readers see whole values. */
+#define ULN_COUNT(p, field, n)                                                                     \
+    atomic_store_explicit(&(p)->field,                                                             \
+                          atomic_load_explicit(&(p)->field, memory_order_relaxed) + (n),           \
+                          memory_order_relaxed)
+
+struct uln_stats {
+    _Atomic uint64_t naps_sent, naps_received, puts, gets, bytes_put, bytes_got, eagain;
+    _Atomic uint64_t refused_key, refused_bounds, refused_access, refused_job, malformed;
+    _Atomic uint64_t cache_hits, cache_misses, sleeps, wakeups_sent;
+};
+
+struct uln_params {
+    uint32_t ring_bytes, nap_max, sq_depth, chunk_bytes, max_eps, max_regions, frag_max;
+    uint32_t spin_us;
+    int shm_direct, shm_cma;
+};
+
+/* ---- key table: one 64-byte entry per region, in shared memory ---------- */
+struct uln_key_entry {
+    _Atomic uint64_t key; /* the live key; 0 = no region. Written last (release) */
+    uint64_t addr;        /* start in the owner's address space */
+    uint64_t len;
+    uint32_t access;    /* ULN_ACCESS_* */
+    int32_t memfd;      /* owner's descriptor of the backing memfd, -1: plain memory */
+    uint64_t memfd_off; /* where the region starts in that memfd */
+    uint64_t memfd_len; /* the memfd's size */
+    uint64_t pad_[2];
+};
+_Static_assert(sizeof(struct uln_key_entry) == 64, "key entry is one cache line");
+
+/* Check an access of [off, off+len) with rights `need` against a snapshot of
+ * entry e. Pure: no side effects. */
+static inline int uln_key_check(const struct uln_key_entry *e, uint64_t live_key, uint64_t key,
+                                uint64_t off, uint64_t len, unsigned need)
+{
+    if (key == 0 || live_key != key) return -ENOKEY;
+    if (off > e->len || len > e->len - off) return -ERANGE; /* no overflow */
+    if ((e->access & need) != need) return -EACCES;
+    return 0;
+}
+
+static inline void uln_count_refusal(struct uln_stats *s, int rc)
+{
+    if (rc == -ENOKEY)
+        ULN_COUNT(s, refused_key, 1);
+    else if (rc == -ERANGE)
+        ULN_COUNT(s, refused_bounds, 1);
+    else if (rc == -EACCES)
+        ULN_COUNT(s, refused_access, 1);
+}
+
+/* ---- objects -------------------------------------------------------------- */
+
+struct uln_mem { /* a block from uln_mem_alloc */
+    struct uln_mem *next;
+    void *base;
+    size_t len;
+    int fd;
+};
+
+struct uln_mr {
+    struct uln_ctx *ctx;
+    void *addr;
+    size_t len;
+    unsigned access;
+    uint32_t index;
+    uint64_t key;
+};
+
+struct uln_shm;
+
+struct uln_ctx {
+    int rank, size;
+    uint64_t job_key;
+    struct uln_params p;
+    pthread_mutex_t lock; /* regions, memory blocks, endpoint and CQ lists */
+
+    /* bootstrap board */
+    struct uln_board_hdr *board;
+    size_t board_len;
+    int board_fd;
+    uint32_t barrier_gen_seen;
+
+    struct uln_shm *shm;
+    struct uln_key_entry *keys; /* this process's key table (in the shm segment) */
+    struct uln_mr **regions;    /* by key index */
+    uint32_t region_hint;
+    struct uln_mem *mems;
+
+    struct uln_ep **eps;
+    unsigned n_eps;
+    struct uln_stats stats; /* for things not owned by one endpoint */
+};
+
+enum uln_sqe_state { SQE_FREE = 0, SQE_QUEUED, SQE_WAIT, SQE_DONE };
+
+struct uln_sqe {
+    uint8_t op;        /* enum uln_op */
+    uint8_t state;     /* enum uln_sqe_state */
+    uint8_t ring_path; /* 1: this PUT/GET goes through the rings */
+    uint8_t notified;  /* direct PUT with imm: notification sent */
+    uint32_t flags;
+    int32_t peer;
+    int32_t status;
+    uint64_t len;
+    uint64_t issued;   /* bytes handed on (copied, or sent as fragments) */
+    uint64_t received; /* ring-path GET: bytes arrived */
+    const void *src;
+    void *dst;
+    uint64_t rkey, roff, imm, user_data, op_id;
+    uint8_t inl[ULN_INLINE_MAX];
+};
+
+/* What an endpoint keeps per peer. */
+struct uln_ep_peer {
+    struct uln_ring_prod out[2]; /* into the peer's inbox: channel 0, 1 */
+    struct uln_ring_cons in[2];  /* from the peer, in our inbox */
+    bool out_ready;
+    /* Ring-path target side. */
+    uint64_t refused_op;     /* op_id of a PUT already answered with an error (+1) */
+    struct uln_msg *get_req; /* GET request being served (still in ring) */
+    uint64_t get_sent;       /* bytes of it answered so far */
+    struct uln_ack *acks;    /* answers waiting for room on channel 0 */
+    uint32_t ack_head, ack_tail, ack_cap;
+    bool wake; /* something was sent this pass: wake the peer */
+};
+
+struct uln_ep {
+    struct uln_ctx *ctx;
+    int index;
+    struct uln_cq *send_cq, *recv_cq;
+    struct uln_sqe *sq;
+    uint32_t sq_depth;
+    uint64_t sq_head;  /* oldest entry not yet retired */
+    uint64_t sq_issue; /* oldest entry not yet fully issued */
+    uint64_t sq_tail;  /* next free entry; op_id of an entry = its position */
+    uint32_t waiting;  /* entries waiting for an answer (ACK, GET data) */
+    struct uln_ep_peer *peers;
+    unsigned rr_peer;
+    uint32_t stalled; /* passes in which queued work did not move */
+    struct uln_stats stats;
+};
+
+struct uln_cq {
+    struct uln_ctx *ctx;
+    struct uln_cqe *ring;
+    uint32_t entries;
+    uint64_t head, tail;
+    struct uln_ep *eps[64]; /* endpoints whose progress this CQ drives */
+    unsigned n_eps, rr;
+    uint32_t poll_count;
+};
+
+/* ---- functions shared between files -------------------------------------- */
+
+/* cq.c */
+static inline uint32_t uln_cq_room(const struct uln_cq *cq)
+{
+    return cq->entries - (uint32_t)(cq->tail - cq->head);
+}
+static inline struct uln_cqe *uln_cq_push(struct uln_cq *cq)
+{
+    return &cq->ring[cq->tail++ % cq->entries];
+}
+void uln_cq_unbind(struct uln_cq *cq, struct uln_ep *ep);
+
+/* engine.c */
+void uln_engine_progress(struct uln_ep *ep);
+int uln_engine_issue(struct uln_ep *ep, uint32_t budget); /* returns bytes budget left */
+void uln_engine_retire(struct uln_ep *ep);
+bool uln_engine_busy(const struct uln_ep *ep); /* work that waits on a peer */
+void uln_engine_fail_peer(struct uln_ep *ep, int peer, int status);
+
+/* mr.c */
+void uln_mr_close_all(struct uln_ctx *ctx);
+int uln_mem_lookup(struct uln_ctx *ctx, const void *addr, size_t len, int *fd, uint64_t *off,
+                   uint64_t *fd_len);
+/* Own table, target side: hold the hazard slot while checking and copying. */
+int uln_key_enter(struct uln_ctx *ctx, int ep_index, uint64_t key, uint64_t off, uint64_t len,
+                  unsigned need, uint8_t **where, struct uln_stats *st);
+void uln_key_leave(struct uln_ctx *ctx, int ep_index);
+
+/* shm.c: the shared-memory transport */
+int uln_shm_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len);
+void uln_shm_close(struct uln_ctx *ctx);
+int uln_shm_attach(struct uln_ctx *ctx, int peer); /* map the peer's inbox if not yet */
+void *uln_shm_ring_in(struct uln_ctx *ctx, int src, int ep, int ch);
+void *uln_shm_ring_out(struct uln_ctx *ctx, int dst, int ep, int ch);
+uint32_t uln_shm_ring_bytes(int ch, const struct uln_params *p);
+int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, uint64_t len,
+                   uint64_t rkey, uint64_t roff);
+void uln_shm_wake(struct uln_ctx *ctx, int peer);
+int uln_shm_sleep(struct uln_ctx *ctx, int timeout_ms); /* 0 woken, -ETIMEDOUT */
+void uln_shm_sleep_begin(struct uln_ctx *ctx);
+void uln_shm_sleep_end(struct uln_ctx *ctx);
+_Atomic uint32_t *uln_shm_hazard(struct uln_ctx *ctx, int src, int ep);
+bool uln_shm_peer_dead(struct uln_ctx *ctx, int peer);
+bool uln_shm_cma_ok(const struct uln_ctx *ctx);
+
+/* boot.c */
+int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg);
+int uln_boot_publish(struct uln_ctx *ctx, const void *addr, size_t len);
+int uln_boot_wait_all(struct uln_ctx *ctx, int timeout_ms);
+const void *uln_boot_peer(struct uln_ctx *ctx, int peer, int32_t *pid);
+void uln_boot_fini(struct uln_ctx *ctx);
+
+#endif

@@ -1,0 +1,241 @@
+/*
+ * mr.c - memory: blocks peers can map (uln_mem_alloc), registered regions and
+ * their keys.
+ *
+ * A key is (table index << 40) | 40 random bits. The table entry lives in this
+ * process's shared inbox, where peers read it: they check keys, bounds and
+ * rights themselves before touching a byte (shm direct path), and we check the
+ * same entry when we place data for them (ring path). Either way the same pure
+ * function, uln_key_check, decides.
+ *
+ * Deregistration clears the key first, then waits until no peer's hazard slot
+ * names the region: after that, nobody is inside it and nobody can enter.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+
+ULN_EXPORT int uln_mem_alloc(struct uln_ctx *ctx, size_t len, void **ptr)
+{
+    if (!ctx || !ptr || len == 0) return -EINVAL;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t rlen = (len + page - 1) & ~(page - 1);
+    struct uln_mem *m = calloc(1, sizeof *m);
+    if (!m) return -ENOMEM;
+    m->fd = memfd_create("ulnet-mem", MFD_CLOEXEC);
+    if (m->fd < 0) goto fail;
+    /* The size never shrinks afterwards, so a peer's mapping can never fault. */
+    if (ftruncate(m->fd, (off_t)rlen) != 0) goto fail;
+    m->base = mmap(NULL, rlen, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+    if (m->base == MAP_FAILED) goto fail;
+    m->len = rlen;
+    pthread_mutex_lock(&ctx->lock);
+    m->next = ctx->mems;
+    ctx->mems = m;
+    pthread_mutex_unlock(&ctx->lock);
+    *ptr = m->base;
+    return 0;
+fail:;
+    int e = errno;
+    if (m->fd >= 0) close(m->fd);
+    free(m);
+    return -e;
+}
+
+static bool mem_in_use(struct uln_ctx *ctx, struct uln_mem *m)
+{
+    for (uint32_t i = 0; i < ctx->p.max_regions; i++) {
+        struct uln_mr *r = ctx->regions[i];
+        if (r && (uint8_t *)r->addr >= (uint8_t *)m->base &&
+            (uint8_t *)r->addr < (uint8_t *)m->base + m->len)
+            return true;
+    }
+    return false;
+}
+
+ULN_EXPORT int uln_mem_free(struct uln_ctx *ctx, void *ptr)
+{
+    if (!ctx || !ptr) return -EINVAL;
+    pthread_mutex_lock(&ctx->lock);
+    struct uln_mem **pm = &ctx->mems;
+    while (*pm && (*pm)->base != ptr)
+        pm = &(*pm)->next;
+    struct uln_mem *m = *pm;
+    if (!m) {
+        pthread_mutex_unlock(&ctx->lock);
+        return -EINVAL;
+    }
+    if (mem_in_use(ctx, m)) { /* a registered region still points into it */
+        pthread_mutex_unlock(&ctx->lock);
+        return -EBUSY;
+    }
+    *pm = m->next;
+    pthread_mutex_unlock(&ctx->lock);
+    munmap(m->base, m->len);
+    close(m->fd);
+    free(m);
+    return 0;
+}
+
+/* Caller holds ctx->lock. */
+int uln_mem_lookup(struct uln_ctx *ctx, const void *addr, size_t len, int *fd, uint64_t *off,
+                   uint64_t *fd_len)
+{
+    for (struct uln_mem *m = ctx->mems; m; m = m->next) {
+        const uint8_t *b = m->base, *a = addr;
+        if (a >= b && a < b + m->len && len <= (size_t)(b + m->len - a)) {
+            *fd = m->fd;
+            *off = (uint64_t)(a - b);
+            *fd_len = m->len;
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+static uint64_t random_magic(void)
+{
+    uint64_t v = 0;
+    while ((v & ULN_KEY_MAGIC_MASK) == 0)
+        if (getentropy(&v, sizeof v) != 0) v = (uint64_t)rand() << 20 ^ (uint64_t)rand();
+    return v & ULN_KEY_MAGIC_MASK;
+}
+
+ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned access,
+                          struct uln_mr **out)
+{
+    if (!ctx || !out || (!addr && len)) return -EINVAL;
+    if (access & ~(ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE)) return -EINVAL;
+    struct uln_mr *mr = calloc(1, sizeof *mr);
+    if (!mr) return -ENOMEM;
+
+    pthread_mutex_lock(&ctx->lock);
+    uint32_t n = ctx->p.max_regions, idx = n;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = (ctx->region_hint + k) % n;
+        if (!ctx->regions[i]) {
+            idx = i;
+            break;
+        }
+    }
+    if (idx == n) {
+        pthread_mutex_unlock(&ctx->lock);
+        free(mr);
+        return -ENOSPC;
+    }
+    ctx->region_hint = idx + 1;
+    struct uln_key_entry *e = &ctx->keys[idx];
+    int fd = -1;
+    uint64_t off = 0, fd_len = 0;
+    uln_mem_lookup(ctx, addr, len, &fd, &off, &fd_len);
+    e->addr = (uint64_t)(uintptr_t)addr;
+    e->len = len;
+    e->access = access;
+    e->memfd = fd;
+    e->memfd_off = off;
+    e->memfd_len = fd_len;
+    mr->ctx = ctx;
+    mr->addr = addr;
+    mr->len = len;
+    mr->access = access;
+    mr->index = idx;
+    mr->key = ((uint64_t)idx << ULN_KEY_INDEX_SHIFT) | random_magic();
+    ctx->regions[idx] = mr;
+    /* Release: the entry's fields are visible before a peer can match the key. */
+    atomic_store_explicit(&e->key, mr->key, memory_order_release);
+    pthread_mutex_unlock(&ctx->lock);
+    *out = mr;
+    return 0;
+}
+
+/* Wait until no hazard slot names region idx. A dead peer's slot may be stuck
+ * on it forever: it cannot touch memory any more, so it does not count. */
+static void wait_hazards(struct uln_ctx *ctx, uint32_t idx)
+{
+    for (int src = 0; src < ctx->size; src++)
+        for (uint32_t ep = 0; ep < ctx->p.max_eps; ep++) {
+            _Atomic uint32_t *hz = uln_shm_hazard(ctx, src, (int)ep);
+            unsigned spins = 0;
+            /* Seq_cst: pairs with the initiator's seq_cst store of the slot. */
+            while (atomic_load_explicit(hz, memory_order_seq_cst) == idx + 1) {
+                if (++spins % 1024 == 0) {
+                    if (src != ctx->rank && uln_shm_peer_dead(ctx, src)) break;
+                    sched_yield();
+                }
+            }
+        }
+}
+
+ULN_EXPORT int uln_mr_dereg(struct uln_mr *mr)
+{
+    if (!mr) return -EINVAL;
+    struct uln_ctx *ctx = mr->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    struct uln_key_entry *e = &ctx->keys[mr->index];
+    /* Seq_cst: the key is gone before we read the hazard slots (see shm.c). */
+    atomic_store_explicit(&e->key, 0, memory_order_seq_cst);
+    wait_hazards(ctx, mr->index);
+    ctx->regions[mr->index] = NULL;
+    pthread_mutex_unlock(&ctx->lock);
+    free(mr);
+    return 0;
+}
+
+void uln_mr_close_all(struct uln_ctx *ctx)
+{
+    for (uint32_t i = 0; ctx->regions && i < ctx->p.max_regions; i++)
+        if (ctx->regions[i]) uln_mr_dereg(ctx->regions[i]);
+    while (ctx->mems)
+        uln_mem_free(ctx, ctx->mems->base);
+}
+
+ULN_EXPORT uint64_t uln_mr_key(const struct uln_mr *mr)
+{
+    return mr ? mr->key : 0;
+}
+ULN_EXPORT void *uln_mr_addr(const struct uln_mr *mr)
+{
+    return mr ? mr->addr : NULL;
+}
+ULN_EXPORT size_t uln_mr_len(const struct uln_mr *mr)
+{
+    return mr ? mr->len : 0;
+}
+
+int uln_key_enter(struct uln_ctx *ctx, int ep_index, uint64_t key, uint64_t off, uint64_t len,
+                  unsigned need, uint8_t **where, struct uln_stats *st)
+{
+    uint64_t idx = key >> ULN_KEY_INDEX_SHIFT;
+    int rc;
+    if (idx >= ctx->p.max_regions) {
+        rc = -ENOKEY;
+        uln_count_refusal(st, rc);
+        return rc;
+    }
+    struct uln_key_entry *e = &ctx->keys[idx];
+    _Atomic uint32_t *hz = uln_shm_hazard(ctx, ctx->rank, ep_index);
+    /* Same protocol as a peer's direct access (shm.c): announce, then check. */
+    atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
+    uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
+    rc = uln_key_check(e, live, key, off, len, need);
+    if (rc) {
+        atomic_store_explicit(hz, 0, memory_order_release);
+        uln_count_refusal(st, rc);
+        return rc;
+    }
+    *where = (uint8_t *)(uintptr_t)e->addr + off;
+    return 0;
+}
+
+void uln_key_leave(struct uln_ctx *ctx, int ep_index)
+{
+    /* Release: our copy into or out of the region is complete before dereg may
+     * return to the owner. */
+    atomic_store_explicit(uln_shm_hazard(ctx, ctx->rank, ep_index), 0, memory_order_release);
+}

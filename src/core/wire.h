@@ -1,0 +1,71 @@
+/*
+ * wire.h - the engine's messages, as they travel between two endpoints.
+ *
+ * Every message is a ring message (struct uln_msg: stamp, cells, type, flags,
+ * len, aux) followed by a type-specific fixed part and then data. The fixed
+ * parts carry everything a target needs to place data itself, so the same
+ * messages serve the shared-memory rings when the initiator cannot reach the
+ * target's memory (ULN_SHM_DIRECT=0, or the kernel refuses process_vm_*) and,
+ * later, packet transports.
+ *
+ * Channels: each (initiator endpoint, target endpoint) pair has two rings.
+ *   channel 0 (data):    NAP, PUT_FRAG, PUT_NOTIFY, GET_RESP, ACK
+ *   channel 1 (request): GET_REQ
+ * GET requests have their own channel because serving a GET makes the target
+ * send; if requests queued behind data, two ranks GETting from each other with
+ * full data rings would each wait for the other forever (cHPP's virtual channel).
+ */
+#ifndef ULN_WIRE_H
+#define ULN_WIRE_H
+
+#include <stdint.h>
+
+enum uln_msg_type {
+    ULN_MSG_NAP = 1,    /* payload = user data */
+    ULN_MSG_PUT_FRAG,   /* struct uln_put_frag + data: place at (key, offset) */
+    ULN_MSG_PUT_NOTIFY, /* struct uln_put_notify: a direct PUT landed, raise a CQE */
+    ULN_MSG_GET_REQ,    /* struct uln_get_req (channel 1) */
+    ULN_MSG_GET_RESP,   /* struct uln_get_resp + data */
+    ULN_MSG_ACK,        /* struct uln_ack: a ring-path PUT is placed, or refused */
+};
+
+/* flags of PUT_FRAG */
+#define ULN_FRAG_LAST 0x1u /* last fragment of the operation: answer with an ACK */
+#define ULN_FRAG_IMM  0x2u /* with LAST: raise PUT_REMOTE carrying imm at the target */
+
+struct uln_put_frag {
+    uint64_t key;
+    uint64_t offset;    /* where this fragment's data goes in the region */
+    uint64_t op_id;     /* the initiator's operation, echoed in the ACK */
+    uint64_t imm;       /* with ULN_FRAG_IMM */
+    uint64_t op_offset; /* offset of the operation's first byte (for PUT_REMOTE) */
+    uint64_t op_len;    /* whole operation length (for PUT_REMOTE) */
+};
+
+struct uln_put_notify {
+    uint64_t imm;
+    uint64_t offset;
+    uint64_t len;
+};
+
+struct uln_get_req {
+    uint64_t key;
+    uint64_t offset;
+    uint64_t len;
+    uint64_t op_id;
+};
+
+struct uln_get_resp {
+    uint64_t op_id;
+    uint64_t op_offset; /* where this piece goes in the initiator's buffer */
+    int32_t status;     /* nonzero: the GET is refused, no data follows */
+    uint32_t pad_;
+};
+
+struct uln_ack {
+    uint64_t op_id;
+    int32_t status;
+    uint32_t pad_;
+};
+
+#endif

@@ -1,0 +1,507 @@
+/*
+ * shm.c - the shared-memory transport: processes on one host.
+ *
+ * Each process owns one "inbox": an anonymous shared-memory object (memfd)
+ * holding everything peers need to reach it:
+ *
+ *   +0              header (layout, job key, sleepers count)
+ *   keys_off        key table, one 64-byte entry per region  (peers: read-only)
+ *   hazards_off     one line per (peer, endpoint): "I am inside region i"
+ *   rings_off       per (source rank, endpoint): channel-0 ring, channel-1 ring
+ *
+ * Peers find it through the bootstrap board (pid + descriptor number) and map
+ * it with /proc/<pid>/fd/<n>. It has no name, so nothing is left behind however
+ * a process dies, and a dead peer's memory stays valid while we map it (no
+ * SIGBUS: nobody ever shrinks it).
+ *
+ * Sleeping: a process about to sleep counts itself in `sleepers` and waits on
+ * its doorbell, a datagram socket in the abstract namespace (no file either).
+ * A producer that publishes a message checks the count and, only if nonzero,
+ * rings the doorbell. The doorbell is a socket, not a futex, so that a later
+ * transport can sleep on its own sockets and the doorbell at once.
+ *
+ * One-sided PUT/GET ("direct"): the initiator checks the target's key table
+ * itself (MyVIA's user-level TLB: a read-only view) and copies with plain
+ * loads/stores into a mapping of the target's region (memory from
+ * uln_mem_alloc) or with process_vm_readv/writev (other memory). A hazard slot
+ * tells the owner's uln_mr_dereg that somebody is inside a region.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+
+#define SHM_MAGIC   0x756c6e657473686dull /* "ulnetshm" */
+#define SHM_VERSION 1u
+#define TCACHE_WAYS 64u /* translation cache entries per peer (direct-mapped) */
+
+struct shm_hdr {
+    uint64_t magic, job_key;
+    uint32_t version, rank, size, max_eps;
+    uint32_t ring_bytes, req_ring_bytes, max_regions, pad0_;
+    uint64_t keys_off, hazards_off, rings_off, pair_stride, total;
+    int32_t pid, pad1_;
+    _Alignas(64) _Atomic uint32_t sleepers; /* own line: read by every producer */
+    uint8_t pad2_[60];
+};
+_Static_assert(sizeof(struct shm_hdr) <= 4096, "header fits its page");
+
+/* What a rank publishes on the board. */
+struct shm_addr {
+    int32_t inbox_fd;
+    uint32_t pad_;
+    uint64_t inbox_bytes;
+};
+
+/* A mapped peer region: PNI's translation cache, one per peer. */
+struct tcache_entry {
+    uint64_t key;
+    uint8_t *map; /* mmap of the memfd range */
+    size_t map_len;
+    uint8_t *base; /* region offset 0 */
+};
+
+struct shm_peer {
+    uint8_t *inbox; /* NULL until attached */
+    size_t inbox_len;
+    struct shm_hdr *hdr;
+    pid_t pid;
+    int pidfd;
+    bool dead;
+    bool cma_refused;
+    struct sockaddr_un bell;
+    socklen_t bell_len;
+    struct tcache_entry *tcache;
+};
+
+struct uln_shm {
+    int fd;
+    uint8_t *inbox;
+    size_t len;
+    struct shm_hdr *hdr;
+    int bell; /* doorbell socket */
+    bool cma_ok;
+    bool cma_warned;
+    struct shm_peer *peers;
+    pthread_mutex_t attach_lock;
+};
+
+static size_t align_up(size_t v, size_t a)
+{
+    return (v + a - 1) & ~(a - 1);
+}
+
+uint32_t uln_shm_ring_bytes(int ch, const struct uln_params *p)
+{
+    return ch == 0 ? p->ring_bytes : ULN_REQ_RING_BYTES;
+}
+
+static void bell_name(struct sockaddr_un *a, socklen_t *len, uint64_t job, int rank)
+{
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    /* Leading NUL: the abstract namespace, which has no file to leave behind. */
+    int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "ulnet.%016llx.%d",
+                     (unsigned long long)job, rank);
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+int uln_shm_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
+{
+    const struct uln_params *p = &ctx->p;
+    struct uln_shm *s = calloc(1, sizeof *s);
+    if (!s) return -ENOMEM;
+    s->fd = -1;
+    s->bell = -1;
+    pthread_mutex_init(&s->attach_lock, NULL);
+    ctx->shm = s;
+
+    size_t keys_off = 4096;
+    size_t hazards_off = align_up(keys_off + (size_t)p->max_regions * 64, 4096);
+    size_t rings_off = align_up(hazards_off + (size_t)ctx->size * p->max_eps * 64, 4096);
+    size_t stride =
+        align_up(uln_ring_footprint(p->ring_bytes) + uln_ring_footprint(ULN_REQ_RING_BYTES), 4096);
+    size_t total = rings_off + stride * (size_t)ctx->size * p->max_eps;
+
+    s->fd = memfd_create("ulnet-inbox", MFD_CLOEXEC);
+    if (s->fd < 0) return -errno;
+    /* Sparse: pages cost memory only once a peer actually uses a ring. */
+    if (ftruncate(s->fd, (off_t)total) != 0) return -errno;
+    s->inbox = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+    if (s->inbox == MAP_FAILED) {
+        s->inbox = NULL;
+        return -errno;
+    }
+    s->len = total;
+    s->hdr = (struct shm_hdr *)s->inbox;
+    *s->hdr = (struct shm_hdr){.magic = SHM_MAGIC,
+                               .job_key = ctx->job_key,
+                               .version = SHM_VERSION,
+                               .rank = (uint32_t)ctx->rank,
+                               .size = (uint32_t)ctx->size,
+                               .max_eps = p->max_eps,
+                               .ring_bytes = p->ring_bytes,
+                               .req_ring_bytes = ULN_REQ_RING_BYTES,
+                               .max_regions = p->max_regions,
+                               .keys_off = keys_off,
+                               .hazards_off = hazards_off,
+                               .rings_off = rings_off,
+                               .pair_stride = stride,
+                               .total = total,
+                               .pid = getpid()};
+    ctx->keys = (struct uln_key_entry *)(s->inbox + keys_off);
+
+    s->bell = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s->bell < 0) return -errno;
+    struct sockaddr_un a;
+    socklen_t alen;
+    bell_name(&a, &alen, ctx->job_key, ctx->rank);
+    if (bind(s->bell, (struct sockaddr *)&a, alen) != 0) {
+        int e = errno;
+        fprintf(stderr, "ulnet: rank %d: doorbell: %s\n", ctx->rank, strerror(e));
+        return -e;
+    }
+
+    s->peers = calloc((size_t)ctx->size, sizeof *s->peers);
+    if (!s->peers) return -ENOMEM;
+    for (int i = 0; i < ctx->size; i++)
+        s->peers[i].pidfd = -1;
+
+    /* Can we reach other processes' memory with process_vm_*? Only a real peer
+     * can tell (see direct_cma); start hopeful unless told not to. */
+    s->cma_ok = p->shm_cma != 0;
+
+    struct shm_addr addr = {.inbox_fd = s->fd, .inbox_bytes = total};
+    if (slot_len < sizeof addr) return -EINVAL;
+    memcpy(slot_addr, &addr, sizeof addr);
+    return 0;
+}
+
+bool uln_shm_cma_ok(const struct uln_ctx *ctx)
+{
+    return ctx->shm->cma_ok;
+}
+
+static void tcache_drop(struct tcache_entry *t)
+{
+    if (t->map) munmap(t->map, t->map_len);
+    memset(t, 0, sizeof *t);
+}
+
+void uln_shm_close(struct uln_ctx *ctx)
+{
+    struct uln_shm *s = ctx->shm;
+    if (!s) return;
+    if (s->peers) {
+        for (int i = 0; i < ctx->size; i++) {
+            struct shm_peer *pp = &s->peers[i];
+            if (pp->tcache) {
+                for (unsigned w = 0; w < TCACHE_WAYS; w++)
+                    tcache_drop(&pp->tcache[w]);
+                free(pp->tcache);
+            }
+            if (pp->inbox && pp->inbox != s->inbox) munmap(pp->inbox, pp->inbox_len);
+            if (pp->pidfd >= 0) close(pp->pidfd);
+        }
+        free(s->peers);
+    }
+    if (s->inbox) munmap(s->inbox, s->len);
+    if (s->fd >= 0) close(s->fd);
+    if (s->bell >= 0) close(s->bell);
+    pthread_mutex_destroy(&s->attach_lock);
+    free(s);
+    ctx->shm = NULL;
+    ctx->keys = NULL;
+}
+
+static int attach_locked(struct uln_ctx *ctx, int peer)
+{
+    struct uln_shm *s = ctx->shm;
+    struct shm_peer *pp = &s->peers[peer];
+    int32_t pid;
+    const struct shm_addr *a = uln_boot_peer(ctx, peer, &pid);
+    if (!a) return -ECONNRESET;
+
+    if (peer == ctx->rank) {
+        pp->inbox = s->inbox;
+        pp->inbox_len = s->len;
+    } else {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, (int)a->inbox_fd);
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+            int e = errno;
+            if (e == ENOENT || e == ESRCH) return -ECONNRESET; /* the peer is gone */
+            fprintf(stderr, "ulnet: rank %d cannot open rank %d's inbox: %s\n", ctx->rank, peer,
+                    strerror(e));
+            return -e;
+        }
+        struct stat st;
+        if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != a->inbox_bytes) {
+            close(fd);
+            return -EPROTO;
+        }
+        void *m = mmap(NULL, a->inbox_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd); /* the mapping keeps the object alive */
+        if (m == MAP_FAILED) return -errno;
+        pp->inbox = m;
+        pp->inbox_len = a->inbox_bytes;
+    }
+    struct shm_hdr *h = (struct shm_hdr *)pp->inbox;
+    if (h->magic != SHM_MAGIC || h->version != SHM_VERSION || h->rank != (uint32_t)peer ||
+        h->size != (uint32_t)ctx->size || h->total != pp->inbox_len ||
+        h->max_eps < ctx->p.max_eps || h->ring_bytes != ctx->p.ring_bytes) {
+        fprintf(stderr, "ulnet: rank %d's inbox does not match ours (different settings?)\n", peer);
+        if (pp->inbox != s->inbox) munmap(pp->inbox, pp->inbox_len);
+        pp->inbox = NULL;
+        return -EPROTO;
+    }
+    if (h->job_key != ctx->job_key) {
+        ULN_COUNT(&ctx->stats, refused_job, 1);
+        if (pp->inbox != s->inbox) munmap(pp->inbox, pp->inbox_len);
+        pp->inbox = NULL;
+        return -EPERM;
+    }
+    if (pp->inbox != s->inbox) {
+        /* The key table is the owner's to write: peers get a read-only view, so
+         * a stray store in a peer cannot forge a key. */
+        mprotect(pp->inbox + h->keys_off, h->hazards_off - h->keys_off, PROT_READ);
+    }
+    pp->hdr = h;
+    pp->pid = pid;
+    pp->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    bell_name(&pp->bell, &pp->bell_len, ctx->job_key, peer);
+    return 0;
+}
+
+int uln_shm_attach(struct uln_ctx *ctx, int peer)
+{
+    struct uln_shm *s = ctx->shm;
+    struct shm_peer *pp = &s->peers[peer];
+    if (ULN_LIKELY(pp->hdr != NULL)) return pp->dead ? -ECONNRESET : 0;
+    pthread_mutex_lock(&s->attach_lock);
+    int rc = pp->hdr ? 0 : attach_locked(ctx, peer);
+    pthread_mutex_unlock(&s->attach_lock);
+    return rc;
+}
+
+static uint8_t *pair_base(uint8_t *inbox, const struct shm_hdr *h, int src, int ep)
+{
+    return inbox + h->rings_off + h->pair_stride * ((size_t)src * h->max_eps + (size_t)ep);
+}
+
+void *uln_shm_ring_in(struct uln_ctx *ctx, int src, int ep, int ch)
+{
+    uint8_t *b = pair_base(ctx->shm->inbox, ctx->shm->hdr, src, ep);
+    return ch == 0 ? b : b + uln_ring_footprint(ctx->p.ring_bytes);
+}
+
+void *uln_shm_ring_out(struct uln_ctx *ctx, int dst, int ep, int ch)
+{
+    struct shm_peer *pp = &ctx->shm->peers[dst];
+    uint8_t *b = pair_base(pp->inbox, pp->hdr, ctx->rank, ep);
+    return ch == 0 ? b : b + uln_ring_footprint(pp->hdr->ring_bytes);
+}
+
+_Atomic uint32_t *uln_shm_hazard(struct uln_ctx *ctx, int src, int ep)
+{
+    struct uln_shm *s = ctx->shm;
+    return (_Atomic uint32_t *)(s->inbox + s->hdr->hazards_off +
+                                64 * ((size_t)src * s->hdr->max_eps + (size_t)ep));
+}
+
+bool uln_shm_peer_dead(struct uln_ctx *ctx, int peer)
+{
+    struct shm_peer *pp = &ctx->shm->peers[peer];
+    if (pp->dead) return true;
+    if (peer == ctx->rank || pp->pidfd < 0) return false;
+    struct pollfd pf = {.fd = pp->pidfd, .events = POLLIN};
+    if (poll(&pf, 1, 0) == 1) pp->dead = true; /* a pidfd is readable once its process exits */
+    return pp->dead;
+}
+
+/* ---- sleeping and waking -------------------------------------------------- */
+
+void uln_shm_wake(struct uln_ctx *ctx, int peer)
+{
+    struct shm_peer *pp = &ctx->shm->peers[peer];
+    /* Full fence: our message stores must be ordered before we read the peer's
+     * sleepers count, pairing with the fence in uln_shm_sleep_begin (Dekker):
+     * either it sees our message on its last look, or we see it asleep. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (ULN_LIKELY(atomic_load_explicit(&pp->hdr->sleepers, memory_order_relaxed) == 0)) return;
+    char b = 1;
+    /* Non-blocking: a full socket means the peer has wake-ups pending anyway. */
+    if (sendto(ctx->shm->bell, &b, 1, MSG_DONTWAIT, (struct sockaddr *)&pp->bell, pp->bell_len) ==
+        1)
+        ULN_COUNT(&ctx->stats, wakeups_sent, 1);
+}
+
+void uln_shm_sleep_begin(struct uln_ctx *ctx)
+{
+    atomic_fetch_add_explicit(&ctx->shm->hdr->sleepers, 1, memory_order_relaxed);
+    /* Full fence: announce before the caller's last look at the rings. */
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+void uln_shm_sleep_end(struct uln_ctx *ctx)
+{
+    atomic_fetch_sub_explicit(&ctx->shm->hdr->sleepers, 1, memory_order_relaxed);
+    char buf[64];
+    while (recv(ctx->shm->bell, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+    }
+}
+
+int uln_shm_sleep(struct uln_ctx *ctx, int timeout_ms)
+{
+    struct pollfd pf = {.fd = ctx->shm->bell, .events = POLLIN};
+    ULN_COUNT(&ctx->stats, sleeps, 1);
+    int n = poll(&pf, 1, timeout_ms);
+    return n > 0 ? 0 : -ETIMEDOUT;
+}
+
+/* ---- direct PUT/GET --------------------------------------------------------- */
+
+static uint8_t *tcache_lookup(struct uln_ctx *ctx, struct shm_peer *pp,
+                              const struct uln_key_entry *e, uint64_t key, struct uln_stats *st)
+{
+    if (!pp->tcache) {
+        pp->tcache = calloc(TCACHE_WAYS, sizeof *pp->tcache);
+        if (!pp->tcache) return NULL;
+    }
+    struct tcache_entry *t = &pp->tcache[(key >> ULN_KEY_INDEX_SHIFT) % TCACHE_WAYS];
+    if (ULN_LIKELY(t->key == key)) {
+        ULN_COUNT(st, cache_hits, 1);
+        return t->base;
+    }
+    /* Miss: map the region's memfd (first touch costs open + mmap + faults). */
+    ULN_COUNT(st, cache_misses, 1);
+    tcache_drop(t);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pp->pid, (int)e->memfd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st_;
+    uint64_t page = 4096, start = e->memfd_off & ~(page - 1);
+    size_t len = (size_t)(e->memfd_off + e->len - start);
+    if (fstat(fd, &st_) != 0 || (uint64_t)st_.st_size != e->memfd_len ||
+        e->memfd_off + e->len > (uint64_t)st_.st_size) {
+        close(fd);
+        return NULL;
+    }
+    void *m = len ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start) : NULL;
+    close(fd);
+    if (m == MAP_FAILED) return NULL;
+    t->key = key;
+    t->map = m;
+    t->map_len = len;
+    t->base = (uint8_t *)m + (e->memfd_off - start);
+    (void)ctx;
+    return t->base;
+}
+
+static int direct_cma(struct uln_ctx *ctx, struct shm_peer *pp, bool write, void *local,
+                      uint64_t raddr, uint64_t len)
+{
+    struct uln_shm *s = ctx->shm;
+    while (len) {
+        struct iovec l = {.iov_base = local, .iov_len = len};
+        struct iovec r = {.iov_base = (void *)(uintptr_t)raddr, .iov_len = len};
+        ssize_t n = write ? process_vm_writev(pp->pid, &l, 1, &r, 1, 0)
+                          : process_vm_readv(pp->pid, &l, 1, &r, 1, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == ESRCH) return -ECONNRESET;
+            if (errno == EPERM || errno == ENOSYS || errno == EACCES) {
+                if (!s->cma_warned)
+                    fprintf(stderr,
+                            "ulnet: the kernel refuses process_vm_%sv (%s): PUT/GET to memory not "
+                            "from uln_mem_alloc now goes through the rings (two copies)\n",
+                            write ? "write" : "read", strerror(errno));
+                s->cma_warned = true;
+                s->cma_ok = false;
+                pp->cma_refused = true;
+                return ULN_NO_DIRECT;
+            }
+            return -errno; /* EFAULT: the owner registered memory it no longer has */
+        }
+        if (n == 0) return -EFAULT;
+        local = (uint8_t *)local + n;
+        raddr += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    return 0;
+}
+
+int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, uint64_t len,
+                   uint64_t rkey, uint64_t roff)
+{
+    struct uln_ctx *ctx = ep->ctx;
+    struct uln_shm *s = ctx->shm;
+    struct shm_peer *pp = &s->peers[peer];
+    struct shm_hdr *h = pp->hdr;
+    uint64_t idx = rkey >> ULN_KEY_INDEX_SHIFT;
+    int rc;
+
+    if (idx >= h->max_regions) {
+        rc = -ENOKEY;
+        uln_count_refusal(&ep->stats, rc);
+        return rc;
+    }
+    const struct uln_key_entry *e = (const struct uln_key_entry *)(pp->inbox + h->keys_off) + idx;
+    _Atomic uint32_t *hz =
+        (_Atomic uint32_t *)(pp->inbox + h->hazards_off +
+                             64 * ((size_t)ctx->rank * h->max_eps + (size_t)ep->index));
+
+    /* Seq_cst store then seq_cst load (Dekker with uln_mr_dereg, which clears
+     * the key and then reads the hazards): either the owner sees us inside, or
+     * we see the key gone. While we are inside, the entry cannot change. */
+    atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
+    uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
+    rc = uln_key_check(e, live, rkey, roff, len,
+                       write ? ULN_ACCESS_REMOTE_WRITE : ULN_ACCESS_REMOTE_READ);
+    if (rc) {
+        uln_count_refusal(&ep->stats, rc);
+        goto out;
+    }
+    if (peer == ctx->rank) {
+        /* Ourselves: the region is in our own address space. */
+        uint8_t *base = (uint8_t *)(uintptr_t)e->addr;
+        if (write)
+            memcpy(base + roff, local, len);
+        else
+            memcpy(local, base + roff, len);
+        goto out;
+    }
+    if (e->memfd >= 0) {
+        uint8_t *base = tcache_lookup(ctx, pp, e, rkey, &ep->stats);
+        if (ULN_LIKELY(base != NULL)) {
+            if (write)
+                memcpy(base + roff, local, len);
+            else
+                memcpy(local, base + roff, len);
+            goto out;
+        }
+        /* Could not map it: fall through to process_vm_* */
+    }
+    if (!s->cma_ok || pp->cma_refused) {
+        rc = ULN_NO_DIRECT;
+        goto out;
+    }
+    rc = direct_cma(ctx, pp, write, local, e->addr + roff, len);
+out:
+    /* Release: our copy is complete before the owner may reuse the memory. */
+    atomic_store_explicit(hz, 0, memory_order_release);
+    return rc;
+}
