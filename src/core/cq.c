@@ -24,6 +24,10 @@ ULN_EXPORT int uln_cq_open(struct uln_ctx *ctx, unsigned entries, struct uln_cq 
     }
     cq->ctx = ctx;
     cq->entries = entries;
+    pthread_mutex_lock(&ctx->lock);
+    cq->next = ctx->cqs;
+    ctx->cqs = cq;
+    pthread_mutex_unlock(&ctx->lock);
     *out = cq;
     return 0;
 }
@@ -32,9 +36,26 @@ ULN_EXPORT int uln_cq_close(struct uln_cq *cq)
 {
     if (!cq) return -EINVAL;
     if (cq->n_eps) return -EBUSY; /* close its endpoints first */
+    struct uln_ctx *ctx = cq->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    struct uln_cq **pc = &ctx->cqs;
+    while (*pc && *pc != cq)
+        pc = &(*pc)->next;
+    if (*pc) *pc = cq->next;
+    pthread_mutex_unlock(&ctx->lock);
     free(cq->ring);
     free(cq);
     return 0;
+}
+
+void uln_cq_close_all(struct uln_ctx *ctx)
+{
+    while (ctx->cqs) {
+        struct uln_cq *cq = ctx->cqs;
+        ctx->cqs = cq->next;
+        free(cq->ring);
+        free(cq);
+    }
 }
 
 void uln_cq_unbind(struct uln_cq *cq, struct uln_ep *ep)

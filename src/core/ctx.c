@@ -96,6 +96,7 @@ static void ctx_free(struct uln_ctx *ctx)
 {
     for (unsigned i = 0; ctx->eps && i < ctx->n_eps; i++)
         if (ctx->eps[i]) uln_ep_close(ctx->eps[i]);
+    uln_cq_close_all(ctx);
     if (ctx->keys) uln_mr_close_all(ctx);
     uln_shm_close(ctx);
     uln_boot_fini(ctx);

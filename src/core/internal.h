@@ -123,6 +123,7 @@ struct uln_ctx {
 
     struct uln_ep **eps;
     unsigned n_eps;
+    struct uln_cq *cqs;     /* open CQs, so uln_close can free them */
     struct uln_stats stats; /* for things not owned by one endpoint */
 };
 
@@ -177,6 +178,7 @@ struct uln_ep {
 
 struct uln_cq {
     struct uln_ctx *ctx;
+    struct uln_cq *next;
     struct uln_cqe *ring;
     uint32_t entries;
     uint64_t head, tail;
@@ -197,6 +199,7 @@ static inline struct uln_cqe *uln_cq_push(struct uln_cq *cq)
     return &cq->ring[cq->tail++ % cq->entries];
 }
 void uln_cq_unbind(struct uln_cq *cq, struct uln_ep *ep);
+void uln_cq_close_all(struct uln_ctx *ctx);
 
 /* engine.c */
 void uln_engine_progress(struct uln_ep *ep);

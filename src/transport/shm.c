@@ -259,8 +259,18 @@ static int attach_locked(struct uln_ctx *ctx, int peer)
         pp->inbox_len = a->inbox_bytes;
     }
     struct shm_hdr *h = (struct shm_hdr *)pp->inbox;
+    /* Everything we will compute addresses from must stay inside the mapping. */
+    uint64_t want_stride =
+        uln_ring_footprint(h->ring_bytes) + uln_ring_footprint(ULN_REQ_RING_BYTES);
+    bool layout_ok = h->keys_off >= sizeof *h && h->max_regions <= (1u << 24) && h->max_eps <= 64 &&
+                     h->keys_off + (uint64_t)h->max_regions * 64 <= h->hazards_off &&
+                     h->hazards_off + (uint64_t)h->size * h->max_eps * 64 <= h->rings_off &&
+                     h->pair_stride >= want_stride &&
+                     h->rings_off + h->pair_stride * h->size * h->max_eps <= h->total &&
+                     h->req_ring_bytes == ULN_REQ_RING_BYTES && h->keys_off % 4096 == 0 &&
+                     h->hazards_off % 4096 == 0;
     if (h->magic != SHM_MAGIC || h->version != SHM_VERSION || h->rank != (uint32_t)peer ||
-        h->size != (uint32_t)ctx->size || h->total != pp->inbox_len ||
+        h->size != (uint32_t)ctx->size || h->total != pp->inbox_len || !layout_ok ||
         h->max_eps < ctx->p.max_eps || h->ring_bytes != ctx->p.ring_bytes) {
         fprintf(stderr, "ulnet: rank %d's inbox does not match ours (different settings?)\n", peer);
         if (pp->inbox != s->inbox) munmap(pp->inbox, pp->inbox_len);
@@ -278,10 +288,11 @@ static int attach_locked(struct uln_ctx *ctx, int peer)
          * a stray store in a peer cannot forge a key. */
         mprotect(pp->inbox + h->keys_off, h->hazards_off - h->keys_off, PROT_READ);
     }
-    pp->hdr = h;
     pp->pid = pid;
     pp->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     bell_name(&pp->bell, &pp->bell_len, ctx->job_key, peer);
+    /* Release: other threads that see hdr set see the whole peer entry. */
+    __atomic_store_n(&pp->hdr, h, __ATOMIC_RELEASE);
     return 0;
 }
 
@@ -289,7 +300,9 @@ int uln_shm_attach(struct uln_ctx *ctx, int peer)
 {
     struct uln_shm *s = ctx->shm;
     struct shm_peer *pp = &s->peers[peer];
-    if (ULN_LIKELY(pp->hdr != NULL)) return pp->dead ? -ECONNRESET : 0;
+    /* Acquire: pairs with the release at the end of attach_locked. */
+    if (ULN_LIKELY(__atomic_load_n(&pp->hdr, __ATOMIC_ACQUIRE) != NULL))
+        return pp->dead ? -ECONNRESET : 0;
     pthread_mutex_lock(&s->attach_lock);
     int rc = pp->hdr ? 0 : attach_locked(ctx, peer);
     pthread_mutex_unlock(&s->attach_lock);
