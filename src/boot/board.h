@@ -43,7 +43,7 @@ static inline size_t uln_board_bytes(unsigned nranks)
 }
 
 /* Create a zeroed board for nranks ranks; returns an fd without close-on-exec,
- * or -errno. Used by ulnrun (and by tests that start ranks themselves). */
+ * or -errno. Internal: ulnrun links the static library to reach it. */
 int uln_board_create(unsigned nranks);
 
 #endif

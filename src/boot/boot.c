@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -54,9 +55,10 @@ int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg)
     if (key == 0) {
         const char *s = getenv("ULN_JOB_KEY");
         if (s && *s) {
-            char *end;
-            key = strtoull(s, &end, 16);
-            if (*end || key == 0) {
+            /* Exactly 1..16 hex digits: no sign, spaces, 0x or overflow. */
+            size_t n = strspn(s, "0123456789abcdefABCDEF");
+            key = n >= 1 && n <= 16 && !s[n] ? strtoull(s, NULL, 16) : 0;
+            if (key == 0) {
                 fprintf(stderr, "ulnet: ULN_JOB_KEY=%s is not a nonzero hex number\n", s);
                 return -EINVAL;
             }
@@ -74,6 +76,7 @@ int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg)
         size = 1;
         fd = uln_board_create(1);
         if (fd < 0) return (int)fd;
+        fcntl((int)fd, F_SETFD, FD_CLOEXEC); /* private to us: keep it out of exec'd programs */
         ctx->board_fd = (int)fd; /* ours to close */
         if (key == 0 && getentropy(&key, sizeof key) != 0) return -errno;
         if (key == 0) key = 1;

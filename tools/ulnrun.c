@@ -1,0 +1,442 @@
+/*
+ * ulnrun - start an ulnet job on this host and supervise it.
+ *
+ *   ulnrun -n N [--timeout S] [--] prog args...
+ *
+ * Starts N copies of prog (ranks 0..N-1) with ULN_RANK, ULN_SIZE, ULN_JOB_KEY
+ * and ULN_BOOT_FD set, then waits. The job ends as a whole: when one rank fails
+ * (non-zero exit or signal), when the timeout expires, or when ulnrun itself is
+ * asked to stop, the other ranks get SIGTERM, then SIGKILL after a grace period.
+ * If ulnrun is killed outright, the kernel kills the ranks (PR_SET_PDEATHSIG).
+ *
+ * Exit status: 0 if every rank exited 0; otherwise the first failing rank's
+ * status (exit code, or 128+signal); 124 on timeout; 128+signo when ulnrun was
+ * stopped by SIGINT/SIGTERM/SIGHUP; 2 on a usage error; 1 if the job could not
+ * be set up.
+ *
+ * ulnrun creates no named object: the bootstrap board is an anonymous memfd,
+ * so however the job ends nothing is left in /dev/shm or the file system.
+ *
+ * ulnrun is single-threaded, which is what makes the fork-then-exec path and
+ * the signalfd-based supervision simple and race-free.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* execvpe, signalfd, ppoll, getopt_long, PR_SET_PDEATHSIG */
+#endif
+
+#include "boot/board.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define GRACE_NS     (2 * 1000000000LL) /* SIGTERM -> SIGKILL */
+#define EXIT_USAGE   2
+#define EXIT_SETUP   1
+#define EXIT_TIMEOUT 124
+#define EXIT_EXEC    127
+
+static const char *prog_name = "ulnrun";
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: %s -n N [--timeout S] [--] prog [args...]\n"
+            "Start N ranks of an ulnet job on this host and supervise them.\n"
+            "\n"
+            "  -n N           number of ranks (1..%u)\n"
+            "  --timeout S    end the job after S seconds (fractions allowed); exit 124\n"
+            "  -h, --help     show this help\n"
+            "\n"
+            "Each rank gets ULN_RANK, ULN_SIZE, ULN_JOB_KEY and ULN_BOOT_FD.\n"
+            "If a rank fails, the others get SIGTERM (SIGKILL 2 s later) and ulnrun\n"
+            "exits with the failing rank's status (128+signal if it was killed).\n",
+            prog_name, ULN_BOARD_MAX_RANKS);
+}
+
+static _Noreturn __attribute__((format(printf, 1, 2))) void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog_name);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nTry '%s --help'.\n", prog_name);
+    va_end(ap);
+    exit(EXIT_USAGE);
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static const char *signame(int sig)
+{
+    switch (sig) {
+    case SIGINT:
+        return "SIGINT";
+    case SIGTERM:
+        return "SIGTERM";
+    case SIGHUP:
+        return "SIGHUP";
+    default:
+        return "signal";
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Job state                                                                  */
+/* ------------------------------------------------------------------------- */
+
+struct job {
+    unsigned n;
+    pid_t *pids;      /* pid of rank r, 0 once reaped (or never started) */
+    unsigned running; /* started and not yet reaped */
+    bool ending;      /* SIGTERM sent; waiting for the ranks to go */
+    bool killed;      /* SIGKILL sent */
+    bool signalled;   /* ulnrun itself was told to stop (SIGINT/SIGTERM/SIGHUP) */
+    int64_t kill_at;  /* when ending: monotonic deadline for SIGKILL */
+    int exit_code;    /* decided by the first event that ends the job */
+};
+
+static void signal_all(struct job *job, int sig)
+{
+    /* Only unreaped pids are signalled: a child we have not waited for cannot
+     * have its pid reused, so this never hits an unrelated process. */
+    for (unsigned r = 0; r < job->n; r++)
+        if (job->pids[r] > 0) kill(job->pids[r], sig);
+}
+
+static void end_job(struct job *job, int exit_code)
+{
+    if (job->ending) return;
+    job->ending = true;
+    job->exit_code = exit_code;
+    job->kill_at = now_ns() + GRACE_NS;
+    signal_all(job, SIGTERM);
+}
+
+static int find_rank(const struct job *job, pid_t pid)
+{
+    for (unsigned r = 0; r < job->n; r++)
+        if (job->pids[r] == pid) return (int)r;
+    return -1;
+}
+
+/* Reap every child that has terminated. SIGCHLD is a standard signal and
+ * coalesces, so one notification may stand for several exits: always drain. */
+static void reap(struct job *job)
+{
+    for (;;) {
+        int st;
+        pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid == 0) return;
+        if (pid < 0) {
+            if (errno == EINTR) continue;
+            return; /* ECHILD: nothing left */
+        }
+        int r = find_rank(job, pid);
+        if (r < 0) continue; /* not ours (cannot happen unless inherited); just reaped */
+        job->pids[r] = 0;
+        job->running--;
+        if (job->ending) continue; /* the job is already ending: deaths are expected now */
+        if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "%s: rank %d (pid %ld) exited with status %d; ending the job\n",
+                    prog_name, r, (long)pid, WEXITSTATUS(st));
+            end_job(job, WEXITSTATUS(st));
+        } else if (WIFSIGNALED(st)) {
+            fprintf(stderr, "%s: rank %d (pid %ld) killed by signal %d; ending the job\n",
+                    prog_name, r, (long)pid, WTERMSIG(st));
+            end_job(job, 128 + WTERMSIG(st));
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Starting the ranks                                                         */
+/* ------------------------------------------------------------------------- */
+
+static bool is_uln_var(const char *e)
+{
+    static const char *const ours[] = {"ULN_RANK=", "ULN_SIZE=", "ULN_JOB_KEY=", "ULN_BOOT_FD="};
+    for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
+        if (strncmp(e, ours[i], strlen(ours[i])) == 0) return true;
+    return false;
+}
+
+/* Runs in the child between fork and exec. */
+static _Noreturn void start_rank(unsigned rank, pid_t parent, char **argv, char **envp,
+                                 bool keep_hup_ignored)
+{
+    /* If ulnrun dies for any reason, even SIGKILL, take this rank with it. The
+     * parent may already have died before prctl took effect; then getppid no
+     * longer names it and the rank must not start as an orphan. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(EXIT_EXEC);
+
+    /* Hand the program a clean signal state: ulnrun blocks signals for its
+     * signalfd, and a background launch from a non-interactive shell leaves
+     * SIGINT/SIGQUIT ignored; both survive exec. SIGHUP stays ignored if it was
+     * ignored when ulnrun started (nohup): that was the user's explicit wish. */
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP || (sig == SIGHUP && keep_hup_ignored)) continue;
+        signal(sig, SIG_DFL); /* fails harmlessly for libc-reserved signals */
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+
+    execvpe(argv[0], argv, envp);
+    fprintf(stderr, "%s: rank %u: cannot run '%s': %s\n", prog_name, rank, argv[0],
+            strerror(errno));
+    _exit(EXIT_EXEC);
+}
+
+/* ------------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    unsigned n = 0;
+    double timeout_s = 0;
+
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"timeout", required_argument, NULL, 't'},
+        {NULL, 0, NULL, 0},
+    };
+    int opt;
+    /* '+': stop at the first non-option, so prog's own options are left alone. */
+    while ((opt = getopt_long(argc, argv, "+hn:", longopts, NULL)) != -1) {
+        char *end;
+        switch (opt) {
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'n': {
+            errno = 0;
+            unsigned long v = strtoul(optarg, &end, 10);
+            /* strtoul accepts "-1" and wraps it; refuse any sign explicitly. */
+            if (errno || end == optarg || *end || strchr(optarg, '-') || v == 0 ||
+                v > ULN_BOARD_MAX_RANKS)
+                usage_error("-n wants a number of ranks from 1 to %u, not '%s'",
+                            ULN_BOARD_MAX_RANKS, optarg);
+            n = (unsigned)v;
+            break;
+        }
+        case 't':
+            errno = 0;
+            timeout_s = strtod(optarg, &end);
+            /* Upper bound keeps the nanosecond deadline far from overflow. */
+            if (errno || end == optarg || *end || !isfinite(timeout_s) || timeout_s <= 0 ||
+                timeout_s > 1e9)
+                usage_error("--timeout wants a positive number of seconds, not '%s'", optarg);
+            break;
+        default: /* getopt_long already said what was wrong */
+            fprintf(stderr, "Try '%s --help'.\n", prog_name);
+            return EXIT_USAGE;
+        }
+    }
+    if (n == 0) usage_error("missing -n N (the number of ranks)");
+    if (optind >= argc) usage_error("missing the program to run");
+    char **prog_argv = argv + optind;
+
+    /* A nonzero key: 0 means "unset" to uln_config. */
+    uint64_t job_key = 0;
+    while (job_key == 0) {
+        ssize_t got = getrandom(&job_key, sizeof job_key, 0);
+        if (got < 0 && errno != EINTR) {
+            fprintf(stderr, "%s: getrandom: %s\n", prog_name, strerror(errno));
+            return EXIT_SETUP;
+        }
+        if (got != (ssize_t)sizeof job_key) job_key = 0;
+    }
+
+    int board = uln_board_create(n);
+    if (board < 0) {
+        fprintf(stderr, "%s: cannot create the bootstrap board: %s\n", prog_name, strerror(-board));
+        return EXIT_SETUP;
+    }
+    if (board <= STDERR_FILENO) {
+        /* Started with a standard descriptor closed: do not let a rank find
+         * the board on its stdin/stdout/stderr. F_DUPFD leaves close-on-exec off. */
+        int moved = fcntl(board, F_DUPFD, STDERR_FILENO + 1);
+        if (moved < 0) {
+            fprintf(stderr, "%s: fcntl: %s\n", prog_name, strerror(errno));
+            return EXIT_SETUP;
+        }
+        close(board);
+        board = moved;
+    }
+
+    /* Was SIGHUP ignored by whoever started us (nohup)? Then honour that. */
+    struct sigaction old_hup;
+    sigaction(SIGHUP, NULL, &old_hup);
+    bool hup_ignored = old_hup.sa_handler == SIG_IGN;
+
+    /* Every signal we act on is blocked and read from a signalfd before the
+     * first fork, so none can be lost or arrive "between" checks: a child that
+     * exits at once still leaves SIGCHLD pending for the loop below. */
+    sigset_t watched;
+    sigemptyset(&watched);
+    sigaddset(&watched, SIGCHLD);
+    sigaddset(&watched, SIGINT);
+    sigaddset(&watched, SIGTERM);
+    if (!hup_ignored) sigaddset(&watched, SIGHUP);
+    if (sigprocmask(SIG_BLOCK, &watched, NULL) != 0) {
+        fprintf(stderr, "%s: sigprocmask: %s\n", prog_name, strerror(errno));
+        return EXIT_SETUP;
+    }
+    /* A shell starting us in the background leaves SIGINT ignored, and POSIX
+     * lets a system discard an ignored signal even while it is blocked (Linux
+     * happens to queue it). ulnrun must end the job when told to, so make the
+     * dispositions plain defaults; being blocked, they never act. */
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGINT, &dfl, NULL);
+    sigaction(SIGTERM, &dfl, NULL);
+    if (!hup_ignored) sigaction(SIGHUP, &dfl, NULL);
+    /* SIGCHLD must not be SIG_IGN either: that would make the kernel reap the
+     * ranks itself and waitpid could not report their status. */
+    sigaction(SIGCHLD, &dfl, NULL);
+
+    int sfd = signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) {
+        fprintf(stderr, "%s: signalfd: %s\n", prog_name, strerror(errno));
+        return EXIT_SETUP;
+    }
+
+    /* The environment for the ranks: ours, minus stale ULN_* job variables
+     * (e.g. when ulnrun is started from inside a rank), plus the job's. */
+    size_t nenv = 0;
+    while (environ[nenv])
+        nenv++;
+    char **envp = calloc(nenv + 5, sizeof *envp);
+    char rank_var[32], size_var[32], key_var[48], fd_var[32];
+    struct job job = {.n = n, .exit_code = 0};
+    job.pids = calloc(n, sizeof *job.pids);
+    if (!envp || !job.pids) {
+        fprintf(stderr, "%s: out of memory\n", prog_name);
+        free(envp);
+        free(job.pids);
+        return EXIT_SETUP;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < nenv; i++)
+        if (!is_uln_var(environ[i])) envp[k++] = environ[i];
+    snprintf(size_var, sizeof size_var, "ULN_SIZE=%u", n);
+    snprintf(key_var, sizeof key_var, "ULN_JOB_KEY=%016" PRIx64, job_key);
+    snprintf(fd_var, sizeof fd_var, "ULN_BOOT_FD=%d", board);
+    rank_var[0] = '\0';
+    envp[k++] = rank_var; /* rewritten before each fork */
+    envp[k++] = size_var;
+    envp[k++] = key_var;
+    envp[k++] = fd_var;
+    envp[k] = NULL;
+
+    pid_t self = getpid();
+    fflush(NULL); /* nothing buffered may be written twice by the children */
+    for (unsigned r = 0; r < n; r++) {
+        snprintf(rank_var, sizeof rank_var, "ULN_RANK=%u", r);
+        pid_t pid = fork();
+        if (pid == 0) start_rank(r, self, prog_argv, envp, hup_ignored);
+        if (pid < 0) {
+            /* The ranks already started would wait forever for the missing
+             * ones: end the job the usual way. */
+            fprintf(stderr, "%s: cannot start rank %u: %s; ending the job\n", prog_name, r,
+                    strerror(errno));
+            end_job(&job, EXIT_SETUP);
+            break;
+        }
+        job.pids[r] = pid;
+        job.running++;
+    }
+
+    /* The timeout counts from the moment the ranks exist. */
+    bool has_timeout = timeout_s > 0;
+    int64_t timeout_at = has_timeout ? now_ns() + (int64_t)(timeout_s * 1e9) : 0;
+
+    while (job.running > 0) {
+        reap(&job);
+        if (job.running == 0) break;
+
+        int64_t now = now_ns();
+        if (!job.ending && has_timeout && now >= timeout_at) {
+            fprintf(stderr, "%s: timeout after %g s; ending the job\n", prog_name, timeout_s);
+            end_job(&job, EXIT_TIMEOUT);
+        }
+        if (job.ending && !job.killed && now >= job.kill_at) {
+            fprintf(stderr, "%s: %u rank(s) still running %g s after SIGTERM; sending SIGKILL\n",
+                    prog_name, job.running, GRACE_NS / 1e9);
+            signal_all(&job, SIGKILL);
+            job.killed = true;
+        }
+
+        /* Sleep until a signal or the next deadline. */
+        int64_t until = -1;
+        if (job.ending && !job.killed)
+            until = job.kill_at;
+        else if (!job.ending && has_timeout)
+            until = timeout_at;
+        struct timespec ts, *tsp = NULL;
+        if (until >= 0) {
+            int64_t d = until > now ? until - now : 0;
+            ts.tv_sec = (time_t)(d / 1000000000LL);
+            ts.tv_nsec = (long)(d % 1000000000LL);
+            tsp = &ts;
+        }
+        struct pollfd pfd = {.fd = sfd, .events = POLLIN};
+        if (ppoll(&pfd, 1, tsp, NULL) < 0 && errno != EINTR) {
+            /* Cannot happen with one valid fd short of ENOMEM. Degrade to
+             * polling rather than spin or abandon the ranks. */
+            struct timespec nap = {0, 10 * 1000000L};
+            nanosleep(&nap, NULL);
+        }
+
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+            int sig = (int)si.ssi_signo;
+            if (sig == SIGCHLD) continue; /* reap() at the top of the loop */
+            if (!job.signalled) {
+                /* The job may already be ending: Ctrl-C reaches the ranks as
+                 * well, and one of their deaths can be reaped before this
+                 * signal is read. Either way the ranks keep their grace. */
+                job.signalled = true;
+                if (!job.ending) {
+                    fprintf(stderr, "%s: caught %s; ending the job\n", prog_name, signame(sig));
+                    end_job(&job, 128 + sig);
+                }
+            } else if (!job.killed) {
+                /* Asked a second time (Ctrl-C again): stop waiting for them. */
+                fprintf(stderr, "%s: caught %s again; sending SIGKILL\n", prog_name, signame(sig));
+                signal_all(&job, SIGKILL);
+                job.killed = true;
+            }
+        }
+    }
+
+    close(sfd);
+    close(board);
+    free(job.pids);
+    free(envp);
+    return job.exit_code;
+}
