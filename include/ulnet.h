@@ -49,9 +49,14 @@
  *     and wait for it first when a GET must see them.
  *
  * Progress
- *   Work advances inside uln_cq_poll / uln_cq_wait on a CQ bound to the endpoint.
- *   Over shared memory, PUT and GET to peer-accessible memory complete without
- *   the target calling ulnet at all.
+ *   Work advances inside uln_cq_poll / uln_cq_wait on a CQ bound to the endpoint,
+ *   and at post time when the endpoint's send queue was empty (a small operation
+ *   is then done before the post returns). Queued work - also ULN_SILENT work -
+ *   moves only while the initiator polls. Over shared memory, PUT and GET to
+ *   peer-accessible memory complete without the target calling ulnet at all.
+ *   A NAP to an endpoint index the peer has not opened yet waits in that
+ *   endpoint's ring (and, once the ring is full, holds the sender back) until
+ *   the peer opens it; call uln_barrier after opening endpoints to avoid this.
  */
 #ifndef ULNET_H
 #define ULNET_H

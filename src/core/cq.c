@@ -80,7 +80,8 @@ static void cq_progress(struct uln_cq *cq)
 ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)
 {
     if (ULN_UNLIKELY(!cq || (!out && max > 0) || max < 0)) return -EINVAL;
-    if (cq->tail == cq->head) cq_progress(cq);
+    /* Progress unless enough entries are already waiting for this call. */
+    if (cq->tail - cq->head < (uint64_t)max || max == 0) cq_progress(cq);
     int n = 0;
     while (n < max && cq->head != cq->tail)
         out[n++] = cq->ring[cq->head++ % cq->entries];
