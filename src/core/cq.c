@@ -160,6 +160,6 @@ ULN_EXPORT int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe)
     /* The entry must point into that ring, at a message we handed out. */
     if ((uint8_t *)m < c->cells || (uint8_t *)m >= c->cells + c->mask + 1 || m->type != ULN_MSG_NAP)
         return -EINVAL;
-    uln_ring_release(c, m);
+    uln_engine_release(ep, cqe->peer, c, m);
     return 0;
 }

@@ -55,6 +55,31 @@ static int out_rings(struct uln_ep *ep, int peer, struct uln_ep_peer **out)
     return 0;
 }
 
+static bool out_rings_ready(struct uln_ep *ep, int peer)
+{
+    struct uln_ep_peer *pp;
+    return out_rings(ep, peer, &pp) == 0;
+}
+
+/* Room for a message to the peer, or NULL: then the endpoint is blocked on that
+ * peer (a busy sleeper wakes in short slices) and the consumer is asked to
+ * wake us when it gives space back. */
+static void *out_reserve(struct uln_ep *ep, struct uln_ring_prod *p, uint32_t len)
+{
+    void *d = uln_ring_reserve(p, len);
+    if (ULN_UNLIKELY(!d)) {
+        ep->blocked = true;
+        uln_ring_want_room(p);
+    }
+    return d;
+}
+
+/* Give a received message back; wake its producer if it waits for room. */
+void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, struct uln_msg *m)
+{
+    if (uln_ring_release(c, m) && out_rings_ready(ep, src)) uln_shm_wake(ep->ctx, src);
+}
+
 /* ---- issue ----------------------------------------------------------------- */
 
 static bool issue_nap(struct uln_ep *ep, struct uln_sqe *s)
@@ -65,7 +90,7 @@ static bool issue_nap(struct uln_ep *ep, struct uln_sqe *s)
         sqe_finish(ep, s, rc);
         return true;
     }
-    void *dst = uln_ring_reserve(&pp->out[0], (uint32_t)s->len);
+    void *dst = out_reserve(ep, &pp->out[0], (uint32_t)s->len);
     if (!dst) return false; /* the receiver's ring is full: its credits hold us back */
     memcpy(dst, s->src, s->len);
     uln_ring_commit(&pp->out[0], ULN_MSG_NAP, 0, (uint32_t)s->len, 0);
@@ -81,24 +106,26 @@ static bool issue_nap(struct uln_ep *ep, struct uln_sqe *s)
 static bool issue_direct(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
 {
     bool write = s->op == ULN_OP_PUT;
+    uint8_t *local = write ? (uint8_t *)(uintptr_t)s->src : (uint8_t *)s->dst;
+    uint32_t left = *budget;
     do {
         uint64_t n = s->len - s->issued;
-        if (n > *budget) n = *budget;
-        uint8_t *local = write ? (uint8_t *)s->src : (uint8_t *)s->dst;
+        if (n > left) n = left;
         int rc =
             uln_shm_direct(ep, s->peer, write, local + s->issued, n, s->rkey, s->roff + s->issued);
         if (rc == ULN_NO_DIRECT) {
             s->ring_path = 1;
-            return true;
+            break;
         }
         if (rc) {
             sqe_finish(ep, s, rc);
-            return true;
+            break;
         }
         s->issued += n;
-        *budget -= (uint32_t)n;
-    } while (s->issued<s->len && * budget> 0);
-    return s->issued == s->len;
+        left -= (uint32_t)n;
+    } while (s->issued < s->len && left != 0);
+    *budget = left;
+    return s->issued == s->len || s->ring_path || s->state == SQE_DONE;
 }
 
 static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
@@ -117,7 +144,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         if (s->flags & ULN_REMOTE_CQ) {
             /* The data is in place; now raise the target's completion (S-Flag).
              * Same ring as NAPs, so it is also ordered after earlier NAPs. */
-            struct uln_put_notify *n = uln_ring_reserve(&pp->out[0], sizeof *n);
+            struct uln_put_notify *n = out_reserve(ep, &pp->out[0], sizeof *n);
             if (!n) return false;
             *n = (struct uln_put_notify){.imm = s->imm, .offset = s->roff, .len = s->len};
             uln_ring_commit(&pp->out[0], ULN_MSG_PUT_NOTIFY, 0, sizeof *n, 0);
@@ -133,12 +160,16 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     /* Ring path: fragments that carry their own (key, offset), placed by the
      * target, which answers the last one with an ACK. */
     uint32_t frag_max = ep->ctx->p.frag_max;
-    do {
+    bool sent = false, full = false;
+    for (;;) {
         uint64_t n = s->len - s->issued;
         if (n > frag_max) n = frag_max;
         if (n > *budget && *budget > 0) n = *budget;
-        struct uln_put_frag *f = uln_ring_reserve(&pp->out[0], (uint32_t)(sizeof *f + n));
-        if (!f) return false;
+        struct uln_put_frag *f = out_reserve(ep, &pp->out[0], (uint32_t)(sizeof *f + n));
+        if (!f) {
+            full = true;
+            break;
+        }
         bool last = s->issued + n == s->len;
         *f = (struct uln_put_frag){.key = s->rkey,
                                    .offset = s->roff + s->issued,
@@ -150,11 +181,14 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         uint8_t fl = last ? ULN_FRAG_LAST : 0;
         if (last && (s->flags & ULN_REMOTE_CQ)) fl |= ULN_FRAG_IMM;
         uln_ring_commit(&pp->out[0], ULN_MSG_PUT_FRAG, fl, (uint32_t)(sizeof *f + n), 0);
+        sent = true;
         s->issued += n;
         *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
-    } while (s->issued<s->len && * budget> 0);
-    uln_shm_wake(ep->ctx, s->peer);
-    if (s->issued < s->len) return false;
+        if (last || *budget == 0) break;
+    }
+    /* Announce what went out, also when the ring filled up part way. */
+    if (sent) uln_shm_wake(ep->ctx, s->peer);
+    if (full || s->issued < s->len) return false;
     ULN_COUNT(&ep->stats, puts, 1);
     ULN_COUNT(&ep->stats, bytes_put, s->len);
     s->state = SQE_WAIT;
@@ -182,7 +216,7 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     }
     /* Ring path: one request on channel 1 for what is left; the data comes back
      * as GET_RESP messages on the peer's channel 0. */
-    struct uln_get_req *r = uln_ring_reserve(&pp->out[1], sizeof *r);
+    struct uln_get_req *r = out_reserve(ep, &pp->out[1], sizeof *r);
     if (!r) return false;
     *r = (struct uln_get_req){.key = s->rkey,
                               .offset = s->roff + s->issued,
@@ -249,7 +283,7 @@ void uln_engine_retire(struct uln_ep *ep)
 
 bool uln_engine_busy(const struct uln_ep *ep)
 {
-    return ep->sq_head != ep->sq_tail;
+    return ep->sq_head != ep->sq_tail || ep->blocked;
 }
 
 void uln_engine_fail_peer(struct uln_ep *ep, int peer, int status)
@@ -285,7 +319,7 @@ static void ack_flush(struct uln_ep *ep, int peer, struct uln_ep_peer *pp)
     struct uln_ep_peer *o;
     if (pp->ack_head == pp->ack_tail || out_rings(ep, peer, &o)) return;
     while (pp->ack_head != pp->ack_tail) {
-        struct uln_ack *a = uln_ring_reserve(&o->out[0], sizeof *a);
+        struct uln_ack *a = out_reserve(ep, &o->out[0], sizeof *a);
         if (!a) break;
         *a = pp->acks[pp->ack_head++ % pp->ack_cap];
         uln_ring_commit(&o->out[0], ULN_MSG_ACK, 0, sizeof *a, 0);
@@ -293,12 +327,14 @@ static void ack_flush(struct uln_ep *ep, int peer, struct uln_ep_peer *pp)
     uln_shm_wake(ep->ctx, peer);
 }
 
-/* The operation an answer names, if it is still waiting for one. */
+/* The operation an answer names, if it can still take one: waiting for it, or
+ * (a refusal of a long PUT) still sending fragments. */
 static struct uln_sqe *waiting_op(struct uln_ep *ep, uint64_t op_id, uint8_t op)
 {
     if (op_id < ep->sq_head || op_id >= ep->sq_tail) return NULL;
     struct uln_sqe *s = sqe_at(ep, op_id);
-    return s->op_id == op_id && s->op == op && s->state == SQE_WAIT ? s : NULL;
+    bool open = s->state == SQE_WAIT || (s->state == SQE_QUEUED && s->ring_path);
+    return s->op_id == op_id && s->op == op && open ? s : NULL;
 }
 
 static void malformed(struct uln_ep *ep)
@@ -312,15 +348,21 @@ static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, s
     if (m->len < sizeof *f) return malformed(ep);
     uint64_t n = m->len - sizeof *f;
     if (pp->refused_op == f->op_id + 1) return; /* rest of a refused PUT: already answered */
+    /* The fragment must lie inside its operation... */
+    if (f->offset < f->op_offset || f->offset - f->op_offset > f->op_len ||
+        n > f->op_len - (f->offset - f->op_offset))
+        return malformed(ep);
+    /* ...and the whole operation inside the region: a PUT that is refused writes
+     * nothing, not its first fragments. */
     uint8_t *where;
-    int rc = uln_key_enter(ep->ctx, ep->index, f->key, f->offset, n, ULN_ACCESS_REMOTE_WRITE,
-                           &where, &ep->stats);
+    int rc = uln_key_enter(ep->ctx, ep->index, f->key, f->op_offset, f->op_len,
+                           ULN_ACCESS_REMOTE_WRITE, &where, &ep->stats);
     if (rc) {
         pp->refused_op = f->op_id + 1;
         ack_queue(ep, pp, f->op_id, rc);
         return;
     }
-    memcpy(where, f + 1, n);
+    memcpy(where + (f->offset - f->op_offset), f + 1, n);
     uln_key_leave(ep->ctx, ep->index);
     if (!(m->flags & ULN_FRAG_LAST)) return;
     ack_queue(ep, pp, f->op_id, 0);
@@ -404,7 +446,7 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
         malformed(ep);
         break;
     }
-    uln_ring_release(&pp->in[0], m);
+    uln_engine_release(ep, src, &pp->in[0], m);
     return true;
 }
 
@@ -422,7 +464,7 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
             if (!m) return;
             if (m->type != ULN_MSG_GET_REQ || m->len != sizeof(struct uln_get_req)) {
                 malformed(ep);
-                uln_ring_release(&pp->in[1], m);
+                uln_engine_release(ep, src, &pp->in[1], m);
                 continue;
             }
             pp->get_req = m;
@@ -436,14 +478,17 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
             uint64_t n = r->len - pp->get_sent;
             if (n > ctx->p.frag_max) n = ctx->p.frag_max;
             if (n > *budget && *budget > 0) n = *budget;
-            struct uln_get_resp *g = uln_ring_reserve(&o->out[0], (uint32_t)(sizeof *g + n));
+            struct uln_get_resp *g = out_reserve(ep, &o->out[0], (uint32_t)(sizeof *g + n));
             if (!g) break;
+            /* Check the whole request every time (not just this piece): a GET
+             * that is refused delivers no bytes, and a region deregistered
+             * half way stops the answer there. */
             uint8_t *where;
-            int rc = uln_key_enter(ctx, ep->index, r->key, r->offset + pp->get_sent, n,
+            int rc = uln_key_enter(ctx, ep->index, r->key, r->offset, r->len,
                                    ULN_ACCESS_REMOTE_READ, &where, &ep->stats);
             *g = (struct uln_get_resp){.op_id = r->op_id, .op_offset = pp->get_sent, .status = rc};
             if (rc == 0) {
-                memcpy(g + 1, where, n);
+                memcpy(g + 1, where + pp->get_sent, n);
                 uln_key_leave(ctx, ep->index);
             } else {
                 n = 0;
@@ -455,7 +500,7 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
         } while (!finished && *budget > 0);
         uln_shm_wake(ctx, src);
         if (!finished) return;
-        uln_ring_release(&pp->in[1], pp->get_req);
+        uln_engine_release(ep, src, &pp->in[1], pp->get_req);
         pp->get_req = NULL;
     }
 }
@@ -497,6 +542,7 @@ void uln_engine_progress(struct uln_ep *ep)
 {
     /* Serving peers' GETs and issuing our own work each get one chunk. */
     uint32_t serve_budget = ep->ctx->p.chunk_bytes;
+    ep->blocked = false;
     progress_recv(ep, &serve_budget);
     uint64_t before = ep->sq_issue;
     uln_engine_issue(ep, ep->ctx->p.chunk_bytes);

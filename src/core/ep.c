@@ -102,7 +102,8 @@ static struct uln_sqe *sq_take(struct uln_ep *ep)
     }
     struct uln_sqe *s = &ep->sq[ep->sq_tail % ep->sq_depth];
     s->state = SQE_QUEUED;
-    s->ring_path = 0;
+    /* ULN_SHM_DIRECT=0: PUT/GET go through the rings, placed by the target. */
+    s->ring_path = !ep->ctx->p.shm_direct;
     s->notified = 0;
     s->issued = 0;
     s->received = 0;

@@ -173,6 +173,7 @@ struct uln_ep {
     struct uln_ep_peer *peers;
     unsigned rr_peer;
     uint32_t stalled; /* passes in which queued work did not move */
+    bool blocked;     /* this pass found a peer's ring full */
     struct uln_stats stats;
 };
 
@@ -207,6 +208,7 @@ int uln_engine_issue(struct uln_ep *ep, uint32_t budget); /* returns bytes budge
 void uln_engine_retire(struct uln_ep *ep);
 bool uln_engine_busy(const struct uln_ep *ep); /* work that waits on a peer */
 void uln_engine_fail_peer(struct uln_ep *ep, int peer, int status);
+void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, struct uln_msg *m);
 
 /* mr.c */
 void uln_mr_close_all(struct uln_ctx *ctx);

@@ -24,11 +24,13 @@
 #define ULN_RING_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#define ULN_CELL 64u
+#define ULN_CELL           64u
+#define ULN_RING_LIKELY(x) __builtin_expect(!!(x), 1)
 
 enum { ULN_MSG_PAD = 0xff, ULN_MSG_RELEASED = 0xfe };
 
@@ -47,7 +49,11 @@ _Static_assert(sizeof(struct uln_msg) == 16, "message header is 16 bytes");
 /* Shared control block, one cache line, placed right before the cells. */
 struct uln_ring_ctrl {
     _Alignas(64) _Atomic uint64_t head; /* bytes given back by the consumer */
-    uint8_t pad_[56];
+    /* Set by a producer that found the ring full; the consumer clears it and
+     * wakes the producer when it gives space back. Same line as head, which
+     * the consumer writes anyway, so checking it costs the consumer nothing. */
+    _Atomic uint32_t prod_waiting;
+    uint8_t pad_[52];
 };
 _Static_assert(sizeof(struct uln_ring_ctrl) == 64, "ring control is one line");
 
@@ -179,7 +185,7 @@ static inline uint32_t uln_ring_max_payload(uint64_t bytes)
  * The message stays the consumer's until uln_ring_release.
  */
 static inline struct uln_msg *uln_ring_peek(struct uln_ring_cons *c, int *bad);
-static inline void uln_ring_release(struct uln_ring_cons *c, struct uln_msg *m);
+static inline bool uln_ring_release(struct uln_ring_cons *c, struct uln_msg *m);
 
 static inline struct uln_msg *uln_ring_peek(struct uln_ring_cons *c, int *bad)
 {
@@ -203,8 +209,9 @@ static inline struct uln_msg *uln_ring_peek(struct uln_ring_cons *c, int *bad)
 }
 
 /* Give a message back. Messages may be given back in any order; space returns
- * to the producer in ring order. */
-static inline void uln_ring_release(struct uln_ring_cons *c, struct uln_msg *m)
+ * to the producer in ring order. Returns true when space was returned to a
+ * producer that is waiting for it (the caller should wake it). */
+static inline bool uln_ring_release(struct uln_ring_cons *c, struct uln_msg *m)
 {
     m->type = ULN_MSG_RELEASED;
     uint64_t old = c->head;
@@ -219,10 +226,22 @@ static inline void uln_ring_release(struct uln_ring_cons *c, struct uln_msg *m)
                                   memory_order_relaxed);
         c->head += (uint64_t)cells * ULN_CELL;
     }
-    if (c->head != old)
-        /* Release: our reads of the messages and the zeroing happen before the
-         * producer, acquiring head, writes the cells again. */
-        atomic_store_explicit(&c->ctrl->head, c->head, memory_order_release);
+    if (c->head == old) return false;
+    /* Release: our reads of the messages and the zeroing happen before the
+     * producer, acquiring head, writes the cells again. */
+    atomic_store_explicit(&c->ctrl->head, c->head, memory_order_release);
+    /* No fence between the store and this load: in the rare race where both
+     * sides miss each other, the producer's bounded sleep slice recovers. */
+    if (ULN_RING_LIKELY(!atomic_load_explicit(&c->ctrl->prod_waiting, memory_order_relaxed)))
+        return false;
+    atomic_store_explicit(&c->ctrl->prod_waiting, 0, memory_order_relaxed);
+    return true;
+}
+
+/* The producer found no room: ask the consumer to say when there is. */
+static inline void uln_ring_want_room(struct uln_ring_prod *p)
+{
+    atomic_store_explicit(&p->ctrl->prod_waiting, 1, memory_order_relaxed);
 }
 
 #endif

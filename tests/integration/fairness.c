@@ -1,0 +1,189 @@
+/*
+ * fairness - one huge PUT must not starve other endpoints.
+ *
+ * Rank 0 posts a 256 MiB PUT on endpoint 0, then ping-pongs small NAPs with
+ * rank 1 on endpoint 1. Both endpoints share one CQ on each rank, so a single
+ * uln_cq_poll drives both: the engine must move the PUT in chunk_bytes pieces
+ * and serve endpoint 1 between them. Several ping-pong round trips have to
+ * complete before the PUT's completion arrives; an engine that copies the whole
+ * PUT in one go lets none through. Done for both kinds of target memory, then
+ * the PUT's data is checked.
+ */
+#include "common.h"
+
+#define BIG       (256u << 20)
+#define MIN_TRIPS 3
+#define PING      0x50494e47u
+#define STOP      0x53544f50u
+#define CHECKMSG  0x43484bu
+
+static struct t_job J;
+static struct uln_cq *cq;
+static struct uln_ep *ep0, *ep1;
+
+struct msg {
+    uint32_t magic, seq;
+};
+
+static uint64_t big_seed(int kind)
+{
+    return pat_seed(0, 90, (uint64_t)kind);
+}
+
+static void initiator(int kind, uint64_t key, uint8_t *src)
+{
+    static struct msg ping[2], stop, chk;
+    pat_fill(src, BIG, big_seed(kind), 0);
+    t_barrier(&J);
+    double t0 = t_now();
+    CHECK_OK(uln_put(ep0, 1, src, BIG, key, 0, 0xb16, 0));
+    uint32_t trips = 0, trips_before = 0;
+    bool put_done = false, ping_out = true;
+    int sends_out = 1;
+    ping[0] = (struct msg){PING, 0};
+    CHECK_OK(uln_nap(ep1, 1, &ping[0], sizeof ping[0], 0x9000, 0));
+    double t_put = 0, last = t_now();
+    while (!put_done || ping_out || sends_out) {
+        struct uln_cqe ev[16];
+        int n = uln_cq_poll(cq, ev, 16);
+        CHECK(n >= 0);
+        for (int i = 0; i < n; i++) {
+            struct uln_cqe *e = &ev[i];
+            CHECK_CQE(e, e->status == 0 && e->peer == 1);
+            if (e->op == ULN_OP_PUT) {
+                CHECK_CQE(e, e->user_data == 0xb16 && e->ep == 0 && e->len == BIG && !put_done);
+                put_done = true;
+                trips_before = trips;
+                t_put = t_now() - t0;
+            } else if (e->op == ULN_OP_NAP) {
+                CHECK_CQE(e, e->ep == 1 && sends_out > 0);
+                sends_out--;
+            } else {
+                struct msg m;
+                CHECK_CQE(e, e->op == ULN_OP_NAP_RECV && e->ep == 1 && e->len == sizeof m);
+                memcpy(&m, e->data, sizeof m);
+                t_release(cq, e);
+                CHECK(m.magic == PING && m.seq == trips && ping_out);
+                trips++;
+                ping_out = false;
+                if (!put_done) {
+                    struct msg *p = &ping[trips & 1]; /* the other slot may still be in flight */
+                    *p = (struct msg){PING, trips};
+                    CHECK_OK(uln_nap(ep1, 1, p, sizeof *p, 0x9000 + trips, 0));
+                    ping_out = true;
+                    sends_out++;
+                }
+            }
+        }
+        if (n > 0) last = t_now();
+        CHECKF(t_now() - last < 30, "fairness: stuck (put_done %d, %u trips)", put_done, trips);
+    }
+    printf("rank0: %u MiB PUT into %s memory took %.1f ms; %u NAP round trips completed on "
+           "endpoint 1 meanwhile\n",
+           BIG >> 20, t_kind_name(kind), t_put * 1e3, trips_before);
+    CHECKF(trips_before >= MIN_TRIPS,
+           "only %u ping-pongs on endpoint 1 completed before the %u MiB PUT on endpoint 0 "
+           "(want >= %d): one endpoint starves the other",
+           trips_before, BIG >> 20, MIN_TRIPS);
+    stop = (struct msg){STOP, trips};
+    chk = (struct msg){CHECKMSG, (uint32_t)kind};
+    CHECK_OK(uln_nap(ep1, 1, &stop, sizeof stop, 0x5, 0));
+    CHECK_OK(uln_nap(ep0, 1, &chk, sizeof chk, 0x6, 0));
+    struct uln_cqe e[3];
+    t_cq_take(cq, e, 3, 60000, "stop/check completions and rank 1's verdict");
+    int naps = 0, recv = 0;
+    for (int i = 0; i < 3; i++) {
+        CHECK_CQE(&e[i], e[i].status == 0);
+        if (e[i].op == ULN_OP_NAP) {
+            naps++;
+        } else {
+            CHECK_CQE(&e[i], e[i].op == ULN_OP_NAP_RECV && e[i].ep == 0);
+            t_release(cq, &e[i]);
+            recv++;
+        }
+    }
+    CHECK(naps == 2 && recv == 1);
+}
+
+static void target(int kind, struct t_region *r)
+{
+    static struct msg pong[64], verdict;
+    unsigned slot = 0;
+    int sends_out = 0;
+    bool stopped = false, checked = false;
+    t_barrier(&J);
+    double last = t_now();
+    while (!stopped || !checked || sends_out) {
+        struct uln_cqe ev[16];
+        int n = uln_cq_poll(cq, ev, 16);
+        CHECK(n >= 0);
+        if (n == 0) {
+            CHECKF(t_now() - last < 30, "fairness target: stuck");
+            int w = uln_cq_wait(cq, 5);
+            CHECK(w == 0 || w == -ETIMEDOUT);
+            continue;
+        }
+        last = t_now();
+        for (int i = 0; i < n; i++) {
+            struct uln_cqe *e = &ev[i];
+            CHECK_CQE(e, e->status == 0 && e->peer == 0);
+            if (e->op == ULN_OP_NAP) {
+                sends_out--;
+                continue;
+            }
+            struct msg m;
+            CHECK_CQE(e, e->op == ULN_OP_NAP_RECV && e->len == sizeof m);
+            memcpy(&m, e->data, sizeof m);
+            t_release(cq, e);
+            if (m.magic == PING) {
+                CHECK_CQE(e, e->ep == 1);
+                struct msg *p = &pong[slot++ % 64];
+                *p = m;
+                CHECK_OK(uln_nap(ep1, 0, p, sizeof *p, 0x7000 + m.seq, 0));
+                sends_out++;
+            } else if (m.magic == STOP) {
+                CHECK_CQE(e, e->ep == 1);
+                stopped = true;
+            } else {
+                CHECK_CQE(e, e->ep == 0 && m.magic == CHECKMSG && m.seq == (uint32_t)kind);
+                CHECK_PAT(r->buf, BIG, big_seed(kind), 0, "the %u MiB PUT into %s memory",
+                          BIG >> 20, t_kind_name(kind));
+                verdict = (struct msg){CHECKMSG, 1};
+                CHECK_OK(uln_nap(ep0, 0, &verdict, sizeof verdict, 0x8, 0));
+                sends_out++;
+                checked = true;
+            }
+        }
+    }
+}
+
+int main(void)
+{
+    t_open(&J, 2);
+    CHECK_OK(uln_cq_open(J.ctx, 256, &cq));
+    CHECK_OK(uln_ep_open(J.ctx, cq, cq, &ep0));
+    CHECK_OK(uln_ep_open(J.ctx, cq, cq, &ep1));
+    if (J.rank == 0) printf("rank0: chunk_bytes=%u\n", J.info.chunk_bytes);
+    uint8_t *src = J.rank == 0 ? t_xmalloc(BIG) : NULL;
+    for (int kind = 0; kind < T_NKINDS; kind++) {
+        struct t_region r;
+        uint64_t mine = 0, all[2];
+        if (J.rank == 1) {
+            t_region_new(&J, &r, kind, BIG, ULN_ACCESS_REMOTE_WRITE);
+            memset(r.buf, 0, BIG); /* fault the pages in now, not inside the PUT */
+            mine = r.key;
+        }
+        t_exchange(&J, ep0, cq, &mine, 1, all);
+        if (J.rank == 0)
+            initiator(kind, all[1], src);
+        else
+            target(kind, &r);
+        t_barrier(&J);
+        if (J.rank == 1) t_region_free(&J, &r);
+    }
+    free(src);
+    CHECK_OK(uln_ep_close(ep0));
+    CHECK_OK(uln_ep_close(ep1));
+    CHECK_OK(uln_cq_close(cq));
+    return t_finish(&J);
+}
