@@ -71,10 +71,10 @@ static void cq_progress(struct uln_cq *cq)
 {
     /* Round robin over the endpoints, starting one further each time, so that
      * one busy endpoint cannot keep the others waiting. */
-    unsigned n = cq->n_eps;
-    for (unsigned k = 0; k < n; k++)
-        uln_engine_progress(cq->eps[(cq->rr + k) % n]);
-    if (n) cq->rr = (cq->rr + 1) % n;
+    unsigned n = cq->n_eps, i = cq->rr < n ? cq->rr : 0;
+    for (unsigned k = 0; k < n; k++, i = i + 1 == n ? 0 : i + 1)
+        uln_engine_progress(cq->eps[i]);
+    cq->rr = i + 1;
 }
 
 ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)

@@ -64,12 +64,17 @@ static bool out_rings_ready(struct uln_ep *ep, int peer)
 /* Room for a message to the peer, or NULL: then the endpoint is blocked on that
  * peer (a busy sleeper wakes in short slices) and the consumer is asked to
  * wake us when it gives space back. */
-static void *out_reserve(struct uln_ep *ep, struct uln_ring_prod *p, uint32_t len)
+static void *out_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len)
 {
-    void *d = uln_ring_reserve(p, len);
+    struct uln_ep_peer *pp = &ep->peers[peer];
+    if (ULN_UNLIKELY(!pp->announced[ch])) {
+        uln_shm_announce(ep->ctx, peer, ch, ep->index); /* the peer starts polling us */
+        pp->announced[ch] = true;
+    }
+    void *d = uln_ring_reserve(&pp->out[ch], len);
     if (ULN_UNLIKELY(!d)) {
         ep->blocked = true;
-        uln_ring_want_room(p);
+        uln_ring_want_room(&pp->out[ch]);
     }
     return d;
 }
@@ -90,7 +95,7 @@ static bool issue_nap(struct uln_ep *ep, struct uln_sqe *s)
         sqe_finish(ep, s, rc);
         return true;
     }
-    void *dst = out_reserve(ep, &pp->out[0], (uint32_t)s->len);
+    void *dst = out_reserve(ep, s->peer, 0, (uint32_t)s->len);
     if (!dst) return false; /* the receiver's ring is full: its credits hold us back */
     memcpy(dst, s->src, s->len);
     uln_ring_commit(&pp->out[0], ULN_MSG_NAP, 0, (uint32_t)s->len, 0);
@@ -144,7 +149,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         if (s->flags & ULN_REMOTE_CQ) {
             /* The data is in place; now raise the target's completion (S-Flag).
              * Same ring as NAPs, so it is also ordered after earlier NAPs. */
-            struct uln_put_notify *n = out_reserve(ep, &pp->out[0], sizeof *n);
+            struct uln_put_notify *n = out_reserve(ep, s->peer, 0, sizeof *n);
             if (!n) return false;
             *n = (struct uln_put_notify){.imm = s->imm, .offset = s->roff, .len = s->len};
             uln_ring_commit(&pp->out[0], ULN_MSG_PUT_NOTIFY, 0, sizeof *n, 0);
@@ -165,7 +170,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         uint64_t n = s->len - s->issued;
         if (n > frag_max) n = frag_max;
         if (n > *budget && *budget > 0) n = *budget;
-        struct uln_put_frag *f = out_reserve(ep, &pp->out[0], (uint32_t)(sizeof *f + n));
+        struct uln_put_frag *f = out_reserve(ep, s->peer, 0, (uint32_t)(sizeof *f + n));
         if (!f) {
             full = true;
             break;
@@ -216,7 +221,7 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     }
     /* Ring path: one request on channel 1 for what is left; the data comes back
      * as GET_RESP messages on the peer's channel 0. */
-    struct uln_get_req *r = out_reserve(ep, &pp->out[1], sizeof *r);
+    struct uln_get_req *r = out_reserve(ep, s->peer, 1, sizeof *r);
     if (!r) return false;
     *r = (struct uln_get_req){.key = s->rkey,
                               .offset = s->roff + s->issued,
@@ -319,7 +324,7 @@ static void ack_flush(struct uln_ep *ep, int peer, struct uln_ep_peer *pp)
     struct uln_ep_peer *o;
     if (pp->ack_head == pp->ack_tail || out_rings(ep, peer, &o)) return;
     while (pp->ack_head != pp->ack_tail) {
-        struct uln_ack *a = out_reserve(ep, &o->out[0], sizeof *a);
+        struct uln_ack *a = out_reserve(ep, peer, 0, sizeof *a);
         if (!a) break;
         *a = pp->acks[pp->ack_head++ % pp->ack_cap];
         uln_ring_commit(&o->out[0], ULN_MSG_ACK, 0, sizeof *a, 0);
@@ -478,7 +483,7 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
             uint64_t n = r->len - pp->get_sent;
             if (n > ctx->p.frag_max) n = ctx->p.frag_max;
             if (n > *budget && *budget > 0) n = *budget;
-            struct uln_get_resp *g = out_reserve(ep, &o->out[0], (uint32_t)(sizeof *g + n));
+            struct uln_get_resp *g = out_reserve(ep, src, 0, (uint32_t)(sizeof *g + n));
             if (!g) break;
             /* Check the whole request every time (not just this piece): a GET
              * that is refused delivers no bytes, and a region deregistered
@@ -505,13 +510,40 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
     }
 }
 
-static void progress_recv(struct uln_ep *ep, uint32_t *budget)
+/* Peers whose ring on channel ch has ever carried a message to us: the
+ * bitmap only grows, and changes rarely, so the list is rebuilt only then. */
+static void refresh_active(struct uln_ep *ep, int ch)
 {
     int size = ep->ctx->size;
-    int src = (int)ep->rr_peer;
-    for (int k = 0; k < size; k++, src = src + 1 == size ? 0 : src + 1) {
+    size_t words = ((size_t)size + 63) / 64;
+    _Atomic uint64_t *map = uln_shm_active(ep->ctx, ch, ep->index);
+    bool changed = false;
+    for (size_t w = 0; w < words; w++) {
+        /* Acquire: pairs with the producer's RMW in uln_shm_announce. */
+        uint64_t v = atomic_load_explicit(&map[w], memory_order_acquire);
+        if (v != ep->act_seen[ch][w]) {
+            ep->act_seen[ch][w] = v;
+            changed = true;
+        }
+    }
+    if (ULN_LIKELY(!changed)) return;
+    int n = 0;
+    for (int src = 0; src < size; src++)
+        if (ep->act_seen[ch][src / 64] >> (src % 64) & 1) ep->act_list[ch][n++] = src;
+    ep->n_act[ch] = n;
+}
+
+static void progress_recv(struct uln_ep *ep, uint32_t *budget)
+{
+    refresh_active(ep, 0);
+    refresh_active(ep, 1);
+    /* Round robin: start one peer further each pass. */
+    int n = ep->n_act[0];
+    unsigned start = ep->rr_peer < (unsigned)n ? ep->rr_peer : 0;
+    for (int k = 0, i = (int)start; k < n; k++, i = i + 1 == n ? 0 : i + 1) {
+        int src = ep->act_list[0][i];
         struct uln_ep_peer *pp = &ep->peers[src];
-        for (int i = 0; i < RECV_BATCH; i++) {
+        for (int b = 0; b < RECV_BATCH; b++) {
             /* Everything below may need one receive-CQ entry and one ACK slot;
              * without them the message waits in the ring (which holds the
              * sender back) rather than being lost. */
@@ -523,9 +555,12 @@ static void progress_recv(struct uln_ep *ep, uint32_t *budget)
             take_data(ep, src, pp, m);
         }
         ack_flush(ep, src, pp);
-        if (*budget) serve_gets(ep, src, pp, budget);
     }
-    ep->rr_peer = ep->rr_peer + 1 == (unsigned)size ? 0 : ep->rr_peer + 1;
+    for (int k = 0; k < ep->n_act[1] && *budget; k++) {
+        int src = ep->act_list[1][k];
+        serve_gets(ep, src, &ep->peers[src], budget);
+    }
+    ep->rr_peer = start + 1;
 }
 
 static void check_peers(struct uln_ep *ep)

@@ -13,6 +13,19 @@
 
 #include "core/internal.h"
 
+static void ep_free(struct uln_ep *ep)
+{
+    for (int i = 0; ep->peers && i < ep->ctx->size; i++)
+        free(ep->peers[i].acks);
+    for (int ch = 0; ch < 2; ch++) {
+        free(ep->act_seen[ch]);
+        free(ep->act_list[ch]);
+    }
+    free(ep->peers);
+    free(ep->sq);
+    free(ep);
+}
+
 ULN_EXPORT int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *recv_cq,
                            struct uln_ep **out)
 {
@@ -27,14 +40,17 @@ ULN_EXPORT int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct u
     ep->sq = calloc(ep->sq_depth, sizeof *ep->sq);
     ep->peers = calloc((size_t)ctx->size, sizeof *ep->peers);
     if (!ep->sq || !ep->peers) goto nomem;
+    for (int ch = 0; ch < 2; ch++) {
+        ep->act_seen[ch] = calloc(((size_t)ctx->size + 63) / 64, sizeof(uint64_t));
+        ep->act_list[ch] = calloc((size_t)ctx->size, sizeof(int));
+        if (!ep->act_seen[ch] || !ep->act_list[ch]) goto nomem;
+    }
 
     pthread_mutex_lock(&ctx->lock);
     unsigned n_bind = send_cq == recv_cq ? 1 : 2;
     if (ctx->n_eps >= ctx->p.max_eps || send_cq->n_eps + 1 > 64 || recv_cq->n_eps + n_bind > 65) {
         pthread_mutex_unlock(&ctx->lock);
-        free(ep->sq);
-        free(ep->peers);
-        free(ep);
+        ep_free(ep);
         return -ENOSPC;
     }
     /* Indices are never reused within a context: a peer may still have
@@ -51,9 +67,7 @@ ULN_EXPORT int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct u
     *out = ep;
     return 0;
 nomem:
-    free(ep->sq);
-    free(ep->peers);
-    free(ep);
+    ep_free(ep);
     return -ENOMEM;
 }
 
@@ -76,11 +90,7 @@ ULN_EXPORT int uln_ep_close(struct uln_ep *ep)
     uln_cq_unbind(ep->send_cq, ep);
     if (ep->recv_cq != ep->send_cq) uln_cq_unbind(ep->recv_cq, ep);
     pthread_mutex_unlock(&ctx->lock);
-    for (int i = 0; i < ctx->size; i++)
-        free(ep->peers[i].acks);
-    free(ep->peers);
-    free(ep->sq);
-    free(ep);
+    ep_free(ep);
     return 0;
 }
 

@@ -151,6 +151,7 @@ struct uln_ep_peer {
     struct uln_ring_prod out[2]; /* into the peer's inbox: channel 0, 1 */
     struct uln_ring_cons in[2];  /* from the peer, in our inbox */
     bool out_ready;
+    bool announced[2]; /* our bit is set in the peer's active map of that channel */
     /* Ring-path target side. */
     uint64_t refused_op;     /* op_id of a PUT already answered with an error (+1) */
     struct uln_msg *get_req; /* GET request being served (still in ring) */
@@ -172,6 +173,10 @@ struct uln_ep {
     uint32_t waiting;  /* entries waiting for an answer (ACK, GET data) */
     struct uln_ep_peer *peers;
     unsigned rr_peer;
+    /* Peers that have used our rings, per channel (from the active bitmaps). */
+    uint64_t *act_seen[2]; /* bitmap words as last seen */
+    int *act_list[2];
+    int n_act[2];
     uint32_t stalled; /* passes in which queued work did not move */
     bool blocked;     /* this pass found a peer's ring full */
     struct uln_stats stats;
@@ -233,6 +238,8 @@ int uln_shm_sleep(struct uln_ctx *ctx, int timeout_ms); /* 0 woken, -ETIMEDOUT *
 void uln_shm_sleep_begin(struct uln_ctx *ctx);
 void uln_shm_sleep_end(struct uln_ctx *ctx);
 _Atomic uint32_t *uln_shm_hazard(struct uln_ctx *ctx, int src, int ep);
+_Atomic uint64_t *uln_shm_active(struct uln_ctx *ctx, int ch, int ep); /* our bitmap */
+void uln_shm_announce(struct uln_ctx *ctx, int peer, int ch, int ep);
 bool uln_shm_peer_dead(struct uln_ctx *ctx, int peer);
 bool uln_shm_cma_ok(const struct uln_ctx *ctx);
 

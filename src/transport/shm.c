@@ -7,6 +7,8 @@
  *   +0              header (layout, job key, sleepers count)
  *   keys_off        key table, one 64-byte entry per region  (peers: read-only)
  *   hazards_off     one line per (peer, endpoint): "I am inside region i"
+ *   active_off      per (channel, endpoint): bitmap of peers that have used
+ *                   that ring, so a poll visits only those (set once per peer)
  *   rings_off       per (source rank, endpoint): channel-0 ring, channel-1 ring
  *
  * Peers find it through the bootstrap board (pid + descriptor number) and map
@@ -50,7 +52,7 @@ struct shm_hdr {
     uint64_t magic, job_key;
     uint32_t version, rank, size, max_eps;
     uint32_t ring_bytes, req_ring_bytes, max_regions, pad0_;
-    uint64_t keys_off, hazards_off, rings_off, pair_stride, total;
+    uint64_t keys_off, hazards_off, active_off, rings_off, pair_stride, total;
     int32_t pid, pad1_;
     _Alignas(64) _Atomic uint32_t sleepers; /* own line: read by every producer */
     uint8_t pad2_[60];
@@ -102,6 +104,32 @@ static size_t align_up(size_t v, size_t a)
     return (v + a - 1) & ~(a - 1);
 }
 
+static size_t active_words(int size)
+{
+    return ((size_t)size + 63) / 64;
+}
+
+static _Atomic uint64_t *active_map(uint8_t *inbox, const struct shm_hdr *h, int ch, int ep)
+{
+    return (_Atomic uint64_t *)(inbox + h->active_off) +
+           ((size_t)ch * h->max_eps + (size_t)ep) * active_words((int)h->size);
+}
+
+_Atomic uint64_t *uln_shm_active(struct uln_ctx *ctx, int ch, int ep)
+{
+    return active_map(ctx->shm->inbox, ctx->shm->hdr, ch, ep);
+}
+
+void uln_shm_announce(struct uln_ctx *ctx, int peer, int ch, int ep)
+{
+    struct shm_peer *pp = &ctx->shm->peers[peer];
+    /* Once per (peer, channel, endpoint), before our first message on that ring:
+     * from then on the peer's polls visit it. A seq_cst RMW, so the bit is
+     * visible before that message and before the doorbell check. */
+    atomic_fetch_or(&active_map(pp->inbox, pp->hdr, ch, ep)[ctx->rank / 64],
+                    1ull << (ctx->rank % 64));
+}
+
 uint32_t uln_shm_ring_bytes(int ch, const struct uln_params *p)
 {
     return ch == 0 ? p->ring_bytes : ULN_REQ_RING_BYTES;
@@ -129,7 +157,9 @@ int uln_shm_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
 
     size_t keys_off = 4096;
     size_t hazards_off = align_up(keys_off + (size_t)p->max_regions * 64, 4096);
-    size_t rings_off = align_up(hazards_off + (size_t)ctx->size * p->max_eps * 64, 4096);
+    size_t active_off = align_up(hazards_off + (size_t)ctx->size * p->max_eps * 64, 4096);
+    size_t active_len = 2 * (size_t)p->max_eps * active_words(ctx->size) * 8;
+    size_t rings_off = align_up(active_off + active_len, 4096);
     size_t stride =
         align_up(uln_ring_footprint(p->ring_bytes) + uln_ring_footprint(ULN_REQ_RING_BYTES), 4096);
     size_t total = rings_off + stride * (size_t)ctx->size * p->max_eps;
@@ -156,6 +186,7 @@ int uln_shm_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
                                .max_regions = p->max_regions,
                                .keys_off = keys_off,
                                .hazards_off = hazards_off,
+                               .active_off = active_off,
                                .rings_off = rings_off,
                                .pair_stride = stride,
                                .total = total,
@@ -262,13 +293,15 @@ static int attach_locked(struct uln_ctx *ctx, int peer)
     /* Everything we will compute addresses from must stay inside the mapping. */
     uint64_t want_stride =
         uln_ring_footprint(h->ring_bytes) + uln_ring_footprint(ULN_REQ_RING_BYTES);
-    bool layout_ok = h->keys_off >= sizeof *h && h->max_regions <= (1u << 24) && h->max_eps <= 64 &&
-                     h->keys_off + (uint64_t)h->max_regions * 64 <= h->hazards_off &&
-                     h->hazards_off + (uint64_t)h->size * h->max_eps * 64 <= h->rings_off &&
-                     h->pair_stride >= want_stride &&
-                     h->rings_off + h->pair_stride * h->size * h->max_eps <= h->total &&
-                     h->req_ring_bytes == ULN_REQ_RING_BYTES && h->keys_off % 4096 == 0 &&
-                     h->hazards_off % 4096 == 0;
+    bool layout_ok =
+        h->keys_off >= sizeof *h && h->max_regions <= (1u << 24) && h->max_eps <= 64 &&
+        h->keys_off + (uint64_t)h->max_regions * 64 <= h->hazards_off &&
+        h->hazards_off + (uint64_t)h->size * h->max_eps * 64 <= h->active_off &&
+        h->active_off + 16ull * h->max_eps * active_words((int)h->size) <= h->rings_off &&
+        h->pair_stride >= want_stride &&
+        h->rings_off + h->pair_stride * h->size * h->max_eps <= h->total &&
+        h->req_ring_bytes == ULN_REQ_RING_BYTES && h->keys_off % 4096 == 0 &&
+        h->hazards_off % 4096 == 0;
     if (h->magic != SHM_MAGIC || h->version != SHM_VERSION || h->rank != (uint32_t)peer ||
         h->size != (uint32_t)ctx->size || h->total != pp->inbox_len || !layout_ok ||
         h->max_eps < ctx->p.max_eps || h->ring_bytes != ctx->p.ring_bytes) {
