@@ -19,8 +19,10 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1248,6 +1250,56 @@ static int pin_self(int rank, int *ncpu)
     return cpu;
 }
 
+/* The floor under any shared-memory latency here: one cache line bouncing
+ * between two CPUs. It moves with where the host places our virtual CPUs
+ * (on this kind of machine, one core complex or two), so every report says
+ * what it was when the report was made. */
+struct floor_arg {
+    _Alignas(64) _Atomic uint64_t line;
+    int cpu;
+    uint64_t rounds;
+};
+
+static void *floor_peer(void *p)
+{
+    struct floor_arg *a = p;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(a->cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    for (uint64_t i = 0; i < a->rounds; i++) {
+        while (atomic_load_explicit(&a->line, memory_order_acquire) != 2 * i + 1) {
+        }
+        atomic_store_explicit(&a->line, 2 * i + 2, memory_order_release);
+    }
+    return NULL;
+}
+
+/* One-way time in us for a cache line between our CPU and cpu, or -1. */
+static double line_floor_us(int cpu)
+{
+    static struct floor_arg a;
+    a.cpu = cpu;
+    a.rounds = opt.quick ? 20000 : 200000;
+    atomic_store(&a.line, 0);
+    pthread_t t;
+    if (pthread_create(&t, NULL, floor_peer, &a)) return -1;
+    /* Let the thread reach its CPU before timing. */
+    for (int w = 0; w < 1000; w++)
+        sched_yield();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (uint64_t i = 0; i < a.rounds; i++) {
+        atomic_store_explicit(&a.line, 2 * i + 1, memory_order_release);
+        while (atomic_load_explicit(&a.line, memory_order_acquire) != 2 * i + 2) {
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    pthread_join(t, NULL);
+    double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+    return ns / (2.0 * (double)a.rounds) / 1000.0;
+}
+
 static void describe_pin(char *buf, size_t n, int rank, int cpu, int ncpu)
 {
     if (cpu >= 0)
@@ -1298,7 +1350,18 @@ int main(int argc, char **argv)
     g.rank = env_rank;
 
     /* Pin before uln_open so anything the library starts inherits the CPU. */
-    int ncpu = 0;
+    int ncpu = 0, peer_cpu = -1;
+    {
+        /* Rank 1 will pin itself to the second CPU we may use (pin_self). */
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof set, &set) == 0)
+            for (int c = 0, k = 0; c < CPU_SETSIZE; c++)
+                if (CPU_ISSET(c, &set) && k++ == 1) {
+                    peer_cpu = c;
+                    break;
+                }
+    }
     int cpu = pin_self(g.rank, &ncpu);
     g.yield = ncpu < 2;
 
@@ -1345,6 +1408,12 @@ int main(int argc, char **argv)
 
     /* Both ranks have opened their endpoints before anyone sends. */
     if ((rc = uln_barrier(g.ctx, 60000))) die("uln_barrier: %s", uln_strerror(rc));
+    /* Rank 1 sleeps in a second barrier (a futex: off its CPU) while rank 0
+     * measures the cache-line floor between the two pinned CPUs. */
+    double floor_us = -1;
+    if (g.rank == 0 && cpu >= 0 && peer_cpu >= 0 && peer_cpu != cpu)
+        floor_us = line_floor_us(peer_cpu);
+    if ((rc = uln_barrier(g.ctx, 60000))) die("uln_barrier: %s", uln_strerror(rc));
     struct ctl_msg h = {.a = uln_mr_key(g.mr), .b = g.buf_len, .cpu = cpu, .ncpu = ncpu};
     snprintf(h.text, sizeof h.text, "%s", opt.malloc_mem ? "malloc" : "ulnet");
     ctl_send(CTL_HELLO, &h);
@@ -1377,6 +1446,13 @@ int main(int argc, char **argv)
         else
             fprintf(hdr, "# NOT pinned to distinct CPUs: %s, %s%s\n", p0, p1,
                     g.yield ? " (spin loops yield; numbers are not meaningful)" : "");
+        if (floor_us > 0) {
+            fprintf(hdr,
+                    "# floor: a cache line crosses cpu %d <-> cpu %d in %.3f us one-way "
+                    "(no shared-memory latency here can be lower)\n",
+                    cpu, peer_cpu, floor_us);
+            if (csv) fprintf(csv, "platform,cacheline,lat,64,%.4f,us\n", floor_us);
+        }
         if (use_tsc)
             fprintf(hdr, "# timer: rdtsc at %.3f GHz (calibrated against CLOCK_MONOTONIC)\n",
                     ticks_per_ns);
@@ -1410,6 +1486,14 @@ int main(int argc, char **argv)
     /* The peer may still be inside our memory until both get here. */
     ctl_drain();
     if ((rc = uln_barrier(g.ctx, 60000))) die("final uln_barrier: %s", uln_strerror(rc));
+    /* The floor again, with rank 1 asleep: the host may have moved our CPUs
+     * during the run. */
+    if (floor_us > 0) {
+        double end_us = line_floor_us(peer_cpu);
+        fprintf(hdr, "# floor at the end: %.3f us one-way (at the start: %.3f us)\n", end_us,
+                floor_us);
+    }
+    if ((rc = uln_barrier(g.ctx, 60000))) die("uln_barrier: %s", uln_strerror(rc));
     g.ctl = NULL; /* from here a failure is not worth an ABORT message */
     if ((rc = uln_mr_dereg(g.mr))) die("uln_mr_dereg: %s", uln_strerror(rc));
     buf_free(g.tgt);
