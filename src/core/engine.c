@@ -512,13 +512,11 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
 
 /* Peers whose ring on channel ch has ever carried a message to us: the
  * bitmap only grows, and changes rarely, so the list is rebuilt only then. */
-static void refresh_active(struct uln_ep *ep, int ch)
+static inline void refresh_active(struct uln_ep *ep, int ch)
 {
-    int size = ep->ctx->size;
-    size_t words = ((size_t)size + 63) / 64;
-    _Atomic uint64_t *map = uln_shm_active(ep->ctx, ch, ep->index);
+    _Atomic uint64_t *map = ep->act_map[ch];
     bool changed = false;
-    for (size_t w = 0; w < words; w++) {
+    for (size_t w = 0; w < ep->act_words; w++) {
         /* Acquire: pairs with the producer's RMW in uln_shm_announce. */
         uint64_t v = atomic_load_explicit(&map[w], memory_order_acquire);
         if (v != ep->act_seen[ch][w]) {
@@ -527,7 +525,7 @@ static void refresh_active(struct uln_ep *ep, int ch)
         }
     }
     if (ULN_LIKELY(!changed)) return;
-    int n = 0;
+    int n = 0, size = ep->ctx->size;
     for (int src = 0; src < size; src++)
         if (ep->act_seen[ch][src / 64] >> (src % 64) & 1) ep->act_list[ch][n++] = src;
     ep->n_act[ch] = n;
@@ -579,6 +577,7 @@ void uln_engine_progress(struct uln_ep *ep)
     uint32_t serve_budget = ep->ctx->p.chunk_bytes;
     ep->blocked = false;
     progress_recv(ep, &serve_budget);
+    if (ep->sq_head == ep->sq_tail) return; /* nothing of ours in flight */
     uint64_t before = ep->sq_issue;
     uln_engine_issue(ep, ep->ctx->p.chunk_bytes);
     uln_engine_retire(ep);

@@ -40,8 +40,9 @@ ULN_EXPORT int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct u
     ep->sq = calloc(ep->sq_depth, sizeof *ep->sq);
     ep->peers = calloc((size_t)ctx->size, sizeof *ep->peers);
     if (!ep->sq || !ep->peers) goto nomem;
+    ep->act_words = ((size_t)ctx->size + 63) / 64;
     for (int ch = 0; ch < 2; ch++) {
-        ep->act_seen[ch] = calloc(((size_t)ctx->size + 63) / 64, sizeof(uint64_t));
+        ep->act_seen[ch] = calloc(ep->act_words, sizeof(uint64_t));
         ep->act_list[ch] = calloc((size_t)ctx->size, sizeof(int));
         if (!ep->act_seen[ch] || !ep->act_list[ch]) goto nomem;
     }
@@ -56,6 +57,8 @@ ULN_EXPORT int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct u
     /* Indices are never reused within a context: a peer may still have
      * messages in flight for an endpoint that was closed. */
     ep->index = (int)ctx->n_eps++;
+    for (int ch = 0; ch < 2; ch++)
+        ep->act_map[ch] = uln_shm_active(ctx, ch, ep->index);
     for (int src = 0; src < ctx->size; src++)
         for (int ch = 0; ch < 2; ch++)
             uln_ring_cons_init(&ep->peers[src].in[ch], uln_shm_ring_in(ctx, src, ep->index, ch),

@@ -174,7 +174,9 @@ struct uln_ep {
     struct uln_ep_peer *peers;
     unsigned rr_peer;
     /* Peers that have used our rings, per channel (from the active bitmaps). */
-    uint64_t *act_seen[2]; /* bitmap words as last seen */
+    _Atomic uint64_t *act_map[2]; /* the bitmaps, in our inbox */
+    uint64_t *act_seen[2];        /* their words as last seen */
+    size_t act_words;
     int *act_list[2];
     int n_act[2];
     uint32_t stalled; /* passes in which queued work did not move */
