@@ -36,12 +36,13 @@ step "tests under ASan+UBSan"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j1
 
-step "build with TSan (rings and key table run threads)"
+step "build with TSan (the parts that run threads)"
 cmake -S . -B build-tsan -G Ninja -DULN_WERROR=ON -DULN_SANITIZE=thread \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-ninja -C build-tsan test_ring test_keytable
-step "threaded tests under TSan"
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -R '^unit_'
+ninja -C build-tsan test_ring test_keytable it_threads ulnrun
+step "threaded tests under TSan: rings, key table, endpoints on several threads"
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure \
+    -R '^unit_|^integration\.threads\.'
 
 step "install, pkg-config, quick-start example"
 stage=$root/build/stage

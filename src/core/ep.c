@@ -15,8 +15,10 @@
 
 static void ep_free(struct uln_ep *ep)
 {
-    for (int i = 0; ep->peers && i < ep->ctx->size; i++)
+    for (int i = 0; ep->peers && i < ep->ctx->size; i++) {
         free(ep->peers[i].acks);
+        uln_shm_tcache_free(ep->peers[i].tcache);
+    }
     for (int ch = 0; ch < 2; ch++) {
         free(ep->act_seen[ch]);
         free(ep->act_list[ch]);

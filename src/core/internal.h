@@ -146,8 +146,11 @@ struct uln_sqe {
     uint8_t inl[ULN_INLINE_MAX];
 };
 
+struct uln_tcache;
+
 /* What an endpoint keeps per peer. */
 struct uln_ep_peer {
+    struct uln_tcache *tcache;   /* the peer's regions we have mapped (shm.c) */
     struct uln_ring_prod out[2]; /* into the peer's inbox: channel 0, 1 */
     struct uln_ring_cons in[2];  /* from the peer, in our inbox */
     bool out_ready;
@@ -244,6 +247,7 @@ _Atomic uint64_t *uln_shm_active(struct uln_ctx *ctx, int ch, int ep); /* our bi
 void uln_shm_announce(struct uln_ctx *ctx, int peer, int ch, int ep);
 bool uln_shm_peer_dead(struct uln_ctx *ctx, int peer);
 bool uln_shm_cma_ok(const struct uln_ctx *ctx);
+void uln_shm_tcache_free(struct uln_tcache *tc);
 
 /* boot.c */
 int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg);

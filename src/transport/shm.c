@@ -66,8 +66,10 @@ struct shm_addr {
     uint64_t inbox_bytes;
 };
 
-/* A mapped peer region: PNI's translation cache, one per peer. */
-struct tcache_entry {
+/* A mapped peer region: PNI's translation cache. Each endpoint has its own
+ * per peer (struct uln_ep_peer), so endpoints driven by different threads
+ * share nothing on this path. */
+struct uln_tcache {
     uint64_t key;
     uint8_t *map; /* mmap of the memfd range */
     size_t map_len;
@@ -81,10 +83,9 @@ struct shm_peer {
     pid_t pid;
     int pidfd;
     bool dead;
-    bool cma_refused;
+    _Atomic bool cma_refused; /* any thread may find out */
     struct sockaddr_un bell;
     socklen_t bell_len;
-    struct tcache_entry *tcache;
 };
 
 struct uln_shm {
@@ -93,8 +94,8 @@ struct uln_shm {
     size_t len;
     struct shm_hdr *hdr;
     int bell; /* doorbell socket */
-    bool cma_ok;
-    bool cma_warned;
+    _Atomic bool cma_ok;
+    _Atomic bool cma_warned;
     struct shm_peer *peers;
     pthread_mutex_t attach_lock;
 };
@@ -224,7 +225,7 @@ bool uln_shm_cma_ok(const struct uln_ctx *ctx)
     return ctx->shm->cma_ok;
 }
 
-static void tcache_drop(struct tcache_entry *t)
+static void tcache_drop(struct uln_tcache *t)
 {
     if (t->map) munmap(t->map, t->map_len);
     memset(t, 0, sizeof *t);
@@ -237,11 +238,6 @@ void uln_shm_close(struct uln_ctx *ctx)
     if (s->peers) {
         for (int i = 0; i < ctx->size; i++) {
             struct shm_peer *pp = &s->peers[i];
-            if (pp->tcache) {
-                for (unsigned w = 0; w < TCACHE_WAYS; w++)
-                    tcache_drop(&pp->tcache[w]);
-                free(pp->tcache);
-            }
             if (pp->inbox && pp->inbox != s->inbox) munmap(pp->inbox, pp->inbox_len);
             if (pp->pidfd >= 0) close(pp->pidfd);
         }
@@ -419,14 +415,22 @@ int uln_shm_sleep(struct uln_ctx *ctx, int timeout_ms)
 
 /* ---- direct PUT/GET --------------------------------------------------------- */
 
-static uint8_t *tcache_lookup(struct uln_ctx *ctx, struct shm_peer *pp,
+void uln_shm_tcache_free(struct uln_tcache *tc)
+{
+    if (!tc) return;
+    for (unsigned w = 0; w < TCACHE_WAYS; w++)
+        tcache_drop(&tc[w]);
+    free(tc);
+}
+
+static uint8_t *tcache_lookup(struct uln_tcache **tcp, struct shm_peer *pp,
                               const struct uln_key_entry *e, uint64_t key, struct uln_stats *st)
 {
-    if (!pp->tcache) {
-        pp->tcache = calloc(TCACHE_WAYS, sizeof *pp->tcache);
-        if (!pp->tcache) return NULL;
+    if (!*tcp) {
+        *tcp = calloc(TCACHE_WAYS, sizeof **tcp);
+        if (!*tcp) return NULL;
     }
-    struct tcache_entry *t = &pp->tcache[(key >> ULN_KEY_INDEX_SHIFT) % TCACHE_WAYS];
+    struct uln_tcache *t = &(*tcp)[(key >> ULN_KEY_INDEX_SHIFT) % TCACHE_WAYS];
     if (ULN_LIKELY(t->key == key)) {
         ULN_COUNT(st, cache_hits, 1);
         return t->base;
@@ -453,7 +457,6 @@ static uint8_t *tcache_lookup(struct uln_ctx *ctx, struct shm_peer *pp,
     t->map = m;
     t->map_len = len;
     t->base = (uint8_t *)m + (e->memfd_off - start);
-    (void)ctx;
     return t->base;
 }
 
@@ -470,12 +473,13 @@ static int direct_cma(struct uln_ctx *ctx, struct shm_peer *pp, bool write, void
             if (errno == EINTR) continue;
             if (errno == ESRCH) return -ECONNRESET;
             if (errno == EPERM || errno == ENOSYS || errno == EACCES) {
-                if (!s->cma_warned)
+                int e = errno;
+                /* Exchange: said exactly once, whichever thread finds out first. */
+                if (!atomic_exchange(&s->cma_warned, true))
                     fprintf(stderr,
                             "ulnet: the kernel refuses process_vm_%sv (%s): PUT/GET to memory not "
                             "from uln_mem_alloc now goes through the rings (two copies)\n",
-                            write ? "write" : "read", strerror(errno));
-                s->cma_warned = true;
+                            write ? "write" : "read", strerror(e));
                 s->cma_ok = false;
                 pp->cma_refused = true;
                 return ULN_NO_DIRECT;
@@ -531,7 +535,7 @@ int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, uint64_
         goto out;
     }
     if (e->memfd >= 0) {
-        uint8_t *base = tcache_lookup(ctx, pp, e, rkey, &ep->stats);
+        uint8_t *base = tcache_lookup(&ep->peers[peer].tcache, pp, e, rkey, &ep->stats);
         if (ULN_LIKELY(base != NULL)) {
             if (write)
                 memcpy(base + roff, local, len);

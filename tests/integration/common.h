@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,7 +34,8 @@
 /* ------------------------------------------------------------------------- */
 
 static int t_rank = -1;
-static unsigned long t_passed, t_failed;
+/* Atomic: tests with threads count checks from several at once. */
+static _Atomic unsigned long t_passed, t_failed;
 
 static inline void t_summary(unsigned long failed)
 {
