@@ -12,16 +12,7 @@
 
 #include "core/internal.h"
 
-static int passed, failed;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (c) {                                                                                   \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static void pure_check(void)
 {
@@ -150,6 +141,5 @@ int main(void)
 {
     pure_check();
     with_context();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return summary();
 }

@@ -14,16 +14,7 @@
 
 #include "core/ring.h"
 
-static int passed, failed;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (c) {                                                                                   \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 #define RING_BYTES 16384u
 static uint8_t *ring_mem;
@@ -186,7 +177,6 @@ int main(int argc, char **argv)
     edge_cases();
     concurrent();
     free(ring_mem);
-    printf("test_ring: %llu messages\n%d passed, %d failed\n", (unsigned long long)n_msgs, passed,
-           failed);
-    return failed ? 1 : 0;
+    printf("test_ring: %llu messages\n", (unsigned long long)n_msgs);
+    return summary();
 }
