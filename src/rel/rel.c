@@ -1,0 +1,845 @@
+/*
+ * rel.c - the reliability state machine (see rel.h and docs/protocol.md).
+ *
+ * Sequence numbers are 32-bit and wrap: they are compared with serial-number
+ * arithmetic (RFC 1982), which is sound because no two seqs in use at once are
+ * more than a window (<= 2^15) apart.
+ */
+#include "rel/rel.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Sending-side state of one seq in flight. */
+enum { SLOT_FREE = 0, SLOT_INFLIGHT, SLOT_ACKED };
+enum { LOST_NO = 0, LOST_FAST, LOST_TIMEOUT };
+
+struct uln_rel_slot {
+    uint64_t tx_time; /* last (re)transmission */
+    uint64_t xmit;    /* its transmission number */
+    uint8_t state;    /* SLOT_*; FREE inside [una, nxt): acked and returned */
+    uint8_t lost;     /* LOST_*: waiting to be sent again, and why */
+    uint8_t pad_;
+    uint16_t retx; /* times sent again (saturating) */
+};
+
+/* ------------------------------------------------------------------------- */
+/* Helpers                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* a - b as a signed distance; well defined for every input (no signed casts
+ * of out-of-range values). */
+static inline int64_t sdiff(uint32_t a, uint32_t b)
+{
+    uint32_t d = a - b;
+    return d < 0x80000000u ? (int64_t)d : (int64_t)d - 0x100000000ll;
+}
+static inline bool seq_lt(uint32_t a, uint32_t b)
+{
+    return sdiff(a, b) < 0;
+}
+static inline uint64_t min64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+static inline uint64_t max64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+static inline struct uln_rel_slot *slot(struct uln_rel *r, uint32_t seq)
+{
+    return &r->slots[seq & r->mask];
+}
+
+static inline bool rbit(const struct uln_rel *r, uint32_t seq)
+{
+    uint32_t i = seq & r->mask;
+    return (r->rcv_bits[i / 64] >> (i % 64)) & 1u;
+}
+static inline void rbit_set(struct uln_rel *r, uint32_t seq)
+{
+    uint32_t i = seq & r->mask;
+    r->rcv_bits[i / 64] |= 1ull << (i % 64);
+}
+static inline void rbit_clear(struct uln_rel *r, uint32_t seq)
+{
+    uint32_t i = seq & r->mask;
+    r->rcv_bits[i / 64] &= ~(1ull << (i % 64));
+}
+
+/* The current timeout: estimate (or rto_init) doubled per unanswered expiry. */
+static uint64_t rto_cur(const struct uln_rel *r)
+{
+    uint64_t t = r->rto;
+    for (uint32_t i = 0; i < r->backoff && t < r->cfg.rto_max; i++)
+        t *= 2;
+    return min64(t, r->cfg.rto_max);
+}
+
+static uint64_t ctrl_interval(const struct uln_rel *r)
+{
+    uint64_t t = rto_cur(r);
+    for (uint32_t i = 0; i < r->ctrl_backoff && t < r->cfg.rto_max; i++)
+        t *= 2;
+    return min64(t, r->cfg.rto_max);
+}
+
+/* Waiting on the peer: the only time its silence means anything. */
+static bool waiting(const struct uln_rel *r)
+{
+    return r->state == ULN_REL_CONNECTING || r->snd_una != r->snd_nxt || r->probe_out;
+}
+
+/* Called just before something is sent that the peer must answer. Silence is
+ * counted from the later of this moment and the last packet heard, so a long
+ * idle period before a send does not make the peer look dead at once. */
+static void start_waiting(struct uln_rel *r)
+{
+    if (!waiting(r)) r->wait_start = r->now;
+}
+
+static uint64_t dead_at(const struct uln_rel *r)
+{
+    return max64(r->wait_start, r->last_heard) + r->cfg.dead_after;
+}
+
+static void tomb_add(struct uln_rel *r, uint32_t epoch)
+{
+    for (unsigned i = 0; i < 4; i++)
+        if (r->tomb[i] == epoch) return;
+    r->tomb[r->tomb_next] = epoch;
+    r->tomb_next = (r->tomb_next + 1) % 4;
+}
+
+static bool in_tomb(const struct uln_rel *r, uint32_t epoch)
+{
+    for (unsigned i = 0; i < 4; i++)
+        if (r->tomb[i] == epoch) return true;
+    return false;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Set-up and connection lives                                                */
+/* ------------------------------------------------------------------------- */
+
+void uln_rel_cfg_default(struct uln_rel_cfg *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->window = 256;
+    cfg->rx_bufs = 0;
+    cfg->ack_every = 8;
+    cfg->reorder = 3;
+    cfg->rto_init = 1000000;          /* 1 ms */
+    cfg->rto_min = 200000;            /* 0.2 ms: a LAN round trip is tens of us */
+    cfg->rto_max = 1000000000;        /* 1 s */
+    cfg->ack_delay = 50000;           /* 50 us, well under rto_min */
+    cfg->dead_after = 10000000000ull; /* 10 s */
+    cfg->keepalive = 0;
+}
+
+/* Forget the sending side: a fresh sequence space starting at our epoch. */
+static void tx_reset(struct uln_rel *r)
+{
+    uint32_t isn = r->local_epoch;
+    r->snd_una = r->snd_nxt = r->snd_edge = isn; /* no credit until the peer speaks */
+    r->lost_count = 0;
+    r->lost_hint = isn;
+    r->rack_xmit = 0;
+    memset(r->slots, 0, sizeof(*r->slots) * (r->mask + 1));
+    r->acked_head = r->acked_tail = 0;
+    r->tx_blocked = false;
+    r->backoff = 0;
+    r->rto_at = ULN_REL_NEVER;
+    r->ctrl_at = ULN_REL_NEVER;
+    r->ctrl_backoff = 0;
+    r->probe_out = false;
+}
+
+/* Forget the receiving side: the peer's sequence space starts at its epoch.
+ * rx_free is left alone: the caller gives buffers back across lives. */
+static void rx_reset(struct uln_rel *r, uint32_t isn)
+{
+    r->rcv_cum = r->rcv_dlv = r->rcv_high = r->adv_edge = isn;
+    r->rcv_last = isn - 1;
+    memset(r->rcv_bits, 0, sizeof(uint64_t) * ((r->mask + 1 + 63) / 64));
+    r->ack_owed = 0;
+    r->ack_due_at = ULN_REL_NEVER;
+    r->lose_pending = false;
+    r->stop_adv = false;
+}
+
+/* Start talking to life `epoch` of the peer (first contact or a restart). */
+static void adopt(struct uln_rel *r, uint32_t epoch)
+{
+    if (r->peer_epoch) tomb_add(r, r->peer_epoch);
+    r->peer_epoch = epoch;
+    r->state = ULN_REL_OPEN;
+    tx_reset(r);
+    rx_reset(r, epoch);
+    r->last_heard = r->now;
+    r->fb_now = true; /* tell it our life and give it credit */
+}
+
+int uln_rel_init(struct uln_rel *r, const struct uln_rel_cfg *cfg, uint32_t local_epoch,
+                 uint64_t now)
+{
+    memset(r, 0, sizeof(*r));
+    struct uln_rel_cfg c = *cfg;
+    if (c.window < 4 || c.window > ULN_REL_WINDOW_MAX || (c.window & (c.window - 1)))
+        return -EINVAL;
+    if (c.rx_bufs == 0) c.rx_bufs = c.window;
+    if (c.rx_bufs > c.window) return -EINVAL;
+    if (c.ack_every == 0) c.ack_every = 1;
+    if (c.ack_every > c.window / 4) c.ack_every = c.window / 4;
+    if (c.reorder == 0) c.reorder = 1;
+    if (c.reorder > c.window / 2) c.reorder = c.window / 2;
+    if (c.rto_min == 0 || c.rto_min > c.rto_max || c.rto_init < c.rto_min ||
+        c.rto_init > c.rto_max || c.dead_after == 0 || local_epoch == 0)
+        return -EINVAL;
+
+    r->slots = calloc(c.window, sizeof(*r->slots));
+    r->acked = calloc(c.window, sizeof(*r->acked));
+    r->rcv_bits = calloc((c.window + 63) / 64, sizeof(uint64_t));
+    if (!r->slots || !r->acked || !r->rcv_bits) {
+        uln_rel_fini(r);
+        return -ENOMEM;
+    }
+    r->cfg = c;
+    r->mask = c.window - 1;
+    r->local_epoch = local_epoch;
+    r->now = now;
+    r->rto = c.rto_init;
+    r->reorder_tx = r->reorder_rx = c.reorder;
+    r->rx_free = c.rx_bufs;
+    /* Announce freed buffers once a quarter of them are back: often enough to
+     * keep a sender streaming, rarely enough not to send a packet per buffer. */
+    r->go_thresh = c.rx_bufs / 4 ? c.rx_bufs / 4 : 1;
+    tx_reset(r);
+    rx_reset(r, 0);
+    r->state = ULN_REL_CONNECTING;
+    r->ctrl_at = now; /* first hello at once */
+    r->wait_start = r->last_heard = now;
+    return 0;
+}
+
+void uln_rel_fini(struct uln_rel *r)
+{
+    free(r->slots);
+    free(r->acked);
+    free(r->rcv_bits);
+    r->slots = NULL;
+    r->acked = NULL;
+    r->rcv_bits = NULL;
+}
+
+static void go_dead(struct uln_rel *r)
+{
+    r->state = ULN_REL_DEAD;
+    r->stats.deaths++;
+    /* Anything still in flight from the dead life must never be taken later. */
+    if (r->peer_epoch) tomb_add(r, r->peer_epoch);
+    tx_reset(r);
+    r->fb_now = false;
+    r->ack_owed = 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Timers                                                                     */
+/* ------------------------------------------------------------------------- */
+
+static void mark_lost(struct uln_rel *r, uint32_t seq, struct uln_rel_slot *s, int why)
+{
+    s->lost = (uint8_t)why;
+    r->lost_count++;
+    if (seq_lt(seq, r->lost_hint)) r->lost_hint = seq;
+}
+
+/* The retransmission timer expired: every packet unacknowledged for a whole
+ * timeout is lost (not just the first: after a burst loss the others would
+ * otherwise wait one timeout each). Nothing timed out (the timer was armed
+ * for a packet acknowledged since): re-arm for the oldest one instead. */
+static void on_rto(struct uln_rel *r)
+{
+    uint64_t now = r->now, rto = rto_cur(r), next = ULN_REL_NEVER;
+    uint32_t n = 0;
+    for (uint32_t q = r->snd_una; q != r->snd_nxt; q++) {
+        struct uln_rel_slot *s = slot(r, q);
+        if (s->state != SLOT_INFLIGHT || s->lost) continue;
+        if (s->tx_time + rto <= now) {
+            mark_lost(r, q, s, LOST_TIMEOUT);
+            n++;
+        } else {
+            next = min64(next, s->tx_time);
+        }
+    }
+    if (n) {
+        r->stats.rto_fired++;
+        r->backoff++; /* exponential backoff until a fresh RTT sample */
+    }
+    r->rto_at = next == ULN_REL_NEVER ? ULN_REL_NEVER : next + rto_cur(r);
+}
+
+static void advance(struct uln_rel *r, uint64_t now)
+{
+    if (now > r->now) r->now = now;
+    if (r->state == ULN_REL_DEAD) return;
+    if (waiting(r) && r->now >= dead_at(r)) {
+        go_dead(r);
+        return;
+    }
+    if (r->state == ULN_REL_OPEN && r->rto_at != ULN_REL_NEVER && r->now >= r->rto_at) on_rto(r);
+    /* Keep-alive: an idle peer is asked once in a while whether it is there. */
+    if (r->state == ULN_REL_OPEN && r->cfg.keepalive && !waiting(r) &&
+        r->ctrl_at == ULN_REL_NEVER && r->now >= r->last_heard + r->cfg.keepalive)
+        r->ctrl_at = r->now;
+}
+
+int uln_rel_tick(struct uln_rel *r, uint64_t now)
+{
+    advance(r, now);
+    return r->state;
+}
+
+int uln_rel_state(const struct uln_rel *r)
+{
+    return r->state;
+}
+
+static bool fb_due(const struct uln_rel *r)
+{
+    return r->fb_now || r->ack_owed >= r->cfg.ack_every || (r->ack_owed && r->now >= r->ack_due_at);
+}
+
+uint64_t uln_rel_next_deadline(const struct uln_rel *r)
+{
+    if (r->state == ULN_REL_DEAD) return ULN_REL_NEVER;
+    uint64_t t = r->ctrl_at;
+    if (r->state == ULN_REL_OPEN) {
+        if (r->fb_now || r->lost_count || r->ack_owed >= r->cfg.ack_every) return r->now;
+        if (r->ack_owed) t = min64(t, r->ack_due_at);
+        t = min64(t, r->rto_at);
+        if (r->cfg.keepalive && !waiting(r) && r->ctrl_at == ULN_REL_NEVER)
+            t = min64(t, r->last_heard + r->cfg.keepalive);
+    }
+    if (waiting(r)) t = min64(t, dead_at(r));
+    return t;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Feedback out (receiving side)                                              */
+/* ------------------------------------------------------------------------- */
+
+/* The right edge the buffers allow: cum + free buffers, and never so far that
+ * two seqs held at once would share a receive slot. */
+static uint32_t potential_edge(const struct uln_rel *r)
+{
+    uint32_t room = r->rcv_dlv + r->mask + 1 - r->rcv_cum;
+    return r->rcv_cum + (r->rx_free < room ? r->rx_free : room);
+}
+
+static void fill_fb(struct uln_rel *r, struct uln_rel_pkt *p)
+{
+    struct uln_rel_fb *fb = &p->fb;
+    memset(fb, 0, sizeof(*fb));
+    p->flags |= ULN_REL_FB;
+    fb->ack = r->rcv_cum;
+
+    /* Credit as an absolute edge that never moves back: every buffer promised
+     * by an earlier (possibly reordered) feedback is still there, because the
+     * seqs holding buffers since then all lie below that edge. */
+    uint32_t e = potential_edge(r);
+    if (seq_lt(r->adv_edge, e)) r->adv_edge = e;
+    fb->credit = (uint16_t)(r->adv_edge - r->rcv_cum);
+    fb->reorder = (uint16_t)r->reorder_rx;
+    if (fb->credit == 0 && !r->stop_adv) r->stats.stop_sent++;
+    r->stop_adv = fb->credit == 0;
+
+    /* The bitmap describes 64 seqs exactly (clear = not arrived), ending at
+     * the newest arrival (RFC 2018's rule for the first SACK block): in
+     * streaming that is the newest seq, in recovery the retransmission that
+     * just filled a hole, maybe far below; if that arrival moved the
+     * cumulative point, the newest seqs instead. So every arrival is reported
+     * by some feedback, and by several (arrivals come in rising seq order), so
+     * losing one feedback costs little. */
+    if (sdiff(r->rcv_high, r->rcv_cum + 1) > 0) {
+        uint32_t end = seq_lt(r->rcv_cum, r->rcv_last) ? r->rcv_last : r->rcv_high - 1;
+        uint32_t base = r->rcv_cum + 1;
+        if (sdiff(end, base) >= (int64_t)ULN_REL_SACK_BITS) base = end - (ULN_REL_SACK_BITS - 1);
+        fb->sack_off = (uint16_t)(base - r->rcv_cum - 1);
+        for (uint32_t i = 0; i < ULN_REL_SACK_BITS && seq_lt(base + i, r->rcv_high); i++)
+            if (rbit(r, base + i)) fb->sack |= 1ull << i;
+    }
+
+    if (r->lose_pending) {
+        r->lose_pending = false;
+        if (!seq_lt(r->lose_seq, r->rcv_cum) && !rbit(r, r->lose_seq)) {
+            p->flags |= ULN_REL_LOSE;
+            fb->lose = r->lose_seq;
+            r->stats.lose_sent++;
+        }
+    }
+    r->ack_owed = 0;
+    r->ack_due_at = ULN_REL_NEVER;
+    r->fb_now = false;
+}
+
+bool uln_rel_ctrl(struct uln_rel *r, uint64_t now, struct uln_rel_pkt *p)
+{
+    advance(r, now);
+    memset(p, 0, sizeof(*p));
+    if (r->state == ULN_REL_DEAD) return false;
+    p->src_epoch = r->local_epoch;
+    if (r->state == ULN_REL_CONNECTING) {
+        if (r->now < r->ctrl_at) return false;
+        /* Hello, repeated with backoff until the peer answers. */
+        r->ctrl_at = r->now + ctrl_interval(r);
+        r->ctrl_backoff++;
+        r->stats.tx_ctrl++;
+        r->stats.tx_hello++;
+        return true;
+    }
+    bool probe = r->now >= r->ctrl_at;
+    if (!probe && !fb_due(r)) return false;
+    p->dst_epoch = r->peer_epoch;
+    fill_fb(r, p);
+    if (probe) {
+        start_waiting(r);
+        r->probe_out = true;
+        p->flags |= ULN_REL_PROBE;
+        r->ctrl_at = r->now + ctrl_interval(r);
+        r->ctrl_backoff++;
+        r->stats.tx_probe++;
+    }
+    r->stats.tx_ctrl++;
+    return true;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Sending side                                                               */
+/* ------------------------------------------------------------------------- */
+
+static void data_hdr(struct uln_rel *r, uint32_t seq, struct uln_rel_pkt *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->src_epoch = r->local_epoch;
+    p->dst_epoch = r->peer_epoch;
+    p->seq = seq;
+    p->flags = ULN_REL_DATA;
+    /* Piggyback whatever feedback is owed: in two-way traffic no ACK then
+     * needs a packet of its own. */
+    if (r->fb_now || r->ack_owed) {
+        fill_fb(r, p);
+        r->stats.fb_piggy++;
+    }
+}
+
+static void sent(struct uln_rel *r, struct uln_rel_slot *s)
+{
+    s->tx_time = r->now;
+    s->xmit = ++r->xmit_count;
+    r->rto_at = min64(r->rto_at, r->now + rto_cur(r));
+}
+
+int uln_rel_tx_assign(struct uln_rel *r, uint64_t now, struct uln_rel_pkt *p)
+{
+    advance(r, now);
+    if (r->state == ULN_REL_DEAD) return -ECONNRESET;
+    if (r->state != ULN_REL_OPEN) return -EAGAIN;
+    uint32_t seq = r->snd_nxt;
+    if (seq - r->snd_una > r->mask) return -EAGAIN; /* window full */
+    struct uln_rel_slot *s = slot(r, seq);
+    if (s->state != SLOT_FREE) return -EAGAIN; /* caller has not drained acks */
+    if (!seq_lt(seq, r->snd_edge)) {
+        /* No credit (STOP). With nothing in flight no ACK will come to open
+         * it, and the GO may be lost: probe the receiver after a timeout. */
+        r->tx_blocked = true;
+        if (r->snd_una == r->snd_nxt && r->ctrl_at == ULN_REL_NEVER)
+            r->ctrl_at = r->now + rto_cur(r);
+        return -EAGAIN;
+    }
+    r->tx_blocked = false;
+    start_waiting(r);
+    r->snd_nxt = seq + 1;
+    s->state = SLOT_INFLIGHT;
+    s->lost = LOST_NO;
+    s->retx = 0;
+    sent(r, s);
+    r->stats.tx_data++;
+    data_hdr(r, seq, p);
+    return 0;
+}
+
+bool uln_rel_tx_next_resend(struct uln_rel *r, uint64_t now, struct uln_rel_pkt *p)
+{
+    advance(r, now);
+    if (r->state != ULN_REL_OPEN || r->lost_count == 0) return false;
+    uint32_t q = seq_lt(r->lost_hint, r->snd_una) ? r->snd_una : r->lost_hint;
+    for (; q != r->snd_nxt; q++) {
+        struct uln_rel_slot *s = slot(r, q);
+        if (s->state != SLOT_INFLIGHT || !s->lost) continue;
+        if (s->lost == LOST_FAST)
+            r->stats.tx_fast++;
+        else
+            r->stats.tx_timeout++;
+        r->stats.tx_resend++;
+        s->lost = LOST_NO;
+        r->lost_count--;
+        if (s->retx < UINT16_MAX) s->retx++;
+        r->lost_hint = q + 1;
+        sent(r, s);
+        data_hdr(r, q, p);
+        p->flags |= ULN_REL_RETX;
+        return true;
+    }
+    r->lost_count = 0; /* unreachable: every lost mark lies in [hint, nxt) */
+    return false;
+}
+
+bool uln_rel_tx_next_acked(struct uln_rel *r, uint32_t *seq)
+{
+    if (r->acked_head == r->acked_tail) return false;
+    uint32_t q = r->acked[r->acked_head & r->mask];
+    r->acked_head++;
+    slot(r, q)->state = SLOT_FREE;
+    *seq = q;
+    return true;
+}
+
+uint32_t uln_rel_tx_in_flight(const struct uln_rel *r)
+{
+    return r->snd_nxt - r->snd_una;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Feedback in (sending side)                                                 */
+/* ------------------------------------------------------------------------- */
+
+struct ack_note {
+    uint64_t sample_xmit; /* newest transmission, sent once, acked by this feedback */
+    uint64_t sample_time;
+    uint64_t rack_xmit; /* newest transmission surely delivered */
+};
+
+static void ack_one(struct uln_rel *r, uint32_t seq, struct ack_note *n)
+{
+    struct uln_rel_slot *s = slot(r, seq);
+    if (s->state != SLOT_INFLIGHT) return;
+    s->state = SLOT_ACKED;
+    r->acked[r->acked_tail++ & r->mask] = seq;
+    if (s->lost) {
+        s->lost = LOST_NO;
+        r->lost_count--;
+    }
+    /* Karn: a packet sent more than once gives no RTT sample: its ack does not
+     * say which transmission arrived. */
+    if (s->retx == 0) {
+        if (s->xmit > n->sample_xmit) {
+            n->sample_xmit = s->xmit;
+            n->sample_time = s->tx_time;
+        }
+        if (s->xmit > n->rack_xmit) n->rack_xmit = s->xmit;
+    } else if (r->have_rtt && r->now - s->tx_time >= r->min_rtt && s->xmit > n->rack_xmit) {
+        /* For loss detection it may say: acked sooner than any round trip
+         * after the last transmission, it was an earlier one that arrived;
+         * later, it was the last (RACK's rule; min_rtt only shrinks, so early
+         * on this errs on the safe side). Without this a lost retransmission
+         * waits for the timer whenever the window is stuck behind it - the
+         * case where only retransmissions are in flight. */
+        n->rack_xmit = s->xmit;
+    }
+}
+
+static void rtt_sample(struct uln_rel *r, uint64_t rtt)
+{
+    /* Jacobson/Karels, RFC 6298 gains (1/8, 1/4). */
+    if (!r->have_rtt || rtt < r->min_rtt) r->min_rtt = rtt;
+    if (!r->have_rtt) {
+        r->srtt = rtt;
+        r->rttvar = rtt / 2;
+        r->have_rtt = true;
+    } else {
+        uint64_t err = r->srtt > rtt ? r->srtt - rtt : rtt - r->srtt;
+        r->rttvar = (3 * r->rttvar + err) / 4;
+        r->srtt = (7 * r->srtt + rtt) / 8;
+    }
+    uint64_t rto = r->srtt + 4 * r->rttvar;
+    if (rto < r->cfg.rto_min) rto = r->cfg.rto_min;
+    if (rto > r->cfg.rto_max) rto = r->cfg.rto_max;
+    r->rto = rto;
+    r->backoff = 0;
+    r->stats.rtt_samples++;
+}
+
+/* Forward acknowledgement by transmission order: once a transmission sent
+ * `reorder` later than a packet's last one has arrived, and a feedback shows
+ * the packet missing, it is lost. Counting transmissions, not seqs, also
+ * catches a lost retransmission. The last transmissions, with fewer than
+ * `reorder` after them, are lost once all after them arrived (early
+ * retransmit, RFC 5827), so a loss at the tail needs no timeout.
+ * Only seqs this feedback describes are judged - its cumulative hole and its
+ * bitmap -, never seqs whose arrival it does not report. */
+static bool lost_by_order(const struct uln_rel *r, const struct uln_rel_slot *s)
+{
+    uint64_t need = s->xmit + r->reorder_tx;
+    if (need > r->xmit_count) need = r->xmit_count;
+    return need <= r->rack_xmit && need > s->xmit;
+}
+
+static void judge(struct uln_rel *r, uint32_t q)
+{
+    struct uln_rel_slot *s = slot(r, q);
+    if (s->state == SLOT_INFLIGHT && !s->lost && lost_by_order(r, s)) mark_lost(r, q, s, LOST_FAST);
+}
+
+static void detect_losses(struct uln_rel *r, const struct uln_rel_fb *fb)
+{
+    if (r->snd_una == r->snd_nxt) return;
+    judge(r, r->snd_una); /* == fb->ack: the receiver's first missing seq */
+    uint32_t q = fb->ack + 1 + fb->sack_off;
+    for (uint32_t i = 0; i < ULN_REL_SACK_BITS && seq_lt(q + i, r->snd_nxt); i++)
+        if (!((fb->sack >> i) & 1) && !seq_lt(q + i, r->snd_una)) judge(r, q + i);
+}
+
+static void on_fb(struct uln_rel *r, const struct uln_rel_fb *fb, unsigned flags)
+{
+    uint32_t ack = fb->ack;
+    /* Validate everything before touching anything: forged or corrupt feedback
+     * must never acknowledge a packet that was not received. */
+    if (seq_lt(r->snd_nxt, ack)) {
+        r->stats.bad_ack++;
+        return;
+    }
+    bool old = seq_lt(ack, r->snd_una);
+    if (old && (uint32_t)(r->snd_una - ack) > r->mask + 1) {
+        r->stats.fb_old++; /* a feedback from long ago: nothing in it is news */
+        return;
+    }
+    if (fb->credit > ULN_REL_WINDOW_MAX || fb->reorder > ULN_REL_WINDOW_MAX) {
+        r->stats.bad_credit++;
+        return;
+    }
+    if (fb->sack) {
+        unsigned top = 63 - (unsigned)__builtin_clzll(fb->sack);
+        uint32_t hi = ack + 1 + fb->sack_off + top;
+        if (!seq_lt(hi, r->snd_nxt)) {
+            r->stats.bad_sack++;
+            return;
+        }
+    }
+    if ((flags & ULN_REL_LOSE) && (seq_lt(fb->lose, ack) || !seq_lt(fb->lose, r->snd_nxt))) {
+        r->stats.bad_lose++;
+        return;
+    }
+    r->stats.fb_rcvd++;
+
+    struct ack_note n = {0, 0, 0};
+    bool advanced = false;
+    if (!old && ack != r->snd_una) {
+        for (uint32_t q = r->snd_una; q != ack; q++)
+            ack_one(r, q, &n);
+        r->snd_una = ack;
+        advanced = true;
+    }
+    for (uint64_t bits = fb->sack; bits; bits &= bits - 1) {
+        uint32_t q = ack + 1 + fb->sack_off + (unsigned)__builtin_ctzll(bits);
+        if (!seq_lt(q, r->snd_una)) ack_one(r, q, &n);
+    }
+    uint32_t edge = ack + fb->credit;
+    if (seq_lt(r->snd_edge, edge)) r->snd_edge = edge;
+
+    if ((flags & ULN_REL_LOSE) && !old) {
+        /* The receiver saw `reorder` packets past this hole. Only the first
+         * transmission is meant: a LOSE can be older than a retransmission,
+         * whose own loss detect_losses() finds. */
+        struct uln_rel_slot *s = slot(r, fb->lose);
+        if (s->state == SLOT_INFLIGHT && !s->lost && s->retx == 0) {
+            mark_lost(r, fb->lose, s, LOST_FAST);
+            r->stats.lose_rcvd++;
+        }
+    }
+    if (n.sample_xmit) rtt_sample(r, r->now - n.sample_time);
+    if (fb->reorder > r->reorder_tx) {
+        /* The receiver saw the path reorder this far: wait as long before
+         * calling a packet lost (never less again: it is the path's). */
+        r->reorder_tx = fb->reorder < (r->mask + 1) / 2 ? fb->reorder : (r->mask + 1) / 2;
+    }
+    if (n.rack_xmit > r->rack_xmit) r->rack_xmit = n.rack_xmit;
+    if (!old) detect_losses(r, fb);
+    if (advanced) {
+        /* RFC 6298 5.3: progress restarts the timer. */
+        bool any = false;
+        for (uint32_t q = r->snd_una; q != r->snd_nxt && !any; q++)
+            any = slot(r, q)->state == SLOT_INFLIGHT;
+        r->rto_at = any ? r->now + rto_cur(r) : ULN_REL_NEVER;
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Receiving side                                                             */
+/* ------------------------------------------------------------------------- */
+
+static int rx_data(struct uln_rel *r, uint32_t seq, bool retx)
+{
+    bool arrived = seq_lt(seq, r->rcv_cum) || (seq_lt(seq, r->adv_edge) && rbit(r, seq));
+    if (arrived) {
+        /* Every seq before the cumulative point arrived, however old. A
+         * resent one means the sender missed our ACK: repeat it at once (a
+         * duplicate made by the network needs no answer). */
+        r->stats.rx_dup++;
+        if (retx) r->fb_now = true;
+        return ULN_REL_RX_DUP;
+    }
+    if (!seq_lt(seq, r->adv_edge)) {
+        r->stats.rx_oow++;
+        return ULN_REL_RX_OUT_OF_WINDOW;
+    }
+    if (r->rx_free == 0) {
+        r->stats.rx_nobuf++; /* cannot happen with a sender honouring credit */
+        return ULN_REL_RX_OUT_OF_WINDOW;
+    }
+    r->rx_free--;
+    r->stats.rx_data++;
+    rbit_set(r, seq);
+    r->rcv_last = seq;
+
+    if (seq_lt(seq, r->rcv_high)) {
+        if (retx) {
+            /* A retransmission filled its hole: report it at once, so the
+             * sender neither waits nor sends it yet again. */
+            r->fb_now = true;
+        } else {
+            /* A first transmission overtaken by later ones: the path
+             * reorders this far, so wait this long before calling a hole
+             * lost (reordering is a property of the path: never less). */
+            uint32_t d = r->rcv_high - seq;
+            if (d > r->reorder_rx) r->reorder_rx = d < (r->mask + 1) / 2 ? d : (r->mask + 1) / 2;
+        }
+    } else {
+        uint32_t old_high = r->rcv_high;
+        r->rcv_high = seq + 1;
+        /* Holes that now have `reorder` arrivals beyond them are lost: name
+         * the lowest in a LOSE at once (the sender finds the others from the
+         * SACK). */
+        uint32_t k = r->reorder_rx;
+        for (uint32_t h = old_high - k; h != seq + 1 - k; h++) {
+            if (seq_lt(h, r->rcv_cum) || rbit(r, h)) continue;
+            if (!r->lose_pending || seq_lt(h, r->lose_seq)) {
+                r->lose_pending = true;
+                r->lose_seq = h;
+            }
+            r->fb_now = true;
+            break;
+        }
+    }
+
+    int v = ULN_REL_RX_HOLD;
+    if (seq == r->rcv_cum) {
+        uint32_t q = seq;
+        while (rbit(r, q) && q != r->rcv_high) {
+            rbit_clear(r, q);
+            q++;
+        }
+        if (q - seq > 1 && retx) r->fb_now = true; /* recovered: free the sender at once */
+        r->rcv_cum = q;
+        if (seq == r->rcv_dlv) {
+            r->rcv_dlv = seq + 1;
+            v = ULN_REL_RX_DELIVER;
+        }
+    }
+    if (r->ack_owed++ == 0) r->ack_due_at = r->now + r->cfg.ack_delay;
+    if (r->rx_free == 0) r->fb_now = true; /* STOP */
+    return v;
+}
+
+int uln_rel_rx(struct uln_rel *r, const struct uln_rel_pkt *p, uint64_t now)
+{
+    if (now > r->now) r->now = now;
+    bool hello = p->dst_epoch == 0;
+    if (p->src_epoch == 0 || (p->flags & ~ULN_REL_FLAGS) ||
+        (hello && (p->flags & (ULN_REL_DATA | ULN_REL_FB))) ||
+        ((p->flags & ULN_REL_LOSE) && !(p->flags & ULN_REL_FB)) ||
+        ((p->flags & ULN_REL_RETX) && !(p->flags & ULN_REL_DATA))) {
+        r->stats.malformed++;
+        return ULN_REL_RX_INVALID;
+    }
+    /* Addressed to an earlier life of ours, or sent by a replaced one. */
+    if ((!hello && p->dst_epoch != r->local_epoch) || in_tomb(r, p->src_epoch)) {
+        r->stats.stale++;
+        return ULN_REL_RX_STALE;
+    }
+
+    int verdict = ULN_REL_RX_NONE;
+    if (r->state == ULN_REL_DEAD) {
+        if (!hello) {
+            r->stats.dead_drops++;
+            return ULN_REL_RX_DEAD;
+        }
+        /* A new life of the peer (the dead one is in the tomb): start over. */
+        adopt(r, p->src_epoch);
+        r->stats.resets++;
+        advance(r, r->now);
+        return ULN_REL_RX_RESET;
+    }
+    if (r->state == ULN_REL_CONNECTING) {
+        /* First contact. A hello from it, or an answer to our hello (it
+         * addresses our current life, so it is no leftover). */
+        adopt(r, p->src_epoch);
+    } else if (p->src_epoch != r->peer_epoch) {
+        if (!hello) {
+            r->stats.stale++;
+            return ULN_REL_RX_STALE;
+        }
+        /* The peer restarted: its old life and all we had with it are gone. */
+        adopt(r, p->src_epoch);
+        r->stats.resets++;
+        advance(r, r->now);
+        return ULN_REL_RX_RESET;
+    }
+
+    /* A genuine packet of the current life: the peer is alive. */
+    r->last_heard = r->now;
+    r->probe_out = false;
+    if (hello) {
+        r->fb_now = true; /* it has not heard us yet: answer with our life */
+    } else {
+        if (p->flags & ULN_REL_FB) on_fb(r, &p->fb, p->flags);
+        if (p->flags & ULN_REL_PROBE) r->fb_now = true;
+        if (p->flags & ULN_REL_DATA) verdict = rx_data(r, p->seq, p->flags & ULN_REL_RETX);
+    }
+    bool stopped = r->tx_blocked && r->snd_una == r->snd_nxt && !seq_lt(r->snd_nxt, r->snd_edge);
+    if (stopped && r->ctrl_at == ULN_REL_NEVER) {
+        /* The last ACK emptied the flight and said STOP: nothing will come by
+         * itself if the GO is lost, so probe after a timeout (TCP's persist
+         * timer), even if the caller does not try to send again. */
+        r->ctrl_at = r->now + rto_cur(r);
+    } else if (!stopped && r->ctrl_at != ULN_REL_NEVER && !r->probe_out) {
+        /* An answered keep-alive, or a persist probe no longer needed. */
+        r->ctrl_at = ULN_REL_NEVER;
+        r->ctrl_backoff = 0;
+    }
+    advance(r, r->now);
+    return verdict;
+}
+
+bool uln_rel_rx_next(struct uln_rel *r, uint32_t *seq)
+{
+    if (r->state != ULN_REL_OPEN || r->rcv_dlv == r->rcv_cum) return false;
+    *seq = r->rcv_dlv++;
+    return true;
+}
+
+void uln_rel_rx_release(struct uln_rel *r, uint32_t n, uint64_t now)
+{
+    if (now > r->now) r->now = now;
+    uint32_t used = r->cfg.rx_bufs - r->rx_free;
+    if (n > used) {
+        r->stats.bad_release++;
+        n = used;
+    }
+    r->rx_free += n;
+    /* GO (or a plain window update) once enough buffers are back to matter. */
+    if (r->state == ULN_REL_OPEN && sdiff(potential_edge(r), r->adv_edge) >= r->go_thresh)
+        r->fb_now = true;
+}
