@@ -85,6 +85,46 @@ void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, str
     if (uln_ring_release(c, m) && out_rings_ready(ep, src)) uln_shm_wake(ep->ctx, src);
 }
 
+/* ---- fast path: the doorbell with nothing ahead ------------------------------- */
+
+/* Send a NAP at once, without a send-queue entry. Returns 0 when it went, 1
+ * when it has to be queued (first use of the peer, or its ring is full). */
+int uln_engine_nap_now(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
+{
+    struct uln_ep_peer *pp = &ep->peers[peer];
+    if (ULN_UNLIKELY(!pp->out_ready || !pp->announced[0])) return 1;
+    void *dst = uln_ring_reserve(&pp->out[0], len);
+    if (!dst) return 1;
+    memcpy(dst, buf, len);
+    uln_ring_commit(&pp->out[0], ULN_MSG_NAP, 0, len, 0);
+    uln_shm_wake(ep->ctx, peer);
+    ULN_COUNT(&ep->stats, naps_sent, 1);
+    return 0;
+}
+
+/* A PUT or GET straight to/from mapped memory at once. Returns its status
+ * (0 or -errno), or 1 when it has to be queued (the ring path, first use of
+ * the peer, or more than one chunk). */
+int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, uint64_t len,
+                        uint64_t rkey, uint64_t roff)
+{
+    struct uln_ctx *ctx = ep->ctx;
+    if (ULN_UNLIKELY(!ep->peers[peer].out_ready || !ctx->p.shm_direct || len > ctx->p.chunk_bytes))
+        return 1;
+    int rc = uln_shm_direct(ep, peer, write, local, len, rkey, roff);
+    if (ULN_UNLIKELY(rc == ULN_NO_DIRECT)) return 1;
+    if (rc == 0) {
+        if (write) {
+            ULN_COUNT(&ep->stats, puts, 1);
+            ULN_COUNT(&ep->stats, bytes_put, len);
+        } else {
+            ULN_COUNT(&ep->stats, gets, 1);
+            ULN_COUNT(&ep->stats, bytes_got, len);
+        }
+    }
+    return rc;
+}
+
 /* ---- issue ----------------------------------------------------------------- */
 
 static bool issue_nap(struct uln_ep *ep, struct uln_sqe *s)

@@ -139,6 +139,28 @@ static int sq_ring(struct uln_ep *ep)
     return 0;
 }
 
+/* The fast path may run when nothing at all is queued (so completions stay in
+ * posting order) and the send CQ has room for the entry it may write. */
+static inline bool fast_ok(struct uln_ep *ep)
+{
+    return ep->sq_head == ep->sq_tail && uln_cq_room(ep->send_cq) > 0;
+}
+
+/* Complete an operation done on the fast path: an entry unless ULN_SILENT
+ * (errors always complete). fast_ok() made sure there is room. */
+static inline int complete_now(struct uln_ep *ep, uint8_t op, int peer, uint64_t len,
+                               uint64_t user_data, unsigned flags, int status)
+{
+    if (ULN_LIKELY((flags & ULN_SILENT) && status == 0)) return 0;
+    *uln_cq_push(ep->send_cq) = (struct uln_cqe){.user_data = user_data,
+                                                 .status = status,
+                                                 .op = op,
+                                                 .ep = (uint16_t)ep->index,
+                                                 .peer = peer,
+                                                 .len = status ? 0 : len};
+    return 0;
+}
+
 static int check_peer(struct uln_ep *ep, int peer)
 {
     return peer >= 0 && peer < ep->ctx->size ? 0 : -EINVAL;
@@ -150,6 +172,8 @@ ULN_EXPORT int uln_nap(struct uln_ep *ep, int peer, const void *buf, size_t len,
     if (ULN_UNLIKELY(!ep || check_peer(ep, peer) || (!buf && len))) return -EINVAL;
     if (ULN_UNLIKELY(len > ep->ctx->p.nap_max)) return -EMSGSIZE;
     if (ULN_UNLIKELY((flags & ULN_INLINE) && len > ULN_INLINE_MAX)) return -EMSGSIZE;
+    if (fast_ok(ep) && uln_engine_nap_now(ep, peer, buf, (uint32_t)len) == 0)
+        return complete_now(ep, ULN_OP_NAP, peer, len, user_data, flags, 0);
     struct uln_sqe *s = sq_take(ep);
     if (ULN_UNLIKELY(!s)) return -EAGAIN;
     s->op = ULN_OP_NAP;
@@ -173,6 +197,10 @@ static int post_rdma(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t 
     if (ULN_UNLIKELY(!ep || check_peer(ep, peer) || (!buf && len))) return -EINVAL;
     if (ULN_UNLIKELY((flags & ULN_INLINE) && (op != ULN_OP_PUT || len > ULN_INLINE_MAX)))
         return -EMSGSIZE;
+    if (!(flags & ULN_REMOTE_CQ) && fast_ok(ep)) {
+        int rc = uln_engine_rdma_now(ep, op == ULN_OP_PUT, peer, buf, len, rkey, roff);
+        if (rc <= 0) return complete_now(ep, op, peer, len, user_data, flags, rc);
+    }
     struct uln_sqe *s = sq_take(ep);
     if (ULN_UNLIKELY(!s)) return -EAGAIN;
     s->op = op;

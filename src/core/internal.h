@@ -216,6 +216,9 @@ void uln_cq_close_all(struct uln_ctx *ctx);
 void uln_engine_progress(struct uln_ep *ep);
 int uln_engine_issue(struct uln_ep *ep, uint32_t budget); /* returns bytes budget left */
 void uln_engine_retire(struct uln_ep *ep);
+int uln_engine_nap_now(struct uln_ep *ep, int peer, const void *buf, uint32_t len);
+int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, uint64_t len,
+                        uint64_t rkey, uint64_t roff);
 bool uln_engine_busy(const struct uln_ep *ep); /* work that waits on a peer */
 void uln_engine_fail_peer(struct uln_ep *ep, int peer, int status);
 void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, struct uln_msg *m);
