@@ -95,7 +95,7 @@ int uln_engine_nap_now(struct uln_ep *ep, int peer, const void *buf, uint32_t le
     if (ULN_UNLIKELY(!pp->out_ready || !pp->announced[0])) return 1;
     void *dst = uln_ring_reserve(&pp->out[0], len);
     if (!dst) return 1;
-    memcpy(dst, buf, len);
+    if (len) memcpy(dst, buf, len); /* buf may be NULL when len is 0 */
     uln_ring_commit(&pp->out[0], ULN_MSG_NAP, 0, len, 0);
     uln_shm_wake(ep->ctx, peer);
     ULN_COUNT(&ep->stats, naps_sent, 1);
@@ -137,7 +137,7 @@ static bool issue_nap(struct uln_ep *ep, struct uln_sqe *s)
     }
     void *dst = out_reserve(ep, s->peer, 0, (uint32_t)s->len);
     if (!dst) return false; /* the receiver's ring is full: its credits hold us back */
-    memcpy(dst, s->src, s->len);
+    if (s->len) memcpy(dst, s->src, s->len);
     uln_ring_commit(&pp->out[0], ULN_MSG_NAP, 0, (uint32_t)s->len, 0);
     uln_shm_wake(ep->ctx, s->peer);
     ULN_COUNT(&ep->stats, naps_sent, 1);

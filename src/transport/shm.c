@@ -525,6 +525,7 @@ int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, uint64_
         uln_count_refusal(&ep->stats, rc);
         goto out;
     }
+    if (len == 0) goto out; /* checked, nothing to move (local may be NULL) */
     if (peer == ctx->rank) {
         /* Ourselves: the region is in our own address space. */
         uint8_t *base = (uint8_t *)(uintptr_t)e->addr;
