@@ -87,19 +87,38 @@ void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, str
 
 /* ---- fast path: the doorbell with nothing ahead ------------------------------- */
 
-/* Send a NAP at once, without a send-queue entry. Returns 0 when it went, 1
- * when it has to be queued (first use of the peer, or its ring is full). */
-int uln_engine_nap_now(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
+/* Put one NAP into the peer's ring. False when the ring is full (the caller
+ * queues or retries; out_reserve has asked the consumer to wake us). */
+static bool nap_send(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
 {
     struct uln_ep_peer *pp = &ep->peers[peer];
-    if (ULN_UNLIKELY(!pp->out_ready || !pp->announced[0])) return 1;
-    void *dst = uln_ring_reserve(&pp->out[0], len);
-    if (!dst) return 1;
+    void *dst = out_reserve(ep, peer, 0, len);
+    if (!dst) return false;         /* the receiver's ring is full: its credits hold us back */
     if (len) memcpy(dst, buf, len); /* buf may be NULL when len is 0 */
     uln_ring_commit(&pp->out[0], ULN_MSG_NAP, 0, len, 0);
     uln_shm_wake(ep->ctx, peer);
     ULN_COUNT(&ep->stats, naps_sent, 1);
-    return 0;
+    return true;
+}
+
+/* One PUT or GET done: the statistics. */
+static void count_rdma(struct uln_ep *ep, bool write, uint64_t len)
+{
+    if (write) {
+        ULN_COUNT(&ep->stats, puts, 1);
+        ULN_COUNT(&ep->stats, bytes_put, len);
+    } else {
+        ULN_COUNT(&ep->stats, gets, 1);
+        ULN_COUNT(&ep->stats, bytes_got, len);
+    }
+}
+
+/* Send a NAP at once, without a send-queue entry. Returns 0 when it went, 1
+ * when it has to be queued (first use of the peer, or its ring is full). */
+int uln_engine_nap_now(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
+{
+    if (ULN_UNLIKELY(!ep->peers[peer].out_ready)) return 1;
+    return nap_send(ep, peer, buf, len) ? 0 : 1;
 }
 
 /* A PUT or GET straight to/from mapped memory at once. Returns its status
@@ -113,15 +132,7 @@ int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, ui
         return 1;
     int rc = uln_shm_direct(ep, peer, write, local, len, rkey, roff);
     if (ULN_UNLIKELY(rc == ULN_NO_DIRECT)) return 1;
-    if (rc == 0) {
-        if (write) {
-            ULN_COUNT(&ep->stats, puts, 1);
-            ULN_COUNT(&ep->stats, bytes_put, len);
-        } else {
-            ULN_COUNT(&ep->stats, gets, 1);
-            ULN_COUNT(&ep->stats, bytes_got, len);
-        }
-    }
+    if (rc == 0) count_rdma(ep, write, len);
     return rc;
 }
 
@@ -130,17 +141,12 @@ int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, ui
 static bool issue_nap(struct uln_ep *ep, struct uln_sqe *s)
 {
     struct uln_ep_peer *pp;
-    int rc = out_rings(ep, s->peer, &pp);
+    int rc = out_rings(ep, s->peer, &pp); /* first contact: attach */
     if (rc) {
         sqe_finish(ep, s, rc);
         return true;
     }
-    void *dst = out_reserve(ep, s->peer, 0, (uint32_t)s->len);
-    if (!dst) return false; /* the receiver's ring is full: its credits hold us back */
-    if (s->len) memcpy(dst, s->src, s->len);
-    uln_ring_commit(&pp->out[0], ULN_MSG_NAP, 0, (uint32_t)s->len, 0);
-    uln_shm_wake(ep->ctx, s->peer);
-    ULN_COUNT(&ep->stats, naps_sent, 1);
+    if (!nap_send(ep, s->peer, s->src, (uint32_t)s->len)) return false;
     sqe_finish(ep, s, 0);
     return true;
 }
@@ -196,8 +202,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
             uln_shm_wake(ep->ctx, s->peer);
             s->notified = 1;
         }
-        ULN_COUNT(&ep->stats, puts, 1);
-        ULN_COUNT(&ep->stats, bytes_put, s->len);
+        count_rdma(ep, true, s->len);
         sqe_finish(ep, s, 0);
         return true;
     }
@@ -234,8 +239,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     /* Announce what went out, also when the ring filled up part way. */
     if (sent) uln_shm_wake(ep->ctx, s->peer);
     if (full || s->issued < s->len) return false;
-    ULN_COUNT(&ep->stats, puts, 1);
-    ULN_COUNT(&ep->stats, bytes_put, s->len);
+    count_rdma(ep, true, s->len);
     s->state = SQE_WAIT;
     ep->waiting++;
     return true;
@@ -253,8 +257,7 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         if (!issue_direct(ep, s, budget)) return false;
         if (s->state == SQE_DONE) return true;
         if (!s->ring_path) {
-            ULN_COUNT(&ep->stats, gets, 1);
-            ULN_COUNT(&ep->stats, bytes_got, s->len);
+            count_rdma(ep, false, s->len);
             sqe_finish(ep, s, 0);
             return true;
         }
@@ -313,13 +316,7 @@ void uln_engine_retire(struct uln_ep *ep)
         if (s->state != SQE_DONE) break;
         if (!(s->flags & ULN_SILENT) || s->status != 0) {
             if (uln_cq_room(cq) == 0) break; /* never overrun the CQ: wait for a poll */
-            struct uln_cqe *c = uln_cq_push(cq);
-            *c = (struct uln_cqe){.user_data = s->user_data,
-                                  .status = s->status,
-                                  .op = s->op,
-                                  .ep = (uint16_t)ep->index,
-                                  .peer = s->peer,
-                                  .len = s->status ? 0 : s->len};
+            uln_cq_complete(cq, ep->index, s->op, s->peer, s->len, s->user_data, s->status);
         }
         s->state = SQE_FREE;
         ep->sq_head++;

@@ -152,12 +152,7 @@ static inline int complete_now(struct uln_ep *ep, uint8_t op, int peer, uint64_t
                                uint64_t user_data, unsigned flags, int status)
 {
     if (ULN_LIKELY((flags & ULN_SILENT) && status == 0)) return 0;
-    *uln_cq_push(ep->send_cq) = (struct uln_cqe){.user_data = user_data,
-                                                 .status = status,
-                                                 .op = op,
-                                                 .ep = (uint16_t)ep->index,
-                                                 .peer = peer,
-                                                 .len = status ? 0 : len};
+    uln_cq_complete(ep->send_cq, ep->index, op, peer, len, user_data, status);
     return 0;
 }
 

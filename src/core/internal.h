@@ -209,6 +209,17 @@ static inline struct uln_cqe *uln_cq_push(struct uln_cq *cq)
 {
     return &cq->ring[cq->tail++ % cq->entries];
 }
+/* The completion of one of our operations (the caller made sure of room). */
+static inline void uln_cq_complete(struct uln_cq *cq, int ep_index, uint8_t op, int peer,
+                                   uint64_t len, uint64_t user_data, int status)
+{
+    *uln_cq_push(cq) = (struct uln_cqe){.user_data = user_data,
+                                        .status = status,
+                                        .op = op,
+                                        .ep = (uint16_t)ep_index,
+                                        .peer = peer,
+                                        .len = status ? 0 : len};
+}
 void uln_cq_unbind(struct uln_cq *cq, struct uln_ep *ep);
 void uln_cq_close_all(struct uln_ctx *ctx);
 
