@@ -1,0 +1,970 @@
+/*
+ * test_udp_io_loopback.c - the datagram layer (src/transport/udp_io.c) over
+ * real sockets on 127.0.0.1 (and ::1 where the host has it): batches of 1..64
+ * packets of 1..3 iovecs arrive intact and attributed to their sender, with
+ * and without GSO; the receive pool runs dry and takes buffers back in any
+ * order; truncated datagrams and unknown sources are counted; the peer table
+ * keeps one id per address; malformed fault specs are refused; and the fault
+ * injector's drop/dup/reorder rates over 10^5 packets match the spec and
+ * repeat exactly with the same seed.
+ *
+ * Loopback hands a datagram to the receiving socket within the sendmmsg that
+ * sends it, so every loss here is one the test or the injector made: the
+ * counts are checked exactly, not statistically, where they can be.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "transport/udp_io.h"
+
+#define MAGIC 0x756c6e75u
+
+/* Every test packet starts with this; the rest is pattern[off..off+len). */
+struct thdr {
+    uint32_t magic;
+    uint32_t seq;
+    uint32_t len; /* whole datagram */
+    uint32_t off; /* where in the pattern the payload starts */
+};
+
+static uint8_t pattern[1 << 17];
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static struct uln_udp_io *open_io(const char *addr, unsigned mtu, unsigned rx_bufs, bool no_gso,
+                                  const char *fault)
+{
+    struct uln_udp_io_cfg c = {.addr = addr,
+                               .mtu = mtu,
+                               .rx_bufs = rx_bufs,
+                               .no_gso = no_gso,
+                               .fault = fault ? fault : ""};
+    struct uln_udp_io *io = NULL;
+    int rc = uln_udp_io_open(&c, &io);
+    CHECK_EQ(rc, 0);
+    return rc ? NULL : io;
+}
+
+/* Make each the other's peer; returns the id `to` has in `from`. */
+static int link_to(struct uln_udp_io *from, struct uln_udp_io *to)
+{
+    struct sockaddr_storage ss;
+    socklen_t l;
+    CHECK_EQ(uln_udp_io_local(to, &ss, &l), 0);
+    return uln_udp_io_add_peer(from, (struct sockaddr *)&ss, l);
+}
+
+/* Send all of pkts, waiting for room if the socket fills. */
+static void send_all(struct uln_udp_io *io, const struct uln_udp_io_pkt *pkts, unsigned n)
+{
+    unsigned done = 0;
+    uint64_t t0 = now_ms();
+    while (done < n && now_ms() - t0 < 5000) {
+        int r = uln_udp_io_send(io, pkts + done, n - done);
+        if (r < 0) {
+            CHECK(r >= 0);
+            return;
+        }
+        done += (unsigned)r;
+        if (done < n) {
+            struct pollfd p = {.fd = uln_udp_io_fd(io), .events = POLLOUT};
+            poll(&p, 1, 10);
+        }
+    }
+    CHECK_EQ(done, n);
+}
+
+/* A sendmmsg that acts as if the socket kept filling: every fifth call finds
+ * it full, the others take 1..4 messages. */
+static unsigned cut_calls;
+static int cut_sendmmsg(int fd, struct mmsghdr *m, unsigned vlen, int flags)
+{
+    unsigned allow = cut_calls++ % 5;
+    if (allow == 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return sendmmsg(fd, m, vlen < allow ? vlen : allow, flags);
+}
+
+/* Receive until want datagrams or timeout_ms of silence. */
+static unsigned recv_n(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned want,
+                       int timeout_ms)
+{
+    unsigned got = 0;
+    struct uln_udp_io_stats st;
+    uln_udp_io_stats(io, &st);
+    uint64_t dry = st.rx_pool_empty;
+    while (got < want) {
+        int r = uln_udp_io_recv(io, out + got, want - got);
+        CHECK(r >= 0);
+        if (r < 0) break;
+        got += (unsigned)r;
+        if (r > 0) continue;
+        /* A dry pool leaves the socket readable: waiting would not block. */
+        uln_udp_io_stats(io, &st);
+        if (st.rx_pool_empty != dry || uln_udp_io_wait(io, timeout_ms) == 0) break;
+    }
+    return got;
+}
+
+/* Fill one packet: header in hdr, payload from the pattern, split over niov
+ * iovecs (niov 1: the header and payload copied together into flat). */
+static void make_pkt(struct uln_udp_io_pkt *p, int peer, struct thdr *hdr, uint8_t *flat,
+                     uint32_t seq, uint32_t len, uint32_t niov)
+{
+    hdr->magic = MAGIC;
+    hdr->seq = seq;
+    hdr->len = len;
+    hdr->off = (seq * 7919u) % (sizeof(pattern) - 65536u);
+    uint32_t plen = len - (uint32_t)sizeof(*hdr);
+    p->peer = peer;
+    if (niov == 1) {
+        memcpy(flat, hdr, sizeof(*hdr));
+        memcpy(flat + sizeof(*hdr), pattern + hdr->off, plen);
+        p->niov = 1;
+        p->iov[0] = (struct iovec){flat, len};
+        return;
+    }
+    p->iov[0] = (struct iovec){hdr, sizeof(*hdr)};
+    if (niov == 2) {
+        p->niov = 2;
+        p->iov[1] = (struct iovec){pattern + hdr->off, plen};
+        return;
+    }
+    uint32_t a = plen / 3;
+    p->niov = 3;
+    p->iov[1] = (struct iovec){pattern + hdr->off, a};
+    p->iov[2] = (struct iovec){pattern + hdr->off + a, plen - a};
+}
+
+static bool pkt_ok(const struct uln_udp_io_rx *rx, struct thdr *out)
+{
+    struct thdr h;
+    if (rx->len < sizeof(h)) return false;
+    memcpy(&h, rx->buf, sizeof(h));
+    if (out) *out = h;
+    return h.magic == MAGIC && h.len == rx->len &&
+           !memcmp(rx->buf + sizeof(h), pattern + h.off, rx->len - sizeof(h));
+}
+
+/* ------------------------------------------------------------------------- */
+
+/* Batches 1..64 from two senders to one receiver, interleaved, every size
+ * pattern: equal sizes (GSO runs), ragged sizes, 1..3 iovecs. */
+static void test_batches(bool no_gso)
+{
+    struct uln_udp_io *a = open_io("127.0.0.1", 0, 1024, no_gso, NULL);
+    struct uln_udp_io *c = open_io("127.0.0.1", 0, 64, no_gso, NULL);
+    struct uln_udp_io *b = open_io("127.0.0.1", 0, 1024, no_gso, NULL);
+    if (!a || !b || !c) return;
+    struct uln_udp_io_info info;
+    uln_udp_io_info(a, &info);
+    CHECK_EQ(info.mtu, ULN_UDP_IO_MTU_CAP); /* loopback's 65536, capped */
+    CHECK(!strcmp(info.ifname, "lo"));
+    CHECK_EQ(info.payload_max, ULN_UDP_IO_MTU_CAP - 28u);
+    CHECK_EQ(info.gso, !no_gso);
+    int b_in_a = link_to(a, b), b_in_c = link_to(c, b);
+    CHECK_EQ(b_in_a, 0);
+    CHECK_EQ(b_in_c, 0);
+    CHECK_EQ(link_to(b, a), 0);
+    CHECK_EQ(link_to(b, c), 1);
+    unsigned pmax = uln_udp_io_payload_max(a);
+
+    static struct uln_udp_io_pkt pkts[64];
+    static struct thdr hdrs[64];
+    static uint8_t flat[64][ULN_UDP_IO_MTU_CAP];
+    static struct uln_udp_io_rx rx[128];
+    uint32_t seq = 0;
+    unsigned bad = 0, wrong_peer = 0, missing = 0;
+    for (unsigned n = 1; n <= 64; n++) {
+        for (int who = 0; who < 2; who++) {
+            struct uln_udp_io *s = who ? c : a;
+            /* sizes: all equal (one GSO run), ragged, equal then a short tail */
+            uint32_t shape = n % 3, base = 16u + (n * 131u) % (pmax - 16u);
+            for (unsigned i = 0; i < n; i++) {
+                uint32_t len = base;
+                if (shape == 1)
+                    len = 16u + ((seq + i) * 2654435761u) % (pmax - 15u);
+                else if (shape == 2 && i == n - 1)
+                    len = 16u + base / 2;
+                make_pkt(&pkts[i], who ? b_in_c : b_in_a, &hdrs[i], flat[i], seq + i, len,
+                         1 + (seq + i) % 3);
+            }
+            send_all(s, pkts, n);
+            unsigned got = recv_n(b, rx, n, 1000);
+            missing += n - got;
+            for (unsigned i = 0; i < got; i++) {
+                struct thdr h;
+                if (!pkt_ok(&rx[i], &h) || h.seq != seq + i) bad++;
+                if (rx[i].peer != who) wrong_peer++;
+                CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+            }
+            seq += n;
+        }
+    }
+    CHECK_EQ(missing, 0);
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(wrong_peer, 0);
+    struct uln_udp_io_stats sa, sb;
+    uln_udp_io_stats(a, &sa);
+    uln_udp_io_stats(b, &sb);
+    CHECK_EQ(sa.tx_pkts, 64u * 65u / 2u);
+    CHECK_EQ(sa.tx_err, 0);
+    CHECK_EQ(sb.rx_pkts, 64u * 65u);
+    CHECK_EQ(sb.rx_unknown, 0);
+    CHECK_EQ(sb.rx_trunc, 0);
+    CHECK_EQ(sb.rx_kernel_drops, 0);
+    if (no_gso)
+        CHECK_EQ(sa.tx_gso_msgs, 0);
+    else
+        CHECK(sa.tx_gso_msgs > 0 && sa.gso_off == 0);
+    printf("batches (%s): %llu datagrams in %llu sendmmsg calls, %llu GSO messages\n",
+           no_gso ? "no GSO" : "GSO", (unsigned long long)sa.tx_pkts,
+           (unsigned long long)sa.tx_calls, (unsigned long long)sa.tx_gso_msgs);
+    uln_udp_io_close(a);
+    uln_udp_io_close(b);
+    uln_udp_io_close(c);
+}
+
+/* Sends cut short anywhere (GSO runs too): send returns what went, the rest
+ * goes on the next call, nothing is lost, duplicated or reordered. */
+static void test_partial(bool no_gso)
+{
+    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, no_gso, NULL);
+    struct uln_udp_io *b = open_io("127.0.0.1", 0, 1024, no_gso, NULL);
+    if (!a || !b) return;
+    int peer = link_to(a, b);
+    CHECK_EQ(link_to(b, a), 0);
+    static struct uln_udp_io_pkt pkts[64];
+    static struct thdr hdrs[64];
+    static uint8_t flat[64][2048];
+    static struct uln_udp_io_rx rx[64];
+    uint32_t seq = 0;
+    unsigned bad = 0, missing = 0, calls = 0, partial = 0;
+    uln_udp_io_test_hook_sendmmsg(cut_sendmmsg);
+    for (unsigned n = 1; n <= 64; n++) {
+        for (unsigned i = 0; i < n; i++)
+            make_pkt(&pkts[i], peer, &hdrs[i], flat[i], seq + i, n % 2 ? 1000 : 200 + i % 3,
+                     1 + i % 3);
+        unsigned done = 0;
+        while (done < n && calls < 10000) {
+            int r = uln_udp_io_send(a, pkts + done, n - done);
+            CHECK(r >= 0);
+            calls++;
+            partial += r >= 0 && (unsigned)r < n - done;
+            done += r > 0 ? (unsigned)r : 0;
+        }
+        unsigned got = recv_n(b, rx, n, 1000);
+        missing += n - got;
+        for (unsigned i = 0; i < got; i++) {
+            struct thdr h;
+            if (!pkt_ok(&rx[i], &h) || h.seq != seq + i || rx[i].peer != 0) bad++;
+            uln_udp_io_rx_release(b, rx[i].handle);
+        }
+        seq += n;
+    }
+    uln_udp_io_test_hook_sendmmsg(NULL);
+    CHECK_EQ(missing, 0);
+    CHECK_EQ(bad, 0);
+    CHECK(partial > 0);
+    struct uln_udp_io_stats st;
+    uln_udp_io_stats(a, &st);
+    CHECK(st.tx_again > 0);
+    CHECK_EQ(st.tx_pkts, 64u * 65u / 2u);
+    CHECK_EQ(recv_n(b, rx, 1, 20), 0); /* nothing extra */
+    uln_udp_io_close(a);
+    uln_udp_io_close(b);
+}
+
+/* A datagram the kernel refuses for good (here: to port 0) is consumed,
+ * counted and lost, as on a lossy link; the rest of the batch goes. A GSO run
+ * the kernel refuses goes again datagram by datagram. */
+static void test_refused(bool no_gso)
+{
+    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, no_gso, NULL);
+    struct uln_udp_io *b = open_io("127.0.0.1", 0, 0, no_gso, NULL);
+    if (!a || !b) return;
+    int good = link_to(a, b);
+    struct sockaddr_in dead = {
+        .sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int bad = uln_udp_io_add_peer(a, (struct sockaddr *)&dead, sizeof(dead));
+    CHECK_EQ(bad, 1);
+    int to[9] = {good, bad, good, bad, bad, bad, bad, bad, good};
+    struct uln_udp_io_pkt pkts[9];
+    struct thdr hdrs[9];
+    static uint8_t flat[9][512];
+    for (unsigned i = 0; i < 9; i++)
+        make_pkt(&pkts[i], to[i], &hdrs[i], flat[i], i, 300, 2);
+    CHECK_EQ(uln_udp_io_send(a, pkts, 9), 9);
+    struct uln_udp_io_rx rx[9];
+    CHECK_EQ(recv_n(b, rx, 9, 50), 3);
+    struct thdr h;
+    CHECK(pkt_ok(&rx[0], &h) && h.seq == 0);
+    CHECK(pkt_ok(&rx[1], &h) && h.seq == 2);
+    CHECK(pkt_ok(&rx[2], &h) && h.seq == 8);
+    struct uln_udp_io_stats st;
+    uln_udp_io_stats(a, &st);
+    CHECK_EQ(st.tx_err, 6);
+    CHECK_EQ(st.last_tx_errno, EINVAL);
+    CHECK_EQ(st.tx_pkts, 3);
+    CHECK_EQ(st.gso_off, 0); /* refusing one message says nothing about GSO */
+    uln_udp_io_close(a);
+    uln_udp_io_close(b);
+}
+
+/* A pool of 8: it runs dry, takes buffers back in any order, lent buffers
+ * stay untouched while others are reused, bad releases are refused. */
+static void test_pool(void)
+{
+    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_udp_io *b = open_io("127.0.0.1", 0, 8, false, NULL);
+    if (!a || !b) return;
+    int peer = link_to(a, b);
+    struct uln_udp_io_pkt pkts[12];
+    struct thdr hdrs[12];
+    static uint8_t flat[12][256];
+    for (unsigned i = 0; i < 12; i++)
+        make_pkt(&pkts[i], peer, &hdrs[i], flat[i], i, 100 + i, 2);
+    send_all(a, pkts, 12);
+
+    struct uln_udp_io_rx rx[16];
+    unsigned got = recv_n(b, rx, 16, 200);
+    CHECK_EQ(got, 8);
+    struct uln_udp_io_stats st;
+    uln_udp_io_stats(b, &st);
+    uint64_t empty0 = st.rx_pool_empty;
+    CHECK(empty0 >= 1);
+    CHECK_EQ(uln_udp_io_recv(b, rx + 8, 8), 0);
+    uln_udp_io_stats(b, &st);
+    CHECK_EQ(st.rx_pool_empty, empty0 + 1);
+
+    /* Out of order: 5, 1, 6. The rest stay lent and must stay intact. */
+    unsigned order[3] = {5, 1, 6};
+    for (unsigned i = 0; i < 3; i++)
+        CHECK_EQ(uln_udp_io_rx_release(b, rx[order[i]].handle), 0);
+    CHECK_EQ(uln_udp_io_rx_release(b, rx[5].handle), -EINVAL); /* twice */
+    CHECK_EQ(uln_udp_io_rx_release(b, 9999), -EINVAL);         /* never lent */
+    unsigned more = recv_n(b, rx + 8, 8, 200);
+    CHECK_EQ(more, 3);
+    for (unsigned i = 8; i < 8 + more; i++) {
+        struct thdr h;
+        CHECK(pkt_ok(&rx[i], &h));
+        CHECK_EQ(h.seq, i);
+        CHECK(rx[i].handle == rx[5].handle || rx[i].handle == rx[1].handle ||
+              rx[i].handle == rx[6].handle);
+    }
+    for (unsigned i = 0; i < 8; i++) {
+        if (i == 5 || i == 1 || i == 6) continue;
+        struct thdr h;
+        CHECK(pkt_ok(&rx[i], &h)); /* untouched while lent */
+        CHECK_EQ(h.seq, i);
+    }
+    /* Give everything back; the 12th datagram still waits in the socket. */
+    for (unsigned i = 0; i < 11; i++)
+        if (i != 5 && i != 1 && i != 6) CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+    CHECK_EQ(recv_n(b, rx, 8, 200), 1);
+    CHECK(pkt_ok(&rx[0], NULL));
+    CHECK_EQ(uln_udp_io_rx_release(b, rx[0].handle), 0);
+    uln_udp_io_stats(b, &st);
+    CHECK_EQ(st.rx_bad_release, 2);
+    CHECK_EQ(st.rx_pkts, 12);
+    uln_udp_io_close(a);
+    uln_udp_io_close(b);
+}
+
+/* A receiver with a 1000-byte MTU drops what does not fit and counts it. */
+static void test_trunc(void)
+{
+    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_udp_io *b = open_io("127.0.0.1", 1000, 0, false, NULL);
+    if (!a || !b) return;
+    unsigned pmax = uln_udp_io_payload_max(b);
+    CHECK_EQ(pmax, 1000u - 28u);
+    int peer = link_to(a, b);
+    uint32_t lens[4] = {2000, pmax + 1, pmax, 100};
+    struct uln_udp_io_pkt pkts[4];
+    struct thdr hdrs[4];
+    static uint8_t flat[4][4096];
+    for (unsigned i = 0; i < 4; i++)
+        make_pkt(&pkts[i], peer, &hdrs[i], flat[i], i, lens[i], 2);
+    send_all(a, pkts, 4);
+    struct uln_udp_io_rx rx[4];
+    unsigned got = recv_n(b, rx, 4, 200);
+    CHECK_EQ(got, 2);
+    for (unsigned i = 0; i < got; i++) {
+        struct thdr h;
+        CHECK(pkt_ok(&rx[i], &h));
+        CHECK_EQ(h.seq, i + 2);
+        uln_udp_io_rx_release(b, rx[i].handle);
+    }
+    struct uln_udp_io_stats st;
+    uln_udp_io_stats(b, &st);
+    CHECK_EQ(st.rx_trunc, 2);
+    CHECK_EQ(st.rx_pkts, 2);
+    /* ... and the sender refuses what does not fit its own MTU up front. */
+    make_pkt(&pkts[0], peer, &hdrs[0], flat[0], 0, 100, 2);
+    pkts[0].iov[1].iov_len = uln_udp_io_payload_max(a);
+    CHECK_EQ(uln_udp_io_send(a, pkts, 1), -EMSGSIZE);
+    uln_udp_io_close(a);
+    uln_udp_io_close(b);
+}
+
+/* Unknown sources: delivered as peer -1 with their address, counted; the
+ * peer table: one id per address in any spelling, set_peer, full table. */
+static void test_peers(void)
+{
+    struct uln_udp_io_cfg cfg = {.addr = "127.0.0.1", .max_peers = 3, .fault = ""};
+    struct uln_udp_io *b;
+    CHECK_EQ(uln_udp_io_open(&cfg, &b), 0);
+    struct sockaddr_in bsa;
+    socklen_t bl = sizeof(bsa);
+    CHECK_EQ(uln_udp_io_local(b, (struct sockaddr_storage *)&bsa, &bl), 0);
+    int s1 = socket(AF_INET, SOCK_DGRAM, 0), s2 = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_EQ(bind(s1, (struct sockaddr *)&lo, sizeof(lo)), 0);
+    CHECK_EQ(bind(s2, (struct sockaddr *)&lo, sizeof(lo)), 0);
+    struct sockaddr_in a1, a2;
+    socklen_t l1 = sizeof(a1), l2 = sizeof(a2);
+    getsockname(s1, (struct sockaddr *)&a1, &l1);
+    getsockname(s2, (struct sockaddr *)&a2, &l2);
+
+    CHECK_EQ(sendto(s1, "hello", 5, 0, (struct sockaddr *)&bsa, bl), 5);
+    struct uln_udp_io_rx rx[2];
+    CHECK_EQ(recv_n(b, rx, 1, 500), 1);
+    CHECK_EQ(rx[0].peer, -1);
+    CHECK(rx[0].len == 5 && !memcmp(rx[0].buf, "hello", 5));
+    socklen_t al;
+    const struct sockaddr *src = uln_udp_io_rx_addr(b, rx[0].handle, &al);
+    CHECK(src && src->sa_family == AF_INET &&
+          ((const struct sockaddr_in *)src)->sin_port == a1.sin_port);
+    /* a hello from a new rank: the transport learns its address */
+    int id = uln_udp_io_add_peer(b, src, al);
+    CHECK_EQ(id, 0);
+    CHECK_EQ(uln_udp_io_rx_release(b, rx[0].handle), 0);
+    CHECK(uln_udp_io_rx_addr(b, rx[0].handle, &al) == NULL);
+    struct uln_udp_io_stats st;
+    uln_udp_io_stats(b, &st);
+    CHECK_EQ(st.rx_unknown, 1);
+
+    CHECK_EQ(sendto(s1, "again", 5, 0, (struct sockaddr *)&bsa, bl), 5);
+    CHECK_EQ(recv_n(b, rx, 1, 500), 1);
+    CHECK_EQ(rx[0].peer, 0);
+    uln_udp_io_rx_release(b, rx[0].handle);
+
+    /* the same address, spelt as IPv4-mapped IPv6: the same peer */
+    struct sockaddr_in6 m = {.sin6_family = AF_INET6, .sin6_port = a1.sin_port};
+    m.sin6_addr.s6_addr[10] = m.sin6_addr.s6_addr[11] = 0xff;
+    memcpy(&m.sin6_addr.s6_addr[12], &a1.sin_addr, 4);
+    CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&m, sizeof(m)), -EEXIST);
+    CHECK_EQ(uln_udp_io_find_peer(b, (struct sockaddr *)&m, sizeof(m)), 0);
+    struct sockaddr_in6 v6 = {
+        .sin6_family = AF_INET6, .sin6_addr = in6addr_loopback, .sin6_port = htons(9)};
+    CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&v6, sizeof(v6)), -EAFNOSUPPORT);
+    CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&a1, 3), -EINVAL);
+
+    /* s1's rank restarted as s2: point id 0 there; s1 is unknown again */
+    CHECK_EQ(uln_udp_io_set_peer(b, 0, (struct sockaddr *)&a2, l2), 0);
+    CHECK_EQ(uln_udp_io_find_peer(b, (struct sockaddr *)&a1, l1), -1);
+    CHECK_EQ(uln_udp_io_find_peer(b, (struct sockaddr *)&a2, l2), 0);
+    CHECK_EQ(sendto(s2, "s2", 2, 0, (struct sockaddr *)&bsa, bl), 2);
+    CHECK_EQ(sendto(s1, "s1", 2, 0, (struct sockaddr *)&bsa, bl), 2);
+    CHECK_EQ(recv_n(b, rx, 2, 500), 2);
+    CHECK_EQ(rx[0].peer, 0);
+    CHECK_EQ(rx[1].peer, -1);
+    uln_udp_io_rx_release(b, rx[0].handle);
+    uln_udp_io_rx_release(b, rx[1].handle);
+
+    /* fill the table (3), many ports: ids dense, lookups all right */
+    CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&a1, l1), 1);
+    struct sockaddr_in x = a1;
+    x.sin_port = htons(ntohs(a1.sin_port) ^ 0x5555);
+    CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&x, sizeof(x)), 2);
+    x.sin_port = htons(1);
+    CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&x, sizeof(x)), -ENOSPC);
+    CHECK_EQ(uln_udp_io_find_peer(b, (struct sockaddr *)&a1, l1), 1);
+    CHECK_EQ(uln_udp_io_find_peer(b, (struct sockaddr *)&a2, l2), 0);
+    CHECK_EQ(uln_udp_io_set_peer(b, 1, (struct sockaddr *)&a2, l2), -EEXIST);
+    CHECK_EQ(uln_udp_io_set_peer(b, 7, (struct sockaddr *)&a2, l2), -EINVAL);
+    uln_udp_io_stats(b, &st);
+    CHECK_EQ(st.rx_unknown, 2);
+    close(s1);
+    close(s2);
+    uln_udp_io_close(b);
+
+    /* a larger table, churned through set_peer: the index stays consistent */
+    struct uln_udp_io_cfg c2 = {.addr = "127.0.0.1", .max_peers = 200, .fault = ""};
+    CHECK_EQ(uln_udp_io_open(&c2, &b), 0);
+    struct sockaddr_in p = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+    for (unsigned i = 0; i < 200; i++) {
+        p.sin_port = htons((uint16_t)(1000 + i));
+        CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&p, sizeof(p)), (int)i);
+    }
+    unsigned wrong = 0;
+    for (unsigned i = 0; i < 200; i += 3) {
+        p.sin_port = htons((uint16_t)(5000 + i));
+        if (uln_udp_io_set_peer(b, (int)i, (struct sockaddr *)&p, sizeof(p))) wrong++;
+    }
+    for (unsigned i = 0; i < 200; i++) {
+        p.sin_port = htons((uint16_t)((i % 3 ? 1000 : 5000) + i));
+        if (uln_udp_io_find_peer(b, (struct sockaddr *)&p, sizeof(p)) != (int)i) wrong++;
+        p.sin_port = htons((uint16_t)((i % 3 ? 5000 : 1000) + i));
+        if (uln_udp_io_find_peer(b, (struct sockaddr *)&p, sizeof(p)) != -1) wrong++;
+    }
+    CHECK_EQ(wrong, 0);
+    uln_udp_io_close(b);
+}
+
+/* Configuration refused up front; ids and iovec counts checked. */
+static void test_config(void)
+{
+    struct uln_udp_io *io = NULL;
+    struct uln_udp_io_cfg c = {.addr = "300.1.2.3", .fault = ""};
+    CHECK_EQ(uln_udp_io_open(&c, &io), -EINVAL);
+    c.addr = "127.0.0.1";
+    c.mtu = 100;
+    CHECK_EQ(uln_udp_io_open(&c, &io), -EINVAL);
+    c.mtu = 1500;
+    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
+    CHECK_EQ(uln_udp_io_payload_max(io), 1472);
+    struct uln_udp_io_info info;
+    uln_udp_io_info(io, &info);
+    CHECK(info.ifname[0] == '\0'); /* configured, not looked up */
+    CHECK(info.rcvbuf > 0 && info.sndbuf > 0);
+    struct uln_udp_io_pkt p = {.peer = 0, .niov = 1, .iov = {{pattern, 10}}};
+    CHECK_EQ(uln_udp_io_send(io, &p, 1), -EINVAL); /* no peer 0 yet */
+    CHECK(link_to(io, io) == 0);                   /* itself */
+    p.niov = 0;
+    CHECK_EQ(uln_udp_io_send(io, &p, 1), -EINVAL);
+    p.niov = 4;
+    CHECK_EQ(uln_udp_io_send(io, &p, 1), -EINVAL);
+    p.niov = 1;
+    p.peer = -1;
+    CHECK_EQ(uln_udp_io_send(io, &p, 1), -EINVAL);
+    p.peer = 0;
+    CHECK_EQ(uln_udp_io_send(io, &p, 0), 0);
+    CHECK_EQ(uln_udp_io_send(io, &p, 1), 1);
+    struct uln_udp_io_rx rx;
+    CHECK_EQ(recv_n(io, &rx, 1, 500), 1);
+    CHECK_EQ(rx.peer, 0);
+    uln_udp_io_rx_release(io, rx.handle);
+    uln_udp_io_close(io);
+
+    /* busy polling: taken where allowed (raising it needs CAP_NET_ADMIN),
+     * never a reason to fail */
+    struct uln_udp_io_cfg bp = {.addr = "127.0.0.1", .busy_poll = true, .fault = ""};
+    CHECK_EQ(uln_udp_io_open(&bp, &io), 0);
+    uln_udp_io_info(io, &info);
+    printf("busy poll: %s\n", info.busy_poll ? "on" : "refused (not privileged)");
+    uln_udp_io_close(io);
+
+    /* the wildcard: dual-stack where there is IPv6, MTU of a real interface */
+    struct uln_udp_io_cfg w = {.fault = ""};
+    CHECK_EQ(uln_udp_io_open(&w, &io), 0);
+    uln_udp_io_info(io, &info);
+    printf("wildcard: family %s, mtu %u from '%s', payload_max %u\n",
+           info.family == AF_INET6 ? "IPv6 (dual-stack)" : "IPv4", info.mtu, info.ifname,
+           info.payload_max);
+    CHECK(info.mtu >= ULN_UDP_IO_MTU_MIN && info.mtu <= ULN_UDP_IO_MTU_CAP);
+    uln_udp_io_close(io);
+}
+
+/* ::1, and a dual-stack socket talking to an IPv4 one (IPv4-mapped peers). */
+static void test_ipv6(void)
+{
+    struct uln_udp_io_cfg c6 = {.addr = "::1", .fault = ""};
+    struct uln_udp_io *a, *b;
+    int rc = uln_udp_io_open(&c6, &a);
+    if (rc == -EADDRNOTAVAIL || rc == -EAFNOSUPPORT) {
+        printf("ipv6: no ::1 on this host (%s), skipped\n", strerror(-rc));
+        return;
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(uln_udp_io_open(&c6, &b), 0);
+    CHECK_EQ(uln_udp_io_payload_max(a), ULN_UDP_IO_MTU_CAP - 48u);
+    int peer = link_to(a, b);
+    CHECK_EQ(link_to(b, a), 0);
+    struct uln_udp_io_pkt pkts[16];
+    struct thdr hdrs[16];
+    static uint8_t flat[16][2048];
+    for (unsigned i = 0; i < 16; i++)
+        make_pkt(&pkts[i], peer, &hdrs[i], flat[i], i, 1200, 1 + i % 3);
+    send_all(a, pkts, 16);
+    struct uln_udp_io_rx rx[16];
+    CHECK_EQ(recv_n(b, rx, 16, 500), 16);
+    for (unsigned i = 0; i < 16; i++) {
+        CHECK(pkt_ok(&rx[i], NULL) && rx[i].peer == 0);
+        uln_udp_io_rx_release(b, rx[i].handle);
+    }
+    uln_udp_io_close(a);
+    uln_udp_io_close(b);
+
+    struct uln_udp_io_cfg cd = {.fault = ""}, c4 = {.addr = "127.0.0.1", .fault = ""};
+    struct uln_udp_io *d, *v4;
+    CHECK_EQ(uln_udp_io_open(&cd, &d), 0);
+    CHECK_EQ(uln_udp_io_open(&c4, &v4), 0);
+    struct uln_udp_io_info info;
+    uln_udp_io_info(d, &info);
+    if (info.family != AF_INET6) {
+        uln_udp_io_close(d);
+        uln_udp_io_close(v4);
+        return;
+    }
+    struct sockaddr_in6 dl;
+    socklen_t dlen = sizeof(dl);
+    uln_udp_io_local(d, (struct sockaddr_storage *)&dl, &dlen);
+    struct sockaddr_in to_d = {
+        .sin_family = AF_INET, .sin_port = dl.sin6_port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_EQ(uln_udp_io_add_peer(v4, (struct sockaddr *)&to_d, sizeof(to_d)), 0);
+    CHECK_EQ(link_to(d, v4), 0); /* given as plain IPv4 */
+    make_pkt(&pkts[0], 0, &hdrs[0], flat[0], 1, 500, 2);
+    send_all(d, pkts, 1);
+    CHECK_EQ(recv_n(v4, rx, 1, 500), 1);
+    CHECK(pkt_ok(&rx[0], NULL));
+    CHECK_EQ(rx[0].peer, 0); /* d sends from 127.0.0.1:its port */
+    uln_udp_io_rx_release(v4, rx[0].handle);
+    send_all(v4, pkts, 1);
+    CHECK_EQ(recv_n(d, rx, 1, 500), 1);
+    CHECK(pkt_ok(&rx[0], NULL));
+    CHECK_EQ(rx[0].peer, 0); /* arrives as ::ffff:127.0.0.1, found as 127.0.0.1 */
+    uln_udp_io_rx_release(d, rx[0].handle);
+    /* a GSO run through the dual-stack socket to an IPv4 peer */
+    for (unsigned i = 0; i < 16; i++)
+        make_pkt(&pkts[i], 0, &hdrs[i], flat[i], i, 1000, 2);
+    send_all(d, pkts, 16);
+    CHECK_EQ(recv_n(v4, rx, 16, 500), 16);
+    for (unsigned i = 0; i < 16; i++) {
+        struct thdr h;
+        CHECK(pkt_ok(&rx[i], &h) && h.seq == i);
+        uln_udp_io_rx_release(v4, rx[i].handle);
+    }
+    struct uln_udp_io_stats st;
+    uln_udp_io_stats(d, &st);
+    CHECK(!info.gso || st.tx_gso_msgs == 1);
+    uln_udp_io_close(d);
+    uln_udp_io_close(v4);
+}
+
+static void test_fault_specs(void)
+{
+    static const char *bad[] = {
+        "drop",           "drop=",        "drop=abc",
+        "drop=1.5",       "drop=-0.1",    "drop=0.1x",
+        "drop=150%",      "bogus=0.1",    "drop=0.1,,dup=0.1",
+        ",drop=0.1",      "drop=0.1,",    "drop=0.1,drop=0.2",
+        "seed=x",         "seed=-1",      "delay=1e3",
+        "delay=99999999", "reorder= 0.1", "DROP=0.1",
+        "dup=nan",
+    };
+    char why[128];
+    struct uln_udp_fault f;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int rc = uln_udp_fault_parse(bad[i], &f, why, sizeof(why));
+        CHECK_EQ(rc, -EINVAL);
+        if (rc == -EINVAL) CHECK(why[0] != '\0');
+    }
+    CHECK_EQ(uln_udp_fault_parse("drop=0.1,,dup=0.1", &f, why, sizeof(why)), -EINVAL);
+    printf("a refused spec says: %s\n", why);
+    CHECK_EQ(uln_udp_fault_parse("", &f, why, sizeof(why)), 0);
+    CHECK(f.drop == 0 && f.dup == 0 && f.reorder == 0 && f.seed == 1 && f.delay_us == 1000);
+    CHECK_EQ(uln_udp_fault_parse("seed=0x10,reorder=10%,dup=0.5,delay=250,drop=2%", &f, why,
+                                 sizeof(why)),
+             0);
+    CHECK(fabs(f.drop - 0.02) < 1e-12 && f.dup == 0.5 && fabs(f.reorder - 0.1) < 1e-12);
+    CHECK(f.seed == 16 && f.delay_us == 250);
+    CHECK_EQ(uln_udp_fault_parse("drop=1,dup=0", &f, why, sizeof(why)), 0);
+
+    /* from the environment: open refuses it with a message on stderr */
+    struct uln_udp_io *io = NULL;
+    struct uln_udp_io_cfg c = {.addr = "127.0.0.1"};
+    setenv("ULN_FAULT", "drop=2", 1);
+    CHECK_EQ(uln_udp_io_open(&c, &io), -EINVAL);
+    CHECK(io == NULL);
+    setenv("ULN_FAULT", "drop=0.02,seed=3", 1);
+    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
+    struct uln_udp_io_info info;
+    uln_udp_io_info(io, &info);
+    CHECK(info.fault && !info.gso);
+    uln_udp_io_close(io);
+    unsetenv("ULN_FAULT");
+}
+
+/* ------------------------------------------------------------------------- */
+/* Fault rates                                                                */
+/* ------------------------------------------------------------------------- */
+
+struct fault_run {
+    uint64_t drop, dup, late;       /* measured at the receiver */
+    uint64_t order_hash;            /* of the arrival sequence */
+    struct uln_udp_io_stats st;     /* when the last packet was sent */
+    struct uln_udp_io_stats st_end; /* after the sentinels */
+};
+
+#define NPKT 100000u
+
+/* Send NPKT numbered packets through a faulty sender, in batches of 1..64,
+ * draining the receiver as it goes; measure what arrived. */
+static void fault_run(const char *spec, struct fault_run *out, bool cut)
+{
+    memset(out, 0, sizeof(*out));
+    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, spec);
+    struct uln_udp_io *b = open_io("127.0.0.1", 0, 1024, false, NULL);
+    if (!a || !b) return;
+    int peer = link_to(a, b);
+    CHECK_EQ(link_to(b, a), 0);
+    uint8_t *seen = calloc(NPKT, 1);
+    uint32_t hdr[64][2];
+    struct uln_udp_io_pkt pkts[64];
+    static struct uln_udp_io_rx rx[256];
+    uint64_t arrivals = 0, distinct = 0, hash = 1469598103934665603ull;
+    int64_t top = -1;
+    uint32_t seq = 0, n = 1, sentinels = 0;
+    uint64_t t0 = now_ms();
+    bool quiet = false;
+    if (cut) uln_udp_io_test_hook_sendmmsg(cut_sendmmsg);
+    while (!quiet) {
+        if (seq < NPKT) {
+            uint32_t k = n < NPKT - seq ? n : NPKT - seq;
+            for (uint32_t i = 0; i < k; i++) {
+                hdr[i][0] = MAGIC;
+                hdr[i][1] = seq + i;
+                pkts[i].peer = peer;
+                pkts[i].niov = 2;
+                pkts[i].iov[0] = (struct iovec){hdr[i], sizeof(hdr[i])};
+                pkts[i].iov[1] = (struct iovec){pattern, 24};
+            }
+            send_all(a, pkts, k);
+            seq += k;
+            n = n % 64 + 1;
+            if (seq == NPKT) uln_udp_io_stats(a, &out->st); /* before the sentinels */
+        } else if (uln_udp_io_flush(a) > 0) {
+            /* Held packets wait for a later one: send sentinels (not counted)
+             * rather than wait for the delay bound, which a preempted test
+             * would reach at a different point each run. */
+            hdr[0][0] = MAGIC;
+            hdr[0][1] = NPKT + sentinels++;
+            pkts[0].iov[0] = (struct iovec){hdr[0], sizeof(hdr[0])};
+            send_all(a, pkts, 1);
+        } else if (uln_udp_io_wait(b, 100) == 0) {
+            quiet = true;
+        }
+        int r;
+        while ((r = uln_udp_io_recv(b, rx, 256)) > 0) {
+            for (int i = 0; i < r; i++) {
+                uint32_t h[2];
+                memcpy(h, rx[i].buf, sizeof(h));
+                if (rx[i].len == 32 && h[0] == MAGIC && h[1] >= NPKT && rx[i].peer == 0) {
+                    /* a sentinel */
+                } else if (rx[i].len != 32 || h[0] != MAGIC || rx[i].peer != 0) {
+                    CHECK(!"a fault-injected packet arrived damaged");
+                } else {
+                    arrivals++;
+                    hash = (hash ^ h[1]) * 1099511628211ull;
+                    if (!seen[h[1]]++) {
+                        distinct++;
+                        if ((int64_t)h[1] < top)
+                            out->late++;
+                        else
+                            top = h[1];
+                    }
+                }
+                uln_udp_io_rx_release(b, rx[i].handle);
+            }
+        }
+        if (now_ms() - t0 > 60000) {
+            CHECK(!"fault run took over a minute");
+            break;
+        }
+    }
+    uln_udp_io_test_hook_sendmmsg(NULL);
+    out->drop = NPKT - distinct;
+    out->dup = arrivals - distinct;
+    out->order_hash = hash;
+    uln_udp_io_stats(a, &out->st_end);
+    struct uln_udp_io_stats sb;
+    uln_udp_io_stats(b, &sb);
+    CHECK_EQ(sb.rx_kernel_drops, 0); /* every loss is the injector's */
+    free(seen);
+    uln_udp_io_close(a);
+    uln_udp_io_close(b);
+}
+
+/* |measured - expected| within 5 standard deviations of a binomial. */
+static bool near(uint64_t k, double n, double p)
+{
+    double sd = sqrt(n * p * (1 - p));
+    return fabs((double)k - n * p) <= 5 * sd + 1;
+}
+
+static void test_fault_rates(void)
+{
+    const double pd = 0.05, pu = 0.03, pr = 0.04;
+    /* A delay bound no run reaches: every held packet goes after a later one,
+     * so the outcome depends on the sequence of packets alone. */
+    const char *spec = "drop=0.05,dup=3%,reorder=0.04,seed=7,delay=10000000";
+    struct fault_run r1, r2, r3;
+    uint64_t t0 = now_ms();
+    fault_run(spec, &r1, false);
+    printf("faults %s over %u packets: dropped %llu (%.3f%%), duplicated %llu (%.3f%%), "
+           "reordered %llu (%.3f%%), %llu ms\n",
+           spec, NPKT, (unsigned long long)r1.drop, 100.0 * r1.drop / NPKT,
+           (unsigned long long)r1.dup, 100.0 * r1.dup / NPKT, (unsigned long long)r1.late,
+           100.0 * r1.late / NPKT, (unsigned long long)(now_ms() - t0));
+    /* The receiver sees exactly what the injector says it did. */
+    CHECK_EQ(r1.drop, r1.st.fault_drop);
+    CHECK_EQ(r1.late, r1.st.fault_reorder);
+    /* duplicates of held packets leave when they do, maybe with the sentinels */
+    CHECK(r1.dup >= r1.st.fault_dup && r1.dup <= r1.st_end.fault_dup);
+    CHECK_EQ(r1.st_end.fault_late, 0);
+    CHECK_EQ(r1.st_end.fault_nohold, 0);
+    CHECK(r1.st_end.tx_pkts >= NPKT - r1.drop + r1.dup);
+    /* ... and that is what the spec asked for. */
+    double kept = NPKT * (1 - pd);
+    CHECK(near(r1.drop, NPKT, pd));
+    CHECK(near(r1.dup, kept, pu));
+    CHECK(near(r1.st.fault_reorder, kept, pr));
+
+    /* Same seed: the same faults, the same arrival order. */
+    fault_run(spec, &r2, false);
+    CHECK_EQ(r2.drop, r1.drop);
+    CHECK_EQ(r2.dup, r1.dup);
+    CHECK_EQ(r2.late, r1.late);
+    CHECK_EQ(r2.order_hash, r1.order_hash);
+    /* Another seed: other faults. */
+    fault_run("drop=0.05,dup=3%,reorder=0.04,seed=8,delay=10000000", &r3, false);
+    CHECK(r3.order_hash != r1.order_hash);
+    CHECK(near(r3.drop, NPKT, pd));
+    /* Same seed, sends cut short all the time: still the same faults and the
+     * same sequence on the wire (decisions are undone and replayed). */
+    struct fault_run r4;
+    fault_run(spec, &r4, true);
+    CHECK(r4.st_end.tx_again > 1000);
+    CHECK_EQ(r4.drop, r1.drop);
+    CHECK_EQ(r4.dup, r1.dup);
+    CHECK_EQ(r4.late, r1.late);
+    CHECK_EQ(r4.st.fault_reorder, r1.st.fault_reorder);
+    CHECK_EQ(r4.st_end.fault_dup, r1.st_end.fault_dup);
+    CHECK_EQ(r4.order_hash, r1.order_hash);
+    printf("cut short %llu times: same faults, same order: %s\n",
+           (unsigned long long)r4.st_end.tx_again, r4.order_hash == r1.order_hash ? "yes" : "NO");
+}
+
+/* Reorder's delay bound and its hold slots. */
+static void test_fault_hold(void)
+{
+    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, "reorder=1,delay=200000");
+    struct uln_udp_io *b = open_io("127.0.0.1", 0, 0, false, NULL);
+    if (!a || !b) return;
+    int peer = link_to(a, b);
+    uint32_t v[20];
+    struct uln_udp_io_pkt pkts[20];
+    for (uint32_t i = 0; i < 20; i++) {
+        v[i] = i;
+        pkts[i] = (struct uln_udp_io_pkt){.peer = peer, .niov = 1, .iov = {{&v[i], 4}}};
+    }
+    /* Every packet is picked for reordering: 0..15 fill the hold slots, 16
+     * finds none free, goes, and takes the held ones with it (they were
+     * waiting for a later packet to that peer). Their slots are free again
+     * only from the next batch on (the batch's messages point into them), so
+     * 17..19 go in order too. */
+    send_all(a, pkts, 20);
+    struct uln_udp_io_rx rx[20];
+    unsigned got = recv_n(b, rx, 20, 5);
+    CHECK_EQ(got, 20);
+    for (unsigned i = 0; i < got; i++) {
+        uint32_t x;
+        memcpy(&x, rx[i].buf, 4);
+        CHECK_EQ(x, i == 0 ? 16 : i <= 16 ? i - 1 : i);
+        uln_udp_io_rx_release(b, rx[i].handle);
+    }
+    struct uln_udp_io_stats st;
+    uln_udp_io_stats(a, &st);
+    CHECK_EQ(st.fault_reorder, 16);
+    CHECK_EQ(st.fault_nohold, 4);
+    CHECK_EQ(st.fault_late, 0);
+
+    /* Nothing later to that peer: held packets leave at the delay bound
+     * (200 ms: far beyond any hiccup between the send and the checks). */
+    uint64_t t0 = now_ms();
+    send_all(a, pkts, 3);
+    CHECK_EQ(uln_udp_io_flush(a), 3); /* not yet due */
+    CHECK_EQ(recv_n(b, rx, 3, 5), 0);
+    got = 0;
+    while (got < 3 && now_ms() - t0 < 3000) {
+        uln_udp_io_wait(a, 1000); /* wakes at the bound, releases */
+        got += recv_n(b, rx + got, 3 - got, 1);
+    }
+    uint64_t waited = now_ms() - t0;
+    CHECK_EQ(got, 3);
+    CHECK(waited >= 200 && waited < 2000);
+    for (unsigned i = 0; i < got; i++) {
+        uint32_t x;
+        memcpy(&x, rx[i].buf, 4);
+        CHECK_EQ(x, i); /* released oldest first */
+        uln_udp_io_rx_release(b, rx[i].handle);
+    }
+    uln_udp_io_stats(a, &st);
+    CHECK_EQ(st.fault_reorder, 19);
+    CHECK_EQ(st.fault_late, 3);
+    CHECK_EQ(uln_udp_io_flush(a), 0);
+    uln_udp_io_close(a);
+    uln_udp_io_close(b);
+
+    /* drop=1 sends nothing and says so */
+    a = open_io("127.0.0.1", 0, 0, false, "drop=100%");
+    b = open_io("127.0.0.1", 0, 0, false, NULL);
+    peer = link_to(a, b);
+    CHECK_EQ(uln_udp_io_send(a, pkts, 20), 20);
+    CHECK_EQ(recv_n(b, rx, 20, 20), 0);
+    uln_udp_io_stats(a, &st);
+    CHECK(st.fault_drop == 20 && st.tx_pkts == 0);
+    uln_udp_io_close(a);
+    uln_udp_io_close(b);
+}
+
+int main(int argc, char **argv)
+{
+    for (size_t i = 0; i < sizeof(pattern); i++)
+        pattern[i] = (uint8_t)(i * 131u + (i >> 8) * 7u + 1u);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines as they happen, under ctest too */
+    unsetenv("ULN_FAULT");
+    const char *only = argc > 1 ? argv[1] : NULL;
+#define RUN(name, call)                                                                            \
+    do {                                                                                           \
+        if (!only || !strcmp(only, name)) {                                                        \
+            uint64_t t_ = now_ms();                                                                \
+            int f_ = failed;                                                                       \
+            call;                                                                                  \
+            printf("%-12s %s (%llu ms)\n", name, failed == f_ ? "ok" : "FAILED",                   \
+                   (unsigned long long)(now_ms() - t_));                                           \
+        }                                                                                          \
+    } while (0)
+    RUN("batches", test_batches(false));
+    RUN("batches", test_batches(true));
+    RUN("partial", test_partial(false));
+    RUN("partial", test_partial(true));
+    RUN("refused", test_refused(false));
+    RUN("refused", test_refused(true));
+    RUN("pool", test_pool());
+    RUN("trunc", test_trunc());
+    RUN("peers", test_peers());
+    RUN("config", test_config());
+    RUN("ipv6", test_ipv6());
+    RUN("specs", test_fault_specs());
+    RUN("hold", test_fault_hold());
+    RUN("rates", test_fault_rates());
+    return summary();
+}
