@@ -80,8 +80,10 @@ static void cq_progress(struct uln_cq *cq)
 ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)
 {
     if (ULN_UNLIKELY(!cq || (!out && max > 0) || max < 0)) return -EINVAL;
-    /* Progress unless enough entries are already waiting for this call. */
-    if (cq->tail - cq->head < (uint64_t)max || max == 0) cq_progress(cq);
+    /* Always progress, even with entries waiting: the fast path completes
+     * posts straight into the CQ, so a rank that keeps posting would otherwise
+     * never take its peers' messages. */
+    cq_progress(cq);
     int n = 0;
     while (n < max && cq->head != cq->tail)
         out[n++] = cq->ring[cq->head++ % cq->entries];
@@ -135,10 +137,11 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
             return -ETIMEDOUT;
         }
         uint64_t left_ms = deadline == UINT64_MAX ? 1000 : (deadline - t + 999999) / 1000000;
-        /* Work blocked on a peer's ring space is not woken by the peer (it only
-         * rings for new messages): sleep in short slices then, so flow control
-         * costs at most a millisecond, never a hang. Idle: long slices, still
-         * bounded so dead peers are noticed. */
+        /* A producer blocked on a peer's full ring is woken by that peer when
+         * it gives space back, but the two sides do not fence against each
+         * other there (ring.h): sleep in short slices while blocked, so a
+         * missed wake-up costs at most a millisecond, never a hang. Idle:
+         * long slices, still bounded so dead peers are noticed. */
         int slice = cq_busy(cq) ? 1 : 100;
         if (left_ms < (uint64_t)slice) slice = (int)left_ms;
         uln_shm_sleep(ctx, slice);
