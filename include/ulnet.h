@@ -88,8 +88,12 @@ struct uln_ep;
  *   ring_bytes   [ULN_RING_BYTES=131072]  NAP ring per (peer, endpoint) pair
  *   nap_max      [ULN_NAP_MAX=8192]       largest NAP payload
  *   sq_depth     [ULN_SQ_DEPTH=256]       send queue entries per endpoint
- *   chunk_bytes  [ULN_CHUNK_BYTES=131072] largest piece of one PUT/GET the engine
- *                                         moves before serving the next endpoint
+ *   chunk_bytes  [ULN_CHUNK_BYTES=131072] largest piece of a queued PUT/GET the
+ *                                         engine moves before serving the next endpoint
+ *   post_copy_max [ULN_POST_COPY_MAX=4194304] a PUT/GET up to this size, posted
+ *                                         on an endpoint with nothing queued, is one
+ *                                         copy inside the post call (the caller's own
+ *                                         time); larger ones are queued
  *   max_eps      [ULN_MAX_EPS=16]         endpoints per process
  *   max_regions  [ULN_MAX_REGIONS=4096]   registered regions per process
  *   shm_direct   [ULN_SHM_DIRECT=1]       0: PUT/GET through the rings, placed by
@@ -105,6 +109,7 @@ struct uln_config {
     uint32_t nap_max;
     uint32_t sq_depth;
     uint32_t chunk_bytes;
+    uint32_t post_copy_max;
     uint32_t max_eps;
     uint32_t max_regions;
     int shm_direct; /* -1: environment/default */
@@ -139,6 +144,7 @@ struct uln_info {
     uint32_t sq_depth;
     uint32_t ring_bytes;
     uint32_t chunk_bytes;
+    uint32_t post_copy_max;
     uint32_t max_eps;
     uint32_t max_regions;
     int shm_direct;        /* PUT/GET done by the initiator on mapped memory */

@@ -67,6 +67,8 @@ static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
     rc |= setting("ULN_NAP_MAX", cfg->nap_max, 8192, 0, 1u << 26, &p->nap_max);
     rc |= setting("ULN_SQ_DEPTH", cfg->sq_depth, 256, 1, 1u << 20, &p->sq_depth);
     rc |= setting("ULN_CHUNK_BYTES", cfg->chunk_bytes, 131072, 4096, 1u << 30, &p->chunk_bytes);
+    rc |=
+        setting("ULN_POST_COPY_MAX", cfg->post_copy_max, 4u << 20, 0, 1u << 30, &p->post_copy_max);
     rc |= setting("ULN_MAX_EPS", cfg->max_eps, 16, 1, 64, &p->max_eps);
     rc |= setting("ULN_MAX_REGIONS", cfg->max_regions, 4096, 1, 1u << 24, &p->max_regions);
     rc |= setting("ULN_SPIN_US", 0, 50, 0, 1000000, &p->spin_us);
@@ -173,6 +175,7 @@ ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
                               .sq_depth = ctx->p.sq_depth,
                               .ring_bytes = ctx->p.ring_bytes,
                               .chunk_bytes = ctx->p.chunk_bytes,
+                              .post_copy_max = ctx->p.post_copy_max,
                               .max_eps = ctx->p.max_eps,
                               .max_regions = ctx->p.max_regions,
                               .shm_direct = ctx->p.shm_direct,

@@ -128,7 +128,8 @@ int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, ui
                         uint64_t rkey, uint64_t roff)
 {
     struct uln_ctx *ctx = ep->ctx;
-    if (ULN_UNLIKELY(!ep->peers[peer].out_ready || !ctx->p.shm_direct || len > ctx->p.chunk_bytes))
+    if (ULN_UNLIKELY(!ep->peers[peer].out_ready || !ctx->p.shm_direct ||
+                     len > ctx->p.post_copy_max))
         return 1;
     int rc = uln_shm_direct(ep, peer, write, local, len, rkey, roff);
     if (ULN_UNLIKELY(rc == ULN_NO_DIRECT)) return 1;

@@ -45,6 +45,7 @@ struct uln_stats {
 
 struct uln_params {
     uint32_t ring_bytes, nap_max, sq_depth, chunk_bytes, max_eps, max_regions, frag_max;
+    uint32_t post_copy_max; /* largest PUT/GET copied inside the post call */
     uint32_t spin_us;
     int shm_direct, shm_cma;
 };
