@@ -1,15 +1,38 @@
 #!/usr/bin/env bash
 # The main benchmark job: build ulnet (Release) into build-bench/ and run the
-# default ulnperf suite on two ranks pinned to distinct CPUs: every op, lat and
-# bw, 1 B - 16 MiB. The table goes to stdout and the CSV to build-bench/ulnperf.csv.
+# ulnperf suite for every transport the library has (shm today; udp once it
+# exists), then print a summary table of the key figures per primitive.
 #
-#   bench/run.sh                          # the full suite (well under 2 minutes)
-#   bench/run.sh --quick --sizes 1-4096   # smoke test, a few seconds (used by tests)
-#   bench/run.sh --mem malloc             # any other ulnperf options are passed on
+#   bench/run.sh                          # the default suite, under 2 minutes
+#   bench/run.sh --full                   # longer points, more sizes and loads
+#   bench/run.sh --plot DIR               # also PNG/SVG plots into DIR (gnuplot)
+#   bench/run.sh --quick --sizes 1-4096   # smoke test, a few seconds
+#   bench/run.sh --mem malloc             # other options go to ulnperf as they are
+#
+# Two ulnperf jobs per transport: 2 ranks for lat, bw, bibw, rate, cache and
+# fair (each rank pinned to its own CPU), then 4 ranks for load (3 senders into
+# one receiver; on a 2-CPU machine the senders share the second CPU, which the
+# load section of the output says). The load job is separate so that the
+# 2-rank figures are taken with no idle third rank attached to the receiver's
+# rings. CSVs: build-bench/ulnperf.<transport>.csv and ...load.csv.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$repo/build-bench"
+
+full=0 plot="" pass=()
+while (($#)); do
+    case $1 in
+    --full) full=1 ;;
+    --plot)
+        [[ $# -ge 2 ]] || { echo "run.sh: --plot needs a directory" >&2; exit 2; }
+        plot=$2
+        shift
+        ;;
+    *) pass+=("$1") ;;
+    esac
+    shift
+done
 
 # A fresh Debian 12 machine has none of the tools; install only what is missing
 # so that a prepared machine needs neither root nor the network.
@@ -18,6 +41,8 @@ command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+command -v python3 >/dev/null 2>&1 || missing+=(python3) # the summary table
+[[ -n $plot ]] && ! command -v gnuplot >/dev/null 2>&1 && missing+=(gnuplot-nox)
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
         echo "run.sh: missing ${missing[*]}; install them or run as root" >&2
@@ -32,8 +57,53 @@ fi
 
 # Tests are not built: only the two tools are needed, and that keeps the job short.
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
-ninja -C "$build" ulnrun ulnperf
+ninja -j2 -C "$build" ulnrun ulnperf
 
-echo "run.sh: ulnperf on 2 ranks, each pinned to its own CPU (see the '# pinned' line)" >&2
-"$build/ulnrun" -n 2 --timeout 300 "$build/ulnperf" --csv="$build/ulnperf.csv" "$@"
-echo "run.sh: CSV saved to $build/ulnperf.csv" >&2
+# Shared-memory latency is sensitive to anything else running: name what is.
+busy=$(ps -eo pid=,pcpu=,comm= --sort=-pcpu | awk -v me=$$ '$1 != me && $2 >= 20 { printf "%s%s (pid %s, %s%% CPU)", n++ ? ", " : "", $3, $1, $2 }')
+if [[ -n $busy ]]; then
+    echo "run.sh: WARNING: the machine is busy: $busy; the figures will be noisy" >&2
+fi
+
+opts=()
+if ((full)); then
+    # Longer points, small-message rate up to 4 KiB, finer load steps.
+    opts=(--point-ms 300 --rate-max 4K --load-levels 5,10,15,20,25,30,35,40,45,50,55,60,65,70,75,80,85,90,95,100)
+fi
+tests2=lat,bw,bibw,rate,cache,fair
+load_ranks=(4)
+((full)) && load_ranks=(2 4 8)
+
+csvs=()
+for tr in shm udp; do
+    out="$build/ulnperf.$tr.csv"
+    if [[ $tr != shm ]]; then
+        # The library picks its transport from ULN_TRANSPORT; ulnperf says
+        # plainly when it runs another one. Ask once, quickly.
+        if ! why=$("$build/ulnrun" -n 2 --timeout 30 "$build/ulnperf" --transport "$tr" --quick \
+            --test lat --op nap --sizes 8 --csv 2>&1 >/dev/null); then
+            echo "run.sh: $tr: not measured: $(grep -m1 transport <<<"$why" || echo "$why" | tail -1)" >&2
+            continue
+        fi
+    fi
+    echo "run.sh: [$tr] ulnperf on 2 ranks, each pinned to its own CPU (see the '# pinned' line)" >&2
+    "$build/ulnrun" -n 2 --timeout 600 "$build/ulnperf" --transport "$tr" --test "$tests2" \
+        --csv="$out" "${opts[@]}" "${pass[@]}"
+    csvs+=("$out")
+    for n in "${load_ranks[@]}"; do
+        lout="$build/ulnperf.$tr.load$n.csv"
+        echo "run.sh: [$tr] load: ulnperf on $n ranks ($((n - 1)) senders into rank 0)" >&2
+        "$build/ulnrun" -n "$n" --timeout 600 "$build/ulnperf" --transport "$tr" --test load \
+            --csv="$lout" "${opts[@]}" "${pass[@]}"
+        csvs+=("$lout")
+    done
+done
+
+echo
+python3 "$repo/bench/summary" "${csvs[@]}"
+if [[ -n $plot ]]; then
+    peer_args=()
+    for c in "${csvs[@]}"; do peer_args+=(--peer-csv "$c"); done
+    "$build/ulnperf" --plot "$plot" "${peer_args[@]}"
+fi
+echo "run.sh: CSV saved to ${csvs[*]}" >&2

@@ -1,29 +1,116 @@
 #!/usr/bin/env bash
-# ulnperf runs every op and test at small sizes, in both memory modes, and its
-# CSV has the documented columns with one row per (op, test, size) and a
-# positive number in each.
+# ulnperf itself: every scenario runs at tiny sizes, in both memory modes, and
+# its CSV has the documented columns, one row per (op, test, size) and a number
+# in each; load runs with 3 ranks; --plot writes its scripts (and, with gnuplot
+# installed, PNG and SVG files) also from saved CSVs alone; a transport the
+# library does not run is refused plainly. Quick points throughout: the whole
+# script takes a few seconds (well under a minute on a loaded 2-core machine).
 set -euo pipefail
 ulnrun=$1 ulnperf=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for mem in ulnet malloc; do
-    "$ulnrun" -n 2 --timeout 90 "$ulnperf" --quick --sizes 1-4096 --mem $mem --csv >"$tmp/$mem.csv"
-    python3 - "$tmp/$mem.csv" <<'PY'
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1])))
+
+# check CSV TESTS...: well-formed, and every listed (op, test) present.
+check() {
+    python3 - "$@" <<'PY'
+import csv, math, sys
+path, want = sys.argv[1], sys.argv[2:]
+rows = list(csv.reader(open(path)))
 assert rows[0] == ["transport", "op", "test", "size", "value", "unit"], rows[0]
-seen = set()
+seen, keys = set(), set()
 for r in rows[1:]:
     assert len(r) == 6, r
     t, op, test, size, value, unit = r
-    assert float(value) > 0 and int(size) > 0, r
+    v = float(value)
+    assert math.isfinite(v) and int(size) > 0, r
     if t == "platform":
+        assert op == "cacheline" and test in ("lat", "lat_end") and v > 0, r
         continue
-    assert t == "shm" and unit in ("us", "GB/s", "Mmsg/s"), r
-    seen.add((op, test.split("_")[0].split("(")[0]))
-for op in ("nap", "nap-inline", "put", "get"):
-    for test in ("lat", "bw"):
-        assert (op, test) in seen, (op, test, sorted(seen))
-print(sys.argv[1], len(rows) - 1, "rows")
+    assert t == "shm", r
+    assert (t, op, test, size) not in keys, ("duplicate row", r)
+    keys.add((t, op, test, size))
+    # Miss rates and shares may be 0; everything else is a positive figure.
+    if unit in ("miss/op", "share"):
+        assert v >= 0, r
+    else:
+        assert v > 0, r
+    assert unit in ("us", "GB/s", "Mmsg/s", "miss/op", "jain", "share"), r
+    if unit == "jain":
+        assert 0 < v <= 1.000001, r
+    seen.add((op, test))
+for w in want:
+    op, test = w.split(":")
+    assert (op, test) in seen, (w, sorted(seen))
+print(path, len(rows) - 1, "rows")
 PY
+}
+
+all2="lat,bw,bibw,rate,cache,fair"
+every_op() { # op:test for every op and the tests every op has
+    local out=()
+    for op in nap nap-inline put get; do
+        for t in lat lat_p99 bw bibw rate_w1 rate_w8; do out+=("$op:$t"); done
+    done
+    echo "${out[@]}"
+}
+
+# ulnet memory: every 2-rank scenario; cold/warm translation cache confirmed
+# by the library's counters (one miss per operation cold, none warm).
+"$ulnrun" -n 2 --timeout 90 "$ulnperf" --quick --sizes 1-4096 --test "$all2" --windows 1,8 \
+    --fair-eps 4 --fair-size 4K --csv >"$tmp/ulnet.csv"
+# shellcheck disable=SC2046
+check "$tmp/ulnet.csv" $(every_op) put:cache_cold get:cache_warm put:cache_cold_miss \
+    nap:fair put:fair get:fair put:fair_ep3 put:fair_jain
+python3 - "$tmp/ulnet.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1]))]
+for r in rows:
+    if r["test"].endswith("_miss"):
+        want = 1.0 if r["test"] == "cache_cold_miss" else 0.0
+        assert float(r["value"]) == want, r
+# Shares of one sample add up to 1.
+by_t = {}
+for r in rows:
+    if r["test"].startswith("fair_ep") and r["op"] == "put":
+        by_t[r["size"]] = by_t.get(r["size"], 0) + float(r["value"])
+assert by_t and all(abs(s - 1) < 1e-3 for s in by_t.values()), by_t
+PY
+
+# malloc memory (peers use CMA): cache is skipped with the reason, the rest runs.
+"$ulnrun" -n 2 --timeout 90 "$ulnperf" --quick --sizes 1-4096 --test "$all2" --windows 2 \
+    --fair-eps 2 --fair-size 4K --mem malloc --csv >"$tmp/malloc.csv" 2>"$tmp/malloc.err"
+grep -q "cache: skipped (--mem malloc" "$tmp/malloc.err"
+check "$tmp/malloc.csv" nap:lat put:bw get:bibw put:rate_w2 put:fair
+
+# load: 2 senders into rank 0, the table and its CPU note.
+"$ulnrun" -n 3 --timeout 90 "$ulnperf" --quick --test load --load-levels 20,60 \
+    --csv="$tmp/load.csv" >"$tmp/load.txt"
+check "$tmp/load.csv" nap-2s:load nap-2s:load_p99 nap-2s:load_peak nap-2s:load_offered \
+    nap-2s:load_accepted
+grep -q "^# load: 2 senders" "$tmp/load.txt"
+grep -q "^peak " "$tmp/load.txt"
+grep -q "^60% " "$tmp/load.txt"
+# A NAP above inline_max takes the senders' buffer pool instead.
+"$ulnrun" -n 2 --timeout 90 "$ulnperf" --quick --test load --load-levels 50 --load-size 1K \
+    --csv="$tmp/load1k.csv" >/dev/null
+check "$tmp/load1k.csv" nap-1s:load
+
+# --plot from saved CSVs (no job): scripts always, images when gnuplot is here.
+"$ulnperf" --plot "$tmp/plots" --peer-csv "$tmp/ulnet.csv" --peer-csv "$tmp/load.csv" \
+    >"$tmp/plot.out" 2>"$tmp/plot.err"
+for p in latency bandwidth rate load cache fair_shm_put; do
+    test -s "$tmp/plots/$p.gp"
+    if command -v gnuplot >/dev/null; then
+        test -s "$tmp/plots/$p.png" && test -s "$tmp/plots/$p.svg"
+    fi
 done
+command -v gnuplot >/dev/null || grep -q "gnuplot is not installed" "$tmp/plot.err"
+
+# A transport the library does not run: a plain refusal, not numbers.
+if "$ulnrun" -n 2 --timeout 30 "$ulnperf" --transport no-such --quick --test lat --op nap \
+    --sizes 8 >/dev/null 2>"$tmp/tr.err"; then
+    echo "ulnperf accepted --transport no-such" >&2
+    exit 1
+fi
+grep -qE "asked for transport no-such|uln_open" "$tmp/tr.err"
+echo "tool_ulnperf: all checks passed"
