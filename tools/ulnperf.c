@@ -532,6 +532,19 @@ static inline void stall_reset(struct stall *s)
     s->start = 0;
 }
 
+/* Poll once (which drives progress); the stall clock restarts when anything
+ * came and ticks when nothing did. */
+static int poll_some(struct uln_cqe *ev, int max, struct stall *st)
+{
+    int k = uln_cq_poll(g.cq, ev, max);
+    if (k < 0) die("uln_cq_poll: %s", uln_strerror(k));
+    if (k)
+        stall_reset(st);
+    else
+        stall_tick(st);
+    return k;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Completion handling and control messages                                   */
 /* ------------------------------------------------------------------------- */
@@ -582,6 +595,30 @@ static void handle_other(const struct uln_cqe *e)
     if (e->op == ULN_OP_NAP_RECV) release(e);
     die("unexpected completion: op %s ep %u peer %d len %" PRIu64, op_str(e->op), e->ep, e->peer,
         e->len);
+}
+
+/* Poll until our operation `id` of kind `want` completes with `size` bytes;
+ * everything else that completes meanwhile is handled on the way. */
+static void wait_own(int want, uint64_t id, size_t size, struct stall *st)
+{
+    struct uln_cqe ev[POLL_BATCH];
+    for (bool done = false; !done;) {
+        int k = uln_cq_poll(g.cq, ev, POLL_BATCH);
+        if (k < 0) die("uln_cq_poll: %s", uln_strerror(k));
+        for (int j = 0; j < k; j++) {
+            if (ev[j].ep == g.ep_idx && ev[j].op == want && !ev[j].status &&
+                ev[j].user_data == id) {
+                if (ev[j].len != size)
+                    die("%s completion says %" PRIu64 " B, expected %zu", op_str(want), ev[j].len,
+                        size);
+                done = true;
+            } else {
+                handle_other(&ev[j]);
+            }
+        }
+        if (!done) stall_tick(st);
+    }
+    stall_reset(st);
 }
 
 static int pump(void)
@@ -946,27 +983,11 @@ static uint64_t put_lat(const struct phase *p, uint64_t *samples)
 
 static uint64_t get_lat(const struct phase *p, uint64_t *samples)
 {
-    struct uln_cqe ev[POLL_BATCH];
     struct stall st = {.what = "a GET completion"};
     uint64_t t0 = ticks(), t = t0, i = 0;
     while (go_on(p, i, t0, t)) {
         post_retry(OP_GET, p->size, i, 0);
-        for (bool done = false; !done;) {
-            int k = uln_cq_poll(g.cq, ev, POLL_BATCH);
-            if (k < 0) die("uln_cq_poll: %s", uln_strerror(k));
-            for (int j = 0; j < k; j++) {
-                if (ev[j].ep == g.ep_idx && ev[j].op == ULN_OP_GET && !ev[j].status &&
-                    ev[j].user_data == i) {
-                    if (ev[j].len != p->size)
-                        die("GET completion says %" PRIu64 " B, expected %zu", ev[j].len, p->size);
-                    done = true;
-                } else {
-                    handle_other(&ev[j]);
-                }
-            }
-            if (!done) stall_tick(&st);
-        }
-        stall_reset(&st);
+        wait_own(ULN_OP_GET, i, p->size, &st);
         uint64_t t1 = ticks();
         samples[i++] = t1 - t;
         t = t1;
@@ -1004,8 +1025,7 @@ static uint64_t bw_sender(const struct phase *p, uint64_t *elapsed, struct ctl_m
             if (rc) die("posting %s of %zu B: %s", op_names[p->op], p->size, uln_strerror(rc));
             posted++;
         }
-        int k = uln_cq_poll(g.cq, ev, POLL_BATCH);
-        if (k < 0) die("uln_cq_poll: %s", uln_strerror(k));
+        int k = poll_some(ev, POLL_BATCH, &st);
         for (int j = 0; j < k; j++) {
             if (ev[j].ep == g.ep_idx && ev[j].op == want && !ev[j].status) {
                 if (ev[j].len != p->size)
@@ -1016,10 +1036,6 @@ static uint64_t bw_sender(const struct phase *p, uint64_t *elapsed, struct ctl_m
                 handle_other(&ev[j]);
             }
         }
-        if (k)
-            stall_reset(&st);
-        else
-            stall_tick(&st);
     }
     if (is_nap(p->op)) *done = ctl_recv(CTL_DONE);
     *elapsed = ticks() - t0;
@@ -1036,8 +1052,7 @@ static void nap_bw_receiver(const struct phase *p, struct ctl_msg *done)
     uint64_t got = 0, bytes = 0, n = UINT64_MAX;
     long bad = -1;
     while (got < n) {
-        int k = uln_cq_poll(g.cq, ev, 64);
-        if (k < 0) die("uln_cq_poll: %s", uln_strerror(k));
+        int k = poll_some(ev, 64, &st);
         for (int j = 0; j < k; j++) {
             /* bw's NAPs come on the data endpoint, fair's on the fair ones. */
             if ((ev[j].ep == g.ep_idx || is_fair_ep(ev[j].ep)) && ev[j].op == ULN_OP_NAP_RECV &&
@@ -1062,10 +1077,6 @@ static void nap_bw_receiver(const struct phase *p, struct ctl_msg *done)
             if (f->type != CTL_FIN) die("control message %u during nap bw", f->type);
             n = f->iters; /* left in the inbox: serve() takes it */
         }
-        if (k)
-            stall_reset(&st);
-        else
-            stall_tick(&st);
     }
     if (got != n) die("received %" PRIu64 " NAPs, rank 0 sent %" PRIu64, got, n);
     done->a = bad < 0;
@@ -1118,8 +1129,7 @@ static uint64_t bibw_role(const struct phase *p, uint64_t *elapsed, struct ctl_m
             if (rc) die("posting %s of %zu B: %s", op_names[p->op], p->size, uln_strerror(rc));
             posted++;
         }
-        int k = uln_cq_poll(g.cq, ev, batch);
-        if (k < 0) die("uln_cq_poll: %s", uln_strerror(k));
+        int k = poll_some(ev, batch, &st);
         for (int j = 0; j < k; j++) {
             struct uln_cqe *e = &ev[j];
             if (e->ep == g.ep_idx && !e->status && e->op == want) {
@@ -1149,10 +1159,6 @@ static uint64_t bibw_role(const struct phase *p, uint64_t *elapsed, struct ctl_m
         }
         if (!more && completed == posted && (!nap || got == expect) && (g.rank != 0 || have_done))
             break;
-        if (k)
-            stall_reset(&st);
-        else
-            stall_tick(&st);
     }
     if (g.rank == 0) {
         *elapsed = ticks() - t0;
@@ -1183,7 +1189,6 @@ static void counters(struct uln_counters *c)
 
 static uint64_t cache_run(const struct phase *p, uint64_t *samples)
 {
-    struct uln_cqe ev[POLL_BATCH];
     struct stall st = {.what = "a cache-test completion"};
     uint16_t want = done_op[p->op];
     uint64_t key = p->key, t0 = ticks(), t = t0, i = 0;
@@ -1201,22 +1206,7 @@ static uint64_t cache_run(const struct phase *p, uint64_t *samples)
         int rc = p->op == OP_PUT ? uln_put(g.ep, g.peer, g.loc, p->size, key, 0, i, 0)
                                  : uln_get(g.ep, g.peer, g.loc, p->size, key, 0, i, 0);
         if (rc) die("posting %s of %zu B: %s", op_names[p->op], p->size, uln_strerror(rc));
-        for (bool fin = false; !fin;) {
-            int k = uln_cq_poll(g.cq, ev, POLL_BATCH);
-            if (k < 0) die("uln_cq_poll: %s", uln_strerror(k));
-            for (int j = 0; j < k; j++) {
-                if (ev[j].ep == g.ep_idx && ev[j].op == want && !ev[j].status &&
-                    ev[j].user_data == i) {
-                    if (ev[j].len != p->size)
-                        die("%s completion says %" PRIu64 " B, expected %zu", op_str(want),
-                            ev[j].len, p->size);
-                    fin = true;
-                } else {
-                    handle_other(&ev[j]);
-                }
-            }
-            if (!fin) stall_tick(&st);
-        }
+        wait_own(want, i, p->size, &st);
         t = ticks();
         samples[i++] = t - s;
         stall_reset(&st);
@@ -1334,8 +1324,7 @@ static uint64_t fair_run(const struct phase *p, uint64_t sample_ticks, struct fa
             }
         }
         first = first + 1 == n ? 0 : first + 1;
-        int k = uln_cq_poll(g.cq, ev, 64);
-        if (k < 0) die("uln_cq_poll: %s", uln_strerror(k));
+        int k = poll_some(ev, 64, &st);
         for (int j = 0; j < k; j++) {
             if (is_fair_ep(ev[j].ep) && ev[j].op == want && !ev[j].status) {
                 unsigned i = (unsigned)(ev[j].ep - g.fair_idx0);
@@ -1345,10 +1334,6 @@ static uint64_t fair_run(const struct phase *p, uint64_t sample_ticks, struct fa
                 handle_other(&ev[j]);
             }
         }
-        if (k)
-            stall_reset(&st);
-        else
-            stall_tick(&st);
     }
     return total;
 }
@@ -1380,8 +1365,7 @@ static void load_recv(uint64_t budget_ns, size_t size, uint64_t *samples, uint64
     for (int r = 1; r < g.size; r++)
         ctl_send_to(r, CTL_GO, &go);
     while (!fin || n < expect) {
-        int k = uln_cq_poll(g.cq, ev, 64);
-        if (k < 0) die("uln_cq_poll: %s", uln_strerror(k));
+        int k = poll_some(ev, 64, &st);
         for (int j = 0; j < k; j++) {
             const struct uln_cqe *e = &ev[j];
             if (e->ep == g.ep_idx && e->op == ULN_OP_NAP_RECV && !e->status) {
@@ -1416,10 +1400,6 @@ static void load_recv(uint64_t budget_ns, size_t size, uint64_t *samples, uint64
             sent += d.iters;
             if (++dones == senders) expect = sent;
         }
-        if (k)
-            stall_reset(&st);
-        else
-            stall_tick(&st);
     }
     if (n != expect) die("load: received %" PRIu64 " NAPs, the senders posted %" PRIu64, n, expect);
     __asm__ volatile("" : : "r"(sink));
