@@ -597,6 +597,28 @@ static void handle_other(const struct uln_cqe *e)
         e->len);
 }
 
+/* Poll once; count this endpoint's successful NAP send completions and hand
+ * everything else on. Returns how many entries came. */
+static int poll_count_naps(struct uln_cqe *ev, uint64_t *completed)
+{
+    int k = uln_cq_poll(g.cq, ev, POLL_BATCH);
+    if (k < 0) die("uln_cq_poll: %s", uln_strerror(k));
+    for (int j = 0; j < k; j++) {
+        if (ev[j].ep == g.ep_idx && ev[j].op == ULN_OP_NAP && !ev[j].status)
+            (*completed)++;
+        else
+            handle_other(&ev[j]);
+    }
+    return k;
+}
+
+/* Wait (spin, then sleep) at most a millisecond for the CQ. */
+static void wait_1ms(void)
+{
+    int rc = uln_cq_wait(g.cq, 1);
+    if (rc && rc != -ETIMEDOUT) die("uln_cq_wait: %s", uln_strerror(rc));
+}
+
 /* Poll until our operation `id` of kind `want` completes with `size` bytes;
  * everything else that completes meanwhile is handled on the way. */
 static void wait_own(int want, uint64_t id, size_t size, struct stall *st)
@@ -1454,18 +1476,10 @@ static void load_send(const struct phase *p, struct ctl_msg *done)
             sent++;
         }
         blocked |= sent - completed >= LOAD_CAP;
-        int k = uln_cq_poll(g.cq, ev, POLL_BATCH);
-        if (k < 0) die("uln_cq_poll: %s", uln_strerror(k));
-        for (int j = 0; j < k; j++) {
-            if (ev[j].ep == g.ep_idx && ev[j].op == ULN_OP_NAP && !ev[j].status)
-                completed++;
-            else
-                handle_other(&ev[j]);
-        }
+        int k = poll_count_naps(ev, &completed);
         if (k) continue;
         if (blocked || sent != completed) {
-            int rc = uln_cq_wait(g.cq, 1);
-            if (rc && rc != -ETIMEDOUT) die("uln_cq_wait: %s", uln_strerror(rc));
+            wait_1ms();
         } else if (per_ns > 0) {
             uint64_t next = t0 + (uint64_t)((double)sent / per_ns);
             now = mono_ns();
@@ -1477,17 +1491,9 @@ static void load_send(const struct phase *p, struct ctl_msg *done)
     }
     struct stall st = {.what = "load send completions"};
     while (completed < sent) {
-        int k = uln_cq_poll(g.cq, ev, POLL_BATCH);
-        if (k < 0) die("uln_cq_poll: %s", uln_strerror(k));
-        for (int j = 0; j < k; j++) {
-            if (ev[j].ep == g.ep_idx && ev[j].op == ULN_OP_NAP && !ev[j].status)
-                completed++;
-            else
-                handle_other(&ev[j]);
-        }
+        int k = poll_count_naps(ev, &completed);
         if (!k) {
-            int rc = uln_cq_wait(g.cq, 1);
-            if (rc && rc != -ETIMEDOUT) die("uln_cq_wait: %s", uln_strerror(rc));
+            wait_1ms();
             stall_tick(&st);
         }
     }

@@ -526,26 +526,21 @@ int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, uint64_
         goto out;
     }
     if (len == 0) goto out; /* checked, nothing to move (local may be NULL) */
-    if (peer == ctx->rank) {
-        /* Ourselves: the region is in our own address space. */
-        uint8_t *base = (uint8_t *)(uintptr_t)e->addr;
+    /* Where the region is in our address space: ourselves, or a peer's memfd
+     * mapped through the translation cache. NULL: not mappable here. */
+    uint8_t *base = NULL;
+    if (peer == ctx->rank)
+        base = (uint8_t *)(uintptr_t)e->addr;
+    else if (e->memfd >= 0)
+        base = tcache_lookup(&ep->peers[peer].tcache, pp, e, rkey, &ep->stats);
+    if (ULN_LIKELY(base != NULL)) {
         if (write)
             memcpy(base + roff, local, len);
         else
             memcpy(local, base + roff, len);
         goto out;
     }
-    if (e->memfd >= 0) {
-        uint8_t *base = tcache_lookup(&ep->peers[peer].tcache, pp, e, rkey, &ep->stats);
-        if (ULN_LIKELY(base != NULL)) {
-            if (write)
-                memcpy(base + roff, local, len);
-            else
-                memcpy(local, base + roff, len);
-            goto out;
-        }
-        /* Could not map it: fall through to process_vm_* */
-    }
+    /* Plain memory, or a memfd we could not map: process_vm_* */
     if (!s->cma_ok || pp->cma_refused) {
         rc = ULN_NO_DIRECT;
         goto out;
