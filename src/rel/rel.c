@@ -753,6 +753,15 @@ static int rx_data(struct uln_rel *r, uint32_t seq, bool retx)
     return v;
 }
 
+/* A hello from a new life of the peer: adopt it and start both directions over. */
+static int restart(struct uln_rel *r, uint32_t epoch)
+{
+    adopt(r, epoch);
+    r->stats.resets++;
+    advance(r, r->now);
+    return ULN_REL_RX_RESET;
+}
+
 int uln_rel_rx(struct uln_rel *r, const struct uln_rel_pkt *p, uint64_t now)
 {
     if (now > r->now) r->now = now;
@@ -777,10 +786,7 @@ int uln_rel_rx(struct uln_rel *r, const struct uln_rel_pkt *p, uint64_t now)
             return ULN_REL_RX_DEAD;
         }
         /* A new life of the peer (the dead one is in the tomb): start over. */
-        adopt(r, p->src_epoch);
-        r->stats.resets++;
-        advance(r, r->now);
-        return ULN_REL_RX_RESET;
+        return restart(r, p->src_epoch);
     }
     if (r->state == ULN_REL_CONNECTING) {
         /* First contact. A hello from it, or an answer to our hello (it
@@ -792,10 +798,7 @@ int uln_rel_rx(struct uln_rel *r, const struct uln_rel_pkt *p, uint64_t now)
             return ULN_REL_RX_STALE;
         }
         /* The peer restarted: its old life and all we had with it are gone. */
-        adopt(r, p->src_epoch);
-        r->stats.resets++;
-        advance(r, r->now);
-        return ULN_REL_RX_RESET;
+        return restart(r, p->src_epoch);
     }
 
     /* A genuine packet of the current life: the peer is alive. */
