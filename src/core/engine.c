@@ -31,9 +31,8 @@ static inline struct uln_sqe *sqe_at(struct uln_ep *ep, uint64_t pos)
     return &ep->sq[pos % ep->sq_depth];
 }
 
-static inline void sqe_finish(struct uln_ep *ep, struct uln_sqe *s, int status)
+static inline void sqe_finish(struct uln_sqe *s, int status)
 {
-    if (s->state == SQE_WAIT) ep->waiting--;
     s->status = status;
     s->state = SQE_DONE;
 }
@@ -144,11 +143,11 @@ static bool issue_nap(struct uln_ep *ep, struct uln_sqe *s)
     struct uln_ep_peer *pp;
     int rc = out_rings(ep, s->peer, &pp); /* first contact: attach */
     if (rc) {
-        sqe_finish(ep, s, rc);
+        sqe_finish(s, rc);
         return true;
     }
     if (!nap_send(ep, s->peer, s->src, (uint32_t)s->len)) return false;
-    sqe_finish(ep, s, 0);
+    sqe_finish(s, 0);
     return true;
 }
 
@@ -170,7 +169,7 @@ static bool issue_direct(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
             break;
         }
         if (rc) {
-            sqe_finish(ep, s, rc);
+            sqe_finish(s, rc);
             break;
         }
         s->issued += n;
@@ -185,7 +184,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     struct uln_ep_peer *pp;
     int rc = out_rings(ep, s->peer, &pp);
     if (rc) {
-        sqe_finish(ep, s, rc);
+        sqe_finish(s, rc);
         return true;
     }
     if (!s->ring_path && !s->notified) {
@@ -204,7 +203,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
             s->notified = 1;
         }
         count_rdma(ep, true, s->len);
-        sqe_finish(ep, s, 0);
+        sqe_finish(s, 0);
         return true;
     }
 
@@ -242,7 +241,6 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     if (full || s->issued < s->len) return false;
     count_rdma(ep, true, s->len);
     s->state = SQE_WAIT;
-    ep->waiting++;
     return true;
 }
 
@@ -251,7 +249,7 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     struct uln_ep_peer *pp;
     int rc = out_rings(ep, s->peer, &pp);
     if (rc) {
-        sqe_finish(ep, s, rc);
+        sqe_finish(s, rc);
         return true;
     }
     if (!s->ring_path) {
@@ -259,7 +257,7 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         if (s->state == SQE_DONE) return true;
         if (!s->ring_path) {
             count_rdma(ep, false, s->len);
-            sqe_finish(ep, s, 0);
+            sqe_finish(s, 0);
             return true;
         }
     }
@@ -275,13 +273,12 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     uln_shm_wake(ep->ctx, s->peer);
     ULN_COUNT(&ep->stats, gets, 1);
     s->state = SQE_WAIT;
-    ep->waiting++;
     return true;
 }
 
 /* Start queued operations in order until the budget (bytes) is spent or one
- * has to wait for room. Returns the budget left. */
-int uln_engine_issue(struct uln_ep *ep, uint32_t budget)
+ * has to wait for room. */
+void uln_engine_issue(struct uln_ep *ep, uint32_t budget)
 {
     while (ep->sq_issue != ep->sq_tail) {
         struct uln_sqe *s = sqe_at(ep, ep->sq_issue);
@@ -298,7 +295,7 @@ int uln_engine_issue(struct uln_ep *ep, uint32_t budget)
                 moved = issue_get(ep, s, &budget);
                 break;
             default:
-                sqe_finish(ep, s, 0);
+                sqe_finish(s, 0);
                 break; /* FLUSH: retires in order */
             }
         }
@@ -306,7 +303,6 @@ int uln_engine_issue(struct uln_ep *ep, uint32_t budget)
         ep->sq_issue++;
         if (budget == 0) break;
     }
-    return (int)budget;
 }
 
 void uln_engine_retire(struct uln_ep *ep)
@@ -334,7 +330,7 @@ void uln_engine_fail_peer(struct uln_ep *ep, int peer, int status)
     for (uint64_t pos = ep->sq_head; pos != ep->sq_tail; pos++) {
         struct uln_sqe *s = sqe_at(ep, pos);
         if (s->peer == peer && (s->state == SQE_QUEUED || s->state == SQE_WAIT))
-            sqe_finish(ep, s, status);
+            sqe_finish(s, status);
     }
 }
 
@@ -427,16 +423,16 @@ static void take_get_resp(struct uln_ep *ep, struct uln_msg *m)
     struct uln_sqe *s = waiting_op(ep, r->op_id, ULN_OP_GET);
     if (!s) return; /* answer to an operation that already failed */
     uint64_t n = m->len - sizeof *r, want = s->len - s->issued;
-    if (r->status) return sqe_finish(ep, s, r->status);
+    if (r->status) return sqe_finish(s, r->status);
     if (r->op_offset > want || n > want - r->op_offset) {
         malformed(ep);
-        return sqe_finish(ep, s, -EPROTO);
+        return sqe_finish(s, -EPROTO);
     }
     memcpy((uint8_t *)s->dst + s->issued + r->op_offset, r + 1, n);
     s->received += n;
     if (s->received >= want) {
         ULN_COUNT(&ep->stats, bytes_got, s->len);
-        sqe_finish(ep, s, 0);
+        sqe_finish(s, 0);
     }
 }
 
@@ -482,7 +478,7 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
     case ULN_MSG_ACK: {
         const struct uln_ack *a = (const void *)(m + 1);
         struct uln_sqe *s = m->len >= sizeof *a ? waiting_op(ep, a->op_id, ULN_OP_PUT) : NULL;
-        if (s) sqe_finish(ep, s, a->status);
+        if (s) sqe_finish(s, a->status);
         break;
     }
     default:

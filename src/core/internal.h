@@ -114,7 +114,6 @@ struct uln_ctx {
     struct uln_board_hdr *board;
     size_t board_len;
     int board_fd;
-    uint32_t barrier_gen_seen;
 
     struct uln_shm *shm;
     struct uln_key_entry *keys; /* this process's key table (in the shm segment) */
@@ -174,7 +173,6 @@ struct uln_ep {
     uint64_t sq_head;  /* oldest entry not yet retired */
     uint64_t sq_issue; /* oldest entry not yet fully issued */
     uint64_t sq_tail;  /* next free entry; op_id of an entry = its position */
-    uint32_t waiting;  /* entries waiting for an answer (ACK, GET data) */
     struct uln_ep_peer *peers;
     unsigned rr_peer;
     /* Peers that have used our rings, per channel (from the active bitmaps). */
@@ -196,7 +194,6 @@ struct uln_cq {
     uint64_t head, tail;
     struct uln_ep *eps[64]; /* endpoints whose progress this CQ drives */
     unsigned n_eps, rr;
-    uint32_t poll_count;
 };
 
 /* ---- functions shared between files -------------------------------------- */
@@ -226,7 +223,7 @@ void uln_cq_close_all(struct uln_ctx *ctx);
 
 /* engine.c */
 void uln_engine_progress(struct uln_ep *ep);
-int uln_engine_issue(struct uln_ep *ep, uint32_t budget); /* returns bytes budget left */
+void uln_engine_issue(struct uln_ep *ep, uint32_t budget);
 void uln_engine_retire(struct uln_ep *ep);
 int uln_engine_nap_now(struct uln_ep *ep, int peer, const void *buf, uint32_t len);
 int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, uint64_t len,
