@@ -154,10 +154,14 @@ ULN_EXPORT int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe)
 {
     if (!cq || !cqe) return -EINVAL;
     if (!(cqe->flags & ULN_CQE_MUST_RELEASE)) return 0;
-    struct uln_ctx *ctx = cq->ctx;
-    if (cqe->ep >= ctx->n_eps || !ctx->eps[cqe->ep] || cqe->peer < 0 || cqe->peer >= ctx->size)
-        return -EINVAL;
-    struct uln_ep *ep = ctx->eps[cqe->ep];
+    if (cqe->peer < 0 || cqe->peer >= cq->ctx->size) return -EINVAL;
+    /* The entry came from this CQ, so its endpoint is bound to it. Look there,
+     * not in the context's table: the CQ's list belongs to the thread driving
+     * it, while other threads may be opening endpoints in the context. */
+    struct uln_ep *ep = NULL;
+    for (unsigned i = 0; i < cq->n_eps; i++)
+        if (cq->eps[i]->index == cqe->ep) ep = cq->eps[i];
+    if (!ep) return -EINVAL;
     struct uln_msg *m = (struct uln_msg *)(uintptr_t)cqe->priv_;
     struct uln_ring_cons *c = &ep->peers[cqe->peer].in[0];
     /* The entry must point into that ring, at a message we handed out. */
