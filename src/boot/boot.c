@@ -3,8 +3,9 @@
  * publish our address, wait for everybody, and barriers.
  *
  * The board is shared memory, so waiting is a futex on its counters: no
- * sockets, no files. Without ULN_BOOT_FD the process is a job of one and makes
- * its own board.
+ * sockets, no files. Without ULN_BOOT_FD but with ULN_ROOT, the ranks meet over
+ * TCP at rank 0 instead (root.c), which works across hosts and needs no
+ * launcher. With neither, the process is a job of one and makes its own board.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "boot/root.h"
 #include "core/internal.h"
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
@@ -65,10 +67,20 @@ int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg)
         }
     }
 
+    const char *root = getenv("ULN_ROOT");
+    if (fd < 0 && root && *root) {
+        /* ULN_BOOT_FD wins: a board from ulnrun is the cheaper way on one host. */
+        long timeout_s = 60;
+        if ((rc = env_int("ULN_BOOT_TIMEOUT", 1, 86400, &timeout_s)) < 0) return rc;
+        return uln_root_init(ctx, root, rank, size, key, (int)timeout_s);
+    }
+
     if (fd < 0) {
         /* Not started by a launcher: a job of one. */
         if (size > 1) {
-            fprintf(stderr, "ulnet: ULN_SIZE=%ld but no ULN_BOOT_FD; start ranks with ulnrun\n",
+            fprintf(stderr,
+                    "ulnet: ULN_SIZE=%ld but neither ULN_BOOT_FD nor ULN_ROOT; start ranks with "
+                    "ulnrun, or set ULN_ROOT=ip:port\n",
                     size);
             return -EINVAL;
         }
@@ -77,7 +89,7 @@ int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg)
         fd = uln_board_create(1);
         if (fd < 0) return (int)fd;
         fcntl((int)fd, F_SETFD, FD_CLOEXEC); /* private to us: keep it out of exec'd programs */
-        ctx->board_fd = (int)fd; /* ours to close */
+        ctx->board_fd = (int)fd;             /* ours to close */
         if (key == 0 && getentropy(&key, sizeof key) != 0) return -errno;
         if (key == 0) key = 1;
     } else {
@@ -118,6 +130,7 @@ static struct uln_board_slot *slot_of(struct uln_ctx *ctx, int r)
 
 int uln_boot_publish(struct uln_ctx *ctx, const void *addr, size_t len)
 {
+    if (ctx->root) return uln_root_publish(ctx, addr, len);
     struct uln_board_slot *s = slot_of(ctx, ctx->rank);
     if (len > sizeof s->addr) return -EINVAL;
     if (atomic_load_explicit(&s->ready, memory_order_acquire)) {
@@ -161,6 +174,7 @@ static struct timespec *deadline_in(int timeout_ms, struct timespec *ts)
 
 int uln_boot_wait_all(struct uln_ctx *ctx, int timeout_ms)
 {
+    if (ctx->root) return uln_root_wait_all(ctx, timeout_ms);
     struct timespec ts, *dl = deadline_in(timeout_ms, &ts);
     for (;;) {
         uint32_t n = atomic_load_explicit(&ctx->board->arrived, memory_order_acquire);
@@ -181,6 +195,7 @@ const void *uln_boot_peer(struct uln_ctx *ctx, int peer, int32_t *pid)
 
 ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
 {
+    if (ctx->root) return uln_root_barrier(ctx, timeout_ms);
     struct uln_board_hdr *b = ctx->board;
     struct timespec ts, *dl = deadline_in(timeout_ms, &ts);
     /* Sense reversal by generation: read the generation before counting in, so
@@ -205,7 +220,14 @@ ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
 
 void uln_boot_fini(struct uln_ctx *ctx)
 {
+    uln_root_fini(ctx);
     if (ctx->board) munmap(ctx->board, ctx->board_len);
     if (ctx->board_fd >= 0) close(ctx->board_fd);
     ctx->board = NULL;
+}
+
+const char *uln_boot_mode(const struct uln_ctx *ctx)
+{
+    /* board_fd is open only on a board we made ourselves (a job of one). */
+    return ctx->root ? "root" : ctx->board_fd >= 0 ? "single" : "ulnrun";
 }

@@ -103,6 +103,7 @@ struct uln_mr {
 };
 
 struct uln_shm;
+struct uln_root;
 
 struct uln_ctx {
     int rank, size;
@@ -114,6 +115,7 @@ struct uln_ctx {
     struct uln_board_hdr *board;
     size_t board_len;
     int board_fd;
+    struct uln_root *root; /* boot/root.c: the TCP rendezvous when ULN_ROOT is set */
 
     struct uln_shm *shm;
     struct uln_key_entry *keys; /* this process's key table (in the shm segment) */

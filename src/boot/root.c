@@ -1,0 +1,1000 @@
+/*
+ * root.c - join a job across hosts through rank 0 (ULN_ROOT=ip:port).
+ *
+ * The board of boot.c only reaches processes on one host that inherit it from
+ * ulnrun. With ULN_ROOT any launcher, or a shell script, starts the ranks with
+ * environment variables alone: rank 0 listens on ip:port, every other rank
+ * connects to it over TCP, and rank 0 is the hub of a star:
+ *
+ *   uln_boot_init      joiner -> 0  HELLO   {magic, version, rank, size, job key or 0}
+ *                      0 -> joiner  REPLY   {verdict, job key}: a refusal at once,
+ *                                           the key once every rank has joined
+ *   uln_boot_publish   joiner -> 0  SLOT    {pid, address}
+ *   uln_boot_wait_all  0 -> joiner  TABLE   {pid, address} for every rank
+ *   uln_barrier        joiner -> 0  BARRIER;  0 -> joiner  RELEASE
+ *
+ * The table lands in a private board with board.h's layout, so uln_boot_peer
+ * and the transports need not know which bootstrap ran. The connections stay
+ * open for barriers until uln_boot_fini; a peer that goes away shows up as
+ * -ECONNRESET.
+ *
+ * The port is open to anything on the network, so: every wait has a deadline,
+ * every length is checked before anything is stored, and a connection that
+ * does not speak the protocol is closed without a word (it counts for
+ * nothing). Integers travel big-endian: the hosts need not agree on byte order.
+ */
+#define _GNU_SOURCE
+#include "boot/root.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+
+#define ROOT_MAGIC     0x756c6e726f6f7421ull /* "ulnroot!" */
+#define ROOT_VERSION   1u
+#define HELLO_BYTES    32u /* magic 8, version 4, rank 4, size 4, pad 4, key 8 */
+#define REPLY_BYTES    96u /* magic 8, version 4, verdict 4, size 4, missing 4, key 8, 16 x 4 */
+#define REPLY_NAMES    16u /* missing ranks a timeout reply names */
+#define HDR_BYTES      8u  /* type 4, body length 4 */
+#define SLOT_WIRE      (ULN_BOARD_SLOT_BYTES - 4u) /* pid + address: a board slot after `ready` */
+#define MAX_PENDING    64u  /* accepted connections that have not yet said who they are */
+#define CONNECT_TRY_MS 3000 /* one connect attempt: a lost SYN is retried, not waited out */
+
+enum { MSG_SLOT = 1, MSG_TABLE, MSG_BARRIER, MSG_RELEASE };
+
+/* Rank 0's verdict on a HELLO. */
+enum { V_OK = 0, V_VERSION, V_SIZE, V_RANK, V_DUP, V_KEY, V_TIMEOUT };
+
+struct conn {
+    int fd;       /* -1: none */
+    uint64_t key; /* rank 0: the job key this rank was started with, 0: none */
+    uint8_t hdr[HDR_BYTES];
+    uint32_t got;      /* bytes of the message being received: header, then body */
+    bool slot_in;      /* rank 0: this rank's SLOT has arrived */
+    uint64_t barriers; /* rank 0: BARRIER messages received from this rank */
+};
+
+struct uln_root {
+    int timeout_s;
+    int64_t deadline; /* CLOCK_MONOTONIC ms: the bootstrap is over by then */
+    char where[96];   /* ULN_ROOT as given, for messages */
+    struct sockaddr_storage root;
+    socklen_t root_len;
+    struct sockaddr_storage route;
+    socklen_t route_len;
+    int listen_fd;
+    struct conn *c; /* rank 0: one per rank (c[0] unused); others: c[0] is the link to 0 */
+    bool published, have_table;
+    uint64_t bar_done; /* barriers completed */
+    uint64_t bar_sent; /* joiner: BARRIER messages sent */
+};
+
+/* ---- small helpers --------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int ms_left(int64_t deadline)
+{
+    int64_t d = deadline - now_ms();
+    return d < 0 ? 0 : d > INT_MAX ? INT_MAX : (int)d;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+static void put64(uint8_t *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static uint64_t get64(const uint8_t *p)
+{
+    return (uint64_t)get32(p) << 32 | get32(p + 4);
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+}
+
+/* "1.2.3.4:5" or "[::1]:5", for messages. */
+static const char *addr_str(const struct sockaddr_storage *ss, socklen_t len, char *buf, size_t n)
+{
+    char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 1], port[8]; /* numeric: that is enough */
+    if (getnameinfo((const struct sockaddr *)ss, len, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        snprintf(buf, n, "?");
+    else if (ss->ss_family == AF_INET6)
+        snprintf(buf, n, "[%s]:%s", host, port);
+    else
+        snprintf(buf, n, "%s:%s", host, port);
+    return buf;
+}
+
+/* "3, 5-7, 9": the ranks r with miss[r] set, cut short with "..." if long. */
+static void ranks_str(const uint8_t *miss, int size, char *buf, size_t n)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int r = 0; r < size; r++) {
+        if (!miss[r]) continue;
+        int e = r;
+        while (e + 1 < size && miss[e + 1])
+            e++;
+        char one[32];
+        int k = e == r ? snprintf(one, sizeof one, "%s%d", at ? ", " : "", r)
+                       : snprintf(one, sizeof one, "%s%d-%d", at ? ", " : "", r, e);
+        if (at + (size_t)k + 5 > n) {
+            snprintf(buf + at, n - at, ", ...");
+            return;
+        }
+        memcpy(buf + at, one, (size_t)k + 1);
+        at += (size_t)k;
+        r = e;
+    }
+}
+
+/* The address a UDP transport would publish: IPv4 as AF_INET even when it
+ * came through a dual-stack socket, port 0. */
+static void set_route(struct uln_root *R, const struct sockaddr_storage *ss)
+{
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+    memset(&R->route, 0, sizeof R->route);
+    if (ss->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&R->route;
+        s4->sin_family = AF_INET;
+        memcpy(&s4->sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+        R->route_len = sizeof *s4;
+    } else if (ss->ss_family == AF_INET6) {
+        memcpy(&R->route, ss, sizeof(struct sockaddr_in6));
+        ((struct sockaddr_in6 *)&R->route)->sin6_port = 0;
+        R->route_len = sizeof(struct sockaddr_in6);
+    } else {
+        memcpy(&R->route, ss, sizeof(struct sockaddr_in));
+        ((struct sockaddr_in *)&R->route)->sin_port = 0;
+        R->route_len = sizeof(struct sockaddr_in);
+    }
+}
+
+static bool is_wildcard(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+    return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+}
+
+/* "ipv4:port" or "[ipv6]:port", literals only: a bootstrap that waits on DNS
+ * has one more way to hang, and a job's launcher knows its addresses. */
+static int parse_root(const char *s, struct sockaddr_storage *ss, socklen_t *len)
+{
+    char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
+    const char *colon, *h = s;
+    size_t hl;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':') return -EINVAL;
+        h = s + 1;
+        hl = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strchr(s, ':');
+        if (!colon || strchr(colon + 1, ':')) return -EINVAL; /* bare IPv6: needs [ ] */
+        hl = (size_t)(colon - s);
+    }
+    const char *port = colon + 1;
+    size_t pl = strspn(port, "0123456789");
+    if (hl == 0 || hl >= sizeof host || pl == 0 || pl > 5 || port[pl] || atoi(port) == 0 ||
+        atoi(port) > 65535)
+        return -EINVAL;
+    memcpy(host, h, hl);
+    host[hl] = 0;
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+                             .ai_family = s[0] == '[' ? AF_INET6 : AF_INET,
+                             .ai_socktype = SOCK_STREAM},
+                    *ai;
+    if (getaddrinfo(host, port, &hints, &ai) != 0) return -EINVAL;
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+/* ---- byte streams with deadlines ------------------------------------------- */
+
+/* Wait until fd is ready for `ev` or the deadline passes. */
+static int wait_fd(int fd, short ev, int64_t deadline)
+{
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = ev};
+        int n = poll(&p, 1, ms_left(deadline));
+        if (n > 0) return 0; /* also on an error or hangup: the next recv/send says which */
+        if (n == 0) return -ETIMEDOUT;
+        if (errno != EINTR) return -errno;
+    }
+}
+
+/* Take what has arrived, up to len (> 0) bytes, without blocking: the count,
+ * 0 if nothing is there yet, -ECONNRESET if the peer closed or the link broke. */
+static ssize_t recv_some(int fd, void *buf, size_t len)
+{
+    for (;;) {
+        ssize_t n = recv(fd, buf, len, MSG_DONTWAIT);
+        if (n > 0) return n;
+        if (n == 0) return -ECONNRESET;
+        if (errno == EINTR) continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -ECONNRESET;
+    }
+}
+
+static int read_full(int fd, void *buf, size_t len, int64_t deadline)
+{
+    uint8_t *p = buf;
+    while (len) {
+        ssize_t n = recv_some(fd, p, len);
+        if (n < 0) return (int)n;
+        if (n == 0) {
+            int rc = wait_fd(fd, POLLIN, deadline);
+            if (rc) return rc;
+        }
+        p += n, len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t len, int64_t deadline)
+{
+    const uint8_t *p = buf;
+    while (len) {
+        /* MSG_NOSIGNAL: a peer that died must be an error code, not SIGPIPE. */
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            p += n, len -= (size_t)n;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            int rc = wait_fd(fd, POLLOUT, deadline);
+            if (rc) return rc;
+        } else if (errno != EINTR) {
+            return -ECONNRESET;
+        }
+    }
+    return 0;
+}
+
+static int send_msg(int fd, uint32_t type, const void *body, uint32_t len, int64_t deadline)
+{
+    uint8_t m[HDR_BYTES + SLOT_WIRE];
+    put32(m, type);
+    put32(m + 4, len);
+    if (len) memcpy(m + HDR_BYTES, body, len); /* one segment: TCP_NODELAY is on */
+    return write_full(fd, m, HDR_BYTES + len, deadline);
+}
+
+/* Read what has arrived on c, without blocking, until one whole message is in.
+ * Returns its type, 0 while it is incomplete, or -errno (closed, or not the
+ * protocol). A SLOT's body goes to `slot` (SLOT_WIRE bytes), accepted only
+ * where the caller gives one; BARRIER and RELEASE have no body. The partial
+ * state stays in c, so a wait that timed out can be taken up again. */
+static int pump(struct conn *c, uint8_t *slot)
+{
+    for (;;) {
+        if (c->got < HDR_BYTES) {
+            ssize_t n = recv_some(c->fd, c->hdr + c->got, HDR_BYTES - c->got);
+            if (n <= 0) return (int)n;
+            c->got += (uint32_t)n;
+            if (c->got < HDR_BYTES) continue;
+            uint32_t type = get32(c->hdr), len = get32(c->hdr + 4);
+            bool ok = type == MSG_SLOT ? slot && len == SLOT_WIRE
+                                       : (type == MSG_BARRIER || type == MSG_RELEASE) && len == 0;
+            if (!ok) return -EPROTO;
+        }
+        uint32_t end = HDR_BYTES + get32(c->hdr + 4);
+        if (c->got < end) {
+            ssize_t n = recv_some(c->fd, slot + (c->got - HDR_BYTES), end - c->got);
+            if (n <= 0) return (int)n;
+            c->got += (uint32_t)n;
+            continue;
+        }
+        c->got = 0;
+        return (int)get32(c->hdr);
+    }
+}
+
+static struct uln_board_slot *slot_of(struct uln_ctx *ctx, int r)
+{
+    return (struct uln_board_slot *)((uint8_t *)ctx->board + 4096 +
+                                     (size_t)r * ULN_BOARD_SLOT_BYTES);
+}
+
+_Static_assert(offsetof(struct uln_board_slot, pid) == 4 &&
+                   offsetof(struct uln_board_slot, addr) == 8,
+               "a slot after `ready` is pid + address, as on the wire");
+
+/* Where a slot's wire form (SLOT_WIRE bytes: pid, address) goes. */
+static uint8_t *slot_wire(struct uln_board_slot *s)
+{
+    return (uint8_t *)s + offsetof(struct uln_board_slot, pid);
+}
+
+/* A slot whose pid and address (wire form) are in place: make it visible. */
+static void slot_ready(struct uln_board_slot *s)
+{
+    s->pid = (int32_t)get32(slot_wire(s));
+    /* Release: pairs with the acquire in uln_boot_peer (board.h's contract). */
+    atomic_store_explicit(&s->ready, 1, memory_order_release);
+}
+
+/* ---- rank 0: accept the others ------------------------------------------- */
+
+struct pending {
+    int fd;
+    uint64_t seq; /* accept order: the oldest goes first when the table is full */
+    uint32_t got;
+    uint8_t hello[HELLO_BYTES];
+    struct sockaddr_storage from;
+    socklen_t from_len;
+};
+
+static uint64_t job_key_so_far(struct uln_ctx *ctx, uint64_t own)
+{
+    for (int r = 1; !own && r < ctx->size; r++)
+        if (ctx->root->c[r].fd >= 0) own = ctx->root->c[r].key;
+    return own;
+}
+
+static void make_reply(uint8_t *m, uint32_t verdict, int size, uint64_t key, const uint8_t *miss)
+{
+    memset(m, 0, REPLY_BYTES);
+    put64(m, ROOT_MAGIC);
+    put32(m + 8, ROOT_VERSION);
+    put32(m + 12, verdict);
+    put32(m + 16, (uint32_t)size);
+    put64(m + 24, key);
+    uint32_t n = 0;
+    for (int r = 0; miss && r < size; r++)
+        if (miss[r]) {
+            if (n < REPLY_NAMES) put32(m + 32 + 4 * n, (uint32_t)r);
+            n++;
+        }
+    put32(m + 20, n);
+}
+
+static const char *verdict_str(uint32_t v)
+{
+    switch (v) {
+    case V_VERSION:
+        return "another bootstrap protocol version";
+    case V_SIZE:
+        return "another ULN_SIZE";
+    case V_RANK:
+        return "rank out of range";
+    case V_DUP:
+        return "that rank has already joined";
+    case V_KEY:
+        return "another ULN_JOB_KEY";
+    default:
+        return "timed out";
+    }
+}
+
+/* A whole HELLO arrived on p. Returns 1 if it joined, 0 if it was refused or
+ * dropped (p->fd is closed then). */
+static int judge(struct uln_ctx *ctx, struct pending *p, uint64_t own_key)
+{
+    struct uln_root *R = ctx->root;
+    const uint8_t *h = p->hello;
+    if (get64(h) != ROOT_MAGIC) {
+        close_fd(&p->fd); /* not one of ours: no answer, no message */
+        return 0;
+    }
+    uint32_t version = get32(h + 8), rank = get32(h + 12), size = get32(h + 16);
+    uint64_t key = get64(h + 24), job = job_key_so_far(ctx, own_key);
+    uint32_t v = version != ROOT_VERSION       ? V_VERSION
+                 : size != (uint32_t)ctx->size ? V_SIZE
+                 : rank == 0 || rank >= size   ? V_RANK
+                 : R->c[rank].fd >= 0          ? V_DUP
+                 : key && job && key != job    ? V_KEY
+                                               : V_OK;
+    if (v == V_OK) {
+        R->c[rank].fd = p->fd;
+        R->c[rank].key = key;
+        p->fd = -1;
+        return 1;
+    }
+    char from[96];
+    fprintf(stderr, "ulnet: rank 0: refused %s as rank %u of %u: %s\n",
+            addr_str(&p->from, p->from_len, from, sizeof from), rank, size, verdict_str(v));
+    /* The socket is fresh and the reply small: it fits in the send buffer, so a
+     * single try is enough; a peer that does not read it loses nothing of ours. */
+    uint8_t m[REPLY_BYTES];
+    make_reply(m, v, ctx->size, 0, NULL);
+    (void)send(p->fd, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close_fd(&p->fd);
+    return 0;
+}
+
+static int host_listen(struct uln_ctx *ctx)
+{
+    struct uln_root *R = ctx->root;
+    int fd = socket(R->root.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -errno;
+    R->listen_fd = fd;
+    /* A job restarted on the same port must not wait for the last one's
+     * connections to leave TIME_WAIT. Two live listeners still conflict, which
+     * is how a second rank 0 finds out. */
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&R->root, R->root_len) != 0 || listen(fd, SOMAXCONN) != 0) {
+        int e = errno;
+        fprintf(stderr, "ulnet: rank 0: cannot listen on ULN_ROOT=%s: %s%s\n", R->where,
+                strerror(e), e == EADDRINUSE ? " (another rank 0, or the port is taken)" : "");
+        return -e;
+    }
+    return 0;
+}
+
+/* Rank 0's part of uln_boot_init: take connections until every other rank has
+ * said hello, then give them all the job key. Connections that have not said
+ * who they are yet wait in a small table, so one that says nothing holds up
+ * nobody. */
+static int host_accept_all(struct uln_ctx *ctx, uint64_t own_key)
+{
+    struct uln_root *R = ctx->root;
+    int rc = host_listen(ctx), size = ctx->size, joined = 0;
+    if (rc) return rc;
+    struct pending pend[MAX_PENDING];
+    for (unsigned i = 0; i < MAX_PENDING; i++)
+        pend[i].fd = -1;
+    struct pollfd *pf = calloc(1 + MAX_PENDING + (size_t)size, sizeof *pf);
+    int *who = calloc(1 + MAX_PENDING + (size_t)size, sizeof *who);
+    uint8_t *miss = calloc((size_t)size, 1);
+    uint64_t seq = 0;
+    /* Give up a little before the joiners do (ranks usually start together):
+     * then they hear from us which ranks are missing, instead of each timing
+     * out on its own and leaving us to count them as missing too. */
+    int64_t margin = (int64_t)R->timeout_s * 100,
+            until = R->deadline - (margin < 500 ? margin : 500);
+    if (!pf || !who || !miss) {
+        rc = -ENOMEM;
+        goto out;
+    }
+
+    while (joined < size - 1) {
+        /* who[i]: 0 the listener, 1 + k pending k, -r joined rank r (awaiting the key) */
+        int n = 0;
+        pf[n] = (struct pollfd){.fd = R->listen_fd, .events = POLLIN};
+        who[n++] = 0;
+        for (unsigned k = 0; k < MAX_PENDING; k++)
+            if (pend[k].fd >= 0) {
+                pf[n] = (struct pollfd){.fd = pend[k].fd, .events = POLLIN};
+                who[n++] = 1 + (int)k;
+            }
+        for (int r = 1; r < size; r++)
+            if (R->c[r].fd >= 0) {
+                pf[n] = (struct pollfd){.fd = R->c[r].fd, .events = POLLIN};
+                who[n++] = -r;
+            }
+        int k = poll(pf, (nfds_t)n, ms_left(until));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            rc = -errno;
+            goto out;
+        }
+        if (k == 0) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            if (!pf[i].revents) continue;
+            if (who[i] < 0) {
+                /* A joiner sends nothing until it has the key: readable means it
+                 * closed (or misbehaves). Forget it, so it can come back. */
+                struct conn *c = &R->c[-who[i]];
+                uint8_t b;
+                if (recv_some(c->fd, &b, 1) != 0) {
+                    fprintf(stderr, "ulnet: rank 0: rank %d left before the job formed\n", -who[i]);
+                    close_fd(&c->fd);
+                    joined--;
+                }
+            } else if (who[i] > 0) {
+                struct pending *p = &pend[who[i] - 1];
+                ssize_t got = recv_some(p->fd, p->hello + p->got, HELLO_BYTES - p->got);
+                if (got < 0) close_fd(&p->fd);
+                if (got <= 0) continue;
+                p->got += (uint32_t)got;
+                if (p->got == HELLO_BYTES) joined += judge(ctx, p, own_key);
+            } else {
+                for (;;) {
+                    struct sockaddr_storage from;
+                    socklen_t fl = sizeof from;
+                    int fd = accept4(R->listen_fd, (struct sockaddr *)&from, &fl,
+                                     SOCK_CLOEXEC | SOCK_NONBLOCK);
+                    if (fd < 0) break; /* drained, or a connection that died in the backlog */
+                    unsigned slot = 0;
+                    for (unsigned j = 0; j < MAX_PENDING; j++) {
+                        if (pend[j].fd < 0) {
+                            slot = j;
+                            break;
+                        }
+                        if (pend[j].seq < pend[slot].seq) slot = j;
+                    }
+                    close_fd(&pend[slot].fd); /* full: the oldest silent one goes */
+                    int one = 1;
+                    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                    pend[slot] = (struct pending){.fd = fd, .seq = seq++, .from_len = fl};
+                    memcpy(&pend[slot].from, &from, sizeof from);
+                }
+            }
+        }
+    }
+
+    uint8_t m[REPLY_BYTES];
+    if (rc == -ETIMEDOUT) {
+        char list[200];
+        for (int r = 1; r < size; r++)
+            miss[r] = R->c[r].fd < 0;
+        ranks_str(miss, size, list, sizeof list);
+        fprintf(stderr,
+                "ulnet: rank 0: bootstrap timed out after %d s on %s: rank%s %s missing (%d of "
+                "%d joined)\n",
+                R->timeout_s, R->where, size - 1 - joined > 1 ? "s" : "", list, joined + 1, size);
+        /* Tell the ones that came, so they fail now and say the same. */
+        make_reply(m, V_TIMEOUT, size, 0, miss);
+        for (int r = 1; r < size; r++)
+            if (R->c[r].fd >= 0) (void)send(R->c[r].fd, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        goto out;
+    }
+
+    uint64_t key = job_key_so_far(ctx, own_key);
+    if (key == 0 && getentropy(&key, sizeof key) != 0) {
+        rc = -errno;
+        goto out;
+    }
+    if (key == 0) key = 1;
+    ctx->job_key = key;
+    make_reply(m, V_OK, size, key, NULL);
+    for (int r = 1; r < size && !rc; r++)
+        if ((rc = write_full(R->c[r].fd, m, sizeof m, R->deadline)) != 0)
+            fprintf(stderr, "ulnet: rank 0: lost rank %d while handing out the job key\n", r);
+    if (!rc && is_wildcard(&R->root)) {
+        /* Listening everywhere says nothing about the way out: the interface a
+         * peer's connection came in on does. */
+        struct sockaddr_storage me;
+        socklen_t ml = sizeof me;
+        if (getsockname(R->c[1].fd, (struct sockaddr *)&me, &ml) == 0) set_route(R, &me);
+    }
+out:
+    for (unsigned i = 0; i < MAX_PENDING; i++)
+        close_fd(&pend[i].fd);
+    close_fd(&R->listen_fd); /* everybody is in: a late process gets "refused" */
+    free(pf);
+    free(who);
+    free(miss);
+    return rc;
+}
+
+/* ---- the other ranks: reach rank 0 ----------------------------------------- */
+
+/* One attempt: a connected socket, or -errno. */
+static int connect_once(struct uln_root *R)
+{
+    int fd = socket(R->root.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -errno;
+    int rc = 0;
+    if (connect(fd, (struct sockaddr *)&R->root, R->root_len) != 0) {
+        if (errno != EINPROGRESS) {
+            rc = -errno;
+        } else {
+            int64_t until = now_ms() + CONNECT_TRY_MS;
+            int e = 0;
+            socklen_t el = sizeof e;
+            rc = wait_fd(fd, POLLOUT, until < R->deadline ? until : R->deadline);
+            if (!rc && getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0) e = errno;
+            if (!rc && e) rc = -e;
+        }
+    }
+    if (!rc) {
+        /* Connecting to a port nobody listens on yet, on this host, can meet
+         * itself (TCP simultaneous open when the kernel picks that very port as
+         * ours): we would then read our own HELLO. Such a socket has the same
+         * address at both ends. */
+        struct sockaddr_storage a, b;
+        socklen_t al = sizeof a, bl = sizeof b;
+        if (getsockname(fd, (struct sockaddr *)&a, &al) == 0 &&
+            getpeername(fd, (struct sockaddr *)&b, &bl) == 0 && al == bl && !memcmp(&a, &b, al))
+            rc = -ECONNREFUSED;
+    }
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/* A joiner's part of uln_boot_init: say hello to rank 0 (retrying until it
+ * listens: it may start last) and wait for its verdict and the job key. */
+static int join(struct uln_ctx *ctx, uint64_t own_key)
+{
+    struct uln_root *R = ctx->root;
+    struct conn *c = &R->c[0];
+    int delay = 10, rc = 0, rank = ctx->rank;
+    uint8_t m[REPLY_BYTES];
+    for (;;) {
+        int fd = connect_once(R);
+        if (fd >= 0) {
+            c->fd = fd;
+            uint8_t h[HELLO_BYTES] = {0};
+            put64(h, ROOT_MAGIC);
+            put32(h + 8, ROOT_VERSION);
+            put32(h + 12, (uint32_t)rank);
+            put32(h + 16, (uint32_t)ctx->size);
+            put64(h + 24, own_key);
+            rc = write_full(fd, h, sizeof h, R->deadline);
+            if (!rc) rc = read_full(fd, m, sizeof m, R->deadline);
+            if (!rc) break;
+            close_fd(&c->fd);
+            if (rc == -ETIMEDOUT) {
+                fprintf(stderr,
+                        "ulnet: rank %d: bootstrap timed out after %d s: rank 0 at %s has not "
+                        "heard from all %d ranks\n",
+                        rank, R->timeout_s, R->where, ctx->size);
+                return rc;
+            }
+            /* Closed before its verdict: rank 0 restarted, or dropped us as the
+             * oldest of too many silent connections. Try again. */
+        } else {
+            rc = fd;
+        }
+        int left = ms_left(R->deadline);
+        if (left == 0) {
+            fprintf(stderr,
+                    "ulnet: rank %d: bootstrap timed out after %d s: rank 0 missing (ULN_ROOT=%s: "
+                    "%s)\n",
+                    rank, R->timeout_s, R->where, strerror(-rc));
+            return -ETIMEDOUT;
+        }
+        /* Short at first, since rank 0 is usually just a little late. */
+        struct timespec ts = {0, (long)(delay < left ? delay : left) * 1000000};
+        nanosleep(&ts, NULL);
+        delay = delay * 2 > 500 ? 500 : delay * 2;
+    }
+
+    uint32_t v = get32(m + 12), size = get32(m + 16), nmiss = get32(m + 20);
+    uint64_t key = get64(m + 24);
+    if (get64(m) != ROOT_MAGIC) {
+        fprintf(stderr, "ulnet: rank %d: %s does not speak the ulnet bootstrap protocol\n", rank,
+                R->where);
+        return -EPROTO;
+    }
+    if (v == V_OK && get32(m + 8) == ROOT_VERSION && size == (uint32_t)ctx->size && key &&
+        (!own_key || key == own_key)) {
+        ctx->job_key = key;
+        struct sockaddr_storage me;
+        socklen_t ml = sizeof me;
+        if (getsockname(c->fd, (struct sockaddr *)&me, &ml) != 0) return -errno;
+        set_route(R, &me);
+        return 0;
+    }
+    if (v == V_TIMEOUT) {
+        /* Our size, not the reply's: a length from the network sizes nothing. */
+        uint8_t *miss = calloc((size_t)ctx->size, 1);
+        char list[200] = "?";
+        for (uint32_t i = 0; miss && i < nmiss && i < REPLY_NAMES; i++)
+            if (get32(m + 32 + 4 * i) < (uint32_t)ctx->size) miss[get32(m + 32 + 4 * i)] = 1;
+        if (miss) ranks_str(miss, ctx->size, list, sizeof list);
+        free(miss);
+        fprintf(stderr,
+                "ulnet: rank %d: bootstrap timed out: rank 0 at %s says %u rank%s missing: %s%s\n",
+                rank, R->where, nmiss, nmiss == 1 ? "" : "s", list,
+                nmiss > REPLY_NAMES ? ", ..." : "");
+        return -ETIMEDOUT;
+    }
+    if (v == V_OK || v > V_TIMEOUT) {
+        fprintf(stderr, "ulnet: rank %d: rank 0 at %s answered nonsense\n", rank, R->where);
+        return -EPROTO;
+    }
+    if (v == V_SIZE)
+        fprintf(stderr, "ulnet: rank %d: rank 0 at %s refused us: its ULN_SIZE is %u, ours %d\n",
+                rank, R->where, size, ctx->size);
+    else if (v == V_VERSION)
+        fprintf(stderr,
+                "ulnet: rank %d: rank 0 at %s refused us: it speaks bootstrap version %u, we %u\n",
+                rank, R->where, get32(m + 8), ROOT_VERSION);
+    else
+        fprintf(stderr, "ulnet: rank %d: rank 0 at %s refused us: %s\n", rank, R->where,
+                v == V_DUP   ? "another process already joined with our ULN_RANK"
+                : v == V_KEY ? "our ULN_JOB_KEY differs from the job's"
+                             : "ULN_RANK out of range");
+    return v == V_DUP ? -EADDRINUSE : -EINVAL;
+}
+
+/* ---- entry points ------------------------------------------------------------ */
+
+int uln_root_init(struct uln_ctx *ctx, const char *where, long rank, long size, uint64_t key,
+                  int timeout_s)
+{
+    if (rank < 0 || size <= 0 || rank >= size) {
+        fprintf(stderr, "ulnet: ULN_ROOT is set but ULN_RANK/ULN_SIZE are missing or do not fit\n");
+        return -EINVAL;
+    }
+    struct uln_root *R = calloc(1, sizeof *R);
+    if (!R) return -ENOMEM;
+    ctx->root = R;
+    R->listen_fd = -1;
+    R->timeout_s = timeout_s;
+    R->deadline = now_ms() + (int64_t)timeout_s * 1000;
+    snprintf(R->where, sizeof R->where, "%s", where);
+    if (parse_root(where, &R->root, &R->root_len) != 0) {
+        fprintf(stderr, "ulnet: ULN_ROOT=%s: use ipv4:port or [ipv6]:port (numbers, no names)\n",
+                where);
+        return -EINVAL;
+    }
+    set_route(R, &R->root); /* rank 0's answer unless it listens on a wildcard */
+
+    /* A private board with board.h's layout: the table from rank 0 goes in it,
+     * so uln_boot_peer works as with ulnrun's. */
+    size_t len = uln_board_bytes((unsigned)size);
+    void *b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b == MAP_FAILED) return -errno;
+    ctx->board = b;
+    ctx->board_len = len;
+    ctx->board_fd = -1;
+    ctx->board->magic = ULN_BOARD_MAGIC;
+    ctx->board->nranks = (uint32_t)size;
+    ctx->board->slot_bytes = ULN_BOARD_SLOT_BYTES;
+    ctx->rank = (int)rank;
+    ctx->size = (int)size;
+
+    R->c = calloc(rank == 0 ? (size_t)size : 1, sizeof *R->c);
+    if (!R->c) return -ENOMEM;
+    for (long r = 0; r < (rank == 0 ? size : 1); r++)
+        R->c[r].fd = -1;
+
+    if (rank != 0) return join(ctx, key);
+    if (size > 1) return host_accept_all(ctx, key);
+    /* A job of one: nobody to talk to. */
+    if (key == 0 && getentropy(&key, sizeof key) != 0) return -errno;
+    ctx->job_key = key ? key : 1;
+    return 0;
+}
+
+int uln_root_publish(struct uln_ctx *ctx, const void *addr, size_t len)
+{
+    struct uln_root *R = ctx->root;
+    struct uln_board_slot *s = slot_of(ctx, ctx->rank);
+    if (len > sizeof s->addr) return -EINVAL;
+    if (R->published) {
+        fprintf(stderr, "ulnet: rank %d published twice\n", ctx->rank);
+        return -EADDRINUSE;
+    }
+    R->published = true;
+    /* The slot in wire form (big-endian pid), as the table would bring it. */
+    put32(slot_wire(s), (uint32_t)getpid());
+    memset(s->addr, 0, sizeof s->addr);
+    memcpy(s->addr, addr, len);
+    if (ctx->rank == 0) {
+        slot_ready(s);
+        R->c[0].slot_in = true;
+        return 0;
+    }
+    /* Joiner: the slot is ours only once it comes back in the table. */
+    int rc = send_msg(R->c[0].fd, MSG_SLOT, slot_wire(s), SLOT_WIRE, R->deadline);
+    if (rc) fprintf(stderr, "ulnet: rank %d: lost rank 0 while publishing\n", ctx->rank);
+    return rc;
+}
+
+/* Rank 0: wait until every joiner has sent its SLOT (slots) or its next
+ * BARRIER. On failure *bad is the rank that failed us, or 0 on a timeout with
+ * miss[] marking the ranks still awaited. */
+static int collect(struct uln_ctx *ctx, bool slots, int64_t deadline, int *bad, uint8_t *miss)
+{
+    struct uln_root *R = ctx->root;
+    struct pollfd *pf = calloc((size_t)ctx->size, sizeof *pf);
+    int *who = calloc((size_t)ctx->size, sizeof *who), rc = 0;
+    *bad = 0;
+    if (!pf || !who) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (;;) {
+        int n = 0;
+        for (int r = 1; r < ctx->size; r++) {
+            struct conn *c = &R->c[r];
+            bool done = slots ? c->slot_in : c->barriers > R->bar_done;
+            if (miss) miss[r] = !done;
+            if (done) continue;
+            pf[n] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+            who[n++] = r;
+        }
+        if (n == 0) break;
+        int k = poll(pf, (nfds_t)n, ms_left(deadline));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            rc = k == 0 ? -ETIMEDOUT : -errno;
+            break;
+        }
+        for (int i = 0; i < n && !rc; i++) {
+            if (!pf[i].revents) continue;
+            int r = who[i];
+            struct conn *c = &R->c[r];
+            for (;;) {
+                struct uln_board_slot *s = slot_of(ctx, r);
+                int t = pump(c, slots && !c->slot_in ? slot_wire(s) : NULL);
+                if (t == 0) break;
+                if (t == MSG_SLOT) {
+                    slot_ready(s);
+                    c->slot_in = true;
+                } else if (t == MSG_BARRIER && !slots) {
+                    c->barriers++;
+                } else {
+                    rc = t < 0 ? t : -EPROTO;
+                    *bad = r;
+                    break;
+                }
+            }
+        }
+        if (rc) break;
+    }
+out:
+    free(pf);
+    free(who);
+    return rc == -EPROTO ? -ECONNRESET : rc; /* either way that rank is lost to the job */
+}
+
+int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms)
+{
+    struct uln_root *R = ctx->root;
+    if (!R->published) return -EINVAL;
+    if (R->have_table) return 0;
+    /* Never past ULN_BOOT_TIMEOUT, whatever the caller allows. */
+    int64_t deadline = R->deadline;
+    if (timeout_ms >= 0 && now_ms() + timeout_ms < deadline) deadline = now_ms() + timeout_ms;
+    int rc = 0, size = ctx->size;
+
+    if (ctx->rank != 0) {
+        /* The table: exactly size slots, straight into the private board. */
+        uint8_t h[HDR_BYTES];
+        rc = read_full(R->c[0].fd, h, sizeof h, deadline);
+        if (!rc && (get32(h) != MSG_TABLE || get32(h + 4) != (uint32_t)size * SLOT_WIRE))
+            rc = -EPROTO;
+        for (int r = 0; r < size && !rc; r++)
+            rc = read_full(R->c[0].fd, slot_wire(slot_of(ctx, r)), SLOT_WIRE, deadline);
+        if (rc == -ETIMEDOUT)
+            fprintf(stderr,
+                    "ulnet: rank %d: bootstrap timed out after %d s waiting for rank 0's table "
+                    "of addresses (a rank has not published)\n",
+                    ctx->rank, R->timeout_s);
+        else if (rc)
+            fprintf(stderr, "ulnet: rank %d: lost rank 0 (%s) while waiting for the table\n",
+                    ctx->rank, R->where);
+        if (rc) return rc == -EPROTO ? -ECONNRESET : rc;
+        for (int r = 0; r < size; r++)
+            slot_ready(slot_of(ctx, r));
+        R->have_table = true;
+        return 0;
+    }
+
+    uint8_t *miss = calloc((size_t)size, 1);
+    if (!miss) return -ENOMEM;
+    int bad;
+    rc = collect(ctx, true, deadline, &bad, miss);
+    if (rc == -ETIMEDOUT) {
+        char list[200];
+        ranks_str(miss, size, list, sizeof list);
+        fprintf(stderr, "ulnet: rank 0: bootstrap timed out after %d s: no address from ranks %s\n",
+                R->timeout_s, list);
+    } else if (rc) {
+        fprintf(stderr, "ulnet: rank 0: lost rank %d while collecting addresses\n", bad);
+    }
+    free(miss);
+    if (rc) return rc;
+
+    /* Everybody's slot is in; the table is the board's slots in wire form. */
+    size_t body = (size_t)size * SLOT_WIRE;
+    uint8_t *t = malloc(HDR_BYTES + body);
+    if (!t) return -ENOMEM;
+    put32(t, MSG_TABLE);
+    put32(t + 4, (uint32_t)body);
+    for (int r = 0; r < size; r++) {
+        struct uln_board_slot *s = slot_of(ctx, r);
+        uint8_t *w = t + HDR_BYTES + (size_t)r * SLOT_WIRE;
+        put32(w, (uint32_t)s->pid);
+        memcpy(w + 4, s->addr, sizeof s->addr);
+    }
+    for (int r = 1; r < size && !rc; r++)
+        if ((rc = write_full(R->c[r].fd, t, HDR_BYTES + body, deadline)) != 0)
+            fprintf(stderr, "ulnet: rank 0: could not send the table to rank %d: %s\n", r,
+                    strerror(-rc));
+    free(t);
+    if (!rc) R->have_table = true;
+    return rc;
+}
+
+int uln_root_barrier(struct uln_ctx *ctx, int timeout_ms)
+{
+    struct uln_root *R = ctx->root;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+    int rc;
+    if (ctx->size == 1) return 0;
+    if (!R->have_table) return -EINVAL; /* not joined yet (uln_open did not finish) */
+
+    if (ctx->rank != 0) {
+        struct conn *c = &R->c[0];
+        /* Counted, so a call after a timeout waits for the same release instead
+         * of entering a second barrier. */
+        if (R->bar_sent == R->bar_done) {
+            if ((rc = send_msg(c->fd, MSG_BARRIER, NULL, 0, deadline)) != 0) return rc;
+            R->bar_sent++;
+        }
+        for (;;) {
+            int t = pump(c, NULL);
+            if (t == MSG_RELEASE) break;
+            if (t > 0 || t == -EPROTO) return -ECONNRESET;
+            if (t < 0) return t;
+            if ((rc = wait_fd(c->fd, POLLIN, deadline)) != 0) return rc;
+        }
+        R->bar_done++;
+        return 0;
+    }
+
+    int bad;
+    rc = collect(ctx, false, deadline, &bad, NULL);
+    if (rc == -ECONNRESET) fprintf(stderr, "ulnet: rank 0: lost rank %d in a barrier\n", bad);
+    if (rc) return rc;
+    R->bar_done++;
+    /* Releases are small and the peers are reading: the deadline only guards
+     * against a peer that stopped. */
+    for (int r = 1; r < ctx->size; r++) {
+        int e = send_msg(R->c[r].fd, MSG_RELEASE, NULL, 0, deadline);
+        if (e && !rc) rc = e;
+    }
+    return rc;
+}
+
+void uln_root_fini(struct uln_ctx *ctx)
+{
+    struct uln_root *R = ctx->root;
+    if (!R) return;
+    close_fd(&R->listen_fd);
+    for (int r = 0; R->c && r < (ctx->rank == 0 ? ctx->size : 1); r++)
+        close_fd(&R->c[r].fd);
+    free(R->c);
+    free(R);
+    ctx->root = NULL;
+}
+
+int uln_boot_route_addr(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len)
+{
+    if (!ctx->root) return -ENOENT;
+    memcpy(ss, &ctx->root->route, sizeof *ss);
+    *len = ctx->root->route_len;
+    return 0;
+}
