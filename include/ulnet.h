@@ -149,7 +149,12 @@ struct uln_info {
     uint32_t max_regions;
     int shm_direct;        /* PUT/GET done by the initiator on mapped memory */
     int shm_cma;           /* process_vm_readv/writev allowed and working */
-    const char *transport; /* "shm" */
+    const char *transport; /* "shm": every peer over shared memory; "udp": every other
+                              rank over UDP; "shm+udp": both kinds of peer */
+    int udp_peers;         /* ranks reached over UDP */
+    uint32_t udp_window;   /* packets in flight per (endpoint, peer) */
+    uint32_t udp_dead_ms;  /* a peer silent this long while awaited is dead */
+    int progress_thread;   /* ULN_PROGRESS=thread: a thread progresses in the background */
 };
 int uln_query(const struct uln_ctx *ctx, struct uln_info *info);
 
@@ -165,6 +170,11 @@ struct uln_counters {
     uint64_t malformed;                /* packets dropped as malformed */
     uint64_t cache_hits, cache_misses; /* remote-region translation cache */
     uint64_t sleeps, wakeups_sent;
+    uint64_t pkts_sent, pkts_received; /* udp: datagrams */
+    uint64_t retransmits;              /* udp: packets sent again (lost or timed out) */
+    uint64_t duplicates;               /* udp: packets that arrived twice, dropped */
+    uint64_t stale;                    /* udp: packets of a peer's earlier life, dropped */
+    uint64_t peers_dead;               /* udp: peers declared dead after silence */
 };
 int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *out);
 

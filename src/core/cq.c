@@ -80,6 +80,7 @@ static void cq_progress(struct uln_cq *cq)
 ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)
 {
     if (ULN_UNLIKELY(!cq || (!out && max > 0) || max < 0)) return -EINVAL;
+    uln_api_lock(cq->ctx);
     /* Always progress, even with entries waiting: the fast path completes
      * posts straight into the CQ, so a rank that keeps posting would otherwise
      * never take its peers' messages. */
@@ -87,6 +88,7 @@ ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)
     int n = 0;
     while (n < max && cq->head != cq->tail)
         out[n++] = cq->ring[cq->head++ % cq->entries];
+    uln_api_unlock(cq->ctx);
     return n;
 }
 
@@ -97,10 +99,24 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* One progress pass; true if the CQ has entries. */
+static bool cq_step(struct uln_cq *cq)
+{
+    uln_api_lock(cq->ctx);
+    bool has = cq->tail != cq->head;
+    if (!has) {
+        cq_progress(cq);
+        has = cq->tail != cq->head;
+    }
+    uln_api_unlock(cq->ctx);
+    return has;
+}
+
 static bool cq_busy(struct uln_cq *cq)
 {
     for (unsigned i = 0; i < cq->n_eps; i++)
-        if (uln_engine_busy(cq->eps[i])) return true;
+        if (uln_engine_busy(cq->eps[i]) || (cq->eps[i]->udp && uln_udp_busy(cq->eps[i])))
+            return true;
     return false;
 }
 
@@ -115,9 +131,7 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
     for (;;) {
         /* Spin first: waking a sleeping process costs microseconds. */
         for (unsigned i = 0;; i++) {
-            if (cq->tail != cq->head) return 0;
-            cq_progress(cq);
-            if (cq->tail != cq->head) return 0;
+            if (cq_step(cq)) return 0;
             if ((i & 63) == 0) {
                 uint64_t t = now_ns();
                 if (t >= deadline) return -ETIMEDOUT;
@@ -126,8 +140,7 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
         }
         /* Announce the sleep, then look once more (see uln_shm_wake). */
         uln_shm_sleep_begin(ctx);
-        cq_progress(cq);
-        if (cq->tail != cq->head) {
+        if (cq_step(cq)) {
             uln_shm_sleep_end(ctx);
             return 0;
         }
@@ -142,9 +155,16 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
          * other there (ring.h): sleep in short slices while blocked, so a
          * missed wake-up costs at most a millisecond, never a hang. Idle:
          * long slices, still bounded so dead peers are noticed. */
+        uln_api_lock(ctx);
         int slice = cq_busy(cq) ? 1 : 100;
         if (left_ms < (uint64_t)slice) slice = (int)left_ms;
-        uln_shm_sleep(ctx, slice);
+        /* Endpoints with UDP peers also wake on their socket, and sleep no
+         * longer than their earliest timer (resend, delayed ACK, dead peer). */
+        int fds[64], n_fds = 0;
+        for (unsigned i = 0; i < cq->n_eps; i++)
+            n_fds += uln_udp_poll_setup(cq->eps[i], &fds[n_fds], &slice);
+        uln_api_unlock(ctx);
+        uln_shm_sleep(ctx, fds, n_fds, slice);
         uln_shm_sleep_end(ctx);
         spin_until = now_ns() + (uint64_t)ctx->p.spin_us * 1000u / 4;
     }
@@ -167,6 +187,8 @@ ULN_EXPORT int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe)
     /* The entry must point into that ring, at a message we handed out. */
     if ((uint8_t *)m < c->cells || (uint8_t *)m >= c->cells + c->mask + 1 || m->type != ULN_MSG_NAP)
         return -EINVAL;
+    uln_api_lock(cq->ctx);
     uln_engine_release(ep, cqe->peer, c, m);
+    uln_api_unlock(cq->ctx);
     return 0;
 }

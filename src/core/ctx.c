@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "boot/root.h"
 
 ULN_EXPORT void uln_config_init(struct uln_config *cfg)
 {
@@ -74,7 +75,36 @@ static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
     rc |= setting("ULN_SPIN_US", 0, 50, 0, 1000000, &p->spin_us);
     rc |= switch_setting("ULN_SHM_DIRECT", cfg->shm_direct, &p->shm_direct);
     rc |= switch_setting("ULN_SHM_CMA", cfg->shm_cma, &p->shm_cma);
+    rc |= setting("ULN_UDP_WINDOW", 0, 256, 4, 32768, &p->udp_window);
+    rc |= setting("ULN_UDP_MTU", 0, 0, 0, 65535, &p->udp_mtu);
+    rc |= setting("ULN_UDP_DEAD_MS", 0, 10000, 10, 3600000, &p->udp_dead_ms);
+    rc |= setting("ULN_UDP_PORT", 0, 0, 0, 65535, &p->udp_port);
+    const char *tp = getenv("ULN_TRANSPORT");
+    if (!tp || !*tp || !strcmp(tp, "auto"))
+        p->transport = ULN_TP_AUTO;
+    else if (!strcmp(tp, "shm"))
+        p->transport = ULN_TP_SHM;
+    else if (!strcmp(tp, "udp"))
+        p->transport = ULN_TP_UDP;
+    else {
+        fprintf(stderr, "ulnet: ULN_TRANSPORT=%s: use auto, shm or udp\n", tp);
+        rc = -EINVAL;
+    }
+    const char *pr = getenv("ULN_PROGRESS");
+    if (pr && *pr && strcmp(pr, "thread") && strcmp(pr, "caller")) {
+        fprintf(stderr, "ulnet: ULN_PROGRESS=%s: use caller or thread\n", pr);
+        rc = -EINVAL;
+    }
+    p->progress_thread = pr && !strcmp(pr, "thread");
     if (rc) return -EINVAL;
+    if (p->udp_window & (p->udp_window - 1)) {
+        fprintf(stderr, "ulnet: ULN_UDP_WINDOW=%u must be a power of two\n", p->udp_window);
+        return -EINVAL;
+    }
+    if (p->udp_mtu && p->udp_mtu < 576) {
+        fprintf(stderr, "ulnet: ULN_UDP_MTU=%u is below 576\n", p->udp_mtu);
+        return -EINVAL;
+    }
     if (p->ring_bytes & (p->ring_bytes - 1)) {
         fprintf(stderr, "ulnet: ULN_RING_BYTES=%u must be a power of two\n", p->ring_bytes);
         return -EINVAL;
@@ -96,15 +126,18 @@ static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
 
 static void ctx_free(struct uln_ctx *ctx)
 {
+    uln_progress_stop(ctx); /* first: it walks the endpoints */
     for (unsigned i = 0; ctx->eps && i < ctx->n_eps; i++)
         if (ctx->eps[i]) uln_ep_close(ctx->eps[i]);
     uln_cq_close_all(ctx);
     if (ctx->keys) uln_mr_close_all(ctx);
+    uln_udp_close(ctx);
     uln_shm_close(ctx);
     uln_boot_fini(ctx);
     free(ctx->regions);
     free(ctx->eps);
     pthread_mutex_destroy(&ctx->lock);
+    pthread_mutex_destroy(&ctx->big_lock);
     free(ctx);
 }
 
@@ -120,6 +153,7 @@ ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
     struct uln_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return -ENOMEM;
     pthread_mutex_init(&ctx->lock, NULL);
+    pthread_mutex_init(&ctx->big_lock, NULL);
     ctx->board_fd = -1;
     int rc = resolve_params(cfg, &ctx->p);
     if (!rc) rc = uln_boot_init(ctx, cfg);
@@ -133,13 +167,19 @@ ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
     uint8_t addr[ULN_BOARD_SLOT_BYTES - 8];
     memset(addr, 0, sizeof addr);
     if ((rc = uln_shm_open(ctx, addr, sizeof addr)) != 0) goto fail;
+    if ((rc = uln_udp_open(ctx, addr, sizeof addr)) != 0) goto fail;
     if ((rc = uln_boot_publish(ctx, addr, sizeof addr)) != 0) goto fail;
     /* Everybody's address must be on the board before anyone sends. */
-    if ((rc = uln_boot_wait_all(ctx, 60000)) != 0) {
+    /* Root mode keeps its own deadline (ULN_BOOT_TIMEOUT) and says who is missing. */
+    bool root = !strcmp(uln_boot_mode(ctx), "root");
+    if ((rc = uln_boot_wait_all(ctx, root ? -1 : 60000)) != 0) {
+        if (root) goto fail;
         fprintf(stderr, "ulnet: rank %d: not all %d ranks joined within 60 s\n", ctx->rank,
                 ctx->size);
         goto fail;
     }
+    if ((rc = uln_udp_choose(ctx)) != 0) goto fail;
+    if (ctx->p.progress_thread && (rc = uln_progress_start(ctx)) != 0) goto fail;
     *out = ctx;
     return 0;
 fail:
@@ -180,7 +220,13 @@ ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
                               .max_regions = ctx->p.max_regions,
                               .shm_direct = ctx->p.shm_direct,
                               .shm_cma = ctx->p.shm_cma && uln_shm_cma_ok(ctx),
-                              .transport = "shm"};
+                              .transport = "shm",
+                              .udp_window = ctx->p.udp_window,
+                              .udp_dead_ms = ctx->p.udp_dead_ms,
+                              .progress_thread = ctx->progress_on};
+    for (int p = 0; p < ctx->size; p++)
+        info->udp_peers += uln_peer_udp(ctx, p);
+    if (info->udp_peers) info->transport = info->udp_peers == ctx->size - 1 ? "udp" : "shm+udp";
     return 0;
 }
 
@@ -190,6 +236,8 @@ static void add_stats(struct uln_counters *o, const struct uln_stats *s)
     ADD(naps_sent), ADD(naps_received), ADD(puts), ADD(gets), ADD(bytes_put), ADD(bytes_got);
     ADD(eagain), ADD(refused_key), ADD(refused_bounds), ADD(refused_access), ADD(refused_job);
     ADD(malformed), ADD(cache_hits), ADD(cache_misses), ADD(sleeps), ADD(wakeups_sent);
+    ADD(pkts_sent), ADD(pkts_received), ADD(retransmits), ADD(duplicates), ADD(stale);
+    ADD(peers_dead);
 #undef ADD
 }
 

@@ -43,6 +43,13 @@ static int out_rings(struct uln_ep *ep, int peer, struct uln_ep_peer **out)
     struct uln_ep_peer *pp = &ep->peers[peer];
     if (ULN_UNLIKELY(!pp->out_ready)) {
         struct uln_ctx *ctx = ep->ctx;
+        if (uln_peer_udp(ctx, peer)) {
+            int rc = uln_udp_attach(ep, peer);
+            if (rc) return rc;
+            pp->out_ready = true;
+            *out = pp;
+            return 0;
+        }
         int rc = uln_shm_attach(ctx, peer);
         if (rc) return rc;
         for (int ch = 0; ch < 2; ch++)
@@ -66,6 +73,7 @@ static bool out_rings_ready(struct uln_ep *ep, int peer)
 static void *out_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len)
 {
     struct uln_ep_peer *pp = &ep->peers[peer];
+    if (pp->udp) return uln_udp_reserve(ep, peer, len); /* blocks the endpoint if no room */
     if (ULN_UNLIKELY(!pp->announced[ch])) {
         uln_shm_announce(ep->ctx, peer, ch, ep->index); /* the peer starts polling us */
         pp->announced[ch] = true;
@@ -78,10 +86,33 @@ static void *out_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len)
     return d;
 }
 
-/* Give a received message back; wake its producer if it waits for room. */
+/* Send what out_reserve gave room for. */
+static inline void out_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, uint8_t flags,
+                              uint32_t len)
+{
+    struct uln_ep_peer *pp = &ep->peers[peer];
+    if (pp->udp)
+        uln_udp_commit(ep, peer, type, flags, len);
+    else
+        uln_ring_commit(&pp->out[ch], type, flags, len, 0);
+}
+
+/* The doorbell after sending: a sleeping peer on this host is woken; packets
+ * for a remote one leave now. */
+static inline void peer_wake(struct uln_ep *ep, int peer)
+{
+    if (ep->peers[peer].udp)
+        uln_udp_flush(ep);
+    else
+        uln_shm_wake(ep->ctx, peer);
+}
+
+/* Give a received message back; wake its producer if it waits for room. (Over
+ * UDP the producer is our own receive path, which looks again every pass.) */
 void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, struct uln_msg *m)
 {
-    if (uln_ring_release(c, m) && out_rings_ready(ep, src)) uln_shm_wake(ep->ctx, src);
+    if (uln_ring_release(c, m) && !uln_peer_udp(ep->ctx, src) && out_rings_ready(ep, src))
+        uln_shm_wake(ep->ctx, src);
 }
 
 /* ---- fast path: the doorbell with nothing ahead ------------------------------- */
@@ -91,6 +122,11 @@ void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, str
 static bool nap_send(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
 {
     struct uln_ep_peer *pp = &ep->peers[peer];
+    if (pp->udp) {
+        if (!uln_udp_nap(ep, peer, buf, len)) return false;
+        ULN_COUNT(&ep->stats, naps_sent, 1);
+        return true;
+    }
     void *dst = out_reserve(ep, peer, 0, len);
     if (!dst) return false;         /* the receiver's ring is full: its credits hold us back */
     if (len) memcpy(dst, buf, len); /* buf may be NULL when len is 0 */
@@ -128,7 +164,7 @@ int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, ui
 {
     struct uln_ctx *ctx = ep->ctx;
     if (ULN_UNLIKELY(!ep->peers[peer].out_ready || !ctx->p.shm_direct ||
-                     len > ctx->p.post_copy_max))
+                     len > ctx->p.post_copy_max || ep->peers[peer].udp))
         return 1;
     int rc = uln_shm_direct(ep, peer, write, local, len, rkey, roff);
     if (ULN_UNLIKELY(rc == ULN_NO_DIRECT)) return 1;
@@ -187,6 +223,15 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         sqe_finish(s, rc);
         return true;
     }
+    if (pp->udp) {
+        /* Over UDP the target places the fragments: the ring path's protocol,
+         * as packets sent straight from the user's buffer. */
+        s->ring_path = 1; /* a refusal may come back while fragments still go */
+        if (!uln_udp_put(ep, s, budget)) return false;
+        count_rdma(ep, true, s->len);
+        s->state = SQE_WAIT;
+        return true;
+    }
     if (!s->ring_path && !s->notified) {
         if (!issue_direct(ep, s, budget)) return false; /* budget used up: next pass */
         if (s->state == SQE_DONE) return true;          /* refused */
@@ -198,8 +243,8 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
             struct uln_put_notify *n = out_reserve(ep, s->peer, 0, sizeof *n);
             if (!n) return false;
             *n = (struct uln_put_notify){.imm = s->imm, .offset = s->roff, .len = s->len};
-            uln_ring_commit(&pp->out[0], ULN_MSG_PUT_NOTIFY, 0, sizeof *n, 0);
-            uln_shm_wake(ep->ctx, s->peer);
+            out_commit(ep, s->peer, 0, ULN_MSG_PUT_NOTIFY, 0, sizeof *n);
+            peer_wake(ep, s->peer);
             s->notified = 1;
         }
         count_rdma(ep, true, s->len);
@@ -230,14 +275,14 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         memcpy(f + 1, (const uint8_t *)s->src + s->issued, n);
         uint8_t fl = last ? ULN_FRAG_LAST : 0;
         if (last && (s->flags & ULN_REMOTE_CQ)) fl |= ULN_FRAG_IMM;
-        uln_ring_commit(&pp->out[0], ULN_MSG_PUT_FRAG, fl, (uint32_t)(sizeof *f + n), 0);
+        out_commit(ep, s->peer, 0, ULN_MSG_PUT_FRAG, fl, (uint32_t)(sizeof *f + n));
         sent = true;
         s->issued += n;
         *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
         if (last || *budget == 0) break;
     }
     /* Announce what went out, also when the ring filled up part way. */
-    if (sent) uln_shm_wake(ep->ctx, s->peer);
+    if (sent) peer_wake(ep, s->peer);
     if (full || s->issued < s->len) return false;
     count_rdma(ep, true, s->len);
     s->state = SQE_WAIT;
@@ -252,6 +297,7 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         sqe_finish(s, rc);
         return true;
     }
+    if (pp->udp) s->ring_path = 1; /* the target serves it */
     if (!s->ring_path) {
         if (!issue_direct(ep, s, budget)) return false;
         if (s->state == SQE_DONE) return true;
@@ -269,8 +315,8 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
                               .offset = s->roff + s->issued,
                               .len = s->len - s->issued,
                               .op_id = s->op_id};
-    uln_ring_commit(&pp->out[1], ULN_MSG_GET_REQ, 0, sizeof *r, 0);
-    uln_shm_wake(ep->ctx, s->peer);
+    out_commit(ep, s->peer, 1, ULN_MSG_GET_REQ, 0, sizeof *r);
+    peer_wake(ep, s->peer);
     ULN_COUNT(&ep->stats, gets, 1);
     s->state = SQE_WAIT;
     return true;
@@ -361,9 +407,10 @@ static void ack_flush(struct uln_ep *ep, int peer, struct uln_ep_peer *pp)
         struct uln_ack *a = out_reserve(ep, peer, 0, sizeof *a);
         if (!a) break;
         *a = pp->acks[pp->ack_head++ % pp->ack_cap];
-        uln_ring_commit(&o->out[0], ULN_MSG_ACK, 0, sizeof *a, 0);
+        out_commit(ep, peer, 0, ULN_MSG_ACK, 0, sizeof *a);
     }
-    uln_shm_wake(ep->ctx, peer);
+    (void)o;
+    peer_wake(ep, peer);
 }
 
 /* The operation an answer names, if it can still take one: waiting for it, or
@@ -374,6 +421,15 @@ static struct uln_sqe *waiting_op(struct uln_ep *ep, uint64_t op_id, uint8_t op)
     struct uln_sqe *s = sqe_at(ep, op_id);
     bool open = s->state == SQE_WAIT || (s->state == SQE_QUEUED && s->ring_path);
     return s->op_id == op_id && s->op == op && open ? s : NULL;
+}
+
+/* Is operation op_id still waiting for its answer (so its buffers are still
+ * the engine's)? */
+bool uln_engine_op_open(struct uln_ep *ep, uint64_t op_id)
+{
+    if (op_id < ep->sq_head || op_id >= ep->sq_tail) return false;
+    struct uln_sqe *s = sqe_at(ep, op_id);
+    return s->op_id == op_id && (s->state == SQE_WAIT || s->state == SQE_QUEUED);
 }
 
 static void malformed(struct uln_ep *ep)
@@ -416,24 +472,32 @@ static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, s
     }
 }
 
-static void take_get_resp(struct uln_ep *ep, struct uln_msg *m)
+/* GET data (or its refusal) for our operation op_id, to go at op_offset of
+ * what was asked; from the rings, or placed on arrival by a packet transport. */
+void uln_engine_get_data(struct uln_ep *ep, uint64_t op_id, uint64_t op_offset, int32_t status,
+                         const void *data, uint64_t n)
 {
-    const struct uln_get_resp *r = (const void *)(m + 1);
-    if (m->len < sizeof *r) return malformed(ep);
-    struct uln_sqe *s = waiting_op(ep, r->op_id, ULN_OP_GET);
+    struct uln_sqe *s = waiting_op(ep, op_id, ULN_OP_GET);
     if (!s) return; /* answer to an operation that already failed */
-    uint64_t n = m->len - sizeof *r, want = s->len - s->issued;
-    if (r->status) return sqe_finish(s, r->status);
-    if (r->op_offset > want || n > want - r->op_offset) {
+    uint64_t want = s->len - s->issued;
+    if (status) return sqe_finish(s, status);
+    if (op_offset > want || n > want - op_offset) {
         malformed(ep);
         return sqe_finish(s, -EPROTO);
     }
-    memcpy((uint8_t *)s->dst + s->issued + r->op_offset, r + 1, n);
+    if (n) memcpy((uint8_t *)s->dst + s->issued + op_offset, data, n);
     s->received += n;
     if (s->received >= want) {
         ULN_COUNT(&ep->stats, bytes_got, s->len);
         sqe_finish(s, 0);
     }
+}
+
+static void take_get_resp(struct uln_ep *ep, struct uln_msg *m)
+{
+    const struct uln_get_resp *r = (const void *)(m + 1);
+    if (m->len < sizeof *r) return malformed(ep);
+    uln_engine_get_data(ep, r->op_id, r->op_offset, r->status, r + 1, m->len - sizeof *r);
 }
 
 /* Handle one channel-0 message. The caller has made sure the receive CQ and
@@ -475,6 +539,26 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
     case ULN_MSG_GET_RESP:
         take_get_resp(ep, m);
         break;
+    case ULN_MSG_PUT_DONE: {
+        /* Written by our own UDP receive path: all of a PUT is placed (or it
+         * was refused). Answer the initiator, and raise PUT_REMOTE if asked. */
+        const struct uln_put_done *d = (const void *)(m + 1);
+        if (m->len < sizeof *d || !uln_peer_udp(ep->ctx, src)) {
+            malformed(ep);
+            break;
+        }
+        ack_queue(ep, pp, d->op_id, d->status);
+        if (d->status == 0 && (d->flags & ULN_FRAG_IMM)) {
+            struct uln_cqe *c = uln_cq_push(ep->recv_cq);
+            *c = (struct uln_cqe){.op = ULN_OP_PUT_REMOTE,
+                                  .ep = (uint16_t)ep->index,
+                                  .peer = src,
+                                  .len = d->op_len,
+                                  .imm = d->imm,
+                                  .offset = d->op_offset};
+        }
+        break;
+    }
     case ULN_MSG_ACK: {
         const struct uln_ack *a = (const void *)(m + 1);
         struct uln_sqe *s = m->len >= sizeof *a ? waiting_op(ep, a->op_id, ULN_OP_PUT) : NULL;
@@ -513,9 +597,10 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
         struct uln_ep_peer *o;
         if (out_rings(ep, src, &o)) return;
         bool finished = false;
+        uint32_t frag_max = o->udp ? uln_udp_frag_max(ep, src) : ctx->p.frag_max;
         do {
             uint64_t n = r->len - pp->get_sent;
-            if (n > ctx->p.frag_max) n = ctx->p.frag_max;
+            if (n > frag_max) n = frag_max;
             if (n > *budget && *budget > 0) n = *budget;
             struct uln_get_resp *g = out_reserve(ep, src, 0, (uint32_t)(sizeof *g + n));
             if (!g) break;
@@ -532,12 +617,12 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
             } else {
                 n = 0;
             }
-            uln_ring_commit(&o->out[0], ULN_MSG_GET_RESP, 0, (uint32_t)(sizeof *g + n), 0);
+            out_commit(ep, src, 0, ULN_MSG_GET_RESP, 0, (uint32_t)(sizeof *g + n));
             pp->get_sent += n;
             *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
             finished = rc != 0 || pp->get_sent == r->len;
         } while (!finished && *budget > 0);
-        uln_shm_wake(ctx, src);
+        peer_wake(ep, src);
         if (!finished) return;
         uln_engine_release(ep, src, &pp->in[1], pp->get_req);
         pp->get_req = NULL;
@@ -600,7 +685,8 @@ static void check_peers(struct uln_ep *ep)
     for (uint64_t pos = ep->sq_head; pos != ep->sq_tail; pos++) {
         struct uln_sqe *s = sqe_at(ep, pos);
         if ((s->state == SQE_QUEUED || s->state == SQE_WAIT) && s->peer != ep->ctx->rank &&
-            uln_shm_peer_dead(ep->ctx, s->peer))
+            (uln_peer_udp(ep->ctx, s->peer) ? uln_udp_peer_dead(ep, s->peer)
+                                            : uln_shm_peer_dead(ep->ctx, s->peer)))
             uln_engine_fail_peer(ep, s->peer, -ECONNRESET);
     }
 }
@@ -610,11 +696,15 @@ void uln_engine_progress(struct uln_ep *ep)
     /* Serving peers' GETs and issuing our own work each get one chunk. */
     uint32_t serve_budget = ep->ctx->p.chunk_bytes;
     ep->blocked = false;
+    if (ep->udp) uln_udp_progress_rx(ep); /* packets in: placed, or into our rings */
     progress_recv(ep, &serve_budget);
-    if (ep->sq_head == ep->sq_tail) return; /* nothing of ours in flight */
-    uint64_t before = ep->sq_issue;
-    uln_engine_issue(ep, ep->ctx->p.chunk_bytes);
-    uln_engine_retire(ep);
-    /* Work that has not moved for a while may be waiting on a dead peer. */
-    if (uln_engine_busy(ep) && ep->sq_issue == before && ++ep->stalled % 4096 == 0) check_peers(ep);
+    if (ep->sq_head != ep->sq_tail) {
+        uint64_t before = ep->sq_issue;
+        uln_engine_issue(ep, ep->ctx->p.chunk_bytes);
+        uln_engine_retire(ep);
+        /* Work that has not moved for a while may be waiting on a dead peer. */
+        if (uln_engine_busy(ep) && ep->sq_issue == before && ++ep->stalled % 4096 == 0)
+            check_peers(ep);
+    }
+    if (ep->udp) uln_udp_progress_tx(ep); /* timers, resends, feedback; send the batch */
 }

@@ -15,6 +15,7 @@
 
 static void ep_free(struct uln_ep *ep)
 {
+    uln_udp_ep_close(ep);
     for (int i = 0; ep->peers && i < ep->ctx->size; i++) {
         free(ep->peers[i].acks);
         uln_shm_tcache_free(ep->peers[i].tcache);
@@ -28,8 +29,21 @@ static void ep_free(struct uln_ep *ep)
     free(ep);
 }
 
+static int ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *recv_cq,
+                   struct uln_ep **out);
+
 ULN_EXPORT int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *recv_cq,
                            struct uln_ep **out)
+{
+    if (!ctx) return -EINVAL;
+    uln_api_lock(ctx);
+    int rc = ep_open(ctx, send_cq, recv_cq, out);
+    uln_api_unlock(ctx);
+    return rc;
+}
+
+static int ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *recv_cq,
+                   struct uln_ep **out)
 {
     if (!ctx || !send_cq || !recv_cq || !out) return -EINVAL;
     if (send_cq->ctx != ctx || recv_cq->ctx != ctx) return -EINVAL;
@@ -65,6 +79,12 @@ ULN_EXPORT int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct u
         for (int ch = 0; ch < 2; ch++)
             uln_ring_cons_init(&ep->peers[src].in[ch], uln_shm_ring_in(ctx, src, ep->index, ch),
                                uln_shm_ring_bytes(ch, &ctx->p));
+    int rc = uln_udp_ep_open(ep);
+    if (rc) {
+        pthread_mutex_unlock(&ctx->lock);
+        ep_free(ep);
+        return rc;
+    }
     ctx->eps[ep->index] = ep;
     send_cq->eps[send_cq->n_eps++] = ep;
     if (recv_cq != send_cq) recv_cq->eps[recv_cq->n_eps++] = ep;
@@ -76,9 +96,20 @@ nomem:
     return -ENOMEM;
 }
 
+static int ep_close(struct uln_ep *ep);
+
 ULN_EXPORT int uln_ep_close(struct uln_ep *ep)
 {
     if (!ep) return -EINVAL;
+    struct uln_ctx *ctx = ep->ctx;
+    uln_api_lock(ctx);
+    int rc = ep_close(ep);
+    uln_api_unlock(ctx);
+    return rc;
+}
+
+static int ep_close(struct uln_ep *ep)
+{
     struct uln_ctx *ctx = ep->ctx;
     /* Outstanding work completes with -ECANCELED where the CQ has room. */
     for (uint64_t pos = ep->sq_head; pos != ep->sq_tail; pos++) {
@@ -161,8 +192,8 @@ static int check_peer(struct uln_ep *ep, int peer)
     return peer >= 0 && peer < ep->ctx->size ? 0 : -EINVAL;
 }
 
-ULN_EXPORT int uln_nap(struct uln_ep *ep, int peer, const void *buf, size_t len, uint64_t user_data,
-                       unsigned flags)
+static int nap_post(struct uln_ep *ep, int peer, const void *buf, size_t len, uint64_t user_data,
+                    unsigned flags)
 {
     if (ULN_UNLIKELY(!ep || check_peer(ep, peer) || (!buf && len))) return -EINVAL;
     if (ULN_UNLIKELY(len > ep->ctx->p.nap_max)) return -EMSGSIZE;
@@ -217,29 +248,61 @@ static int post_rdma(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t 
     return sq_ring(ep);
 }
 
+/* The exported posts: the progress thread's lock around the work, if any. */
+ULN_EXPORT int uln_nap(struct uln_ep *ep, int peer, const void *buf, size_t len, uint64_t user_data,
+                       unsigned flags)
+{
+    if (ULN_UNLIKELY(!ep)) return -EINVAL;
+    uln_api_lock(ep->ctx);
+    int rc = nap_post(ep, peer, buf, len, user_data, flags);
+    uln_api_unlock(ep->ctx);
+    return rc;
+}
+
+static int post_locked(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t len,
+                       uint64_t rkey, uint64_t roff, uint64_t imm, uint64_t user_data,
+                       unsigned flags)
+{
+    if (ULN_UNLIKELY(!ep)) return -EINVAL;
+    uln_api_lock(ep->ctx);
+    int rc = post_rdma(ep, op, peer, buf, len, rkey, roff, imm, user_data, flags);
+    uln_api_unlock(ep->ctx);
+    return rc;
+}
+
 ULN_EXPORT int uln_put(struct uln_ep *ep, int peer, const void *src, size_t len, uint64_t rkey,
                        uint64_t roff, uint64_t user_data, unsigned flags)
 {
-    return post_rdma(ep, ULN_OP_PUT, peer, (void *)(uintptr_t)src, len, rkey, roff, 0, user_data,
-                     flags & ~ULN_REMOTE_CQ);
+    return post_locked(ep, ULN_OP_PUT, peer, (void *)(uintptr_t)src, len, rkey, roff, 0, user_data,
+                       flags & ~ULN_REMOTE_CQ);
 }
 
 ULN_EXPORT int uln_put_imm(struct uln_ep *ep, int peer, const void *src, size_t len, uint64_t rkey,
                            uint64_t roff, uint64_t imm, uint64_t user_data, unsigned flags)
 {
-    return post_rdma(ep, ULN_OP_PUT, peer, (void *)(uintptr_t)src, len, rkey, roff, imm, user_data,
-                     flags | ULN_REMOTE_CQ);
+    return post_locked(ep, ULN_OP_PUT, peer, (void *)(uintptr_t)src, len, rkey, roff, imm,
+                       user_data, flags | ULN_REMOTE_CQ);
 }
 
 ULN_EXPORT int uln_get(struct uln_ep *ep, int peer, void *dst, size_t len, uint64_t rkey,
                        uint64_t roff, uint64_t user_data, unsigned flags)
 {
-    return post_rdma(ep, ULN_OP_GET, peer, dst, len, rkey, roff, 0, user_data, flags);
+    return post_locked(ep, ULN_OP_GET, peer, dst, len, rkey, roff, 0, user_data, flags);
 }
+
+static int flush_post(struct uln_ep *ep, uint64_t user_data);
 
 ULN_EXPORT int uln_ep_flush(struct uln_ep *ep, uint64_t user_data)
 {
     if (!ep) return -EINVAL;
+    uln_api_lock(ep->ctx);
+    int rc = flush_post(ep, user_data);
+    uln_api_unlock(ep->ctx);
+    return rc;
+}
+
+static int flush_post(struct uln_ep *ep, uint64_t user_data)
+{
     struct uln_sqe *s = sq_take(ep);
     if (!s) return -EAGAIN;
     s->op = ULN_OP_FLUSH;

@@ -41,6 +41,7 @@ struct uln_stats {
     _Atomic uint64_t naps_sent, naps_received, puts, gets, bytes_put, bytes_got, eagain;
     _Atomic uint64_t refused_key, refused_bounds, refused_access, refused_job, malformed;
     _Atomic uint64_t cache_hits, cache_misses, sleeps, wakeups_sent;
+    _Atomic uint64_t pkts_sent, pkts_received, retransmits, duplicates, stale, peers_dead;
 };
 
 struct uln_params {
@@ -48,7 +49,14 @@ struct uln_params {
     uint32_t post_copy_max; /* largest PUT/GET copied inside the post call */
     uint32_t spin_us;
     int shm_direct, shm_cma;
+    int transport;        /* ULN_TP_AUTO, ULN_TP_SHM or ULN_TP_UDP (ULN_TRANSPORT) */
+    uint32_t udp_window;  /* packets in flight per (endpoint, peer) (ULN_UDP_WINDOW) */
+    uint32_t udp_mtu;     /* 0: the interface's (ULN_UDP_MTU) */
+    uint32_t udp_dead_ms; /* a silent peer is dead after this (ULN_UDP_DEAD_MS) */
+    uint32_t udp_port;    /* first port, 0: random (ULN_UDP_PORT) */
+    int progress_thread;  /* ULN_PROGRESS=thread */
 };
+enum { ULN_TP_AUTO = 0, ULN_TP_SHM, ULN_TP_UDP };
 
 /* ---- key table: one 64-byte entry per region, in shared memory ---------- */
 struct uln_key_entry {
@@ -103,6 +111,9 @@ struct uln_mr {
 };
 
 struct uln_shm;
+struct uln_udp;
+struct uln_udp_ep;
+struct uln_udp_peer;
 struct uln_root;
 
 struct uln_ctx {
@@ -118,6 +129,12 @@ struct uln_ctx {
     struct uln_root *root; /* boot/root.c: the TCP rendezvous when ULN_ROOT is set */
 
     struct uln_shm *shm;
+    struct uln_udp *udp;      /* NULL: no UDP sockets (every peer on this host) */
+    uint8_t *peer_udp;        /* by rank: 1 = reached over UDP, 0 = shared memory */
+    pthread_mutex_t big_lock; /* ULN_PROGRESS=thread: every entry point and the thread */
+    pthread_t progress_tid;
+    _Atomic int progress_stop;
+    bool progress_on;
     struct uln_key_entry *keys; /* this process's key table (in the shm segment) */
     struct uln_mr **regions;    /* by key index */
     uint32_t region_hint;
@@ -163,7 +180,8 @@ struct uln_ep_peer {
     uint64_t get_sent;       /* bytes of it answered so far */
     struct uln_ack *acks;    /* answers waiting for room on channel 0 */
     uint32_t ack_head, ack_tail, ack_cap;
-    bool wake; /* something was sent this pass: wake the peer */
+    bool wake;                /* something was sent this pass: wake the peer */
+    struct uln_udp_peer *udp; /* this peer is reached over UDP (udp.c) */
 };
 
 struct uln_ep {
@@ -186,6 +204,7 @@ struct uln_ep {
     uint32_t stalled; /* passes in which queued work did not move */
     bool blocked;     /* this pass found a peer's ring full */
     struct uln_stats stats;
+    struct uln_udp_ep *udp; /* sockets and packet state, when any peer is remote */
 };
 
 struct uln_cq {
@@ -199,6 +218,24 @@ struct uln_cq {
 };
 
 /* ---- functions shared between files -------------------------------------- */
+
+/* ULN_PROGRESS=thread: the progress thread and the application's calls take
+ * turns on the context's big lock. Without the thread this is one predictable
+ * branch: the thread rule (one thread drives an endpoint and its CQs) makes
+ * the lock unnecessary. progress_on is set before uln_open returns and cleared
+ * after the thread is joined, so reading it needs no ordering. */
+static inline void uln_api_lock(struct uln_ctx *ctx)
+{
+    if (ULN_UNLIKELY(ctx->progress_on)) pthread_mutex_lock(&ctx->big_lock);
+}
+static inline void uln_api_unlock(struct uln_ctx *ctx)
+{
+    if (ULN_UNLIKELY(ctx->progress_on)) pthread_mutex_unlock(&ctx->big_lock);
+}
+
+/* progress.c */
+int uln_progress_start(struct uln_ctx *ctx);
+void uln_progress_stop(struct uln_ctx *ctx);
 
 /* cq.c */
 static inline uint32_t uln_cq_room(const struct uln_cq *cq)
@@ -253,8 +290,10 @@ uint32_t uln_shm_ring_bytes(int ch, const struct uln_params *p);
 int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, uint64_t len,
                    uint64_t rkey, uint64_t roff);
 void uln_shm_wake(struct uln_ctx *ctx, int peer);
-int uln_shm_sleep(struct uln_ctx *ctx, int timeout_ms); /* 0 woken, -ETIMEDOUT */
+/* Sleep on the doorbell and fds (sockets): 0 woken, -ETIMEDOUT. */
+int uln_shm_sleep(struct uln_ctx *ctx, const int *fds, int n_fds, int timeout_ms);
 void uln_shm_sleep_begin(struct uln_ctx *ctx);
+void uln_shm_wake_self(struct uln_ctx *ctx); /* wake our own sleepers */
 void uln_shm_sleep_end(struct uln_ctx *ctx);
 _Atomic uint32_t *uln_shm_hazard(struct uln_ctx *ctx, int src, int ep);
 _Atomic uint64_t *uln_shm_active(struct uln_ctx *ctx, int ch, int ep); /* our bitmap */
@@ -262,6 +301,33 @@ void uln_shm_announce(struct uln_ctx *ctx, int peer, int ch, int ep);
 bool uln_shm_peer_dead(struct uln_ctx *ctx, int peer);
 bool uln_shm_cma_ok(const struct uln_ctx *ctx);
 void uln_shm_tcache_free(struct uln_tcache *tc);
+
+/* udp.c: the UDP transport */
+static inline bool uln_peer_udp(const struct uln_ctx *ctx, int peer)
+{
+    return ctx->peer_udp && ctx->peer_udp[peer];
+}
+int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len);
+int uln_udp_choose(struct uln_ctx *ctx); /* after every rank's address is known */
+void uln_udp_close(struct uln_ctx *ctx);
+int uln_udp_ep_open(struct uln_ep *ep);
+void uln_udp_ep_close(struct uln_ep *ep);
+int uln_udp_attach(struct uln_ep *ep, int peer);
+uint32_t uln_udp_frag_max(struct uln_ep *ep, int peer); /* GET_RESP data per packet */
+void *uln_udp_reserve(struct uln_ep *ep, int peer, uint32_t len);
+void uln_udp_commit(struct uln_ep *ep, int peer, uint8_t type, uint8_t flags, uint32_t len);
+bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len);
+bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget);
+void uln_udp_flush(struct uln_ep *ep);
+void uln_udp_progress_rx(struct uln_ep *ep);
+void uln_udp_progress_tx(struct uln_ep *ep);
+bool uln_udp_peer_dead(struct uln_ep *ep, int peer);
+bool uln_udp_busy(const struct uln_ep *ep);
+int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms);
+void uln_udp_counters(const struct uln_ep *ep, struct uln_counters *out);
+bool uln_engine_op_open(struct uln_ep *ep, uint64_t op_id);
+void uln_engine_get_data(struct uln_ep *ep, uint64_t op_id, uint64_t op_offset, int32_t status,
+                         const void *data, uint64_t n);
 
 /* boot.c */
 int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg);

@@ -27,6 +27,9 @@ enum uln_msg_type {
     ULN_MSG_GET_REQ,    /* struct uln_get_req (channel 1) */
     ULN_MSG_GET_RESP,   /* struct uln_get_resp + data */
     ULN_MSG_ACK,        /* struct uln_ack: a ring-path PUT is placed, or refused */
+    ULN_MSG_PUT_DONE,   /* struct uln_put_done: packet transports only, written by the
+                           receive path into our own ring when a PUT's last fragment
+                           comes up in order (its data was placed on arrival) */
 };
 
 /* flags of PUT_FRAG */
@@ -60,6 +63,15 @@ struct uln_get_resp {
     uint64_t op_offset; /* where this piece goes in the initiator's buffer */
     int32_t status;     /* nonzero: the GET is refused, no data follows */
     uint32_t pad_;
+};
+
+struct uln_put_done {
+    uint64_t op_id;
+    uint64_t imm;
+    uint64_t op_offset;
+    uint64_t op_len;
+    int32_t status; /* nonzero: the PUT was refused */
+    uint32_t flags; /* ULN_FRAG_IMM: raise PUT_REMOTE */
 };
 
 struct uln_ack {

@@ -512,6 +512,25 @@ uint32_t uln_rel_tx_in_flight(const struct uln_rel *r)
     return r->snd_nxt - r->snd_una;
 }
 
+bool uln_rel_tx_ready(struct uln_rel *r, uint64_t now, uint32_t n)
+{
+    advance(r, now);
+    if (r->state != ULN_REL_OPEN || n == 0 || n > r->mask + 1) return false;
+    uint32_t seq = r->snd_nxt, last = seq + n - 1;
+    if (last - r->snd_una > r->mask) return false; /* window */
+    for (uint32_t q = seq; q != last + 1; q++)
+        if (slot(r, q)->state != SLOT_FREE) return false; /* acks not drained */
+    if (!seq_lt(last, r->snd_edge)) {
+        /* Same bookkeeping as a refused uln_rel_tx_assign: without it a lost
+         * GO would never be probed for. */
+        r->tx_blocked = true;
+        if (r->snd_una == r->snd_nxt && r->ctrl_at == ULN_REL_NEVER)
+            r->ctrl_at = r->now + rto_cur(r);
+        return false;
+    }
+    return true;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Feedback in (sending side)                                                 */
 /* ------------------------------------------------------------------------- */

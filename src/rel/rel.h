@@ -241,6 +241,11 @@ bool uln_rel_tx_next_resend(struct uln_rel *r, uint64_t now, struct uln_rel_pkt 
  * once: its slot may be freed. Call until it returns false. */
 bool uln_rel_tx_next_acked(struct uln_rel *r, uint32_t *seq);
 
+/* Whether the next n uln_rel_tx_assign calls would all succeed now: for a
+ * message that must go as n packets or not at all. A "no" for want of credit
+ * arms the persist probe, as a refused uln_rel_tx_assign does. */
+bool uln_rel_tx_ready(struct uln_rel *r, uint64_t now, uint32_t n);
+
 /* Packets sent and not yet acknowledged cumulatively. */
 uint32_t uln_rel_tx_in_flight(const struct uln_rel *r);
 

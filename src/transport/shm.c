@@ -390,6 +390,19 @@ void uln_shm_wake(struct uln_ctx *ctx, int peer)
         ULN_COUNT(&ctx->stats, wakeups_sent, 1);
 }
 
+/* Wake threads of this process sleeping in uln_cq_wait: the progress thread
+ * has completed something they may be waiting for. */
+void uln_shm_wake_self(struct uln_ctx *ctx)
+{
+    atomic_thread_fence(memory_order_seq_cst); /* as in uln_shm_wake */
+    if (atomic_load_explicit(&ctx->shm->hdr->sleepers, memory_order_relaxed) == 0) return;
+    struct sockaddr_un a;
+    socklen_t alen;
+    bell_name(&a, &alen, ctx->job_key, ctx->rank);
+    char b = 1;
+    sendto(ctx->shm->bell, &b, 1, MSG_DONTWAIT, (struct sockaddr *)&a, alen);
+}
+
 void uln_shm_sleep_begin(struct uln_ctx *ctx)
 {
     atomic_fetch_add_explicit(&ctx->shm->hdr->sleepers, 1, memory_order_relaxed);
@@ -405,11 +418,17 @@ void uln_shm_sleep_end(struct uln_ctx *ctx)
     }
 }
 
-int uln_shm_sleep(struct uln_ctx *ctx, int timeout_ms)
+int uln_shm_sleep(struct uln_ctx *ctx, const int *fds, int n_fds, int timeout_ms)
 {
-    struct pollfd pf = {.fd = ctx->shm->bell, .events = POLLIN};
+    /* The doorbell first, then any sockets of packet transports: whichever
+     * has something wakes us. */
+    struct pollfd pf[1 + 64];
+    if (n_fds > 64) n_fds = 64;
+    pf[0] = (struct pollfd){.fd = ctx->shm->bell, .events = POLLIN};
+    for (int i = 0; i < n_fds; i++)
+        pf[1 + i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
     ULN_COUNT(&ctx->stats, sleeps, 1);
-    int n = poll(&pf, 1, timeout_ms);
+    int n = poll(pf, (nfds_t)(1 + n_fds), timeout_ms);
     return n > 0 ? 0 : -ETIMEDOUT;
 }
 

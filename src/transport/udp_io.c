@@ -32,6 +32,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <limits.h>
 #include <net/if.h>
@@ -626,7 +627,24 @@ int uln_udp_io_open(const struct uln_udp_io_cfg *cfg_in, struct uln_udp_io **out
     io->last_peer = -1;
     union sa_any bound;
     bool wildcard;
-    int fd = open_socket(&cfg, &bound, &wildcard);
+    int fd;
+    if (cfg.adopt) {
+        fd = cfg.fd;
+        socklen_t bl = sizeof(bound);
+        if (fd < 0 || getsockname(fd, &bound.sa, &bl) < 0) {
+            free(io);
+            return -EINVAL;
+        }
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+            free(io);
+            return -errno;
+        }
+        wildcard = bound.sa.sa_family == AF_INET ? bound.in.sin_addr.s_addr == htonl(INADDR_ANY)
+                                                 : IN6_IS_ADDR_UNSPECIFIED(&bound.in6.sin6_addr);
+    } else {
+        fd = open_socket(&cfg, &bound, &wildcard);
+    }
     if (fd < 0) {
         free(io);
         return fd;

@@ -47,6 +47,9 @@ struct uln_udp_io_cfg {
     unsigned busy_poll_us; /* with busy_poll; 0: 50 */
     bool no_gso;           /* never use UDP_SEGMENT */
     const char *fault;     /* fault spec; NULL: getenv("ULN_FAULT"); "": none */
+    bool adopt;            /* use `fd`, a UDP socket already bound by the caller (who
+                              reserved its port); addr and port are then ignored */
+    int fd;                /* with adopt: the io owns it from then on, and closes it */
 };
 
 /* The datagram layer's view of the socket after open. */

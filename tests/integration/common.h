@@ -251,6 +251,14 @@ static inline void t_open(struct t_job *job, int want_size)
                job->info.shm_direct);
     if (t_env_int("ULN_SHM_CMA", 1) == 0)
         CHECKF(job->info.shm_cma == 0, "ULN_SHM_CMA=0 but info.shm_cma=%d", job->info.shm_cma);
+    /* The transport asked for is the transport used. */
+    const char *tp = getenv("ULN_TRANSPORT");
+    if (tp && !strcmp(tp, "udp"))
+        CHECKF(job->info.udp_peers == job->size - 1, "ULN_TRANSPORT=udp but %d of %d peers on udp",
+               job->info.udp_peers, job->size - 1);
+    else if (!getenv("ULN_ROOT"))
+        CHECKF(job->info.udp_peers == 0, "one host, no ULN_TRANSPORT, yet %d peers on udp",
+               job->info.udp_peers);
     CHECK(job->info.nap_max > 0);
     CHECK(job->info.sq_depth > 0);
     if (job->rank == 0)

@@ -228,7 +228,8 @@ int main(void)
         round_trip((int)(t_rand(&rng) % 4), i & 1, false, round++);
 
     CHECK_OK(uln_counters_get(J.ctx, &c1));
-    if (J.rank == 0)
+    /* Over UDP the packet itself wakes the sleeper: there is no doorbell. */
+    if (J.rank == 0 && J.info.udp_peers == 0)
         CHECKF(c1.wakeups_sent > c0.wakeups_sent,
                "rank 1 slept in uln_cq_wait, yet rank 0 counted no wakeup sent");
     big_round(bigsrc, &big);

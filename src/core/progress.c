@@ -1,0 +1,76 @@
+/*
+ * progress.c - the optional progress thread (ULN_PROGRESS=thread).
+ *
+ * Over UDP a PUT or GET needs the target's CPU: someone there must take the
+ * packets, place the data and answer. Without this thread that happens only
+ * inside the application's ulnet calls, so a target that computes without
+ * calling ulnet holds its initiators up (and, past ULN_UDP_DEAD_MS, looks
+ * dead to them). The thread makes one-sided operations complete while the
+ * application computes.
+ *
+ * It sleeps in poll() on every endpoint's socket and on the shared-memory
+ * doorbell, never longer than the earliest protocol timer, so an idle job
+ * costs no CPU. When something arrives it takes the context's big lock, runs
+ * one progress pass over every endpoint, and wakes application threads
+ * sleeping in uln_cq_wait if that pass completed anything. The application's
+ * calls take the same lock (uln_api_lock), so the engine still sees one
+ * thread at a time.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+static void *progress_main(void *arg)
+{
+    struct uln_ctx *ctx = arg;
+    while (!atomic_load_explicit(&ctx->progress_stop, memory_order_acquire)) {
+        int fds[64], n_fds = 0, timeout = 100;
+        bool produced = false, busy = false;
+        /* Announce the sleep before the last look, as uln_cq_wait does, so a
+         * peer on this host rings the doorbell for what it sends meanwhile. */
+        uln_shm_sleep_begin(ctx);
+        pthread_mutex_lock(&ctx->big_lock);
+        for (unsigned i = 0; i < ctx->n_eps; i++) {
+            struct uln_ep *ep = ctx->eps[i];
+            if (!ep) continue;
+            uint64_t before = ep->send_cq->tail + ep->recv_cq->tail;
+            uln_engine_progress(ep);
+            produced |= ep->send_cq->tail + ep->recv_cq->tail != before;
+            busy |= uln_engine_busy(ep) || (ep->udp && uln_udp_busy(ep));
+            if (n_fds < 64) n_fds += uln_udp_poll_setup(ep, &fds[n_fds], &timeout);
+        }
+        pthread_mutex_unlock(&ctx->big_lock);
+        if (produced) uln_shm_wake_self(ctx);
+        /* Work waiting on a peer (a full ring, a window): look again soon. */
+        if (busy && timeout > 1) timeout = 1;
+        if (!produced) uln_shm_sleep(ctx, fds, n_fds, timeout);
+        uln_shm_sleep_end(ctx);
+    }
+    return NULL;
+}
+
+int uln_progress_start(struct uln_ctx *ctx)
+{
+    atomic_store(&ctx->progress_stop, 0);
+    ctx->progress_on = true;
+    int rc = pthread_create(&ctx->progress_tid, NULL, progress_main, ctx);
+    if (rc) {
+        ctx->progress_on = false;
+        fprintf(stderr, "ulnet: cannot start the progress thread: %s\n", strerror(rc));
+        return -rc;
+    }
+    return 0;
+}
+
+void uln_progress_stop(struct uln_ctx *ctx)
+{
+    if (!ctx->progress_on) return;
+    /* Release: pairs with the thread's acquire; it sees the stop within one
+     * sleep slice (at most 100 ms), or at once if something wakes it. */
+    atomic_store_explicit(&ctx->progress_stop, 1, memory_order_release);
+    uln_shm_wake_self(ctx);
+    pthread_join(ctx->progress_tid, NULL);
+    ctx->progress_on = false;
+}

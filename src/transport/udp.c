@@ -1,0 +1,1235 @@
+/*
+ * udp.c - the UDP transport: the engine's messages as datagrams between hosts,
+ * made reliable and ordered by the rel state machine (src/rel), moved by the
+ * datagram layer (udp_io.c). docs/protocol.md has the wire format.
+ *
+ * Each endpoint index has its own UDP socket, on port base + index of the
+ * rank's published address, so endpoints driven by different threads share
+ * nothing. Per (endpoint, peer) there is one rel machine: one sequence space
+ * for everything the endpoint sends that peer.
+ *
+ * Sending. The engine writes small messages (ACK, GET request, GET data) into
+ * a send slot of ours (uln_udp_reserve/commit), where they stay until the
+ * peer acknowledges them, for retransmission. NAPs are copied into slots too
+ * (so a NAP completes at once, as over shm). PUT fragments are sent straight
+ * from the user's buffer (iovec, no copy): the PUT completes only when the
+ * target acknowledges it, so that memory stays valid for any resend.
+ *
+ * Receiving. PUT fragments and GET data are placed where their header says the
+ * moment they arrive, in any order - no reassembly copy. Everything whose
+ * order matters (NAPs, ACKs, GET requests, and a PUT's "all placed" point) is
+ * handed to the engine in sequence order by writing ring messages into our own
+ * inbox rings for that peer, the same rings a peer on this host would write.
+ * From there the engine's ring code takes over unchanged: NAP completions
+ * point into the ring until uln_cqe_release, and a full ring holds delivery
+ * back, which shrinks the credit we advertise (STOP) instead of dropping.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "rel/rel.h"
+#include "transport/udp_io.h"
+
+/* ---- wire format (docs/protocol.md) -------------------------------------- */
+
+#define PKT_VERSION 1u
+enum { PKT_NAP = 1, PKT_PUT = 2, PKT_GET_REQ = 4, PKT_GET_RESP = 5, PKT_ACK = 6, PKT_CTRL = 7 };
+/* flags: the low five bits are rel's (ULN_REL_DATA, FB, LOSE, PROBE, RETX) */
+#define PKT_LAST 0x20u /* NAP, PUT: last packet of the message */
+#define PKT_IMM  0x40u /* PUT with LAST: raise PUT_REMOTE with imm at the target */
+
+/* Every packet starts with these 32 bytes, little-endian. */
+struct pkt_hdr {
+    uint8_t vt;      /* version << 4 | type */
+    uint8_t flags;   /* PKT_* and ULN_REL_* */
+    uint16_t credit; /* piggybacked (ULN_REL_FB): receiver takes seqs before ack + credit */
+    uint32_t tag;    /* data: job key and both lives, hashed; ctrl: unused */
+    uint32_t seq;    /* data: sequence number; ctrl: the sender's epoch */
+    uint32_t ack;    /* with ULN_REL_FB: every seq before it arrived */
+    uint64_t key;    /* PUT, GET_REQ: region key; NAP: message length; GET_RESP,
+                        ACK: the initiator's op id; ctrl: the job key */
+    uint64_t offset; /* PUT, GET_REQ: offset in the region; NAP, GET_RESP: offset in
+                        the message; ACK: status; ctrl: SACK bitmap */
+};
+_Static_assert(sizeof(struct pkt_hdr) == 32, "the header is 32 bytes");
+
+struct pkt_put_ext { /* PUT: the whole operation, for the all-or-nothing check */
+    uint64_t op_id, op_offset, op_len;
+    uint64_t imm; /* only with PKT_IMM */
+};
+struct pkt_get_req_ext {
+    uint64_t len, op_id;
+};
+struct pkt_get_resp_ext {
+    int32_t status; /* nonzero: refused, no data */
+    uint32_t pad_;
+};
+struct pkt_ctrl_body { /* hello, feedback, probe */
+    uint32_t dst_epoch;
+    uint32_t lose;
+    uint16_t sack_off, reorder;
+    int32_t rank; /* the sender's rank, checked against its address */
+};
+
+#define EXT_MAX   32u
+#define HDR_SPACE 64u /* header + the largest extension */
+
+static int ext_len(unsigned type, unsigned flags)
+{
+    switch (type) {
+    case PKT_NAP:
+    case PKT_ACK:
+        return 0;
+    case PKT_PUT:
+        return (flags & PKT_IMM) ? 32 : 24;
+    case PKT_GET_REQ:
+        return (int)sizeof(struct pkt_get_req_ext);
+    case PKT_GET_RESP:
+        return (int)sizeof(struct pkt_get_resp_ext);
+    case PKT_CTRL:
+        return (int)sizeof(struct pkt_ctrl_body);
+    default:
+        return -1;
+    }
+}
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+/* A data packet names its connection in 32 bits: the job key and both lives.
+ * A packet of another job, or of an earlier life of either side, fails it. */
+static inline uint32_t conn_tag(uint64_t job, uint32_t src_epoch, uint32_t dst_epoch)
+{
+    return (uint32_t)mix64(job ^ ((uint64_t)src_epoch << 32 | dst_epoch));
+}
+
+/* ---- state ------------------------------------------------------------------- */
+
+#define UDP_ADDR_OFF   64u /* where our part of the board slot starts (shm has 0..63) */
+#define UDP_ADDR_MAGIC 0x31706475u
+
+struct udp_addr { /* what a rank publishes */
+    uint32_t magic;
+    uint16_t family, port; /* port of endpoint 0; endpoint i is port + i */
+    uint16_t nports, pad_;
+    uint8_t host_id[16]; /* equal ids: the same host, reachable over shm */
+    uint8_t ip[16];
+};
+
+struct uln_udp {
+    int *fds; /* one bound socket per endpoint index, until its endpoint opens */
+    unsigned nfds;
+    struct udp_addr me;
+    struct udp_addr *addrs; /* by rank */
+    uint64_t rng;
+};
+
+struct tx_slot {
+    struct pkt_hdr h; /* the message's own fields; rel's are filled at each send */
+    uint8_t ext[EXT_MAX];
+    uint8_t ext_len;
+    bool used;
+    bool user; /* data is the user's PUT buffer (op_id names the PUT) */
+    uint64_t op_id;
+    const uint8_t *data; /* our slot memory, or the user's PUT buffer */
+    uint32_t len;
+};
+
+struct rx_slot {
+    struct pkt_hdr h;
+    uint8_t ext[EXT_MAX];
+    int32_t status;  /* PUT: result of placing it */
+    bool held;       /* a pool buffer is kept until delivery */
+    bool rel_held;   /* rel counts a receive buffer for it */
+    uint32_t handle; /* with held */
+    const uint8_t *payload;
+    uint32_t len;
+};
+
+struct uln_udp_peer {
+    int rank, io_id;
+    bool dead, listed;
+    struct uln_rel rel;
+    uint32_t mask;
+    struct tx_slot *tx;
+    uint8_t *tx_mem; /* one stride per slot: messages we may have to send again */
+    struct rx_slot *rx;
+    uint32_t pend_seq, pend_n;       /* in order from rel, not yet handed to the engine */
+    struct uln_ring_prod in_prod[2]; /* we write our own inbox rings for this peer */
+    bool announced[2];
+    uint8_t *nap_dst; /* a NAP of several packets being assembled in the ring */
+    uint32_t nap_total, nap_got;
+    uint64_t refused_op;   /* op_id + 1 of a PUT whose refusal has been handed on */
+    uint64_t refused_seen; /* op_id + 1 of the PUT last refused on arrival */
+    int32_t refused_status;
+};
+
+struct uln_udp_ep {
+    struct uln_udp_io *io;
+    unsigned payload_max, stride;
+    int *rank_of_id, *id_of_rank;
+    int *live; /* ranks with peer state, for timers */
+    int n_live;
+    uint64_t now;
+    unsigned nbatch;
+    struct uln_udp_io_pkt batch[ULN_UDP_IO_BATCH];
+    uint8_t scratch[ULN_UDP_IO_BATCH][HDR_SPACE];
+    struct uln_udp_io_rx rxv[ULN_UDP_IO_BATCH];
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- context: sockets and addresses ---------------------------------------- */
+
+static void hash_file(const char *path, bool link, uint64_t *h)
+{
+    char buf[256];
+    ssize_t n;
+    if (link) {
+        n = readlink(path, buf, sizeof buf);
+    } else {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        n = fd < 0 ? -1 : read(fd, buf, sizeof buf);
+        if (fd >= 0) close(fd);
+    }
+    for (ssize_t i = 0; i < n; i++)
+        *h = mix64(*h ^ (uint8_t)buf[i]) + (uint64_t)i;
+}
+
+/* Two ranks can use shared memory when they run on the same kernel, see the
+ * same processes (pidfds, /proc/PID/fd) and - so that network namespaces can
+ * stand in for hosts in tests - share a network namespace. */
+static void host_id(uint8_t id[16])
+{
+    uint64_t a = 0x756c6e6574ull, b;
+    hash_file("/proc/sys/kernel/random/boot_id", false, &a);
+    b = a;
+    hash_file("/proc/self/ns/net", true, &a);
+    hash_file("/proc/self/ns/pid", true, &b);
+    hash_file("/proc/self/ns/net", true, &b);
+    memcpy(id, &a, 8);
+    memcpy(id + 8, &b, 8);
+}
+
+/* Split "ip:port" or "[ip6]:port" into a numeric address. */
+static int parse_hostport(const char *s, struct sockaddr_storage *ss, socklen_t *len)
+{
+    char host[64];
+    const char *colon = strrchr(s, ':');
+    if (!colon) return -EINVAL;
+    size_t n = (size_t)(colon - s);
+    if (n && s[0] == '[' && s[n - 1] == ']') s++, n -= 2;
+    if (n == 0 || n >= sizeof host) return -EINVAL;
+    memcpy(host, s, n);
+    host[n] = 0;
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+                             .ai_socktype = SOCK_DGRAM};
+    struct addrinfo *ai;
+    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0) return -EINVAL;
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+/* The address we publish: ULN_UDP_ADDR if given; else the local address of
+ * the route towards the bootstrap root (the interface the other hosts reach
+ * us on); else loopback (every rank on this host). */
+static int local_ip(struct sockaddr_storage *ss, socklen_t *len)
+{
+    const char *a = getenv("ULN_UDP_ADDR");
+    if (a && *a) {
+        char buf[80];
+        snprintf(buf, sizeof buf, strchr(a, ':') ? "[%s]:0" : "%s:0", a);
+        if (parse_hostport(buf, ss, len)) {
+            fprintf(stderr, "ulnet: ULN_UDP_ADDR=%s is not an IP address\n", a);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    const char *root = getenv("ULN_ROOT");
+    if (root && *root) {
+        struct sockaddr_storage r;
+        socklen_t rl;
+        if (parse_hostport(root, &r, &rl)) {
+            fprintf(stderr, "ulnet: ULN_ROOT=%s is not ip:port\n", root);
+            return -EINVAL;
+        }
+        /* connect() on a UDP socket sends nothing: it only picks the route. */
+        int fd = socket(r.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        int rc = fd < 0 || connect(fd, (struct sockaddr *)&r, rl) < 0 ? -errno : 0;
+        *len = sizeof *ss;
+        if (!rc && getsockname(fd, (struct sockaddr *)ss, len) < 0) rc = -errno;
+        if (fd >= 0) close(fd);
+        return rc;
+    }
+    struct sockaddr_in *in = (struct sockaddr_in *)ss;
+    memset(ss, 0, sizeof *ss);
+    in->sin_family = AF_INET;
+    in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    *len = sizeof *in;
+    return 0;
+}
+
+static void set_port(struct sockaddr_storage *ss, unsigned port)
+{
+    if (ss->ss_family == AF_INET)
+        ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+}
+
+static void close_fds(struct uln_udp *u)
+{
+    for (unsigned i = 0; i < u->nfds; i++)
+        if (u->fds[i] >= 0) close(u->fds[i]), u->fds[i] = -1;
+}
+
+/* Bind one socket per endpoint index on consecutive ports, so a peer finds
+ * endpoint i at port + i without asking. Ports are taken now, not at
+ * uln_ep_open, so nobody else can take them in between. */
+static int bind_ports(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t len, unsigned fixed)
+{
+    for (int attempt = 0; attempt < 64; attempt++) {
+        unsigned base = fixed;
+        if (!base) {
+            u->rng = mix64(u->rng + 0x9e3779b97f4a7c15ull);
+            base = 20000u + (unsigned)(u->rng % (60000u - 20000u - u->nfds));
+        }
+        int rc = 0;
+        for (unsigned i = 0; i < u->nfds && !rc; i++) {
+            int fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            if (fd < 0) {
+                rc = -errno;
+                break;
+            }
+            set_port(ss, base + i);
+            if (bind(fd, (struct sockaddr *)ss, len) < 0) {
+                rc = -errno;
+                close(fd);
+                break;
+            }
+            u->fds[i] = fd;
+        }
+        if (!rc) return (int)base;
+        close_fds(u);
+        if (rc != -EADDRINUSE || fixed) return rc;
+    }
+    return -EADDRINUSE;
+}
+
+int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
+{
+    const char *root = getenv("ULN_ROOT");
+    bool need = ctx->p.transport == ULN_TP_UDP ||
+                (ctx->p.transport == ULN_TP_AUTO && root && *root && ctx->size > 1);
+    if (!need) return 0;
+    if (slot_len < UDP_ADDR_OFF + sizeof(struct udp_addr)) return -EINVAL;
+    struct uln_udp *u = calloc(1, sizeof *u);
+    if (!u) return -ENOMEM;
+    ctx->udp = u;
+    u->nfds = ctx->p.max_eps;
+    u->fds = malloc(u->nfds * sizeof(int));
+    if (!u->fds) return -ENOMEM;
+    for (unsigned i = 0; i < u->nfds; i++)
+        u->fds[i] = -1;
+    if (getentropy(&u->rng, sizeof u->rng) != 0) u->rng = (uint64_t)getpid() * 0x9e3779b9u;
+
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int rc = local_ip(&ss, &len);
+    if (rc) return rc;
+    int base = bind_ports(u, &ss, len, ctx->p.udp_port);
+    if (base < 0) {
+        fprintf(stderr, "ulnet: udp: cannot bind %u ports: %s\n", u->nfds, strerror(-base));
+        return base;
+    }
+    struct udp_addr *me = &u->me;
+    me->magic = UDP_ADDR_MAGIC;
+    me->family = ss.ss_family;
+    me->port = (uint16_t)base;
+    me->nports = (uint16_t)u->nfds;
+    host_id(me->host_id);
+    if (ss.ss_family == AF_INET)
+        memcpy(me->ip, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+    else
+        memcpy(me->ip, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+    memcpy((uint8_t *)slot_addr + UDP_ADDR_OFF, me, sizeof *me);
+    return 0;
+}
+
+int uln_udp_choose(struct uln_ctx *ctx)
+{
+    struct uln_udp *u = ctx->udp;
+    if (!u) return 0;
+    u->addrs = calloc((size_t)ctx->size, sizeof *u->addrs);
+    ctx->peer_udp = calloc((size_t)ctx->size, 1);
+    if (!u->addrs || !ctx->peer_udp) return -ENOMEM;
+    for (int p = 0; p < ctx->size; p++) {
+        int32_t pid;
+        const uint8_t *slot = uln_boot_peer(ctx, p, &pid);
+        if (!slot || p == ctx->rank) continue; /* ourselves: always shared memory */
+        memcpy(&u->addrs[p], slot + UDP_ADDR_OFF, sizeof u->addrs[p]);
+        const struct udp_addr *a = &u->addrs[p];
+        if (a->magic != UDP_ADDR_MAGIC || a->nports < ctx->p.max_eps) continue;
+        bool same_host = memcmp(a->host_id, u->me.host_id, 16) == 0;
+        ctx->peer_udp[p] = ctx->p.transport == ULN_TP_UDP || !same_host;
+    }
+    return 0;
+}
+
+void uln_udp_close(struct uln_ctx *ctx)
+{
+    struct uln_udp *u = ctx->udp;
+    if (!u) return;
+    if (u->fds) close_fds(u);
+    free(u->fds);
+    free(u->addrs);
+    free(u);
+    free(ctx->peer_udp);
+    ctx->udp = NULL;
+    ctx->peer_udp = NULL;
+}
+
+/* ---- endpoint ------------------------------------------------------------------- */
+
+static void peer_sockaddr(const struct udp_addr *a, unsigned ep_index, struct sockaddr_storage *ss,
+                          socklen_t *len)
+{
+    memset(ss, 0, sizeof *ss);
+    if (a->family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)ss;
+        in->sin_family = AF_INET;
+        memcpy(&in->sin_addr, a->ip, 4);
+        in->sin_port = htons((uint16_t)(a->port + ep_index));
+        *len = sizeof *in;
+    } else {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+        in6->sin6_family = AF_INET6;
+        memcpy(&in6->sin6_addr, a->ip, 16);
+        in6->sin6_port = htons((uint16_t)(a->port + ep_index));
+        *len = sizeof *in6;
+    }
+}
+
+int uln_udp_ep_open(struct uln_ep *ep)
+{
+    struct uln_ctx *ctx = ep->ctx;
+    struct uln_udp *u = ctx->udp;
+    if (!u || (unsigned)ep->index >= u->nfds || u->fds[ep->index] < 0) return 0;
+    struct uln_udp_ep *ue = calloc(1, sizeof *ue);
+    if (!ue) return -ENOMEM;
+    ep->udp = ue;
+    int n = ctx->size;
+    ue->rank_of_id = malloc((size_t)n * sizeof(int));
+    ue->id_of_rank = malloc((size_t)n * sizeof(int));
+    ue->live = malloc((size_t)n * sizeof(int));
+    if (!ue->rank_of_id || !ue->id_of_rank || !ue->live) return -ENOMEM;
+    struct uln_udp_io_cfg cfg = {.adopt = true,
+                                 .fd = u->fds[ep->index],
+                                 .mtu = ctx->p.udp_mtu,
+                                 .rx_bufs =
+                                     2 * ctx->p.udp_window < 512 ? 512 : 2 * ctx->p.udp_window,
+                                 .max_peers = (unsigned)n};
+    int rc = uln_udp_io_open(&cfg, &ue->io);
+    if (rc) return rc;
+    u->fds[ep->index] = -1; /* the io owns it now */
+    ue->payload_max = uln_udp_io_payload_max(ue->io);
+    ue->stride = (ue->payload_max + 63u) & ~63u;
+    for (int p = 0; p < n; p++) {
+        ue->id_of_rank[p] = -1;
+        ue->rank_of_id[p] = -1;
+        if (!uln_peer_udp(ctx, p)) continue;
+        struct sockaddr_storage ss;
+        socklen_t len;
+        peer_sockaddr(&u->addrs[p], (unsigned)ep->index, &ss, &len);
+        int id = uln_udp_io_add_peer(ue->io, (struct sockaddr *)&ss, len);
+        if (id < 0) return id;
+        ue->id_of_rank[p] = id;
+        ue->rank_of_id[id] = p;
+    }
+    return 0;
+}
+
+static void peer_free(struct uln_udp_ep *ue, struct uln_udp_peer *up)
+{
+    for (uint32_t i = 0; i <= up->mask; i++)
+        if (up->rx[i].held) uln_udp_io_rx_release(ue->io, up->rx[i].handle);
+    uln_rel_fini(&up->rel);
+    free(up->tx);
+    free(up->tx_mem);
+    free(up->rx);
+    free(up);
+}
+
+void uln_udp_ep_close(struct uln_ep *ep)
+{
+    struct uln_udp_ep *ue = ep->udp;
+    if (!ue) return;
+    if (ue->io) uln_udp_flush(ep); /* last ACKs and answers on their way */
+    for (int p = 0; p < ep->ctx->size; p++)
+        if (ep->peers && ep->peers[p].udp) peer_free(ue, ep->peers[p].udp), ep->peers[p].udp = NULL;
+    uln_udp_io_close(ue->io);
+    free(ue->rank_of_id);
+    free(ue->id_of_rank);
+    free(ue->live);
+    free(ue);
+    ep->udp = NULL;
+}
+
+/* The state for one peer, made on first contact in either direction. */
+static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
+{
+    struct uln_ep_peer *pp = &ep->peers[rank];
+    if (ULN_LIKELY(pp->udp != NULL)) return pp->udp;
+    struct uln_ctx *ctx = ep->ctx;
+    struct uln_udp_ep *ue = ep->udp;
+    if (!ue || ue->id_of_rank[rank] < 0) return NULL;
+    struct uln_udp_peer *up = calloc(1, sizeof *up);
+    if (!up) return NULL;
+    struct uln_rel_cfg cfg;
+    uln_rel_cfg_default(&cfg);
+    cfg.window = ctx->p.udp_window;
+    cfg.dead_after = (uint64_t)ctx->p.udp_dead_ms * 1000000u;
+    uint32_t epoch = 0;
+    while (epoch == 0) {
+        ctx->udp->rng = mix64(ctx->udp->rng + 0x9e3779b97f4a7c15ull);
+        epoch = (uint32_t)ctx->udp->rng;
+    }
+    up->rank = rank;
+    up->io_id = ue->id_of_rank[rank];
+    up->mask = cfg.window - 1;
+    up->tx = calloc(cfg.window, sizeof *up->tx);
+    up->rx = calloc(cfg.window, sizeof *up->rx);
+    /* Untouched slot memory costs no RAM: the pages come as slots are used. */
+    up->tx_mem = malloc((size_t)cfg.window * ue->stride);
+    if (!up->tx || !up->rx || !up->tx_mem || uln_rel_init(&up->rel, &cfg, epoch, now_ns()) != 0) {
+        free(up->tx);
+        free(up->rx);
+        free(up->tx_mem);
+        free(up);
+        return NULL;
+    }
+    for (int ch = 0; ch < 2; ch++)
+        uln_ring_prod_init(&up->in_prod[ch], uln_shm_ring_in(ctx, rank, ep->index, ch),
+                           uln_shm_ring_bytes(ch, &ctx->p));
+    pp->udp = up;
+    ue->live[ue->n_live++] = rank;
+    return up;
+}
+
+int uln_udp_attach(struct uln_ep *ep, int peer)
+{
+    struct uln_udp_peer *up = peer_get(ep, peer);
+    if (!up) return ep->udp ? -ENOMEM : -EHOSTUNREACH;
+    return up->dead ? -ECONNRESET : 0;
+}
+
+bool uln_udp_peer_dead(struct uln_ep *ep, int peer)
+{
+    struct uln_udp_peer *up = ep->peers[peer].udp;
+    return up && up->dead;
+}
+
+uint32_t uln_udp_frag_max(struct uln_ep *ep, int peer)
+{
+    (void)peer;
+    return ep->udp->payload_max - (uint32_t)sizeof(struct pkt_hdr) -
+           (uint32_t)sizeof(struct pkt_get_resp_ext);
+}
+
+/* ---- sending ------------------------------------------------------------------ */
+
+void uln_udp_flush(struct uln_ep *ep)
+{
+    struct uln_udp_ep *ue = ep->udp;
+    if (!ue || ue->nbatch == 0) return;
+    int n = uln_udp_io_send(ue->io, ue->batch, ue->nbatch);
+    if (n < 0) {
+        /* A malformed packet of ours: a bug, but never a hang. Count and drop
+         * the batch; rel resends what mattered. */
+        ULN_COUNT(&ep->stats, malformed, 1);
+        n = (int)ue->nbatch;
+    }
+    ULN_COUNT(&ep->stats, pkts_sent, (unsigned)n);
+    /* What the socket could not take now waits at the front for next time. */
+    unsigned left = ue->nbatch - (unsigned)n;
+    for (unsigned i = 0; i < left; i++) {
+        ue->batch[i] = ue->batch[n + i];
+        memcpy(ue->scratch[i], ue->scratch[n + i], HDR_SPACE);
+        ue->batch[i].iov[0].iov_base = ue->scratch[i];
+    }
+    ue->nbatch = left;
+}
+
+/* Room in the batch for n more packets, flushing if needed. */
+static bool batch_room(struct uln_ep *ep, unsigned n)
+{
+    struct uln_udp_ep *ue = ep->udp;
+    if (ue->nbatch + n > ULN_UDP_IO_BATCH) uln_udp_flush(ep);
+    return ue->nbatch + n <= ULN_UDP_IO_BATCH;
+}
+
+/* Queue one packet: the header from h/ext, then data. */
+static void queue_pkt(struct uln_ep *ep, int io_id, const struct pkt_hdr *h, const void *ext,
+                      unsigned elen, const void *data, uint32_t len)
+{
+    struct uln_udp_ep *ue = ep->udp;
+    if (!batch_room(ep, 1)) return; /* the socket is full: as if lost, rel resends */
+    unsigned i = ue->nbatch++;
+    memcpy(ue->scratch[i], h, sizeof *h);
+    if (elen) memcpy(ue->scratch[i] + sizeof *h, ext, elen);
+    struct uln_udp_io_pkt *p = &ue->batch[i];
+    p->peer = io_id;
+    p->niov = 1;
+    p->iov[0] = (struct iovec){ue->scratch[i], sizeof *h + elen};
+    if (len) p->iov[p->niov++] = (struct iovec){(void *)(uintptr_t)data, len};
+}
+
+static void send_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct uln_rel_pkt *p)
+{
+    struct pkt_hdr h = {.vt = PKT_VERSION << 4 | PKT_CTRL,
+                        .flags = (uint8_t)(p->flags & (ULN_REL_FB | ULN_REL_LOSE | ULN_REL_PROBE)),
+                        .credit = p->fb.credit,
+                        .seq = p->src_epoch,
+                        .ack = p->fb.ack,
+                        .key = ep->ctx->job_key,
+                        .offset = p->fb.sack};
+    struct pkt_ctrl_body b = {.dst_epoch = p->dst_epoch,
+                              .lose = p->fb.lose,
+                              .sack_off = p->fb.sack_off,
+                              .reorder = p->fb.reorder,
+                              .rank = ep->ctx->rank};
+    queue_pkt(ep, up->io_id, &h, &b, sizeof b, NULL, 0);
+}
+
+/* (Re)send the data packet in slot t with rel's fields from p. */
+static void send_data(struct uln_ep *ep, struct uln_udp_peer *up, struct tx_slot *t,
+                      const struct uln_rel_pkt *p)
+{
+    struct pkt_hdr h = t->h;
+    uint32_t len = t->len;
+    if (t->user && (p->flags & ULN_REL_RETX) && !uln_engine_op_open(ep, t->op_id)) {
+        /* The PUT is over: either the target placed every fragment (so it has
+         * this one and will drop it as a duplicate) or it failed. The user's
+         * buffer is theirs again and may be gone: resend the header only. */
+        len = 0;
+    }
+    h.flags = (uint8_t)((h.flags & (PKT_LAST | PKT_IMM)) |
+                        (p->flags & (ULN_REL_DATA | ULN_REL_FB | ULN_REL_RETX)));
+    h.tag = conn_tag(ep->ctx->job_key, p->src_epoch, p->dst_epoch);
+    h.seq = p->seq;
+    if (p->flags & ULN_REL_FB) {
+        h.ack = p->fb.ack;
+        h.credit = p->fb.credit;
+    }
+    queue_pkt(ep, up->io_id, &h, t->ext, t->ext_len, t->data, len);
+    /* A data header has room for the cumulative ACK and credit only: a LOSE
+     * report (and the SACK bitmap with it) goes in a control packet of its own. */
+    if (p->flags & ULN_REL_LOSE) send_ctrl(ep, up, p);
+}
+
+/* Slots the peer has acknowledged are free again. */
+static void drain_acked(struct uln_udp_peer *up)
+{
+    uint32_t seq;
+    while (uln_rel_tx_next_acked(&up->rel, &seq)) {
+        up->tx[seq & up->mask].used = false;
+        up->tx[seq & up->mask].data = NULL;
+    }
+}
+
+/* Take the next sequence number for slot memory already filled; t gets the
+ * message's own header fields from the caller. */
+static struct tx_slot *assign(struct uln_ep *ep, struct uln_udp_peer *up, struct uln_rel_pkt *p)
+{
+    if (uln_rel_tx_assign(&up->rel, ep->udp->now, p) != 0) return NULL; /* checked before */
+    struct tx_slot *t = &up->tx[p->seq & up->mask];
+    memset(&t->h, 0, sizeof t->h);
+    t->ext_len = 0;
+    t->used = true;
+    t->user = false;
+    t->data = NULL;
+    t->len = 0;
+    return t;
+}
+
+static uint8_t *slot_mem(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq)
+{
+    return up->tx_mem + (size_t)(seq & up->mask) * ep->udp->stride;
+}
+
+/* Can n packets go to this peer now? Otherwise the endpoint is blocked. */
+static bool can_send(struct uln_ep *ep, struct uln_udp_peer *up, unsigned n)
+{
+    drain_acked(up);
+    if (batch_room(ep, n) && uln_rel_tx_ready(&up->rel, ep->udp->now, n)) return true;
+    ep->blocked = true;
+    return false;
+}
+
+void *uln_udp_reserve(struct uln_ep *ep, int peer, uint32_t len)
+{
+    struct uln_udp_peer *up = ep->peers[peer].udp;
+    ep->udp->now = now_ns();
+    if (!up || up->dead || len > ep->udp->stride || !can_send(ep, up, 1)) return NULL;
+    return slot_mem(ep, up, up->rel.snd_nxt); /* the seq uln_rel_tx_assign gives next */
+}
+
+/* Send what the engine wrote into the reserved slot, as a packet. */
+void uln_udp_commit(struct uln_ep *ep, int peer, uint8_t type, uint8_t flags, uint32_t len)
+{
+    (void)flags;
+    struct uln_udp_peer *up = ep->peers[peer].udp;
+    struct uln_rel_pkt p;
+    const uint8_t *m = slot_mem(ep, up, up->rel.snd_nxt);
+    struct tx_slot *t = assign(ep, up, &p);
+    if (!t) return;
+    switch (type) {
+    case ULN_MSG_ACK: {
+        const struct uln_ack *a = (const void *)m;
+        t->h = (struct pkt_hdr){.vt = PKT_VERSION << 4 | PKT_ACK,
+                                .key = a->op_id,
+                                .offset = (uint64_t)(int64_t)a->status};
+        break;
+    }
+    case ULN_MSG_GET_REQ: {
+        const struct uln_get_req *r = (const void *)m;
+        struct pkt_get_req_ext x = {.len = r->len, .op_id = r->op_id};
+        t->h = (struct pkt_hdr){
+            .vt = PKT_VERSION << 4 | PKT_GET_REQ, .key = r->key, .offset = r->offset};
+        memcpy(t->ext, &x, sizeof x);
+        t->ext_len = sizeof x;
+        break;
+    }
+    case ULN_MSG_GET_RESP: {
+        const struct uln_get_resp *g = (const void *)m;
+        struct pkt_get_resp_ext x = {.status = g->status};
+        t->h = (struct pkt_hdr){
+            .vt = PKT_VERSION << 4 | PKT_GET_RESP, .key = g->op_id, .offset = g->op_offset};
+        memcpy(t->ext, &x, sizeof x);
+        t->ext_len = sizeof x;
+        t->data = m + sizeof *g; /* the data stays in the slot for resends */
+        t->len = len - (uint32_t)sizeof *g;
+        break;
+    }
+    default:
+        /* PUT_NOTIFY and PUT_FRAG never take this path over UDP. */
+        ULN_COUNT(&ep->stats, malformed, 1);
+        break;
+    }
+    send_data(ep, up, t, &p);
+}
+
+bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
+{
+    struct uln_udp_peer *up = ep->peers[peer].udp;
+    struct uln_udp_ep *ue = ep->udp;
+    ue->now = now_ns();
+    uint32_t cap = ue->payload_max - (uint32_t)sizeof(struct pkt_hdr);
+    uint32_t n = len ? (len + cap - 1) / cap : 1;
+    /* All packets of a NAP go together, on consecutive seqs: the receiver
+     * assembles them in its ring in order, with nothing in between. */
+    if (!up || up->dead || !can_send(ep, up, n)) return false;
+    for (uint32_t i = 0, off = 0; i < n; i++) {
+        uint32_t k = len - off < cap ? len - off : cap;
+        uint8_t *mem = slot_mem(ep, up, up->rel.snd_nxt);
+        struct uln_rel_pkt p;
+        struct tx_slot *t = assign(ep, up, &p);
+        if (!t) return false; /* cannot happen after can_send */
+        if (k) memcpy(mem, (const uint8_t *)buf + off, k);
+        t->h = (struct pkt_hdr){.vt = PKT_VERSION << 4 | PKT_NAP,
+                                .flags = i + 1 == n ? PKT_LAST : 0,
+                                .key = len,
+                                .offset = off};
+        t->data = mem;
+        t->len = k;
+        send_data(ep, up, t, &p);
+        off += k;
+    }
+    uln_udp_flush(ep);
+    return true;
+}
+
+bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
+{
+    struct uln_udp_peer *up = ep->peers[s->peer].udp;
+    struct uln_udp_ep *ue = ep->udp;
+    ue->now = now_ns();
+    uint32_t cap = ue->payload_max - (uint32_t)sizeof(struct pkt_hdr) - EXT_MAX;
+    bool sent_last = false;
+    do {
+        if (!up || up->dead || !can_send(ep, up, 1)) break;
+        uint64_t n = s->len - s->issued;
+        if (n > cap) n = cap;
+        if (n > *budget && *budget > 0) n = *budget;
+        bool last = s->issued + n == s->len;
+        struct uln_rel_pkt p;
+        struct tx_slot *t = assign(ep, up, &p);
+        if (!t) break;
+        uint8_t fl = last ? PKT_LAST : 0;
+        if (last && (s->flags & ULN_REMOTE_CQ)) fl |= PKT_IMM;
+        t->h = (struct pkt_hdr){.vt = PKT_VERSION << 4 | PKT_PUT,
+                                .flags = fl,
+                                .key = s->rkey,
+                                .offset = s->roff + s->issued};
+        struct pkt_put_ext x = {
+            .op_id = s->op_id, .op_offset = s->roff, .op_len = s->len, .imm = s->imm};
+        t->ext_len = (uint8_t)ext_len(PKT_PUT, fl);
+        memcpy(t->ext, &x, t->ext_len);
+        /* Zero copy: the packet gathers straight from the user's buffer, which
+         * stays theirs-but-untouchable until the PUT completes (at the ACK). */
+        t->data = (const uint8_t *)s->src + s->issued;
+        t->len = (uint32_t)n;
+        t->user = true;
+        t->op_id = s->op_id;
+        send_data(ep, up, t, &p);
+        s->issued += n;
+        *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
+        sent_last = last;
+    } while (!sent_last && *budget > 0);
+    uln_udp_flush(ep);
+    return sent_last;
+}
+
+/* ---- receiving ---------------------------------------------------------------- */
+
+/* Mark the peer in our own active bitmap so the engine polls its ring. */
+static void announce(struct uln_ep *ep, struct uln_udp_peer *up, int ch)
+{
+    if (up->announced[ch]) return;
+    /* Release: pairs with the acquire in the engine's refresh_active (which
+     * runs on this same thread, but the bitmap is shared memory that peers on
+     * this host write too). */
+    atomic_fetch_or_explicit(&ep->act_map[ch][up->rank / 64], 1ull << (up->rank % 64),
+                             memory_order_release);
+    up->announced[ch] = true;
+}
+
+/* Place a PUT fragment where it says; the whole operation is checked, so a
+ * refused PUT writes no byte (as on the ring path). */
+static int place_put(struct uln_ep *ep, const struct pkt_hdr *h, const struct pkt_put_ext *x,
+                     const uint8_t *data, uint32_t n)
+{
+    if (h->offset < x->op_offset || h->offset - x->op_offset > x->op_len ||
+        n > x->op_len - (h->offset - x->op_offset)) {
+        ULN_COUNT(&ep->stats, malformed, 1);
+        return -EPROTO;
+    }
+    uint8_t *where;
+    int rc = uln_key_enter(ep->ctx, ep->index, h->key, x->op_offset, x->op_len,
+                           ULN_ACCESS_REMOTE_WRITE, &where, &ep->stats);
+    if (rc) return rc;
+    if (n) memcpy(where + (h->offset - x->op_offset), data, n);
+    uln_key_leave(ep->ctx, ep->index);
+    return 0;
+}
+
+/* A new data packet (in order or ahead of it): place what can be placed now,
+ * keep what must wait for its turn. Returns true if the pool buffer is kept. */
+static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
+                   const struct uln_udp_io_rx *rx, const struct pkt_hdr *h, unsigned elen)
+{
+    struct rx_slot *s = &up->rx[seq & up->mask];
+    const uint8_t *payload = rx->buf + sizeof *h + elen;
+    uint32_t n = rx->len - (uint32_t)(sizeof *h + elen);
+    s->h = *h;
+    memcpy(s->ext, rx->buf + sizeof *h, elen);
+    s->status = 0;
+    s->held = false;
+    s->rel_held = true;
+    switch (h->vt & 15) {
+    case PKT_PUT: {
+        struct pkt_put_ext x = {0};
+        memcpy(&x, s->ext, elen);
+        /* The rest of a refused PUT is refused without looking (or counting)
+         * again: one refusal per operation, as on the ring path. */
+        if (up->refused_seen == x.op_id + 1) {
+            s->status = up->refused_status;
+            break;
+        }
+        s->status = place_put(ep, h, &x, payload, n);
+        if (s->status) up->refused_seen = x.op_id + 1, up->refused_status = s->status;
+        break;
+    }
+    case PKT_GET_RESP: {
+        struct pkt_get_resp_ext x;
+        memcpy(&x, s->ext, sizeof x);
+        uln_engine_get_data(ep, h->key, h->offset, x.status, payload, x.status ? 0 : n);
+        break;
+    }
+    default: /* NAP, ACK, GET_REQ: their order matters; keep the bytes */
+        s->held = true;
+        s->handle = rx->handle;
+        s->payload = payload;
+        s->len = n;
+        return true;
+    }
+    /* Placed: the pool buffer goes back now, whatever the order. rel's count
+     * of it stays until its turn (deliver_pending): the slot still holds
+     * what that turn needs, and rel must not lend the slot to a later seq. */
+    return false;
+}
+
+static bool put_done(struct uln_udp_peer *up, uint64_t op_id, uint64_t imm, uint64_t off,
+                     uint64_t len, int32_t status, uint32_t flags)
+{
+    struct uln_put_done *d = uln_ring_reserve(&up->in_prod[0], sizeof *d);
+    if (!d) return false;
+    *d = (struct uln_put_done){.op_id = op_id,
+                               .imm = imm,
+                               .op_offset = off,
+                               .op_len = len,
+                               .status = status,
+                               .flags = flags};
+    uln_ring_commit(&up->in_prod[0], ULN_MSG_PUT_DONE, 0, sizeof *d, 0);
+    return true;
+}
+
+/* Give up a NAP half assembled in the ring: the consumer skips a PAD. */
+static void nap_abandon(struct uln_udp_peer *up)
+{
+    if (!up->nap_dst) return;
+    uln_ring_commit(&up->in_prod[0], ULN_MSG_PAD, 0, up->nap_total, 0);
+    up->nap_dst = NULL;
+}
+
+/* Hand one in-order packet to the engine. False: no room in the ring yet. */
+static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_slot *s)
+{
+    const struct pkt_hdr *h = &s->h;
+    switch (h->vt & 15) {
+    case PKT_NAP: {
+        uint64_t total = h->key, off = h->offset;
+        bool last = h->flags & PKT_LAST;
+        if (off == 0) {
+            nap_abandon(up);
+            if (total > ep->ctx->p.nap_max || s->len > total || (last && s->len != total)) {
+                ULN_COUNT(&ep->stats, malformed, 1);
+                return true;
+            }
+            uint8_t *dst = uln_ring_reserve(&up->in_prod[0], (uint32_t)total);
+            if (!dst) return false; /* the application has not released enough */
+            up->nap_dst = dst;
+            up->nap_total = (uint32_t)total;
+            up->nap_got = 0;
+        } else if (!up->nap_dst || off != up->nap_got || total != up->nap_total ||
+                   s->len > total - off) {
+            ULN_COUNT(&ep->stats, malformed, 1);
+            nap_abandon(up);
+            return true;
+        }
+        if (s->len) memcpy(up->nap_dst + off, s->payload, s->len);
+        up->nap_got += s->len;
+        if (!last) return true;
+        if (up->nap_got != up->nap_total) {
+            ULN_COUNT(&ep->stats, malformed, 1);
+            nap_abandon(up);
+            return true;
+        }
+        uln_ring_commit(&up->in_prod[0], ULN_MSG_NAP, 0, up->nap_total, 0);
+        up->nap_dst = NULL;
+        announce(ep, up, 0);
+        return true;
+    }
+    case PKT_ACK: {
+        if (up->nap_dst) nap_abandon(up);
+        struct uln_ack *a = uln_ring_reserve(&up->in_prod[0], sizeof *a);
+        if (!a) return false;
+        *a = (struct uln_ack){.op_id = h->key, .status = (int32_t)(int64_t)h->offset};
+        uln_ring_commit(&up->in_prod[0], ULN_MSG_ACK, 0, sizeof *a, 0);
+        announce(ep, up, 0);
+        return true;
+    }
+    case PKT_GET_REQ: {
+        struct pkt_get_req_ext x;
+        memcpy(&x, s->ext, sizeof x);
+        struct uln_get_req *r = uln_ring_reserve(&up->in_prod[1], sizeof *r);
+        if (!r) return false;
+        *r = (struct uln_get_req){
+            .key = h->key, .offset = h->offset, .len = x.len, .op_id = x.op_id};
+        uln_ring_commit(&up->in_prod[1], ULN_MSG_GET_REQ, 0, sizeof *r, 0);
+        announce(ep, up, 1);
+        return true;
+    }
+    case PKT_PUT: {
+        struct pkt_put_ext x = {0};
+        memcpy(&x, s->ext, ext_len(PKT_PUT, h->flags));
+        bool last = h->flags & PKT_LAST;
+        if (s->status) {
+            /* Refused: say so once per operation (as the ring path does). */
+            if (up->refused_op == x.op_id + 1) return true;
+            if (!put_done(up, x.op_id, 0, x.op_offset, x.op_len, s->status, 0)) return false;
+            up->refused_op = x.op_id + 1;
+        } else if (last) {
+            /* Every earlier fragment has come up in order, so all are placed. */
+            uint32_t fl = (h->flags & PKT_IMM) ? ULN_FRAG_IMM : 0;
+            if (!put_done(up, x.op_id, x.imm, x.op_offset, x.op_len, 0, fl)) return false;
+        } else {
+            return true;
+        }
+        announce(ep, up, 0);
+        return true;
+    }
+    default: /* GET_RESP: placed on arrival */
+        return true;
+    }
+}
+
+static void deliver_pending(struct uln_ep *ep, struct uln_udp_peer *up)
+{
+    while (up->pend_n) {
+        struct rx_slot *s = &up->rx[up->pend_seq & up->mask];
+        if (!deliver_one(ep, up, s)) break;
+        if (s->held) uln_udp_io_rx_release(ep->udp->io, s->handle);
+        if (s->rel_held) uln_rel_rx_release(&up->rel, 1, ep->udp->now);
+        s->held = s->rel_held = false;
+        up->pend_seq++;
+        up->pend_n--;
+    }
+}
+
+/* Drop every held packet and half-assembled NAP (a reset or a death). */
+static void drop_held(struct uln_ep *ep, struct uln_udp_peer *up)
+{
+    for (uint32_t i = 0; i <= up->mask; i++) {
+        struct rx_slot *s = &up->rx[i];
+        if (s->held) uln_udp_io_rx_release(ep->udp->io, s->handle);
+        if (s->rel_held) uln_rel_rx_release(&up->rel, 1, ep->udp->now);
+        s->held = s->rel_held = false;
+    }
+    up->pend_n = 0;
+    nap_abandon(up);
+    up->refused_op = up->refused_seen = 0;
+}
+
+/* The peer started a new life (or died): what was in flight between the old
+ * lives is void. Operations on it fail; sends are forgotten. */
+static void void_peer(struct uln_ep *ep, struct uln_udp_peer *up, int status)
+{
+    uln_engine_fail_peer(ep, up->rank, status);
+    drain_acked(up);
+    for (uint32_t i = 0; i <= up->mask; i++)
+        up->tx[i].used = false, up->tx[i].data = NULL;
+    drop_held(ep, up);
+}
+
+static void go_dead(struct uln_ep *ep, struct uln_udp_peer *up)
+{
+    up->dead = true;
+    ep->peers[up->rank].out_ready = false; /* posts now fail at issue time */
+    ULN_COUNT(&ep->stats, peers_dead, 1);
+    void_peer(ep, up, -ECONNRESET);
+}
+
+static void after_verdict(struct uln_ep *ep, struct uln_udp_peer *up, int v)
+{
+    switch (v) {
+    case ULN_REL_RX_DUP:
+        ULN_COUNT(&ep->stats, duplicates, 1);
+        break;
+    case ULN_REL_RX_STALE:
+        ULN_COUNT(&ep->stats, stale, 1);
+        break;
+    case ULN_REL_RX_INVALID:
+        ULN_COUNT(&ep->stats, malformed, 1);
+        break;
+    case ULN_REL_RX_RESET:
+        void_peer(ep, up, -ECONNRESET);
+        break;
+    default:
+        break;
+    }
+}
+
+static void rx_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct pkt_hdr *h,
+                    const struct pkt_ctrl_body *b)
+{
+    if (h->key != ep->ctx->job_key) {
+        ULN_COUNT(&ep->stats, refused_job, 1);
+        return;
+    }
+    if (b->rank != up->rank || (h->flags & (ULN_REL_DATA | ULN_REL_RETX))) {
+        ULN_COUNT(&ep->stats, malformed, 1);
+        return;
+    }
+    struct uln_rel_pkt p = {.src_epoch = h->seq,
+                            .dst_epoch = b->dst_epoch,
+                            .flags = (uint16_t)(h->flags & ULN_REL_FLAGS),
+                            .fb = {.ack = h->ack,
+                                   .lose = b->lose,
+                                   .sack = h->offset,
+                                   .sack_off = b->sack_off,
+                                   .credit = h->credit,
+                                   .reorder = b->reorder}};
+    after_verdict(ep, up, uln_rel_rx(&up->rel, &p, ep->udp->now));
+    drain_acked(up);
+}
+
+/* One datagram. Returns true if its buffer is kept for later. */
+static bool rx_one(struct uln_ep *ep, const struct uln_udp_io_rx *rx)
+{
+    struct uln_udp_ep *ue = ep->udp;
+    ULN_COUNT(&ep->stats, pkts_received, 1);
+    if (rx->peer < 0) {
+        ULN_COUNT(&ep->stats, refused_job, 1); /* not a rank of this job */
+        return false;
+    }
+    struct pkt_hdr h;
+    if (rx->len < sizeof h) {
+        ULN_COUNT(&ep->stats, malformed, 1);
+        return false;
+    }
+    memcpy(&h, rx->buf, sizeof h);
+    unsigned type = h.vt & 15;
+    int elen = ext_len(type, h.flags);
+    if ((h.vt >> 4) != PKT_VERSION || elen < 0 || rx->len < sizeof h + (unsigned)elen) {
+        ULN_COUNT(&ep->stats, malformed, 1);
+        return false;
+    }
+    struct uln_udp_peer *up = peer_get(ep, ue->rank_of_id[rx->peer]);
+    if (!up) return false;
+    if (up->dead) {
+        ULN_COUNT(&ep->stats, stale, 1);
+        return false;
+    }
+    if (type == PKT_CTRL) {
+        struct pkt_ctrl_body b;
+        memcpy(&b, rx->buf + sizeof h, sizeof b);
+        rx_ctrl(ep, up, &h, &b);
+        return false;
+    }
+    if (!(h.flags & ULN_REL_DATA) || (h.flags & (ULN_REL_LOSE | ULN_REL_PROBE))) {
+        ULN_COUNT(&ep->stats, malformed, 1);
+        return false;
+    }
+    struct uln_rel *r = &up->rel;
+    if (uln_rel_state(r) != ULN_REL_OPEN ||
+        h.tag != conn_tag(ep->ctx->job_key, r->peer_epoch, r->local_epoch)) {
+        /* Another job, or a life of either side that is over. */
+        ULN_COUNT(&ep->stats, stale, 1);
+        return false;
+    }
+    struct uln_rel_pkt p = {.src_epoch = r->peer_epoch,
+                            .dst_epoch = r->local_epoch,
+                            .seq = h.seq,
+                            .flags =
+                                (uint16_t)(h.flags & (ULN_REL_DATA | ULN_REL_FB | ULN_REL_RETX))};
+    if (h.flags & ULN_REL_FB) p.fb = (struct uln_rel_fb){.ack = h.ack, .credit = h.credit};
+    int v = uln_rel_rx(r, &p, ue->now);
+    drain_acked(up);
+    bool kept = false;
+    if (v == ULN_REL_RX_DELIVER || v == ULN_REL_RX_HOLD) {
+        kept = arrive(ep, up, h.seq, rx, &h, (unsigned)elen);
+        if (v == ULN_REL_RX_DELIVER) {
+            if (up->pend_n == 0) up->pend_seq = h.seq;
+            up->pend_n++;
+            uint32_t seq;
+            while (uln_rel_rx_next(r, &seq))
+                up->pend_n++; /* consecutive: the held ones right after it */
+            deliver_pending(ep, up);
+        }
+    } else {
+        after_verdict(ep, up, v);
+    }
+    return kept;
+}
+
+void uln_udp_progress_rx(struct uln_ep *ep)
+{
+    struct uln_udp_ep *ue = ep->udp;
+    ue->now = now_ns();
+    /* Deliveries that waited for ring room (the application released NAPs). */
+    for (int i = 0; i < ue->n_live; i++) {
+        struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+        if (up->pend_n) deliver_pending(ep, up);
+    }
+    for (int round = 0; round < 4; round++) {
+        int n = uln_udp_io_recv(ue->io, ue->rxv, ULN_UDP_IO_BATCH);
+        if (n <= 0) break;
+        for (int i = 0; i < n; i++)
+            if (!rx_one(ep, &ue->rxv[i])) uln_udp_io_rx_release(ue->io, ue->rxv[i].handle);
+        if (n < (int)ULN_UDP_IO_BATCH) break;
+    }
+}
+
+/* ---- timers, resends, feedback ---------------------------------------------------- */
+
+void uln_udp_progress_tx(struct uln_ep *ep)
+{
+    struct uln_udp_ep *ue = ep->udp;
+    ue->now = now_ns();
+    for (int i = 0; i < ue->n_live; i++) {
+        struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+        if (up->dead) continue;
+        drain_acked(up);
+        if (uln_rel_tick(&up->rel, ue->now) == ULN_REL_DEAD) {
+            go_dead(ep, up);
+            continue;
+        }
+        struct uln_rel_pkt p;
+        while (uln_rel_tx_next_resend(&up->rel, ue->now, &p)) {
+            struct tx_slot *t = &up->tx[p.seq & up->mask];
+            if (!t->used) continue;
+            send_data(ep, up, t, &p);
+            ULN_COUNT(&ep->stats, retransmits, 1);
+        }
+        if (uln_rel_ctrl(&up->rel, ue->now, &p)) send_ctrl(ep, up, &p);
+    }
+    uln_udp_flush(ep);
+}
+
+bool uln_udp_busy(const struct uln_ep *ep)
+{
+    const struct uln_udp_ep *ue = ep->udp;
+    for (int i = 0; ue && i < ue->n_live; i++) {
+        const struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+        if (!up->dead && (uln_rel_tx_in_flight(&up->rel) || up->pend_n)) return true;
+    }
+    return ue && ue->nbatch;
+}
+
+/* What uln_cq_wait sleeps on for this endpoint: its socket, and at most until
+ * the earliest timer of its peers. */
+int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
+{
+    struct uln_udp_ep *ue = ep->udp;
+    if (!ue) return 0;
+    *fd = uln_udp_io_fd(ue->io);
+    uint64_t now = now_ns(), next = UINT64_MAX;
+    for (int i = 0; i < ue->n_live; i++) {
+        const struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+        if (up->dead) continue;
+        uint64_t d = uln_rel_next_deadline(&up->rel);
+        if (d < next) next = d;
+        if (up->pend_n) next = now + 1000000; /* waiting for ring room: look again soon */
+    }
+    if (next != UINT64_MAX) {
+        uint64_t ms = next <= now ? 0 : (next - now + 999999) / 1000000;
+        if (ms < (uint64_t)*timeout_ms) *timeout_ms = (int)ms;
+    }
+    return 1;
+}
