@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """bench/peers.py on real outputs of the peers, saved in samples/ on a
-Debian 12 machine (ucx-utils 1.13, libfabric-bin 1.17): the numbers
-bench/compare puts beside ulnet's must be the ones the peer printed, in the
-units ulnperf uses."""
+Debian 12 machine (ucx-utils 1.13, libfabric-bin 1.17, sockperf 3.7, iperf3
+3.12): the numbers bench/compare and bench/netpeers put beside ulnet's must be
+the ones the peer printed, in the units ulnperf uses. The *_netns samples,
+sockperf_* and iperf3_* were saved by `bench/netpeers --save DIR` across two
+network-namespace hosts."""
 import os
 import sys
 import unittest
@@ -88,6 +90,140 @@ class FiPingpong(unittest.TestCase):
 
     def test_providers(self):
         self.assertEqual(peers.fi_providers(sample("fi_info_shm.txt")), ["shm"])
+
+
+class FiNetwork(unittest.TestCase):
+    def test_latency_across_hosts(self):
+        r = peers.fi_pingpong_result(sample("fi_pingpong_udp_netns_8.txt"), 8)
+        # 8  20k  =20k  312k  1.47s  0.22  36.69  0.03
+        self.assertEqual(r["size"], 8)
+        self.assertTrue(r["acked_all"])
+        self.assertAlmostEqual(r["lat_us"], 36.69)
+
+    def test_size_printed_cut_to_one_decimal(self):
+        # -S 1196 prints "1.1k" (1126 B): the one row of a one-size run is it.
+        text = sample("fi_pingpong_tcp_netns_1196.txt")
+        self.assertEqual(peers.parse_fi_pingpong(text)[0]["size"], 1126)
+        r = peers.fi_pingpong_result(text, 1196)
+        self.assertAlmostEqual(r["lat_us"], 51.19)
+        # Among several rows only an exact size is taken.
+        self.assertIsNone(peers.fi_pingpong_result(sample("fi_pingpong_shm.txt"), 1196))
+        self.assertEqual(peers.fi_pingpong_result(sample("fi_pingpong_shm.txt"), 4096)["lat_us"], 22.18)
+        self.assertIsNone(peers.fi_pingpong_result(sample("fi_pingpong_badprov.txt"), 8))
+
+    def test_bandwidth_is_both_directions(self):
+        r = peers.fi_pingpong_result(sample("fi_pingpong_rxd_netns_1m.txt"), 1 << 20)
+        # 1m  200  =200  400m  6.27s  66.89  15676.16: 2 x 200 x 1 MiB in 6.27 s
+        self.assertAlmostEqual(r["MBps"], 66.89)
+        self.assertAlmostEqual(r["MBps"], 2 * 200 * (1 << 20) / 6.27 / 1e6, delta=0.2)
+        self.assertAlmostEqual(r["lat_us"], 15676.16)
+
+    def test_providers_in_a_namespace(self):
+        p = peers.fi_providers(sample("fi_info_netns.txt"))
+        for name in ("udp", "tcp", "udp;ofi_rxd", "tcp;ofi_rxm", "shm"):
+            self.assertIn(name, p)
+
+    def test_max_msg_size(self):
+        m = peers.fi_max_msg_size(sample("fi_info_udp_v.txt"))
+        self.assertEqual(m[("udp", "dgram")], 1472)
+        self.assertEqual(m[("udp;ofi_rxd", "rdm")], 2 ** 64 - 1)
+        self.assertEqual(peers.fi_max_msg_size(""), {})
+
+
+class Sockperf(unittest.TestCase):
+    def test_udp_spinning(self):
+        r = peers.parse_sockperf(sample("sockperf_udp_spin_14.txt"))
+        # avg-latency=9.877 (std-dev=15.284); percentile 50.000 = 9.081: RTT/2 already
+        self.assertFalse(r["round_trip"])
+        self.assertAlmostEqual(r["lat_us"], 9.081)
+        self.assertAlmostEqual(r["lat_avg_us"], 9.877)
+        self.assertAlmostEqual(r["std_us"], 15.284)
+        self.assertAlmostEqual(r["lat_p99_us"], 35.065)
+        self.assertAlmostEqual(r["min_us"], 5.900)
+        self.assertAlmostEqual(r["max_us"], 1613.593)
+        self.assertAlmostEqual(r["percentiles"][99.999], 1557.694)
+        self.assertEqual(r["observations"], 128784)
+        self.assertEqual((r["sent"], r["received"], r["dropped"]), (128784, 128784, 0))
+        self.assertAlmostEqual(r["runtime_s"], 2.55)
+
+    def test_other_saved_runs(self):
+        for name, p50, avg in (("sockperf_udp_block_1196.txt", 204.926, 228.248),
+                               ("sockperf_tcp_spin_14.txt", 11.962, 28.405)):
+            r = peers.parse_sockperf(sample(name))
+            self.assertIsNotNone(r, name)
+            self.assertAlmostEqual(r["lat_us"], p50, msg=name)
+            self.assertAlmostEqual(r["lat_avg_us"], avg, msg=name)
+
+    def test_full_rtt_is_halved(self):
+        text = sample("sockperf_udp_block_1196_fullrtt.txt")
+        r = peers.parse_sockperf(text)
+        self.assertTrue(r["round_trip"])
+        line = [l for l in text.splitlines() if "percentile 50.000" in l][0]
+        rtt = float(line.split("=")[-1])
+        self.assertEqual(r["p50_us"], rtt)
+        self.assertAlmostEqual(r["lat_us"], rtt / 2)
+        self.assertAlmostEqual(r["lat_avg_us"], r["avg_us"] / 2)
+
+    def test_failed_runs(self):
+        self.assertIsNone(peers.parse_sockperf(sample("sockperf_no_server.txt")))
+        self.assertIn("No messages were received", peers.sockperf_error(sample("sockperf_no_server.txt")))
+        self.assertIsNone(peers.parse_sockperf(sample("sockperf_bad_size.txt")))
+        self.assertIn("Invalid message size: 8 (min: 14)", peers.sockperf_error(sample("sockperf_bad_size.txt")))
+        self.assertIsNone(peers.parse_sockperf(""))
+        self.assertIsNone(peers.sockperf_error(sample("sockperf_udp_spin_14.txt")))
+
+
+class Iperf3(unittest.TestCase):
+    def test_tcp(self):
+        r = peers.parse_iperf3_json(sample("iperf3_tcp.json"))
+        # receiver: 3639869440 bytes in 5.002678 s
+        self.assertEqual(r["protocol"], "TCP")
+        self.assertEqual(r["blksize"], 131072)
+        self.assertAlmostEqual(r["bw_GBps"], 3639869440 / 5.002678 / 1e9)
+        self.assertEqual(r["retransmits"], 6697)
+        self.assertNotIn("lost_percent", r)
+
+    def test_tcp_1m_writes(self):
+        r = peers.parse_iperf3_json(sample("iperf3_tcp_l1M.json"))
+        self.assertEqual(r["blksize"], 1 << 20)
+        self.assertAlmostEqual(r["bw_GBps"], 5494538240 / 5.006974 / 1e9)
+        # iperf3's own bits per second, over 8e9: the same figure
+        self.assertAlmostEqual(r["bw_GBps"], 8779016212.18724 / 8e9, places=6)
+
+    def test_udp_counts_what_arrived(self):
+        r = peers.parse_iperf3_json(sample("iperf3_udp.json"))
+        self.assertEqual(r["protocol"], "UDP")
+        self.assertEqual(r["blksize"], 1196)
+        self.assertAlmostEqual(r["bw_GBps"], 350390924 / 5.001937 / 1e9)
+        self.assertAlmostEqual(r["sent_GBps"], 401604840 / 5.001119 / 1e9)
+        self.assertEqual((r["lost_packets"], r["packets"]), (42821, 335790))
+        self.assertAlmostEqual(r["lost_percent"], 12.752315435242265)
+
+    def test_refused(self):
+        self.assertIsNone(peers.parse_iperf3_json(sample("iperf3_refused.json")))
+        self.assertEqual(peers.iperf3_error(sample("iperf3_refused.json")),
+                         "unable to connect to server: Connection refused")
+        self.assertIsNone(peers.parse_iperf3_json("not json"))
+        self.assertIsNone(peers.iperf3_error(sample("iperf3_tcp.json")))
+        self.assertEqual(peers.iperf3_error("iperf3: error - unable to connect to server: Connection refused\n"),
+                         "unable to connect to server: Connection refused")
+
+
+class UlnetOverUdp(unittest.TestCase):
+    def test_why_it_did_not_run(self):
+        self.assertEqual(peers.ulnet_failure(sample("ulnperf_udp_unavailable.txt")),
+                         "ulnet: ULN_SIZE=2 but no ULN_BOOT_FD; start ranks with ulnrun")
+        self.assertEqual(peers.ulnet_failure("ulnperf: rank 1: uln_open: invalid argument\n"),
+                         "ulnperf: uln_open: invalid argument")
+        self.assertEqual(peers.ulnet_failure("# pinned: rank 0 -> cpu 0\nsomething else\n"), "something else")
+        self.assertIsNone(peers.ulnet_failure(""))
+
+    def test_csv_rows_without_platform(self):
+        rows = peers.ulnperf_csv_rows(sample("ulnperf_shm_lat.csv"))
+        self.assertEqual([r[:4] for r in rows], [("shm", "nap", "lat", 8), ("shm", "nap", "lat_p99", 8),
+                                                 ("shm", "nap", "lat", 1196), ("shm", "nap", "lat_p99", 1196)])
+        self.assertEqual(rows[0][4:], (0.110205, "us"))
+        self.assertRaises(ValueError, peers.ulnperf_csv_rows, "")
 
 
 class UlnperfCsv(unittest.TestCase):
