@@ -133,8 +133,13 @@ int uln_size(const struct uln_ctx *ctx);
 uint64_t uln_job_key(const struct uln_ctx *ctx);
 
 /* Block until every rank of the job has called uln_barrier the same number of
- * times. Does not drive endpoint progress. timeout_ms < 0: no timeout.
- * Returns -ETIMEDOUT on timeout. */
+ * times. While it waits it drives progress on every endpoint of the context
+ * (as a blocking MPI call does): over UDP a peer may need this rank to resend
+ * a lost packet or answer a GET before it can reach the barrier. So no other
+ * thread may be inside ulnet on this context meanwhile, unless ULN_PROGRESS=
+ * thread is on (then the progress thread does it). timeout_ms < 0: no
+ * timeout. Returns 0, -ETIMEDOUT, or -ECONNRESET when a rank is gone (ranks
+ * started with ULN_ROOT). */
 int uln_barrier(struct uln_ctx *ctx, int timeout_ms);
 
 /* Limits and mechanisms in force. */

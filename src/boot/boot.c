@@ -208,7 +208,20 @@ ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
         return 0;
     }
     while (atomic_load_explicit(&b->bar_gen, memory_order_acquire) == gen) {
-        int rc = wait_change(&b->bar_gen, gen, dl);
+        /* Wait in 1 ms slices and keep the endpoints moving in between: over
+         * UDP a peer may need this rank to resend or answer before it can
+         * arrive here (uln_progress_idle). */
+        struct timespec slice;
+        clock_gettime(CLOCK_MONOTONIC, &slice);
+        slice.tv_nsec += 1000000;
+        if (slice.tv_nsec >= 1000000000) slice.tv_sec++, slice.tv_nsec -= 1000000000;
+        bool last = dl && (slice.tv_sec > dl->tv_sec ||
+                           (slice.tv_sec == dl->tv_sec && slice.tv_nsec >= dl->tv_nsec));
+        int rc = wait_change(&b->bar_gen, gen, last ? dl : &slice);
+        if (rc == -ETIMEDOUT && !last) {
+            uln_progress_idle(ctx);
+            continue;
+        }
         if (rc) {
             /* Leave the count as it is: a timed-out barrier has broken the job's
              * collective state; callers treat it as fatal. */

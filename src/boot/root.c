@@ -835,8 +835,15 @@ static int collect(struct uln_ctx *ctx, bool slots, int64_t deadline, int *bad, 
             who[n++] = r;
         }
         if (n == 0) break;
-        int k = poll(pf, (nfds_t)n, ms_left(deadline));
+        /* In a barrier, keep the endpoints moving while we wait (slices of
+         * 1 ms): a peer may need this rank to resend or answer before it can
+         * arrive here. Not while joining: no endpoint exists yet. */
+        int k = poll(pf, (nfds_t)n, slots ? ms_left(deadline) : uln_progress_slice(deadline));
         if (k < 0 && errno == EINTR) continue;
+        if (k == 0 && !slots && now_ms() < deadline) {
+            uln_progress_idle(ctx);
+            continue;
+        }
         if (k <= 0) {
             rc = k == 0 ? -ETIMEDOUT : -errno;
             break;
@@ -959,7 +966,12 @@ int uln_root_barrier(struct uln_ctx *ctx, int timeout_ms)
             if (t == MSG_RELEASE) break;
             if (t > 0 || t == -EPROTO) return -ECONNRESET;
             if (t < 0) return t;
-            if ((rc = wait_fd(c->fd, POLLIN, deadline)) != 0) return rc;
+            /* Keep the endpoints moving meanwhile, as rank 0 does in collect(). */
+            while ((rc = wait_fd(c->fd, POLLIN, now_ms() + uln_progress_slice(deadline))) ==
+                       -ETIMEDOUT &&
+                   now_ms() < deadline)
+                uln_progress_idle(ctx);
+            if (rc) return rc;
         }
         R->bar_done++;
         return 0;

@@ -236,6 +236,12 @@ static inline void uln_api_unlock(struct uln_ctx *ctx)
 /* progress.c */
 int uln_progress_start(struct uln_ctx *ctx);
 void uln_progress_stop(struct uln_ctx *ctx);
+/* While a rank blocks in ulnet outside its CQs (uln_barrier): one pass over
+ * every endpoint, unless the progress thread does that anyway. */
+void uln_progress_idle(struct uln_ctx *ctx);
+/* Milliseconds to wait before the next idle pass, bounded by deadline_ms
+ * (CLOCK_MONOTONIC ms; INT64_MAX: none). */
+int uln_progress_slice(int64_t deadline_ms);
 
 /* cq.c */
 static inline uint32_t uln_cq_room(const struct uln_cq *cq)

@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/internal.h"
 
@@ -73,4 +74,22 @@ void uln_progress_stop(struct uln_ctx *ctx)
     uln_shm_wake_self(ctx);
     pthread_join(ctx->progress_tid, NULL);
     ctx->progress_on = false;
+}
+
+void uln_progress_idle(struct uln_ctx *ctx)
+{
+    if (ctx->progress_on) return; /* the thread is on it */
+    /* The endpoints' own threads are, by the thread rule, not inside ulnet
+     * during a collective call such as uln_barrier (header: uln_barrier). */
+    for (unsigned i = 0; i < ctx->n_eps; i++)
+        if (ctx->eps[i]) uln_engine_progress(ctx->eps[i]);
+}
+
+int uln_progress_slice(int64_t deadline_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    if (deadline_ms <= now) return 0;
+    return deadline_ms - now < 1 ? (int)(deadline_ms - now) : 1;
 }

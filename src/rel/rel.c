@@ -507,6 +507,11 @@ bool uln_rel_tx_next_acked(struct uln_rel *r, uint32_t *seq)
     return true;
 }
 
+void uln_rel_want_fb(struct uln_rel *r)
+{
+    if (r->state == ULN_REL_OPEN) r->fb_now = true;
+}
+
 uint32_t uln_rel_tx_in_flight(const struct uln_rel *r)
 {
     return r->snd_nxt - r->snd_una;

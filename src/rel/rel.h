@@ -246,6 +246,10 @@ bool uln_rel_tx_next_acked(struct uln_rel *r, uint32_t *seq);
  * arms the persist probe, as a refused uln_rel_tx_assign does. */
 bool uln_rel_tx_ready(struct uln_rel *r, uint64_t now, uint32_t n);
 
+/* Ask for feedback to go at the next uln_rel_ctrl, due or not: before the
+ * caller goes quiet (closing), so the peer need not wait for a delayed ACK. */
+void uln_rel_want_fb(struct uln_rel *r);
+
 /* Packets sent and not yet acknowledged cumulatively. */
 uint32_t uln_rel_tx_in_flight(const struct uln_rel *r);
 

@@ -485,13 +485,40 @@ static void peer_free(struct uln_udp_ep *ue, struct uln_udp_peer *up)
     free(up);
 }
 
+/* Closing: what we sent has completed locally but may not have arrived (a NAP
+ * completes when it leaves). Like a TCP close, stay a while to resend until
+ * every peer has acknowledged it, and tell every peer what we received so it
+ * need not wait for us. Bounded: 2 s or ULN_UDP_DEAD_MS, whichever is less. */
+static void linger(struct uln_ep *ep)
+{
+    struct uln_udp_ep *ue = ep->udp;
+    uint64_t ms = ep->ctx->p.udp_dead_ms < 2000 ? ep->ctx->p.udp_dead_ms : 2000;
+    uint64_t until = now_ns() + ms * 1000000u;
+    for (int i = 0; i < ue->n_live; i++)
+        uln_rel_want_fb(&ep->peers[ue->live[i]].udp->rel);
+    for (;;) {
+        uln_udp_progress_rx(ep);
+        uln_udp_progress_tx(ep);
+        bool waiting = ue->nbatch > 0;
+        for (int i = 0; i < ue->n_live; i++) {
+            struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+            waiting |= !up->dead && uln_rel_state(&up->rel) == ULN_REL_OPEN &&
+                       uln_rel_tx_in_flight(&up->rel) > 0;
+        }
+        if (!waiting || now_ns() >= until) break;
+        struct pollfd pf = {.fd = uln_udp_io_fd(ue->io), .events = POLLIN};
+        poll(&pf, 1, 1);
+    }
+}
+
 void uln_udp_ep_close(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = ep->udp;
     if (!ue) return;
-    if (ue->io) uln_udp_flush(ep); /* last ACKs and answers on their way */
+    if (ue->io) linger(ep);
     for (int p = 0; p < ep->ctx->size; p++)
-        if (ep->peers && ep->peers[p].udp) peer_free(ue, ep->peers[p].udp), ep->peers[p].udp = NULL;
+        if (ep->peers && ep->peers[p].udp)
+            peer_free(ue, ep->peers[p].udp), ep->peers[p].udp = NULL;
     uln_udp_io_close(ue->io);
     free(ue->rank_of_id);
     free(ue->id_of_rank);

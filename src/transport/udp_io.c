@@ -164,6 +164,8 @@ struct uln_udp_io {
     socklen_t *rx_salen;
     struct mmsghdr rmsg[ULN_UDP_IO_BATCH];
     struct iovec riov[ULN_UDP_IO_BATCH];
+    uint32_t rbufs[ULN_UDP_IO_BATCH]; /* the buffers rmsg/riov are set up for */
+    unsigned rprep;                   /* how many; 0: set up again */
 
     /* send scratch, reused by every call */
     struct mmsghdr smsg[TX_ENTS];
@@ -1167,23 +1169,32 @@ int uln_udp_io_recv(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned m
         if (max) io->st.rx_pool_empty++;
         return 0;
     }
-    uint32_t bufs[ULN_UDP_IO_BATCH];
-    for (unsigned j = 0; j < k; j++) {
-        uint32_t b = io->free_stack[io->nfree - 1 - j];
-        bufs[j] = b;
-        io->riov[j].iov_base = io->pool + (size_t)b * io->stride;
-        io->riov[j].iov_len = io->payload_max;
-        struct msghdr *h = &io->rmsg[j].msg_hdr;
-        h->msg_name = &io->rx_sa[b];
-        h->msg_namelen = sizeof(union sa_any);
-        h->msg_iov = &io->riov[j];
-        h->msg_iovlen = 1;
-        h->msg_control = NULL;
-        h->msg_controllen = 0;
-        h->msg_flags = 0;
+    uint32_t *bufs = io->rbufs;
+    /* A busy-polling caller mostly finds nothing. An empty call leaves the
+     * headers as they were, and they stay right while the free stack is
+     * unchanged (rprep is cleared whenever it changes), so only a call after
+     * a receive or a release pays for the set-up loop. */
+    if (io->rprep != k) {
+        for (unsigned j = 0; j < k; j++) {
+            uint32_t b = io->free_stack[io->nfree - 1 - j];
+            bufs[j] = b;
+            io->riov[j].iov_base = io->pool + (size_t)b * io->stride;
+            io->riov[j].iov_len = io->payload_max;
+            struct msghdr *h = &io->rmsg[j].msg_hdr;
+            h->msg_name = &io->rx_sa[b];
+            h->msg_namelen = sizeof(union sa_any);
+            h->msg_iov = &io->riov[j];
+            h->msg_iovlen = 1;
+            h->msg_control = NULL;
+            h->msg_controllen = 0;
+            h->msg_flags = 0;
+        }
+        io->rprep = k;
     }
     int r = recvmmsg(io->fd, io->rmsg, k, MSG_DONTWAIT, NULL);
     io->st.rx_calls++;
+    /* Headers written by the kernel, or an odd error: set up again. */
+    if (r > 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) io->rprep = 0;
     if (r <= 0) {
         int e = r < 0 ? errno : EAGAIN;
         if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) {
@@ -1234,6 +1245,7 @@ int uln_udp_io_rx_release(struct uln_udp_io *io, uint32_t handle)
     }
     io->lent[handle] = 0;
     io->free_stack[io->nfree++] = handle;
+    io->rprep = 0; /* the free stack changed */
     return 0;
 }
 

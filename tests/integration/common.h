@@ -256,6 +256,10 @@ static inline void t_open(struct t_job *job, int want_size)
     if (tp && !strcmp(tp, "udp"))
         CHECKF(job->info.udp_peers == job->size - 1, "ULN_TRANSPORT=udp but %d of %d peers on udp",
                job->info.udp_peers, job->size - 1);
+    else if (getenv("ULN_IT_EXPECT_UDP_PEERS"))
+        CHECKF(job->info.udp_peers == t_env_int("ULN_IT_EXPECT_UDP_PEERS", -1),
+               "%d peers on udp, expected %d (the others share this host)", job->info.udp_peers,
+               t_env_int("ULN_IT_EXPECT_UDP_PEERS", -1));
     else if (!getenv("ULN_ROOT"))
         CHECKF(job->info.udp_peers == 0, "one host, no ULN_TRANSPORT, yet %d peers on udp",
                job->info.udp_peers);

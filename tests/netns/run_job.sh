@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# run_job.sh - run one ulnet job across network-namespace "hosts": the way a
+# cluster launcher would, with nothing but environment variables (ULN_RANK,
+# ULN_SIZE, ULN_ROOT, ULN_JOB_KEY), and without ulnrun.
+#
+#   run_job.sh [--hosts H] [--ranks N] [--timeout S] [--expect-status X]
+#              [--rate R] [--drop-pct P --drop-on hostK] [--env VAR=value]...
+#              -- PROGRAM ARGS...
+#
+# Makes H hosts with hosts.sh (default 2), places rank r on host r % H (so
+# with N > H some peers share a host and talk over shared memory, the others
+# over UDP), runs the job, and removes the hosts afterwards, also when the job
+# fails, hangs (--timeout, default 120 s: exit 124) or the script is
+# interrupted. The first rank to fail ends the job; its status is ours.
+# --expect-status X: succeed iff some rank exited with X and none failed
+# otherwise (e.g. 137 for a rank that kills itself).
+# Each rank also gets ULN_IT_EXPECT_UDP_PEERS: how many of its peers are on
+# other hosts, which the integration tests check against uln_query.
+# Exit 77 (ctest's "skipped") when this machine cannot make namespaces.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=()
+while [[ $# -gt 0 ]]; do
+    case $1 in
+    --hosts) hosts=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
+    --timeout) timeout=$2; shift 2 ;;
+    --expect-status) expect=$2; shift 2 ;;
+    --rate) up_args+=(--rate "$2"); shift 2 ;;
+    --drop-pct) up_args+=(--drop-pct "$2"); shift 2 ;;
+    --drop-on) up_args+=(--drop-on "$2"); shift 2 ;;
+    --env) envs+=("$2"); shift 2 ;;
+    --) shift; break ;;
+    *) echo "run_job.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+[[ $# -gt 0 ]] || { echo "run_job.sh: no program" >&2; exit 2; }
+((ranks > 0)) || ranks=$hosts
+"$here/hosts.sh" probe >/dev/null 2>&1 || { echo "run_job.sh: no network namespaces here: skipped"; exit 77; }
+
+set -a
+eval "$("$here/hosts.sh" up "$hosts" "${up_args[@]}")"
+set +a
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    "$here/hosts.sh" down >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+root_var=ULN_HOST_0
+port=$((20000 + RANDOM % 20000))
+key=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
+for ((r = 0; r < ranks; r++)); do
+    h=$((r % hosts))
+    # Ranks of other hosts: all but those placed on host h.
+    same=$(((ranks - 1 - h) / hosts + 1))
+    remote=$((ranks - same))
+    "$here/hosts.sh" exec "h$h" env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="${!root_var}:$port" \
+        ULN_JOB_KEY="$key" ULN_IT_EXPECT_UDP_PEERS=$remote "${envs[@]}" "$@" &
+    pids+=($!)
+done
+
+# Wait for every rank; the first failure (or the deadline) ends the job.
+deadline=$((SECONDS + timeout))
+status=0 seen_expect=0 left=${#pids[@]}
+declare -A done_pid=()
+while ((left > 0)); do
+    for p in "${pids[@]}"; do
+        [[ -n ${done_pid[$p]:-} ]] && continue
+        kill -0 "$p" 2>/dev/null && continue
+        st=0
+        wait "$p" || st=$?
+        done_pid[$p]=1
+        left=$((left - 1))
+        if [[ -n $expect && $st == "$expect" ]]; then
+            seen_expect=1
+        elif ((st != 0 && status == 0)); then
+            status=$st
+            echo "run_job.sh: a rank exited with status $st; ending the job" >&2
+            for q in "${pids[@]}"; do kill -TERM "$q" 2>/dev/null || true; done
+        fi
+    done
+    if ((left > 0 && SECONDS >= deadline)); then
+        echo "run_job.sh: job still running after ${timeout} s; ending it" >&2
+        status=124
+        for q in "${pids[@]}"; do kill -KILL "$q" 2>/dev/null || true; done
+        deadline=$((SECONDS + 3600))
+    fi
+    sleep 0.05
+done
+if [[ -n $expect ]]; then
+    ((status == 0 && seen_expect)) && exit 0
+    echo "run_job.sh: expected a rank to exit with $expect (status $status, seen $seen_expect)" >&2
+    exit $((status ? status : 1))
+fi
+exit $status
