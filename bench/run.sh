@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main benchmark job: build ulnet (Release) into build-bench/ and run the
-# ulnperf suite for every transport the library has (shm today; udp once it
-# exists), then print a summary table of the key figures per primitive.
+# ulnperf suite over shared memory, then over UDP on loopback (ULN_TRANSPORT=udp:
+# ulnet's own reliable protocol through the kernel's UDP stack), then print a
+# summary table of the key figures per primitive and transport. UDP between
+# network-namespace hosts, beside sockperf and iperf3: bench/netpeers.
 #
 #   bench/run.sh                          # the default suite, under 2 minutes
 #   bench/run.sh --full                   # longer points, more sizes and loads
@@ -9,7 +11,8 @@
 #   bench/run.sh --quick --sizes 1-4096   # smoke test, a few seconds
 #   bench/run.sh --mem malloc             # other options go to ulnperf as they are
 #
-# Two ulnperf jobs per transport: 2 ranks for lat, bw, bibw, rate, cache and
+# Two ulnperf jobs per transport (udp: one, lat/bw/rate up to 1 MiB, unless
+# --full): 2 ranks for lat, bw, bibw, rate, cache and
 # fair (each rank pinned to its own CPU), then 4 ranks for load (3 senders into
 # one receiver; on a 2-CPU machine the senders share the second CPU, which the
 # load section of the output says). The load job is separate so that the
@@ -87,9 +90,16 @@ for tr in shm udp; do
         fi
     fi
     echo "run.sh: [$tr] ulnperf on 2 ranks, each pinned to its own CPU (see the '# pinned' line)" >&2
-    "$build/ulnrun" -n 2 --timeout 600 "$build/ulnperf" --transport "$tr" --test "$tests2" \
-        --csv="$out" "${opts[@]}" "${pass[@]}"
+    t=$tests2 sizes=()
+    if [[ $tr == udp ]] && ((!full)); then
+        # UDP on loopback, within the 2-minute budget: latency, bandwidth and
+        # message rate up to 1 MiB; --full runs every scenario.
+        t=lat,bw,rate sizes=(--sizes 1-1M)
+    fi
+    "$build/ulnrun" -n 2 --timeout 600 "$build/ulnperf" --transport "$tr" --test "$t" \
+        "${sizes[@]}" --csv="$out" "${opts[@]}" "${pass[@]}"
     csvs+=("$out")
+    [[ $tr == udp ]] && ((!full)) && continue
     for n in "${load_ranks[@]}"; do
         lout="$build/ulnperf.$tr.load$n.csv"
         echo "run.sh: [$tr] load: ulnperf on $n ranks ($((n - 1)) senders into rank 0)" >&2
