@@ -516,9 +516,11 @@ void uln_udp_ep_close(struct uln_ep *ep)
     struct uln_udp_ep *ue = ep->udp;
     if (!ue) return;
     if (ue->io) linger(ep);
-    for (int p = 0; p < ep->ctx->size; p++)
-        if (ep->peers && ep->peers[p].udp)
-            peer_free(ue, ep->peers[p].udp), ep->peers[p].udp = NULL;
+    for (int p = 0; ep->peers && p < ep->ctx->size; p++) {
+        if (!ep->peers[p].udp) continue;
+        peer_free(ue, ep->peers[p].udp);
+        ep->peers[p].udp = NULL;
+    }
     uln_udp_io_close(ue->io);
     free(ue->rank_of_id);
     free(ue->id_of_rank);
