@@ -18,6 +18,21 @@
  * order, because the transport keeps some (packets ahead of order, NAPs
  * delivered in place) while it hands others straight back.
  *
+ * GSO saves the sender's stack, but without UDP_GRO the receiving socket cuts
+ * the run up again (udp_queue_rcv_skb), and every datagram is queued, read and
+ * freed on its own. With UDP_GRO the run stays one skb, read whole into a
+ * 64 KiB landing buffer with a cmsg giving the segment size, and its datagrams
+ * are lent from there: a refcount per landing buffer and a bit per lent
+ * datagram, the handle naming both. Keeping one datagram holds the whole
+ * buffer, though, and the transport keeps some for as long as a lost packet
+ * takes to come again: a caller that keeps one datagram out of each of
+ * nbig reads would starve the socket. So datagrams that came alone, and all
+ * of them when few landing buffers are free, are copied into the ordinary
+ * pool, whose size is the caller's promise (rx_bufs datagrams kept, still
+ * receiving). A read is sized to fit the caller's max by the run length seen
+ * lately; what does not fit waits in the io, and an empty datagram to itself
+ * keeps the fd readable meanwhile, because callers sleep on the fd.
+ *
  * The fault injector sits in front of sendmmsg. Its decisions come from a
  * splitmix64 stream, three draws per packet whatever the outcome, and are
  * committed only for packets the kernel took: a send cut short by a full
@@ -49,6 +64,9 @@
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
 #ifndef SO_MEMINFO
 #define SO_MEMINFO 55
 #endif
@@ -63,6 +81,11 @@ void uln_udp_io_test_hook_sendmmsg(int (*fn)(int, struct mmsghdr *, unsigned int
     sendmmsg_fn = fn ? fn : sendmmsg;
 }
 #define SENDMMSG sendmmsg_fn
+static unsigned gro_bufs_hook;
+void uln_udp_io_test_hook_gro_bufs(unsigned n)
+{
+    gro_bufs_hook = n;
+}
 #else
 #define SENDMMSG sendmmsg
 #endif
@@ -74,6 +97,18 @@ void uln_udp_io_test_hook_sendmmsg(int (*fn)(int, struct mmsghdr *, unsigned int
  * IP datagram's worth of bytes; stay clear of both. */
 #define GSO_SEGS_MAX  64u
 #define GSO_BYTES_MAX 65000u
+
+/* GRO: a handle with the top bit set names datagram `seg` of landing buffer
+ * `buf` as (buf << SEG_BITS) | seg. The kernel puts at most 64 datagrams in
+ * one GRO skb (UDP_GRO_CNT_MAX) and a GSO skb that reaches the socket whole
+ * has at most UDP_MAX_SEGMENTS (64, 128 in newer kernels); SEG_CAP leaves
+ * room. A read of more, which no kernel makes, is dropped as truncated. */
+#define GRO_HANDLE   0x80000000u
+#define SEG_BITS     8u
+#define SEG_CAP      (1u << SEG_BITS)
+#define GRO_BUFS_MAX 128u
+#define GRO_CTL      128u /* cmsg room per read: UDP_GRO's int, and some slack */
+#define GRO_ITER_MAX 4u   /* reads per recv call at most */
 
 /* Held-back packets of the reorder fault; with P(reorder) <= 0.5 more than a
  * few are rarely held at once. */
@@ -140,11 +175,24 @@ struct pkt_fate {
     uint8_t out;  /* OUT_* */
 };
 
+/* A landing buffer and the read in it. */
+struct gbuf {
+    uint32_t len;    /* bytes the read brought */
+    uint32_t seg;    /* datagram size: the GRO cmsg's, or len for a lone datagram */
+    uint16_t nseg;   /* datagrams in it */
+    uint16_t handed; /* ... handed out (lent, copied or dropped), in order */
+    uint16_t refs;   /* ... lent from here and not released */
+    bool copy;       /* hand its datagrams out as copies where the pool allows */
+    int32_t peer;
+    uint64_t lent[SEG_CAP / 64];
+};
+
 struct uln_udp_io {
     int fd;
     int family;
     unsigned payload_max, stride;
     bool gso;
+    bool gro;
     struct uln_udp_io_info info;
     struct uln_udp_io_stats st;
 
@@ -166,6 +214,27 @@ struct uln_udp_io {
     struct iovec riov[ULN_UDP_IO_BATCH];
     uint32_t rbufs[ULN_UDP_IO_BATCH]; /* the buffers rmsg/riov are set up for */
     unsigned rprep;                   /* how many; 0: set up again */
+
+    /* GRO landing buffers */
+    uint8_t *gpool;
+    struct gbuf *gb;
+    union sa_any *gsa;
+    socklen_t *gsalen;
+    uint32_t *gfree_stack;
+    unsigned nbig, ngfree;
+    unsigned npinned;              /* landing buffers with refs > 0 */
+    unsigned glow;                 /* copy while at most this many are free of lent datagrams */
+    uint32_t gq[ULN_UDP_IO_BATCH]; /* read, not all handed out yet, in arrival order */
+    unsigned gq_n, gq_i;
+    unsigned hint; /* datagrams per read lately: sizes the next read */
+    union {
+        char buf[GRO_CTL];
+        struct cmsghdr align;
+    } rctl[ULN_UDP_IO_BATCH];
+    union sa_any wake_sa; /* its own address (loopback when bound to any) */
+    socklen_t wake_salen;
+    struct peer_key wake_key;
+    bool wake_out; /* an empty datagram to itself is on its way */
 
     /* send scratch, reused by every call */
     struct mmsghdr smsg[TX_ENTS];
@@ -596,7 +665,73 @@ void uln_udp_io_close(struct uln_udp_io *io)
     free(io->rx_sa);
     free(io->rx_salen);
     free(io->hold_mem);
+    free(io->gpool);
+    free(io->gb);
+    free(io->gsa);
+    free(io->gsalen);
+    free(io->gfree_stack);
     free(io);
+}
+
+/* ULN_UDP_GRO: unset or empty, "1": on; "0": off; else -EINVAL. */
+static int gro_env(bool *on)
+{
+    const char *g = getenv("ULN_UDP_GRO");
+    if (!g || !*g || !strcmp(g, "1")) return 0;
+    if (!strcmp(g, "0")) {
+        *on = false;
+        return 0;
+    }
+    fprintf(stderr, "ulnet: ULN_UDP_GRO=%s: 0 (off) or 1 (on)\n", g);
+    return -EINVAL;
+}
+
+/* Where the io sends itself a wake-up: its own address and port (bound
+ * now: the port may have been left to the kernel), or loopback when bound to
+ * any (the kernel then sends from loopback, so the source it reads is the
+ * same address). */
+static int wake_addr(struct uln_udp_io *io)
+{
+    socklen_t l = sizeof(io->wake_sa);
+    if (getsockname(io->fd, &io->wake_sa.sa, &l) < 0) return -errno;
+    if (io->wake_sa.sa.sa_family == AF_INET) {
+        if (io->wake_sa.in.sin_addr.s_addr == htonl(INADDR_ANY))
+            io->wake_sa.in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        io->wake_salen = sizeof(io->wake_sa.in);
+    } else {
+        if (IN6_IS_ADDR_UNSPECIFIED(&io->wake_sa.in6.sin6_addr))
+            io->wake_sa.in6.sin6_addr = in6addr_loopback;
+        io->wake_salen = sizeof(io->wake_sa.in6);
+    }
+    sa_key(&io->wake_sa.sa, io->wake_salen, &io->wake_key);
+    return 0;
+}
+
+/* The landing buffers, their state, and the wake-up address. */
+static int gro_setup(struct uln_udp_io *io, unsigned nbufs)
+{
+    size_t small = (size_t)nbufs * io->stride;
+    size_t left = small < ULN_UDP_IO_RX_MEM ? ULN_UDP_IO_RX_MEM - small : 0;
+    size_t nbig = left / ULN_UDP_IO_GRO_BUF;
+    if (nbig < ULN_UDP_IO_GRO_BUFS_MIN) nbig = ULN_UDP_IO_GRO_BUFS_MIN;
+    if (nbig > GRO_BUFS_MAX) nbig = GRO_BUFS_MAX;
+#ifdef ULN_UDP_IO_TEST_HOOKS
+    if (gro_bufs_hook) nbig = gro_bufs_hook < 2 ? 2 : gro_bufs_hook > 4096 ? 4096 : gro_bufs_hook;
+#endif
+    io->nbig = io->ngfree = (unsigned)nbig;
+    io->glow = io->nbig / 4 ? io->nbig / 4 : 1;
+    io->hint = GSO_SEGS_MAX; /* until reads say otherwise, expect full runs */
+    io->gpool = aligned_alloc(4096, nbig * ULN_UDP_IO_GRO_BUF);
+    io->gb = calloc(nbig, sizeof(struct gbuf));
+    io->gsa = calloc(nbig, sizeof(union sa_any));
+    io->gsalen = calloc(nbig, sizeof(socklen_t));
+    io->gfree_stack = malloc(nbig * sizeof(uint32_t));
+    if (!io->gpool || !io->gb || !io->gsa || !io->gsalen || !io->gfree_stack) return -ENOMEM;
+    for (unsigned i = 0; i < io->nbig; i++)
+        io->gfree_stack[i] = io->nbig - 1 - i;
+    io->info.gro_bufs = io->nbig;
+    io->info.rx_mem += nbig * ULN_UDP_IO_GRO_BUF;
+    return wake_addr(io);
 }
 
 int uln_udp_io_open(const struct uln_udp_io_cfg *cfg_in, struct uln_udp_io **out)
@@ -622,6 +757,8 @@ int uln_udp_io_open(const struct uln_udp_io_cfg *cfg_in, struct uln_udp_io **out
     unsigned nbufs = cfg.rx_bufs ? cfg.rx_bufs : 512;
     unsigned max_peers = cfg.max_peers ? cfg.max_peers : 256;
     if (nbufs > (1u << 20) || max_peers > (1u << 20)) return -EINVAL;
+    bool want_gro = !cfg.no_gro;
+    if (want_gro && gro_env(&want_gro) < 0) return -EINVAL;
 
     struct uln_udp_io *io = calloc(1, sizeof(*io));
     if (!io) return -ENOMEM;
@@ -702,6 +839,11 @@ int uln_udp_io_open(const struct uln_udp_io_cfg *cfg_in, struct uln_udp_io **out
         io->gso = setsockopt(fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof(zero)) == 0;
     }
     io->info.gso = io->gso;
+    /* GRO goes with GSO: off under faults, which test the plain io. An
+     * adopted socket may have it on from before: say which we want. */
+    int gro_on = want_gro && !io->fault;
+    io->gro = setsockopt(fd, SOL_UDP, UDP_GRO, &gro_on, sizeof(gro_on)) == 0 && gro_on;
+    io->info.gro = io->gro;
 
     io->nbufs = io->nfree = nbufs;
     io->max_peers = max_peers;
@@ -711,6 +853,7 @@ int uln_udp_io_open(const struct uln_udp_io_cfg *cfg_in, struct uln_udp_io **out
     io->hmask = hsize - 1;
     size_t pool_bytes = ((size_t)nbufs * io->stride + 4095u) & ~(size_t)4095u;
     io->pool = aligned_alloc(4096, pool_bytes);
+    io->info.rx_mem = pool_bytes;
     io->free_stack = malloc(nbufs * sizeof(uint32_t));
     io->lent = calloc(nbufs, 1);
     io->rx_sa = calloc(nbufs, sizeof(union sa_any));
@@ -722,6 +865,11 @@ int uln_udp_io_open(const struct uln_udp_io_cfg *cfg_in, struct uln_udp_io **out
         !io->htab || (io->fault && f.reorder > 0 && !io->hold_mem)) {
         uln_udp_io_close(io);
         return -ENOMEM;
+    }
+    int rc = io->gro ? gro_setup(io, nbufs) : 0;
+    if (rc < 0) {
+        uln_udp_io_close(io);
+        return rc;
     }
     /* Lowest index on top, so a quiet io keeps using the same few buffers. */
     for (unsigned i = 0; i < nbufs; i++)
@@ -760,6 +908,7 @@ void uln_udp_io_info(const struct uln_udp_io *io, struct uln_udp_io_info *info)
 {
     *info = io->info;
     info->gso = io->gso;
+    info->gro = io->gro;
 }
 
 void uln_udp_io_stats(const struct uln_udp_io *io, struct uln_udp_io_stats *st)
@@ -1149,10 +1298,10 @@ int uln_udp_io_flush(struct uln_udp_io *io)
 /* Receiving                                                                  */
 /* ------------------------------------------------------------------------- */
 
-static int32_t lookup(struct uln_udp_io *io, uint32_t b)
+static int32_t lookup(struct uln_udp_io *io, const struct sockaddr *sa, socklen_t len)
 {
     struct peer_key k;
-    if (!sa_key(&io->rx_sa[b].sa, io->rx_salen[b], &k)) return -1;
+    if (!sa_key(sa, len, &k)) return -1;
     int32_t last = io->last_peer;
     if (last >= 0 && !memcmp(&io->peers[last].key, &k, sizeof(k))) return last;
     int32_t id = find_key(io, &k);
@@ -1160,9 +1309,9 @@ static int32_t lookup(struct uln_udp_io *io, uint32_t b)
     return id;
 }
 
-int uln_udp_io_recv(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned max)
+/* Without GRO: one datagram per read, straight into pool slots. */
+static int recv_plain(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned max)
 {
-    if (io->nheld) uln_udp_io_flush(io);
     unsigned k = max < ULN_UDP_IO_BATCH ? max : ULN_UDP_IO_BATCH;
     if (k > io->nfree) k = io->nfree;
     if (k == 0) {
@@ -1215,7 +1364,7 @@ int uln_udp_io_recv(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned m
             continue;
         }
         io->rx_salen[b] = m->msg_hdr.msg_namelen;
-        int32_t peer = lookup(io, b);
+        int32_t peer = lookup(io, &io->rx_sa[b].sa, io->rx_salen[b]);
         if (peer < 0) io->st.rx_unknown++;
         io->lent[b] = 1;
         out[got].buf = io->pool + (size_t)b * io->stride;
@@ -1229,9 +1378,244 @@ int uln_udp_io_recv(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned m
     return (int)got;
 }
 
+/* ---- with GRO ---- */
+
+static uint8_t *gbuf_mem(const struct uln_udp_io *io, uint32_t b)
+{
+    return io->gpool + (size_t)b * ULN_UDP_IO_GRO_BUF;
+}
+
+static void gbuf_free(struct uln_udp_io *io, uint32_t b)
+{
+    io->gfree_stack[io->ngfree++] = b;
+    io->rprep = 0; /* the free stack changed */
+}
+
+/* The empty datagram that keeps the fd readable while datagrams wait here. A
+ * host without ::1 (IPv6 off on lo) takes the dual-stack socket's IPv4 one. */
+static void gro_wake(struct uln_udp_io *io)
+{
+    if (io->wake_out) return;
+    for (int tries = 0; tries < 2; tries++) {
+        if (sendto(io->fd, "", 0, MSG_DONTWAIT, &io->wake_sa.sa, io->wake_salen) == 0) {
+            io->wake_out = true;
+            io->st.rx_wakes++;
+            return;
+        }
+        if (io->wake_sa.sa.sa_family != AF_INET6 ||
+            !IN6_IS_ADDR_LOOPBACK(&io->wake_sa.in6.sin6_addr))
+            return; /* the next recv that leaves datagrams behind tries again */
+        static const uint8_t v4lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+        memcpy(&io->wake_sa.in6.sin6_addr, v4lo, 16);
+        sa_key(&io->wake_sa.sa, io->wake_salen, &io->wake_key);
+    }
+}
+
+/* Our own wake-up: empty, from our address and port. The scope is not
+ * compared: a link-local address sent to itself comes back through lo. */
+static bool is_wake(const struct uln_udp_io *io, uint32_t b)
+{
+    struct peer_key k;
+    if (!io->wake_out || io->gb[b].len != 0 || !sa_key(&io->gsa[b].sa, io->gsalen[b], &k))
+        return false;
+    return k.port == io->wake_key.port && !memcmp(k.a, io->wake_key.a, 16);
+}
+
+/* The segment size from the read's UDP_GRO cmsg: 0 if there is none (a lone
+ * datagram), -1 if the cmsgs were cut short and it may have been lost. */
+static int gro_seg(const struct msghdr *h)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR((struct msghdr *)h, c))
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
+            c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int seg;
+            memcpy(&seg, CMSG_DATA(c), sizeof(seg));
+            return seg > 0 ? seg : 0;
+        }
+    return (h->msg_flags & MSG_CTRUNC) ? -1 : 0;
+}
+
+/* Hand out up to max waiting datagrams, oldest read first. */
+static unsigned gro_drain(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned max)
+{
+    unsigned got = 0;
+    while (got < max && io->gq_i < io->gq_n) {
+        uint32_t b = io->gq[io->gq_i];
+        struct gbuf *g = &io->gb[b];
+        if (g->handed == 0) {
+            /* Copy a lone datagram (it would hold 64 KiB), and every one while
+             * lending would leave too few landing buffers to read into. */
+            g->copy = g->nseg == 1 || io->nbig - io->npinned <= io->glow;
+        }
+        while (got < max && g->handed < g->nseg) {
+            uint32_t s = g->handed++, off = s * g->seg;
+            uint32_t len = g->len - off < g->seg ? g->len - off : g->seg;
+            if (len > io->payload_max) {
+                io->st.rx_trunc++;
+                continue;
+            }
+            uint8_t *src = gbuf_mem(io, b) + off;
+            struct uln_udp_io_rx *rx = &out[got++];
+            rx->len = len;
+            rx->peer = g->peer;
+            if (g->copy && io->nfree) {
+                uint32_t slot = io->free_stack[--io->nfree];
+                rx->buf = io->pool + (size_t)slot * io->stride;
+                memcpy(rx->buf, src, len);
+                io->rx_sa[slot] = io->gsa[b];
+                io->rx_salen[slot] = io->gsalen[b];
+                io->lent[slot] = 1;
+                rx->handle = slot;
+                io->st.rx_copied++;
+            } else {
+                rx->buf = src;
+                rx->handle = GRO_HANDLE | (b << SEG_BITS) | s;
+                g->lent[s / 64] |= 1ull << (s % 64);
+                if (g->refs++ == 0) io->npinned++;
+            }
+            if (g->peer < 0) io->st.rx_unknown++;
+            io->st.rx_pkts++;
+            io->st.rx_bytes += len;
+        }
+        if (g->handed < g->nseg) break;
+        if (g->refs == 0) gbuf_free(io, b);
+        io->gq_i++;
+    }
+    if (io->gq_i == io->gq_n) io->gq_i = io->gq_n = 0;
+    return got;
+}
+
+/* One recvmmsg of up to k reads into landing buffers, queued for gro_drain.
+ * Returns how many reads came (0: none waiting) or -errno. */
+static int gro_read(struct uln_udp_io *io, unsigned k)
+{
+    uint32_t *bufs = io->rbufs;
+    /* As in recv_plain: set up only after a receive or a change of the stack. */
+    if (io->rprep != k) {
+        for (unsigned j = 0; j < k; j++) {
+            uint32_t b = io->gfree_stack[io->ngfree - 1 - j];
+            bufs[j] = b;
+            io->riov[j].iov_base = gbuf_mem(io, b);
+            io->riov[j].iov_len = ULN_UDP_IO_GRO_BUF;
+            struct msghdr *h = &io->rmsg[j].msg_hdr;
+            h->msg_name = &io->gsa[b];
+            h->msg_namelen = sizeof(union sa_any);
+            h->msg_iov = &io->riov[j];
+            h->msg_iovlen = 1;
+            h->msg_control = io->rctl[j].buf;
+            h->msg_controllen = sizeof(io->rctl[j].buf);
+            h->msg_flags = 0;
+        }
+        io->rprep = k;
+    }
+    int r = recvmmsg(io->fd, io->rmsg, k, MSG_DONTWAIT, NULL);
+    io->st.rx_calls++;
+    if (r > 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) io->rprep = 0;
+    if (r <= 0) {
+        int e = r < 0 ? errno : EAGAIN;
+        if (e == EAGAIN || e == EWOULDBLOCK) {
+            /* Our wake-up is not in there: read, or dropped by a full socket
+             * (which was readable then). Either way the next one may go. */
+            io->wake_out = false;
+        }
+        if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) {
+            io->st.rx_empty++;
+            return 0;
+        }
+        io->st.rx_err++;
+        return -e;
+    }
+    io->ngfree -= (unsigned)r;
+    unsigned most = 1;
+    for (int j = 0; j < r; j++) {
+        uint32_t b = bufs[j];
+        const struct msghdr *h = &io->rmsg[j].msg_hdr;
+        struct gbuf *g = &io->gb[b];
+        uint32_t len = io->rmsg[j].msg_len;
+        int seg = gro_seg(h);
+        uint32_t nseg =
+            seg > 0 && len > (uint32_t)seg ? (len + (uint32_t)seg - 1) / (uint32_t)seg : 1;
+        if ((h->msg_flags & MSG_TRUNC) || seg < 0 || nseg > SEG_CAP) {
+            io->st.rx_trunc++;
+            gbuf_free(io, b);
+            continue;
+        }
+        io->gsalen[b] = h->msg_namelen;
+        *g = (struct gbuf){
+            .len = len, .seg = nseg > 1 ? (uint32_t)seg : len, .nseg = (uint16_t)nseg, .peer = -1};
+        if (is_wake(io, b)) {
+            io->wake_out = false;
+            gbuf_free(io, b);
+            continue;
+        }
+        g->peer = lookup(io, &io->gsa[b].sa, io->gsalen[b]);
+        if (nseg > 1) {
+            io->st.rx_gro_msgs++;
+            io->st.rx_gro_segs += nseg;
+        }
+        if (nseg > most) most = nseg;
+        io->gq[io->gq_n++] = b;
+    }
+    /* Runs seen lately size the next read: a long one at once, a short one
+     * only after reads have shown it. */
+    io->hint = most > io->hint / 2 ? most : io->hint / 2;
+    if (io->hint == 0) io->hint = 1;
+    return r;
+}
+
+/* Datagrams left from the last read go first; then reads sized so that their
+ * datagrams are likely to fit in what is left of out. */
+static int recv_gro(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned max)
+{
+    unsigned got = gro_drain(io, out, max);
+    for (unsigned it = 0; got < max && it < GRO_ITER_MAX; it++) {
+        unsigned room = max - got;
+        if (got && room < io->hint) break; /* would leave datagrams behind */
+        unsigned k = room / io->hint;
+        if (k == 0) k = 1;
+        if (k > ULN_UDP_IO_BATCH) k = ULN_UDP_IO_BATCH;
+        if (k > io->ngfree) k = io->ngfree;
+        if (k == 0) {
+            if (!got) io->st.rx_pool_empty++;
+            break;
+        }
+        int r = gro_read(io, k);
+        if (r < 0 && !got) return r;
+        if (r <= 0) break;
+        got += gro_drain(io, out + got, room);
+        /* Fewer reads than asked for: the socket is empty, and asking again
+         * would cost a system call on the way to an answer. */
+        if ((unsigned)r < k) break;
+    }
+    if (io->gq_n) gro_wake(io);
+    return (int)got;
+}
+
+int uln_udp_io_recv(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned max)
+{
+    if (io->nheld) uln_udp_io_flush(io);
+    return io->gro ? recv_gro(io, out, max) : recv_plain(io, out, max);
+}
+
+/* The landing buffer and datagram of a GRO handle, if it is lent out. */
+static struct gbuf *gro_lent(const struct uln_udp_io *io, uint32_t handle, uint32_t *b, uint32_t *s)
+{
+    if (!(handle & GRO_HANDLE)) return NULL;
+    *b = (handle & ~GRO_HANDLE) >> SEG_BITS;
+    *s = handle & (SEG_CAP - 1);
+    if (*b >= io->nbig) return NULL;
+    struct gbuf *g = &io->gb[*b];
+    return (g->lent[*s / 64] >> (*s % 64)) & 1 ? g : NULL;
+}
+
 const struct sockaddr *uln_udp_io_rx_addr(const struct uln_udp_io *io, uint32_t handle,
                                           socklen_t *len)
 {
+    uint32_t b, s;
+    if (gro_lent(io, handle, &b, &s)) {
+        if (len) *len = io->gsalen[b];
+        return &io->gsa[b].sa;
+    }
     if (handle >= io->nbufs || !io->lent[handle]) return NULL;
     if (len) *len = io->rx_salen[handle];
     return &io->rx_sa[handle].sa;
@@ -1239,6 +1623,17 @@ const struct sockaddr *uln_udp_io_rx_addr(const struct uln_udp_io *io, uint32_t 
 
 int uln_udp_io_rx_release(struct uln_udp_io *io, uint32_t handle)
 {
+    uint32_t b, s;
+    struct gbuf *g = gro_lent(io, handle, &b, &s);
+    if (g) {
+        g->lent[s / 64] &= ~(1ull << (s % 64));
+        if (--g->refs == 0) {
+            io->npinned--;
+            /* Not while it still has datagrams to hand out: drain frees it. */
+            if (g->handed == g->nseg) gbuf_free(io, b);
+        }
+        return 0;
+    }
     if (handle >= io->nbufs || !io->lent[handle]) {
         io->st.rx_bad_release++;
         return -EINVAL;
@@ -1251,6 +1646,7 @@ int uln_udp_io_rx_release(struct uln_udp_io *io, uint32_t handle)
 
 int uln_udp_io_wait(struct uln_udp_io *io, int timeout_ms)
 {
+    if (io->gq_n) return 1; /* datagrams wait in the io */
     if (io->nheld) {
         /* Wake up in time to let held packets go at their delay bound. */
         uint64_t now = now_ns(), due = UINT64_MAX;

@@ -10,7 +10,9 @@
  *             one sendmmsg per 64; runs of equal-size packets to one peer go
  *             as one UDP_SEGMENT (GSO) message where the kernel takes it
  *   recv      recvmmsg into pool buffers; each datagram is lent to the caller
- *             with its peer id until uln_udp_io_rx_release, in any order
+ *             with its peer id until uln_udp_io_rx_release, in any order; with
+ *             UDP_GRO (GRO) one read brings a run of datagrams the kernel kept
+ *             together, lent one by one from the buffer it landed in
  *   sleep     poll/epoll on uln_udp_io_fd, or uln_udp_io_wait
  *   faults    drop / duplicate / reorder outgoing packets, seeded, from
  *             ULN_FAULT="drop=P,dup=P,reorder=P,delay=US,seed=N"
@@ -46,6 +48,9 @@ struct uln_udp_io_cfg {
     bool busy_poll;        /* SO_BUSY_POLL (+ prefer) where allowed */
     unsigned busy_poll_us; /* with busy_poll; 0: 50 */
     bool no_gso;           /* never use UDP_SEGMENT */
+    bool no_gro;           /* never use UDP_GRO; when false, ULN_UDP_GRO=0 in the
+                              environment turns it off too (=1: on, the default;
+                              anything else: open fails with -EINVAL) */
     const char *fault;     /* fault spec; NULL: getenv("ULN_FAULT"); "": none */
     bool adopt;            /* use `fd`, a UDP socket already bound by the caller (who
                               reserved its port); addr and port are then ignored */
@@ -59,6 +64,9 @@ struct uln_udp_io_info {
     unsigned payload_max; /* mtu - IP header - UDP header: the largest datagram */
     int rcvbuf, sndbuf;   /* what the kernel granted (it doubles requests) */
     bool gso;             /* UDP_SEGMENT is used (cleared if the kernel refuses it) */
+    bool gro;             /* UDP_GRO is on (not with faults, no_gro, ULN_UDP_GRO=0) */
+    unsigned gro_bufs;    /* with gro: landing buffers of ULN_UDP_IO_GRO_BUF bytes */
+    size_t rx_mem;        /* receive memory: rx_bufs pool slots + the landing buffers */
     bool busy_poll;       /* SO_BUSY_POLL was accepted */
     bool fault;           /* fault injection is on */
     char ifname[16];      /* where the MTU came from; "" when configured */
@@ -71,9 +79,35 @@ struct uln_udp_io_pkt {
     struct iovec iov[ULN_UDP_IO_IOV_MAX];
 };
 
+/* Receiving with GRO. A read can hold up to 64 KiB: several datagrams of
+ * one size back to back (the last may be shorter), all from one source. It
+ * lands in one of gro_bufs landing buffers, and each datagram is lent from
+ * there where it lies (no copy); the buffer is read into again once every one
+ * of them is released. A datagram that came alone is copied into a pool slot
+ * instead (it would hold 64 KiB for a few bytes), and so is every datagram
+ * while at most a quarter of the landing buffers are free of lent ones, so
+ * that a caller keeping datagrams (out of order, waiting for their turn) can
+ * always keep rx_bufs of them and still receive. When the pool slots are
+ * gone too, datagrams are lent from landing buffers regardless.
+ *
+ * Memory: gro_bufs = (ULN_UDP_IO_RX_MEM - rx_bufs x payload_max, rounded up
+ * to 64) / ULN_UDP_IO_GRO_BUF, within [ULN_UDP_IO_GRO_BUFS_MIN, 128]: with
+ * the default 512 pool slots, 8 MiB in all at MTU 1500 or 9000 (116 or 57
+ * landing buffers); a larger rx_bufs gets the minimum on top.
+ *
+ * A read of more datagrams than recv's max leaves the rest waiting in the io,
+ * handed out first by the next recv. While any wait there, the fd is kept
+ * readable: the io sends itself an empty datagram (from its own address and
+ * port, swallowed when read), so a caller sleeping on the fd is not left
+ * asleep with datagrams waiting; uln_udp_io_wait returns at once. */
+#define ULN_UDP_IO_GRO_BUF      65536u     /* the largest UDP payload fits */
+#define ULN_UDP_IO_RX_MEM       (8u << 20) /* receive memory aimed at by default */
+#define ULN_UDP_IO_GRO_BUFS_MIN 16u
+
 /* One received datagram, lent to the caller until uln_udp_io_rx_release. */
 struct uln_udp_io_rx {
-    uint8_t *buf; /* payload_max bytes of room; len of them are the datagram */
+    uint8_t *buf; /* len bytes are the datagram; write only to those: with GRO
+                     the bytes after them may be the next datagram */
     uint32_t len;
     int32_t peer;    /* -1: a source not in the peer table (see uln_udp_io_rx_addr) */
     uint32_t handle; /* give it back with uln_udp_io_rx_release */
@@ -103,8 +137,13 @@ struct uln_udp_io_stats {
     uint64_t rx_bytes;
     uint64_t rx_calls;        /* recvmmsg system calls */
     uint64_t rx_empty;        /* ... that found nothing */
+    uint64_t rx_gro_msgs;     /* reads that brought several datagrams (GRO) */
+    uint64_t rx_gro_segs;     /* ... datagrams they brought */
+    uint64_t rx_copied;       /* datagrams copied out of a landing buffer (GRO) */
+    uint64_t rx_wakes;        /* empty datagrams sent to itself to keep the fd readable */
     uint64_t rx_pool_empty;   /* recv calls refused: every buffer is lent out */
-    uint64_t rx_trunc;        /* datagrams longer than payload_max: dropped */
+    uint64_t rx_trunc;        /* datagrams longer than payload_max, or GRO reads
+                                 cut short (counted as one): dropped */
     uint64_t rx_unknown;      /* datagrams from sources not in the peer table */
     uint64_t rx_err;          /* recvmmsg errors other than EAGAIN */
     uint64_t rx_bad_release;  /* handles released twice or never lent */
@@ -160,9 +199,11 @@ int uln_udp_io_find_peer(const struct uln_udp_io *io, const struct sockaddr *sa,
 int uln_udp_io_send(struct uln_udp_io *io, const struct uln_udp_io_pkt *pkts, unsigned n);
 
 /* Receive up to max datagrams without blocking; returns how many (0: nothing
- * waiting, or every pool buffer is lent out - rx_pool_empty counts that; the
- * socket then stays readable, so release buffers before sleeping on the fd).
- * Truncated datagrams are dropped and counted, never returned. */
+ * waiting, or every pool buffer is lent out - with GRO: every landing buffer
+ * holds lent datagrams - rx_pool_empty counts that; the socket then stays
+ * readable, so release buffers before sleeping on the fd). Datagrams come in
+ * the order the socket got them. Truncated datagrams are dropped and counted,
+ * never returned. */
 int uln_udp_io_recv(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned max);
 
 /* The source address of a received datagram, valid until it is released: to
@@ -170,12 +211,14 @@ int uln_udp_io_recv(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned m
 const struct sockaddr *uln_udp_io_rx_addr(const struct uln_udp_io *io, uint32_t handle,
                                           socklen_t *len);
 
-/* Give a buffer back, in any order. 0, or -EINVAL if it is not lent out. */
+/* Give a datagram back, in any order (with GRO: each datagram of a read on
+ * its own). 0, or -EINVAL if it is not lent out. */
 int uln_udp_io_rx_release(struct uln_udp_io *io, uint32_t handle);
 
 /* Sleep until the socket is readable or timeout_ms passes (-1: no limit).
- * Returns 1 (readable), 0 (timeout) or -errno. With datagrams held back by
- * the fault injector the sleep is cut to their delay bound. */
+ * Returns 1 (readable, or datagrams wait in the io), 0 (timeout) or -errno.
+ * With datagrams held back by the fault injector the sleep is cut to their
+ * delay bound. */
 int uln_udp_io_wait(struct uln_udp_io *io, int timeout_ms);
 
 /* Send the fault injector's held-back datagrams whose delay bound has passed
@@ -186,6 +229,8 @@ int uln_udp_io_flush(struct uln_udp_io *io);
 /* Tests only (built with ULN_UDP_IO_TEST_HOOKS): send through fn instead of
  * sendmmsg, to cut batches short as a full socket would; NULL: sendmmsg. */
 void uln_udp_io_test_hook_sendmmsg(int (*fn)(int, struct mmsghdr *, unsigned int, int));
+/* Landing buffers for ios opened from now on (at least 2); 0: as documented. */
+void uln_udp_io_test_hook_gro_bufs(unsigned n);
 #endif
 
 #endif

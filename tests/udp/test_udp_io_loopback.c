@@ -6,7 +6,11 @@
  * order; truncated datagrams and unknown sources are counted; the peer table
  * keeps one id per address; malformed fault specs are refused; and the fault
  * injector's drop/dup/reorder rates over 10^5 packets match the spec and
- * repeat exactly with the same seed.
+ * repeat exactly with the same seed. With UDP_GRO (on by default): GSO runs
+ * arrive as one read and are lent datagram by datagram from it, exactly once,
+ * in order, in any max per call; a landing buffer is read into again only
+ * when all its datagrams are back; lone datagrams and those that come while
+ * landing buffers run short are copied; no_gro / ULN_UDP_GRO=0 is the old io.
  *
  * Loopback hands a datagram to the receiving socket within the sendmmsg that
  * sends it, so every loss here is one the test or the injector made: the
@@ -16,6 +20,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +29,10 @@
 
 #include "check.h"
 #include "transport/udp_io.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
 
 #define MAGIC 0x756c6e75u
 
@@ -44,18 +53,25 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static struct uln_udp_io *open_io(const char *addr, unsigned mtu, unsigned rx_bufs, bool no_gso,
-                                  const char *fault)
+static struct uln_udp_io *open_io2(const char *addr, unsigned mtu, unsigned rx_bufs, bool no_gso,
+                                   const char *fault, bool no_gro)
 {
     struct uln_udp_io_cfg c = {.addr = addr,
                                .mtu = mtu,
                                .rx_bufs = rx_bufs,
                                .no_gso = no_gso,
+                               .no_gro = no_gro,
                                .fault = fault ? fault : ""};
     struct uln_udp_io *io = NULL;
     int rc = uln_udp_io_open(&c, &io);
     CHECK_EQ(rc, 0);
     return rc ? NULL : io;
+}
+
+static struct uln_udp_io *open_io(const char *addr, unsigned mtu, unsigned rx_bufs, bool no_gso,
+                                  const char *fault)
+{
+    return open_io2(addr, mtu, rx_bufs, no_gso, fault, false);
 }
 
 /* Make each the other's peer; returns the id `to` has in `from`. */
@@ -219,9 +235,10 @@ static void test_batches(bool no_gso)
     CHECK_EQ(missing, 0);
     CHECK_EQ(bad, 0);
     CHECK_EQ(wrong_peer, 0);
-    struct uln_udp_io_stats sa, sb;
+    struct uln_udp_io_stats sa, sb, sc;
     uln_udp_io_stats(a, &sa);
     uln_udp_io_stats(b, &sb);
+    uln_udp_io_stats(c, &sc);
     CHECK_EQ(sa.tx_pkts, 64u * 65u / 2u);
     CHECK_EQ(sa.tx_err, 0);
     CHECK_EQ(sb.rx_pkts, 64u * 65u);
@@ -232,9 +249,18 @@ static void test_batches(bool no_gso)
         CHECK_EQ(sa.tx_gso_msgs, 0);
     else
         CHECK(sa.tx_gso_msgs > 0 && sa.gso_off == 0);
-    printf("batches (%s): %llu datagrams in %llu sendmmsg calls, %llu GSO messages\n",
+    /* b reads with GRO: what went as a GSO run came as one read */
+    uln_udp_io_info(b, &info);
+    CHECK(info.gro);
+    CHECK_EQ(sb.rx_gro_msgs, sa.tx_gso_msgs + sc.tx_gso_msgs);
+    CHECK_EQ(sb.rx_gro_segs, sa.tx_gso_pkts + sc.tx_gso_pkts);
+    if (!no_gso) CHECK(sb.rx_gro_msgs > 0);
+    printf("batches (%s): %llu datagrams in %llu sendmmsg calls, %llu GSO messages; "
+           "received in %llu recvmmsg calls, %llu GRO reads of %llu datagrams, %llu copied\n",
            no_gso ? "no GSO" : "GSO", (unsigned long long)sa.tx_pkts,
-           (unsigned long long)sa.tx_calls, (unsigned long long)sa.tx_gso_msgs);
+           (unsigned long long)sa.tx_calls, (unsigned long long)sa.tx_gso_msgs,
+           (unsigned long long)sb.rx_calls, (unsigned long long)sb.rx_gro_msgs,
+           (unsigned long long)sb.rx_gro_segs, (unsigned long long)sb.rx_copied);
     uln_udp_io_close(a);
     uln_udp_io_close(b);
     uln_udp_io_close(c);
@@ -326,13 +352,17 @@ static void test_refused(bool no_gso)
     uln_udp_io_close(b);
 }
 
-/* A pool of 8: it runs dry, takes buffers back in any order, lent buffers
- * stay untouched while others are reused, bad releases are refused. */
+/* A pool of 8 without GRO (with GRO, see test_gro_pool): it runs dry, takes
+ * buffers back in any order, lent buffers stay untouched while others are
+ * reused, bad releases are refused. */
 static void test_pool(void)
 {
     struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, NULL);
-    struct uln_udp_io *b = open_io("127.0.0.1", 0, 8, false, NULL);
+    struct uln_udp_io *b = open_io2("127.0.0.1", 0, 8, false, NULL, true);
     if (!a || !b) return;
+    struct uln_udp_io_info info;
+    uln_udp_io_info(b, &info);
+    CHECK(!info.gro && info.gro_bufs == 0);
     int peer = link_to(a, b);
     struct uln_udp_io_pkt pkts[12];
     struct thdr hdrs[12];
@@ -935,12 +965,517 @@ static void test_fault_hold(void)
     uln_udp_io_close(b);
 }
 
+/* ------------------------------------------------------------------------- */
+/* Receiving with GRO                                                         */
+/* ------------------------------------------------------------------------- */
+
+static bool readable(struct uln_udp_io *io)
+{
+    struct pollfd p = {.fd = uln_udp_io_fd(io), .events = POLLIN};
+    return poll(&p, 1, 0) == 1;
+}
+
+/* Receive n datagrams asking for at most m per call; false if they did not
+ * all come within a second. */
+static bool recv_by(struct uln_udp_io *io, struct uln_udp_io_rx *rx, unsigned n, unsigned m)
+{
+    unsigned got = 0;
+    uint64_t t0 = now_ms();
+    while (got < n && now_ms() - t0 < 1000) {
+        int r = uln_udp_io_recv(io, rx + got, n - got < m ? n - got : m);
+        CHECK(r >= 0 && (unsigned)r <= m);
+        if (r < 0) return false;
+        got += (unsigned)r;
+        if (r == 0) uln_udp_io_wait(io, 10);
+    }
+    CHECK_EQ(got, n);
+    return got == n;
+}
+
+/* GSO runs of every size, read with every max per call: each run is one
+ * read, its datagrams lent where they lie (back to back in one buffer), in
+ * order, intact, each once; what does not fit max waits for the next call,
+ * and the fd stays readable meanwhile. */
+static void test_gro_runs(void)
+{
+    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_udp_io *b = open_io("127.0.0.1", 0, 0, false, NULL);
+    if (!a || !b) return;
+    struct uln_udp_io_info info;
+    uln_udp_io_info(b, &info);
+    CHECK(info.gro && info.gso);
+    CHECK(info.gro_bufs >= ULN_UDP_IO_GRO_BUFS_MIN);
+    int peer = link_to(a, b);
+    CHECK_EQ(link_to(b, a), 0);
+    unsigned pmax = uln_udp_io_payload_max(b);
+    const uint32_t sizes[] = {16, 17, 100, 999, 1472, 4000, 8000, pmax};
+    const unsigned maxes[] = {64, 1, 3, 7, 2, 33, 64, 5};
+    static struct uln_udp_io_pkt pkts[64];
+    static struct thdr hdrs[64];
+    static uint8_t flat[64][ULN_UDP_IO_MTU_CAP];
+    static struct uln_udp_io_rx rx[64];
+    uint32_t seq = 0;
+    unsigned runs = 0, segs = 0, bad = 0, apart = 0;
+    for (unsigned z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+        for (int tail = 0; tail < 2; tail++) {
+            uint32_t size = sizes[z];
+            unsigned n = 65000u / size < 64 ? 65000u / size : 64;
+            for (unsigned i = 0; i < n; i++)
+                make_pkt(&pkts[i], peer, &hdrs[i], flat[i], seq + i,
+                         tail && i == n - 1 ? size / 2 + 8 : size, 1 + i % 3);
+            send_all(a, pkts, n);
+            unsigned m = maxes[(z + tail) % 8];
+            if (!recv_by(b, rx, n, m)) break;
+            for (unsigned i = 0; i < n; i++) {
+                struct thdr h;
+                if (!pkt_ok(&rx[i], &h) || h.seq != seq + i || rx[i].peer != 0) bad++;
+                /* lent from the read's buffer, not copied */
+                if (i && rx[i].buf != rx[i - 1].buf + size) apart++;
+            }
+            if (m < n) {
+                /* Datagrams waited in the io: the socket was kept readable,
+                 * and is not once they are all out and the wake-up is read. */
+                CHECK_EQ(recv_n(b, rx + n, 1, 0), 0);
+                CHECK(!readable(b));
+            }
+            for (unsigned i = n; i-- > 0;)
+                CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+            runs += n > 1;
+            segs += n;
+            seq += n;
+        }
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(apart, 0);
+    /* max 1 on a run of 64: each call hands out one, the fd stays readable */
+    for (unsigned i = 0; i < 64; i++)
+        make_pkt(&pkts[i], peer, &hdrs[i], flat[i], seq + i, 500, 2);
+    send_all(a, pkts, 64);
+    CHECK(readable(b));
+    unsigned got = 0, sleepy = 0;
+    for (unsigned i = 0; i < 64; i++) {
+        if (!readable(b)) sleepy++;
+        int r = uln_udp_io_recv(b, rx + i, 1);
+        CHECK_EQ(r, 1);
+        if (r != 1) break;
+        struct thdr h;
+        CHECK(pkt_ok(&rx[i], &h) && h.seq == seq + i);
+        got++;
+    }
+    CHECK_EQ(sleepy, 0);
+    CHECK_EQ(uln_udp_io_recv(b, rx + 63, 1), 0);
+    CHECK(!readable(b));
+    for (unsigned i = 0; i < got; i++)
+        CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+    runs++;
+    segs += 64;
+    struct uln_udp_io_stats st;
+    uln_udp_io_stats(b, &st);
+    CHECK_EQ(st.rx_gro_msgs, runs);
+    CHECK_EQ(st.rx_gro_segs, segs);
+    CHECK_EQ(st.rx_pkts, segs);
+    CHECK_EQ(st.rx_copied, 0);
+    CHECK(st.rx_wakes >= 1);
+    CHECK_EQ(st.rx_trunc + st.rx_bad_release + st.rx_unknown + st.rx_kernel_drops, 0);
+    printf("gro runs: %u datagrams in %llu reads (%llu recvmmsg calls), %llu wake-ups\n", segs,
+           (unsigned long long)st.rx_gro_msgs, (unsigned long long)st.rx_calls,
+           (unsigned long long)st.rx_wakes);
+    uln_udp_io_close(a);
+    uln_udp_io_close(b);
+}
+
+/* Four landing buffers (glow 1) and a pool of 2: datagrams of a read are
+ * released in any order, and its buffer is read into again only when the last
+ * is back; lending stops while one buffer is left, then copies fill the pool,
+ * then lending goes on regardless until none is left; bad releases refused. */
+static void test_gro_pool(void)
+{
+    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    uln_udp_io_test_hook_gro_bufs(4);
+    struct uln_udp_io *b = open_io("127.0.0.1", 0, 2, false, NULL);
+    uln_udp_io_test_hook_gro_bufs(0);
+    if (!a || !b) return;
+    struct uln_udp_io_info info;
+    uln_udp_io_info(b, &info);
+    CHECK(info.gro && info.gro_bufs == 4);
+    int peer = link_to(a, b);
+    struct sockaddr_storage as;
+    socklen_t al;
+    uln_udp_io_local(a, &as, &al);
+    static struct uln_udp_io_pkt pkts[10];
+    static struct thdr hdrs[10];
+    static uint8_t flat[10][1024];
+    static struct uln_udp_io_rx rx[80];
+    uint32_t seq = 0;
+    /* runs A, B, C, D of 10 x 1000 */
+    for (unsigned r = 0; r < 4; r++) {
+        for (unsigned i = 0; i < 10; i++)
+            make_pkt(&pkts[i], peer, &hdrs[i], flat[i], seq + i, 1000, 2);
+        send_all(a, pkts, 10);
+        seq += 10;
+    }
+    if (!recv_by(b, rx, 40, 64)) return;
+    struct uln_udp_io_stats st;
+    uln_udp_io_stats(b, &st);
+    CHECK_EQ(st.rx_gro_msgs, 4);
+    CHECK_EQ(st.rx_copied, 2); /* D: copies while the pool lasts, then lent */
+    for (unsigned i = 0; i < 40; i++) {
+        struct thdr h;
+        CHECK(pkt_ok(&rx[i], &h) && h.seq == i);
+        bool copied = i == 30 || i == 31;
+        if (i % 10 && !copied && i != 32) CHECK(rx[i].buf == rx[i - 1].buf + 1000);
+    }
+    /* E: no landing buffer is free */
+    for (unsigned i = 0; i < 10; i++)
+        make_pkt(&pkts[i], peer, &hdrs[i], flat[i], seq + i, 1000, 2);
+    send_all(a, pkts, 10);
+    CHECK_EQ(uln_udp_io_recv(b, rx + 40, 10), 0);
+    uln_udp_io_stats(b, &st);
+    uint64_t dry = st.rx_pool_empty;
+    CHECK(dry >= 1);
+    /* A's datagrams back out of order, all but #4: still nothing to read into */
+    const unsigned order[9] = {7, 2, 9, 0, 5, 3, 8, 1, 6};
+    for (unsigned i = 0; i < 9; i++) {
+        CHECK_EQ(uln_udp_io_rx_release(b, rx[order[i]].handle), 0);
+        CHECK(uln_udp_io_rx_addr(b, rx[order[i]].handle, NULL) == NULL);
+        CHECK_EQ(uln_udp_io_recv(b, rx + 40, 10), 0);
+    }
+    uln_udp_io_stats(b, &st);
+    CHECK_EQ(st.rx_pool_empty, dry + 9);
+    CHECK_EQ(uln_udp_io_rx_release(b, rx[7].handle), -EINVAL); /* twice */
+    socklen_t sl;
+    const struct sockaddr *src = uln_udp_io_rx_addr(b, rx[4].handle, &sl);
+    CHECK(src && sl == al &&
+          ((const struct sockaddr_in *)src)->sin_port ==
+              ((const struct sockaddr_in *)&as)->sin_port);
+    /* what is still lent is untouched */
+    for (unsigned i = 10; i < 40; i++) {
+        struct thdr h;
+        CHECK(pkt_ok(&rx[i], &h) && h.seq == i);
+    }
+    CHECK(pkt_ok(&rx[4], NULL));
+    /* the last of A: its buffer takes E */
+    uint8_t *a_buf = rx[0].buf;
+    CHECK_EQ(uln_udp_io_rx_release(b, rx[4].handle), 0);
+    if (!recv_by(b, rx + 40, 10, 10)) return;
+    CHECK(rx[40].buf == a_buf);
+    for (unsigned i = 40; i < 50; i++) {
+        struct thdr h;
+        CHECK(pkt_ok(&rx[i], &h) && h.seq == i);
+    }
+    /* everything back, in reverse; then bad handles of every kind */
+    for (unsigned i = 50; i-- > 10;)
+        CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+    CHECK_EQ(uln_udp_io_rx_release(b, rx[43].handle), -EINVAL);
+    CHECK_EQ(uln_udp_io_rx_release(b, rx[30].handle), -EINVAL); /* a copy, twice */
+    CHECK_EQ(uln_udp_io_rx_release(b, 0x80000000u | (999u << 8)), -EINVAL);
+    CHECK_EQ(uln_udp_io_rx_release(b, 0x80000000u | (1u << 8) | 200u), -EINVAL);
+    CHECK_EQ(uln_udp_io_rx_release(b, 9999), -EINVAL);
+    uln_udp_io_stats(b, &st);
+    CHECK_EQ(st.rx_bad_release, 6);
+    /* the pool is whole again: the same four runs go the same way */
+    uint64_t copied = st.rx_copied;
+    seq = 50;
+    for (unsigned r = 0; r < 4; r++) {
+        for (unsigned i = 0; i < 10; i++)
+            make_pkt(&pkts[i], peer, &hdrs[i], flat[i], seq + i, 1000, 2);
+        send_all(a, pkts, 10);
+        seq += 10;
+    }
+    if (!recv_by(b, rx, 40, 7)) return;
+    for (unsigned i = 0; i < 40; i++) {
+        struct thdr h;
+        CHECK(pkt_ok(&rx[i], &h) && h.seq == 50 + i);
+        CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+    }
+    uln_udp_io_stats(b, &st);
+    CHECK_EQ(st.rx_copied, copied + 2);
+    CHECK_EQ(st.rx_pkts, 90);
+    CHECK_EQ(st.rx_gro_msgs, 9);
+    uln_udp_io_close(a);
+    uln_udp_io_close(b);
+}
+
+/* xorshift for the mixed stream */
+static uint32_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (uint32_t)(*s >> 32);
+}
+
+/* Two senders, runs and lone datagrams of every size mixed, random max per
+ * call, and the receiver keeping up to 300 datagrams for a while, as the
+ * transport keeps packets ahead of order: with 8 landing buffers that forces
+ * copies and pool-dry spells. Every datagram arrives once, in order, and is
+ * intact when it is finally released. */
+static void test_gro_mixed(void)
+{
+    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_udp_io *c = open_io("127.0.0.1", 0, 0, false, NULL);
+    uln_udp_io_test_hook_gro_bufs(8);
+    struct uln_udp_io *b = open_io("127.0.0.1", 0, 256, false, NULL);
+    uln_udp_io_test_hook_gro_bufs(0);
+    if (!a || !b || !c) return;
+    int pa = link_to(a, b), pc = link_to(c, b);
+    CHECK_EQ(link_to(b, a), 0);
+    CHECK_EQ(link_to(b, c), 1);
+    unsigned pmax = uln_udp_io_payload_max(b);
+    static struct uln_udp_io_pkt pkts[64];
+    static struct thdr hdrs[64];
+    static uint8_t flat[64][ULN_UDP_IO_MTU_CAP];
+    static struct uln_udp_io_rx rx[64], kept[300];
+    unsigned nkept = 0, bad = 0, missing = 0, dry_spells = 0;
+    uint64_t r = 88172645463325252ull, total = 0;
+    uint32_t seq = 0;
+    for (unsigned it = 0; it < 1500; it++) {
+        bool from_c = it % 2;
+        unsigned n = 1 + rnd(&r) % 64, i = 0;
+        while (i < n) {
+            /* a run of 1..20 of one size, maybe a shorter tail */
+            unsigned run = 1 + rnd(&r) % 20;
+            uint32_t size = 16 + rnd(&r) % (rnd(&r) % 4 ? 1500 : pmax - 16);
+            for (unsigned k = 0; k < run && i < n; k++, i++) {
+                uint32_t len = k == run - 1 && rnd(&r) % 2 ? 16 + size / 3 : size;
+                make_pkt(&pkts[i], from_c ? pc : pa, &hdrs[i], flat[i], seq + i, len,
+                         1 + rnd(&r) % 3);
+            }
+        }
+        send_all(from_c ? c : a, pkts, n);
+        unsigned got = 0;
+        uint64_t t0 = now_ms();
+        while (got < n && now_ms() - t0 < 2000) {
+            unsigned m = 1 + rnd(&r) % 64;
+            int k = uln_udp_io_recv(b, rx, m < n - got ? m : n - got);
+            CHECK(k >= 0);
+            if (k < 0) break;
+            if (k == 0) {
+                struct uln_udp_io_stats st;
+                uln_udp_io_stats(b, &st);
+                if (nkept && st.rx_pool_empty > dry_spells) {
+                    /* dry: give back the oldest kept half, as a transport
+                     * would once the gap before them is filled */
+                    dry_spells = (unsigned)st.rx_pool_empty;
+                    unsigned h = (nkept + 1) / 2;
+                    for (unsigned j = 0; j < h; j++) {
+                        if (!pkt_ok(&kept[j], NULL)) bad++;
+                        CHECK_EQ(uln_udp_io_rx_release(b, kept[j].handle), 0);
+                    }
+                    memmove(kept, kept + h, (nkept - h) * sizeof(kept[0]));
+                    nkept -= h;
+                } else {
+                    uln_udp_io_wait(b, 10);
+                }
+                continue;
+            }
+            for (int j = 0; j < k; j++) {
+                struct thdr h;
+                if (!pkt_ok(&rx[j], &h) || h.seq != seq + got + (unsigned)j ||
+                    rx[j].peer != (from_c ? 1 : 0))
+                    bad++;
+                if (nkept < 300 && rnd(&r) % 3 == 0) {
+                    kept[nkept++] = rx[j];
+                } else {
+                    CHECK_EQ(uln_udp_io_rx_release(b, rx[j].handle), 0);
+                }
+            }
+            got += (unsigned)k;
+        }
+        missing += n - got;
+        seq += n;
+        total += n;
+        /* now and then the kept ones go back, in random order */
+        if (rnd(&r) % 8 == 0) {
+            while (nkept) {
+                unsigned j = rnd(&r) % nkept;
+                if (!pkt_ok(&kept[j], NULL)) bad++;
+                CHECK_EQ(uln_udp_io_rx_release(b, kept[j].handle), 0);
+                kept[j] = kept[--nkept];
+            }
+        }
+    }
+    for (unsigned j = 0; j < nkept; j++) {
+        if (!pkt_ok(&kept[j], NULL)) bad++;
+        CHECK_EQ(uln_udp_io_rx_release(b, kept[j].handle), 0);
+    }
+    CHECK_EQ(missing, 0);
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(recv_n(b, rx, 1, 20), 0); /* nothing extra */
+    struct uln_udp_io_stats st;
+    uln_udp_io_stats(b, &st);
+    CHECK_EQ(st.rx_pkts, total);
+    CHECK(st.rx_gro_msgs > 0 && st.rx_copied > 0);
+    CHECK_EQ(st.rx_trunc + st.rx_bad_release + st.rx_kernel_drops, 0);
+    printf("gro mixed: %llu datagrams, %llu GRO reads of %llu, %llu copied, %llu dry spells, "
+           "%llu wake-ups\n",
+           (unsigned long long)total, (unsigned long long)st.rx_gro_msgs,
+           (unsigned long long)st.rx_gro_segs, (unsigned long long)st.rx_copied,
+           (unsigned long long)st.rx_pool_empty, (unsigned long long)st.rx_wakes);
+    uln_udp_io_close(a);
+    uln_udp_io_close(b);
+    uln_udp_io_close(c);
+}
+
+/* A GSO run from a plain socket not in the peer table: each datagram has its
+ * source; a run whose segment size is over payload_max loses the datagrams
+ * that are, not a shorter last one. */
+static void test_gro_edges(void)
+{
+    struct uln_udp_io *b = open_io("127.0.0.1", 1000, 0, false, NULL);
+    if (!b) return;
+    struct sockaddr_in bsa;
+    socklen_t bl = sizeof(bsa);
+    uln_udp_io_local(b, (struct sockaddr_storage *)&bsa, &bl);
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_EQ(bind(s, (struct sockaddr *)&lo, sizeof(lo)), 0);
+    struct sockaddr_in me;
+    socklen_t ml = sizeof(me);
+    getsockname(s, (struct sockaddr *)&me, &ml);
+    static uint8_t buf[8192];
+    for (unsigned i = 0; i < sizeof(buf); i++)
+        buf[i] = (uint8_t)(i / 300 + 1);
+    /* (segment size, total): 5 x 300; 2000 + 2000 + 500 */
+    const uint16_t segsz[2] = {300, 2000};
+    const size_t tot[2] = {1500, 4500};
+    for (int k = 0; k < 2; k++) {
+        struct iovec iov = {buf, tot[k]};
+        union {
+            char b[CMSG_SPACE(sizeof(uint16_t))];
+            struct cmsghdr align;
+        } ctl;
+        struct msghdr m = {.msg_name = &bsa,
+                           .msg_namelen = bl,
+                           .msg_iov = &iov,
+                           .msg_iovlen = 1,
+                           .msg_control = ctl.b,
+                           .msg_controllen = sizeof(ctl.b)};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type = UDP_SEGMENT;
+        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        memcpy(CMSG_DATA(cm), &segsz[k], sizeof(segsz[k]));
+        CHECK_EQ(sendmsg(s, &m, 0), (ssize_t)tot[k]);
+    }
+    struct uln_udp_io_rx rx[8];
+    if (!recv_by(b, rx, 6, 8)) return;
+    for (unsigned i = 0; i < 6; i++) {
+        uint32_t want = i < 5 ? 300 : 500;
+        CHECK_EQ(rx[i].len, want);
+        CHECK_EQ(rx[i].peer, -1);
+        uint32_t off = i < 5 ? i * 300 : 4000; /* where it was in the sender's buffer */
+        CHECK(rx[i].buf[0] == buf[off] && rx[i].buf[want - 1] == buf[off + want - 1]);
+        socklen_t l;
+        const struct sockaddr_in *src =
+            (const struct sockaddr_in *)uln_udp_io_rx_addr(b, rx[i].handle, &l);
+        CHECK(src && l == sizeof(me) && src->sin_port == me.sin_port);
+    }
+    for (unsigned i = 0; i < 6; i++)
+        CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+    CHECK(uln_udp_io_rx_addr(b, rx[2].handle, NULL) == NULL);
+    CHECK_EQ(recv_n(b, rx, 1, 20), 0);
+    struct uln_udp_io_stats st;
+    uln_udp_io_stats(b, &st);
+    CHECK_EQ(st.rx_trunc, 2);
+    CHECK_EQ(st.rx_unknown, 6);
+    CHECK_EQ(st.rx_gro_msgs, 2);
+    CHECK_EQ(st.rx_gro_segs, 8);
+    close(s);
+    uln_udp_io_close(b);
+}
+
+/* GRO off: by no_gro, ULN_UDP_GRO=0, or faults; then a GSO run comes as
+ * datagrams each in its own pool buffer, as before GRO. ULN_UDP_GRO takes 0
+ * or 1 only. Receive memory as documented. */
+static void test_gro_off(void)
+{
+    struct uln_udp_io_info info;
+    struct uln_udp_io *io;
+    struct uln_udp_io_cfg c = {.addr = "127.0.0.1", .mtu = 1500, .fault = ""};
+    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
+    uln_udp_io_info(io, &info);
+    CHECK(info.gro && info.gro_bufs == 116);
+    CHECK(info.rx_mem <= ULN_UDP_IO_RX_MEM && info.rx_mem > ULN_UDP_IO_RX_MEM - (1u << 16) - 4096);
+    uln_udp_io_close(io);
+    c.mtu = 0; /* loopback: 9000 */
+    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
+    uln_udp_io_info(io, &info);
+    CHECK(info.gro && info.gro_bufs == 57 && info.rx_mem <= ULN_UDP_IO_RX_MEM);
+    uln_udp_io_close(io);
+    c.rx_bufs = 4096; /* a pool past the aim: the fewest landing buffers on top */
+    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
+    uln_udp_io_info(io, &info);
+    CHECK(info.gro && info.gro_bufs == ULN_UDP_IO_GRO_BUFS_MIN);
+    uln_udp_io_close(io);
+    c.rx_bufs = 0;
+
+    setenv("ULN_UDP_GRO", "yes", 1);
+    CHECK_EQ(uln_udp_io_open(&c, &io), -EINVAL);
+    setenv("ULN_UDP_GRO", "1", 1);
+    c.no_gro = true; /* the config has the last word */
+    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
+    uln_udp_io_info(io, &info);
+    CHECK(!info.gro);
+    uln_udp_io_close(io);
+    c.no_gro = false;
+    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
+    uln_udp_io_info(io, &info);
+    CHECK(info.gro);
+    uln_udp_io_close(io);
+    c.fault = "drop=0.01";
+    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
+    uln_udp_io_info(io, &info);
+    CHECK(!info.gro && !info.gso && info.gro_bufs == 0);
+    uln_udp_io_close(io);
+    c.fault = "";
+    setenv("ULN_UDP_GRO", "0", 1);
+    struct uln_udp_io *b;
+    CHECK_EQ(uln_udp_io_open(&c, &b), 0);
+    unsetenv("ULN_UDP_GRO");
+    uln_udp_io_info(b, &info);
+    CHECK(!info.gro && info.gro_bufs == 0);
+    CHECK_EQ(info.rx_mem, (512u * ((info.payload_max + 63u) & ~63u) + 4095u) & ~4095u);
+
+    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    if (!a) return;
+    int peer = link_to(a, b);
+    static struct uln_udp_io_pkt pkts[40];
+    static struct thdr hdrs[40];
+    static uint8_t flat[40][1024];
+    for (unsigned i = 0; i < 40; i++)
+        make_pkt(&pkts[i], peer, &hdrs[i], flat[i], i, 1000, 2);
+    send_all(a, pkts, 40);
+    static struct uln_udp_io_rx rx[40];
+    if (recv_by(b, rx, 40, 64)) {
+        unsigned pmax = uln_udp_io_payload_max(b);
+        for (unsigned i = 0; i < 40; i++) {
+            struct thdr h;
+            CHECK(pkt_ok(&rx[i], &h) && h.seq == i);
+            /* each has a pool buffer of payload_max to itself */
+            for (unsigned j = 0; j < i; j++)
+                CHECK(rx[i].buf >= rx[j].buf + pmax || rx[j].buf >= rx[i].buf + pmax);
+            CHECK(rx[i].handle < 512);
+            CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+        }
+    }
+    struct uln_udp_io_stats sa, sb;
+    uln_udp_io_stats(a, &sa);
+    uln_udp_io_stats(b, &sb);
+    CHECK_EQ(sa.tx_gso_msgs, 1);
+    CHECK_EQ(sb.rx_gro_msgs + sb.rx_gro_segs + sb.rx_copied + sb.rx_wakes, 0);
+    CHECK_EQ(sb.rx_pkts, 40);
+    uln_udp_io_close(a);
+    uln_udp_io_close(b);
+}
+
 int main(int argc, char **argv)
 {
     for (size_t i = 0; i < sizeof(pattern); i++)
         pattern[i] = (uint8_t)(i * 131u + (i >> 8) * 7u + 1u);
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines as they happen, under ctest too */
     unsetenv("ULN_FAULT");
+    unsetenv("ULN_UDP_GRO");
     const char *only = argc > 1 ? argv[1] : NULL;
 #define RUN(name, call)                                                                            \
     do {                                                                                           \
@@ -966,5 +1501,10 @@ int main(int argc, char **argv)
     RUN("specs", test_fault_specs());
     RUN("hold", test_fault_hold());
     RUN("rates", test_fault_rates());
+    RUN("gro_runs", test_gro_runs());
+    RUN("gro_pool", test_gro_pool());
+    RUN("gro_mixed", test_gro_mixed());
+    RUN("gro_edges", test_gro_edges());
+    RUN("gro_off", test_gro_off());
     return summary();
 }

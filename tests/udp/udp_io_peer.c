@@ -14,7 +14,9 @@
  *          numbered packets as fast as the socket takes them, or B every U us
  *   sink   --bind A --port P --peer B:Q [--count N] [--idle-ms T] [--max-ms T]
  *          count distinct numbered packets and the goodput from the first
- *          to the last; --busy: spin on recv instead of sleeping in poll
+ *          to the last, checking each one's bytes; --busy: spin on recv
+ *          instead of sleeping in poll
+ * Every mode takes --no-gro: receive without UDP_GRO.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -34,7 +36,7 @@ struct opts {
     const char *mode, *bind, *peer, *fault;
     unsigned port, size, batch, pace_us, idle_ms, max_ms, ms;
     unsigned long long count;
-    bool no_gso, busy;
+    bool no_gso, no_gro, busy;
 };
 
 static uint64_t now_ns(void)
@@ -48,7 +50,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: udp_io_peer echo|ping|source|sink --bind A --port P --peer B:Q "
                     "[--size S] [--count N] [--ms T] [--batch B] [--pace-us U] [--idle-ms T] "
-                    "[--max-ms T] [--no-gso] [--busy] [--fault SPEC]\n");
+                    "[--max-ms T] [--no-gso] [--no-gro] [--busy] [--fault SPEC]\n");
     exit(2);
 }
 
@@ -85,13 +87,16 @@ static void print_stats(const char *who, struct uln_udp_io *io)
     uln_udp_io_stats(io, &st);
     printf("%s_tx_pkts=%llu %s_tx_calls=%llu %s_tx_gso_msgs=%llu %s_tx_again=%llu %s_tx_err=%llu "
            "%s_rx_pkts=%llu %s_rx_calls=%llu %s_rx_unknown=%llu %s_rx_trunc=%llu "
-           "%s_rx_pool_empty=%llu %s_kernel_drops=%llu\n",
+           "%s_rx_pool_empty=%llu %s_kernel_drops=%llu %s_rx_gro_msgs=%llu %s_rx_gro_segs=%llu "
+           "%s_rx_copied=%llu %s_rx_wakes=%llu\n",
            who, (unsigned long long)st.tx_pkts, who, (unsigned long long)st.tx_calls, who,
            (unsigned long long)st.tx_gso_msgs, who, (unsigned long long)st.tx_again, who,
            (unsigned long long)st.tx_err, who, (unsigned long long)st.rx_pkts, who,
            (unsigned long long)st.rx_calls, who, (unsigned long long)st.rx_unknown, who,
            (unsigned long long)st.rx_trunc, who, (unsigned long long)st.rx_pool_empty, who,
-           (unsigned long long)st.rx_kernel_drops);
+           (unsigned long long)st.rx_kernel_drops, who, (unsigned long long)st.rx_gro_msgs, who,
+           (unsigned long long)st.rx_gro_segs, who, (unsigned long long)st.rx_copied, who,
+           (unsigned long long)st.rx_wakes);
 }
 
 /* Send all of pkts, sleeping on POLLOUT while the socket is full. */
@@ -253,7 +258,7 @@ static int run_sink(struct uln_udp_io *io, const struct opts *o)
     static struct uln_udp_io_rx rx[ULN_UDP_IO_BATCH];
     size_t cap = 1u << 24;
     uint8_t *seen = calloc(cap, 1);
-    unsigned long long arrivals = 0, distinct = 0, bytes = 0, foreign = 0;
+    unsigned long long arrivals = 0, distinct = 0, bytes = 0, foreign = 0, bad = 0;
     uint64_t first = 0, last = 0, start = now_ns();
     uint64_t max_ns = (uint64_t)(o->max_ms ? o->max_ms : 10000) * 1000000u;
     while (!o->count || distinct < o->count) {
@@ -276,14 +281,19 @@ static int run_sink(struct uln_udp_io *io, const struct opts *o)
                 memcpy(h, rx[i].buf, 8);
                 arrivals++;
                 bytes += rx[i].len;
-                if (h[0] == MAGIC && h[1] < cap && !seen[h[1]]++) distinct++;
+                /* the source's bytes after the header: the pattern's start */
+                if (h[0] != MAGIC || memcmp(rx[i].buf + 8, pattern, rx[i].len - 8))
+                    bad++;
+                else if (h[1] < cap && !seen[h[1]]++)
+                    distinct++;
             }
             uln_udp_io_rx_release(io, rx[i].handle);
         }
     }
     double secs = first && last > first ? (double)(last - first) / 1e9 : 0;
-    printf("received=%llu distinct=%llu foreign=%llu bytes=%llu secs=%.3f gbps=%.3f\n", arrivals,
-           distinct, foreign, bytes, secs, secs > 0 ? (double)bytes * 8 / secs / 1e9 : 0.0);
+    printf("received=%llu distinct=%llu foreign=%llu bad=%llu bytes=%llu secs=%.3f gbps=%.3f\n",
+           arrivals, distinct, foreign, bad, bytes, secs,
+           secs > 0 ? (double)bytes * 8 / secs / 1e9 : 0.0);
     print_stats("sink", io);
     free(seen);
     return 0;
@@ -298,6 +308,10 @@ int main(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-gso")) {
             o.no_gso = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-gro")) {
+            o.no_gro = true;
             continue;
         }
         if (!strcmp(a, "--busy")) {
@@ -338,6 +352,7 @@ int main(int argc, char **argv)
     struct uln_udp_io_cfg cfg = {.addr = o.bind,
                                  .port = (uint16_t)o.port,
                                  .no_gso = o.no_gso,
+                                 .no_gro = o.no_gro,
                                  .fault = o.fault,
                                  .rx_bufs = 1024,
                                  .busy_poll = o.busy};
@@ -357,9 +372,11 @@ int main(int argc, char **argv)
     }
     struct uln_udp_io_info info;
     uln_udp_io_info(io, &info);
-    fprintf(stderr, "udp_io_peer %s: mtu %u (%s) payload_max %u gso %d fault %d rcvbuf %d\n",
+    fprintf(stderr,
+            "udp_io_peer %s: mtu %u (%s) payload_max %u gso %d gro %d (%u bufs) fault %d "
+            "rcvbuf %d\n",
             o.mode, info.mtu, info.ifname[0] ? info.ifname : "configured", info.payload_max,
-            info.gso, info.fault, info.rcvbuf);
+            info.gso, info.gro, info.gro_bufs, info.fault, info.rcvbuf);
     if (!strcmp(o.mode, "echo"))
         rc = run_echo(io, &o);
     else if (!strcmp(o.mode, "ping"))
