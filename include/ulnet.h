@@ -180,6 +180,7 @@ struct uln_counters {
     uint64_t duplicates;               /* udp: packets that arrived twice, dropped */
     uint64_t stale;                    /* udp: packets of a peer's earlier life, dropped */
     uint64_t peers_dead;               /* udp: peers declared dead after silence */
+    uint64_t pkts_dropped; /* udp: ahead of order with no buffer free: dropped, resent */
 };
 int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *out);
 

@@ -237,7 +237,7 @@ static void add_stats(struct uln_counters *o, const struct uln_stats *s)
     ADD(eagain), ADD(refused_key), ADD(refused_bounds), ADD(refused_access), ADD(refused_job);
     ADD(malformed), ADD(cache_hits), ADD(cache_misses), ADD(sleeps), ADD(wakeups_sent);
     ADD(pkts_sent), ADD(pkts_received), ADD(retransmits), ADD(duplicates), ADD(stale);
-    ADD(peers_dead);
+    ADD(peers_dead), ADD(pkts_dropped);
 #undef ADD
 }
 

@@ -42,6 +42,7 @@ struct uln_stats {
     _Atomic uint64_t refused_key, refused_bounds, refused_access, refused_job, malformed;
     _Atomic uint64_t cache_hits, cache_misses, sleeps, wakeups_sent;
     _Atomic uint64_t pkts_sent, pkts_received, retransmits, duplicates, stale, peers_dead;
+    _Atomic uint64_t pkts_dropped;
 };
 
 struct uln_params {

@@ -185,6 +185,9 @@ struct uln_udp_peer {
 struct uln_udp_ep {
     struct uln_udp_io *io;
     unsigned payload_max, stride;
+    uint32_t window;    /* rel window for each peer */
+    unsigned pool_bufs; /* the io's receive pool, shared by all peers */
+    unsigned held;      /* pool buffers we hold for packets waiting for their turn */
     int *rank_of_id, *id_of_rank;
     int *live; /* ranks with peer state, for timers */
     int n_live;
@@ -456,9 +459,11 @@ int uln_udp_ep_open(struct uln_ep *ep)
                                  .max_peers = (unsigned)n};
     int rc = uln_udp_io_open(&cfg, &ue->io);
     if (rc) return rc;
+    ue->pool_bufs = cfg.rx_bufs;
     u->fds[ep->index] = -1; /* the io owns it now */
     ue->payload_max = uln_udp_io_payload_max(ue->io);
     ue->stride = (ue->payload_max + 63u) & ~63u;
+    ue->window = ctx->p.udp_window;
     for (int p = 0; p < n; p++) {
         ue->id_of_rank[p] = -1;
         ue->rank_of_id[p] = -1;
@@ -541,7 +546,7 @@ static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
     if (!up) return NULL;
     struct uln_rel_cfg cfg;
     uln_rel_cfg_default(&cfg);
-    cfg.window = ctx->p.udp_window;
+    cfg.window = ue->window;
     cfg.dead_after = (uint64_t)ctx->p.udp_dead_ms * 1000000u;
     uint32_t epoch = 0;
     while (epoch == 0) {
@@ -912,6 +917,7 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
     }
     default: /* NAP, ACK, GET_REQ: their order matters; keep the bytes */
         s->held = true;
+        ep->udp->held++;
         s->handle = rx->handle;
         s->payload = payload;
         s->len = n;
@@ -1033,7 +1039,7 @@ static void deliver_pending(struct uln_ep *ep, struct uln_udp_peer *up)
     while (up->pend_n) {
         struct rx_slot *s = &up->rx[up->pend_seq & up->mask];
         if (!deliver_one(ep, up, s)) break;
-        if (s->held) uln_udp_io_rx_release(ep->udp->io, s->handle);
+        if (s->held) uln_udp_io_rx_release(ep->udp->io, s->handle), ep->udp->held--;
         if (s->rel_held) uln_rel_rx_release(&up->rel, 1, ep->udp->now);
         s->held = s->rel_held = false;
         up->pend_seq++;
@@ -1046,7 +1052,7 @@ static void drop_held(struct uln_ep *ep, struct uln_udp_peer *up)
 {
     for (uint32_t i = 0; i <= up->mask; i++) {
         struct rx_slot *s = &up->rx[i];
-        if (s->held) uln_udp_io_rx_release(ep->udp->io, s->handle);
+        if (s->held) uln_udp_io_rx_release(ep->udp->io, s->handle), ep->udp->held--;
         if (s->rel_held) uln_rel_rx_release(&up->rel, 1, ep->udp->now);
         s->held = s->rel_held = false;
     }
@@ -1156,6 +1162,15 @@ static bool rx_one(struct uln_ep *ep, const struct uln_udp_io_rx *rx)
         return false;
     }
     struct uln_rel *r = &up->rel;
+    if (type != PKT_PUT && type != PKT_GET_RESP && h.seq != r->rcv_cum &&
+        ue->held >= ue->pool_bufs / 2) {
+        /* A packet ahead of order that would have to wait in a pool buffer,
+         * with half the pool already waiting: drop it before rel counts it,
+         * as if the link had lost it (it will be resent). Holding it could
+         * leave no buffer for the very packet that fills the hole. */
+        ULN_COUNT(&ep->stats, pkts_dropped, 1);
+        return false;
+    }
     if (uln_rel_state(r) != ULN_REL_OPEN ||
         h.tag != conn_tag(ep->ctx->job_key, r->peer_epoch, r->local_epoch)) {
         /* Another job, or a life of either side that is over. */
