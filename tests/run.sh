@@ -26,7 +26,9 @@ step "build (warnings are errors)"
 cmake -S . -B build -G Ninja -DULN_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build
 step "tests"
-ctest --test-dir build --output-on-failure -j1
+# Two at a time (this machine's cores); tests that measure time or wake-ups
+# are marked RUN_SERIAL and run alone.
+ctest --test-dir build --output-on-failure -j2
 
 step "build with ASan+UBSan"
 cmake -S . -B build-asan -G Ninja -DULN_WERROR=ON -DULN_SANITIZE=address \
@@ -34,7 +36,7 @@ cmake -S . -B build-asan -G Ninja -DULN_WERROR=ON -DULN_SANITIZE=address \
 ninja -C build-asan
 step "tests under ASan+UBSan"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan --output-on-failure -j1
+    ctest --test-dir build-asan --output-on-failure -j2
 
 step "build with TSan (the parts that run threads)"
 cmake -S . -B build-tsan -G Ninja -DULN_WERROR=ON -DULN_SANITIZE=thread \
