@@ -106,6 +106,19 @@ for p in latency bandwidth rate load cache fair_shm_put; do
 done
 command -v gnuplot >/dev/null || grep -q "gnuplot is not installed" "$tmp/plot.err"
 
+# Over UDP (loopback): the same CSV, with the transport column saying udp.
+ULN_TRANSPORT=udp "$ulnrun" -n 2 --timeout 90 "$ulnperf" --transport udp --quick --sizes 1-4096 \
+    --test lat,bw,rate --windows 1,8 --csv >"$tmp/udp.csv"
+python3 - "$tmp/udp.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+assert rows[0] == ["transport", "op", "test", "size", "value", "unit"], rows[0]
+body = [r for r in rows[1:] if r[0] != "platform"]  # platform: the cache-line floor
+assert body and all(r[0] == "udp" for r in body), set(r[0] for r in body)
+assert {r[2] for r in body} >= {"lat", "bw"}, {r[2] for r in body}
+assert all(float(r[4]) > 0 for r in body if r[2] == "bw"), "a zero bandwidth"
+PY
+
 # A transport the library does not run: a plain refusal, not numbers.
 if "$ulnrun" -n 2 --timeout 30 "$ulnperf" --transport no-such --quick --test lat --op nap \
     --sizes 8 >/dev/null 2>"$tmp/tr.err"; then
