@@ -135,8 +135,11 @@ if up --drop-pct 2 --drop-on h1; then
     echo "  lost $lost of $n ($pct %), nft counted $nft_drops, socket dropped $kdrops"
     check "loss with a 2 % drop rule is 1..3.5 % (measured $pct %)" \
         between "$pct" 1.0 3.5
-    check "every loss is the rule's (nft counter $nft_drops = lost $lost, socket drops 0)" \
-        test "${nft_drops:-x}" = "$lost" -a "${kdrops:-x}" = 0
+    # Every datagram lost is one the rule dropped, and the socket dropped none.
+    # The rule sees all of host 1's traffic, so it may also have caught the odd
+    # packet outside the counted stream (seen once: 393 dropped, 392 lost).
+    check "every loss is the rule's (nft counter $nft_drops, lost $lost, socket drops $kdrops)" \
+        test "${kdrops:-x}" = 0 -a "${nft_drops:-0}" -ge "$lost" -a "${nft_drops:-0}" -le $((lost + 2))
     down
 else
     check "hosts.sh up 2 --drop-pct 2" false
