@@ -186,6 +186,7 @@ struct uln_udp_ep {
     struct uln_udp_io *io;
     unsigned payload_max, stride;
     uint32_t window;    /* rel window for each peer */
+    uint64_t rng;       /* epochs of new peer lives: per endpoint, so threads share nothing */
     unsigned pool_bufs; /* the io's receive pool, shared by all peers */
     unsigned held;      /* pool buffers we hold for packets waiting for their turn */
     int *rank_of_id, *id_of_rank;
@@ -460,6 +461,9 @@ int uln_udp_ep_open(struct uln_ep *ep)
     int rc = uln_udp_io_open(&cfg, &ue->io);
     if (rc) return rc;
     ue->pool_bufs = cfg.rx_bufs;
+    /* uln_ep_open holds the context lock here: the context's generator is ours. */
+    u->rng = mix64(u->rng + 0x9e3779b97f4a7c15ull);
+    ue->rng = u->rng;
     u->fds[ep->index] = -1; /* the io owns it now */
     ue->payload_max = uln_udp_io_payload_max(ue->io);
     ue->stride = (ue->payload_max + 63u) & ~63u;
@@ -550,8 +554,8 @@ static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
     cfg.dead_after = (uint64_t)ctx->p.udp_dead_ms * 1000000u;
     uint32_t epoch = 0;
     while (epoch == 0) {
-        ctx->udp->rng = mix64(ctx->udp->rng + 0x9e3779b97f4a7c15ull);
-        epoch = (uint32_t)ctx->udp->rng;
+        ue->rng = mix64(ue->rng + 0x9e3779b97f4a7c15ull);
+        epoch = (uint32_t)ue->rng;
     }
     up->rank = rank;
     up->io_id = ue->id_of_rank[rank];
