@@ -437,6 +437,18 @@ static void malformed(struct uln_ep *ep)
     ULN_COUNT(&ep->stats, malformed, 1);
 }
 
+/* The target's completion of a PUT with immediate data (the caller made sure
+ * of room in the receive CQ). */
+static void put_remote(struct uln_ep *ep, int src, uint64_t len, uint64_t imm, uint64_t offset)
+{
+    *uln_cq_push(ep->recv_cq) = (struct uln_cqe){.op = ULN_OP_PUT_REMOTE,
+                                                 .ep = (uint16_t)ep->index,
+                                                 .peer = src,
+                                                 .len = len,
+                                                 .imm = imm,
+                                                 .offset = offset};
+}
+
 static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct uln_msg *m)
 {
     const struct uln_put_frag *f = (const void *)(m + 1);
@@ -462,13 +474,7 @@ static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, s
     if (!(m->flags & ULN_FRAG_LAST)) return;
     ack_queue(ep, pp, f->op_id, 0);
     if (m->flags & ULN_FRAG_IMM) {
-        struct uln_cqe *c = uln_cq_push(ep->recv_cq);
-        *c = (struct uln_cqe){.op = ULN_OP_PUT_REMOTE,
-                              .ep = (uint16_t)ep->index,
-                              .peer = src,
-                              .len = f->op_len,
-                              .imm = f->imm,
-                              .offset = f->op_offset};
+        put_remote(ep, src, f->op_len, f->imm, f->op_offset);
     }
 }
 
@@ -527,13 +533,7 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
             malformed(ep);
             break;
         }
-        struct uln_cqe *c = uln_cq_push(ep->recv_cq);
-        *c = (struct uln_cqe){.op = ULN_OP_PUT_REMOTE,
-                              .ep = (uint16_t)ep->index,
-                              .peer = src,
-                              .len = n->len,
-                              .imm = n->imm,
-                              .offset = n->offset};
+        put_remote(ep, src, n->len, n->imm, n->offset);
         break;
     }
     case ULN_MSG_GET_RESP:
@@ -548,15 +548,8 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
             break;
         }
         ack_queue(ep, pp, d->op_id, d->status);
-        if (d->status == 0 && (d->flags & ULN_FRAG_IMM)) {
-            struct uln_cqe *c = uln_cq_push(ep->recv_cq);
-            *c = (struct uln_cqe){.op = ULN_OP_PUT_REMOTE,
-                                  .ep = (uint16_t)ep->index,
-                                  .peer = src,
-                                  .len = d->op_len,
-                                  .imm = d->imm,
-                                  .offset = d->op_offset};
-        }
+        if (d->status == 0 && (d->flags & ULN_FRAG_IMM))
+            put_remote(ep, src, d->op_len, d->imm, d->op_offset);
         break;
     }
     case ULN_MSG_ACK: {
