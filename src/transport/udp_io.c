@@ -1309,6 +1309,43 @@ static int32_t lookup(struct uln_udp_io *io, const struct sockaddr *sa, socklen_
     return id;
 }
 
+/* Set up receive header j for a read into buf (len bytes), the source address
+ * into sa, ancillary data (GRO's segment size) into ctl. */
+static void rx_entry(struct uln_udp_io *io, unsigned j, void *buf, size_t len, union sa_any *sa,
+                     void *ctl, size_t ctllen)
+{
+    io->riov[j].iov_base = buf;
+    io->riov[j].iov_len = len;
+    struct msghdr *h = &io->rmsg[j].msg_hdr;
+    h->msg_name = sa;
+    h->msg_namelen = sizeof(union sa_any);
+    h->msg_iov = &io->riov[j];
+    h->msg_iovlen = 1;
+    h->msg_control = ctl;
+    h->msg_controllen = ctllen;
+    h->msg_flags = 0;
+}
+
+/* One recvmmsg into the k headers set up: how many came, 0 when none (or a
+ * signal), or -errno. *drained: the socket said EAGAIN. */
+static int rx_mmsg(struct uln_udp_io *io, unsigned k, bool *drained)
+{
+    int r = recvmmsg(io->fd, io->rmsg, k, MSG_DONTWAIT, NULL);
+    int e = r < 0 ? errno : EAGAIN;
+    io->st.rx_calls++;
+    *drained = r <= 0 && (e == EAGAIN || e == EWOULDBLOCK);
+    /* Headers written by the kernel, or an odd error: set up again. An empty
+     * call leaves them as they were. */
+    if (r > 0 || (r < 0 && !*drained)) io->rprep = 0;
+    if (r > 0) return r;
+    if (*drained || e == EINTR) {
+        io->st.rx_empty++;
+        return 0;
+    }
+    io->st.rx_err++;
+    return -e;
+}
+
 /* Without GRO: one datagram per read, straight into pool slots. */
 static int recv_plain(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned max)
 {
@@ -1327,32 +1364,14 @@ static int recv_plain(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned
         for (unsigned j = 0; j < k; j++) {
             uint32_t b = io->free_stack[io->nfree - 1 - j];
             bufs[j] = b;
-            io->riov[j].iov_base = io->pool + (size_t)b * io->stride;
-            io->riov[j].iov_len = io->payload_max;
-            struct msghdr *h = &io->rmsg[j].msg_hdr;
-            h->msg_name = &io->rx_sa[b];
-            h->msg_namelen = sizeof(union sa_any);
-            h->msg_iov = &io->riov[j];
-            h->msg_iovlen = 1;
-            h->msg_control = NULL;
-            h->msg_controllen = 0;
-            h->msg_flags = 0;
+            rx_entry(io, j, io->pool + (size_t)b * io->stride, io->payload_max, &io->rx_sa[b], NULL,
+                     0);
         }
         io->rprep = k;
     }
-    int r = recvmmsg(io->fd, io->rmsg, k, MSG_DONTWAIT, NULL);
-    io->st.rx_calls++;
-    /* Headers written by the kernel, or an odd error: set up again. */
-    if (r > 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) io->rprep = 0;
-    if (r <= 0) {
-        int e = r < 0 ? errno : EAGAIN;
-        if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) {
-            io->st.rx_empty++;
-            return 0;
-        }
-        io->st.rx_err++;
-        return -e;
-    }
+    bool drained;
+    int r = rx_mmsg(io, k, &drained);
+    if (r <= 0) return r;
     io->nfree -= (unsigned)r;
     unsigned got = 0;
     for (int j = 0; j < r; j++) {
@@ -1495,36 +1514,17 @@ static int gro_read(struct uln_udp_io *io, unsigned k)
         for (unsigned j = 0; j < k; j++) {
             uint32_t b = io->gfree_stack[io->ngfree - 1 - j];
             bufs[j] = b;
-            io->riov[j].iov_base = gbuf_mem(io, b);
-            io->riov[j].iov_len = ULN_UDP_IO_GRO_BUF;
-            struct msghdr *h = &io->rmsg[j].msg_hdr;
-            h->msg_name = &io->gsa[b];
-            h->msg_namelen = sizeof(union sa_any);
-            h->msg_iov = &io->riov[j];
-            h->msg_iovlen = 1;
-            h->msg_control = io->rctl[j].buf;
-            h->msg_controllen = sizeof(io->rctl[j].buf);
-            h->msg_flags = 0;
+            rx_entry(io, j, gbuf_mem(io, b), ULN_UDP_IO_GRO_BUF, &io->gsa[b], io->rctl[j].buf,
+                     sizeof(io->rctl[j].buf));
         }
         io->rprep = k;
     }
-    int r = recvmmsg(io->fd, io->rmsg, k, MSG_DONTWAIT, NULL);
-    io->st.rx_calls++;
-    if (r > 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) io->rprep = 0;
-    if (r <= 0) {
-        int e = r < 0 ? errno : EAGAIN;
-        if (e == EAGAIN || e == EWOULDBLOCK) {
-            /* Our wake-up is not in there: read, or dropped by a full socket
-             * (which was readable then). Either way the next one may go. */
-            io->wake_out = false;
-        }
-        if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) {
-            io->st.rx_empty++;
-            return 0;
-        }
-        io->st.rx_err++;
-        return -e;
-    }
+    bool drained;
+    int r = rx_mmsg(io, k, &drained);
+    /* Drained: our wake-up is not in there: read, or dropped by a full socket
+     * (which was readable then). Either way the next one may go. */
+    if (drained) io->wake_out = false;
+    if (r <= 0) return r;
     io->ngfree -= (unsigned)r;
     unsigned most = 1;
     for (int j = 0; j < r; j++) {
