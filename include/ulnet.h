@@ -179,7 +179,8 @@ struct uln_counters {
     uint64_t retransmits;              /* udp: packets sent again (lost or timed out) */
     uint64_t duplicates;               /* udp: packets that arrived twice, dropped */
     uint64_t stale;                    /* udp: packets of a peer's earlier life, dropped */
-    uint64_t peers_dead;               /* udp: peers declared dead after silence */
+    uint64_t peers_dead;               /* peers found dead: shm: the process exited; udp:
+                                          silent past udp_dead_ms */
     uint64_t pkts_dropped; /* udp: ahead of order with no buffer free: dropped, resent */
 };
 int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *out);

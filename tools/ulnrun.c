@@ -1,12 +1,15 @@
 /*
  * ulnrun - start an ulnet job on this host and supervise it.
  *
- *   ulnrun -n N [--timeout S] [--] prog args...
+ *   ulnrun -n N [--timeout S] [--keep-going] [--] prog args...
  *
  * Starts N copies of prog (ranks 0..N-1) with ULN_RANK, ULN_SIZE, ULN_JOB_KEY
  * and ULN_BOOT_FD set, then waits. The job ends as a whole: when one rank fails
  * (non-zero exit or signal), when the timeout expires, or when ulnrun itself is
  * asked to stop, the other ranks get SIGTERM, then SIGKILL after a grace period.
+ * With --keep-going a failing rank does not end the job: the others run on
+ * (they see the dead rank as -ECONNRESET) until they all exit or the timeout.
+ * The status is then the failures' common status, or 1 if they differ.
  * If ulnrun is killed outright, the kernel kills the ranks (PR_SET_PDEATHSIG).
  *
  * Exit status: 0 if every rank exited 0; otherwise the first failing rank's
@@ -60,11 +63,13 @@ static const char *prog_name = "ulnrun";
 static void usage(FILE *out)
 {
     fprintf(out,
-            "Usage: %s -n N [--timeout S] [--] prog [args...]\n"
+            "Usage: %s -n N [--timeout S] [--keep-going] [--] prog [args...]\n"
             "Start N ranks of an ulnet job on this host and supervise them.\n"
             "\n"
             "  -n N           number of ranks (1..%u)\n"
             "  --timeout S    end the job after S seconds (fractions allowed); exit 124\n"
+            "  --keep-going   a failing rank does not end the job: the others run on;\n"
+            "                 the status is the failures' own, or 1 if they differ\n"
             "  -h, --help     show this help\n"
             "\n"
             "Each rank gets ULN_RANK, ULN_SIZE, ULN_JOB_KEY and ULN_BOOT_FD.\n"
@@ -116,6 +121,7 @@ struct job {
     bool ending;      /* SIGTERM sent; waiting for the ranks to go */
     bool killed;      /* SIGKILL sent */
     bool signalled;   /* ulnrun itself was told to stop (SIGINT/SIGTERM/SIGHUP) */
+    bool keep_going;  /* --keep-going: a rank's failure is reported, not acted on */
     int64_t kill_at;  /* when ending: monotonic deadline for SIGKILL */
     int exit_code;    /* decided by the first event that ends the job */
 };
@@ -161,6 +167,24 @@ static void reap(struct job *job)
         job->pids[r] = 0;
         job->running--;
         if (job->ending) continue; /* the job is already ending: deaths are expected now */
+        if (job->keep_going) {
+            /* The survivors are meant to notice the death themselves (that is
+             * what the job tests); remember the first failure for the status. */
+            int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            if (code != 0)
+                fprintf(stderr, "%s: rank %d (pid %ld) %s %d; the others go on (--keep-going)\n",
+                        prog_name, r, (long)pid,
+                        WIFEXITED(st) ? "exited with status" : "killed by signal",
+                        WIFEXITED(st) ? code : WTERMSIG(st));
+            /* One failure, or several alike: that status. Failures that
+             * differ (a survivor failing after a rank was killed) must not
+             * hide behind the first one: then the status is 1. */
+            if (code != 0 && job->exit_code == 0)
+                job->exit_code = code;
+            else if (code != 0 && code != job->exit_code)
+                job->exit_code = EXIT_SETUP;
+            continue;
+        }
         if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
             fprintf(stderr, "%s: rank %d (pid %ld) exited with status %d; ending the job\n",
                     prog_name, r, (long)pid, WEXITSTATUS(st));
@@ -218,10 +242,12 @@ int main(int argc, char **argv)
 {
     unsigned n = 0;
     double timeout_s = 0;
+    bool keep_going = false;
 
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"timeout", required_argument, NULL, 't'},
+        {"keep-going", no_argument, NULL, 'k'},
         {NULL, 0, NULL, 0},
     };
     int opt;
@@ -250,6 +276,9 @@ int main(int argc, char **argv)
             if (errno || end == optarg || *end || !isfinite(timeout_s) || timeout_s <= 0 ||
                 timeout_s > 1e9)
                 usage_error("--timeout wants a positive number of seconds, not '%s'", optarg);
+            break;
+        case 'k':
+            keep_going = true;
             break;
         default: /* getopt_long already said what was wrong */
             fprintf(stderr, "Try '%s --help'.\n", prog_name);
@@ -332,7 +361,7 @@ int main(int argc, char **argv)
         nenv++;
     char **envp = calloc(nenv + 5, sizeof *envp);
     char rank_var[32], size_var[32], key_var[48], fd_var[32];
-    struct job job = {.n = n, .exit_code = 0};
+    struct job job = {.n = n, .exit_code = 0, .keep_going = keep_going};
     job.pids = calloc(n, sizeof *job.pids);
     if (!envp || !job.pids) {
         fprintf(stderr, "%s: out of memory\n", prog_name);

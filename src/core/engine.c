@@ -679,8 +679,12 @@ static void check_peers(struct uln_ep *ep)
         struct uln_sqe *s = sqe_at(ep, pos);
         if ((s->state == SQE_QUEUED || s->state == SQE_WAIT) && s->peer != ep->ctx->rank &&
             (uln_peer_udp(ep->ctx, s->peer) ? uln_udp_peer_dead(ep, s->peer)
-                                            : uln_shm_peer_dead(ep->ctx, s->peer)))
+                                            : uln_shm_peer_dead(ep->ctx, s->peer))) {
+            /* Later posts take the slow path, where the attach check fails
+             * them at once (udp.c does the same when it gives a peer up). */
+            ep->peers[s->peer].out_ready = false;
             uln_engine_fail_peer(ep, s->peer, -ECONNRESET);
+        }
     }
 }
 

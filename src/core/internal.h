@@ -174,7 +174,11 @@ struct uln_ep_peer {
     struct uln_ring_prod out[2]; /* into the peer's inbox: channel 0, 1 */
     struct uln_ring_cons in[2];  /* from the peer, in our inbox */
     bool out_ready;
-    bool announced[2]; /* our bit is set in the peer's active map of that channel */
+    bool announced[2];
+    uint32_t direct_ops;
+        /* direct PUT/GETs to this peer: every 1024th checks it lives */ /* our bit is set in the
+                                                                            peer's active map of
+                                                                            that channel */
     /* Ring-path target side. */
     uint64_t refused_op;     /* op_id of a PUT already answered with an error (+1) */
     struct uln_msg *get_req; /* GET request being served (still in ring) */

@@ -82,7 +82,9 @@ struct shm_peer {
     struct shm_hdr *hdr;
     pid_t pid;
     int pidfd;
-    bool dead;
+    /* Set once, by whichever thread's poll of the pidfd sees the exit first;
+     * read without ordering: it only turns later operations into errors. */
+    _Atomic bool dead;
     _Atomic bool cma_refused; /* any thread may find out */
     struct sockaddr_un bell;
     socklen_t bell_len;
@@ -331,7 +333,7 @@ int uln_shm_attach(struct uln_ctx *ctx, int peer)
     struct shm_peer *pp = &s->peers[peer];
     /* Acquire: pairs with the release at the end of attach_locked. */
     if (ULN_LIKELY(__atomic_load_n(&pp->hdr, __ATOMIC_ACQUIRE) != NULL))
-        return pp->dead ? -ECONNRESET : 0;
+        return atomic_load_explicit(&pp->dead, memory_order_relaxed) ? -ECONNRESET : 0;
     pthread_mutex_lock(&s->attach_lock);
     int rc = pp->hdr ? 0 : attach_locked(ctx, peer);
     pthread_mutex_unlock(&s->attach_lock);
@@ -366,11 +368,14 @@ _Atomic uint32_t *uln_shm_hazard(struct uln_ctx *ctx, int src, int ep)
 bool uln_shm_peer_dead(struct uln_ctx *ctx, int peer)
 {
     struct shm_peer *pp = &ctx->shm->peers[peer];
-    if (pp->dead) return true;
+    if (atomic_load_explicit(&pp->dead, memory_order_relaxed)) return true;
     if (peer == ctx->rank || pp->pidfd < 0) return false;
     struct pollfd pf = {.fd = pp->pidfd, .events = POLLIN};
-    if (poll(&pf, 1, 0) == 1) pp->dead = true; /* a pidfd is readable once its process exits */
-    return pp->dead;
+    if (poll(&pf, 1, 0) != 1) return false; /* a pidfd is readable once its process exits */
+    /* Its memory stays mapped here (the mappings hold the objects), so a late
+     * access cannot fault; from now on operations on it fail instead. */
+    if (!atomic_exchange(&pp->dead, true)) atomic_fetch_add(&ctx->stats.peers_dead, 1);
+    return true;
 }
 
 /* ---- sleeping and waking -------------------------------------------------- */
@@ -522,6 +527,16 @@ int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, uint64_
     struct shm_hdr *h = pp->hdr;
     uint64_t idx = rkey >> ULN_KEY_INDEX_SHIFT;
     int rc;
+
+    /* A peer known dead gets no more writes: its memory is still mapped (no
+     * fault), but "visible at the target" would be a lie. */
+    if (ULN_UNLIKELY(atomic_load_explicit(&pp->dead, memory_order_relaxed))) return -ECONNRESET;
+    /* Direct accesses to a dead peer's mapped memory would go on "succeeding"
+     * forever and never stall, so nothing else would look: ask the pidfd every
+     * 1024th time (one poll, well under a nanosecond per operation). */
+    if (ULN_UNLIKELY((++ep->peers[peer].direct_ops & 1023) == 0) && peer != ctx->rank &&
+        uln_shm_peer_dead(ctx, peer))
+        return -ECONNRESET;
 
     if (idx >= h->max_regions) {
         rc = -ENOKEY;

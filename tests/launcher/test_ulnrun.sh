@@ -4,7 +4,7 @@
 #   test_ulnrun.sh CASE ULNRUN HELPER [OPEN_CHECK]
 #
 # CASE: env all_ok exit_code sigkill abort grace timeout signals kill9
-#       kill9_early usage uln_open (or "all")
+#       kill9_early keep_going usage uln_open (or "all")
 #
 # Every case also checks that ulnrun left nothing in /dev/shm and no socket
 # file under /tmp. Waits poll for a condition under a deadline rather than
@@ -286,6 +286,31 @@ case_abort() {
     expect_fast 2000
     expect_ranks_gone
     expect_stderr "killed by signal 6; ending the job"
+    leak_check
+}
+
+# --keep-going: a rank killed by SIGKILL does not end the job; the others run
+# to their own end (1.5 s) and ulnrun then exits with the death's status. A
+# rank that exits 3 while others are fine gives 3.
+case_keep_going() {
+    begin "keep_going_sigkill"
+    leak_begin
+    ULNRUN_OPTS=(--keep-going)
+    start_job 3 1 signal:9 pause:1500
+    finish_job
+    expect_rc 137
+    [ "$ELAPSED" -ge 1300 ] || fail "ended after $ELAPSED ms: the survivors were not left to finish"
+    expect_ranks_gone
+    expect_stderr "ulnrun: rank 1 (pid ${RANK_PIDS[1]:-?}) killed by signal 9; the others go on (--keep-going)"
+    if grep -q "ending the job" "$JOB_DIR/stderr"; then fail "unexpected: $(cat "$JOB_DIR/stderr")"; fi
+    leak_check
+    begin "keep_going_exit"
+    leak_begin
+    start_job 3 0 exit:3 pause:500
+    finish_job
+    ULNRUN_OPTS=()
+    expect_rc 3
+    expect_ranks_gone
     leak_check
 }
 
@@ -593,7 +618,8 @@ case_uln_open() {
     done
 }
 
-CASES=(env all_ok exit_code sigkill abort grace timeout signals kill9 kill9_early usage uln_open)
+CASES=(env all_ok exit_code sigkill abort grace timeout signals kill9 kill9_early keep_going usage
+    uln_open)
 if [ "$CASE" = all ]; then
     run=("${CASES[@]}")
     [ -n "$OPEN_CHECK" ] || run=("${run[@]/uln_open/}")

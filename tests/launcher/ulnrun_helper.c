@@ -10,8 +10,9 @@
  *       Write this rank's pid to DIR/pid.RANK (so the script knows every pid
  *       before anything happens), wait until all ULN_SIZE ranks have done so,
  *       then: rank ACTOR (-1: none) does ACTION, every other rank does OTHERS.
- *       ACTION/OTHERS: exit:N | signal:N | abort | sleep | ignore-term
- *       (ignore-term: sleep with SIGTERM ignored, so only SIGKILL ends it).
+ *       ACTION/OTHERS: exit:N | signal:N | abort | sleep | ignore-term | pause:MS
+ *       (ignore-term: sleep with SIGTERM ignored, so only SIGKILL ends it;
+ *       pause:MS: sleep MS milliseconds, then exit 0).
  *
  * Only the board layout (board.h, header-only) is used, not the library, so
  * these tests run while the library is still being written.
@@ -156,6 +157,10 @@ static void act(const char *what)
         exit(99);
     }
     if (strcmp(what, "abort") == 0) abort();
+    if (strncmp(what, "pause:", 6) == 0) {
+        sleep_ms(atol(what + 6));
+        exit(0);
+    }
     if (strcmp(what, "sleep") == 0 || strcmp(what, "ignore-term") == 0) {
         /* Long enough to outlive any test; ulnrun has to end it. */
         sleep_ms(60000);
