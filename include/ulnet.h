@@ -28,7 +28,10 @@
  *   -ENOKEY      the region key is unknown at the target, or stale (deregistered)
  *   -ERANGE      offset + length reaches outside the region
  *   -EACCES      the region does not allow that remote access
- *   -EPERM       the packet or peer belongs to another job
+ *   -EPERM       the packet or peer belongs to another job; or the call is made
+ *                in a fork()ed child on its parent's context (see Fork)
+ *   -EBADF       the endpoint, CQ or region handle was already closed
+ *   -EBUSY       uln_cq_close on a CQ an endpoint is still bound to
  *   -ECONNRESET  the peer died or left
  *   -ECANCELED   the endpoint was closed with the operation outstanding
  *   -ETIMEDOUT   a wait ran out of time
@@ -47,6 +50,25 @@
  *   - A PUT's local completion means its data is visible at the target.
  *   - GET is not ordered after earlier PUTs to the same peer; post uln_ep_flush
  *     and wait for it first when a GET must see them.
+ *
+ * Buffers and handles
+ *   Local buffers (the source of a NAP or PUT, the destination of a GET) are
+ *   plain memory: they need not be registered, and uln_mr_dereg of a region
+ *   does not affect operations that use its memory locally. Like memcpy, ulnet
+ *   cannot check that a local pointer is mapped: an unmapped one is undefined.
+ *   Registration only grants peers access. A closed endpoint or CQ, and a
+ *   deregistered region, keep a small record so that a late call on the handle
+ *   returns -EBADF instead of touching freed memory (regions: for the last
+ *   1024 deregistrations; older region handles are as invalid as freed ones).
+ *
+ * Fork
+ *   A context belongs to the process that opened it. In a fork()ed child
+ *   every call on it returns -EPERM, uln_close included, and changes nothing
+ *   the parent uses (rings, sockets, keys are shared with the parent). The
+ *   child may uln_open a job of its own. Memory from uln_mem_alloc is a shared
+ *   mapping: the child's writes to it are seen by the parent and its peers.
+ *   Other registered memory is copy-on-write as usual: the child's writes stay
+ *   its own, and peers keep reading and writing the parent's memory.
  *
  * Progress
  *   Work advances inside uln_cq_poll / uln_cq_wait on a CQ bound to the endpoint,
@@ -209,10 +231,12 @@ int uln_mem_free(struct uln_ctx *ctx, void *ptr);
 
 /* Register [addr, addr+len) with the given rights. The region's key names it to
  * peers; a key is never reused after uln_mr_dereg (a fresh random magic each
- * time), so a stale key is refused. */
+ * time), so a stale key is refused. -ENOSPC past max_regions. */
 int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned access, struct uln_mr **mr);
 /* Refuse the key from now on, wait until no peer is inside the region, free mr.
- * After it returns no peer reads or writes the memory through ulnet. */
+ * After it returns no peer reads or writes the memory through ulnet: a peer's
+ * PUT or GET still in flight completes there with -ENOKEY (or had completed
+ * before). A second call on the same handle returns -EBADF. */
 int uln_mr_dereg(struct uln_mr *mr);
 uint64_t uln_mr_key(const struct uln_mr *mr);
 void *uln_mr_addr(const struct uln_mr *mr);
@@ -251,6 +275,8 @@ struct uln_cqe {
 /* A CQ holds up to `entries` completions; the engine never overruns it (work
  * that would complete into a full CQ waits). */
 int uln_cq_open(struct uln_ctx *ctx, unsigned entries, struct uln_cq **cq);
+/* -EBUSY while an endpoint is bound to cq (close the endpoints first); once
+ * closed, every call on cq returns -EBADF. */
 int uln_cq_close(struct uln_cq *cq);
 
 /* Drive progress of the endpoints bound to cq, then take up to max entries.
@@ -275,7 +301,10 @@ int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe);
  * same CQ). */
 int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *recv_cq,
                 struct uln_ep **ep);
-/* Close: outstanding operations complete with -ECANCELED first. */
+/* Close: every outstanding operation gets its completion first, with
+ * -ECANCELED (one that had started may have moved part of its data). Then
+ * posts, flush and a second close on ep return -EBADF. The index is not
+ * reused: the next uln_ep_open gets a new one. */
 int uln_ep_close(struct uln_ep *ep);
 int uln_ep_index(const struct uln_ep *ep);
 

@@ -15,6 +15,7 @@
 ULN_EXPORT int uln_cq_open(struct uln_ctx *ctx, unsigned entries, struct uln_cq **out)
 {
     if (!ctx || !out || entries == 0 || entries > (1u << 24)) return -EINVAL;
+    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
     struct uln_cq *cq = calloc(1, sizeof *cq);
     if (!cq) return -ENOMEM;
     cq->ring = calloc(entries, sizeof *cq->ring);
@@ -32,19 +33,22 @@ ULN_EXPORT int uln_cq_open(struct uln_ctx *ctx, unsigned entries, struct uln_cq 
     return 0;
 }
 
+/* Closing frees the entries but keeps the small struct, marked closed, in the
+ * context's list until uln_close: a poll, wait, release or close that comes
+ * late then gets -EBADF instead of touching freed memory. */
 ULN_EXPORT int uln_cq_close(struct uln_cq *cq)
 {
     if (!cq) return -EINVAL;
-    if (cq->n_eps) return -EBUSY; /* close its endpoints first */
     struct uln_ctx *ctx = cq->ctx;
+    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
+    if (cq->closed) return -EBADF;
+    if (cq->n_eps) return -EBUSY; /* close its endpoints first */
     pthread_mutex_lock(&ctx->lock);
-    struct uln_cq **pc = &ctx->cqs;
-    while (*pc && *pc != cq)
-        pc = &(*pc)->next;
-    if (*pc) *pc = cq->next;
-    pthread_mutex_unlock(&ctx->lock);
+    cq->closed = true;
     free(cq->ring);
-    free(cq);
+    cq->ring = NULL;
+    cq->head = cq->tail = 0;
+    pthread_mutex_unlock(&ctx->lock);
     return 0;
 }
 
@@ -80,7 +84,12 @@ static void cq_progress(struct uln_cq *cq)
 ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)
 {
     if (ULN_UNLIKELY(!cq || (!out && max > 0) || max < 0)) return -EINVAL;
-    uln_api_lock(cq->ctx);
+    int rc = uln_api_enter(cq->ctx);
+    if (ULN_UNLIKELY(rc)) return rc;
+    if (ULN_UNLIKELY(cq->closed)) {
+        uln_api_unlock(cq->ctx);
+        return -EBADF;
+    }
     /* Always progress, even with entries waiting: the fast path completes
      * posts straight into the CQ, so a rank that keeps posting would otherwise
      * never take its peers' messages. */
@@ -124,6 +133,8 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
 {
     if (!cq) return -EINVAL;
     struct uln_ctx *ctx = cq->ctx;
+    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
+    if (cq->closed) return -EBADF;
     uint64_t start = now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000u;
     uint64_t spin_until = start + (uint64_t)ctx->p.spin_us * 1000u;
@@ -173,6 +184,8 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
 ULN_EXPORT int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe)
 {
     if (!cq || !cqe) return -EINVAL;
+    if (cq->ctx->fork_gen != uln_fork_gen) return -EPERM;
+    if (cq->closed) return -EBADF;
     if (!(cqe->flags & ULN_CQE_MUST_RELEASE)) return 0;
     if (cqe->peer < 0 || cqe->peer >= cq->ctx->size) return -EINVAL;
     /* The entry came from this CQ, so its endpoint is bound to it. Look there,

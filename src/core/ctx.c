@@ -124,11 +124,24 @@ static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
     return 0;
 }
 
+unsigned uln_fork_gen;
+
+static void on_fork_child(void)
+{
+    uln_fork_gen++; /* every context opened before the fork is the parent's */
+}
+
+static void register_fork_handler(void)
+{
+    pthread_atfork(NULL, NULL, on_fork_child);
+}
+
 static void ctx_free(struct uln_ctx *ctx)
 {
     uln_progress_stop(ctx); /* first: it walks the endpoints */
     for (unsigned i = 0; ctx->eps && i < ctx->n_eps; i++)
         if (ctx->eps[i]) uln_ep_close(ctx->eps[i]);
+    uln_ep_free_closed(ctx);
     uln_cq_close_all(ctx);
     if (ctx->keys) uln_mr_close_all(ctx);
     uln_udp_close(ctx);
@@ -154,6 +167,9 @@ ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
     if (!ctx) return -ENOMEM;
     pthread_mutex_init(&ctx->lock, NULL);
     pthread_mutex_init(&ctx->big_lock, NULL);
+    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&fork_once, register_fork_handler);
+    ctx->fork_gen = uln_fork_gen;
     ctx->board_fd = -1;
     int rc = resolve_params(cfg, &ctx->p);
     if (!rc) rc = uln_boot_init(ctx, cfg);
@@ -190,6 +206,9 @@ fail:
 ULN_EXPORT int uln_close(struct uln_ctx *ctx)
 {
     if (!ctx) return -EINVAL;
+    /* A forked child must not tear down what it shares with the parent (its
+     * copy of the memory goes when it exits or execs). */
+    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
     ctx_free(ctx);
     return 0;
 }
@@ -272,7 +291,7 @@ ULN_EXPORT const char *uln_strerror(int status)
     case -EACCES:
         return "the region does not allow this remote access";
     case -EPERM:
-        return "peer or packet of another job";
+        return "peer or packet of another job, or a context used in a fork()ed child";
     case -ECONNRESET:
         return "peer died or left the job";
     case -ECANCELED:
@@ -283,6 +302,8 @@ ULN_EXPORT const char *uln_strerror(int status)
         return "limit reached (endpoints, regions)";
     case -EBUSY:
         return "still in use";
+    case -EBADF:
+        return "the endpoint, CQ or region was already closed";
     default:
         return status < 0 ? strerror(-status) : "not a ulnet status";
     }

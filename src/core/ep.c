@@ -13,7 +13,9 @@
 
 #include "core/internal.h"
 
-static void ep_free(struct uln_ep *ep)
+/* Everything an endpoint owns but the struct itself, which a closed endpoint
+ * keeps (its index is never reused, so at most max_eps of them). */
+static void ep_free_parts(struct uln_ep *ep)
 {
     uln_udp_ep_close(ep);
     for (int i = 0; ep->peers && i < ep->ctx->size; i++) {
@@ -26,7 +28,24 @@ static void ep_free(struct uln_ep *ep)
     }
     free(ep->peers);
     free(ep->sq);
+    ep->peers = NULL;
+    ep->sq = NULL;
+}
+
+static void ep_free(struct uln_ep *ep)
+{
+    ep_free_parts(ep);
     free(ep);
+}
+
+/* uln_close: the structs of closed endpoints. */
+void uln_ep_free_closed(struct uln_ctx *ctx)
+{
+    while (ctx->closed_eps) {
+        struct uln_ep *ep = ctx->closed_eps;
+        ctx->closed_eps = ep->next_closed;
+        free(ep);
+    }
 }
 
 static int ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *recv_cq,
@@ -36,8 +55,9 @@ ULN_EXPORT int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct u
                            struct uln_ep **out)
 {
     if (!ctx) return -EINVAL;
-    uln_api_lock(ctx);
-    int rc = ep_open(ctx, send_cq, recv_cq, out);
+    int rc = uln_api_enter(ctx);
+    if (rc) return rc;
+    rc = ep_open(ctx, send_cq, recv_cq, out);
     uln_api_unlock(ctx);
     return rc;
 }
@@ -47,6 +67,7 @@ static int ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *r
 {
     if (!ctx || !send_cq || !recv_cq || !out) return -EINVAL;
     if (send_cq->ctx != ctx || recv_cq->ctx != ctx) return -EINVAL;
+    if (send_cq->closed || recv_cq->closed) return -EBADF;
     struct uln_ep *ep = calloc(1, sizeof *ep);
     if (!ep) return -ENOMEM;
     ep->ctx = ctx;
@@ -102,8 +123,9 @@ ULN_EXPORT int uln_ep_close(struct uln_ep *ep)
 {
     if (!ep) return -EINVAL;
     struct uln_ctx *ctx = ep->ctx;
-    uln_api_lock(ctx);
-    int rc = ep_close(ep);
+    int rc = uln_api_enter(ctx);
+    if (rc) return rc;
+    rc = ep->closed ? -EBADF : ep_close(ep);
     uln_api_unlock(ctx);
     return rc;
 }
@@ -125,8 +147,11 @@ static int ep_close(struct uln_ep *ep)
     ctx->eps[ep->index] = NULL;
     uln_cq_unbind(ep->send_cq, ep);
     if (ep->recv_cq != ep->send_cq) uln_cq_unbind(ep->recv_cq, ep);
+    ep->closed = true;
+    ep->next_closed = ctx->closed_eps;
+    ctx->closed_eps = ep;
     pthread_mutex_unlock(&ctx->lock);
-    ep_free(ep);
+    ep_free_parts(ep);
     return 0;
 }
 
@@ -253,8 +278,9 @@ ULN_EXPORT int uln_nap(struct uln_ep *ep, int peer, const void *buf, size_t len,
                        unsigned flags)
 {
     if (ULN_UNLIKELY(!ep)) return -EINVAL;
-    uln_api_lock(ep->ctx);
-    int rc = nap_post(ep, peer, buf, len, user_data, flags);
+    int rc = uln_api_enter(ep->ctx);
+    if (ULN_UNLIKELY(rc)) return rc;
+    rc = ULN_UNLIKELY(ep->closed) ? -EBADF : nap_post(ep, peer, buf, len, user_data, flags);
     uln_api_unlock(ep->ctx);
     return rc;
 }
@@ -264,8 +290,11 @@ static int post_locked(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_
                        unsigned flags)
 {
     if (ULN_UNLIKELY(!ep)) return -EINVAL;
-    uln_api_lock(ep->ctx);
-    int rc = post_rdma(ep, op, peer, buf, len, rkey, roff, imm, user_data, flags);
+    int rc = uln_api_enter(ep->ctx);
+    if (ULN_UNLIKELY(rc)) return rc;
+    rc = ULN_UNLIKELY(ep->closed)
+             ? -EBADF
+             : post_rdma(ep, op, peer, buf, len, rkey, roff, imm, user_data, flags);
     uln_api_unlock(ep->ctx);
     return rc;
 }
@@ -295,8 +324,9 @@ static int flush_post(struct uln_ep *ep, uint64_t user_data);
 ULN_EXPORT int uln_ep_flush(struct uln_ep *ep, uint64_t user_data)
 {
     if (!ep) return -EINVAL;
-    uln_api_lock(ep->ctx);
-    int rc = flush_post(ep, user_data);
+    int rc = uln_api_enter(ep->ctx);
+    if (rc) return rc;
+    rc = ep->closed ? -EBADF : flush_post(ep, user_data);
     uln_api_unlock(ep->ctx);
     return rc;
 }

@@ -104,6 +104,7 @@ struct uln_mem { /* a block from uln_mem_alloc */
 
 struct uln_mr {
     struct uln_ctx *ctx;
+    bool dead; /* deregistered: kept a while so a second dereg is caught (mr.c) */
     void *addr;
     size_t len;
     unsigned access;
@@ -136,15 +137,19 @@ struct uln_ctx {
     pthread_t progress_tid;
     _Atomic int progress_stop;
     bool progress_on;
+    unsigned fork_gen;          /* uln_fork_gen when opened: differs in a forked child */
     struct uln_key_entry *keys; /* this process's key table (in the shm segment) */
     struct uln_mr **regions;    /* by key index */
     uint32_t region_hint;
     struct uln_mem *mems;
+    struct uln_mr **mr_grave; /* deregistered handles, oldest freed first (mr.c) */
+    uint32_t grave_head, grave_n;
 
-    struct uln_ep **eps;
+    struct uln_ep **eps; /* open endpoints by index (NULL once closed) */
     unsigned n_eps;
-    struct uln_cq *cqs;     /* open CQs, so uln_close can free them */
-    struct uln_stats stats; /* for things not owned by one endpoint */
+    struct uln_ep *closed_eps; /* closed ones, kept so late calls get -EBADF */
+    struct uln_cq *cqs;        /* every CQ, open or closed, so uln_close can free them */
+    struct uln_stats stats;    /* for things not owned by one endpoint */
 };
 
 enum uln_sqe_state { SQE_FREE = 0, SQE_QUEUED, SQE_WAIT, SQE_DONE };
@@ -176,9 +181,9 @@ struct uln_ep_peer {
     bool out_ready;
     bool announced[2];
     uint32_t direct_ops;
-        /* direct PUT/GETs to this peer: every 1024th checks it lives */ /* our bit is set in the
-                                                                            peer's active map of
-                                                                            that channel */
+    /* direct PUT/GETs to this peer: every 1024th checks it lives */ /* our bit is set in the
+                                                                        peer's active map of
+                                                                        that channel */
     /* Ring-path target side. */
     uint64_t refused_op;     /* op_id of a PUT already answered with an error (+1) */
     struct uln_msg *get_req; /* GET request being served (still in ring) */
@@ -192,6 +197,8 @@ struct uln_ep_peer {
 struct uln_ep {
     struct uln_ctx *ctx;
     int index;
+    bool closed;                /* its queues are freed; calls on it return -EBADF */
+    struct uln_ep *next_closed; /* in ctx->closed_eps */
     struct uln_cq *send_cq, *recv_cq;
     struct uln_sqe *sq;
     uint32_t sq_depth;
@@ -214,6 +221,7 @@ struct uln_ep {
 
 struct uln_cq {
     struct uln_ctx *ctx;
+    bool closed; /* its ring is freed; calls on it return -EBADF */
     struct uln_cq *next;
     struct uln_cqe *ring;
     uint32_t entries;
@@ -233,10 +241,29 @@ static inline void uln_api_lock(struct uln_ctx *ctx)
 {
     if (ULN_UNLIKELY(ctx->progress_on)) pthread_mutex_lock(&ctx->big_lock);
 }
+
+/* Bumped in the child of every fork() (ctx.c, pthread_atfork). A context the
+ * parent opened is the parent's: the child shares its rings, sockets and
+ * mapped memory, so any use from the child would corrupt the parent's state
+ * (two producers on one ring). Written only while the child is still
+ * single-threaded, before it returns from fork. */
+extern unsigned uln_fork_gen;
+
+/* An entry point's gate: -EPERM in a forked child, else the big lock (if the
+ * progress thread runs). Two loads and one predictable branch otherwise. */
+static inline int uln_api_enter(struct uln_ctx *ctx)
+{
+    if (ULN_UNLIKELY(ctx->fork_gen != uln_fork_gen)) return -EPERM;
+    uln_api_lock(ctx);
+    return 0;
+}
 static inline void uln_api_unlock(struct uln_ctx *ctx)
 {
     if (ULN_UNLIKELY(ctx->progress_on)) pthread_mutex_unlock(&ctx->big_lock);
 }
+
+/* ep.c: uln_close frees the structs that closed endpoints kept. */
+void uln_ep_free_closed(struct uln_ctx *ctx);
 
 /* progress.c */
 int uln_progress_start(struct uln_ctx *ctx);

@@ -24,6 +24,7 @@
 ULN_EXPORT int uln_mem_alloc(struct uln_ctx *ctx, size_t len, void **ptr)
 {
     if (!ctx || !ptr || len == 0) return -EINVAL;
+    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t rlen = (len + page - 1) & ~(page - 1);
     struct uln_mem *m = calloc(1, sizeof *m);
@@ -62,6 +63,7 @@ static bool mem_in_use(struct uln_ctx *ctx, struct uln_mem *m)
 ULN_EXPORT int uln_mem_free(struct uln_ctx *ctx, void *ptr)
 {
     if (!ctx || !ptr) return -EINVAL;
+    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
     pthread_mutex_lock(&ctx->lock);
     struct uln_mem **pm = &ctx->mems;
     while (*pm && (*pm)->base != ptr)
@@ -111,6 +113,7 @@ ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned 
                           struct uln_mr **out)
 {
     if (!ctx || !out || (!addr && len)) return -EINVAL;
+    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
     if (access & ~(ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE)) return -EINVAL;
     struct uln_mr *mr = calloc(1, sizeof *mr);
     if (!mr) return -ENOMEM;
@@ -172,18 +175,49 @@ static void wait_hazards(struct uln_ctx *ctx, uint32_t idx)
         }
 }
 
+/* A deregistered handle is not freed at once but marked dead and kept in a
+ * FIFO of ULN_MR_GRAVE handles: a second uln_mr_dereg (or uln_mr_key...) on
+ * it then finds it dead and gets -EBADF, as long as fewer than ULN_MR_GRAVE
+ * regions were deregistered in between. Past that, a stale handle is as
+ * undefined as a pointer freed twice; the FIFO bounds the memory kept. */
+#define ULN_MR_GRAVE 1024u
+
+static void bury(struct uln_ctx *ctx, struct uln_mr *mr)
+{
+    if (!ctx->mr_grave) ctx->mr_grave = calloc(ULN_MR_GRAVE, sizeof *ctx->mr_grave);
+    if (!ctx->mr_grave) {
+        free(mr); /* no memory to keep it: the check is lost, nothing else */
+        return;
+    }
+    uint32_t slot = (ctx->grave_head + ctx->grave_n) % ULN_MR_GRAVE;
+    if (ctx->grave_n == ULN_MR_GRAVE) {
+        free(ctx->mr_grave[ctx->grave_head]); /* the oldest goes for good */
+        ctx->grave_head = (ctx->grave_head + 1) % ULN_MR_GRAVE;
+    } else {
+        ctx->grave_n++;
+    }
+    ctx->mr_grave[slot] = mr;
+}
+
 ULN_EXPORT int uln_mr_dereg(struct uln_mr *mr)
 {
     if (!mr) return -EINVAL;
     struct uln_ctx *ctx = mr->ctx;
+    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
     pthread_mutex_lock(&ctx->lock);
+    if (mr->dead) {
+        pthread_mutex_unlock(&ctx->lock);
+        return -EBADF;
+    }
     struct uln_key_entry *e = &ctx->keys[mr->index];
     /* Seq_cst: the key is gone before we read the hazard slots (see shm.c). */
     atomic_store_explicit(&e->key, 0, memory_order_seq_cst);
     wait_hazards(ctx, mr->index);
     ctx->regions[mr->index] = NULL;
+    mr->dead = true;
+    mr->key = 0;
+    bury(ctx, mr);
     pthread_mutex_unlock(&ctx->lock);
-    free(mr);
     return 0;
 }
 
@@ -191,21 +225,26 @@ void uln_mr_close_all(struct uln_ctx *ctx)
 {
     for (uint32_t i = 0; ctx->regions && i < ctx->p.max_regions; i++)
         if (ctx->regions[i]) uln_mr_dereg(ctx->regions[i]);
+    for (uint32_t k = 0; k < ctx->grave_n; k++)
+        free(ctx->mr_grave[(ctx->grave_head + k) % ULN_MR_GRAVE]);
+    free(ctx->mr_grave);
+    ctx->mr_grave = NULL;
+    ctx->grave_n = 0;
     while (ctx->mems)
         uln_mem_free(ctx, ctx->mems->base);
 }
 
 ULN_EXPORT uint64_t uln_mr_key(const struct uln_mr *mr)
 {
-    return mr ? mr->key : 0;
+    return mr ? mr->key : 0; /* 0 once deregistered */
 }
 ULN_EXPORT void *uln_mr_addr(const struct uln_mr *mr)
 {
-    return mr ? mr->addr : NULL;
+    return mr && !mr->dead ? mr->addr : NULL;
 }
 ULN_EXPORT size_t uln_mr_len(const struct uln_mr *mr)
 {
-    return mr ? mr->len : 0;
+    return mr && !mr->dead ? mr->len : 0;
 }
 
 int uln_key_enter(struct uln_ctx *ctx, int ep_index, uint64_t key, uint64_t off, uint64_t len,

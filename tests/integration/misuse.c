@@ -40,8 +40,8 @@ int main(void)
     pat_fill(buf, blen, pat_seed(J.rank, 120, 0), 0);
 
     /* Error strings: one per status, none NULL or empty. */
-    const int codes[] = {-EAGAIN, -EINVAL, -EMSGSIZE,   -ENOKEY,    -ERANGE,
-                         -EACCES, -EPERM,  -ECONNRESET, -ECANCELED, -ETIMEDOUT};
+    const int codes[] = {-EAGAIN, -EINVAL,     -EMSGSIZE,  -ENOKEY,    -ERANGE, -EACCES,
+                         -EPERM,  -ECONNRESET, -ECANCELED, -ETIMEDOUT, -EBADF,  -EBUSY};
     const int ncodes = (int)(sizeof codes / sizeof codes[0]);
     for (int i = 0; i < ncodes; i++) {
         const char *s = uln_strerror(codes[i]);
