@@ -182,6 +182,8 @@ struct uln_info {
     uint32_t udp_window;   /* packets in flight per (endpoint, peer) */
     uint32_t udp_dead_ms;  /* a peer silent this long while awaited is dead */
     int progress_thread;   /* ULN_PROGRESS=thread: a thread progresses in the background */
+    const char *bootstrap; /* how the job was joined: "ulnrun" (the board ulnrun made),
+                              "root" (ULN_ROOT), "pmix", or "single" (a job of one) */
 };
 int uln_query(const struct uln_ctx *ctx, struct uln_info *info);
 

@@ -18,12 +18,73 @@ ULN_EXPORT void uln_config_init(struct uln_config *cfg)
     cfg->shm_cma = -1;
 }
 
-/* A setting: the configuration's value if set, else the environment's, else
- * the default; checked against [lo, hi]. */
-static int setting(const char *name, uint64_t given, uint64_t def, uint64_t lo, uint64_t hi,
-                   uint32_t *out)
+/* Every environment variable ulnet reads, in one place: the numeric ones'
+ * defaults and bounds are the ones resolve_params applies, and ulninfo prints
+ * the whole table (with the values in force). dflt NULL: no default (set by a
+ * launcher, or derived as the text says). hi == 0: not a plain number. */
+static const struct uln_setting settings_table[] = {
+    /* Set by the launcher or bootstrap (docs/running.md). */
+    {"ULN_RANK", NULL, 0, 0, "this process's rank, 0..size-1 (launcher)"},
+    {"ULN_SIZE", NULL, 0, 0, "ranks in the job (launcher); unset: a job of one"},
+    {"ULN_JOB_KEY", NULL, 0, 0, "job key, 16 hex digits: only equal keys talk (launcher)"},
+    {"ULN_BOOT_FD", NULL, 0, 0, "descriptor of ulnrun's bootstrap board (ulnrun)"},
+    {"ULN_ROOT", NULL, 0, 0, "ip:port of rank 0's TCP rendezvous, for any launcher"},
+    {"ULN_BOOT_TIMEOUT", "60", 1, 86400, "seconds uln_open waits for the ranks (ULN_ROOT)"},
+    /* Queues and rings. */
+    {"ULN_RING_BYTES", "131072", 4096, 1u << 28, "NAP ring per (peer, endpoint), a power of two"},
+    {"ULN_NAP_MAX", "8192", 0, 1u << 26, "largest NAP payload (the ring must hold two)"},
+    {"ULN_SQ_DEPTH", "256", 1, 1u << 20, "send-queue entries per endpoint"},
+    {"ULN_CHUNK_BYTES", "131072", 4096, 1u << 30,
+     "bytes an endpoint moves per engine pass before the next one's turn (fairness)"},
+    {"ULN_POST_COPY_MAX", "4194304", 0, 1u << 30,
+     "PUT/GET up to this size, with nothing queued, is copied inside the post call"},
+    {"ULN_MAX_EPS", "16", 1, 64, "endpoints per process"},
+    {"ULN_MAX_REGIONS", "4096", 1, 1u << 24, "registered regions per process"},
+    {"ULN_SPIN_US", "50", 0, 1000000, "microseconds uln_cq_wait spins before it sleeps"},
+    /* Shared memory. */
+    {"ULN_SHM_DIRECT", "1", 0, 1, "0: PUT/GET through the rings, placed by the target"},
+    {"ULN_SHM_CMA", "1", 0, 1, "0: never use process_vm_readv/writev"},
+    /* Transports and progress. */
+    {"ULN_TRANSPORT", "auto", 0, 0, "auto: shm on this host, udp to others; udp; shm"},
+    {"ULN_PROGRESS", "caller", 0, 0, "thread: a progress thread serves peers in the background"},
+    /* UDP. */
+    {"ULN_UDP_WINDOW", "256", 4, 32768, "packets in flight per (endpoint, peer), a power of two"},
+    {"ULN_UDP_MTU", "0", 0, 65535, "datagram size limit; 0: the interface's (capped to 9000)"},
+    {"ULN_UDP_DEAD_MS", "10000", 10, 3600000,
+     "a peer silent this long while awaited is dead (-ECONNRESET)"},
+    {"ULN_UDP_PORT", "0", 0, 65535,
+     "first of ULN_MAX_EPS consecutive ports, one per endpoint index; 0: any free"},
+    {"ULN_UDP_ADDR", NULL, 0, 0,
+     "address to publish and bind; unset: the route to ULN_ROOT, else loopback"},
+    {"ULN_UDP_GRO", "1", 0, 0, "0: no UDP_GRO on receive (one datagram per buffer)"},
+    {"ULN_FAULT", NULL, 0, 0, "tests: drop=P,dup=P,reorder=P,delay=US,seed=N at the socket"},
+};
+
+const struct uln_setting *uln_settings(unsigned *n)
 {
-    uint64_t v = given ? given : def;
+    *n = (unsigned)(sizeof settings_table / sizeof settings_table[0]);
+    return settings_table;
+}
+
+static const struct uln_setting *setting_of(const char *name)
+{
+    unsigned n;
+    const struct uln_setting *t = uln_settings(&n);
+    for (unsigned i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name)) return &t[i];
+    return NULL; /* a name missing from the table is a bug caught by every test */
+}
+
+/* A setting: the configuration's value if set, else the environment's, else
+ * the table's default; checked against the table's [lo, hi]. */
+static int setting(const char *name, uint64_t given, uint32_t *out)
+{
+    const struct uln_setting *d = setting_of(name);
+    if (!d || !d->dflt || d->hi == 0) {
+        fprintf(stderr, "ulnet: internal: %s has no numeric entry in the settings table\n", name);
+        return -EINVAL;
+    }
+    uint64_t v = given ? given : strtoull(d->dflt, NULL, 0), lo = d->lo, hi = d->hi;
     const char *s = getenv(name);
     if (!given && s && *s) {
         char *end;
@@ -64,21 +125,20 @@ static int switch_setting(const char *name, int given, int *out)
 static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
 {
     int rc = 0;
-    rc |= setting("ULN_RING_BYTES", cfg->ring_bytes, 131072, 4096, 1u << 28, &p->ring_bytes);
-    rc |= setting("ULN_NAP_MAX", cfg->nap_max, 8192, 0, 1u << 26, &p->nap_max);
-    rc |= setting("ULN_SQ_DEPTH", cfg->sq_depth, 256, 1, 1u << 20, &p->sq_depth);
-    rc |= setting("ULN_CHUNK_BYTES", cfg->chunk_bytes, 131072, 4096, 1u << 30, &p->chunk_bytes);
-    rc |=
-        setting("ULN_POST_COPY_MAX", cfg->post_copy_max, 4u << 20, 0, 1u << 30, &p->post_copy_max);
-    rc |= setting("ULN_MAX_EPS", cfg->max_eps, 16, 1, 64, &p->max_eps);
-    rc |= setting("ULN_MAX_REGIONS", cfg->max_regions, 4096, 1, 1u << 24, &p->max_regions);
-    rc |= setting("ULN_SPIN_US", 0, 50, 0, 1000000, &p->spin_us);
+    rc |= setting("ULN_RING_BYTES", cfg->ring_bytes, &p->ring_bytes);
+    rc |= setting("ULN_NAP_MAX", cfg->nap_max, &p->nap_max);
+    rc |= setting("ULN_SQ_DEPTH", cfg->sq_depth, &p->sq_depth);
+    rc |= setting("ULN_CHUNK_BYTES", cfg->chunk_bytes, &p->chunk_bytes);
+    rc |= setting("ULN_POST_COPY_MAX", cfg->post_copy_max, &p->post_copy_max);
+    rc |= setting("ULN_MAX_EPS", cfg->max_eps, &p->max_eps);
+    rc |= setting("ULN_MAX_REGIONS", cfg->max_regions, &p->max_regions);
+    rc |= setting("ULN_SPIN_US", 0, &p->spin_us);
     rc |= switch_setting("ULN_SHM_DIRECT", cfg->shm_direct, &p->shm_direct);
     rc |= switch_setting("ULN_SHM_CMA", cfg->shm_cma, &p->shm_cma);
-    rc |= setting("ULN_UDP_WINDOW", 0, 256, 4, 32768, &p->udp_window);
-    rc |= setting("ULN_UDP_MTU", 0, 0, 0, 65535, &p->udp_mtu);
-    rc |= setting("ULN_UDP_DEAD_MS", 0, 10000, 10, 3600000, &p->udp_dead_ms);
-    rc |= setting("ULN_UDP_PORT", 0, 0, 0, 65535, &p->udp_port);
+    rc |= setting("ULN_UDP_WINDOW", 0, &p->udp_window);
+    rc |= setting("ULN_UDP_MTU", 0, &p->udp_mtu);
+    rc |= setting("ULN_UDP_DEAD_MS", 0, &p->udp_dead_ms);
+    rc |= setting("ULN_UDP_PORT", 0, &p->udp_port);
     const char *tp = getenv("ULN_TRANSPORT");
     if (!tp || !*tp || !strcmp(tp, "auto"))
         p->transport = ULN_TP_AUTO;
@@ -242,7 +302,8 @@ ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
                               .transport = "shm",
                               .udp_window = ctx->p.udp_window,
                               .udp_dead_ms = ctx->p.udp_dead_ms,
-                              .progress_thread = ctx->progress_on};
+                              .progress_thread = ctx->progress_on,
+                              .bootstrap = uln_boot_mode(ctx)};
     for (int p = 0; p < ctx->size; p++)
         info->udp_peers += uln_peer_udp(ctx, p);
     if (info->udp_peers) info->transport = info->udp_peers == ctx->size - 1 ? "udp" : "shm+udp";

@@ -262,6 +262,15 @@ static inline void uln_api_unlock(struct uln_ctx *ctx)
     if (ULN_UNLIKELY(ctx->progress_on)) pthread_mutex_unlock(&ctx->big_lock);
 }
 
+/* ctx.c: the environment variables ulnet reads (ulninfo prints them). */
+struct uln_setting {
+    const char *name;
+    const char *dflt; /* NULL: none (set by a launcher, or derived) */
+    uint64_t lo, hi;  /* bounds of a number; hi == 0: not a plain number */
+    const char *doc;
+};
+const struct uln_setting *uln_settings(unsigned *n);
+
 /* ep.c: uln_close frees the structs that closed endpoints kept. */
 void uln_ep_free_closed(struct uln_ctx *ctx);
 
