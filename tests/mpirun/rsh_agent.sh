@@ -8,6 +8,12 @@
 # mpirun runs this on the one real machine, so the command inherits mpirun's
 # environment (ULN_NETNS, ULN_HOSTS, ULN_HOST_k* exported by run.sh): no name
 # resolution, no /etc/hosts, no sshd.
+#
+# Each host gets its own TMPDIR, $ULN_MPIRUN_TMP/hK, as each node of a cluster
+# has its own /tmp: Open MPI names its session directories after the host name
+# (the same for every namespace here) and the job, and orteds of one job
+# creating them side by side in one /tmp fail now and then ("mkdir: File
+# exists").
 set -euo pipefail
 # Options ssh would take before the host (Open MPI passes none by default).
 while [[ ${1:-} == -* ]]; do shift; done
@@ -16,7 +22,9 @@ shift
 for ((k = 0; k < ${ULN_HOSTS:-0}; k++)); do
     addr=ULN_HOST_$k ns=ULN_HOST_${k}_NS
     if [[ ${!addr} == "$host" ]]; then
-        exec ip netns exec "${!ns}" /bin/sh -c "$*"
+        tmp=${ULN_MPIRUN_TMP:?run.sh sets ULN_MPIRUN_TMP}/h$k
+        mkdir -p "$tmp"
+        TMPDIR=$tmp exec ip netns exec "${!ns}" /bin/sh -c "$*"
     fi
 done
 echo "rsh_agent.sh: $host is not a host of run ${ULN_NETNS:-?}" >&2

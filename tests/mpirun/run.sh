@@ -27,6 +27,8 @@
 # rsh_agent.sh, which runs the orted command inside the namespace holding that
 # address. The orteds call back to mpirun over TCP on eth0 (oob_tcp_if_include:
 # the only link between the namespaces), and each serves PMIx to its ranks.
+# Every host has its own TMPDIR for Open MPI's session directories, as every
+# node has its own /tmp (rsh_agent.sh says why).
 # Ranks are placed ppr:P:node (P per host, in rank order) and not bound to
 # cores: every "host" is the same machine, and Open MPI would bind each host's
 # first rank to the same core.
@@ -65,6 +67,9 @@ export LSAN_OPTIONS=suppressions=$here/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0
 
 tmp=$(mktemp -d)
+# Every host's own TMPDIR is under it (rsh_agent.sh): Open MPI's session
+# directories go there and are removed with it.
+export ULN_MPIRUN_TMP=$tmp
 mpirun_pid=""
 cleanup() {
     [[ -z $mpirun_pid ]] || kill -KILL "$mpirun_pid" 2>/dev/null || true
@@ -98,18 +103,27 @@ mpi() {
     shift
     local st=0
     # In the background, so a signal to this script is handled at once.
-    ip netns exec "$ULN_HOST_0_NS" timeout -k 5 "$t" mpirun -np "$n" --hostfile "$tmp/hostfile" \
-        --map-by "ppr:$per:node" --bind-to none \
+    mkdir -p "$tmp/h0"
+    TMPDIR=$tmp/h0 ip netns exec "$ULN_HOST_0_NS" timeout -k 5 "$t" mpirun -np "$n" \
+        --hostfile "$tmp/hostfile" --map-by "ppr:$per:node" --bind-to none \
         --mca plm_rsh_agent "$here/rsh_agent.sh" --mca plm_rsh_no_tree_spawn 1 \
-        --mca oob_tcp_if_include eth0 --mca orte_tmpdir_base "$tmp" \
-        "${opts[@]}" "$@" >"$out" 2>"$out.err" &
+        --mca oob_tcp_if_include eth0 "${opts[@]}" "$@" >"$out" 2>"$out.err" &
     mpirun_pid=$!
     wait "$mpirun_pid" || st=$?
     mpirun_pid=""
     echo "--- mpirun -np $n on hosts $list ($per per host): $* -> status $st"
     cat "$out"
     [[ ! -s $out.err ]] || { echo "--- its stderr:"; cat "$out.err"; }
-    [[ $st != 124 ]] || echo "$me: mpirun still running after $t s: ended" >&2
+    if ((st)); then
+        [[ $st != 124 ]] || echo "$me: mpirun still running after $t s: ended" >&2
+        # What is left on each host (an orted that never called back, a rank
+        # stuck in uln_open) says where the job broke.
+        for ((k = 0; k < ULN_HOSTS; k++)); do
+            local ns=ULN_HOST_${k}_NS pids
+            pids=$(ip netns pids "${!ns}" 2>/dev/null | tr '\n' ',')
+            [[ -z $pids ]] || { echo "--- left on host $k:"; ps -o pid=,args= -p "${pids%,}" | cut -c1-160; }
+        done
+    fi
     return "$st"
 }
 
