@@ -33,11 +33,11 @@ step "tests"
 # are marked RUN_SERIAL and run alone.
 ctest --test-dir build --output-on-failure -j2
 
-step "build without PMIx (ULN_PMIX=OFF): the library works as before, unit tests"
+step "build without PMIx (ULN_PMIX=OFF): unit tests, and ranks under mpirun run as before"
 cmake -S . -B build-nopmix -G Ninja -DULN_WERROR=ON -DULN_PMIX=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build-nopmix
-ctest --test-dir build-nopmix --output-on-failure -j2 -R '^unit_'
+ctest --test-dir build-nopmix --output-on-failure -j2 -R '^unit_|^mpirun\.'
 
 step "build with ASan+UBSan"
 cmake -S . -B build-asan -G Ninja -DULN_WERROR=ON -DULN_SANITIZE=address \
