@@ -105,7 +105,8 @@ struct uln_ep;
 /*
  * Configuration. A zero field means "default, or the environment variable".
  * uln_open(NULL, ...) takes everything from the environment that ulnrun sets:
- *   ULN_RANK, ULN_SIZE, ULN_JOB_KEY (16 hex digits), ULN_BOOT_FD.
+ *   ULN_RANK, ULN_SIZE, ULN_JOB_KEY (16 hex digits), ULN_BOOT_FD;
+ * or ULN_ROOT's, or a PMIx server's (mpirun, srun --mpi=pmix: docs/running.md).
  * Tunables (environment variable in brackets, default after =):
  *   ring_bytes   [ULN_RING_BYTES=131072]  NAP ring per (peer, endpoint) pair
  *   nap_max      [ULN_NAP_MAX=8192]       largest NAP payload
@@ -161,7 +162,7 @@ uint64_t uln_job_key(const struct uln_ctx *ctx);
  * thread may be inside ulnet on this context meanwhile, unless ULN_PROGRESS=
  * thread is on (then the progress thread does it). timeout_ms < 0: no
  * timeout. Returns 0, -ETIMEDOUT, or -ECONNRESET when a rank is gone (ranks
- * started with ULN_ROOT). */
+ * started with ULN_ROOT or by a PMIx server). */
 int uln_barrier(struct uln_ctx *ctx, int timeout_ms);
 
 /* Limits and mechanisms in force. */

@@ -2,6 +2,7 @@
  * ulnperf - the benchmark suite of ulnet: the papers' experiments, per primitive.
  *
  *   ulnrun -n N [--timeout S] ulnperf [options]      (ulnperf -h for the options)
+ *   mpirun -n N ulnperf [options]                     (or any PMIx launcher: srun --mpi=pmix)
  *   ulnperf --plot DIR --peer-csv FILE...             (plots only, from saved CSVs)
  *
  * Scenarios (--test): lat, bw, bibw and rate between ranks 0 and 1; cache (cold
@@ -2750,7 +2751,12 @@ static void note_load_cpus(const int *rcpu, int cpu0)
 
 int main(int argc, char **argv)
 {
+    /* The rank is needed before uln_open (CPU pinning): ulnrun's or ULN_ROOT's
+     * ULN_RANK, or under mpirun or srun --mpi=pmix the PMIx server's PMIX_RANK
+     * (the library then joins through PMIx). */
     const char *re = getenv("ULN_RANK");
+    if (!re || !*re) re = getenv("PMIX_RANK");
+    if (re && !*re) re = NULL;
     int env_rank = re ? atoi(re) : 0;
     char who[32] = "";
     if (re) snprintf(who, sizeof who, "rank %d: ", env_rank);
@@ -2759,7 +2765,8 @@ int main(int argc, char **argv)
     if (pr) return pr > 0 ? 0 : 2;
     if (!re) {
         if (opt.plot_dir && opt.npeer) return plot_only();
-        fprintf(stderr, "ulnperf: ULN_RANK is not set; start it with: ulnrun -n 2 ulnperf\n"
+        fprintf(stderr, "ulnperf: ULN_RANK is not set; start it with: ulnrun -n 2 ulnperf (or "
+                        "mpirun -n 2 ulnperf)\n"
                         "         (or plot saved results: ulnperf --plot DIR --peer-csv FILE)\n");
         return 2;
     }

@@ -5,7 +5,9 @@
  * The board is shared memory, so waiting is a futex on its counters: no
  * sockets, no files. Without ULN_BOOT_FD but with ULN_ROOT, the ranks meet over
  * TCP at rank 0 instead (root.c), which works across hosts and needs no
- * launcher. With neither, the process is a job of one and makes its own board.
+ * launcher. With neither, a process started by a PMIx server (mpirun, srun
+ * --mpi=pmix) joins through PMIx (pmix.c). Otherwise the process is a job of
+ * one and makes its own board.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "boot/pmix.h"
 #include "boot/root.h"
 #include "core/internal.h"
 
@@ -68,22 +71,31 @@ int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg)
     }
 
     const char *root = getenv("ULN_ROOT");
-    if (fd < 0 && root && *root) {
-        /* ULN_BOOT_FD wins: a board from ulnrun is the cheaper way on one host. */
-        long timeout_s = 60;
-        if ((rc = env_int("ULN_BOOT_TIMEOUT", 1, 86400, &timeout_s)) < 0) return rc;
-        return uln_root_init(ctx, root, rank, size, key, (int)timeout_s);
-    }
+    bool pmix = fd < 0 && !(root && *root) && uln_pmix_started();
+    long timeout_s = 60;
+    if (fd < 0 && ((root && *root) || pmix) &&
+        (rc = env_int("ULN_BOOT_TIMEOUT", 1, 86400, &timeout_s)) < 0)
+        return rc;
+    /* ULN_BOOT_FD wins: a board from ulnrun is the cheaper way on one host.
+     * ULN_ROOT then, as it is set on purpose, where PMIx's variables may only
+     * have been inherited from a launcher further up. */
+    if (fd < 0 && root && *root) return uln_root_init(ctx, root, rank, size, key, (int)timeout_s);
+    if (pmix && uln_pmix_built()) return uln_pmix_init(ctx, rank, size, key, (int)timeout_s);
 
     if (fd < 0) {
         /* Not started by a launcher: a job of one. */
         if (size > 1) {
             fprintf(stderr,
-                    "ulnet: ULN_SIZE=%ld but neither ULN_BOOT_FD nor ULN_ROOT; start ranks with "
+                    "ulnet: ULN_SIZE=%ld but neither ULN_BOOT_FD nor ULN_ROOT%s; start ranks with "
                     "ulnrun, or set ULN_ROOT=ip:port\n",
-                    size);
+                    size, uln_pmix_built() ? " nor a PMIx server" : "");
             return -EINVAL;
         }
+        if (pmix)
+            /* Each rank would think it is alone: say so rather than let a
+             * multi-rank job run as many jobs of one without a word. */
+            fprintf(stderr, "ulnet: started by a PMIx server, but this ulnet was built without "
+                            "PMIx: a job of one (set ULN_ROOT to join the others)\n");
         rank = 0;
         size = 1;
         fd = uln_board_create(1);
@@ -131,6 +143,7 @@ static struct uln_board_slot *slot_of(struct uln_ctx *ctx, int r)
 int uln_boot_publish(struct uln_ctx *ctx, const void *addr, size_t len)
 {
     if (ctx->root) return uln_root_publish(ctx, addr, len);
+    if (ctx->pmix) return uln_pmix_publish(ctx, addr, len);
     struct uln_board_slot *s = slot_of(ctx, ctx->rank);
     if (len > sizeof s->addr) return -EINVAL;
     if (atomic_load_explicit(&s->ready, memory_order_acquire)) {
@@ -175,6 +188,7 @@ static struct timespec *deadline_in(int timeout_ms, struct timespec *ts)
 int uln_boot_wait_all(struct uln_ctx *ctx, int timeout_ms)
 {
     if (ctx->root) return uln_root_wait_all(ctx, timeout_ms);
+    if (ctx->pmix) return uln_pmix_wait_all(ctx, timeout_ms);
     struct timespec ts, *dl = deadline_in(timeout_ms, &ts);
     for (;;) {
         uint32_t n = atomic_load_explicit(&ctx->board->arrived, memory_order_acquire);
@@ -198,6 +212,7 @@ ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
     if (!ctx) return -EINVAL;
     if (ctx->fork_gen != uln_fork_gen) return -EPERM; /* the parent's, not ours */
     if (ctx->root) return uln_root_barrier(ctx, timeout_ms);
+    if (ctx->pmix) return uln_pmix_barrier(ctx, timeout_ms);
     struct uln_board_hdr *b = ctx->board;
     struct timespec ts, *dl = deadline_in(timeout_ms, &ts);
     /* Sense reversal by generation: read the generation before counting in, so
@@ -236,6 +251,7 @@ ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
 void uln_boot_fini(struct uln_ctx *ctx)
 {
     uln_root_fini(ctx);
+    uln_pmix_fini(ctx);
     if (ctx->board) munmap(ctx->board, ctx->board_len);
     if (ctx->board_fd >= 0) close(ctx->board_fd);
     ctx->board = NULL;
@@ -244,5 +260,5 @@ void uln_boot_fini(struct uln_ctx *ctx)
 const char *uln_boot_mode(const struct uln_ctx *ctx)
 {
     /* board_fd is open only on a board we made ourselves (a job of one). */
-    return ctx->root ? "root" : ctx->board_fd >= 0 ? "single" : "ulnrun";
+    return ctx->root ? "root" : ctx->pmix ? "pmix" : ctx->board_fd >= 0 ? "single" : "ulnrun";
 }

@@ -34,8 +34,9 @@ void uln_root_fini(struct uln_ctx *ctx);
  * addresses come back as AF_INET. -ENOENT in the other modes. */
 int uln_boot_route_addr(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len);
 
-/* "ulnrun" (board inherited from the launcher), "root" (ULN_ROOT) or "single"
- * (a job of one that made its own board). */
+/* "ulnrun" (board inherited from the launcher), "root" (ULN_ROOT), "pmix"
+ * (started by a PMIx server: pmix.h) or "single" (a job of one that made its
+ * own board). */
 const char *uln_boot_mode(const struct uln_ctx *ctx);
 
 #endif

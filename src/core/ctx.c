@@ -246,10 +246,12 @@ ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
     if ((rc = uln_udp_open(ctx, addr, sizeof addr)) != 0) goto fail;
     if ((rc = uln_boot_publish(ctx, addr, sizeof addr)) != 0) goto fail;
     /* Everybody's address must be on the board before anyone sends. */
-    /* Root mode keeps its own deadline (ULN_BOOT_TIMEOUT) and says who is missing. */
-    bool root = !strcmp(uln_boot_mode(ctx), "root");
-    if ((rc = uln_boot_wait_all(ctx, root ? -1 : 60000)) != 0) {
-        if (root) goto fail;
+    /* Root and PMIx modes keep their own deadline (ULN_BOOT_TIMEOUT) and say
+     * what is missing. */
+    const char *mode = uln_boot_mode(ctx);
+    bool own_deadline = !strcmp(mode, "root") || !strcmp(mode, "pmix");
+    if ((rc = uln_boot_wait_all(ctx, own_deadline ? -1 : 60000)) != 0) {
+        if (own_deadline) goto fail;
         fprintf(stderr, "ulnet: rank %d: not all %d ranks joined within 60 s\n", ctx->rank,
                 ctx->size);
         goto fail;

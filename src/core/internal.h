@@ -117,6 +117,7 @@ struct uln_udp;
 struct uln_udp_ep;
 struct uln_udp_peer;
 struct uln_root;
+struct uln_pmix;
 
 struct uln_ctx {
     int rank, size;
@@ -129,6 +130,7 @@ struct uln_ctx {
     size_t board_len;
     int board_fd;
     struct uln_root *root; /* boot/root.c: the TCP rendezvous when ULN_ROOT is set */
+    struct uln_pmix *pmix; /* boot/pmix.c: started by a PMIx server (mpirun, srun) */
 
     struct uln_shm *shm;
     struct uln_udp *udp;      /* NULL: no UDP sockets (every peer on this host) */

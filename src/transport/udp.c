@@ -28,6 +28,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <net/if.h>
+#include <net/route.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -259,10 +263,86 @@ static int parse_hostport(const char *s, struct sockaddr_storage *ss, socklen_t 
     return 0;
 }
 
-/* The address we publish: ULN_UDP_ADDR if given; else the local address of
- * the route towards the bootstrap root (the interface the other hosts reach
- * us on); else loopback (every rank on this host). */
-static int local_ip(struct sockaddr_storage *ss, socklen_t *len)
+/* An address of interface `name`, or with name NULL of the first interface
+ * that is up, running and not loopback (the kernel lists them by index):
+ * IPv4 first, else a global IPv6 one (a link-local address would need a scope
+ * id, which the published address has no room for). -ENOENT if none. */
+static int if_addr(const char *name, struct sockaddr_storage *ss, socklen_t *len)
+{
+    struct ifaddrs *all;
+    if (getifaddrs(&all) != 0) return -errno;
+    int rc = -ENOENT;
+    for (int pass = 0; pass < 2 && rc; pass++) {
+        int fam = pass ? AF_INET6 : AF_INET;
+        for (struct ifaddrs *i = all; i && rc; i = i->ifa_next) {
+            if (!i->ifa_addr || i->ifa_addr->sa_family != fam) continue;
+            if (name ? strcmp(i->ifa_name, name) != 0
+                     : (i->ifa_flags & (IFF_UP | IFF_RUNNING | IFF_LOOPBACK)) !=
+                           (IFF_UP | IFF_RUNNING))
+                continue;
+            *len = fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+            if (fam == AF_INET6 &&
+                IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr))
+                continue;
+            memset(ss, 0, sizeof *ss);
+            memcpy(ss, i->ifa_addr, *len);
+            rc = 0;
+        }
+    }
+    freeifaddrs(all);
+    return rc;
+}
+
+/* The source address of the IPv4 default route (the lowest metric if there
+ * are several): the address this host uses towards the rest of the network.
+ * -ENOENT without a default route. */
+static int default_route_addr(struct sockaddr_storage *ss, socklen_t *len)
+{
+    FILE *f = fopen("/proc/net/route", "re");
+    if (!f) return -ENOENT;
+    char line[256], ifn[IF_NAMESIZE + 1], best_if[IF_NAMESIZE + 1] = "";
+    unsigned long dst, gw, mask, best_gw = 0;
+    unsigned flags;
+    int metric, best = INT_MAX;
+    while (fgets(line, sizeof line, f)) {
+        /* Iface Destination Gateway Flags RefCnt Use Metric Mask ...; the
+         * addresses are the raw network-order words in hex. */
+        if (sscanf(line, "%16s %lx %lx %x %*d %*d %d %lx", ifn, &dst, &gw, &flags, &metric,
+                   &mask) != 6)
+            continue; /* the header line */
+        if (dst == 0 && mask == 0 && (flags & RTF_UP) && metric < best) {
+            best = metric;
+            best_gw = gw;
+            memcpy(best_if, ifn, sizeof best_if);
+        }
+    }
+    fclose(f);
+    if (best == INT_MAX) return -ENOENT;
+    if (!best_gw) return if_addr(best_if, ss, len); /* a route straight onto a link */
+    /* connect() on a UDP socket sends nothing: the kernel only picks the
+     * route, and with it the source address. */
+    struct sockaddr_in g = {.sin_family = AF_INET, .sin_addr.s_addr = (uint32_t)best_gw};
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int rc = fd < 0 || connect(fd, (struct sockaddr *)&g, sizeof g) < 0 ? -errno : 0;
+    *len = sizeof *ss;
+    if (!rc && getsockname(fd, (struct sockaddr *)ss, len) < 0) rc = -errno;
+    if (fd >= 0) close(fd);
+    return rc;
+}
+
+/* The address we publish, the first that applies:
+ *   ULN_UDP_ADDR   as given;
+ *   ULN_UDP_IF     that interface's address (the same name on every host, so
+ *                  one setting serves a whole job under mpirun or srun);
+ *   ULN_ROOT mode  the local address of the route towards rank 0 (the
+ *                  interface the other hosts reach us on);
+ *   PMIx mode      no address of the other hosts is known before we publish
+ *                  ours, so: the source address of the default route (on a
+ *                  cluster node, the interface towards the other nodes), else
+ *                  the first interface that is up and not loopback (hosts
+ *                  with no default route, such as tests/netns's);
+ *   otherwise      loopback (every rank on this host). */
+static int local_ip(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len)
 {
     const char *a = getenv("ULN_UDP_ADDR");
     if (a && *a) {
@@ -270,6 +350,17 @@ static int local_ip(struct sockaddr_storage *ss, socklen_t *len)
         snprintf(buf, sizeof buf, strchr(a, ':') ? "[%s]:0" : "%s:0", a);
         if (parse_hostport(buf, ss, len)) {
             fprintf(stderr, "ulnet: ULN_UDP_ADDR=%s is not an IP address\n", a);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    const char *ifn = getenv("ULN_UDP_IF");
+    if (ifn && *ifn) {
+        if (if_addr(ifn, ss, len) != 0) {
+            fprintf(stderr,
+                    "ulnet: ULN_UDP_IF=%s: no such interface with an IPv4 or global IPv6 "
+                    "address\n",
+                    ifn);
             return -EINVAL;
         }
         return 0;
@@ -290,6 +381,7 @@ static int local_ip(struct sockaddr_storage *ss, socklen_t *len)
         if (fd >= 0) close(fd);
         return rc;
     }
+    if (ctx->pmix && (default_route_addr(ss, len) == 0 || if_addr(NULL, ss, len) == 0)) return 0;
     struct sockaddr_in *in = (struct sockaddr_in *)ss;
     memset(ss, 0, sizeof *ss);
     in->sin_family = AF_INET;
@@ -347,9 +439,11 @@ static int bind_ports(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t 
 
 int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
 {
+    /* Across hosts (ULN_ROOT or PMIx mode) a peer may be anywhere, and the
+     * sockets must be bound before the address is published. */
     const char *root = getenv("ULN_ROOT");
-    bool need = ctx->p.transport == ULN_TP_UDP ||
-                (ctx->p.transport == ULN_TP_AUTO && root && *root && ctx->size > 1);
+    bool need = ctx->p.transport == ULN_TP_UDP || (ctx->p.transport == ULN_TP_AUTO &&
+                                                   ((root && *root) || ctx->pmix) && ctx->size > 1);
     if (!need) return 0;
     if (slot_len < UDP_ADDR_OFF + sizeof(struct udp_addr)) return -EINVAL;
     struct uln_udp *u = calloc(1, sizeof *u);
@@ -364,7 +458,7 @@ int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
 
     struct sockaddr_storage ss;
     socklen_t len;
-    int rc = local_ip(&ss, &len);
+    int rc = local_ip(ctx, &ss, &len);
     if (rc) return rc;
     int base = bind_ports(u, &ss, len, ctx->p.udp_port);
     if (base < 0) {

@@ -17,6 +17,10 @@
 
 #include <ulnet.h>
 
+/* Internal, not in ulnet.h: which bootstrap ran ("ulnrun", "root", "pmix",
+ * "single"). The tests link the static library, where it is reachable. */
+const char *uln_boot_mode(const struct uln_ctx *ctx);
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -238,7 +242,9 @@ static inline int t_env_int(const char *name, int dflt)
 static inline void t_open(struct t_job *job, int want_size)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    t_rank = t_env_int("ULN_RANK", -1);
+    /* The rank the launcher gave: ulnrun's and ULN_ROOT's ULN_RANK, or the
+     * PMIx server's PMIX_RANK (tests/mpirun) - uln_open must agree with it. */
+    t_rank = t_env_int("ULN_RANK", t_env_int("PMIX_RANK", -1));
     CHECK_OK(uln_open(NULL, &job->ctx));
     job->rank = uln_rank(job->ctx);
     job->size = uln_size(job->ctx);
@@ -269,10 +275,16 @@ static inline void t_open(struct t_job *job, int want_size)
                job->info.udp_peers);
     CHECK(job->info.nap_max > 0);
     CHECK(job->info.sq_depth > 0);
+    /* The bootstrap a launcher must have led to (tests/mpirun: pmix), as the
+     * library reports it to tools such as ulninfo. */
+    const char *boot = uln_boot_mode(job->ctx);
+    if (getenv("ULN_IT_EXPECT_BOOT"))
+        CHECKF(!strcmp(boot, getenv("ULN_IT_EXPECT_BOOT")), "bootstrap %s, expected %s", boot,
+               getenv("ULN_IT_EXPECT_BOOT"));
     if (job->rank == 0)
-        printf("rank0: size=%d transport=%s shm_direct=%d shm_cma=%d nap_max=%u inline_max=%u "
-               "sq_depth=%u ring_bytes=%u chunk_bytes=%u\n",
-               job->size, job->info.transport ? job->info.transport : "(null)",
+        printf("rank0: size=%d boot=%s transport=%s shm_direct=%d shm_cma=%d nap_max=%u "
+               "inline_max=%u sq_depth=%u ring_bytes=%u chunk_bytes=%u\n",
+               job->size, boot, job->info.transport ? job->info.transport : "(null)",
                job->info.shm_direct, job->info.shm_cma, job->info.nap_max, job->info.inline_max,
                job->info.sq_depth, job->info.ring_bytes, job->info.chunk_bytes);
 }
