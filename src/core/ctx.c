@@ -29,7 +29,7 @@ static const struct uln_setting settings_table[] = {
     {"ULN_JOB_KEY", NULL, 0, 0, "job key, 16 hex digits: only equal keys talk (launcher)"},
     {"ULN_BOOT_FD", NULL, 0, 0, "descriptor of ulnrun's bootstrap board (ulnrun)"},
     {"ULN_ROOT", NULL, 0, 0, "ip:port of rank 0's TCP rendezvous, for any launcher"},
-    {"ULN_BOOT_TIMEOUT", "60", 1, 86400, "seconds uln_open waits for the ranks (ULN_ROOT)"},
+    {"ULN_BOOT_TIMEOUT", "60", 1, 86400, "seconds uln_open waits for the ranks (ULN_ROOT, PMIx)"},
     /* Queues and rings. */
     {"ULN_RING_BYTES", "131072", 4096, 1u << 28, "NAP ring per (peer, endpoint), a power of two"},
     {"ULN_NAP_MAX", "8192", 0, 1u << 26, "largest NAP payload (the ring must hold two)"},
@@ -55,7 +55,10 @@ static const struct uln_setting settings_table[] = {
     {"ULN_UDP_PORT", "0", 0, 65535,
      "first of ULN_MAX_EPS consecutive ports, one per endpoint index; 0: any free"},
     {"ULN_UDP_ADDR", NULL, 0, 0,
-     "address to publish and bind; unset: the route to ULN_ROOT, else loopback"},
+     "address to publish and bind; unset: ULN_UDP_IF's, the route to ULN_ROOT, under PMIx "
+     "the default route's source, else loopback"},
+    {"ULN_UDP_IF", NULL, 0, 0,
+     "publish and bind this interface's address (one name for every host, e.g. ib0)"},
     {"ULN_UDP_GRO", "1", 0, 0, "0: no UDP_GRO on receive (one datagram per buffer)"},
     {"ULN_FAULT", NULL, 0, 0, "tests: drop=P,dup=P,reorder=P,delay=US,seed=N at the socket"},
 };

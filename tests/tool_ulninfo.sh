@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# ulninfo itself: alone it is a job of one and prints every section; settings
+# given in the environment show as set, with their defaults beside them; under
+# ulnrun only rank 0 prints and the bootstrap and peers are the job's; a bad
+# setting or a bad option fails plainly. The settings it lists (the library's
+# own table) are exactly the ones docs/running.md documents, with the same
+# defaults, and every one in the README's table is among them: the docs cannot
+# drift from the code.
+#   tool_ulninfo.sh ULNRUN ULNINFO SOURCE_DIR PMIX(0|1)
+set -euo pipefail
+ulnrun=$1 ulninfo=$2 src=$3 pmix=$4
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+out=$("$ulninfo")
+for s in "# Build" "# Bootstrap" "# Transports" "# Limits" "# Settings"; do
+    grep -qF -- "$s" <<<"$out" || fail "no '$s' section"
+done
+grep -q '^in use: *single$' <<<"$out" || fail "alone, the bootstrap is not 'single'"
+if [[ $pmix == 1 ]]; then want="built in"; else want="absent"; fi
+grep -q "^PMIx bootstrap: $want" <<<"$out" || fail "PMIx should be reported '$want'"
+grep -q '^nap_max *8192 ' <<<"$out" || fail "default nap_max not shown"
+
+out=$(ULN_RING_BYTES=65536 ULN_NAP_MAX=4096 "$ulninfo")
+grep -q '^ULN_RING_BYTES=65536 .*(set) default 131072' <<<"$out" || fail "a set value is not marked"
+grep -q 'NAP ring per (peer, endpoint) *65536 B' <<<"$out" || fail "the limit in force is not shown"
+grep -q '^nap_max *4096 ' <<<"$out" || fail "nap_max in force not shown"
+
+out=$(ULN_TRANSPORT=udp "$ulnrun" -n 3 --timeout 60 "$ulninfo")
+[[ $(grep -c '^# ulnet ' <<<"$out") == 1 ]] || fail "under ulnrun, not exactly one rank printed"
+grep -q '^in use: *ulnrun$' <<<"$out" || fail "under ulnrun, the bootstrap is not 'ulnrun'"
+grep -q '^ranks: *3 ' <<<"$out" || fail "the job's size is not shown"
+grep -q '^peers: *2 over udp, 0 over shm (transport udp)' <<<"$out" || fail "udp peers not shown"
+
+rc=0
+ULN_RING_BYTES=5 "$ulninfo" >/dev/null 2>&1 || rc=$?
+[[ $rc == 1 ]] || fail "a bad setting gave status $rc, want 1"
+rc=0
+"$ulninfo" --bogus >/dev/null 2>&1 || rc=$?
+[[ $rc == 2 ]] || fail "a bad option gave status $rc, want 2"
+
+# The settings: the library's table against the docs.
+"$ulninfo" -c | sed -n 's/^\(ULN_[A-Z_]*\)=\([^ ]*\) .*/\1 \2/p' | sort >"${TMPDIR:-/tmp}/ulninfo.$$"
+trap 'rm -f "${TMPDIR:-/tmp}/ulninfo.$$"' EXIT
+table=$(<"${TMPDIR:-/tmp}/ulninfo.$$")
+[[ $(wc -l <<<"$table") -ge 20 ]] || fail "ulninfo -c lists too few settings"
+# docs/running.md: rows "| `ULN_X` | default | meaning |" (default "—" for none)
+docs=$(sed -n '/^## Settings/,/^## /p' "$src/docs/running.md" |
+    sed -n 's/^| `\(ULN_[A-Z_]*\)` | \([^|]*\) |.*/\1 \2/p' |
+    sed 's/ *$//; s/ —$/ /' | sort)
+diff <(echo "$table") <(echo "$docs") >&2 ||
+    fail "docs/running.md's settings table differs from the library's (< library, > docs)"
+for v in $(sed -n 's/^| `\(ULN_[A-Z_]*\)` |.*/\1/p' "$src/README.md"); do
+    grep -q "^$v " <<<"$table" || fail "README documents $v, which the library does not read"
+done
+echo "ulninfo: all checks passed"

@@ -1,0 +1,218 @@
+/*
+ * ulninfo - what ulnet can do here, and with which settings.
+ *
+ *   ulninfo            everything: build, transports, bootstrap, limits, settings
+ *   ulninfo -c         only the settings (ULN_* variables: value, default, meaning)
+ *   ulninfo -t         only the transports and their limits
+ *
+ * It joins a job like any program (uln_open): started alone it is a job of
+ * one; under ulnrun, mpirun or with ULN_ROOT every rank joins and rank 0
+ * prints, so the bootstrap and transports shown are the ones a program
+ * started the same way would get. -c opens nothing.
+ *
+ * Exit status: 0; 1 if the context cannot be opened (a bad setting, a
+ * bootstrap that fails: the library says why on stderr); 2 on a usage error.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "boot/board.h"
+#include "boot/pmix.h"
+#include "core/internal.h"
+#include "ulnet.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+/* Bytes of a datagram that are not ulnet payload: IPv4 or IPv6 header, UDP
+ * header, ulnet's 32-byte packet header (docs/protocol.md). */
+#define ULN_PKT_HDR 32u
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: ulninfo [-c | -t]\n"
+               "Print what ulnet offers on this machine and the settings in force.\n"
+               "  -c, --config      only the ULN_* settings: value, default, meaning\n"
+               "  -t, --transports  only the transports and their limits\n"
+               "  -h, --help        this text\n"
+               "Started under a launcher (ulnrun, mpirun, ULN_ROOT), every rank joins\n"
+               "and rank 0 prints.\n");
+}
+
+static void print_settings(void)
+{
+    unsigned n;
+    const struct uln_setting *t = uln_settings(&n);
+    printf("# Settings: the value in force, then the default and what it does.\n");
+    printf("# A value given in the environment is marked (set).\n");
+    for (unsigned i = 0; i < n; i++) {
+        const char *v = getenv(t[i].name);
+        bool set = v && *v;
+        char left[160];
+        snprintf(left, sizeof left, "%s=%s", t[i].name, set ? v : t[i].dflt ? t[i].dflt : "");
+        printf("%-28s # %s%s%s: %s\n", left, set ? "(set) " : "", t[i].dflt ? "default " : "",
+               t[i].dflt ? t[i].dflt : "no default", t[i].doc);
+    }
+}
+
+/* Does the kernel take this UDP socket option? (segmentation/coalescing
+ * offloads that the udp transport uses when present) */
+static const char *udp_opt(int opt, int val)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return "unknown";
+    int rc = setsockopt(fd, IPPROTO_UDP, opt, &val, sizeof val);
+    close(fd);
+    return rc == 0 ? "yes" : "no";
+}
+
+static void print_interfaces(uint32_t mtu_setting)
+{
+    struct ifaddrs *ifs;
+    if (getifaddrs(&ifs) != 0) {
+        printf("  interfaces: cannot list (%s)\n", strerror(errno));
+        return;
+    }
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || !(i->ifa_flags & IFF_UP)) continue;
+        int fam = i->ifa_addr->sa_family;
+        if (fam != AF_INET && fam != AF_INET6) continue;
+        char addr[INET6_ADDRSTRLEN] = "?";
+        const void *a = fam == AF_INET
+                            ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
+                            : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+        inet_ntop(fam, a, addr, sizeof addr);
+        struct ifreq r = {0};
+        snprintf(r.ifr_name, sizeof r.ifr_name, "%s", i->ifa_name);
+        int mtu = fd >= 0 && ioctl(fd, SIOCGIFMTU, &r) == 0 ? r.ifr_mtu : 0;
+        /* What the udp transport would use: the setting, else the interface's,
+         * capped as udp_io does. */
+        unsigned use = mtu_setting ? mtu_setting : (unsigned)mtu;
+        if (use > 9000) use = 9000;
+        unsigned ip = fam == AF_INET ? 20 : 40;
+        printf("  %-10s %-40s mtu %-6d payload per packet %u B\n", i->ifa_name, addr, mtu,
+               use > ip + 8 + ULN_PKT_HDR ? use - ip - 8 - ULN_PKT_HDR : 0);
+    }
+    if (fd >= 0) close(fd);
+    freeifaddrs(ifs);
+}
+
+static void print_transports(const struct uln_info *in)
+{
+    printf("# Transports\n");
+    printf("shm: available (every peer on this host)\n");
+    printf("  PUT/GET to uln_mem_alloc memory  direct loads/stores on a shared mapping%s\n",
+           in->shm_direct ? "" : " (off: ULN_SHM_DIRECT=0)");
+    printf("  PUT/GET to other memory          %s\n",
+           in->shm_cma && in->shm_direct ? "process_vm_readv/writev"
+                                         : "through the rings, placed by the target");
+    printf("  NAP ring per (peer, endpoint)    %" PRIu32 " B\n", in->ring_bytes);
+    printf("udp: available (peers on other hosts; ULN_TRANSPORT=udp: every peer)\n");
+    printf("  window per (endpoint, peer)      %" PRIu32 " packets\n", in->udp_window);
+    printf("  dead after silence of            %" PRIu32 " ms\n", in->udp_dead_ms);
+    printf("  UDP_SEGMENT (send offload)       %s\n", udp_opt(UDP_SEGMENT, 1400));
+    printf("  UDP_GRO (receive offload)        %s\n", udp_opt(UDP_GRO, 1));
+    const char *m = getenv("ULN_UDP_MTU");
+    print_interfaces(m && *m ? (uint32_t)strtoul(m, NULL, 0) : 0);
+    printf("\n# Limits\n");
+    printf("nap_max        %10" PRIu32 "  largest NAP payload, bytes\n", in->nap_max);
+    printf("inline_max     %10" PRIu32 "  largest ULN_INLINE payload\n", in->inline_max);
+    printf("sq_depth       %10" PRIu32 "  send-queue entries per endpoint\n", in->sq_depth);
+    printf("cq entries     %10u  largest uln_cq_open\n", 1u << 24);
+    printf("max_eps        %10" PRIu32 "  endpoints per process\n", in->max_eps);
+    printf("max_regions    %10" PRIu32 "  registered regions per process\n", in->max_regions);
+    printf("chunk_bytes    %10" PRIu32 "  per endpoint per engine pass\n", in->chunk_bytes);
+    printf("post_copy_max  %10" PRIu32 "  PUT/GET copied inside the post call\n",
+           in->post_copy_max);
+    printf("ranks          %10u  per job (bootstrap board)\n", ULN_BOARD_MAX_RANKS);
+}
+
+int main(int argc, char **argv)
+{
+    bool only_config = false, only_transports = false;
+    static const struct option opts[] = {{"config", no_argument, NULL, 'c'},
+                                         {"transports", no_argument, NULL, 't'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int o;
+    while ((o = getopt_long(argc, argv, "cth", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c':
+            only_config = true;
+            break;
+        case 't':
+            only_transports = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc || (only_config && only_transports)) {
+        usage(stderr);
+        return 2;
+    }
+    if (only_config) {
+        print_settings();
+        return 0;
+    }
+
+    struct uln_ctx *ctx;
+    int rc = uln_open(NULL, &ctx);
+    if (rc) {
+        fprintf(stderr, "ulninfo: uln_open: %s\n", uln_strerror(rc));
+        return 1;
+    }
+    struct uln_info in;
+    uln_query(ctx, &in);
+    if (uln_rank(ctx) == 0) {
+        if (!only_transports) {
+            printf("# ulnet %d.%d\n", ULNET_VERSION_MAJOR, ULNET_VERSION_MINOR);
+            printf("# Build\n");
+            printf("PMIx bootstrap: %s\n", uln_pmix_built()
+                                               ? "built in (used when started under a PMIx server)"
+                                               : "absent (built without libpmix)");
+            printf("\n# Bootstrap\n");
+            printf("in use:      %s\n", in.bootstrap);
+            printf("ranks:       %d (this is rank %d)\n", uln_size(ctx), uln_rank(ctx));
+            printf("job key:     %016" PRIx64 "\n", uln_job_key(ctx));
+            printf("peers:       %d over udp, %d over shm (transport %s)\n", in.udp_peers,
+                   uln_size(ctx) - 1 - in.udp_peers, in.transport);
+            printf("progress:    %s\n\n", in.progress_thread
+                                              ? "a progress thread (ULN_PROGRESS=thread)"
+                                              : "in the caller's polls (ULN_PROGRESS=caller)");
+        }
+        print_transports(&in);
+        if (!only_transports) {
+            printf("\n");
+            print_settings();
+        }
+        fflush(stdout);
+    }
+    /* Every rank stays until rank 0 has looked at the job. */
+    if (uln_size(ctx) > 1) uln_barrier(ctx, 60000);
+    uln_close(ctx);
+    return 0;
+}
