@@ -5,9 +5,11 @@
  * Every rank opens the job (common.h's t_open checks the rank the launcher
  * gave, ULN_IT_EXPECT_BOOT and ULN_IT_EXPECT_UDP_PEERS), prints one line
  *
- *   probe: rank=R size=S boot=B key=K transport=T udp_peers=U pmix_built=P
+ *   probe: rank=R size=S boot=B key=K transport=T udp_peers=U udp_addr=A pmix_built=P
  *
- * for the script to compare across ranks and jobs, and sends its job key to
+ * (A: the IPv4 address its UDP sockets are bound to, which is the address it
+ * published; "none" without UDP) for the script to compare across ranks and
+ * jobs, and sends its job key to
  * every peer: all must agree (and the NAPs cross both transports). With
  * --barrier it also checks the barrier's contract: it waits for the last rank
  * (never returns before rank 0 arrives) and, in pmix and root mode, honours
@@ -20,7 +22,31 @@
 
 #include "boot/pmix.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #define LATE_MS 1500 /* how long rank 0 stays away from a barrier */
+
+/* The address of this process's first bound IPv4 datagram socket: ulnet binds
+ * its UDP sockets to the address it publishes, and nothing else in this
+ * program opens one. */
+static void udp_addr(char *buf, size_t len)
+{
+    snprintf(buf, len, "none");
+    for (int fd = 0; fd < 1024; fd++) {
+        struct sockaddr_in a;
+        socklen_t al = sizeof a;
+        int type;
+        socklen_t tl = sizeof type;
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_DGRAM) continue;
+        if (getsockname(fd, (struct sockaddr *)&a, &al) != 0 || a.sin_family != AF_INET ||
+            a.sin_port == 0)
+            continue;
+        inet_ntop(AF_INET, &a.sin_addr, buf, (socklen_t)len);
+        return;
+    }
+}
 
 static void probe_barrier(struct t_job *J)
 {
@@ -64,9 +90,12 @@ int main(int argc, char **argv)
     struct t_job J;
     t_open(&J, 0);
     uint64_t key = uln_job_key(J.ctx);
-    printf("probe: rank=%d size=%d boot=%s key=%016llx transport=%s udp_peers=%d pmix_built=%d\n",
+    char addr[INET_ADDRSTRLEN];
+    udp_addr(addr, sizeof addr);
+    printf("probe: rank=%d size=%d boot=%s key=%016llx transport=%s udp_peers=%d udp_addr=%s "
+           "pmix_built=%d\n",
            J.rank, J.size, uln_boot_mode(J.ctx), (unsigned long long)key, J.info.transport,
-           J.info.udp_peers, (int)uln_pmix_built());
+           J.info.udp_peers, addr, (int)uln_pmix_built());
     CHECK(key != 0);
     const char *want = getenv("ULN_JOB_KEY");
     if (want && *want)

@@ -11,6 +11,8 @@
 #                                   hosts x 2, one on 4 hosts x 1 (all udp), with
 #                                   the barrier's contract; separate jobs get
 #                                   different job keys; ULN_JOB_KEY overrides;
+#                                   the published UDP address follows its rules
+#                                   (first interface, default route, ULN_UDP_IF);
 #                                   without a PMIx server (ulnrun, alone) the
 #                                   same program still runs
 #   run.sh ulnperf ULNPERF          a short ulnperf run, one rank on each of 2
@@ -139,6 +141,19 @@ all_passed() {
 # The probe lines' field F, one per rank, sorted and made unique.
 probe_field() { sed -n "s/^probe: .* $2=\([^ ]*\).*/\1/p" "$1" | sort -u; }
 
+# Give host K a default route that does not lead to the other hosts: a second
+# interface, gw0 (one end of a veth pair inside the host, nothing behind it),
+# 10.200.0.(K+1)/24, and the default route via 10.200.0.254 on it. Nothing is
+# ever sent that way: the hosts' own subnet is on eth0.
+fake_default_route() {
+    local ns=ULN_HOST_${1}_NS
+    ip -n "${!ns}" link add gw0 type veth peer name gw1
+    ip -n "${!ns}" addr add "10.200.0.$(($1 + 1))/24" dev gw0
+    ip -n "${!ns}" link set gw1 up
+    ip -n "${!ns}" link set gw0 up
+    ip -n "${!ns}" route add default via 10.200.0.254 dev gw0
+}
+
 case $what in
 it)
     hosts_up 2
@@ -151,34 +166,49 @@ it)
 probe)
     probe=$1 ulnrun=$2
     hosts_up 4
-    # A: 2 hosts x 2: shm and udp peers; the barrier's contract.
+    # A: 2 hosts x 2: shm and udp peers; the barrier's contract. No default
+    # route: each publishes its first interface's address, eth0's.
     mpi "$tmp/a.out" 90 "0 1" 2 -x ULN_IT_EXPECT_UDP_PEERS=2 -x ULN_IT_EXPECT_BOOT=pmix \
         -- "$probe" --barrier
     all_passed "$tmp/a.out" 4
-    [[ $(grep -c "^probe: .* boot=pmix .* transport=shm+udp udp_peers=2 pmix_built=1$" \
-        "$tmp/a.out") == 4 ]] || die "job A: not every rank reports boot=pmix, shm+udp, 2 udp peers"
+    want="^probe: .* boot=pmix .* transport=shm\+udp udp_peers=2 udp_addr=10\.199\.0\.[12] "
+    [[ $(grep -Ec "$want" "$tmp/a.out") == 4 ]] ||
+        die "job A: not every rank reports boot=pmix, shm+udp, 2 udp peers, its eth0 address"
     key_a=$(probe_field "$tmp/a.out" key)
     [[ $key_a =~ ^[0-9a-f]{16}$ ]] || die "job A: its ranks have different keys: $key_a"
     # B: 4 hosts x 1: every peer over udp, a separate job, so another key.
     mpi "$tmp/b.out" 90 "0 1 2 3" 1 -x ULN_IT_EXPECT_UDP_PEERS=3 -x ULN_IT_EXPECT_BOOT=pmix \
         -- "$probe" --barrier
     all_passed "$tmp/b.out" 4
-    [[ $(grep -c "^probe: .* boot=pmix .* transport=udp udp_peers=3 " "$tmp/b.out") == 4 ]] ||
+    want="^probe: .* boot=pmix .* transport=udp udp_peers=3 udp_addr=10\.199\.0\.[1-4] "
+    [[ $(grep -Ec "$want" "$tmp/b.out") == 4 ]] ||
         die "job B: not every rank reports boot=pmix, all 3 peers over udp"
     key_b=$(probe_field "$tmp/b.out" key)
     [[ $key_b =~ ^[0-9a-f]{16}$ ]] || die "job B: its ranks have different keys: $key_b"
     [[ $key_a != "$key_b" ]] || die "two separate mpirun jobs got the same job key $key_a"
-    # C: ULN_JOB_KEY wins over the namespace's key (the probe checks it too).
+    # Hosts 2 and 3 get a default route away from the others.
+    fake_default_route 2
+    fake_default_route 3
+    # C: ULN_JOB_KEY wins over the namespace's key (the probe checks it too);
+    # ULN_UDP_IF=eth0 wins over the default route, else the job could not run.
     mpi "$tmp/c.out" 60 "2 3" 1 -x ULN_JOB_KEY=00c0ffee0ddba11 -x ULN_IT_EXPECT_UDP_PEERS=1 \
-        -x ULN_IT_EXPECT_BOOT=pmix -- "$probe"
+        -x ULN_IT_EXPECT_BOOT=pmix -x ULN_UDP_IF=eth0 -- "$probe"
     all_passed "$tmp/c.out" 2
     [[ $(probe_field "$tmp/c.out" key) == 000c0ffee0ddba11 ]] || die "job C: ULN_JOB_KEY ignored"
+    [[ $(probe_field "$tmp/c.out" udp_addr | tr '\n' ' ') == "10.199.0.3 10.199.0.4 " ]] ||
+        die "job C: ULN_UDP_IF=eth0 did not choose eth0's addresses"
     echo "job keys: A $key_a, B $key_b, C (ULN_JOB_KEY) 000c0ffee0ddba11"
+    # D: 2 ranks on host 2 over udp: without ULN_UDP_IF they publish the
+    # default route's source address.
+    mpi "$tmp/d.out" 60 "2" 2 -x ULN_TRANSPORT=udp -x ULN_IT_EXPECT_BOOT=pmix -- "$probe"
+    all_passed "$tmp/d.out" 2
+    [[ $(probe_field "$tmp/d.out" udp_addr) == 10.200.0.3 ]] ||
+        die "job D: not the default route's source address: $(probe_field "$tmp/d.out" udp_addr)"
     # Without a PMIx server the same build runs as before: ulnrun's board...
     ULN_IT_EXPECT_BOOT=ulnrun timeout 60 "$ulnrun" -n 2 --timeout 50 "$probe" --barrier \
-        >"$tmp/d.out"
-    cat "$tmp/d.out"
-    all_passed "$tmp/d.out" 2
+        >"$tmp/u.out"
+    cat "$tmp/u.out"
+    all_passed "$tmp/u.out" 2
     # ...and a job of one.
     ULN_IT_EXPECT_BOOT=single ULN_RANK=0 timeout 30 "$probe" >"$tmp/e.out"
     cat "$tmp/e.out"
