@@ -17,10 +17,6 @@
 
 #include <ulnet.h>
 
-/* Internal, not in ulnet.h: which bootstrap ran ("ulnrun", "root", "pmix",
- * "single"). The tests link the static library, where it is reachable. */
-const char *uln_boot_mode(const struct uln_ctx *ctx);
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -276,8 +272,9 @@ static inline void t_open(struct t_job *job, int want_size)
     CHECK(job->info.nap_max > 0);
     CHECK(job->info.sq_depth > 0);
     /* The bootstrap a launcher must have led to (tests/mpirun: pmix), as the
-     * library reports it to tools such as ulninfo. */
-    const char *boot = uln_boot_mode(job->ctx);
+     * library reports it (uln_info.bootstrap, which ulninfo prints). */
+    const char *boot = job->info.bootstrap;
+    CHECK(boot != NULL);
     if (getenv("ULN_IT_EXPECT_BOOT"))
         CHECKF(!strcmp(boot, getenv("ULN_IT_EXPECT_BOOT")), "bootstrap %s, expected %s", boot,
                getenv("ULN_IT_EXPECT_BOOT"));

@@ -64,7 +64,7 @@ static void probe_barrier(struct t_job *J)
      * rank 0 enters it only once, late. The bootstraps that count their
      * barriers (pmix, root) promise that; ulnrun's board takes a timed-out
      * barrier as the end of the job. */
-    const char *mode = uln_boot_mode(J->ctx);
+    const char *mode = J->info.bootstrap;
     if (strcmp(mode, "pmix") && strcmp(mode, "root")) return;
     t_barrier(J);
     t0 = t_now();
@@ -94,14 +94,14 @@ int main(int argc, char **argv)
     udp_addr(addr, sizeof addr);
     printf("probe: rank=%d size=%d boot=%s key=%016llx transport=%s udp_peers=%d udp_addr=%s "
            "pmix_built=%d\n",
-           J.rank, J.size, uln_boot_mode(J.ctx), (unsigned long long)key, J.info.transport,
+           J.rank, J.size, J.info.bootstrap, (unsigned long long)key, J.info.transport,
            J.info.udp_peers, addr, (int)uln_pmix_built());
     CHECK(key != 0);
     const char *want = getenv("ULN_JOB_KEY");
     if (want && *want)
         CHECKF(key == strtoull(want, NULL, 16), "ULN_JOB_KEY=%s but the key is %016llx", want,
                (unsigned long long)key);
-    if (!strcmp(uln_boot_mode(J.ctx), "pmix")) CHECK(uln_pmix_built());
+    if (!strcmp(J.info.bootstrap, "pmix")) CHECK(uln_pmix_built());
 
     struct uln_cq *cq;
     struct uln_ep *ep;
