@@ -17,6 +17,8 @@
 #                                   same program still runs
 #   run.sh ulnperf ULNPERF          a short ulnperf run, one rank on each of 2
 #                                   hosts: its CSV parses, transport udp, no zero
+#   run.sh ulninfo ULNINFO          ulninfo under mpirun, 4 ranks on 2 hosts: one
+#                                   output, showing the pmix bootstrap and peers
 #   run.sh nopmix PMIX_PROBE        a build without PMIx under mpirun (this host,
 #                                   no namespaces): every rank is a job of one
 #                                   and says why
@@ -241,6 +243,19 @@ print("ulnperf over mpirun: %d rows, transport udp, bandwidth up to %.3f GB/s" %
 PY
     ;;
 
+ulninfo)
+    # ulninfo under mpirun: rank 0 alone prints, and what it shows is the job's
+    # (PMIx bootstrap, 4 ranks on 2 hosts: 1 peer over shm, 2 over udp).
+    hosts_up 2
+    mpi "$tmp/info.out" 120 "0 1" 2 -- "$1"
+    [[ $(grep -c '^# ulnet ' "$tmp/info.out") == 1 ]] || die "not exactly one rank printed"
+    grep -q '^in use: *pmix$' "$tmp/info.out" || die "ulninfo does not show the pmix bootstrap"
+    grep -q '^PMIx bootstrap: built in' "$tmp/info.out" || die "ulninfo says PMIx is absent"
+    grep -q '^ranks: *4 ' "$tmp/info.out" || die "ulninfo does not show the job's 4 ranks"
+    grep -q '^peers: *2 over udp, 1 over shm (transport shm+udp)' "$tmp/info.out" ||
+        die "ulninfo does not show rank 0's peers per transport"
+    ;;
+
 nopmix)
     # ULN_RANK=0: the rank each process will be, alone in its job.
     timeout -k 5 60 mpirun -np 2 --bind-to none --mca orte_tmpdir_base "$tmp" -x ULN_RANK=0 \
@@ -256,6 +271,6 @@ nopmix)
         "$tmp/n.err") == 2 ]] || die "the processes did not say they ignore the PMIx server"
     ;;
 
-*) die "unknown case '$what' (it, probe, ulnperf, nopmix)" ;;
+*) die "unknown case '$what' (it, probe, ulnperf, ulninfo, nopmix)" ;;
 esac
 echo "$me $what: all checks passed"
