@@ -332,6 +332,35 @@ bool uln_udp_peer_dead(struct uln_ep *ep, int peer);
 bool uln_udp_busy(const struct uln_ep *ep);
 int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms);
 void uln_udp_counters(const struct uln_ep *ep, struct uln_counters *out);
+/* udp.c, for tests and fuzzing only (the library never calls them): crafted
+ * bytes through the real receive path, crafted packets from a rank's real
+ * socket. */
+struct uln_udp_conn {
+    int state; /* enum uln_rel_state */
+    bool dead;
+    uint32_t local_epoch, peer_epoch;
+    uint32_t tag_in;   /* the tag the peer's data packets to us must carry */
+    uint32_t tag_out;  /* ... ours to it */
+    uint32_t rcv_next; /* the next seq from the peer in order */
+    uint32_t snd_una, snd_nxt;
+};
+/* Run one datagram through the receive path as if the endpoint's socket had
+ * received it from rank (a rank not reached over UDP, or -1: from an address
+ * that is not a member). 0, or -errno if it could not be lent a buffer. */
+int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len);
+/* The connection with rank as it stands: -ENOENT before any contact. */
+int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c);
+/* Start a new life of ours towards rank (epoch 0: a random one), as the
+ * protocol's reconnect does: what was in flight is void, ops fail with
+ * -ECONNRESET, the peer sees a restart. */
+int uln_udp_peer_restart(struct uln_ep *ep, int rank, uint32_t epoch);
+/* Send buf as one datagram from the endpoint's socket to rank's, outside the
+ * sequence space (no seq, tag or feedback is filled in). */
+int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len);
+/* Send buf (a whole packet: header, extension, payload) as the next data
+ * packet of the stream to rank: seq, tag, rel's flags and feedback are filled
+ * in, the rest is sent as given, and resent until acknowledged. */
+int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len);
 bool uln_engine_op_open(struct uln_ep *ep, uint64_t op_id);
 void uln_engine_get_data(struct uln_ep *ep, uint64_t op_id, uint64_t op_offset, int32_t status,
                          const void *data, uint64_t n);
