@@ -512,6 +512,12 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
 {
     switch (m->type) {
     case ULN_MSG_NAP: {
+        /* No sender posts more than nap_max (the UDP path refuses more too):
+         * the application may size its buffers by uln_info's nap_max. */
+        if (m->len > ep->ctx->p.nap_max) {
+            malformed(ep);
+            break;
+        }
         /* Zero copy: the entry points into the ring until uln_cqe_release. */
         struct uln_cqe *c = uln_cq_push(ep->recv_cq);
         *c = (struct uln_cqe){.op = ULN_OP_NAP_RECV,
