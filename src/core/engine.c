@@ -454,7 +454,7 @@ static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, s
     const struct uln_put_frag *f = (const void *)(m + 1);
     if (m->len < sizeof *f) return malformed(ep);
     uint64_t n = m->len - sizeof *f;
-    if (pp->refused_op == f->op_id + 1) return; /* rest of a refused PUT: already answered */
+    if (uln_refused_is(&pp->refused, f->op_id)) return; /* rest of a refused PUT: answered */
     /* The fragment must lie inside its operation... */
     if (f->offset < f->op_offset || f->offset - f->op_offset > f->op_len ||
         n > f->op_len - (f->offset - f->op_offset))
@@ -465,7 +465,7 @@ static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, s
     int rc = uln_key_enter(ep->ctx, ep->index, f->key, f->op_offset, f->op_len,
                            ULN_ACCESS_REMOTE_WRITE, &where, &ep->stats);
     if (rc) {
-        pp->refused_op = f->op_id + 1;
+        pp->refused = (struct uln_refused_put){.valid = true, .op_id = f->op_id, .status = rc};
         ack_queue(ep, pp, f->op_id, rc);
         return;
     }

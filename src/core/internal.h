@@ -93,6 +93,20 @@ static inline void uln_count_refusal(struct uln_stats *s, int rc)
         ULN_COUNT(s, refused_access, 1);
 }
 
+/* The PUT of a peer refused last: its other fragments are refused without
+ * looking (or counting) again, one refusal per operation. valid, not a
+ * reserved op id: every op id a peer can send is a real one. */
+struct uln_refused_put {
+    bool valid;
+    uint64_t op_id;
+    int32_t status;
+};
+
+static inline bool uln_refused_is(const struct uln_refused_put *r, uint64_t op_id)
+{
+    return r->valid && r->op_id == op_id;
+}
+
 /* ---- objects -------------------------------------------------------------- */
 
 struct uln_mem { /* a block from uln_mem_alloc */
@@ -176,10 +190,10 @@ struct uln_ep_peer {
     bool out_ready;
     bool announced[2]; /* our bit is set in the peer's active map of that channel */
     /* Ring-path target side. */
-    uint64_t refused_op;     /* op_id of a PUT already answered with an error (+1) */
-    struct uln_msg *get_req; /* GET request being served (still in ring) */
-    uint64_t get_sent;       /* bytes of it answered so far */
-    struct uln_ack *acks;    /* answers waiting for room on channel 0 */
+    struct uln_refused_put refused; /* a PUT already answered with an error */
+    struct uln_msg *get_req;        /* GET request being served (still in ring) */
+    uint64_t get_sent;              /* bytes of it answered so far */
+    struct uln_ack *acks;           /* answers waiting for room on channel 0 */
     uint32_t ack_head, ack_tail, ack_cap;
     bool wake;                /* something was sent this pass: wake the peer */
     struct uln_udp_peer *udp; /* this peer is reached over UDP (udp.c) */

@@ -177,9 +177,8 @@ struct uln_udp_peer {
     bool announced[2];
     uint8_t *nap_dst; /* a NAP of several packets being assembled in the ring */
     uint32_t nap_total, nap_got;
-    uint64_t refused_op;   /* op_id + 1 of a PUT whose refusal has been handed on */
-    uint64_t refused_seen; /* op_id + 1 of the PUT last refused on arrival */
-    int32_t refused_status;
+    struct uln_refused_put refused_seen; /* the PUT last refused on arrival */
+    struct uln_refused_put refused_sent; /* ... whose refusal was handed on */
 };
 
 struct uln_udp_ep {
@@ -917,12 +916,14 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
         memcpy(&x, s->ext, elen);
         /* The rest of a refused PUT is refused without looking (or counting)
          * again: one refusal per operation, as on the ring path. */
-        if (up->refused_seen == x.op_id + 1) {
-            s->status = up->refused_status;
+        if (uln_refused_is(&up->refused_seen, x.op_id)) {
+            s->status = up->refused_seen.status;
             break;
         }
         s->status = place_put(ep, h, &x, payload, n);
-        if (s->status) up->refused_seen = x.op_id + 1, up->refused_status = s->status;
+        if (s->status)
+            up->refused_seen =
+                (struct uln_refused_put){.valid = true, .op_id = x.op_id, .status = s->status};
         break;
     }
     case PKT_GET_RESP: {
@@ -1032,9 +1033,10 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
         bool last = h->flags & PKT_LAST;
         if (s->status) {
             /* Refused: say so once per operation (as the ring path does). */
-            if (up->refused_op == x.op_id + 1) return true;
+            if (uln_refused_is(&up->refused_sent, x.op_id)) return true;
             if (!put_done(up, x.op_id, 0, x.op_offset, x.op_len, s->status, 0)) return false;
-            up->refused_op = x.op_id + 1;
+            up->refused_sent =
+                (struct uln_refused_put){.valid = true, .op_id = x.op_id, .status = s->status};
         } else if (last) {
             /* Every earlier fragment has come up in order, so all are placed. */
             uint32_t fl = (h->flags & PKT_IMM) ? ULN_FRAG_IMM : 0;
@@ -1074,7 +1076,7 @@ static void drop_held(struct uln_ep *ep, struct uln_udp_peer *up)
     }
     up->pend_n = 0;
     nap_abandon(up);
-    up->refused_op = up->refused_seen = 0;
+    up->refused_seen = up->refused_sent = (struct uln_refused_put){0};
 }
 
 /* The peer started a new life (or died): what was in flight between the old

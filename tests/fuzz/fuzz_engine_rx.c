@@ -118,7 +118,7 @@ static void begin(void)
     F.op_base = F.ep->sq_tail;
     /* The engine remembers the last refused PUT of a peer by the peer's own
      * op id; the previous input's must not decide this one's. */
-    F.ep->peers[1].refused_op = 0;
+    F.ep->peers[1].refused = (struct uln_refused_put){0};
 }
 
 static void end(void)

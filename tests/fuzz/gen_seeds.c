@@ -56,18 +56,26 @@ static void rec(unsigned kind, unsigned mods, const void *b, size_t n)
     in_len += n;
 }
 
-static void save(const char *target, const char *name)
+/* The input built so far, as DIR/target/file. */
+static void save_as(const char *target, const char *file)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, target);
     mkdir(path, 0755);
-    snprintf(path, sizeof path, "%s/%s/seed-%s", dir, target, name);
+    snprintf(path, sizeof path, "%s/%s/%s", dir, target, file);
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(in, 1, in_len, f) != in_len || fclose(f) != 0) {
         fprintf(stderr, "%s: %s\n", path, strerror(errno));
         exit(1);
     }
     in_len = 0;
+}
+
+static void save(const char *target, const char *name)
+{
+    char file[256];
+    snprintf(file, sizeof file, "seed-%s", name);
+    save_as(target, file);
 }
 
 /* ---- fuzz_udp_rx ---------------------------------------------------------------- */
@@ -230,6 +238,19 @@ static void udp_seeds(void)
     save(T, "refused");
 }
 
+/* Inputs that once broke a check (regress-*), written by hand where the
+ * fuzzer's own input is less clear. */
+static void udp_regressions(void)
+{
+    const char *T = "fuzz_udp_rx";
+    /* op id 2^64 - 1: "op_id + 1" was 0, which the refusal memory took for
+     * "the PUT refused last": placed without any check, PUT_REMOTE raised
+     * for a range outside every region. */
+    handshake();
+    put(REG_RO, UINT64_MAX, 1ull << 40, 1ull << 20, 1ull << 40, 0, UW_LAST | UW_IMM);
+    save_as(T, "regress-put-op-id-max");
+}
+
 /* ---- fuzz_engine_rx --------------------------------------------------------------- */
 
 static void msg(unsigned ch, unsigned mods, uint8_t type, uint8_t flags, const void *p, size_t n)
@@ -345,6 +366,7 @@ int main(int argc, char **argv)
     dir = argv[1];
     mkdir(dir, 0755);
     udp_seeds();
+    udp_regressions();
     engine_seeds();
     return 0;
 }
