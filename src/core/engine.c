@@ -454,7 +454,8 @@ static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, s
     const struct uln_put_frag *f = (const void *)(m + 1);
     if (m->len < sizeof *f) return malformed(ep);
     uint64_t n = m->len - sizeof *f;
-    if (uln_refused_is(&pp->refused, f->op_id)) return; /* rest of a refused PUT: answered */
+    if (uln_refused_is(&pp->refused, f->op_id, f->key, f->op_offset, f->op_len))
+        return; /* the rest of a refused PUT: answered already */
     /* The fragment must lie inside its operation... */
     if (f->offset < f->op_offset || f->offset - f->op_offset > f->op_len ||
         n > f->op_len - (f->offset - f->op_offset))
@@ -465,7 +466,12 @@ static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, s
     int rc = uln_key_enter(ep->ctx, ep->index, f->key, f->op_offset, f->op_len,
                            ULN_ACCESS_REMOTE_WRITE, &where, &ep->stats);
     if (rc) {
-        pp->refused = (struct uln_refused_put){.valid = true, .op_id = f->op_id, .status = rc};
+        pp->refused = (struct uln_refused_put){.valid = true,
+                                               .op_id = f->op_id,
+                                               .key = f->key,
+                                               .op_offset = f->op_offset,
+                                               .op_len = f->op_len,
+                                               .status = rc};
         ack_queue(ep, pp, f->op_id, rc);
         return;
     }

@@ -95,16 +95,21 @@ static inline void uln_count_refusal(struct uln_stats *s, int rc)
 
 /* The PUT of a peer refused last: its other fragments are refused without
  * looking (or counting) again, one refusal per operation. valid, not a
- * reserved op id: every op id a peer can send is a real one. */
+ * reserved op id: every op id a peer can send is a real one. An operation is
+ * its op id with the key and range every fragment repeats: a packet reusing
+ * the op id for another key or range is another operation (a broken or
+ * forging peer), checked and counted on its own. */
 struct uln_refused_put {
     bool valid;
-    uint64_t op_id;
+    uint64_t op_id, key, op_offset, op_len;
     int32_t status;
 };
 
-static inline bool uln_refused_is(const struct uln_refused_put *r, uint64_t op_id)
+static inline bool uln_refused_is(const struct uln_refused_put *r, uint64_t op_id, uint64_t key,
+                                  uint64_t op_offset, uint64_t op_len)
 {
-    return r->valid && r->op_id == op_id;
+    return r->valid && r->op_id == op_id && r->key == key && r->op_offset == op_offset &&
+           r->op_len == op_len;
 }
 
 /* ---- objects -------------------------------------------------------------- */

@@ -897,6 +897,17 @@ static int place_put(struct uln_ep *ep, const struct pkt_hdr *h, const struct pk
     return 0;
 }
 
+static struct uln_refused_put refusal(const struct pkt_hdr *h, const struct pkt_put_ext *x,
+                                      int32_t status)
+{
+    return (struct uln_refused_put){.valid = true,
+                                    .op_id = x->op_id,
+                                    .key = h->key,
+                                    .op_offset = x->op_offset,
+                                    .op_len = x->op_len,
+                                    .status = status};
+}
+
 /* A new data packet (in order or ahead of it): place what can be placed now,
  * keep what must wait for its turn. Returns true if the pool buffer is kept. */
 static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
@@ -916,14 +927,12 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
         memcpy(&x, s->ext, elen);
         /* The rest of a refused PUT is refused without looking (or counting)
          * again: one refusal per operation, as on the ring path. */
-        if (uln_refused_is(&up->refused_seen, x.op_id)) {
+        if (uln_refused_is(&up->refused_seen, x.op_id, h->key, x.op_offset, x.op_len)) {
             s->status = up->refused_seen.status;
             break;
         }
         s->status = place_put(ep, h, &x, payload, n);
-        if (s->status)
-            up->refused_seen =
-                (struct uln_refused_put){.valid = true, .op_id = x.op_id, .status = s->status};
+        if (s->status) up->refused_seen = refusal(h, &x, s->status);
         break;
     }
     case PKT_GET_RESP: {
@@ -1033,10 +1042,10 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
         bool last = h->flags & PKT_LAST;
         if (s->status) {
             /* Refused: say so once per operation (as the ring path does). */
-            if (uln_refused_is(&up->refused_sent, x.op_id)) return true;
+            if (uln_refused_is(&up->refused_sent, x.op_id, h->key, x.op_offset, x.op_len))
+                return true;
             if (!put_done(up, x.op_id, 0, x.op_offset, x.op_len, s->status, 0)) return false;
-            up->refused_sent =
-                (struct uln_refused_put){.valid = true, .op_id = x.op_id, .status = s->status};
+            up->refused_sent = refusal(h, &x, s->status);
         } else if (last) {
             /* Every earlier fragment has come up in order, so all are placed. */
             uint32_t fl = (h->flags & PKT_IMM) ? ULN_FRAG_IMM : 0;
