@@ -413,14 +413,26 @@ static void ack_flush(struct uln_ep *ep, int peer, struct uln_ep_peer *pp)
     peer_wake(ep, peer);
 }
 
-/* The operation an answer names, if it can still take one: waiting for it, or
- * (a refusal of a long PUT) still sending fragments. */
-static struct uln_sqe *waiting_op(struct uln_ep *ep, uint64_t op_id, uint8_t op)
+static void malformed(struct uln_ep *ep)
+{
+    ULN_COUNT(&ep->stats, malformed, 1);
+}
+
+/* The operation an answer from src names, if it can still take one: waiting
+ * for it, or (a refusal of a long PUT) still sending fragments. Only the peer
+ * it went to may answer it; another peer's answer would complete it with that
+ * peer's status, or write that peer's bytes into the GET's buffer. */
+static struct uln_sqe *waiting_op(struct uln_ep *ep, int src, uint64_t op_id, uint8_t op)
 {
     if (op_id < ep->sq_head || op_id >= ep->sq_tail) return NULL;
     struct uln_sqe *s = sqe_at(ep, op_id);
     bool open = s->state == SQE_WAIT || (s->state == SQE_QUEUED && s->ring_path);
-    return s->op_id == op_id && s->op == op && open ? s : NULL;
+    if (s->op_id != op_id || s->op != op || !open) return NULL;
+    if (s->peer != src) {
+        malformed(ep);
+        return NULL;
+    }
+    return s;
 }
 
 /* Is operation op_id still waiting for its answer (so its buffers are still
@@ -430,11 +442,6 @@ bool uln_engine_op_open(struct uln_ep *ep, uint64_t op_id)
     if (op_id < ep->sq_head || op_id >= ep->sq_tail) return false;
     struct uln_sqe *s = sqe_at(ep, op_id);
     return s->op_id == op_id && (s->state == SQE_WAIT || s->state == SQE_QUEUED);
-}
-
-static void malformed(struct uln_ep *ep)
-{
-    ULN_COUNT(&ep->stats, malformed, 1);
 }
 
 /* The target's completion of a PUT with immediate data (the caller made sure
@@ -484,12 +491,13 @@ static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, s
     }
 }
 
-/* GET data (or its refusal) for our operation op_id, to go at op_offset of
- * what was asked; from the rings, or placed on arrival by a packet transport. */
-void uln_engine_get_data(struct uln_ep *ep, uint64_t op_id, uint64_t op_offset, int32_t status,
-                         const void *data, uint64_t n)
+/* GET data (or its refusal) from src for our operation op_id, to go at
+ * op_offset of what was asked; from the rings, or placed on arrival by a
+ * packet transport. */
+void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op_offset,
+                         int32_t status, const void *data, uint64_t n)
 {
-    struct uln_sqe *s = waiting_op(ep, op_id, ULN_OP_GET);
+    struct uln_sqe *s = waiting_op(ep, src, op_id, ULN_OP_GET);
     if (!s) return; /* answer to an operation that already failed */
     uint64_t want = s->len - s->issued;
     if (status) return sqe_finish(s, status);
@@ -505,11 +513,11 @@ void uln_engine_get_data(struct uln_ep *ep, uint64_t op_id, uint64_t op_offset, 
     }
 }
 
-static void take_get_resp(struct uln_ep *ep, struct uln_msg *m)
+static void take_get_resp(struct uln_ep *ep, int src, struct uln_msg *m)
 {
     const struct uln_get_resp *r = (const void *)(m + 1);
     if (m->len < sizeof *r) return malformed(ep);
-    uln_engine_get_data(ep, r->op_id, r->op_offset, r->status, r + 1, m->len - sizeof *r);
+    uln_engine_get_data(ep, src, r->op_id, r->op_offset, r->status, r + 1, m->len - sizeof *r);
 }
 
 /* Handle one channel-0 message. The caller has made sure the receive CQ and
@@ -549,7 +557,7 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
         break;
     }
     case ULN_MSG_GET_RESP:
-        take_get_resp(ep, m);
+        take_get_resp(ep, src, m);
         break;
     case ULN_MSG_PUT_DONE: {
         /* Written by our own UDP receive path: all of a PUT is placed (or it
@@ -566,7 +574,7 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
     }
     case ULN_MSG_ACK: {
         const struct uln_ack *a = (const void *)(m + 1);
-        struct uln_sqe *s = m->len >= sizeof *a ? waiting_op(ep, a->op_id, ULN_OP_PUT) : NULL;
+        struct uln_sqe *s = m->len >= sizeof *a ? waiting_op(ep, src, a->op_id, ULN_OP_PUT) : NULL;
         if (s) sqe_finish(s, a->status);
         break;
     }

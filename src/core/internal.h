@@ -381,8 +381,8 @@ int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len);
  * in, the rest is sent as given, and resent until acknowledged. */
 int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len);
 bool uln_engine_op_open(struct uln_ep *ep, uint64_t op_id);
-void uln_engine_get_data(struct uln_ep *ep, uint64_t op_id, uint64_t op_offset, int32_t status,
-                         const void *data, uint64_t n);
+void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op_offset,
+                         int32_t status, const void *data, uint64_t n);
 
 /* boot.c */
 int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg);

@@ -938,7 +938,7 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
     case PKT_GET_RESP: {
         struct pkt_get_resp_ext x;
         memcpy(&x, s->ext, sizeof x);
-        uln_engine_get_data(ep, h->key, h->offset, x.status, payload, x.status ? 0 : n);
+        uln_engine_get_data(ep, up->rank, h->key, h->offset, x.status, payload, x.status ? 0 : n);
         break;
     }
     default: /* NAP, ACK, GET_REQ: their order matters; keep the bytes */
