@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "ulnet.h"
@@ -373,6 +374,9 @@ int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c);
  * protocol's reconnect does: what was in flight is void, ops fail with
  * -ECONNRESET, the peer sees a restart. */
 int uln_udp_peer_restart(struct uln_ep *ep, int rank, uint32_t epoch);
+/* The UDP address of rank's endpoint of this index (our own: where it is
+ * bound). */
+int uln_udp_ep_addr(struct uln_ep *ep, int rank, struct sockaddr_storage *ss, socklen_t *len);
 /* Send buf as one datagram from the endpoint's socket to rank's, outside the
  * sequence space (no seq, tag or feedback is filled in). */
 int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len);

@@ -1365,6 +1365,16 @@ int uln_udp_peer_restart(struct uln_ep *ep, int rank, uint32_t epoch)
     return 0;
 }
 
+int uln_udp_ep_addr(struct uln_ep *ep, int rank, struct sockaddr_storage *ss, socklen_t *len)
+{
+    struct uln_udp *u = ep->ctx->udp;
+    if (!ep->udp || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
+    if (rank == ep->ctx->rank) return uln_udp_io_local(ep->udp->io, ss, len);
+    if (!uln_peer_udp(ep->ctx, rank)) return -EINVAL;
+    peer_sockaddr(&u->addrs[rank], (unsigned)ep->index, ss, len);
+    return 0;
+}
+
 int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len)
 {
     struct uln_udp_ep *ue = ep->udp;
