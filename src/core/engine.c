@@ -418,6 +418,16 @@ static void malformed(struct uln_ep *ep)
     ULN_COUNT(&ep->stats, malformed, 1);
 }
 
+/* A status a peer sends in an answer becomes the status of our completion,
+ * which ulnet.h promises is 0 or a negative errno. Anything else is a
+ * malformed answer, and the operation fails with -EPROTO. */
+static int32_t peer_status(struct uln_ep *ep, int32_t status)
+{
+    if (status <= 0 && status >= -4095) return status;
+    malformed(ep);
+    return -EPROTO;
+}
+
 /* The operation an answer from src names, if it can still take one: waiting
  * for it, or (a refusal of a long PUT) still sending fragments. Only the peer
  * it went to may answer it; another peer's answer would complete it with that
@@ -500,7 +510,7 @@ void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op
     struct uln_sqe *s = waiting_op(ep, src, op_id, ULN_OP_GET);
     if (!s) return; /* answer to an operation that already failed */
     uint64_t want = s->len - s->issued;
-    if (status) return sqe_finish(s, status);
+    if (status) return sqe_finish(s, peer_status(ep, status));
     if (op_offset > want || n > want - op_offset) {
         malformed(ep);
         return sqe_finish(s, -EPROTO);
@@ -575,7 +585,7 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
     case ULN_MSG_ACK: {
         const struct uln_ack *a = (const void *)(m + 1);
         struct uln_sqe *s = m->len >= sizeof *a ? waiting_op(ep, src, a->op_id, ULN_OP_PUT) : NULL;
-        if (s) sqe_finish(s, a->status);
+        if (s) sqe_finish(s, peer_status(ep, a->status));
         break;
     }
     default:

@@ -304,16 +304,26 @@ static void f_foreign_get_resp(uint64_t op_id)
     CHECK_OK(rc);
 }
 
-static void f_foreign_ack(uint64_t op_id)
+static void ack_on_ep1(uint64_t op_id, int64_t status)
 {
-    struct uw_hdr h = {.vt = uw_vt(UW_ACK), .key = op_id, .offset = (uint64_t)(int64_t)-EACCES};
+    struct uw_hdr h = {.vt = uw_vt(UW_ACK), .key = op_id, .offset = (uint64_t)status};
     int rc;
     while ((rc = uln_udp_send_seq(ep[1], 0, pkt, uw_build(pkt, &h, NULL, 0, NULL, 0))) == -EAGAIN)
         uln_cq_poll(cq[1], NULL, 0);
     CHECK_OK(rc);
 }
 
-enum { SELF_NONE, SELF_GET, SELF_PUT };
+static void f_foreign_ack(uint64_t op_id)
+{
+    ack_on_ep1(op_id, -EACCES);
+}
+
+static void f_status_ack(uint64_t op_id)
+{
+    ack_on_ep1(op_id, 5); /* from the peer the PUT went to, but no errno */
+}
+
+enum { SELF_NONE, SELF_GET, SELF_PUT, PEER_PUT };
 struct fcase {
     const char *name;
     int expect;            /* the counter that must count it */
@@ -350,6 +360,7 @@ static const struct fcase cases[] = {
     {"GET data from a peer the GET did not go to", C_MALFORMED, NULL, f_foreign_get_resp, 0,
      SELF_GET},
     {"ACK from a peer the PUT did not go to", C_MALFORMED, NULL, f_foreign_ack, 0, SELF_PUT},
+    {"ACK whose status is no negative errno", C_MALFORMED, NULL, f_status_ack, 0, PEER_PUT},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -376,10 +387,18 @@ static void memory_check(int k)
            cases[k].name);
 }
 
-/* Rank 0's own PUT or GET to itself on endpoint 1, which the forged packet
- * (already in its socket) tries to answer. */
+/* Rank 0's own PUT or GET to itself (or a PUT to rank 1) on endpoint 1,
+ * which the forged packet (already in its socket) tries to answer. */
 static void self_op(int k, int kind)
 {
+    if (kind == PEER_PUT) {
+        CHECK_OK(uln_put(ep[1], 1, good, SELF_N, keys[3], 0, 0x5e1f, 0));
+        struct uln_cqe e = t_cq_take1(cq[1], 20000, "the PUT to rank 1");
+        CHECK_CQE(&e, e.user_data == 0x5e1f);
+        CHECKF(e.status == -EPROTO, "case %d (%s): the PUT completed with %d, not -EPROTO", k,
+               cases[k].name, e.status);
+        return;
+    }
     uint64_t seed = pat_seed(0, 7, (uint64_t)k);
     uint64_t off = 8192 + (uint64_t)k * SELF_N;
     uint8_t *buf = t_xmalloc(SELF_N);

@@ -265,6 +265,8 @@ static void fz_open(const char *transport, int shm_direct)
 /* What every entry must satisfy, whatever the input. */
 static void fz_cqe_check(const struct uln_cqe *e, bool remote_checked)
 {
+    /* ulnet.h: a status is 0 or a negative errno, whatever a peer says. */
+    if (e->status > 0 || e->status < -4095) fz_die("entry with status %d", e->status);
     if (e->op == ULN_OP_NAP_RECV) {
         const struct uln_ring_cons *c = &F.ep->peers[1].in[0];
         const uint8_t *d = e->data;

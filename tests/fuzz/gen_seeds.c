@@ -249,6 +249,18 @@ static void udp_regressions(void)
     handshake();
     put(REG_RO, UINT64_MAX, 1ull << 40, 1ull << 20, 1ull << 40, 0, UW_LAST | UW_IMM);
     save_as(T, "regress-put-op-id-max");
+
+    /* A status that is no negative errno, in GET data and in an ACK: it
+     * reached the application's completion as it was. */
+    post(P_GET, 100, 0, 0x1234);
+    post(P_PUT, 100, 0, 0x1234);
+    handshake();
+    {
+        struct uw_get_resp_ext r = {.status = 117032567};
+        data(UW_GET_RESP, 0, 0, 0, &r, sizeof r, NULL, 0, M_OPID);
+        data(UW_ACK, 0, 1, 5, NULL, 0, NULL, 0, M_OPID);
+    }
+    save_as(T, "regress-answer-status");
 }
 
 /* ---- fuzz_engine_rx --------------------------------------------------------------- */
@@ -355,6 +367,17 @@ static void engine_seeds(void)
             msg(E_CH0, 0, ULN_MSG_NAP, 0, payload, 4000);
     }
     save(T, "odd");
+
+    /* Regression: statuses that are no negative errno (see udp's). */
+    engine_post(P_GET, 100);
+    engine_post(P_PUT, 100);
+    {
+        struct uln_get_resp r = {.op_id = 0, .status = INT32_MIN};
+        msg(E_CH0, M_OPID, ULN_MSG_GET_RESP, 0, &r, sizeof r);
+        struct uln_ack a = {.op_id = 1, .status = 5};
+        msg(E_CH0, M_OPID, ULN_MSG_ACK, 0, &a, sizeof a);
+    }
+    save_as(T, "regress-answer-status");
 }
 
 int main(int argc, char **argv)
