@@ -1117,6 +1117,7 @@ static void after_verdict(struct uln_ep *ep, struct uln_udp_peer *up, int v)
         ULN_COUNT(&ep->stats, stale, 1);
         break;
     case ULN_REL_RX_INVALID:
+    case ULN_REL_RX_OUT_OF_WINDOW: /* past the credit we gave: no honest sender does it */
         ULN_COUNT(&ep->stats, malformed, 1);
         break;
     case ULN_REL_RX_RESET:

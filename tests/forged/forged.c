@@ -267,6 +267,17 @@ static void f_ext_short(uint64_t arg)
     send_raw(0, pkt, sizeof h + 10); /* 10 of the extension's 24 bytes */
 }
 
+static void f_beyond_credit(uint64_t arg)
+{
+    struct uln_udp_conn c = conn(0);
+    data_pkt(uw_vt(UW_NAP), UW_LAST, c.tag_out, 8);
+    struct uw_hdr h;
+    memcpy(&h, pkt, sizeof h);
+    h.seq += 5000; /* the window is 256: far past any credit rank 0 gave */
+    memcpy(pkt, &h, sizeof h);
+    send_raw(0, pkt, sizeof h + 8);
+}
+
 static void f_type(uint64_t type)
 {
     struct uln_udp_conn c = conn(0);
@@ -349,6 +360,7 @@ static const struct fcase cases[] = {
     {"PUT at offset 2^64 - 4", C_BOUNDS, NULL, f_put_wrap_off, 0, 0},
     {"GET request whose offset + length wraps 2^64", C_BOUNDS, NULL, f_get_wrap_len, 0, 0},
     {"PUT fragment outside its own operation", C_MALFORMED, NULL, f_put_outside_op, 0, 0},
+    {"data beyond the credit rank 0 gave", C_MALFORMED, NULL, f_beyond_credit, 0, 0},
     {"header cut short (20 bytes)", C_MALFORMED, NULL, f_truncated, 0, 0},
     {"PUT whose extension is cut short", C_MALFORMED, NULL, f_ext_short, 0, 0},
     {"unknown type 3", C_MALFORMED, NULL, f_type, 3, 0},
