@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Build ulnet and pass every test: the normal build (warnings are errors), the
 # whole suite again under ASan+UBSan, the multi-threaded parts under TSan, and
-# the installed library with pkg-config and the quick-start example.
+# the installed library with pkg-config and the quick-start example, and a
+# short run of the fuzz targets (tests/fuzz/run.sh, clang with libFuzzer).
 # Works on a fresh Debian 12 machine as root: it installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-pkgs=(cmake ninja-build gcc make pkg-config libc6-dev procps iproute2 nftables ethtool python3)
+pkgs=(cmake ninja-build gcc make pkg-config libc6-dev procps iproute2 nftables ethtool python3
+    clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -56,5 +58,8 @@ make -s -C examples clean
 make -s -C examples hello CFLAGS="-O2 -Wall -Wextra -Werror -Wl,-rpath,$stage/lib"
 "$stage/bin/ulnrun" -n 3 --timeout 30 examples/hello
 make -s -C examples clean
+
+step "fuzz smoke: 30 s per receive path (libFuzzer, ASan+UBSan)"
+tests/fuzz/run.sh --seconds 30
 echo
 echo "all test stages passed"

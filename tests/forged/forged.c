@@ -36,11 +36,14 @@
 #include "core/internal.h"
 #include "rel/rel.h"
 
-#define RLEN       4096u        /* the attacked region */
-#define GUARD      256u         /* guard bytes either side of it */
-#define GLEN       65536u       /* the region for normal traffic, on each rank */
-#define SELF_N     256u         /* the self operations of the last cases */
-#define FOREIGN_OP (1ull << 60) /* op ids of forged requests: none of rank 1's */
+#define RLEN   4096u  /* the attacked region */
+#define GUARD  256u   /* guard bytes either side of it */
+#define GLEN   65536u /* the region for normal traffic, on each rank */
+#define SELF_N 256u   /* the self operations of the last cases */
+/* The op id of every forged request: none of rank 1's own. All forged PUTs
+ * share it, and each must still be checked and counted on its own: only
+ * more fragments of the same operation (op id, key and range) are not. */
+#define FOREIGN_OP (1ull << 60)
 
 enum { C_MALFORMED, C_STALE, C_KEY, C_BOUNDS, C_ACCESS, C_JOB, NC };
 static const char *cname[NC] = {"malformed",      "stale",          "refused_key",
