@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Build ulnet and pass every test: the normal build (warnings are errors), a
 # build without PMIx, the whole suite again under ASan+UBSan, the
-# multi-threaded parts under TSan, and the installed library with pkg-config
-# and the quick-start example.
+# multi-threaded parts under TSan, the installed library with pkg-config and
+# the quick-start example, and a short run of the fuzz targets
+# (tests/fuzz/run.sh, clang with libFuzzer).
 # Works on a fresh Debian 12 machine as root: it installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-# libpmix-dev: the PMIx bootstrap; openmpi-bin: mpirun for tests/mpirun.
+# libpmix-dev: the PMIx bootstrap; openmpi-bin: mpirun for tests/mpirun;
+# clang, libclang-rt-14-dev: libFuzzer for tests/fuzz.
 pkgs=(cmake ninja-build gcc make pkg-config libc6-dev procps iproute2 nftables ethtool python3
-    libpmix-dev openmpi-bin)
+    libpmix-dev openmpi-bin clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -71,5 +73,8 @@ cc -O2 examples/hello.c $(pkg-config --cflags ulnet) \
     -o "$stage/hello-static"
 "$stage/bin/ulnrun" -n 2 --timeout 30 "$stage/hello-static"
 make -s -C examples clean
+
+step "fuzz smoke: 30 s per receive path (libFuzzer, ASan+UBSan)"
+tests/fuzz/run.sh --seconds 30
 echo
 echo "all test stages passed"

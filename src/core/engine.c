@@ -413,14 +413,36 @@ static void ack_flush(struct uln_ep *ep, int peer, struct uln_ep_peer *pp)
     peer_wake(ep, peer);
 }
 
-/* The operation an answer names, if it can still take one: waiting for it, or
- * (a refusal of a long PUT) still sending fragments. */
-static struct uln_sqe *waiting_op(struct uln_ep *ep, uint64_t op_id, uint8_t op)
+static void malformed(struct uln_ep *ep)
+{
+    ULN_COUNT(&ep->stats, malformed, 1);
+}
+
+/* A status a peer sends in an answer becomes the status of our completion,
+ * which ulnet.h promises is 0 or a negative errno. Anything else is a
+ * malformed answer, and the operation fails with -EPROTO. */
+static int32_t peer_status(struct uln_ep *ep, int32_t status)
+{
+    if (status <= 0 && status >= -4095) return status;
+    malformed(ep);
+    return -EPROTO;
+}
+
+/* The operation an answer from src names, if it can still take one: waiting
+ * for it, or (a refusal of a long PUT) still sending fragments. Only the peer
+ * it went to may answer it; another peer's answer would complete it with that
+ * peer's status, or write that peer's bytes into the GET's buffer. */
+static struct uln_sqe *waiting_op(struct uln_ep *ep, int src, uint64_t op_id, uint8_t op)
 {
     if (op_id < ep->sq_head || op_id >= ep->sq_tail) return NULL;
     struct uln_sqe *s = sqe_at(ep, op_id);
     bool open = s->state == SQE_WAIT || (s->state == SQE_QUEUED && s->ring_path);
-    return s->op_id == op_id && s->op == op && open ? s : NULL;
+    if (s->op_id != op_id || s->op != op || !open) return NULL;
+    if (s->peer != src) {
+        malformed(ep);
+        return NULL;
+    }
+    return s;
 }
 
 /* Is operation op_id still waiting for its answer (so its buffers are still
@@ -430,11 +452,6 @@ bool uln_engine_op_open(struct uln_ep *ep, uint64_t op_id)
     if (op_id < ep->sq_head || op_id >= ep->sq_tail) return false;
     struct uln_sqe *s = sqe_at(ep, op_id);
     return s->op_id == op_id && (s->state == SQE_WAIT || s->state == SQE_QUEUED);
-}
-
-static void malformed(struct uln_ep *ep)
-{
-    ULN_COUNT(&ep->stats, malformed, 1);
 }
 
 /* The target's completion of a PUT with immediate data (the caller made sure
@@ -454,7 +471,8 @@ static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, s
     const struct uln_put_frag *f = (const void *)(m + 1);
     if (m->len < sizeof *f) return malformed(ep);
     uint64_t n = m->len - sizeof *f;
-    if (pp->refused_op == f->op_id + 1) return; /* rest of a refused PUT: already answered */
+    if (uln_refused_is(&pp->refused, f->op_id, f->key, f->op_offset, f->op_len))
+        return; /* the rest of a refused PUT: answered already */
     /* The fragment must lie inside its operation... */
     if (f->offset < f->op_offset || f->offset - f->op_offset > f->op_len ||
         n > f->op_len - (f->offset - f->op_offset))
@@ -465,7 +483,12 @@ static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, s
     int rc = uln_key_enter(ep->ctx, ep->index, f->key, f->op_offset, f->op_len,
                            ULN_ACCESS_REMOTE_WRITE, &where, &ep->stats);
     if (rc) {
-        pp->refused_op = f->op_id + 1;
+        pp->refused = (struct uln_refused_put){.valid = true,
+                                               .op_id = f->op_id,
+                                               .key = f->key,
+                                               .op_offset = f->op_offset,
+                                               .op_len = f->op_len,
+                                               .status = rc};
         ack_queue(ep, pp, f->op_id, rc);
         return;
     }
@@ -478,15 +501,16 @@ static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, s
     }
 }
 
-/* GET data (or its refusal) for our operation op_id, to go at op_offset of
- * what was asked; from the rings, or placed on arrival by a packet transport. */
-void uln_engine_get_data(struct uln_ep *ep, uint64_t op_id, uint64_t op_offset, int32_t status,
-                         const void *data, uint64_t n)
+/* GET data (or its refusal) from src for our operation op_id, to go at
+ * op_offset of what was asked; from the rings, or placed on arrival by a
+ * packet transport. */
+void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op_offset,
+                         int32_t status, const void *data, uint64_t n)
 {
-    struct uln_sqe *s = waiting_op(ep, op_id, ULN_OP_GET);
+    struct uln_sqe *s = waiting_op(ep, src, op_id, ULN_OP_GET);
     if (!s) return; /* answer to an operation that already failed */
     uint64_t want = s->len - s->issued;
-    if (status) return sqe_finish(s, status);
+    if (status) return sqe_finish(s, peer_status(ep, status));
     if (op_offset > want || n > want - op_offset) {
         malformed(ep);
         return sqe_finish(s, -EPROTO);
@@ -499,11 +523,11 @@ void uln_engine_get_data(struct uln_ep *ep, uint64_t op_id, uint64_t op_offset, 
     }
 }
 
-static void take_get_resp(struct uln_ep *ep, struct uln_msg *m)
+static void take_get_resp(struct uln_ep *ep, int src, struct uln_msg *m)
 {
     const struct uln_get_resp *r = (const void *)(m + 1);
     if (m->len < sizeof *r) return malformed(ep);
-    uln_engine_get_data(ep, r->op_id, r->op_offset, r->status, r + 1, m->len - sizeof *r);
+    uln_engine_get_data(ep, src, r->op_id, r->op_offset, r->status, r + 1, m->len - sizeof *r);
 }
 
 /* Handle one channel-0 message. The caller has made sure the receive CQ and
@@ -512,6 +536,12 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
 {
     switch (m->type) {
     case ULN_MSG_NAP: {
+        /* No sender posts more than nap_max (the UDP path refuses more too):
+         * the application may size its buffers by uln_info's nap_max. */
+        if (m->len > ep->ctx->p.nap_max) {
+            malformed(ep);
+            break;
+        }
         /* Zero copy: the entry points into the ring until uln_cqe_release. */
         struct uln_cqe *c = uln_cq_push(ep->recv_cq);
         *c = (struct uln_cqe){.op = ULN_OP_NAP_RECV,
@@ -537,7 +567,7 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
         break;
     }
     case ULN_MSG_GET_RESP:
-        take_get_resp(ep, m);
+        take_get_resp(ep, src, m);
         break;
     case ULN_MSG_PUT_DONE: {
         /* Written by our own UDP receive path: all of a PUT is placed (or it
@@ -554,8 +584,8 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
     }
     case ULN_MSG_ACK: {
         const struct uln_ack *a = (const void *)(m + 1);
-        struct uln_sqe *s = m->len >= sizeof *a ? waiting_op(ep, a->op_id, ULN_OP_PUT) : NULL;
-        if (s) sqe_finish(s, a->status);
+        struct uln_sqe *s = m->len >= sizeof *a ? waiting_op(ep, src, a->op_id, ULN_OP_PUT) : NULL;
+        if (s) sqe_finish(s, peer_status(ep, a->status));
         break;
     }
     default:

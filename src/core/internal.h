@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "ulnet.h"
@@ -91,6 +92,25 @@ static inline void uln_count_refusal(struct uln_stats *s, int rc)
         ULN_COUNT(s, refused_bounds, 1);
     else if (rc == -EACCES)
         ULN_COUNT(s, refused_access, 1);
+}
+
+/* The PUT of a peer refused last: its other fragments are refused without
+ * looking (or counting) again, one refusal per operation. valid, not a
+ * reserved op id: every op id a peer can send is a real one. An operation is
+ * its op id with the key and range every fragment repeats: a packet reusing
+ * the op id for another key or range is another operation (a broken or
+ * forging peer), checked and counted on its own. */
+struct uln_refused_put {
+    bool valid;
+    uint64_t op_id, key, op_offset, op_len;
+    int32_t status;
+};
+
+static inline bool uln_refused_is(const struct uln_refused_put *r, uint64_t op_id, uint64_t key,
+                                  uint64_t op_offset, uint64_t op_len)
+{
+    return r->valid && r->op_id == op_id && r->key == key && r->op_offset == op_offset &&
+           r->op_len == op_len;
 }
 
 /* ---- objects -------------------------------------------------------------- */
@@ -187,10 +207,10 @@ struct uln_ep_peer {
                                                                         peer's active map of
                                                                         that channel */
     /* Ring-path target side. */
-    uint64_t refused_op;     /* op_id of a PUT already answered with an error (+1) */
-    struct uln_msg *get_req; /* GET request being served (still in ring) */
-    uint64_t get_sent;       /* bytes of it answered so far */
-    struct uln_ack *acks;    /* answers waiting for room on channel 0 */
+    struct uln_refused_put refused; /* a PUT already answered with an error */
+    struct uln_msg *get_req;        /* GET request being served (still in ring) */
+    uint64_t get_sent;              /* bytes of it answered so far */
+    struct uln_ack *acks;           /* answers waiting for room on channel 0 */
     uint32_t ack_head, ack_tail, ack_cap;
     bool wake;                /* something was sent this pass: wake the peer */
     struct uln_udp_peer *udp; /* this peer is reached over UDP (udp.c) */
@@ -374,9 +394,41 @@ bool uln_udp_peer_dead(struct uln_ep *ep, int peer);
 bool uln_udp_busy(const struct uln_ep *ep);
 int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms);
 void uln_udp_counters(const struct uln_ep *ep, struct uln_counters *out);
+/* udp.c, for tests and fuzzing only (the library never calls them): crafted
+ * bytes through the real receive path, crafted packets from a rank's real
+ * socket. */
+struct uln_udp_conn {
+    int state; /* enum uln_rel_state */
+    bool dead;
+    uint32_t local_epoch, peer_epoch;
+    uint32_t tag_in;   /* the tag the peer's data packets to us must carry */
+    uint32_t tag_out;  /* ... ours to it */
+    uint32_t rcv_next; /* the next seq from the peer in order */
+    uint32_t snd_una, snd_nxt;
+};
+/* Run one datagram through the receive path as if the endpoint's socket had
+ * received it from rank (a rank not reached over UDP, or -1: from an address
+ * that is not a member). 0, or -errno if it could not be lent a buffer. */
+int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len);
+/* The connection with rank as it stands: -ENOENT before any contact. */
+int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c);
+/* Start a new life of ours towards rank (epoch 0: a random one), as the
+ * protocol's reconnect does: what was in flight is void, ops fail with
+ * -ECONNRESET, the peer sees a restart. */
+int uln_udp_peer_restart(struct uln_ep *ep, int rank, uint32_t epoch);
+/* The UDP address of rank's endpoint of this index (our own: where it is
+ * bound). */
+int uln_udp_ep_addr(struct uln_ep *ep, int rank, struct sockaddr_storage *ss, socklen_t *len);
+/* Send buf as one datagram from the endpoint's socket to rank's, outside the
+ * sequence space (no seq, tag or feedback is filled in). */
+int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len);
+/* Send buf (a whole packet: header, extension, payload) as the next data
+ * packet of the stream to rank: seq, tag, rel's flags and feedback are filled
+ * in, the rest is sent as given, and resent until acknowledged. */
+int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len);
 bool uln_engine_op_open(struct uln_ep *ep, uint64_t op_id);
-void uln_engine_get_data(struct uln_ep *ep, uint64_t op_id, uint64_t op_offset, int32_t status,
-                         const void *data, uint64_t n);
+void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op_offset,
+                         int32_t status, const void *data, uint64_t n);
 
 /* boot.c */
 int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg);

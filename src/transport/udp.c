@@ -181,9 +181,8 @@ struct uln_udp_peer {
     bool announced[2];
     uint8_t *nap_dst; /* a NAP of several packets being assembled in the ring */
     uint32_t nap_total, nap_got;
-    uint64_t refused_op;   /* op_id + 1 of a PUT whose refusal has been handed on */
-    uint64_t refused_seen; /* op_id + 1 of the PUT last refused on arrival */
-    int32_t refused_status;
+    struct uln_refused_put refused_seen; /* the PUT last refused on arrival */
+    struct uln_refused_put refused_sent; /* ... whose refusal was handed on */
 };
 
 struct uln_udp_ep {
@@ -632,6 +631,24 @@ void uln_udp_ep_close(struct uln_ep *ep)
     ep->udp = NULL;
 }
 
+static void rel_cfg(const struct uln_ep *ep, struct uln_rel_cfg *cfg)
+{
+    uln_rel_cfg_default(cfg);
+    cfg->window = ep->udp->window;
+    cfg->dead_after = (uint64_t)ep->ctx->p.udp_dead_ms * 1000000u;
+}
+
+/* A life of ours for a peer: random, nonzero (it is also our first seq). */
+static uint32_t new_epoch(struct uln_udp_ep *ue)
+{
+    uint32_t epoch = 0;
+    while (epoch == 0) {
+        ue->rng = mix64(ue->rng + 0x9e3779b97f4a7c15ull);
+        epoch = (uint32_t)ue->rng;
+    }
+    return epoch;
+}
+
 /* The state for one peer, made on first contact in either direction. */
 static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
 {
@@ -643,14 +660,8 @@ static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
     struct uln_udp_peer *up = calloc(1, sizeof *up);
     if (!up) return NULL;
     struct uln_rel_cfg cfg;
-    uln_rel_cfg_default(&cfg);
-    cfg.window = ue->window;
-    cfg.dead_after = (uint64_t)ctx->p.udp_dead_ms * 1000000u;
-    uint32_t epoch = 0;
-    while (epoch == 0) {
-        ue->rng = mix64(ue->rng + 0x9e3779b97f4a7c15ull);
-        epoch = (uint32_t)ue->rng;
-    }
+    rel_cfg(ep, &cfg);
+    uint32_t epoch = new_epoch(ue);
     up->rank = rank;
     up->io_id = ue->id_of_rank[rank];
     up->mask = cfg.window - 1;
@@ -980,6 +991,17 @@ static int place_put(struct uln_ep *ep, const struct pkt_hdr *h, const struct pk
     return 0;
 }
 
+static struct uln_refused_put refusal(const struct pkt_hdr *h, const struct pkt_put_ext *x,
+                                      int32_t status)
+{
+    return (struct uln_refused_put){.valid = true,
+                                    .op_id = x->op_id,
+                                    .key = h->key,
+                                    .op_offset = x->op_offset,
+                                    .op_len = x->op_len,
+                                    .status = status};
+}
+
 /* A new data packet (in order or ahead of it): place what can be placed now,
  * keep what must wait for its turn. Returns true if the pool buffer is kept. */
 static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
@@ -999,18 +1021,18 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
         memcpy(&x, s->ext, elen);
         /* The rest of a refused PUT is refused without looking (or counting)
          * again: one refusal per operation, as on the ring path. */
-        if (up->refused_seen == x.op_id + 1) {
-            s->status = up->refused_status;
+        if (uln_refused_is(&up->refused_seen, x.op_id, h->key, x.op_offset, x.op_len)) {
+            s->status = up->refused_seen.status;
             break;
         }
         s->status = place_put(ep, h, &x, payload, n);
-        if (s->status) up->refused_seen = x.op_id + 1, up->refused_status = s->status;
+        if (s->status) up->refused_seen = refusal(h, &x, s->status);
         break;
     }
     case PKT_GET_RESP: {
         struct pkt_get_resp_ext x;
         memcpy(&x, s->ext, sizeof x);
-        uln_engine_get_data(ep, h->key, h->offset, x.status, payload, x.status ? 0 : n);
+        uln_engine_get_data(ep, up->rank, h->key, h->offset, x.status, payload, x.status ? 0 : n);
         break;
     }
     default: /* NAP, ACK, GET_REQ: their order matters; keep the bytes */
@@ -1114,9 +1136,10 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
         bool last = h->flags & PKT_LAST;
         if (s->status) {
             /* Refused: say so once per operation (as the ring path does). */
-            if (up->refused_op == x.op_id + 1) return true;
+            if (uln_refused_is(&up->refused_sent, x.op_id, h->key, x.op_offset, x.op_len))
+                return true;
             if (!put_done(up, x.op_id, 0, x.op_offset, x.op_len, s->status, 0)) return false;
-            up->refused_op = x.op_id + 1;
+            up->refused_sent = refusal(h, &x, s->status);
         } else if (last) {
             /* Every earlier fragment has come up in order, so all are placed. */
             uint32_t fl = (h->flags & PKT_IMM) ? ULN_FRAG_IMM : 0;
@@ -1156,7 +1179,7 @@ static void drop_held(struct uln_ep *ep, struct uln_udp_peer *up)
     }
     up->pend_n = 0;
     nap_abandon(up);
-    up->refused_op = up->refused_seen = 0;
+    up->refused_seen = up->refused_sent = (struct uln_refused_put){0};
 }
 
 /* The peer started a new life (or died): what was in flight between the old
@@ -1188,6 +1211,7 @@ static void after_verdict(struct uln_ep *ep, struct uln_udp_peer *up, int v)
         ULN_COUNT(&ep->stats, stale, 1);
         break;
     case ULN_REL_RX_INVALID:
+    case ULN_REL_RX_OUT_OF_WINDOW: /* past the credit we gave: no honest sender does it */
         ULN_COUNT(&ep->stats, malformed, 1);
         break;
     case ULN_REL_RX_RESET:
@@ -1377,4 +1401,112 @@ int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
         if (ms < (uint64_t)*timeout_ms) *timeout_ms = (int)ms;
     }
     return 1;
+}
+
+/* ---- for tests and fuzzing ---------------------------------------------------------
+ * Not used by the library itself: they let tests (tests/forged, tests/fuzz) put
+ * crafted bytes through the real receive path, and crafted packets on the wire
+ * from a rank's real socket. */
+
+int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len)
+{
+    struct uln_udp_ep *ue = ep->udp;
+    if (!ue) return -ENOTCONN;
+    if (len > UINT32_MAX) return -EMSGSIZE;
+    int32_t id = rank >= 0 && rank < ep->ctx->size ? ue->id_of_rank[rank] : -1;
+    struct uln_udp_io_rx rx;
+    int rc = uln_udp_io_rx_lend(ue->io, id, buf, (uint32_t)len, &rx);
+    if (rc) return rc;
+    ue->now = now_ns();
+    if (!rx_one(ep, &rx)) uln_udp_io_rx_release(ue->io, rx.handle);
+    return 0;
+}
+
+int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c)
+{
+    memset(c, 0, sizeof *c);
+    if (!ep->udp || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
+    const struct uln_udp_peer *up = ep->peers[rank].udp;
+    if (!up) return -ENOENT;
+    const struct uln_rel *r = &up->rel;
+    uint64_t job = ep->ctx->job_key;
+    *c = (struct uln_udp_conn){.state = uln_rel_state(r),
+                               .dead = up->dead,
+                               .local_epoch = r->local_epoch,
+                               .peer_epoch = r->peer_epoch,
+                               .tag_in = conn_tag(job, r->peer_epoch, r->local_epoch),
+                               .tag_out = conn_tag(job, r->local_epoch, r->peer_epoch),
+                               .rcv_next = r->rcv_cum,
+                               .snd_una = r->snd_una,
+                               .snd_nxt = r->snd_nxt};
+    return 0;
+}
+
+int uln_udp_peer_restart(struct uln_ep *ep, int rank, uint32_t epoch)
+{
+    if (!ep->udp || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
+    struct uln_udp_peer *up = peer_get(ep, rank);
+    if (!up) return -EHOSTUNREACH;
+    struct uln_rel fresh;
+    struct uln_rel_cfg cfg;
+    rel_cfg(ep, &cfg);
+    if (epoch == 0) epoch = new_epoch(ep->udp);
+    if (uln_rel_init(&fresh, &cfg, epoch, now_ns()) != 0) return -ENOMEM;
+    /* As after a death: what was in flight with the old life is void. */
+    void_peer(ep, up, -ECONNRESET);
+    uln_rel_fini(&up->rel);
+    up->rel = fresh;
+    up->dead = false;
+    return 0;
+}
+
+int uln_udp_ep_addr(struct uln_ep *ep, int rank, struct sockaddr_storage *ss, socklen_t *len)
+{
+    struct uln_udp *u = ep->ctx->udp;
+    if (!ep->udp || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
+    if (rank == ep->ctx->rank) return uln_udp_io_local(ep->udp->io, ss, len);
+    if (!uln_peer_udp(ep->ctx, rank)) return -EINVAL;
+    peer_sockaddr(&u->addrs[rank], (unsigned)ep->index, ss, len);
+    return 0;
+}
+
+int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len)
+{
+    struct uln_udp_ep *ue = ep->udp;
+    if (!ue || rank < 0 || rank >= ep->ctx->size || ue->id_of_rank[rank] < 0) return -EINVAL;
+    uln_udp_flush(ep); /* what was queued before goes first */
+    struct uln_udp_io_pkt p = {.peer = ue->id_of_rank[rank], .niov = 1};
+    p.iov[0] = (struct iovec){(void *)(uintptr_t)buf, len};
+    int n = uln_udp_io_send(ue->io, &p, 1);
+    return n < 0 ? n : n == 1 ? 0 : -EAGAIN;
+}
+
+int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len)
+{
+    struct uln_udp_ep *ue = ep->udp;
+    if (!ue || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
+    struct uln_udp_peer *up = peer_get(ep, rank);
+    if (!up) return -EHOSTUNREACH;
+    if (up->dead) return -ECONNRESET;
+    if (len < sizeof(struct pkt_hdr) || len > ue->payload_max) return -EMSGSIZE;
+    ue->now = now_ns();
+    if (!can_send(ep, up, 1)) return -EAGAIN;
+    struct pkt_hdr h;
+    memcpy(&h, buf, sizeof h);
+    int el = ext_len(h.vt & 15, h.flags);
+    if (el < 0 || len < sizeof h + (unsigned)el) el = 0; /* the rest is all payload */
+    uint32_t n = (uint32_t)(len - sizeof h - (unsigned)el);
+    uint8_t *mem = slot_mem(ep, up, up->rel.snd_nxt);
+    struct uln_rel_pkt p;
+    struct tx_slot *t = assign(ep, up, &p);
+    if (!t) return -EAGAIN;
+    t->h = h;
+    memcpy(t->ext, (const uint8_t *)buf + sizeof h, (unsigned)el);
+    t->ext_len = (uint8_t)el;
+    if (n) memcpy(mem, (const uint8_t *)buf + sizeof h + el, n);
+    t->data = mem; /* kept in the slot, so it is resent if lost */
+    t->len = n;
+    send_data(ep, up, t, &p);
+    uln_udp_flush(ep);
+    return 0;
 }

@@ -1644,6 +1644,37 @@ int uln_udp_io_rx_release(struct uln_udp_io *io, uint32_t handle)
     return 0;
 }
 
+/* For tests and fuzzing only: a datagram that did not come from the socket,
+ * lent like one (from the same pool, released the same way), so everything
+ * above the socket runs as it would for a received one. */
+int uln_udp_io_rx_lend(struct uln_udp_io *io, int32_t peer, const void *buf, uint32_t len,
+                       struct uln_udp_io_rx *out)
+{
+    if (len > io->payload_max) return -EMSGSIZE;
+    if (peer < -1 || peer >= (int32_t)io->npeers) return -EINVAL;
+    if (io->nfree == 0) {
+        io->st.rx_pool_empty++;
+        return -ENOBUFS;
+    }
+    uint32_t b = io->free_stack[--io->nfree];
+    io->rprep = 0; /* the free stack changed */
+    io->lent[b] = 1;
+    if (peer >= 0) {
+        io->rx_sa[b] = io->peers[peer].sa;
+        io->rx_salen[b] = io->peers[peer].salen;
+    } else {
+        memset(&io->rx_sa[b], 0, sizeof(io->rx_sa[b]));
+        io->rx_salen[b] = 0;
+        io->st.rx_unknown++;
+    }
+    uint8_t *dst = io->pool + (size_t)b * io->stride;
+    if (len) memcpy(dst, buf, len);
+    *out = (struct uln_udp_io_rx){.buf = dst, .len = len, .peer = peer, .handle = b};
+    io->st.rx_pkts++;
+    io->st.rx_bytes += len;
+    return 0;
+}
+
 int uln_udp_io_wait(struct uln_udp_io *io, int timeout_ms)
 {
     if (io->gq_n) return 1; /* datagrams wait in the io */
