@@ -101,7 +101,13 @@ static inline void uln_ring_cons_init(struct uln_ring_cons *c, void *base, uint6
     c->ctrl = (struct uln_ring_ctrl *)base;
     c->cells = (uint8_t *)base + sizeof(struct uln_ring_ctrl);
     c->mask = bytes - 1;
-    c->read = c->head = atomic_load_explicit(&c->ctrl->head, memory_order_relaxed);
+    /* The consumer is head's only writer and is attached once, before it has
+     * given anything back, so head is 0: no need to read it. Not reading
+     * matters: an endpoint attaches a consumer for every rank of the job, and
+     * in shared memory even a read fault allocates a page, so reading would
+     * cost every process two pages per rank and endpoint (8 MiB per endpoint
+     * at 1024 ranks) for rings nobody may ever use. */
+    c->read = c->head = 0;
 }
 
 static inline struct uln_msg *uln_ring_at(uint8_t *cells, uint64_t mask, uint64_t pos)
