@@ -304,6 +304,7 @@ void uln_shm_wake_self(struct uln_ctx *ctx); /* wake our own sleepers */
 void uln_shm_sleep_end(struct uln_ctx *ctx);
 _Atomic uint32_t *uln_shm_hazard(struct uln_ctx *ctx, int src, int ep);
 _Atomic uint64_t *uln_shm_active(struct uln_ctx *ctx, int ch, int ep); /* our bitmap */
+_Atomic uint64_t *uln_shm_attached(struct uln_ctx *ctx); /* peers that mapped our inbox */
 void uln_shm_announce(struct uln_ctx *ctx, int peer, int ch, int ep);
 bool uln_shm_peer_dead(struct uln_ctx *ctx, int peer);
 bool uln_shm_cma_ok(const struct uln_ctx *ctx);
