@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -162,6 +163,31 @@ static void bell_name(struct sockaddr_un *a, socklen_t *len, uint64_t job, int r
     *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
+/* Every peer this process reaches over shared memory holds one descriptor
+ * here for as long as the job lasts (its pidfd: how we notice its death), and
+ * opening its inbox takes one more for a moment. A rank that talks to most of
+ * a job of 1000 or more would hit the usual soft limit of 1024 descriptors
+ * and fail with -EMFILE: raise the soft limit, within the hard one, to the
+ * job's size plus the 1024 the application had. Jobs that fit leave the
+ * limit as it was. */
+static void nofile_raise(int rank, int size)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)size + 256, want = (rlim_t)size + 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+        return;
+    rlim_t to = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+    if (to > rl.rlim_cur) {
+        rl.rlim_cur = to;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (to < need && rank == 0)
+        fprintf(stderr,
+                "ulnet: RLIMIT_NOFILE allows %llu descriptors, a rank of this %d-rank job may need "
+                "%llu: reaching more peers than that fails with -EMFILE (ulimit -Hn)\n",
+                (unsigned long long)to, size, (unsigned long long)need);
+}
+
 int uln_shm_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
 {
     const struct uln_params *p = &ctx->p;
@@ -171,6 +197,7 @@ int uln_shm_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
     s->bell = -1;
     pthread_mutex_init(&s->attach_lock, NULL);
     ctx->shm = s;
+    nofile_raise(ctx->rank, ctx->size);
 
     size_t keys_off = 4096;
     size_t hazards_off = align_up(keys_off + (size_t)p->max_regions * 64, 4096);
