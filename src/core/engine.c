@@ -612,6 +612,7 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
             }
             out_commit(ep, src, 0, ULN_MSG_GET_RESP, 0, (uint32_t)(sizeof *g + n));
             pp->get_sent += n;
+            ep->taken++;
             *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
             finished = rc != 0 || pp->get_sent == r->len;
         } while (!finished && *budget > 0);
@@ -663,6 +664,7 @@ static void progress_recv(struct uln_ep *ep, uint32_t *budget)
             if (ULN_UNLIKELY(bad)) malformed(ep);
             if (!m) break;
             take_data(ep, src, pp, m);
+            ep->taken++;
         }
         ack_flush(ep, src, pp);
     }
