@@ -65,7 +65,9 @@ static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
 {
     int rc = 0;
     rc |= setting("ULN_RING_BYTES", cfg->ring_bytes, 131072, 4096, 1u << 28, &p->ring_bytes);
-    rc |= setting("ULN_NAP_MAX", cfg->nap_max, 8192, 0, 1u << 26, &p->nap_max);
+    /* A NAP is one ring message, and a message's header counts at most 65535
+     * cells: a larger nap_max was accepted once and its NAPs never arrived. */
+    rc |= setting("ULN_NAP_MAX", cfg->nap_max, 8192, 0, ULN_RING_MSG_MAX, &p->nap_max);
     rc |= setting("ULN_SQ_DEPTH", cfg->sq_depth, 256, 1, 1u << 20, &p->sq_depth);
     rc |= setting("ULN_CHUNK_BYTES", cfg->chunk_bytes, 131072, 4096, 1u << 30, &p->chunk_bytes);
     rc |=

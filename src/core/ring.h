@@ -176,6 +176,10 @@ static inline void uln_ring_commit(struct uln_ring_prod *p, uint8_t type, uint8_
     p->tail += (uint64_t)cells * ULN_CELL;
 }
 
+/* The header's 16-bit cell count limits any message to 65535 cells: this
+ * much payload (4 MiB - 80 B), whatever the ring's size. */
+#define ULN_RING_MSG_MAX (65535u * ULN_CELL - ULN_MSG_HDR)
+
 /* Largest payload a ring of `bytes` can carry in one message. The header limits
  * a message to 65535 cells too. */
 static inline uint32_t uln_ring_max_payload(uint64_t bytes)
