@@ -107,11 +107,29 @@ static uint64_t random_magic(void)
     return v & ULN_KEY_MAGIC_MASK;
 }
 
+/* Is [addr, addr+len) memory this process has mapped? Peers' PUTs and GETs
+ * are copied into and out of it by this process (the ring path, UDP) or by
+ * the kernel (process_vm_*): a region reaching into unmapped memory would
+ * let a peer's valid access crash us. msync(MS_ASYNC) only walks the
+ * mappings (one system call at any size) and fails with ENOMEM on a hole. */
+static int range_mapped(void *addr, size_t len)
+{
+    if (len == 0) return 0;
+    uintptr_t a = (uintptr_t)addr, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    if (a + len < a) return -EINVAL; /* wraps around the address space */
+    uintptr_t start = a & ~(page - 1);
+    if (msync((void *)start, a + len - start, MS_ASYNC) != 0)
+        return errno == ENOMEM ? -EFAULT : -errno;
+    return 0;
+}
+
 ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned access,
                           struct uln_mr **out)
 {
     if (!ctx || !out || (!addr && len)) return -EINVAL;
     if (access & ~(ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE)) return -EINVAL;
+    int rc = range_mapped(addr, len);
+    if (rc) return rc;
     struct uln_mr *mr = calloc(1, sizeof *mr);
     if (!mr) return -ENOMEM;
 
