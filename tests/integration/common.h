@@ -143,6 +143,10 @@ static inline const char *t_errname(int rc)
         return "-EFAULT";
     case -ENOSPC:
         return "-ENOSPC";
+    case -EMFILE:
+        return "-EMFILE";
+    case -EBUSY:
+        return "-EBUSY";
     default:
         return rc < 0 ? "-E?" : "positive";
     }
