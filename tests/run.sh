@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Build ulnet and pass every test: the normal build (warnings are errors), the
-# whole suite again under ASan+UBSan, the multi-threaded parts under TSan, and
-# the installed library with pkg-config and the quick-start example.
+# whole suite again under ASan+UBSan, the multi-threaded parts under TSan, short
+# jobs with every rank under valgrind's memcheck, and the installed library
+# with pkg-config and the quick-start example.
 # Works on a fresh Debian 12 machine as root: it installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-pkgs=(cmake ninja-build gcc make pkg-config libc6-dev procps iproute2 nftables ethtool python3)
+pkgs=(cmake ninja-build gcc make pkg-config libc6-dev procps iproute2 nftables ethtool python3
+    valgrind)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -43,8 +45,13 @@ cmake -S . -B build-tsan -G Ninja -DULN_WERROR=ON -DULN_SANITIZE=thread \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build-tsan # everything, so any test the filter below selects exists
 step "threaded tests under TSan: rings, key table, endpoints on several threads, progress thread"
+# soak.progress_thread_*: random traffic of every kind while the progress
+# thread and the application take turns on the context, over shm and udp.
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure \
-    -R '^unit_|^integration\.threads\.|^integration\.(busy_target|passive_target_thread)\.'
+    -R '^unit_|^integration\.threads\.|^integration\.(busy_target|passive_target_thread)\.|^soak\.progress_thread_'
+
+step "valgrind memcheck: short jobs, every rank under valgrind (about a minute)"
+tests/valgrind.sh build
 
 step "install, pkg-config, quick-start example"
 stage=$root/build/stage

@@ -650,6 +650,9 @@ int main(int argc, char **argv)
     mem_len = slot_off(N, 0, false);
     CHECK_OK(uln_mem_alloc(J.ctx, mem_len, (void **)&mem[K_SHM]));
     mem[K_HEAP] = t_xmalloc(mem_len);
+    /* Peers write this memory with process_vm_writev, which valgrind cannot
+     * see: give it defined contents first, as real targets have. */
+    memset(mem[K_HEAP], 0, mem_len);
     for (int k = 0; k < NKINDS; k++) {
         pat_fill(mem[k], read_len, read_seed(me, k), 0);
         CHECK_OK(uln_mr_reg(J.ctx, mem[k], mem_len,
