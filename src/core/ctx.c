@@ -283,6 +283,10 @@ ULN_EXPORT const char *uln_strerror(int status)
         return "timed out";
     case -ENOSPC:
         return "limit reached (endpoints, regions)";
+    case -EFAULT:
+        return "memory not mapped (registration) or not reachable";
+    case -EMFILE:
+        return "no descriptor left to reach a peer: raise the limit (ulimit -Hn)";
     case -EBUSY:
         return "still in use";
     default:
