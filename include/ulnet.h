@@ -23,8 +23,12 @@
  *
  * Status codes (negative errno), one per cause:
  *   -EAGAIN      send queue or completion queue full: poll, then post again
- *   -EINVAL      bad argument (peer out of range, NULL where a buffer is needed)
+ *   -EINVAL      bad argument (peer out of range, NULL where a buffer is needed,
+ *                a setting outside its range)
  *   -EMSGSIZE    NAP longer than nap_max, or ULN_INLINE payload over inline_max
+ *   -ENOSPC      a per-process limit is reached: endpoints (max_eps), regions
+ *                (max_regions)
+ *   -EFAULT      uln_mr_reg: the range is not all mapped memory
  *   -ENOKEY      the region key is unknown at the target, or stale (deregistered)
  *   -ERANGE      offset + length reaches outside the region
  *   -EACCES      the region does not allow that remote access
@@ -33,8 +37,17 @@
  *   -EBADF       the endpoint, CQ or region handle was already closed
  *   -EBUSY       uln_cq_close on a CQ an endpoint is still bound to
  *   -ECONNRESET  the peer died or left
+ *   -EMFILE      a peer on this host could not be reached: no descriptor left
+ *                (one per peer reached; see docs/limits.md)
+ *   -ENOMEM      memory or address space ran out (e.g. mapping a peer's inbox)
  *   -ECANCELED   the endpoint was closed with the operation outstanding
  *   -ETIMEDOUT   a wait ran out of time
+ *   -EBUSY       uln_cq_close with endpoints bound, uln_mem_free of registered memory
+ *
+ * Limits (each tested at the limit; docs/limits.md has them all and why):
+ *   ranks in a job 4096; regions per process max_regions (<= 2^24); endpoints
+ *   per process max_eps (<= 64); send queue sq_depth (<= 2^20); CQ entries
+ *   <= 2^24; NAP payload nap_max (<= 4194224, one ring message).
  *
  * Addressing
  *   A job has `size` processes, ranks 0..size-1. Each process opens endpoints in
@@ -107,18 +120,24 @@ struct uln_ep;
  * uln_open(NULL, ...) takes everything from the environment that ulnrun sets:
  *   ULN_RANK, ULN_SIZE, ULN_JOB_KEY (16 hex digits), ULN_BOOT_FD;
  * or ULN_ROOT's, or a PMIx server's (mpirun, srun --mpi=pmix: docs/running.md).
- * Tunables (environment variable in brackets, default after =):
- *   ring_bytes   [ULN_RING_BYTES=131072]  NAP ring per (peer, endpoint) pair
- *   nap_max      [ULN_NAP_MAX=8192]       largest NAP payload
- *   sq_depth     [ULN_SQ_DEPTH=256]       send queue entries per endpoint
+ * Tunables (environment variable in brackets, default after =, range after
+ * that; uln_open fails with -EINVAL outside it):
+ *   ring_bytes   [ULN_RING_BYTES=131072]  NAP ring per (peer, endpoint) pair;
+ *                                         a power of two, 4096..2^28
+ *   nap_max      [ULN_NAP_MAX=8192]       largest NAP payload, 0..4194224 (a NAP
+ *                                         is one ring message of at most 65535
+ *                                         64-byte cells); the ring must hold two
+ *   sq_depth     [ULN_SQ_DEPTH=256]       send queue entries per endpoint, 1..2^20
  *   chunk_bytes  [ULN_CHUNK_BYTES=131072] largest piece of a queued PUT/GET the
- *                                         engine moves before serving the next endpoint
+ *                                         engine moves before serving the next
+ *                                         endpoint, 4096..2^30
  *   post_copy_max [ULN_POST_COPY_MAX=4194304] a PUT/GET up to this size, posted
  *                                         on an endpoint with nothing queued, is one
  *                                         copy inside the post call (the caller's own
- *                                         time); larger ones are queued
- *   max_eps      [ULN_MAX_EPS=16]         endpoints per process
- *   max_regions  [ULN_MAX_REGIONS=4096]   registered regions per process
+ *                                         time); larger ones are queued; 0..2^30
+ *   max_eps      [ULN_MAX_EPS=16]         endpoints per process, 1..64, counting
+ *                                         every endpoint the context ever opens
+ *   max_regions  [ULN_MAX_REGIONS=4096]   registered regions at once, 1..2^24
  *   shm_direct   [ULN_SHM_DIRECT=1]       0: PUT/GET through the rings, placed by
  *                                         the target (the path other transports take)
  *   shm_cma      [ULN_SHM_CMA=1]          0: never use process_vm_readv/writev
@@ -143,7 +162,9 @@ struct uln_config {
 void uln_config_init(struct uln_config *cfg);
 
 /* Join the job: attach the transport, publish this process, wait for all peers.
- * Collective: every rank calls it. */
+ * Collective: every rank calls it. A job has at most 4096 ranks. In a job of
+ * more than ~768 ranks it raises the soft RLIMIT_NOFILE (within the hard one):
+ * each peer reached over shared memory holds a descriptor. */
 int uln_open(const struct uln_config *cfg, struct uln_ctx **ctx);
 
 /* Leave the job and free everything the context owns (regions, CQs, endpoints
@@ -234,7 +255,10 @@ int uln_mem_free(struct uln_ctx *ctx, void *ptr);
 
 /* Register [addr, addr+len) with the given rights. The region's key names it to
  * peers; a key is never reused after uln_mr_dereg (a fresh random magic each
- * time), so a stale key is refused. -ENOSPC past max_regions. */
+ * time), so a stale key is refused. Any length (0 too) of memory that is
+ * mapped and stays mapped until uln_mr_dereg. Returns -ENOSPC when max_regions
+ * are registered, -EFAULT when part of the range is not mapped, -EINVAL when
+ * it wraps around the address space. */
 int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned access, struct uln_mr **mr);
 /* Refuse the key from now on, wait until no peer is inside the region, free mr.
  * After it returns no peer reads or writes the memory through ulnet: a peer's
@@ -275,8 +299,9 @@ struct uln_cqe {
 
 #define ULN_CQE_MUST_RELEASE 0x1u /* hand the entry back with uln_cqe_release */
 
-/* A CQ holds up to `entries` completions; the engine never overruns it (work
- * that would complete into a full CQ waits). */
+/* A CQ holds up to `entries` completions (1..2^24, else -EINVAL); the engine
+ * never overruns it: work that would complete into a full CQ waits (send
+ * completions in the send queue, received NAPs and PUT_REMOTE in the ring). */
 int uln_cq_open(struct uln_ctx *ctx, unsigned entries, struct uln_cq **cq);
 /* -EBUSY while an endpoint is bound to cq (close the endpoints first); once
  * closed, every call on cq returns -EBADF. */
@@ -301,7 +326,8 @@ int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe);
 
 /* Open the next endpoint (index = number opened before it). Send completions go
  * to send_cq, received NAPs and remote PUT completions to recv_cq (may be the
- * same CQ). */
+ * same CQ). -ENOSPC once max_eps endpoints have been opened (closed ones
+ * count: indices are never reused). */
 int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *recv_cq,
                 struct uln_ep **ep);
 /* Close: every outstanding operation gets its completion first, with

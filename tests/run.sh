@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Build ulnet and pass every test: the normal build (warnings are errors), a
 # build without PMIx, the whole suite again under ASan+UBSan, the
-# multi-threaded parts under TSan, the installed library with pkg-config and
-# the quick-start example, and a short run of the fuzz targets
-# (tests/fuzz/run.sh, clang with libFuzzer).
+# multi-threaded parts under TSan, short jobs with every rank under valgrind's
+# memcheck, the installed library with pkg-config and the quick-start example,
+# and a short run of the fuzz targets (tests/fuzz/run.sh, clang with libFuzzer).
 # Works on a fresh Debian 12 machine as root: it installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
 # libpmix-dev: the PMIx bootstrap; openmpi-bin: mpirun for tests/mpirun;
-# clang, libclang-rt-14-dev: libFuzzer for tests/fuzz.
+# clang, libclang-rt-14-dev: libFuzzer for tests/fuzz; valgrind: memcheck stage.
 pkgs=(cmake ninja-build gcc make pkg-config libc6-dev procps iproute2 nftables ethtool python3
-    libpmix-dev openmpi-bin clang libclang-rt-14-dev)
+    libpmix-dev openmpi-bin clang libclang-rt-14-dev valgrind)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -54,8 +54,13 @@ cmake -S . -B build-tsan -G Ninja -DULN_WERROR=ON -DULN_SANITIZE=thread \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build-tsan # everything, so any test the filter below selects exists
 step "threaded tests under TSan: rings, key table, endpoints on several threads, progress thread"
+# soak.progress_thread_*: random traffic of every kind while the progress
+# thread and the application take turns on the context, over shm and udp.
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure \
-    -R '^unit_|^integration\.threads\.|^integration\.(busy_target|passive_target_thread)\.'
+    -R '^unit_|^integration\.threads\.|^integration\.(busy_target|passive_target_thread)\.|^soak\.progress_thread_'
+
+step "valgrind memcheck: short jobs, every rank under valgrind (about a minute)"
+tests/valgrind.sh build
 
 step "install, pkg-config, quick-start example"
 stage=$root/build/stage

@@ -225,12 +225,14 @@ ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
         return 0;
     }
     while (atomic_load_explicit(&b->bar_gen, memory_order_acquire) == gen) {
-        /* Wait in 1 ms slices and keep the endpoints moving in between: over
+        /* Wait in short slices and keep the endpoints moving in between: over
          * UDP a peer may need this rank to resend or answer before it can
-         * arrive here (uln_progress_idle). */
+         * arrive here (uln_progress_idle). The slices grow while there is
+         * nothing to do: hundreds of waiting ranks must not starve the few
+         * still working (uln_progress_idle_ms). */
         struct timespec slice;
         clock_gettime(CLOCK_MONOTONIC, &slice);
-        slice.tv_nsec += 1000000;
+        slice.tv_nsec += (long)uln_progress_idle_ms(ctx) * 1000000;
         if (slice.tv_nsec >= 1000000000) slice.tv_sec++, slice.tv_nsec -= 1000000000;
         bool last = dl && (slice.tv_sec > dl->tv_sec ||
                            (slice.tv_sec == dl->tv_sec && slice.tv_nsec >= dl->tv_nsec));

@@ -32,7 +32,9 @@ static const struct uln_setting settings_table[] = {
     {"ULN_BOOT_TIMEOUT", "60", 1, 86400, "seconds uln_open waits for the ranks (ULN_ROOT, PMIx)"},
     /* Queues and rings. */
     {"ULN_RING_BYTES", "131072", 4096, 1u << 28, "NAP ring per (peer, endpoint), a power of two"},
-    {"ULN_NAP_MAX", "8192", 0, 1u << 26, "largest NAP payload (the ring must hold two)"},
+    /* A NAP is one ring message, and a message header counts at most 65535
+     * cells: a larger nap_max was once accepted and its NAPs never arrived. */
+    {"ULN_NAP_MAX", "8192", 0, ULN_RING_MSG_MAX, "largest NAP payload (the ring must hold two)"},
     {"ULN_SQ_DEPTH", "256", 1, 1u << 20, "send-queue entries per endpoint"},
     {"ULN_CHUNK_BYTES", "131072", 4096, 1u << 30,
      "bytes an endpoint moves per engine pass before the next one's turn (fairness)"},
@@ -366,6 +368,10 @@ ULN_EXPORT const char *uln_strerror(int status)
         return "timed out";
     case -ENOSPC:
         return "limit reached (endpoints, regions)";
+    case -EFAULT:
+        return "memory not mapped (registration) or not reachable";
+    case -EMFILE:
+        return "no descriptor left to reach a peer: raise the limit (ulimit -Hn)";
     case -EBUSY:
         return "still in use";
     case -EBADF:

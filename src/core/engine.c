@@ -492,7 +492,8 @@ static void place_put_frag(struct uln_ep *ep, int src, struct uln_ep_peer *pp, s
         ack_queue(ep, pp, f->op_id, rc);
         return;
     }
-    memcpy(where + (f->offset - f->op_offset), f + 1, n);
+    /* n == 0: a zero-length region may sit at NULL, and memcpy must not get it. */
+    if (n) memcpy(where + (f->offset - f->op_offset), f + 1, n);
     uln_key_leave(ep->ctx, ep->index);
     if (!(m->flags & ULN_FRAG_LAST)) return;
     ack_queue(ep, pp, f->op_id, 0);
@@ -635,13 +636,14 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
                                    ULN_ACCESS_REMOTE_READ, &where, &ep->stats);
             *g = (struct uln_get_resp){.op_id = r->op_id, .op_offset = pp->get_sent, .status = rc};
             if (rc == 0) {
-                memcpy(g + 1, where + pp->get_sent, n);
+                if (n) memcpy(g + 1, where + pp->get_sent, n); /* where may be NULL if n == 0 */
                 uln_key_leave(ctx, ep->index);
             } else {
                 n = 0;
             }
             out_commit(ep, src, 0, ULN_MSG_GET_RESP, 0, (uint32_t)(sizeof *g + n));
             pp->get_sent += n;
+            ep->taken++;
             *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
             finished = rc != 0 || pp->get_sent == r->len;
         } while (!finished && *budget > 0);
@@ -693,6 +695,7 @@ static void progress_recv(struct uln_ep *ep, uint32_t *budget)
             if (ULN_UNLIKELY(bad)) malformed(ep);
             if (!m) break;
             take_data(ep, src, pp, m);
+            ep->taken++;
         }
         ack_flush(ep, src, pp);
     }

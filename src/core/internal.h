@@ -160,6 +160,8 @@ struct uln_ctx {
     _Atomic int progress_stop;
     bool progress_on;
     unsigned fork_gen;          /* uln_fork_gen when opened: differs in a forked child */
+    uint32_t idle_ms;           /* uln_progress_idle: sleep before the next idle pass */
+    int64_t idle_last_ms;       /* ... and when the last one ran */
     struct uln_key_entry *keys; /* this process's key table (in the shm segment) */
     struct uln_mr **regions;    /* by key index */
     uint32_t region_hint;
@@ -236,6 +238,8 @@ struct uln_ep {
     int *act_list[2];
     int n_act[2];
     uint32_t stalled; /* passes in which queued work did not move */
+    uint64_t taken;   /* messages taken from our rings, GET pieces served: a
+                         rank idle in uln_barrier watches it (progress.c) */
     bool blocked;     /* this pass found a peer's ring full */
     struct uln_stats stats;
     struct uln_udp_ep *udp; /* sockets and packet state, when any peer is remote */
@@ -302,6 +306,12 @@ void uln_progress_stop(struct uln_ctx *ctx);
 /* While a rank blocks in ulnet outside its CQs (uln_barrier): one pass over
  * every endpoint, unless the progress thread does that anyway. */
 void uln_progress_idle(struct uln_ctx *ctx);
+/* How long to wait before the next idle pass: 1 ms while passes find work
+ * (or work is pending), doubling while they find none up to a cap that
+ * grows with the job (32 ms, up to 256 ms at 2048 ranks and more), so
+ * thousands of ranks waiting in a barrier do not wake 1000 times a second
+ * each and starve the few that still work. */
+int uln_progress_idle_ms(const struct uln_ctx *ctx);
 /* Milliseconds to wait before the next idle pass, bounded by deadline_ms
  * (CLOCK_MONOTONIC ms; INT64_MAX: none). */
 int uln_progress_slice(int64_t deadline_ms);
@@ -366,6 +376,7 @@ void uln_shm_wake_self(struct uln_ctx *ctx); /* wake our own sleepers */
 void uln_shm_sleep_end(struct uln_ctx *ctx);
 _Atomic uint32_t *uln_shm_hazard(struct uln_ctx *ctx, int src, int ep);
 _Atomic uint64_t *uln_shm_active(struct uln_ctx *ctx, int ch, int ep); /* our bitmap */
+_Atomic uint64_t *uln_shm_attached(struct uln_ctx *ctx); /* peers that mapped our inbox */
 void uln_shm_announce(struct uln_ctx *ctx, int peer, int ch, int ep);
 bool uln_shm_peer_dead(struct uln_ctx *ctx, int peer);
 bool uln_shm_cma_ok(const struct uln_ctx *ctx);

@@ -109,12 +109,30 @@ static uint64_t random_magic(void)
     return v & ULN_KEY_MAGIC_MASK;
 }
 
+/* Is [addr, addr+len) memory this process has mapped? Peers' PUTs and GETs
+ * are copied into and out of it by this process (the ring path, UDP) or by
+ * the kernel (process_vm_*): a region reaching into unmapped memory would
+ * let a peer's valid access crash us. msync(MS_ASYNC) only walks the
+ * mappings (one system call at any size) and fails with ENOMEM on a hole. */
+static int range_mapped(void *addr, size_t len)
+{
+    if (len == 0) return 0;
+    uintptr_t a = (uintptr_t)addr, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    if (a + len < a) return -EINVAL; /* wraps around the address space */
+    uintptr_t start = a & ~(page - 1);
+    if (msync((void *)start, a + len - start, MS_ASYNC) != 0)
+        return errno == ENOMEM ? -EFAULT : -errno;
+    return 0;
+}
+
 ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned access,
                           struct uln_mr **out)
 {
     if (!ctx || !out || (!addr && len)) return -EINVAL;
     if (ctx->fork_gen != uln_fork_gen) return -EPERM;
     if (access & ~(ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE)) return -EINVAL;
+    int rc = range_mapped(addr, len);
+    if (rc) return rc;
     struct uln_mr *mr = calloc(1, sizeof *mr);
     if (!mr) return -ENOMEM;
 
@@ -158,21 +176,39 @@ ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned 
 }
 
 /* Wait until no hazard slot names region idx. A dead peer's slot may be stuck
- * on it forever: it cannot touch memory any more, so it does not count. */
-static void wait_hazards(struct uln_ctx *ctx, uint32_t idx)
+ * on it forever: it cannot touch memory any more, so it does not count. Only
+ * this process and the peers that have mapped our inbox can be inside a
+ * region: their slots are the only ones read, so a dereg costs O(peers that
+ * ever came near us), not O(ranks), and touches no page nobody wrote. */
+static void wait_src(struct uln_ctx *ctx, uint32_t idx, int src)
 {
-    for (int src = 0; src < ctx->size; src++)
-        for (uint32_t ep = 0; ep < ctx->p.max_eps; ep++) {
-            _Atomic uint32_t *hz = uln_shm_hazard(ctx, src, (int)ep);
-            unsigned spins = 0;
-            /* Seq_cst: pairs with the initiator's seq_cst store of the slot. */
-            while (atomic_load_explicit(hz, memory_order_seq_cst) == idx + 1) {
-                if (++spins % 1024 == 0) {
-                    if (src != ctx->rank && uln_shm_peer_dead(ctx, src)) break;
-                    sched_yield();
-                }
+    for (uint32_t ep = 0; ep < ctx->p.max_eps; ep++) {
+        _Atomic uint32_t *hz = uln_shm_hazard(ctx, src, (int)ep);
+        unsigned spins = 0;
+        /* Seq_cst: pairs with the initiator's seq_cst store of the slot. */
+        while (atomic_load_explicit(hz, memory_order_seq_cst) == idx + 1) {
+            if (++spins % 1024 == 0) {
+                if (src != ctx->rank && uln_shm_peer_dead(ctx, src)) break;
+                sched_yield();
             }
         }
+    }
+}
+
+static void wait_hazards(struct uln_ctx *ctx, uint32_t idx)
+{
+    wait_src(ctx, idx, ctx->rank);
+    _Atomic uint64_t *att = uln_shm_attached(ctx);
+    for (int w = 0; w < (ctx->size + 63) / 64; w++) {
+        /* Seq_cst, after the key was cleared: pairs with the peer's RMW of
+         * its bit before its first hazard store (shm.c, attach). */
+        uint64_t bits = atomic_load_explicit(&att[w], memory_order_seq_cst);
+        while (bits) {
+            int src = w * 64 + __builtin_ctzll(bits);
+            bits &= bits - 1;
+            if (src != ctx->rank) wait_src(ctx, idx, src);
+        }
+    }
 }
 
 /* A deregistered handle is not freed at once but marked dead and kept in a

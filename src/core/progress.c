@@ -76,13 +76,63 @@ void uln_progress_stop(struct uln_ctx *ctx)
     ctx->progress_on = false;
 }
 
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Everything a pass can move: our own queue, completions, messages taken or
+ * served, packets in. Equal before and after a pass: it did nothing. */
+static uint64_t ep_activity(const struct uln_ep *ep)
+{
+    return ep->sq_head + ep->sq_issue + ep->send_cq->tail + ep->recv_cq->tail + ep->taken +
+           atomic_load_explicit(&ep->stats.pkts_received, memory_order_relaxed);
+}
+
+/* The longest idle slice: all ranks of a job may sit in a barrier on one
+ * host, so keep their wake-ups together near 8000 a second or fewer. */
+static uint32_t idle_cap_ms(const struct uln_ctx *ctx)
+{
+    uint32_t cap = (uint32_t)ctx->size / 8;
+    return cap < 32 ? 32 : cap > 256 ? 256 : cap;
+}
+
 void uln_progress_idle(struct uln_ctx *ctx)
 {
     if (ctx->progress_on) return; /* the thread is on it */
     /* The endpoints' own threads are, by the thread rule, not inside ulnet
      * during a collective call such as uln_barrier (header: uln_barrier). */
-    for (unsigned i = 0; i < ctx->n_eps; i++)
-        if (ctx->eps[i]) uln_engine_progress(ctx->eps[i]);
+    bool active = false;
+    for (unsigned i = 0; i < ctx->n_eps; i++) {
+        struct uln_ep *ep = ctx->eps[i];
+        if (!ep) continue;
+        uint64_t before = ep_activity(ep);
+        uln_engine_progress(ep);
+        active |= ep_activity(ep) != before || uln_engine_busy(ep) || (ep->udp && uln_udp_busy(ep));
+    }
+    /* A peer that needs us (a ring-path PUT to place, a GET to serve, a NAP
+     * holding its ring, a UDP packet to acknowledge) shows up as activity and
+     * brings the 1 ms slices back; a new wait (the last pass was long ago)
+     * starts at 1 ms too. */
+    int64_t now = mono_ms();
+    uint32_t cap = idle_cap_ms(ctx);
+    bool fresh = now - ctx->idle_last_ms > 2 * (int64_t)cap;
+    ctx->idle_last_ms = now;
+    if (active || fresh || ctx->idle_ms == 0)
+        ctx->idle_ms = 1;
+    else
+        ctx->idle_ms = ctx->idle_ms * 2 < cap ? ctx->idle_ms * 2 : cap;
+}
+
+int uln_progress_idle_ms(const struct uln_ctx *ctx)
+{
+    if (ctx->progress_on) return (int)idle_cap_ms(ctx); /* the thread serves the peers */
+    /* A wait that has not had a pass yet, or a while ago: look soon. */
+    if (ctx->idle_ms == 0 || mono_ms() - ctx->idle_last_ms > 2 * (int64_t)idle_cap_ms(ctx))
+        return 1;
+    return (int)ctx->idle_ms;
 }
 
 int uln_progress_slice(int64_t deadline_ms)

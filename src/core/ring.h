@@ -101,7 +101,13 @@ static inline void uln_ring_cons_init(struct uln_ring_cons *c, void *base, uint6
     c->ctrl = (struct uln_ring_ctrl *)base;
     c->cells = (uint8_t *)base + sizeof(struct uln_ring_ctrl);
     c->mask = bytes - 1;
-    c->read = c->head = atomic_load_explicit(&c->ctrl->head, memory_order_relaxed);
+    /* The consumer is head's only writer and is attached once, before it has
+     * given anything back, so head is 0: no need to read it. Not reading
+     * matters: an endpoint attaches a consumer for every rank of the job, and
+     * in shared memory even a read fault allocates a page, so reading would
+     * cost every process two pages per rank and endpoint (8 MiB per endpoint
+     * at 1024 ranks) for rings nobody may ever use. */
+    c->read = c->head = 0;
 }
 
 static inline struct uln_msg *uln_ring_at(uint8_t *cells, uint64_t mask, uint64_t pos)
@@ -169,6 +175,10 @@ static inline void uln_ring_commit(struct uln_ring_prod *p, uint8_t type, uint8_
     atomic_store_explicit(&m->stamp, uln_ring_stamp(p->tail), memory_order_release);
     p->tail += (uint64_t)cells * ULN_CELL;
 }
+
+/* The header's 16-bit cell count limits any message to 65535 cells: this
+ * much payload (4 MiB - 80 B), whatever the ring's size. */
+#define ULN_RING_MSG_MAX (65535u * ULN_CELL - ULN_MSG_HDR)
 
 /* Largest payload a ring of `bytes` can carry in one message. The header limits
  * a message to 65535 cells too. */

@@ -8,7 +8,12 @@
  *   keys_off        key table, one 64-byte entry per region  (peers: read-only)
  *   hazards_off     one line per (peer, endpoint): "I am inside region i"
  *   active_off      per (channel, endpoint): bitmap of peers that have used
- *                   that ring, so a poll visits only those (set once per peer)
+ *                   that ring, so a poll visits only those (set once per peer);
+ *                   then one bitmap of the peers that have mapped this inbox:
+ *                   only they can be inside a region, so uln_mr_dereg reads
+ *                   only their hazard slots (reading them all would cost every
+ *                   process size x max_eps lines, and in shared memory even a
+ *                   read of an untouched page allocates it)
  *   rings_off       per (source rank, endpoint): channel-0 ring, channel-1 ring
  *
  * Peers find it through the bootstrap board (pid + descriptor number) and map
@@ -35,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -45,8 +51,8 @@
 #include "core/internal.h"
 
 #define SHM_MAGIC   0x756c6e657473686dull /* "ulnetshm" */
-#define SHM_VERSION 1u
-#define TCACHE_WAYS 64u /* translation cache entries per peer (direct-mapped) */
+#define SHM_VERSION 2u                    /* 2: the attached bitmap after the active ones */
+#define TCACHE_WAYS 64u                   /* translation cache entries per peer (direct-mapped) */
 
 struct shm_hdr {
     uint64_t magic, job_key;
@@ -123,6 +129,17 @@ _Atomic uint64_t *uln_shm_active(struct uln_ctx *ctx, int ch, int ep)
     return active_map(ctx->shm->inbox, ctx->shm->hdr, ch, ep);
 }
 
+/* The attached bitmap sits where a third channel's first map would. */
+static _Atomic uint64_t *attached_map(uint8_t *inbox, const struct shm_hdr *h)
+{
+    return active_map(inbox, h, 2, 0);
+}
+
+_Atomic uint64_t *uln_shm_attached(struct uln_ctx *ctx)
+{
+    return attached_map(ctx->shm->inbox, ctx->shm->hdr);
+}
+
 void uln_shm_announce(struct uln_ctx *ctx, int peer, int ch, int ep)
 {
     struct shm_peer *pp = &ctx->shm->peers[peer];
@@ -148,6 +165,31 @@ static void bell_name(struct sockaddr_un *a, socklen_t *len, uint64_t job, int r
     *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
+/* Every peer this process reaches over shared memory holds one descriptor
+ * here for as long as the job lasts (its pidfd: how we notice its death), and
+ * opening its inbox takes one more for a moment. A rank that talks to most of
+ * a job of 1000 or more would hit the usual soft limit of 1024 descriptors
+ * and fail with -EMFILE: raise the soft limit, within the hard one, to the
+ * job's size plus the 1024 the application had. Jobs that fit leave the
+ * limit as it was. */
+static void nofile_raise(int rank, int size)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)size + 256, want = (rlim_t)size + 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+        return;
+    rlim_t to = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+    if (to > rl.rlim_cur) {
+        rl.rlim_cur = to;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (to < need && rank == 0)
+        fprintf(stderr,
+                "ulnet: RLIMIT_NOFILE allows %llu descriptors, a rank of this %d-rank job may need "
+                "%llu: reaching more peers than that fails with -EMFILE (ulimit -Hn)\n",
+                (unsigned long long)to, size, (unsigned long long)need);
+}
+
 int uln_shm_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
 {
     const struct uln_params *p = &ctx->p;
@@ -157,11 +199,12 @@ int uln_shm_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
     s->bell = -1;
     pthread_mutex_init(&s->attach_lock, NULL);
     ctx->shm = s;
+    nofile_raise(ctx->rank, ctx->size);
 
     size_t keys_off = 4096;
     size_t hazards_off = align_up(keys_off + (size_t)p->max_regions * 64, 4096);
     size_t active_off = align_up(hazards_off + (size_t)ctx->size * p->max_eps * 64, 4096);
-    size_t active_len = 2 * (size_t)p->max_eps * active_words(ctx->size) * 8;
+    size_t active_len = (2 * (size_t)p->max_eps + 1) * active_words(ctx->size) * 8;
     size_t rings_off = align_up(active_off + active_len, 4096);
     size_t stride =
         align_up(uln_ring_footprint(p->ring_bytes) + uln_ring_footprint(ULN_REQ_RING_BYTES), 4096);
@@ -291,15 +334,15 @@ static int attach_locked(struct uln_ctx *ctx, int peer)
     /* Everything we will compute addresses from must stay inside the mapping. */
     uint64_t want_stride =
         uln_ring_footprint(h->ring_bytes) + uln_ring_footprint(ULN_REQ_RING_BYTES);
-    bool layout_ok =
-        h->keys_off >= sizeof *h && h->max_regions <= (1u << 24) && h->max_eps <= 64 &&
-        h->keys_off + (uint64_t)h->max_regions * 64 <= h->hazards_off &&
-        h->hazards_off + (uint64_t)h->size * h->max_eps * 64 <= h->active_off &&
-        h->active_off + 16ull * h->max_eps * active_words((int)h->size) <= h->rings_off &&
-        h->pair_stride >= want_stride &&
-        h->rings_off + h->pair_stride * h->size * h->max_eps <= h->total &&
-        h->req_ring_bytes == ULN_REQ_RING_BYTES && h->keys_off % 4096 == 0 &&
-        h->hazards_off % 4096 == 0;
+    bool layout_ok = h->keys_off >= sizeof *h && h->max_regions <= (1u << 24) && h->max_eps <= 64 &&
+                     h->keys_off + (uint64_t)h->max_regions * 64 <= h->hazards_off &&
+                     h->hazards_off + (uint64_t)h->size * h->max_eps * 64 <= h->active_off &&
+                     h->active_off + 8ull * (2ull * h->max_eps + 1) * active_words((int)h->size) <=
+                         h->rings_off &&
+                     h->pair_stride >= want_stride &&
+                     h->rings_off + h->pair_stride * h->size * h->max_eps <= h->total &&
+                     h->req_ring_bytes == ULN_REQ_RING_BYTES && h->keys_off % 4096 == 0 &&
+                     h->hazards_off % 4096 == 0;
     if (h->magic != SHM_MAGIC || h->version != SHM_VERSION || h->rank != (uint32_t)peer ||
         h->size != (uint32_t)ctx->size || h->total != pp->inbox_len || !layout_ok ||
         h->max_eps < ctx->p.max_eps || h->ring_bytes != ctx->p.ring_bytes) {
@@ -318,6 +361,11 @@ static int attach_locked(struct uln_ctx *ctx, int peer)
         /* The key table is the owner's to write: peers get a read-only view, so
          * a stray store in a peer cannot forge a key. */
         mprotect(pp->inbox + h->keys_off, h->hazards_off - h->keys_off, PROT_READ);
+        /* Tell the owner we may enter its regions from now on. A seq_cst RMW
+         * before any store to our hazard slot there: an owner that clears a
+         * key and then reads this map (uln_mr_dereg) sees our bit if we can
+         * have seen the key live. */
+        atomic_fetch_or(&attached_map(pp->inbox, h)[ctx->rank / 64], 1ull << (ctx->rank % 64));
     }
     pp->pid = pid;
     pp->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);

@@ -145,6 +145,8 @@ static inline const char *t_errname(int rc)
         return "-ENOSPC";
     case -EBADF:
         return "-EBADF";
+    case -EMFILE:
+        return "-EMFILE";
     case -EBUSY:
         return "-EBUSY";
     default:
