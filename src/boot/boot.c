@@ -250,6 +250,21 @@ ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
     return 0;
 }
 
+int uln_boot_private_board(struct uln_ctx *ctx, unsigned nranks)
+{
+    /* Private anonymous memory: nobody else maps it, so no futex or fd. */
+    size_t len = uln_board_bytes(nranks);
+    void *b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b == MAP_FAILED) return -errno;
+    ctx->board = b;
+    ctx->board_len = len;
+    ctx->board_fd = -1;
+    ctx->board->magic = ULN_BOARD_MAGIC;
+    ctx->board->nranks = nranks;
+    ctx->board->slot_bytes = ULN_BOARD_SLOT_BYTES;
+    return 0;
+}
+
 void uln_boot_fini(struct uln_ctx *ctx)
 {
     uln_root_fini(ctx);

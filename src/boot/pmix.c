@@ -24,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include "boot/pmix.h"
+#include "boot/root.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -289,18 +290,8 @@ int uln_pmix_init(struct uln_ctx *ctx, long rank, long size, uint64_t key, int t
     PMIX_INFO_LOAD(&P->collect, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
     P->info_loaded = true;
 
-    /* A private board with board.h's layout: the table goes in it, so
-     * uln_boot_peer works as with ulnrun's. */
-    size_t len = uln_board_bytes((unsigned)n);
-    void *b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (b == MAP_FAILED) return -errno;
-    ctx->board = b;
-    ctx->board_len = len;
-    ctx->board_fd = -1;
-    ctx->board->magic = ULN_BOARD_MAGIC;
-    ctx->board->nranks = (uint32_t)n;
-    ctx->board->slot_bytes = ULN_BOARD_SLOT_BYTES;
-    return 0;
+    /* The table of addresses goes in a private board (boot.c). */
+    return uln_boot_private_board(ctx, (unsigned)n);
 }
 
 int uln_pmix_publish(struct uln_ctx *ctx, const void *addr, size_t len)

@@ -759,17 +759,9 @@ int uln_root_init(struct uln_ctx *ctx, const char *where, long rank, long size, 
     }
     set_route(R, &R->root); /* rank 0's answer unless it listens on a wildcard */
 
-    /* A private board with board.h's layout: the table from rank 0 goes in it,
-     * so uln_boot_peer works as with ulnrun's. */
-    size_t len = uln_board_bytes((unsigned)size);
-    void *b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (b == MAP_FAILED) return -errno;
-    ctx->board = b;
-    ctx->board_len = len;
-    ctx->board_fd = -1;
-    ctx->board->magic = ULN_BOARD_MAGIC;
-    ctx->board->nranks = (uint32_t)size;
-    ctx->board->slot_bytes = ULN_BOARD_SLOT_BYTES;
+    /* The table from rank 0 goes in a private board (boot.c). */
+    int brc = uln_boot_private_board(ctx, (unsigned)size);
+    if (brc) return brc;
     ctx->rank = (int)rank;
     ctx->size = (int)size;
 

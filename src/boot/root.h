@@ -34,6 +34,11 @@ void uln_root_fini(struct uln_ctx *ctx);
  * addresses come back as AF_INET. -ENOENT in the other modes. */
 int uln_boot_route_addr(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len);
 
+/* root.c and pmix.c: a board of board.h's layout in this process's private
+ * memory, for the table of addresses a bootstrap receives, so uln_boot_peer
+ * and the transports work as with ulnrun's shared board. 0 or -errno. */
+int uln_boot_private_board(struct uln_ctx *ctx, unsigned nranks);
+
 /* "ulnrun" (board inherited from the launcher), "root" (ULN_ROOT), "pmix"
  * (started by a PMIx server: pmix.h) or "single" (a job of one that made its
  * own board). */
