@@ -288,9 +288,9 @@ static inline void t_open(struct t_job *job, int want_size)
                job->info.sq_depth, job->info.ring_bytes, job->info.chunk_bytes);
 }
 
-/* Barrier with a deadline. Only call it when this rank has nothing outstanding
- * that a peer needs it to progress: uln_barrier does not drive endpoints, and
- * with ULN_SHM_DIRECT=0 the target places PUT data itself. */
+/* Barrier with a deadline. uln_barrier drives every endpoint while it waits,
+ * so a peer that needs this rank (a resend, a GET, ring-path PUT data) is
+ * served meanwhile. */
 static inline void t_barrier(struct t_job *job)
 {
     CHECK_OK(uln_barrier(job->ctx, 60000));
