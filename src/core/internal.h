@@ -404,7 +404,6 @@ void uln_udp_progress_tx(struct uln_ep *ep);
 bool uln_udp_peer_dead(struct uln_ep *ep, int peer);
 bool uln_udp_busy(const struct uln_ep *ep);
 int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms);
-void uln_udp_counters(const struct uln_ep *ep, struct uln_counters *out);
 /* udp.c, for tests and fuzzing only (the library never calls them): crafted
  * bytes through the real receive path, crafted packets from a rank's real
  * socket. */
