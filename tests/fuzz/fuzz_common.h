@@ -315,6 +315,28 @@ static void fz_release_held(void)
 
 /* ---- posting from input bytes ----------------------------------------------------- */
 
+/* The next record of an input: a 4-byte head (kind, modifier bits, 16-bit
+ * little-endian length) and its bytes, cut short at the input's end. False
+ * when no whole head is left. */
+struct fz_record {
+    uint8_t kind, mods;
+    const uint8_t *b;
+    size_t n;
+};
+
+static inline bool fz_next_record(const uint8_t *data, size_t size, size_t *at, struct fz_record *r)
+{
+    if (*at + 4 > size) return false;
+    r->kind = data[*at];
+    r->mods = data[*at + 1];
+    r->n = (size_t)data[*at + 2] | (size_t)data[*at + 3] << 8;
+    *at += 4;
+    if (r->n > size - *at) r->n = size - *at;
+    r->b = data + *at;
+    *at += r->n;
+    return true;
+}
+
 static uint64_t fz_le(const uint8_t *b, size_t n, size_t at, unsigned bytes)
 {
     uint64_t v = 0;

@@ -137,13 +137,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     begin();
     uint8_t pkt[65536];
     size_t at = 0;
-    while (at + 4 <= size) {
-        unsigned kind = data[at] % 6, mods = data[at + 1];
-        size_t n = (size_t)data[at + 2] | (size_t)data[at + 3] << 8;
-        at += 4;
-        if (n > size - at) n = size - at;
-        const uint8_t *b = data + at;
-        at += n;
+    struct fz_record r;
+    while (fz_next_record(data, size, &at, &r)) {
+        unsigned kind = r.kind % 6, mods = r.mods;
+        const uint8_t *b = r.b;
+        size_t n = r.n;
         switch (kind) {
         case 0:
         case 1:
