@@ -35,11 +35,11 @@ step "tests"
 # are marked RUN_SERIAL and run alone.
 ctest --test-dir build --output-on-failure -j2
 
-step "build without PMIx (ULN_PMIX=OFF): unit tests, and ranks under mpirun run as before"
+step "build without PMIx (ULN_PMIX=OFF): unit tests, ranks under mpirun run as before, ulninfo says so"
 cmake -S . -B build-nopmix -G Ninja -DULN_WERROR=ON -DULN_PMIX=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build-nopmix
-ctest --test-dir build-nopmix --output-on-failure -j2 -R '^unit_|^mpirun\.'
+ctest --test-dir build-nopmix --output-on-failure -j2 -R '^unit_|^mpirun\.|^tool_ulninfo$'
 
 step "build with ASan+UBSan"
 cmake -S . -B build-asan -G Ninja -DULN_WERROR=ON -DULN_SANITIZE=address \
