@@ -210,7 +210,7 @@ const void *uln_boot_peer(struct uln_ctx *ctx, int peer, int32_t *pid)
 ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
 {
     if (!ctx) return -EINVAL;
-    if (ctx->fork_gen != uln_fork_gen) return -EPERM; /* the parent's, not ours */
+    if (uln_ctx_forked(ctx)) return -EPERM; /* the parent's, not ours */
     if (ctx->root) return uln_root_barrier(ctx, timeout_ms);
     if (ctx->pmix) return uln_pmix_barrier(ctx, timeout_ms);
     struct uln_board_hdr *b = ctx->board;

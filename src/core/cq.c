@@ -15,7 +15,7 @@
 ULN_EXPORT int uln_cq_open(struct uln_ctx *ctx, unsigned entries, struct uln_cq **out)
 {
     if (!ctx || !out || entries == 0 || entries > (1u << 24)) return -EINVAL;
-    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
+    if (uln_ctx_forked(ctx)) return -EPERM;
     struct uln_cq *cq = calloc(1, sizeof *cq);
     if (!cq) return -ENOMEM;
     cq->ring = calloc(entries, sizeof *cq->ring);
@@ -40,7 +40,7 @@ ULN_EXPORT int uln_cq_close(struct uln_cq *cq)
 {
     if (!cq) return -EINVAL;
     struct uln_ctx *ctx = cq->ctx;
-    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
+    if (uln_ctx_forked(ctx)) return -EPERM;
     if (cq->closed) return -EBADF;
     if (cq->n_eps) return -EBUSY; /* close its endpoints first */
     pthread_mutex_lock(&ctx->lock);
@@ -133,7 +133,7 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
 {
     if (!cq) return -EINVAL;
     struct uln_ctx *ctx = cq->ctx;
-    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
+    if (uln_ctx_forked(ctx)) return -EPERM;
     if (cq->closed) return -EBADF;
     uint64_t start = now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000u;
@@ -184,7 +184,7 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
 ULN_EXPORT int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe)
 {
     if (!cq || !cqe) return -EINVAL;
-    if (cq->ctx->fork_gen != uln_fork_gen) return -EPERM;
+    if (uln_ctx_forked(cq->ctx)) return -EPERM;
     if (cq->closed) return -EBADF;
     if (!(cqe->flags & ULN_CQE_MUST_RELEASE)) return 0;
     if (cqe->peer < 0 || cqe->peer >= cq->ctx->size) return -EINVAL;

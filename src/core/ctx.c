@@ -275,7 +275,7 @@ ULN_EXPORT int uln_close(struct uln_ctx *ctx)
     if (!ctx) return -EINVAL;
     /* A forked child must not tear down what it shares with the parent (its
      * copy of the memory goes when it exits or execs). */
-    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
+    if (uln_ctx_forked(ctx)) return -EPERM;
     ctx_free(ctx);
     return 0;
 }

@@ -275,11 +275,18 @@ static inline void uln_api_lock(struct uln_ctx *ctx)
  * single-threaded, before it returns from fork. */
 extern unsigned uln_fork_gen;
 
+/* Was ctx opened by another process, the parent of this fork()ed one? Every
+ * entry point refuses such a context with -EPERM. */
+static inline bool uln_ctx_forked(const struct uln_ctx *ctx)
+{
+    return ULN_UNLIKELY(ctx->fork_gen != uln_fork_gen);
+}
+
 /* An entry point's gate: -EPERM in a forked child, else the big lock (if the
  * progress thread runs). Two loads and one predictable branch otherwise. */
 static inline int uln_api_enter(struct uln_ctx *ctx)
 {
-    if (ULN_UNLIKELY(ctx->fork_gen != uln_fork_gen)) return -EPERM;
+    if (uln_ctx_forked(ctx)) return -EPERM;
     uln_api_lock(ctx);
     return 0;
 }

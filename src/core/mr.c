@@ -24,7 +24,7 @@
 ULN_EXPORT int uln_mem_alloc(struct uln_ctx *ctx, size_t len, void **ptr)
 {
     if (!ctx || !ptr || len == 0) return -EINVAL;
-    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
+    if (uln_ctx_forked(ctx)) return -EPERM;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t rlen = (len + page - 1) & ~(page - 1);
     struct uln_mem *m = calloc(1, sizeof *m);
@@ -63,7 +63,7 @@ static bool mem_in_use(struct uln_ctx *ctx, struct uln_mem *m)
 ULN_EXPORT int uln_mem_free(struct uln_ctx *ctx, void *ptr)
 {
     if (!ctx || !ptr) return -EINVAL;
-    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
+    if (uln_ctx_forked(ctx)) return -EPERM;
     pthread_mutex_lock(&ctx->lock);
     struct uln_mem **pm = &ctx->mems;
     while (*pm && (*pm)->base != ptr)
@@ -129,7 +129,7 @@ ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned 
                           struct uln_mr **out)
 {
     if (!ctx || !out || (!addr && len)) return -EINVAL;
-    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
+    if (uln_ctx_forked(ctx)) return -EPERM;
     if (access & ~(ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE)) return -EINVAL;
     int rc = range_mapped(addr, len);
     if (rc) return rc;
@@ -239,7 +239,7 @@ ULN_EXPORT int uln_mr_dereg(struct uln_mr *mr)
 {
     if (!mr) return -EINVAL;
     struct uln_ctx *ctx = mr->ctx;
-    if (ctx->fork_gen != uln_fork_gen) return -EPERM;
+    if (uln_ctx_forked(ctx)) return -EPERM;
     pthread_mutex_lock(&ctx->lock);
     if (mr->dead) {
         pthread_mutex_unlock(&ctx->lock);
