@@ -117,13 +117,6 @@ struct uln_pmix {
  * opens its contexts in the same order (uln_open is collective). */
 static _Atomic unsigned pmix_opens;
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 bool uln_pmix_built(void)
 {
     return true;
@@ -179,7 +172,7 @@ static int fence_wait(struct uln_ctx *ctx, int64_t deadline_ms, bool drive)
         uint32_t done = atomic_load_explicit(&P->fences_done, memory_order_acquire);
         if (done == P->fences)
             return errno_of(atomic_load_explicit(&P->fence_status, memory_order_relaxed));
-        int64_t left = deadline_ms - now_ms();
+        int64_t left = deadline_ms - uln_now_ms();
         if (left <= 0) return -ETIMEDOUT;
         int ms = drive ? uln_progress_slice(deadline_ms) : left < 100 ? (int)left : 100;
         struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
@@ -242,7 +235,7 @@ int uln_pmix_init(struct uln_ctx *ctx, long rank, long size, uint64_t key, int t
     if (!P) return -ENOMEM;
     ctx->pmix = P;
     P->timeout_s = timeout_s;
-    P->boot_deadline = now_ms() + (int64_t)timeout_s * 1000;
+    P->boot_deadline = uln_now_ms() + (int64_t)timeout_s * 1000;
 
     pmix_status_t st = PMIx_Init(&P->me, NULL, 0);
     if (st != PMIX_SUCCESS) {
@@ -333,7 +326,8 @@ int uln_pmix_wait_all(struct uln_ctx *ctx, int timeout_ms)
     if (P->have_table) return 0;
     /* Never past ULN_BOOT_TIMEOUT, whatever the caller allows. */
     int64_t deadline = P->boot_deadline;
-    if (timeout_ms >= 0 && now_ms() + timeout_ms < deadline) deadline = now_ms() + timeout_ms;
+    if (timeout_ms >= 0 && uln_now_ms() + timeout_ms < deadline)
+        deadline = uln_now_ms() + timeout_ms;
     int rc = fence_wait(ctx, deadline, false);
     if (rc == -ETIMEDOUT) {
         fprintf(stderr,
@@ -354,7 +348,7 @@ int uln_pmix_wait_all(struct uln_ctx *ctx, int timeout_ms)
      * data that never comes; TIMEOUT bounds the rest. */
     pmix_info_t info[2];
     bool yes = true;
-    int secs = (int)((deadline - now_ms() + 999) / 1000);
+    int secs = (int)((deadline - uln_now_ms() + 999) / 1000);
     if (secs < 1) secs = 1;
     PMIX_INFO_LOAD(&info[0], PMIX_IMMEDIATE, &yes, PMIX_BOOL);
     PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &secs, PMIX_INT);
@@ -388,7 +382,7 @@ int uln_pmix_barrier(struct uln_ctx *ctx, int timeout_ms)
     struct uln_pmix *P = ctx->pmix;
     if (!P->have_table) return -EINVAL; /* not joined yet (uln_open did not finish) */
     if (ctx->size == 1) return 0;
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : uln_now_ms() + timeout_ms;
     /* Counted: a call after a timeout waits for the fence it started instead
      * of entering a second one the others would match against the first. */
     if (atomic_load_explicit(&P->fences_done, memory_order_acquire) == P->fences) {

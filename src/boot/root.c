@@ -87,16 +87,9 @@ struct uln_root {
 
 /* ---- small helpers --------------------------------------------------------- */
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int ms_left(int64_t deadline)
 {
-    int64_t d = deadline - now_ms();
+    int64_t d = deadline - uln_now_ms();
     return d < 0 ? 0 : d > INT_MAX ? INT_MAX : (int)d;
 }
 
@@ -611,7 +604,7 @@ static int connect_once(struct uln_root *R)
         if (errno != EINPROGRESS) {
             rc = -errno;
         } else {
-            int64_t until = now_ms() + CONNECT_TRY_MS;
+            int64_t until = uln_now_ms() + CONNECT_TRY_MS;
             int e = 0;
             socklen_t el = sizeof e;
             rc = wait_fd(fd, POLLOUT, until < R->deadline ? until : R->deadline);
@@ -750,7 +743,7 @@ int uln_root_init(struct uln_ctx *ctx, const char *where, long rank, long size, 
     ctx->root = R;
     R->listen_fd = -1;
     R->timeout_s = timeout_s;
-    R->deadline = now_ms() + (int64_t)timeout_s * 1000;
+    R->deadline = uln_now_ms() + (int64_t)timeout_s * 1000;
     snprintf(R->where, sizeof R->where, "%s", where);
     if (parse_root(where, &R->root, &R->root_len) != 0) {
         fprintf(stderr, "ulnet: ULN_ROOT=%s: use ipv4:port or [ipv6]:port (numbers, no names)\n",
@@ -832,7 +825,7 @@ static int collect(struct uln_ctx *ctx, bool slots, int64_t deadline, int *bad, 
          * arrive here. Not while joining: no endpoint exists yet. */
         int k = poll(pf, (nfds_t)n, slots ? ms_left(deadline) : uln_progress_slice(deadline));
         if (k < 0 && errno == EINTR) continue;
-        if (k == 0 && !slots && now_ms() < deadline) {
+        if (k == 0 && !slots && uln_now_ms() < deadline) {
             uln_progress_idle(ctx);
             continue;
         }
@@ -875,7 +868,8 @@ int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms)
     if (R->have_table) return 0;
     /* Never past ULN_BOOT_TIMEOUT, whatever the caller allows. */
     int64_t deadline = R->deadline;
-    if (timeout_ms >= 0 && now_ms() + timeout_ms < deadline) deadline = now_ms() + timeout_ms;
+    if (timeout_ms >= 0 && uln_now_ms() + timeout_ms < deadline)
+        deadline = uln_now_ms() + timeout_ms;
     int rc = 0, size = ctx->size;
 
     if (ctx->rank != 0) {
@@ -940,7 +934,7 @@ int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms)
 int uln_root_barrier(struct uln_ctx *ctx, int timeout_ms)
 {
     struct uln_root *R = ctx->root;
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : uln_now_ms() + timeout_ms;
     int rc;
     if (ctx->size == 1) return 0;
     if (!R->have_table) return -EINVAL; /* not joined yet (uln_open did not finish) */
@@ -959,9 +953,9 @@ int uln_root_barrier(struct uln_ctx *ctx, int timeout_ms)
             if (t > 0 || t == -EPROTO) return -ECONNRESET;
             if (t < 0) return t;
             /* Keep the endpoints moving meanwhile, as rank 0 does in collect(). */
-            while ((rc = wait_fd(c->fd, POLLIN, now_ms() + uln_progress_slice(deadline))) ==
+            while ((rc = wait_fd(c->fd, POLLIN, uln_now_ms() + uln_progress_slice(deadline))) ==
                        -ETIMEDOUT &&
-                   now_ms() < deadline)
+                   uln_now_ms() < deadline)
                 uln_progress_idle(ctx);
             if (rc) return rc;
         }

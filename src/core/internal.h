@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "ulnet.h"
 #include "core/ring.h"
@@ -274,6 +275,15 @@ static inline void uln_api_lock(struct uln_ctx *ctx)
  * (two producers on one ring). Written only while the child is still
  * single-threaded, before it returns from fork. */
 extern unsigned uln_fork_gen;
+
+/* CLOCK_MONOTONIC in milliseconds: the clock of every deadline and slice
+ * the bootstraps and idle waits count in. */
+static inline int64_t uln_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* Was ctx opened by another process, the parent of this fork()ed one? Every
  * entry point refuses such a context with -EPERM. */

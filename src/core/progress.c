@@ -76,13 +76,6 @@ void uln_progress_stop(struct uln_ctx *ctx)
     ctx->progress_on = false;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Everything a pass can move: our own queue, completions, messages taken or
  * served, packets in. Equal before and after a pass: it did nothing. */
 static uint64_t ep_activity(const struct uln_ep *ep)
@@ -97,6 +90,13 @@ static uint32_t idle_cap_ms(const struct uln_ctx *ctx)
 {
     uint32_t cap = (uint32_t)ctx->size / 8;
     return cap < 32 ? 32 : cap > 256 ? 256 : cap;
+}
+
+/* A wait that has had no idle pass yet, or none for a while: it starts over
+ * at 1 ms slices. */
+static bool idle_fresh(const struct uln_ctx *ctx, int64_t now)
+{
+    return ctx->idle_ms == 0 || now - ctx->idle_last_ms > 2 * (int64_t)idle_cap_ms(ctx);
 }
 
 void uln_progress_idle(struct uln_ctx *ctx)
@@ -116,11 +116,11 @@ void uln_progress_idle(struct uln_ctx *ctx)
      * holding its ring, a UDP packet to acknowledge) shows up as activity and
      * brings the 1 ms slices back; a new wait (the last pass was long ago)
      * starts at 1 ms too. */
-    int64_t now = mono_ms();
-    uint32_t cap = idle_cap_ms(ctx);
-    bool fresh = now - ctx->idle_last_ms > 2 * (int64_t)cap;
+    int64_t now = uln_now_ms();
+    bool fresh = idle_fresh(ctx, now);
     ctx->idle_last_ms = now;
-    if (active || fresh || ctx->idle_ms == 0)
+    uint32_t cap = idle_cap_ms(ctx);
+    if (active || fresh)
         ctx->idle_ms = 1;
     else
         ctx->idle_ms = ctx->idle_ms * 2 < cap ? ctx->idle_ms * 2 : cap;
@@ -129,17 +129,13 @@ void uln_progress_idle(struct uln_ctx *ctx)
 int uln_progress_idle_ms(const struct uln_ctx *ctx)
 {
     if (ctx->progress_on) return (int)idle_cap_ms(ctx); /* the thread serves the peers */
-    /* A wait that has not had a pass yet, or a while ago: look soon. */
-    if (ctx->idle_ms == 0 || mono_ms() - ctx->idle_last_ms > 2 * (int64_t)idle_cap_ms(ctx))
-        return 1;
+    if (idle_fresh(ctx, uln_now_ms())) return 1;
     return (int)ctx->idle_ms;
 }
 
 int uln_progress_slice(int64_t deadline_ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    int64_t now = uln_now_ms();
     if (deadline_ms <= now) return 0;
     return deadline_ms - now < 1 ? (int)(deadline_ms - now) : 1;
 }
