@@ -1155,14 +1155,21 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
     }
 }
 
+/* Give back what a receive slot holds: its pool buffer, and its place in
+ * rel's window. */
+static void slot_free(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_slot *s)
+{
+    if (s->held) uln_udp_io_rx_release(ep->udp->io, s->handle), ep->udp->held--;
+    if (s->rel_held) uln_rel_rx_release(&up->rel, 1, ep->udp->now);
+    s->held = s->rel_held = false;
+}
+
 static void deliver_pending(struct uln_ep *ep, struct uln_udp_peer *up)
 {
     while (up->pend_n) {
         struct rx_slot *s = &up->rx[up->pend_seq & up->mask];
         if (!deliver_one(ep, up, s)) break;
-        if (s->held) uln_udp_io_rx_release(ep->udp->io, s->handle), ep->udp->held--;
-        if (s->rel_held) uln_rel_rx_release(&up->rel, 1, ep->udp->now);
-        s->held = s->rel_held = false;
+        slot_free(ep, up, s);
         up->pend_seq++;
         up->pend_n--;
     }
@@ -1171,12 +1178,8 @@ static void deliver_pending(struct uln_ep *ep, struct uln_udp_peer *up)
 /* Drop every held packet and half-assembled NAP (a reset or a death). */
 static void drop_held(struct uln_ep *ep, struct uln_udp_peer *up)
 {
-    for (uint32_t i = 0; i <= up->mask; i++) {
-        struct rx_slot *s = &up->rx[i];
-        if (s->held) uln_udp_io_rx_release(ep->udp->io, s->handle), ep->udp->held--;
-        if (s->rel_held) uln_rel_rx_release(&up->rel, 1, ep->udp->now);
-        s->held = s->rel_held = false;
-    }
+    for (uint32_t i = 0; i <= up->mask; i++)
+        slot_free(ep, up, &up->rx[i]);
     up->pend_n = 0;
     nap_abandon(up);
     up->refused_seen = up->refused_sent = (struct uln_refused_put){0};
