@@ -582,8 +582,7 @@ int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, uint64_
     /* Direct accesses to a dead peer's mapped memory would go on "succeeding"
      * forever and never stall, so nothing else would look: ask the pidfd every
      * 1024th time (one poll, well under a nanosecond per operation). */
-    if (ULN_UNLIKELY((++ep->peers[peer].direct_ops & 1023) == 0) && peer != ctx->rank &&
-        uln_shm_peer_dead(ctx, peer))
+    if (ULN_UNLIKELY((++ep->peers[peer].direct_ops & 1023) == 0) && uln_shm_peer_dead(ctx, peer))
         return -ECONNRESET;
 
     if (idx >= h->max_regions) {
