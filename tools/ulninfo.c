@@ -33,14 +33,8 @@
 #include "boot/board.h"
 #include "boot/pmix.h"
 #include "core/internal.h"
+#include "transport/udp_io.h"
 #include "ulnet.h"
-
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
 
 /* Bytes of a datagram that are not ulnet payload: IPv4 or IPv6 header, UDP
  * header, ulnet's 32-byte packet header (docs/protocol.md). */
@@ -104,10 +98,9 @@ static void print_interfaces(uint32_t mtu_setting)
         struct ifreq r = {0};
         snprintf(r.ifr_name, sizeof r.ifr_name, "%s", i->ifa_name);
         int mtu = fd >= 0 && ioctl(fd, SIOCGIFMTU, &r) == 0 ? r.ifr_mtu : 0;
-        /* What the udp transport would use: the setting, else the interface's,
-         * capped as udp_io does. */
-        unsigned use = mtu_setting ? mtu_setting : (unsigned)mtu;
-        if (use > 9000) use = 9000;
+        /* What the udp transport would use: the setting, else the interface's
+         * within udp_io's bounds. */
+        unsigned use = mtu_setting ? mtu_setting : uln_udp_io_iface_mtu(mtu);
         unsigned ip = fam == AF_INET ? 20 : 40;
         printf("  %-10s %-40s mtu %-6d payload per packet %u B\n", i->ifa_name, addr, mtu,
                use > ip + 8 + ULN_PKT_HDR ? use - ip - 8 - ULN_PKT_HDR : 0);
@@ -116,7 +109,7 @@ static void print_interfaces(uint32_t mtu_setting)
     freeifaddrs(ifs);
 }
 
-static void print_transports(const struct uln_info *in)
+static void print_transports(const struct uln_ctx *ctx, const struct uln_info *in)
 {
     printf("# Transports\n");
     printf("shm: available (every peer on this host)\n");
@@ -131,8 +124,7 @@ static void print_transports(const struct uln_info *in)
     printf("  dead after silence of            %" PRIu32 " ms\n", in->udp_dead_ms);
     printf("  UDP_SEGMENT (send offload)       %s\n", udp_opt(UDP_SEGMENT, 1400));
     printf("  UDP_GRO (receive offload)        %s\n", udp_opt(UDP_GRO, 1));
-    const char *m = getenv("ULN_UDP_MTU");
-    print_interfaces(m && *m ? (uint32_t)strtoul(m, NULL, 0) : 0);
+    print_interfaces(ctx->p.udp_mtu); /* ULN_UDP_MTU as the library resolved it */
     printf("\n# Limits\n");
     printf("nap_max        %10" PRIu32 "  largest NAP payload, bytes\n", in->nap_max);
     printf("inline_max     %10" PRIu32 "  largest ULN_INLINE payload\n", in->inline_max);
@@ -204,7 +196,7 @@ int main(int argc, char **argv)
                                               ? "a progress thread (ULN_PROGRESS=thread)"
                                               : "in the caller's polls (ULN_PROGRESS=caller)");
         }
-        print_transports(&in);
+        print_transports(ctx, &in);
         if (!only_transports) {
             printf("\n");
             print_settings();

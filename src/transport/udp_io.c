@@ -793,12 +793,8 @@ int uln_udp_io_open(const struct uln_udp_io_cfg *cfg_in, struct uln_udp_io **out
     io->info.family = io->family;
 
     unsigned mtu = cfg.mtu;
-    if (!mtu) {
-        int m = mtu_from_interfaces(fd, &bound, wildcard, io->info.ifname);
-        mtu = m > 0 ? (unsigned)m : 1500u;
-        if (mtu > ULN_UDP_IO_MTU_CAP) mtu = ULN_UDP_IO_MTU_CAP;
-        if (mtu < ULN_UDP_IO_MTU_MIN) mtu = ULN_UDP_IO_MTU_MIN;
-    }
+    if (!mtu)
+        mtu = uln_udp_io_iface_mtu(mtu_from_interfaces(fd, &bound, wildcard, io->info.ifname));
     io->info.mtu = mtu;
     /* An IPv6 socket may carry IPv4 peers too; size for the larger header. */
     io->payload_max = mtu - (io->family == AF_INET6 ? 40u : 20u) - 8u;

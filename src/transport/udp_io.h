@@ -35,6 +35,17 @@
 #define ULN_UDP_IO_MTU_MIN 576u   /* smallest MTU accepted (IPv4's minimum datagram) */
 #define ULN_UDP_IO_MTU_MAX 65535u /* largest: an IP datagram's length field */
 
+/* The MTU a socket takes from its interface (m <= 0: unknown, then 1500),
+ * kept within [ULN_UDP_IO_MTU_MIN, ULN_UDP_IO_MTU_CAP]. A configured MTU is
+ * used as given instead. */
+static inline unsigned uln_udp_io_iface_mtu(int m)
+{
+    unsigned mtu = m > 0 ? (unsigned)m : 1500u;
+    return mtu > ULN_UDP_IO_MTU_CAP   ? ULN_UDP_IO_MTU_CAP
+           : mtu < ULN_UDP_IO_MTU_MIN ? ULN_UDP_IO_MTU_MIN
+                                      : mtu;
+}
+
 struct uln_udp_io; /* opaque */
 
 struct uln_udp_io_cfg {
