@@ -240,6 +240,23 @@ static int post_nap_hdr(int ep, int peer, const struct hdr *h, const void *paylo
     return uln_nap(eps[ep], peer, b, len, ud_of(o), 0);
 }
 
+/* What a post returned: -EAGAIN gives the entry back (and is counted), 0
+ * counts the operation as posted on its endpoint, moving `bytes`. True when
+ * it was posted. */
+static bool post_taken(struct op *o, int rc, uint64_t bytes)
+{
+    if (rc == -EAGAIN) {
+        op_free(o);
+        st.eagain++;
+        return false;
+    }
+    CHECK_OK(rc);
+    posted[o->ep]++;
+    st.ops[o->kind]++;
+    st.bytes[o->kind] += bytes;
+    return true;
+}
+
 static bool post_nap(int ep, int peer)
 {
     uint32_t cap = J.info.nap_max;
@@ -253,21 +270,13 @@ static bool post_nap(int ep, int peer)
     o->len = sizeof h + plen;
     o->buf = buf_get(o->len, &o->shm_buf);
     pat_fill(o->buf + sizeof h, plen, seed_of(me, peer, ep, M_DATA, seq), 0);
-    int rc = post_nap_hdr(ep, peer, &h, o->buf + sizeof h, plen, o, inl);
-    if (rc == -EAGAIN) {
-        op_free(o);
-        st.eagain++;
+    if (!post_taken(o, post_nap_hdr(ep, peer, &h, o->buf + sizeof h, plen, o, inl), plen))
         return false;
-    }
-    CHECK_OK(rc);
     if (inl) { /* the buffer is free at once */
         buf_put(o->buf, o->shm_buf);
         o->buf = NULL;
     }
     nap_seq_out[peer * NEPS + ep]++;
-    posted[ep]++;
-    st.ops[O_NAP]++;
-    st.bytes[O_NAP] += plen;
     return true;
 }
 
@@ -290,17 +299,9 @@ static bool post_put(int ep, int peer, bool imm)
         imm ? uln_put_imm(eps[ep], peer, o->buf, len, key, o->roff, seq << 8 | (uint64_t)mk,
                           ud_of(o), 0)
             : uln_put(eps[ep], peer, o->buf, len, key, o->roff, ud_of(o), inl ? ULN_INLINE : 0);
-    if (rc == -EAGAIN) {
-        op_free(o);
-        st.eagain++;
-        return false;
-    }
-    CHECK_OK(rc);
+    if (!post_taken(o, rc, len)) return false;
     o->slot = slot;
     busy[slot] = 1;
-    posted[ep]++;
-    st.ops[o->kind]++;
-    st.bytes[o->kind] += len;
     return true;
 }
 
@@ -315,17 +316,9 @@ static bool post_get(int ep, int peer)
     o->roff = rnd() % (read_len - len + 1);
     o->buf = buf_get(len, &o->shm_buf);
     pat_poison(o->buf, len, read_seed(peer, mk), o->roff);
-    int rc = uln_get(eps[ep], peer, o->buf, len, keys[peer * NKINDS + mk], o->roff, ud_of(o), 0);
-    if (rc == -EAGAIN) {
-        op_free(o);
-        st.eagain++;
-        return false;
-    }
-    CHECK_OK(rc);
-    posted[ep]++;
-    st.ops[O_GET]++;
-    st.bytes[O_GET] += len;
-    return true;
+    return post_taken(
+        o, uln_get(eps[ep], peer, o->buf, len, keys[peer * NKINDS + mk], o->roff, ud_of(o), 0),
+        len);
 }
 
 /* After a PUT completed (its data is visible at the target), the same
@@ -360,16 +353,7 @@ static bool post_flush(int ep)
     struct op *o = op_new(O_FLUSH, ep, me);
     if (!o) return false;
     o->marker = posted[ep];
-    int rc = uln_ep_flush(eps[ep], ud_of(o));
-    if (rc == -EAGAIN) {
-        op_free(o);
-        st.eagain++;
-        return false;
-    }
-    CHECK_OK(rc);
-    posted[ep]++;
-    st.ops[O_FLUSH]++;
-    return true;
+    return post_taken(o, uln_ep_flush(eps[ep], ud_of(o)), 0);
 }
 
 static void ctl_push(int ep, int peer, struct hdr h)
@@ -396,15 +380,7 @@ static void ctl_send(void)
         struct ctl *c = &ctlq[ctl_head % ctl_cap];
         struct op *o = op_new(O_CTL, c->ep, c->peer);
         if (!o) return;
-        int rc = post_nap_hdr(c->ep, c->peer, &c->h, NULL, 0, o, true);
-        if (rc == -EAGAIN) {
-            op_free(o);
-            st.eagain++;
-            return;
-        }
-        CHECK_OK(rc);
-        posted[c->ep]++;
-        st.ops[O_CTL]++;
+        if (!post_taken(o, post_nap_hdr(c->ep, c->peer, &c->h, NULL, 0, o, true), 0)) return;
         ctl_head++;
     }
 }
