@@ -151,6 +151,9 @@ struct ulnfi_match {
  * Sets up an empty matcher whose pools hold max_recv receives and max_unexp
  * unexpected messages (each >= 1). directed: the endpoint has FI_DIRECTED_RECV.
  * Returns 0, -FI_EINVAL, or -FI_ENOMEM (the only allocation of the module).
+ * The queue heads point at themselves: do not copy or move *m once set up.
+ * flags of receives are op flags only: FI_CLAIM shares its bit with the
+ * FI_DIRECTED_RECV capability, so never merge capabilities into them.
  */
 int ulnfi_match_init(struct ulnfi_match *m, size_t max_recv, size_t max_unexp, bool directed,
                      size_t min_multi_recv);
