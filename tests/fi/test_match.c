@@ -70,6 +70,7 @@ static uintptr_t arrive(struct ulnfi_match *m, fi_addr_t src, uint64_t tag, size
     }
     CHECK_EQ(ret, ULNFI_MATCH_FOUND);
     CHECK(h.msg == NULL);
+    if (ret != ULNFI_MATCH_FOUND) return 0;
     uintptr_t ctx = (uintptr_t)h.recv->context;
     if (h.recv_done) CHECK_EQ(ulnfi_match_recv_free(m, h.recv), 0);
     return ctx;
@@ -84,6 +85,7 @@ static uintptr_t post(struct ulnfi_match *m, struct ulnfi_match_recv r)
     if (ret == ULNFI_MATCH_QUEUED) return 0;
     CHECK_EQ(ret, ULNFI_MATCH_FOUND);
     CHECK(h.msg_taken && h.recv_done);
+    if (ret != ULNFI_MATCH_FOUND) return 0;
     uintptr_t id = (uintptr_t)h.msg->payload;
     CHECK_EQ(ulnfi_match_msg_free(m, h.msg), 0);
     CHECK_EQ(ulnfi_match_recv_free(m, h.recv), 0);
@@ -209,8 +211,8 @@ static void test_multi(void)
           h.space == 40);
     CHECK_EQ(ulnfi_match_msg_free(&m, h.msg), 0);
     CHECK_EQ(ulnfi_match_pull(&m, mr, &h), ULNFI_MATCH_FOUND);
-    CHECK(h.msg->payload == CTX(103) && h.recv_done && h.offset == 40 && h.space == 24);
-    size_t olen, n = ulnfi_match_trunc(h.msg->len, h.space, &olen);
+    CHECK(h.msg && h.msg->payload == CTX(103) && h.recv_done && h.offset == 40 && h.space == 24);
+    size_t olen, n = ulnfi_match_trunc(h.msg ? h.msg->len : 0, h.space, &olen);
     CHECK(n == 24 && olen == 26);
     CHECK_EQ(ulnfi_match_msg_free(&m, h.msg), 0);
     CHECK_EQ(ulnfi_match_pull(&m, mr, &h), -FI_EINVAL); /* no longer posted */
@@ -223,7 +225,7 @@ static void test_multi(void)
     r = rv(ANY, 0, ~0ull, 4, FI_MULTI_RECV, 64);
     CHECK_EQ(ulnfi_match_post(&m, &r, &h), ULNFI_MATCH_FOUND);
     mr = h.recv;
-    CHECK(h.msg->payload == CTX(104) && !h.recv_done);
+    CHECK(h.msg && h.msg->payload == CTX(104) && !h.recv_done);
     CHECK_EQ(ulnfi_match_msg_free(&m, h.msg), 0);
     CHECK_EQ(ulnfi_match_pull(&m, mr, &h), ULNFI_MATCH_QUEUED);
     CHECK(h.recv == mr && !h.recv_done && h.msg == NULL);
@@ -249,17 +251,17 @@ static void test_peek_claim(void)
 
     /* Peek: sees the first match, leaves it. */
     CHECK_EQ(ulnfi_match_post(&m, &r, &h), ULNFI_MATCH_FOUND);
-    CHECK(h.msg->payload == CTX(101) && !h.msg_taken && h.recv_done && h.msg->len == 11);
+    CHECK(h.msg && h.msg->payload == CTX(101) && !h.msg_taken && h.recv_done && h.msg->len == 11);
     CHECK_EQ(ulnfi_match_recv_free(&m, h.recv), 0);
     CHECK_EQ(m.n_unexp, 4);
     /* Peek|claim by context 7: 101 becomes invisible to others. */
     r = rv(ANY, 5, 0, 7, FI_PEEK | FI_CLAIM, 8);
     CHECK_EQ(ulnfi_match_post(&m, &r, &h), ULNFI_MATCH_FOUND);
-    CHECK(h.msg->payload == CTX(101) && !h.msg_taken && h.msg->claimed == CTX(7));
+    CHECK(h.msg && h.msg->payload == CTX(101) && !h.msg_taken && h.msg->claimed == CTX(7));
     CHECK_EQ(ulnfi_match_recv_free(&m, h.recv), 0);
     r = rv(ANY, 5, 0, 8, FI_PEEK | FI_CLAIM, 8); /* claims the next: 102 */
     CHECK_EQ(ulnfi_match_post(&m, &r, &h), ULNFI_MATCH_FOUND);
-    CHECK(h.msg->payload == CTX(102));
+    CHECK(h.msg && h.msg->payload == CTX(102));
     CHECK_EQ(ulnfi_match_recv_free(&m, h.recv), 0);
     r = rv(1, 5, 0, 9, FI_PEEK, 8); /* source 1 has only the claimed 101 */
     CHECK_EQ(ulnfi_match_post(&m, &r, &h), -FI_ENOMSG);
@@ -270,27 +272,27 @@ static void test_peek_claim(void)
     /* FI_CLAIM takes exactly the claimed message, whatever its tag says. */
     r = rv(ANY, 999, 0, 8, FI_CLAIM, 8);
     CHECK_EQ(ulnfi_match_post(&m, &r, &h), ULNFI_MATCH_FOUND);
-    CHECK(h.msg->payload == CTX(102) && h.msg_taken && h.recv_done);
+    CHECK(h.msg && h.msg->payload == CTX(102) && h.msg_taken && h.recv_done);
     CHECK_EQ(ulnfi_match_msg_free(&m, h.msg), 0);
     CHECK_EQ(ulnfi_match_recv_free(&m, h.recv), 0);
     CHECK_EQ(ulnfi_match_post(&m, &r, &h), -FI_ENOMSG); /* once only */
     /* FI_CLAIM|FI_DISCARD drops the one claimed by 7. */
     r = rv(ANY, 5, 0, 7, FI_CLAIM | FI_DISCARD, 0);
     CHECK_EQ(ulnfi_match_post(&m, &r, &h), ULNFI_MATCH_FOUND);
-    CHECK(h.msg->payload == CTX(101) && h.msg_taken);
+    CHECK(h.msg && h.msg->payload == CTX(101) && h.msg_taken);
     CHECK_EQ(ulnfi_match_msg_free(&m, h.msg), 0);
     CHECK_EQ(ulnfi_match_recv_free(&m, h.recv), 0);
     /* FI_PEEK|FI_DISCARD drops the first match, 100. */
     r = rv(ANY, 0, ~0ull, 12, FI_PEEK | FI_DISCARD, 0);
     CHECK_EQ(ulnfi_match_post(&m, &r, &h), ULNFI_MATCH_FOUND);
-    CHECK(h.msg->payload == CTX(100) && h.msg_taken);
+    CHECK(h.msg && h.msg->payload == CTX(100) && h.msg_taken);
     CHECK_EQ(ulnfi_match_msg_free(&m, h.msg), 0);
     CHECK_EQ(ulnfi_match_recv_free(&m, h.recv), 0);
     /* FI_PEEK|FI_CLAIM|FI_DISCARD drops too. */
     CHECK_EQ(arrive(&m, 3, 6, 0, 105), 0);
     r = rv(ANY, 6, 0, 13, FI_PEEK | FI_CLAIM | FI_DISCARD, 0);
     CHECK_EQ(ulnfi_match_post(&m, &r, &h), ULNFI_MATCH_FOUND);
-    CHECK(h.msg->payload == CTX(105) && h.msg_taken);
+    CHECK(h.msg && h.msg->payload == CTX(105) && h.msg_taken);
     CHECK_EQ(ulnfi_match_msg_free(&m, h.msg), 0);
     CHECK_EQ(ulnfi_match_recv_free(&m, h.recv), 0);
     CHECK_EQ(m.n_unexp, 0);
