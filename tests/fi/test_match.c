@@ -3,8 +3,9 @@
  * both ways with wildcards and ignore bits, directed and undirected sources,
  * FI_MULTI_RECV slices and their release, FI_PEEK/FI_CLAIM/FI_DISCARD, cancel,
  * full pools, bad input; then 10^5 random operations (fixed seed, argument 1
- * overrides the count) against a small reference model kept in plain arrays,
- * with and without directed receive.
+ * overrides the count, argument 2 the seed) against a small reference model kept in plain arrays,
+ * with and without directed receive. Built twice: with the matcher's hash
+ * buckets, and with 2 of them so that keys collide all the time.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 
 #define CTX(i) ((void *)(uintptr_t)(i))
 #define ANY    FI_ADDR_UNSPEC
+#define NEVER  (~(uintptr_t)0) /* a context never posted */
 
 static char buf[4][256];
 
@@ -168,6 +170,79 @@ static void test_source(void)
     CHECK_EQ(arrive(&m, 9, 5, 0, 101), 2);
     CHECK_EQ(arrive(&m, 9, 5, 0, 102), 0);
     CHECK_EQ(post(&m, rv(3, 5, 0, 3, 0, 8)), 102);
+    ulnfi_match_fini(&m);
+}
+
+/* Exact receives live in hash buckets, wildcards in their own list: the
+ * older of the two candidates must still win, both ways. */
+static void test_exact_vs_wild(bool dir)
+{
+    struct ulnfi_match m;
+    CHECK_EQ(ulnfi_match_init(&m, 16, 16, dir, 0), 0);
+    post_q(&m, rv(2, 9, 0, 1, 0, 8));   /* exact */
+    post_q(&m, rv(ANY, 8, 1, 2, 0, 8)); /* wildcard: 8 or 9 */
+    post_q(&m, rv(2, 9, 0, 3, 0, 8));   /* exact, same key as 1 */
+    post_q(&m, rv(ANY, 0, ~0ull, 4, 0, 8));
+    post_q(&m, rv(5, 9, 0, 5, 0, 8)); /* exact, another source */
+    CHECK_EQ(arrive(&m, 2, 9, 0, 100), 1);
+    CHECK_EQ(arrive(&m, 2, 9, 0, 101), 2);
+    CHECK_EQ(arrive(&m, 2, 9, 0, 102), 3);
+    CHECK_EQ(arrive(&m, 5, 9, 0, 103), 4); /* older than the exact 5 */
+    CHECK_EQ(arrive(&m, 5, 9, 0, 104), 5);
+    /* Without directed receive a receive's source is not in its key. */
+    post_q(&m, rv(2, 9, 0, 10, 0, 8));
+    post_q(&m, rv(ANY, 9, 0, 11, 0, 8));
+    CHECK_EQ(arrive(&m, 6, 9, 0, 110), dir ? 11 : 10);
+    CHECK_EQ(arrive(&m, 6, 9, 0, 111), dir ? 0 : 11);
+    if (dir) CHECK_EQ(post(&m, rv(6, 9, 0, 12, 0, 8)), 111);
+    CHECK_EQ(arrive(&m, 2, 9, 0, 112), dir ? 10 : 0);
+    if (!dir) CHECK_EQ(post(&m, rv(7, 9, 0, 12, 0, 8)), 112);
+    CHECK_EQ(m.n_posted, 0);
+    /* Messages: an exact receive takes the oldest of its key, a wildcard the
+     * oldest overall. */
+    CHECK_EQ(arrive(&m, 3, 7, 0, 105), 0);
+    CHECK_EQ(arrive(&m, 2, 9, 0, 106), 0);
+    CHECK_EQ(arrive(&m, 3, 9, 0, 107), 0);
+    CHECK_EQ(arrive(&m, 2, 9, 0, 108), 0);
+    CHECK_EQ(post(&m, rv(3, 9, 0, 6, 0, 8)), dir ? 107 : 106);
+    CHECK_EQ(post(&m, rv(ANY, 9, 0, 7, 0, 8)), dir ? 106 : 107);
+    CHECK_EQ(post(&m, rv(ANY, 0, ~0ull, 8, 0, 8)), 105);
+    CHECK_EQ(post(&m, rv(2, 9, 0, 9, 0, 8)), 108);
+    CHECK_EQ(m.n_unexp, 0);
+    ulnfi_match_fini(&m);
+}
+
+/* A receive that ignores a few bits takes them out of the hash key: queued
+ * entries move to their new buckets, in order, and match as before. */
+static void test_learn(void)
+{
+    struct ulnfi_match m;
+    CHECK_EQ(ulnfi_match_init(&m, 16, 16, true, 0), 0);
+    post_q(&m, rv(1, 0x10, 0, 1, 0, 8)); /* exact under the full key */
+    post_q(&m, rv(1, 0x11, 0, 2, 0, 8));
+    post_q(&m, rv(1, 0x10, 0, 3, 0, 8));
+    CHECK_EQ(arrive(&m, 1, 0x20, 0, 100), 0);
+    CHECK_EQ(arrive(&m, 1, 0x21, 0, 101), 0);
+    CHECK_EQ(arrive(&m, 1, 0x20, 0, 102), 0);
+    CHECK(m.key_mask == ~0ull && m.posted.next != &m.wild);
+    /* Ignores bit 0: learned. Posted after the others, it comes last. */
+    post_q(&m, rv(1, 0x10, 0x1, 4, 0, 8));
+    CHECK_EQ(m.key_mask, ~1ull);
+    CHECK_EQ(m.stats.rehash, 1);
+    struct ulnfi_match_recv *r = ulnfi_match_cancel(&m, CTX(4));
+    CHECK(r && r->exact); /* it was an exact receive under the new key */
+    ulnfi_match_recv_free(&m, r);
+    /* Too many bits: a wildcard, the key stays. */
+    post_q(&m, rv(1, 0, 0x1f, 5, 0, 8));
+    CHECK_EQ(m.key_mask, ~1ull);
+    CHECK_EQ(arrive(&m, 1, 0x11, 0, 103), 2);
+    CHECK_EQ(arrive(&m, 1, 0x10, 0, 104), 1);
+    CHECK_EQ(arrive(&m, 1, 0x10, 0, 105), 3);
+    CHECK_EQ(arrive(&m, 1, 0x10, 0, 106), 5);
+    CHECK_EQ(post(&m, rv(1, 0x21, 0, 6, 0, 8)), 101);
+    CHECK_EQ(post(&m, rv(1, 0x20, 0, 7, 0, 8)), 100);
+    CHECK_EQ(post(&m, rv(1, 0x20, 0x1, 8, 0, 8)), 102);
+    CHECK_EQ(m.n_posted + m.n_unexp, 0);
     ulnfi_match_fini(&m);
 }
 
@@ -465,7 +540,7 @@ static void del_mu(int i)
 
 static void rand_arrive(struct ulnfi_match *m, bool dir, long op, uintptr_t id)
 {
-    struct ulnfi_match_msg g = mg(rnd() % 3, rnd() % 8, rnd() % 4 ? rnd() % 64 : 0, id);
+    struct ulnfi_match_msg g = mg(rnd() % 3, rnd() % 16, rnd() % 4 ? rnd() % 64 : 0, id);
     struct ulnfi_match_hit h;
     int i = 0;
     while (i < nmp && !mmatch(dir, &mp[i], g.src, g.tag))
@@ -492,10 +567,14 @@ static void rand_arrive(struct ulnfi_match *m, bool dir, long op, uintptr_t id)
 
 static void rand_post(struct ulnfi_match *m, bool dir, long op, uintptr_t ctx, uint64_t flags)
 {
-    static const uint64_t ignores[] = {0, 0, 1, 3, 7, ~0ull};
+    /* Tags use 4 bits. A rare receive ignores one high bit: it does not
+     * change what matches, but takes the bit out of the hash key, so the
+     * queues are rehashed while they hold entries. */
+    static const uint64_t ignores[] = {0, 0, 1, 3, 7, 12, ~0ull};
     fi_addr_t src = rnd() % 4;
+    uint64_t ignore = rnd() % 64 ? ignores[rnd() % 7] : 1ull << (4 + rnd() % 60);
     struct ulnfi_match_recv r =
-        rv(src == 3 ? ANY : src, rnd() % 8, ignores[rnd() % 6], ctx, flags, rnd() % 96);
+        rv(src == 3 ? ANY : src, rnd() % 16, ignore, ctx, flags, rnd() % 96);
     struct mrecv mr = {ctx, r.src, r.tag, r.ignore, flags, r.iov[0].iov_len, 0, m->min_multi_recv};
     struct ulnfi_match_hit h;
     int ret = ulnfi_match_post(m, &r, &h);
@@ -587,9 +666,9 @@ static void rand_claim(struct ulnfi_match *m, long op, uintptr_t fresh)
 static void rand_cancel(struct ulnfi_match *m, long op)
 {
     int i = nmp ? (int)(rnd() % (uint64_t)nmp) : 0;
-    uintptr_t ctx = i < nmp && rnd() % 4 ? mp[i].ctx : 0xdead;
+    uintptr_t ctx = i < nmp && rnd() % 4 ? mp[i].ctx : NEVER;
     struct ulnfi_match_recv *r = ulnfi_match_cancel(m, CTX(ctx));
-    if (ctx == 0xdead) {
+    if (ctx == NEVER) {
         expect(r == NULL, op, "cancel: found a context never posted");
         return;
     }
@@ -692,18 +771,25 @@ static void test_random(long n_ops, bool dir)
         nfree++;
     CHECK_EQ(nfree, CAP_R);
     CHECK_EQ(m.stats.invalid, 0);
-    printf("random (%s): %ld ops, %llu posted, %llu arrived, %llu unexpected, %llu+%llu full\n",
+    CHECK(m.stats.rehash > 10);
+    printf("random (%s): %ld ops, %llu posted, %llu arrived, %llu unexpected, %llu+%llu full, "
+           "%llu rehash\n",
            dir ? "directed" : "undirected", n_ops, (unsigned long long)m.stats.posted,
            (unsigned long long)m.stats.arrived, (unsigned long long)m.stats.unexpected,
-           (unsigned long long)m.stats.full_recv, (unsigned long long)m.stats.full_unexp);
+           (unsigned long long)m.stats.full_recv, (unsigned long long)m.stats.full_unexp,
+           (unsigned long long)m.stats.rehash);
     ulnfi_match_fini(&m);
 }
 
 int main(int argc, char **argv)
 {
     long n_ops = argc > 1 ? strtol(argv[1], NULL, 0) : 100000;
+    if (argc > 2) rng = strtoull(argv[2], NULL, 0) | 1; /* another seed; never 0 */
     test_order();
     test_source();
+    test_exact_vs_wild(true);
+    test_exact_vs_wild(false);
+    test_learn();
     test_multi();
     test_peek_claim();
     test_cancel_full_invalid();
