@@ -39,7 +39,8 @@
 #define ULNFI_MATCH_IOV_MAX 4
 
 /* Hash buckets of each queue (a power of two; tests shrink it to force
- * collisions). Exact receives and messages go to buckets by (source, tag). */
+ * collisions; one value per binary). Exact receives and messages go to
+ * buckets by (source, tag). */
 #ifndef ULNFI_MATCH_BUCKETS
 #define ULNFI_MATCH_BUCKETS 128
 #endif
