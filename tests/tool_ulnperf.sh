@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # ulnperf itself: every scenario runs at tiny sizes, in both memory modes, and
 # its CSV has the documented columns, one row per (op, test, size) and a number
-# in each; load runs with 3 ranks; --plot writes its scripts (and, with gnuplot
-# installed, PNG and SVG files) also from saved CSVs alone; a transport the
-# library does not run is refused plainly. Quick points throughout: the whole
-# script takes a few seconds (well under a minute on a loaded 2-core machine).
+# in each; load runs with 3 ranks; bench/plot writes its
+# scripts (and, with gnuplot installed, PNG and SVG files) from saved CSVs; a
+# transport the library does not run is refused plainly. Quick points
+# throughout: the whole script takes a few seconds (well under a minute on a
+# loaded 2-core machine).
 set -euo pipefail
 ulnrun=$1 ulnperf=$2
+plot="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/bench/plot"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -95,9 +97,8 @@ grep -q "^60% " "$tmp/load.txt"
     --csv="$tmp/load1k.csv" >/dev/null
 check "$tmp/load1k.csv" nap-1s:load
 
-# --plot from saved CSVs (no job): scripts always, images when gnuplot is here.
-"$ulnperf" --plot "$tmp/plots" --peer-csv "$tmp/ulnet.csv" --peer-csv "$tmp/load.csv" \
-    >"$tmp/plot.out" 2>"$tmp/plot.err"
+# Plots from saved CSVs: scripts always, images when gnuplot is here.
+python3 "$plot" "$tmp/plots" "$tmp/ulnet.csv" "$tmp/load.csv" >"$tmp/plot.out" 2>"$tmp/plot.err"
 for p in latency bandwidth rate load cache fair_shm_put; do
     test -s "$tmp/plots/$p.gp"
     if command -v gnuplot >/dev/null; then
