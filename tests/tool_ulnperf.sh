@@ -56,6 +56,13 @@ every_op() { # op:test for every op and the tests every op has
     echo "${out[@]}"
 }
 
+# --plot is bench/plot's now: a pointer to it, not a silent run.
+if "$ulnperf" --plot "$tmp/x" 2>"$tmp/plotopt.err"; then
+    echo "ulnperf accepted --plot" >&2
+    exit 1
+fi
+grep -q "bench/plot" "$tmp/plotopt.err"
+
 # ulnet memory: every 2-rank scenario; cold/warm translation cache confirmed
 # by the library's counters (one miss per operation cold, none warm).
 "$ulnrun" -n 2 --timeout 90 "$ulnperf" --quick --sizes 1-4096 --test "$all2" --windows 1,8 \
