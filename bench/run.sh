@@ -7,7 +7,7 @@
 #
 #   bench/run.sh                          # the default suite, under 2 minutes
 #   bench/run.sh --full                   # longer points, more sizes and loads
-#   bench/run.sh --plot DIR               # also PNG/SVG plots into DIR (gnuplot)
+#   bench/run.sh --plot DIR               # also PNG/SVG plots into DIR (bench/plot: gnuplot)
 #   bench/run.sh --quick --sizes 1-4096   # smoke test, a few seconds
 #   bench/run.sh --mem malloc             # other options go to ulnperf as they are
 #
@@ -112,8 +112,6 @@ done
 echo
 python3 "$repo/bench/summary" "${csvs[@]}"
 if [[ -n $plot ]]; then
-    peer_args=()
-    for c in "${csvs[@]}"; do peer_args+=(--peer-csv "$c"); done
-    "$build/ulnperf" --plot "$plot" "${peer_args[@]}"
+    python3 "$repo/bench/plot" "$plot" "${csvs[@]}"
 fi
 echo "run.sh: CSV saved to ${csvs[*]}" >&2

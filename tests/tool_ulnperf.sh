@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # ulnperf itself: every scenario runs at tiny sizes, in both memory modes, and
 # its CSV has the documented columns, one row per (op, test, size) and a number
-# in each; load runs with 3 ranks; --plot writes its scripts (and, with gnuplot
-# installed, PNG and SVG files) also from saved CSVs alone; a transport the
-# library does not run is refused plainly. Quick points throughout: the whole
-# script takes a few seconds (well under a minute on a loaded 2-core machine).
+# in each; every test --help names runs alone and yields its own rows (the
+# dispatch to its family); load runs with 3 ranks; bench/plot writes its
+# scripts (and, with gnuplot installed, PNG and SVG files) from saved CSVs; a
+# transport the library does not run is refused plainly. Quick points
+# throughout: the whole script takes a few seconds (well under a minute on a
+# loaded 2-core machine).
 set -euo pipefail
 ulnrun=$1 ulnperf=$2
+plot="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/bench/plot"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -54,6 +57,30 @@ every_op() { # op:test for every op and the tests every op has
     echo "${out[@]}"
 }
 
+# Dispatch: every test --help lists runs alone, at one tiny size, and its CSV
+# has the header and rows of that test only (lat: lat*, rate: rate_w*, ...).
+tests=$("$ulnperf" --help | sed -n 's/^ *--test LIST *\([a-z,]*\) or all.*/\1/p')
+[[ $tests == *lat*load* ]] || { echo "no test list in ulnperf --help: '$tests'" >&2; exit 1; }
+for t in ${tests//,/ }; do
+    "$ulnrun" -n 2 --timeout 60 "$ulnperf" --quick --test "$t" --sizes 64 --windows 2 \
+        --fair-eps 2 --fair-size 4K --fair-ms 2 --load-levels 50 --csv >"$tmp/one.csv"
+    python3 - "$tmp/one.csv" "$t" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+t = {"rate": "rate_w"}.get(sys.argv[2], sys.argv[2])
+assert rows and rows[0] == ["transport", "op", "test", "size", "value", "unit"], rows[:1]
+body = [r for r in rows[1:] if r[0] != "platform"]
+assert body, ("no rows", sys.argv[2])
+assert all(r[2].startswith(t) for r in body), (sys.argv[2], sorted({r[2] for r in body}))
+PY
+done
+# --plot is bench/plot's now: a pointer to it, not a silent run.
+if "$ulnperf" --plot "$tmp/x" 2>"$tmp/plotopt.err"; then
+    echo "ulnperf accepted --plot" >&2
+    exit 1
+fi
+grep -q "bench/plot" "$tmp/plotopt.err"
+
 # ulnet memory: every 2-rank scenario; cold/warm translation cache confirmed
 # by the library's counters (one miss per operation cold, none warm).
 "$ulnrun" -n 2 --timeout 90 "$ulnperf" --quick --sizes 1-4096 --test "$all2" --windows 1,8 \
@@ -95,9 +122,8 @@ grep -q "^60% " "$tmp/load.txt"
     --csv="$tmp/load1k.csv" >/dev/null
 check "$tmp/load1k.csv" nap-1s:load
 
-# --plot from saved CSVs (no job): scripts always, images when gnuplot is here.
-"$ulnperf" --plot "$tmp/plots" --peer-csv "$tmp/ulnet.csv" --peer-csv "$tmp/load.csv" \
-    >"$tmp/plot.out" 2>"$tmp/plot.err"
+# Plots from saved CSVs: scripts always, images when gnuplot is here.
+python3 "$plot" "$tmp/plots" "$tmp/ulnet.csv" "$tmp/load.csv" >"$tmp/plot.out" 2>"$tmp/plot.err"
 for p in latency bandwidth rate load cache fair_shm_put; do
     test -s "$tmp/plots/$p.gp"
     if command -v gnuplot >/dev/null; then
