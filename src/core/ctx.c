@@ -9,6 +9,13 @@
 #include "core/internal.h"
 #include "boot/root.h"
 
+ULN_EXPORT const char *uln_version(int *num)
+{
+    if (num)
+        *num = ULNET_VERSION_NUM(ULNET_VERSION_MAJOR, ULNET_VERSION_MINOR, ULNET_VERSION_PATCH);
+    return ULN_VERSION_STRING; /* project(VERSION); the build checks the header agrees */
+}
+
 ULN_EXPORT void uln_config_init(struct uln_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
