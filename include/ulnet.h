@@ -129,7 +129,8 @@ struct uln_ep;
  *   ULN_RANK, ULN_SIZE, ULN_JOB_KEY (16 hex digits), ULN_BOOT_FD;
  * or ULN_ROOT's, or a PMIx server's (mpirun, srun --mpi=pmix: docs/running.md).
  * Tunables (environment variable in brackets, default after =, range after
- * that; uln_open fails with -EINVAL outside it):
+ * that; uln_open fails with -EINVAL outside it; in the environment, sizes in
+ * bytes take a K, M or G suffix and negative numbers are refused):
  *   ring_bytes   [ULN_RING_BYTES=131072]  NAP ring per (peer, endpoint) pair;
  *                                         a power of two, 4096..2^28
  *   nap_max      [ULN_NAP_MAX=8192]       largest NAP payload, 0..4194224 (a NAP
