@@ -108,6 +108,10 @@ for f in $(cd "$stage/share/man" && echo man[13]/*); do
     [[ -z $out ]] || { echo "$f: $out"; exit 1; }
 done
 
+# bench/run.sh --help: its own options, at once, with nothing built or run.
+out=$(bench/run.sh --help)
+grep -q '^Usage: bench/run.sh' <<<"$out" || { echo "bench/run.sh --help: $out"; exit 1; }
+
 step "a user's build (BUILD_TESTING=OFF, without PMIx): only the library and tools; a fully static program"
 rm -rf build-user
 cmake -S . -B build-user -G Ninja -DULN_WERROR=ON -DULN_PMIX=OFF -DBUILD_TESTING=OFF >/dev/null
