@@ -101,7 +101,7 @@ static const struct uln_setting *setting_of(const char *name)
  * bootstrap will read it, before the bootstrap runs. */
 static int given_rank = -1; /* struct uln_config's, set by resolve_params */
 
-static bool first_to_report(void)
+static bool reports_job_settings(void)
 {
     if (given_rank >= 0) return given_rank == 0;
     const char *r = getenv("ULN_RANK");
@@ -115,7 +115,7 @@ static bool own_setting;
 
 #define setting_err(...)                                                                           \
     do {                                                                                           \
-        if (own_setting || first_to_report()) fprintf(stderr, __VA_ARGS__);                        \
+        if (own_setting || reports_job_settings()) fprintf(stderr, __VA_ARGS__);                   \
     } while (0)
 
 /* Settings in bytes take K, M or G (times 1024, 1024^2, 1024^3). */
@@ -171,7 +171,7 @@ static int setting(const char *name, uint64_t given, uint32_t *out)
     if (!given && s && *s && parse_number(name, s, &v)) return -EINVAL;
     if (v < lo || v > hi) {
         /* A value given in struct uln_config is this process's own: always say. */
-        if (given || first_to_report())
+        if (given || reports_job_settings())
             fprintf(stderr, "ulnet: %s=%llu is outside [%llu, %llu]\n", name, (unsigned long long)v,
                     (unsigned long long)lo, (unsigned long long)hi);
         return -EINVAL;
@@ -243,7 +243,7 @@ static void warn_unknown_settings(void)
             if (d < bd) bd = d, best = t[i].name;
         }
         /* Close enough to be that setting misspelt: at most a third of it. */
-        if (!first_to_report()) return;
+        if (!reports_job_settings()) return;
         if (best && bd <= strlen(best) / 3)
             fprintf(stderr, "ulnet: %s is not a ulnet setting (ignored): did you mean %s?\n", name,
                     best);
@@ -363,7 +363,7 @@ static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
     int rc = check_params(cfg, p);
     /* A launcher ends the job when the first rank fails: a rank that said
      * nothing lets rank 0 say why before its own failure ends the job. */
-    if (rc && !first_to_report() && !own_setting) usleep(500 * 1000);
+    if (rc && !reports_job_settings() && !own_setting) usleep(500 * 1000);
     return rc;
 }
 
