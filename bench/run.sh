@@ -23,9 +23,27 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$repo/build-bench"
 
+usage() {
+    cat <<'EOF_USAGE'
+Usage: bench/run.sh [--full] [--plot DIR] [ulnperf options...]
+Build ulnet (Release, into build-bench/) and run the ulnperf suite over shared
+memory, then over UDP on loopback, then print a summary table.
+  --full        longer points, more sizes and load levels (several minutes)
+  --plot DIR    also PNG/SVG plots into DIR (needs gnuplot)
+  -h, --help    this text (nothing is built or run)
+Any other option goes to every ulnperf run as it is, e.g. --quick,
+--sizes 1-4096, --mem malloc (ulnperf --help lists them).
+CSVs are saved to build-bench/ulnperf.<transport>.csv and ...load<N>.csv.
+EOF_USAGE
+}
+
 full=0 plot="" pass=()
 while (($#)); do
     case $1 in
+    -h | --help)
+        usage
+        exit 0
+        ;;
     --full) full=1 ;;
     --plot)
         [[ $# -ge 2 ]] || { echo "run.sh: --plot needs a directory" >&2; exit 2; }
@@ -63,7 +81,13 @@ cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING
 ninja -j2 -C "$build" ulnrun ulnperf
 
 # Shared-memory latency is sensitive to anything else running: name what is.
-busy=$(ps -eo pid=,pcpu=,comm= --sort=-pcpu | awk -v me=$$ '$1 != me && $2 >= 20 { printf "%s%s (pid %s, %s%% CPU)", n++ ? ", " : "", $3, $1, $2 }')
+# Not this script, nor the ps and awk of the check itself (children of the
+# subshell; a process that just started shows a high %CPU, so ps always did).
+busy=$(
+    sub=$BASHPID # this subshell: ps and awk are its children
+    ps -eo pid=,ppid=,pcpu=,comm= --sort=-pcpu | awk -v me=$$ -v sh="$sub" '$1 != me && $1 != sh &&
+        $2 != sh && $3 >= 20 { printf "%s%s (pid %s, %s%% CPU)", n++ ? ", " : "", $4, $1, $3 }'
+)
 if [[ -n $busy ]]; then
     echo "run.sh: WARNING: the machine is busy: $busy; the figures will be noisy" >&2
 fi

@@ -35,7 +35,6 @@
  *   -EPERM       the packet or peer belongs to another job; or the call is made
  *                in a fork()ed child on its parent's context (see Fork)
  *   -EBADF       the endpoint, CQ or region handle was already closed
- *   -EBUSY       uln_cq_close on a CQ an endpoint is still bound to
  *   -ECONNRESET  the peer died or left
  *   -EMFILE      a peer on this host could not be reached: no descriptor left
  *                (one per peer reached; see docs/limits.md)
@@ -43,6 +42,8 @@
  *   -ECANCELED   the endpoint was closed with the operation outstanding
  *   -ETIMEDOUT   a wait ran out of time
  *   -EBUSY       uln_cq_close with endpoints bound, uln_mem_free of registered memory
+ *   -EADDRINUSE  a second uln_open in a process started by a launcher: a rank
+ *                joins its job once (see uln_open)
  *
  * Limits (each tested at the limit; docs/limits.md has them all and why):
  *   ranks in a job 4096; regions per process max_regions (<= 2^24); endpoints
@@ -103,8 +104,15 @@
 extern "C" {
 #endif
 
+/* The version of this header; uln_version() gives the library's. The build
+ * checks these against the project's version (CMakeLists.txt). */
 #define ULNET_VERSION_MAJOR 0
 #define ULNET_VERSION_MINOR 1
+#define ULNET_VERSION_PATCH 0
+/* One number to compare: ULNET_VERSION >= ULNET_VERSION_NUM(0, 1, 0). */
+#define ULNET_VERSION_NUM(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
+#define ULNET_VERSION                                                                              \
+    ULNET_VERSION_NUM(ULNET_VERSION_MAJOR, ULNET_VERSION_MINOR, ULNET_VERSION_PATCH)
 
 struct uln_ctx;
 struct uln_mr;
@@ -121,7 +129,8 @@ struct uln_ep;
  *   ULN_RANK, ULN_SIZE, ULN_JOB_KEY (16 hex digits), ULN_BOOT_FD;
  * or ULN_ROOT's, or a PMIx server's (mpirun, srun --mpi=pmix: docs/running.md).
  * Tunables (environment variable in brackets, default after =, range after
- * that; uln_open fails with -EINVAL outside it):
+ * that; uln_open fails with -EINVAL outside it; in the environment, sizes in
+ * bytes take a K, M or G suffix and negative numbers are refused):
  *   ring_bytes   [ULN_RING_BYTES=131072]  NAP ring per (peer, endpoint) pair;
  *                                         a power of two, 4096..2^28
  *   nap_max      [ULN_NAP_MAX=8192]       largest NAP payload, 0..4194224 (a NAP
@@ -164,7 +173,16 @@ void uln_config_init(struct uln_config *cfg);
 /* Join the job: attach the transport, publish this process, wait for all peers.
  * Collective: every rank calls it. A job has at most 4096 ranks. In a job of
  * more than ~768 ranks it raises the soft RLIMIT_NOFILE (within the hard one):
- * each peer reached over shared memory holds a descriptor. */
+ * each peer reached over shared memory holds a descriptor.
+ *
+ * Besides the bootstrap's and transports' errors, uln_open returns -EINVAL for
+ * a bad setting (every ULN_* setting is checked here, and the reason is printed
+ * on stderr, by one rank for a setting the whole job shares) and -EADDRINUSE
+ * when this process has joined its job already: a rank joins once, so a second
+ * uln_open in a process started by a launcher fails, even after uln_close of
+ * the first (a job of one, started without a launcher, may open again). An
+ * unknown ULN_* variable (a misspelt setting) is not an error: it is
+ * named on stderr once per process, with the closest known setting. */
 int uln_open(const struct uln_config *cfg, struct uln_ctx **ctx);
 
 /* Leave the job and free everything the context owns (regions, CQs, endpoints
@@ -233,6 +251,12 @@ int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *out);
 
 /* Human-readable text for a ulnet status (a negative errno). */
 const char *uln_strerror(int status);
+
+/* The version of the library in use, "MAJOR.MINOR.PATCH" (e.g. "0.1.0"), and
+ * ULNET_VERSION_NUM of it. A program built against one header and run with
+ * another library can compare the number with ULNET_VERSION. Needs no
+ * context. */
+const char *uln_version(int *num);
 
 /* ------------------------------------------------------------------------- */
 /* Memory                                                                     */

@@ -2,7 +2,8 @@
 # Build ulnet and pass every test: the normal build (warnings are errors), a
 # build without PMIx, the whole suite again under ASan+UBSan, the
 # multi-threaded parts under TSan, short jobs with every rank under valgrind's
-# memcheck, the installed library with pkg-config and the quick-start example,
+# memcheck, the installed library (the README's build line, pkg-config, the CMake
+# package, man pages, static links), a user's build without the tests,
 # and a short run of the fuzz targets (tests/fuzz/run.sh, clang with libFuzzer).
 # Works on a fresh Debian 12 machine as root: it installs what is missing.
 set -euo pipefail
@@ -10,9 +11,10 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 # libpmix-dev: the PMIx bootstrap; openmpi-bin: mpirun for tests/mpirun;
-# clang, libclang-rt-14-dev: libFuzzer for tests/fuzz; valgrind: memcheck stage.
+# clang, libclang-rt-14-dev: libFuzzer for tests/fuzz; valgrind: memcheck stage;
+# man-db, groff-base: the installed man pages are checked; file: the static link.
 pkgs=(cmake ninja-build gcc make pkg-config libc6-dev procps iproute2 nftables ethtool python3
-    libpmix-dev openmpi-bin clang libclang-rt-14-dev valgrind)
+    libpmix-dev openmpi-bin clang libclang-rt-14-dev valgrind man-db groff-base file)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -62,22 +64,70 @@ TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure \
 step "valgrind memcheck: short jobs, every rank under valgrind (about a minute)"
 tests/valgrind.sh build
 
-step "install, pkg-config, quick-start example"
+step "install: the README's build line runs as is, pkg-config, CMake package, man pages, static links"
 stage=$root/build/stage
 rm -rf "$stage"
 cmake --install build --prefix "$stage" >/dev/null
-export PKG_CONFIG_PATH=$(dirname "$(find "$stage" -name ulnet.pc)")
-pkg-config --cflags --libs ulnet
-make -s -C examples clean
-make -s -C examples hello CFLAGS="-O2 -Wall -Wextra -Werror -Wl,-rpath,$stage/lib"
-"$stage/bin/ulnrun" -n 3 --timeout 30 examples/hello
-# The static archive with what it needs (pmix, as a private requirement).
+export PKG_CONFIG_PATH=$stage/lib/pkgconfig
+# ulnet.pc stands alone: found with only its own directory searched (no pmix.pc
+# needed), and no PMIx include path leaks into a user's flags.
+PKG_CONFIG_LIBDIR=$stage/lib/pkgconfig pkg-config --cflags --libs ulnet
+if pkg-config --cflags --libs ulnet | grep -q pmix; then echo "ulnet.pc leaks PMIx"; exit 1; fi
+# One version: pkg-config's, CMake's and the library's are the project's.
+version=$(sed -n 's/^project(ulnet VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+[[ $(pkg-config --modversion ulnet) == "$version" ]]
+[[ $("$stage/bin/ulninfo" --version) == "ulninfo (ulnet) $version" ]]
+grep -q "PACKAGE_VERSION \"$version\"" "$stage/lib/cmake/ulnet/ulnetConfigVersion.cmake"
+# The README's own build line, word for word, in a fresh directory; the
+# program then runs with no LD_LIBRARY_PATH (ulnet.pc's rpath finds the library).
+line=$(grep -m1 '^cc examples/hello.c ' README.md)
+mkdir -p "$stage/user/examples"
+cp examples/hello.c "$stage/user/examples/"
+(cd "$stage/user" && env -u LD_LIBRARY_PATH bash -euc "$line" &&
+    env -u LD_LIBRARY_PATH "$stage/bin/ulnrun" -n 3 --timeout 30 ./hello)
+# The examples as a user's CMake project: find_package(ulnet), ulnet::ulnet.
+cmake -S examples -B "$stage/examples-build" -G Ninja -DCMAKE_PREFIX_PATH="$stage" >/dev/null
+ninja -C "$stage/examples-build"
+env -u LD_LIBRARY_PATH "$stage/bin/ulnrun" -n 2 --timeout 30 "$stage/examples-build/hello"
+# The static archive with what pkg-config --static says it needs (libpmix
+# stays shared: its own dependencies ship no static archives).
 # shellcheck disable=SC2046 # pkg-config's flags are meant to be split
 cc -O2 examples/hello.c $(pkg-config --cflags ulnet) \
     $(pkg-config --static --libs ulnet | sed "s|-lulnet|$stage/lib/libulnet.a|") \
     -o "$stage/hello-static"
 "$stage/bin/ulnrun" -n 2 --timeout 30 "$stage/hello-static"
-make -s -C examples clean
+# Man pages: found by man after install, and clean under groff's warnings.
+for page in uln_open uln_put uln_get uln_nap uln_cq_poll uln_mr_reg ulnrun ulninfo ulnperf; do
+    MANPATH=$stage/share/man man -w "$page" >/dev/null
+done
+# From share/man: the pages of functions documented together are ".so" links.
+for f in $(cd "$stage/share/man" && echo man[13]/*); do
+    out=$(cd "$stage/share/man" && groff -man -z -ww -t "$f" 2>&1) || out="groff failed: $out"
+    [[ -z $out ]] || { echo "$f: $out"; exit 1; }
+    out=$(cd "$stage/share/man" && MANWIDTH=80 man --warnings -l "$f" 2>&1 >/dev/null)
+    [[ -z $out ]] || { echo "$f: $out"; exit 1; }
+done
+
+# bench/run.sh --help: its own options, at once, with nothing built or run.
+out=$(bench/run.sh --help)
+grep -q '^Usage: bench/run.sh' <<<"$out" || { echo "bench/run.sh --help: $out"; exit 1; }
+
+step "a user's build (BUILD_TESTING=OFF, without PMIx): only the library and tools; a fully static program"
+rm -rf build-user
+cmake -S . -B build-user -G Ninja -DULN_WERROR=ON -DULN_PMIX=OFF -DBUILD_TESTING=OFF >/dev/null
+ninja -C build-user
+built=$(find build-user -type f \( -name '*.so*' -o -name '*.a' -o -perm -u+x \) \
+    ! -path '*/CMakeFiles/*' -printf '%f\n' | sort | tr '\n' ' ')
+[[ $built == "libulnet.a libulnet.so.$version ulninfo ulnperf ulnrun " ]] ||
+    { echo "BUILD_TESTING=OFF built: $built"; exit 1; }
+ustage=$root/build-user/stage
+cmake --install build-user --prefix "$ustage" >/dev/null
+# shellcheck disable=SC2046 # pkg-config's flags are meant to be split
+cc -static -O2 examples/hello.c $(PKG_CONFIG_PATH=$ustage/lib/pkgconfig pkg-config --cflags ulnet) \
+    $(PKG_CONFIG_PATH=$ustage/lib/pkgconfig pkg-config --static --libs ulnet) \
+    -o "$ustage/hello-static" 2> >(grep -v "statically linked applications requires at runtime" >&2)
+file "$ustage/hello-static" | grep -q 'statically linked'
+"$ustage/bin/ulnrun" -n 2 --timeout 30 "$ustage/hello-static"
 
 step "fuzz smoke: 30 s per receive path (libFuzzer, ASan+UBSan)"
 tests/fuzz/run.sh --seconds 30

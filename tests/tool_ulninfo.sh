@@ -5,7 +5,8 @@
 # setting or a bad option fails plainly. The settings it lists (the library's
 # own table) are exactly the ones docs/running.md documents, with the same
 # defaults, and every one in the README's table is among them: the docs cannot
-# drift from the code.
+# drift from the code, and every setting is in the README's table. ulninfo
+# --version is the project's version.
 #   tool_ulninfo.sh ULNRUN ULNINFO SOURCE_DIR PMIX(0|1)
 set -euo pipefail
 ulnrun=$1 ulninfo=$2 src=$3 pmix=$4
@@ -52,7 +53,27 @@ docs=$(sed -n '/^## Settings/,/^## /p' "$src/docs/running.md" |
     sed 's/ *$//; s/ —$/ /' | sort)
 diff <(echo "$table") <(echo "$docs") >&2 ||
     fail "docs/running.md's settings table differs from the library's (< library, > docs)"
-for v in $(sed -n 's/^| `\(ULN_[A-Z_]*\)` |.*/\1/p' "$src/README.md"); do
+readme=$(sed -n 's/^| `\(ULN_[A-Z_]*\)` |.*/\1/p' "$src/README.md")
+for v in $readme; do
     grep -q "^$v " <<<"$table" || fail "README documents $v, which the library does not read"
 done
+# ...and the other way: every setting is in the README's table, but those a
+# launcher sets, which its "Set by the launcher" paragraph names.
+launcher=$(sed -n '/^Set by the launcher/,/^$/p' "$src/README.md")
+for v in $(cut -d' ' -f1 <<<"$table"); do
+    case $v in
+    ULN_RANK | ULN_SIZE | ULN_JOB_KEY | ULN_BOOT_FD | ULN_ROOT)
+        grep -q "\`$v" <<<"$launcher" || fail "README's launcher paragraph does not name $v" ;;
+    *) grep -qx "$v" <<<"$readme" || fail "README's settings table lacks $v" ;;
+    esac
+done
+
+# One version everywhere: project(VERSION) in CMakeLists.txt is the library's
+# (uln_version, through ulninfo); the build checks ulnet.h's macros against it.
+want=$(sed -n 's/^project(ulnet VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+[[ -n $want ]] || fail "no project(ulnet VERSION ...) in CMakeLists.txt"
+[[ $("$ulninfo" --version) == "ulninfo (ulnet) $want" ]] ||
+    fail "ulninfo --version says '$("$ulninfo" --version)', the project is $want"
+[[ $("$ulninfo" | sed -n 1p) == "# ulnet $want" ]] ||
+    fail "ulninfo's heading does not say $want"
 echo "ulninfo: all checks passed"

@@ -4,6 +4,7 @@
  *   ulninfo            everything: build, transports, bootstrap, limits, settings
  *   ulninfo -c         only the settings (ULN_* variables: value, default, meaning)
  *   ulninfo -t         only the transports and their limits
+ *   ulninfo --version  the library's version (uln_version), and nothing else
  *
  * It joins a job like any program (uln_open): started alone it is a job of
  * one; under ulnrun, mpirun or with ULN_ROOT every rank joins and rank 0
@@ -46,6 +47,7 @@ static void usage(FILE *f)
                "Print what ulnet offers on this machine and the settings in force.\n"
                "  -c, --config      only the ULN_* settings: value, default, meaning\n"
                "  -t, --transports  only the transports and their limits\n"
+               "  -V, --version     the library's version\n"
                "  -h, --help        this text\n"
                "Started under a launcher (ulnrun, mpirun, ULN_ROOT), every rank joins\n"
                "and rank 0 prints.\n");
@@ -142,11 +144,12 @@ int main(int argc, char **argv)
 {
     bool only_config = false, only_transports = false;
     static const struct option opts[] = {{"config", no_argument, NULL, 'c'},
+                                         {"version", no_argument, NULL, 'V'},
                                          {"transports", no_argument, NULL, 't'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int o;
-    while ((o = getopt_long(argc, argv, "cth", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "cthV", opts, NULL)) != -1) {
         switch (o) {
         case 'c':
             only_config = true;
@@ -156,6 +159,9 @@ int main(int argc, char **argv)
             break;
         case 'h':
             usage(stdout);
+            return 0;
+        case 'V':
+            printf("ulninfo (ulnet) %s\n", uln_version(NULL));
             return 0;
         default:
             usage(stderr);
@@ -181,7 +187,7 @@ int main(int argc, char **argv)
     uln_query(ctx, &in);
     if (uln_rank(ctx) == 0) {
         if (!only_transports) {
-            printf("# ulnet %d.%d\n", ULNET_VERSION_MAJOR, ULNET_VERSION_MINOR);
+            printf("# ulnet %s\n", uln_version(NULL));
             printf("# Build\n");
             printf("PMIx bootstrap: %s\n", uln_pmix_built()
                                                ? "built in (used when started under a PMIx server)"

@@ -66,7 +66,7 @@ static void usage(FILE *out)
             "Usage: %s -n N [--timeout S] [--keep-going] [--] prog [args...]\n"
             "Start N ranks of an ulnet job on this host and supervise them.\n"
             "\n"
-            "  -n N           number of ranks (1..%u)\n"
+            "  -n N           number of ranks (1..%u); also -np N, --np N (as mpirun)\n"
             "  --timeout S    end the job after S seconds (fractions allowed); exit 124\n"
             "  --keep-going   a failing rank does not end the job: the others run on;\n"
             "                 the status is the failures' own, or 1 if they differ\n"
@@ -238,6 +238,20 @@ static _Noreturn void start_rank(unsigned rank, pid_t parent, char **argv, char 
 
 /* ------------------------------------------------------------------------- */
 
+/* mpirun's "-np N" is what MPI users type; getopt would read it as "-n p".
+ * Rewrite it to "-n" among ulnrun's own options (before the program). */
+static void accept_np(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || !strcmp(a, "--")) return; /* the program starts here */
+        if (!strcmp(a, "-np"))
+            argv[i] = "-n";
+        else if (!strcmp(a, "-n") || !strcmp(a, "--np") || !strcmp(a, "--timeout"))
+            i++; /* skip the option's value */
+    }
+}
+
 int main(int argc, char **argv)
 {
     unsigned n = 0;
@@ -248,8 +262,10 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {"timeout", required_argument, NULL, 't'},
         {"keep-going", no_argument, NULL, 'k'},
+        {"np", required_argument, NULL, 'n'},
         {NULL, 0, NULL, 0},
     };
+    accept_np(argc, argv);
     int opt;
     /* '+': stop at the first non-option, so prog's own options are left alone. */
     while ((opt = getopt_long(argc, argv, "+hn:", longopts, NULL)) != -1) {

@@ -2,12 +2,26 @@
  * ctx.c - the context: settings, joining the job, statistics, error text.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/internal.h"
 #include "boot/root.h"
+#include "transport/udp_io.h" /* uln_udp_fault_parse: ULN_FAULT is checked at uln_open */
+
+extern char **environ;
+
+ULN_EXPORT const char *uln_version(int *num)
+{
+    if (num)
+        *num = ULNET_VERSION_NUM(ULNET_VERSION_MAJOR, ULNET_VERSION_MINOR, ULNET_VERSION_PATCH);
+    return ULN_VERSION_STRING; /* project(VERSION); the build checks the header agrees */
+}
 
 ULN_EXPORT void uln_config_init(struct uln_config *cfg)
 {
@@ -80,6 +94,69 @@ static const struct uln_setting *setting_of(const char *name)
     return NULL; /* a name missing from the table is a bug caught by every test */
 }
 
+/* Whether this process reports problems in the job-wide settings. Every rank
+ * of a job sees the same environment (ulnrun, mpirun -x, srun pass it to
+ * all), so one saying what is wrong is enough: rank 0 (or a process whose
+ * rank is not known yet: a job of one). The rank is read the way the
+ * bootstrap will read it, before the bootstrap runs. */
+static int given_rank = -1; /* struct uln_config's, set by resolve_params */
+
+static bool reports_job_settings(void)
+{
+    if (given_rank >= 0) return given_rank == 0;
+    const char *r = getenv("ULN_RANK");
+    if (!r || !*r) r = getenv("PMIX_RANK");
+    return !r || !*r || strtol(r, NULL, 10) == 0;
+}
+
+/* Set by resolve_params for the setting() calls it makes: the value is this
+ * process's own (given in struct uln_config), so it says what is wrong. */
+static bool own_setting;
+
+#define setting_err(...)                                                                           \
+    do {                                                                                           \
+        if (own_setting || reports_job_settings()) fprintf(stderr, __VA_ARGS__);                   \
+    } while (0)
+
+/* Settings in bytes take K, M or G (times 1024, 1024^2, 1024^3). */
+static bool is_size(const char *name)
+{
+    size_t n = strlen(name);
+    return (n > 6 && !strcmp(name + n - 6, "_BYTES")) || (n > 4 && !strcmp(name + n - 4, "_MAX")) ||
+           !strcmp(name, "ULN_UDP_MTU");
+}
+
+/* A number as a user writes it: decimal (or 0x hex), no sign, and for sizes
+ * one K/M/G suffix. strtoull alone would take "-1" as 2^64-1. */
+static int parse_number(const char *name, const char *s, uint64_t *out)
+{
+    const char *p = s;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p == '-') {
+        setting_err("ulnet: %s=%s: negative values are not allowed\n", name, s);
+        return -EINVAL;
+    }
+    if (!isdigit((unsigned char)*p)) goto bad;
+    char *end;
+    errno = 0;
+    uint64_t v = strtoull(p, &end, 0);
+    if (errno) goto bad;
+    unsigned shift = 0;
+    if (*end && is_size(name) && strchr("kKmMgG", *end)) {
+        shift = *end == 'k' || *end == 'K' ? 10 : *end == 'm' || *end == 'M' ? 20 : 30;
+        end++;
+    }
+    if (*end) goto bad;
+    if (shift && v > (UINT64_MAX >> shift)) goto bad;
+    *out = v << shift;
+    return 0;
+bad:
+    setting_err("ulnet: %s=%s is not a %s\n", name, s,
+                is_size(name) ? "size (a number of bytes, K, M or G after it)" : "number");
+    return -EINVAL;
+}
+
 /* A setting: the configuration's value if set, else the environment's, else
  * the table's default; checked against the table's [lo, hi]. */
 static int setting(const char *name, uint64_t given, uint32_t *out)
@@ -91,17 +168,12 @@ static int setting(const char *name, uint64_t given, uint32_t *out)
     }
     uint64_t v = given ? given : strtoull(d->dflt, NULL, 0), lo = d->lo, hi = d->hi;
     const char *s = getenv(name);
-    if (!given && s && *s) {
-        char *end;
-        v = strtoull(s, &end, 0);
-        if (*end) {
-            fprintf(stderr, "ulnet: %s=%s is not a number\n", name, s);
-            return -EINVAL;
-        }
-    }
+    if (!given && s && *s && parse_number(name, s, &v)) return -EINVAL;
     if (v < lo || v > hi) {
-        fprintf(stderr, "ulnet: %s=%llu is outside [%llu, %llu]\n", name, (unsigned long long)v,
-                (unsigned long long)lo, (unsigned long long)hi);
+        /* A value given in struct uln_config is this process's own: always say. */
+        if (given || reports_job_settings())
+            fprintf(stderr, "ulnet: %s=%llu is outside [%llu, %llu]\n", name, (unsigned long long)v,
+                    (unsigned long long)lo, (unsigned long long)hi);
         return -EINVAL;
     }
     *out = (uint32_t)v;
@@ -117,7 +189,7 @@ static int switch_setting(const char *name, int given, int *out)
         *out = given != 0;
     } else if (s && *s) {
         if (strcmp(s, "0") != 0 && strcmp(s, "1") != 0) {
-            fprintf(stderr, "ulnet: %s=%s: use 0 or 1\n", name, s);
+            setting_err("ulnet: %s=%s: use 0 or 1\n", name, s);
             return -EINVAL;
         }
         *out = s[0] == '1';
@@ -127,9 +199,103 @@ static int switch_setting(const char *name, int given, int *out)
     return 0;
 }
 
-static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
+/* Levenshtein distance of two short names (settings are < 32 characters). */
+static unsigned edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 64;
+    unsigned row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (unsigned)j;
+    for (size_t i = 1; i <= la; i++) {
+        unsigned diag = row[0];
+        row[0] = (unsigned)i;
+        for (size_t j = 1; j <= lb; j++) {
+            unsigned up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
+/* A ULN_* variable that is no setting is most often a typo (ULN_RNG_BYTES)
+ * whose value would be silently ignored: name it, with the closest setting.
+ * Once per process (a program may open several contexts in turn). */
+static void warn_unknown_settings(void)
+{
+    unsigned n;
+    const struct uln_setting *t = uln_settings(&n);
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        if (len < 5 || strncmp(*e, "ULN_", 4) != 0 || len > 63) continue;
+        char name[64];
+        memcpy(name, *e, len);
+        name[len] = '\0';
+        if (setting_of(name)) continue;
+        const char *best = NULL;
+        unsigned bd = ~0u;
+        for (unsigned i = 0; i < n; i++) {
+            unsigned d = edit_distance(name, t[i].name);
+            if (d < bd) bd = d, best = t[i].name;
+        }
+        /* Close enough to be that setting misspelt: at most a third of it. */
+        if (!reports_job_settings()) return;
+        if (best && bd <= strlen(best) / 3)
+            fprintf(stderr, "ulnet: %s is not a ulnet setting (ignored): did you mean %s?\n", name,
+                    best);
+        else
+            fprintf(stderr, "ulnet: %s is not a ulnet setting (ignored; ulninfo -c lists them)\n",
+                    name);
+    }
+}
+
+/* The settings that are not numbers, checked here so that a bad one fails
+ * uln_open, not the first endpoint that would use it. */
+static int check_text_settings(void)
 {
     int rc = 0;
+    const char *g = getenv("ULN_UDP_GRO");
+    if (g && *g && strcmp(g, "0") && strcmp(g, "1")) {
+        setting_err("ulnet: ULN_UDP_GRO=%s: 0 (off) or 1 (on)\n", g);
+        rc = -EINVAL;
+    }
+    const char *f = getenv("ULN_FAULT");
+    struct uln_udp_fault fault;
+    char why[160];
+    if (f && *f && uln_udp_fault_parse(f, &fault, why, sizeof why) < 0) {
+        setting_err("ulnet: ULN_FAULT=%s: %s\n", f, why);
+        rc = -EINVAL;
+    }
+    const char *a = getenv("ULN_UDP_ADDR");
+    unsigned char ip[16];
+    char host[64];
+    /* An IPv6 address may carry a %scope; the transport resolves it. */
+    snprintf(host, sizeof host, "%.*s", a ? (int)strcspn(a, "%") : 0, a ? a : "");
+    if (a && *a && inet_pton(AF_INET, host, ip) != 1 && inet_pton(AF_INET6, host, ip) != 1) {
+        setting_err("ulnet: ULN_UDP_ADDR=%s is not an IP address\n", a);
+        rc = -EINVAL;
+    }
+    const char *i = getenv("ULN_UDP_IF");
+    if (i && *i && !if_nametoindex(i)) {
+        setting_err("ulnet: ULN_UDP_IF=%s: no such interface\n", i);
+        rc = -EINVAL;
+    }
+    uint32_t boot_timeout;
+    rc |= setting("ULN_BOOT_TIMEOUT", 0, &boot_timeout); /* read again by the bootstrap */
+    return rc;
+}
+
+static pthread_once_t warn_once = PTHREAD_ONCE_INIT;
+
+static int check_params(const struct uln_config *cfg, struct uln_params *p)
+{
+    own_setting = false;
+    pthread_once(&warn_once, warn_unknown_settings);
+    int rc = check_text_settings();
     rc |= setting("ULN_RING_BYTES", cfg->ring_bytes, &p->ring_bytes);
     rc |= setting("ULN_NAP_MAX", cfg->nap_max, &p->nap_max);
     rc |= setting("ULN_SQ_DEPTH", cfg->sq_depth, &p->sq_depth);
@@ -152,34 +318,36 @@ static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
     else if (!strcmp(tp, "udp"))
         p->transport = ULN_TP_UDP;
     else {
-        fprintf(stderr, "ulnet: ULN_TRANSPORT=%s: use auto, shm or udp\n", tp);
+        setting_err("ulnet: ULN_TRANSPORT=%s: use auto, shm or udp\n", tp);
         rc = -EINVAL;
     }
     const char *pr = getenv("ULN_PROGRESS");
     if (pr && *pr && strcmp(pr, "thread") && strcmp(pr, "caller")) {
-        fprintf(stderr, "ulnet: ULN_PROGRESS=%s: use caller or thread\n", pr);
+        setting_err("ulnet: ULN_PROGRESS=%s: use caller or thread\n", pr);
         rc = -EINVAL;
     }
     p->progress_thread = pr && !strcmp(pr, "thread");
     if (rc) return -EINVAL;
     if (p->udp_window & (p->udp_window - 1)) {
-        fprintf(stderr, "ulnet: ULN_UDP_WINDOW=%u must be a power of two\n", p->udp_window);
+        setting_err("ulnet: ULN_UDP_WINDOW=%u must be a power of two\n", p->udp_window);
         return -EINVAL;
     }
     if (p->udp_mtu && p->udp_mtu < 576) {
-        fprintf(stderr, "ulnet: ULN_UDP_MTU=%u is below 576\n", p->udp_mtu);
+        setting_err("ulnet: ULN_UDP_MTU=%u is below 576\n", p->udp_mtu);
         return -EINVAL;
     }
+    /* ring_bytes and nap_max may come from this process's struct uln_config. */
+    own_setting = cfg->ring_bytes || cfg->nap_max;
     if (p->ring_bytes & (p->ring_bytes - 1)) {
-        fprintf(stderr, "ulnet: ULN_RING_BYTES=%u must be a power of two\n", p->ring_bytes);
+        setting_err("ulnet: ULN_RING_BYTES=%u must be a power of two\n", p->ring_bytes);
         return -EINVAL;
     }
     /* A ring must hold at least two of the largest NAPs, so one in use by the
      * receiver never stops the sender completely. */
     uint64_t need = (uint64_t)uln_ring_cells_for(p->nap_max) * ULN_CELL * 2;
     if (need > p->ring_bytes) {
-        fprintf(stderr, "ulnet: ULN_NAP_MAX=%u needs ULN_RING_BYTES of at least %llu\n", p->nap_max,
-                (unsigned long long)need);
+        setting_err("ulnet: ULN_NAP_MAX=%u needs ULN_RING_BYTES of at least %llu\n", p->nap_max,
+                    (unsigned long long)need);
         return -EINVAL;
     }
     /* Ring-path fragments: a quarter ring, whole cells after the 64-byte header. */
@@ -187,6 +355,16 @@ static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
     if (f > 65536) f = 65536;
     p->frag_max = f - ULN_MSG_HDR - (uint32_t)sizeof(struct uln_put_frag);
     return 0;
+}
+
+static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
+{
+    given_rank = cfg->rank;
+    int rc = check_params(cfg, p);
+    /* A launcher ends the job when the first rank fails: a rank that said
+     * nothing lets rank 0 say why before its own failure ends the job. */
+    if (rc && !reports_job_settings() && !own_setting) usleep(500 * 1000);
+    return rc;
 }
 
 unsigned uln_fork_gen;

@@ -4,7 +4,7 @@
 #   test_ulnrun.sh CASE ULNRUN HELPER [OPEN_CHECK]
 #
 # CASE: env all_ok exit_code sigkill abort grace timeout signals kill9
-#       kill9_early keep_going usage uln_open (or "all")
+#       kill9_early keep_going usage uln_open settings (or "all")
 #
 # Every case also checks that ulnrun left nothing in /dev/shm and no socket
 # file under /tmp. Waits poll for a condition under a deadline rather than
@@ -580,6 +580,18 @@ case_usage() {
     run_usage 0 -n 2 sh -c 'exit 0' -n 5
     run_usage 0 -n 1 -- true
 
+    begin "np"
+    # mpirun's spelling, which MPI users type first: -np N and --np N are -n N.
+    local sizes
+    sizes=$("$ULNRUN" -np 3 sh -c 'echo "$ULN_SIZE"' 2>&1) || fail "ulnrun -np 3 exited $?: $sizes"
+    [ "$sizes" = $'3\n3\n3' ] || fail "ulnrun -np 3 did not start 3 ranks of 3: $sizes"
+    sizes=$("$ULNRUN" --np 2 --timeout 20 sh -c 'echo "$ULN_SIZE"' 2>&1) || fail "--np: $sizes"
+    [ "$sizes" = $'2\n2' ] || fail "ulnrun --np 2 did not start 2 ranks of 2: $sizes"
+    run_usage 2 -np abc "$HELPER" env
+    # After the program, -np is the program's.
+    out=$("$ULNRUN" -n 1 sh -c 'echo "$@"' x -np 5 2>&1)
+    [ "$out" = "-np 5" ] || fail "the program's own -np was changed: $out"
+
     begin "missing_program"
     leak_begin
     out=$("$ULNRUN" -n 2 "$WORK/no-such-program" 2>&1)
@@ -618,11 +630,53 @@ case_uln_open() {
     done
 }
 
+# Settings as uln_open reads them in a job: every one checked at uln_open, one
+# rank (rank 0) says what is wrong rather than all of them, a misspelt name is
+# named with the setting meant, negatives are refused as such, sizes take K/M/G.
+case_settings() {
+    if [ -z "$OPEN_CHECK" ]; then
+        fail "no OPEN_CHECK program given"
+        return
+    fi
+    local out rc err=$WORK/settings.stderr
+    # $1: wanted status (0 or 1 = failed), $2: pattern of the one ulnet line, rest: VAR=value...
+    job3() {
+        local want=$1 pat=$2
+        shift 2
+        out=$(env "$@" "$ULNRUN" -n 3 --timeout 30 "$OPEN_CHECK" 2>"$err")
+        rc=$?
+        if [ "$want" = 0 ] && [ "$rc" -ne 0 ]; then fail "$* : ulnrun exited $rc: $(cat "$err")"; fi
+        if [ "$want" != 0 ] && [ "$rc" -eq 0 ]; then fail "$* : the job ran: $out"; fi
+        local n
+        n=$(grep -c "^ulnet: " "$err")
+        [ "$n" -eq 1 ] || fail "$* : want one ulnet line on stderr, got $n: $(cat "$err")"
+        grep -q -- "$pat" "$err" || fail "$* : stderr lacks '$pat': $(cat "$err")"
+        if grep -q 18446744073709551615 "$err"; then fail "$* : a negative printed as 2^64-1"; fi
+    }
+    begin "typo_warned_once"
+    job3 0 "ULN_RNG_BYTES is not a ulnet setting .*did you mean ULN_RING_BYTES?" ULN_RNG_BYTES=65536
+    begin "negative"
+    job3 1 "ULN_SQ_DEPTH=-1: negative values are not allowed" ULN_SQ_DEPTH=-1
+    job3 1 "ULN_RING_BYTES=-4096: negative" ULN_RING_BYTES=-4096
+    begin "size_suffixes"
+    out=$(ULN_RING_BYTES=64K ULN_NAP_MAX=8k ULN_CHUNK_BYTES=1M ULN_POST_COPY_MAX=1G \
+        "$ULNRUN" -n 2 --timeout 30 "$OPEN_CHECK" 2>&1) || fail "K/M/G sizes refused: $out"
+    job3 1 "ULN_RING_BYTES=64Q is not a size" ULN_RING_BYTES=64Q
+    job3 1 "ULN_SQ_DEPTH=1K is not a number" ULN_SQ_DEPTH=1K
+    begin "checked_at_open"
+    # Over shared memory no UDP socket is ever opened: these were once read only there.
+    job3 1 "ULN_FAULT=drop=2: .*probability" ULN_TRANSPORT=shm ULN_FAULT=drop=2
+    job3 1 "ULN_UDP_GRO=yes: 0 (off) or 1 (on)" ULN_TRANSPORT=shm ULN_UDP_GRO=yes
+    job3 1 "ULN_UDP_ADDR=10.0.0 is not an IP address" ULN_TRANSPORT=shm ULN_UDP_ADDR=10.0.0
+    job3 1 "ULN_BOOT_TIMEOUT=0 is outside" ULN_BOOT_TIMEOUT=0
+}
+
 CASES=(env all_ok exit_code sigkill abort grace timeout signals kill9 kill9_early keep_going usage
-    uln_open)
+    uln_open settings)
 if [ "$CASE" = all ]; then
     run=("${CASES[@]}")
     [ -n "$OPEN_CHECK" ] || run=("${run[@]/uln_open/}")
+    [ -n "$OPEN_CHECK" ] || run=("${run[@]/settings/}")
 else
     run=("$CASE")
 fi

@@ -1,0 +1,76 @@
+# What `ninja install` puts where, and the three ways a user's build finds it:
+# pkg-config (ulnet.pc), CMake (find_package(ulnet) -> ulnet::ulnet), man.
+# Included from the top-level CMakeLists.txt after the targets exist.
+include(CMakePackageConfigHelpers)
+
+# One version everywhere: project(VERSION) is the source; the header's macros
+# must agree with it (a release that bumps one and not the other fails here).
+file(STRINGS ${PROJECT_SOURCE_DIR}/include/ulnet.h _uln_hv REGEX "^#define ULNET_VERSION_(MAJOR|MINOR|PATCH) ")
+foreach(_part MAJOR MINOR PATCH)
+  string(REGEX MATCH "ULNET_VERSION_${_part} ([0-9]+)" _m "${_uln_hv}")
+  if(NOT CMAKE_MATCH_1 STREQUAL PROJECT_VERSION_${_part})
+    message(FATAL_ERROR "include/ulnet.h: ULNET_VERSION_${_part} is '${CMAKE_MATCH_1}', "
+                        "project(VERSION) says ${PROJECT_VERSION_${_part}}")
+  endif()
+endforeach()
+
+# pkg-config. The prefix is found relative to the .pc file, so a staged or
+# relocated install works too.
+file(RELATIVE_PATH ULN_PC_UP /x/${CMAKE_INSTALL_LIBDIR}/pkgconfig /x)
+string(REGEX REPLACE "/$" "" ULN_PC_UP "${ULN_PC_UP}")
+# Static links: the archive needs pthread and, when built in, libpmix. PMIx is
+# not a pkg-config requirement: a user of ulnet never includes its headers, and
+# a machine without pmix.pc must still find ulnet.
+set(ULN_PC_LIBS_PRIVATE "-lpthread")
+if(ULN_PMIX_PC)
+  list(JOIN PMIX_LDFLAGS " " _uln_pmix_ld)
+  string(APPEND ULN_PC_LIBS_PRIVATE " ${_uln_pmix_ld}")
+endif()
+# The rpath is decided at install time, when the prefix is final: ulnet.pc.in
+# is configured once now, with @ULN_PC_RPATH@ kept for the install step.
+set(ULN_PC_RPATH "@ULN_PC_RPATH@")
+configure_file(ulnet.pc.in ulnet.pc.install @ONLY)
+# A library directory the linker searches by itself (/usr/lib/<triplet>: a
+# distribution's, where the package manager runs ldconfig) needs no rpath; any
+# other (/usr/local, $HOME/opt, a staging directory) gets one, so a program
+# linked as the README says runs without LD_LIBRARY_PATH or ldconfig. The
+# rpath is the absolute library directory of the install (under DESTDIR: the
+# final one), as CMake's own install rpath would be: a relative PKG_CONFIG_PATH
+# must not turn it into a path relative to where the program runs.
+set(ULN_SYSTEM_LIBDIRS ${CMAKE_C_IMPLICIT_LINK_DIRECTORIES})
+install(CODE "
+  set(_libdir \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}\")
+  if(IS_ABSOLUTE \"${CMAKE_INSTALL_LIBDIR}\")
+    set(_libdir \"${CMAKE_INSTALL_LIBDIR}\")
+  endif()
+  get_filename_component(_libdir \"\${_libdir}\" ABSOLUTE)
+  set(ULN_PC_RPATH \" -Wl,-rpath,\${_libdir}\")
+  foreach(_d ${ULN_SYSTEM_LIBDIRS})
+    get_filename_component(_d \"\${_d}\" REALPATH)
+    if(_d STREQUAL _libdir)
+      set(ULN_PC_RPATH \"\")
+    endif()
+  endforeach()
+  configure_file(\"${CMAKE_BINARY_DIR}/ulnet.pc.install\" \"${CMAKE_BINARY_DIR}/ulnet.pc\" @ONLY)
+")
+install(FILES ${CMAKE_BINARY_DIR}/ulnet.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# CMake: find_package(ulnet) gives the imported target ulnet::ulnet (the
+# shared library; its include directory comes with it).
+set(ULN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ulnet)
+set_target_properties(ulnet PROPERTIES EXPORT_NAME ulnet)
+install(TARGETS ulnet EXPORT ulnetTargets)
+install(TARGETS ulnet_static ulnrun ulnperf ulninfo)
+install(EXPORT ulnetTargets NAMESPACE ulnet:: DESTINATION ${ULN_CMAKE_DIR})
+configure_package_config_file(cmake/ulnetConfig.cmake.in ulnetConfig.cmake
+                              INSTALL_DESTINATION ${ULN_CMAKE_DIR})
+# 0.x: every minor release may change the interface.
+write_basic_package_version_file(ulnetConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/ulnetConfig.cmake ${CMAKE_BINARY_DIR}/ulnetConfigVersion.cmake
+        DESTINATION ${ULN_CMAKE_DIR})
+
+install(FILES include/ulnet.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+# Man pages: docs/man/man1 (the tools), docs/man/man3 (the API; pages that
+# document several functions are reached from the others by .so links).
+install(DIRECTORY docs/man/ DESTINATION ${CMAKE_INSTALL_MANDIR} FILES_MATCHING PATTERN "*.[13]")
