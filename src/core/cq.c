@@ -101,13 +101,6 @@ ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)
     return n;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* One progress pass; true if the CQ has entries. */
 static bool cq_step(struct uln_cq *cq)
 {
@@ -135,7 +128,7 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
     struct uln_ctx *ctx = cq->ctx;
     if (uln_ctx_forked(ctx)) return -EPERM;
     if (cq->closed) return -EBADF;
-    uint64_t start = now_ns();
+    uint64_t start = uln_now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000u;
     uint64_t spin_until = start + (uint64_t)ctx->p.spin_us * 1000u;
 
@@ -144,7 +137,7 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
         for (unsigned i = 0;; i++) {
             if (cq_step(cq)) return 0;
             if ((i & 63) == 0) {
-                uint64_t t = now_ns();
+                uint64_t t = uln_now_ns();
                 if (t >= deadline) return -ETIMEDOUT;
                 if (t >= spin_until) break;
             }
@@ -155,7 +148,7 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
             uln_shm_sleep_end(ctx);
             return 0;
         }
-        uint64_t t = now_ns();
+        uint64_t t = uln_now_ns();
         if (t >= deadline) {
             uln_shm_sleep_end(ctx);
             return -ETIMEDOUT;
@@ -177,7 +170,7 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
         uln_api_unlock(ctx);
         uln_shm_sleep(ctx, fds, n_fds, slice);
         uln_shm_sleep_end(ctx);
-        spin_until = now_ns() + (uint64_t)ctx->p.spin_us * 1000u / 4;
+        spin_until = uln_now_ns() + (uint64_t)ctx->p.spin_us * 1000u / 4;
     }
 }
 

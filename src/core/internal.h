@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "ulnet.h"
+#include "core/clock.h"
 #include "core/ring.h"
 #include "core/wire.h"
 #include "boot/board.h"
@@ -275,15 +276,6 @@ static inline void uln_api_lock(struct uln_ctx *ctx)
  * (two producers on one ring). Written only while the child is still
  * single-threaded, before it returns from fork. */
 extern unsigned uln_fork_gen;
-
-/* CLOCK_MONOTONIC in milliseconds: the clock of every deadline and slice
- * the bootstraps and idle waits count in. */
-static inline int64_t uln_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Was ctx opened by another process, the parent of this fork()ed one? Every
  * entry point refuses such a context with -EPERM. */

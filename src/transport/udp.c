@@ -202,13 +202,6 @@ struct uln_udp_ep {
     struct uln_udp_io_rx rxv[ULN_UDP_IO_BATCH];
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- context: sockets and addresses ---------------------------------------- */
 
 static void hash_file(const char *path, bool link, uint64_t *h)
@@ -595,7 +588,7 @@ static void linger(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = ep->udp;
     uint64_t ms = ep->ctx->p.udp_dead_ms < 2000 ? ep->ctx->p.udp_dead_ms : 2000;
-    uint64_t until = now_ns() + ms * 1000000u;
+    uint64_t until = uln_now_ns() + ms * 1000000u;
     for (int i = 0; i < ue->n_live; i++)
         uln_rel_want_fb(&ep->peers[ue->live[i]].udp->rel);
     for (;;) {
@@ -607,7 +600,7 @@ static void linger(struct uln_ep *ep)
             waiting |= !up->dead && uln_rel_state(&up->rel) == ULN_REL_OPEN &&
                        uln_rel_tx_in_flight(&up->rel) > 0;
         }
-        if (!waiting || now_ns() >= until) break;
+        if (!waiting || uln_now_ns() >= until) break;
         struct pollfd pf = {.fd = uln_udp_io_fd(ue->io), .events = POLLIN};
         poll(&pf, 1, 1);
     }
@@ -669,7 +662,8 @@ static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
     up->rx = calloc(cfg.window, sizeof *up->rx);
     /* Untouched slot memory costs no RAM: the pages come as slots are used. */
     up->tx_mem = malloc((size_t)cfg.window * ue->stride);
-    if (!up->tx || !up->rx || !up->tx_mem || uln_rel_init(&up->rel, &cfg, epoch, now_ns()) != 0) {
+    if (!up->tx || !up->rx || !up->tx_mem ||
+        uln_rel_init(&up->rel, &cfg, epoch, uln_now_ns()) != 0) {
         free(up->tx);
         free(up->rx);
         free(up->tx_mem);
@@ -837,7 +831,7 @@ static bool can_send(struct uln_ep *ep, struct uln_udp_peer *up, unsigned n)
 void *uln_udp_reserve(struct uln_ep *ep, int peer, uint32_t len)
 {
     struct uln_udp_peer *up = ep->peers[peer].udp;
-    ep->udp->now = now_ns();
+    ep->udp->now = uln_now_ns();
     if (!up || up->dead || len > ep->udp->stride || !can_send(ep, up, 1)) return NULL;
     return slot_mem(ep, up, up->rel.snd_nxt); /* the seq uln_rel_tx_assign gives next */
 }
@@ -891,7 +885,7 @@ bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
 {
     struct uln_udp_peer *up = ep->peers[peer].udp;
     struct uln_udp_ep *ue = ep->udp;
-    ue->now = now_ns();
+    ue->now = uln_now_ns();
     uint32_t cap = ue->payload_max - (uint32_t)sizeof(struct pkt_hdr);
     uint32_t n = len ? (len + cap - 1) / cap : 1;
     /* All packets of a NAP go together, on consecutive seqs: the receiver
@@ -921,7 +915,7 @@ bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
 {
     struct uln_udp_peer *up = ep->peers[s->peer].udp;
     struct uln_udp_ep *ue = ep->udp;
-    ue->now = now_ns();
+    ue->now = uln_now_ns();
     uint32_t cap = ue->payload_max - (uint32_t)sizeof(struct pkt_hdr) - EXT_MAX;
     bool sent_last = false;
     do {
@@ -1330,7 +1324,7 @@ static bool rx_one(struct uln_ep *ep, const struct uln_udp_io_rx *rx)
 void uln_udp_progress_rx(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = ep->udp;
-    ue->now = now_ns();
+    ue->now = uln_now_ns();
     /* Deliveries that waited for ring room (the application released NAPs). */
     for (int i = 0; i < ue->n_live; i++) {
         struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
@@ -1353,7 +1347,7 @@ void uln_udp_progress_rx(struct uln_ep *ep)
 void uln_udp_progress_tx(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = ep->udp;
-    ue->now = now_ns();
+    ue->now = uln_now_ns();
     for (int i = 0; i < ue->n_live; i++) {
         struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
         if (up->dead) continue;
@@ -1391,7 +1385,7 @@ int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
     struct uln_udp_ep *ue = ep->udp;
     if (!ue) return 0;
     *fd = uln_udp_io_fd(ue->io);
-    uint64_t now = now_ns(), next = UINT64_MAX;
+    uint64_t now = uln_now_ns(), next = UINT64_MAX;
     for (int i = 0; i < ue->n_live; i++) {
         const struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
         if (up->dead) continue;
@@ -1420,7 +1414,7 @@ int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len)
     struct uln_udp_io_rx rx;
     int rc = uln_udp_io_rx_lend(ue->io, id, buf, (uint32_t)len, &rx);
     if (rc) return rc;
-    ue->now = now_ns();
+    ue->now = uln_now_ns();
     if (!rx_one(ep, &rx)) uln_udp_io_rx_release(ue->io, rx.handle);
     return 0;
 }
@@ -1454,7 +1448,7 @@ int uln_udp_peer_restart(struct uln_ep *ep, int rank, uint32_t epoch)
     struct uln_rel_cfg cfg;
     rel_cfg(ep, &cfg);
     if (epoch == 0) epoch = new_epoch(ep->udp);
-    if (uln_rel_init(&fresh, &cfg, epoch, now_ns()) != 0) return -ENOMEM;
+    if (uln_rel_init(&fresh, &cfg, epoch, uln_now_ns()) != 0) return -ENOMEM;
     /* As after a death: what was in flight with the old life is void. */
     void_peer(ep, up, -ECONNRESET);
     uln_rel_fini(&up->rel);
@@ -1492,7 +1486,7 @@ int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len)
     if (!up) return -EHOSTUNREACH;
     if (up->dead) return -ECONNRESET;
     if (len < sizeof(struct pkt_hdr) || len > ue->payload_max) return -EMSGSIZE;
-    ue->now = now_ns();
+    ue->now = uln_now_ns();
     if (!can_send(ep, up, 1)) return -EAGAIN;
     struct pkt_hdr h;
     memcpy(&h, buf, sizeof h);
