@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "transport/transports.h"
 #include "rel/rel.h"
 #include "transport/udp_io.h"
 
@@ -138,11 +139,12 @@ struct udp_addr { /* what a rank publishes */
     uint8_t ip[16];
 };
 
-struct uln_udp {
-    int *fds; /* one bound socket per endpoint index, until its endpoint opens */
+struct uln_udp { /* ctx->tp_ctx[ULN_TPID_UDP] */
+    int *fds;    /* one bound socket per endpoint index, until its endpoint opens */
     unsigned nfds;
     struct udp_addr me;
     struct udp_addr *addrs; /* by rank */
+    uint8_t *remote;        /* by rank: 1 = reached over UDP (uln_udp_choose) */
     uint64_t rng;
 };
 
@@ -176,10 +178,9 @@ struct uln_udp_peer {
     struct tx_slot *tx;
     uint8_t *tx_mem; /* one stride per slot: messages we may have to send again */
     struct rx_slot *rx;
-    uint32_t pend_seq, pend_n;       /* in order from rel, not yet handed to the engine */
-    struct uln_ring_prod in_prod[2]; /* we write our own inbox rings for this peer */
-    bool announced[2];
-    uint8_t *nap_dst; /* a NAP of several packets being assembled in the ring */
+    uint32_t pend_seq, pend_n;  /* in order from rel, not yet handed to the engine */
+    struct uln_inbox_feed feed; /* in-order messages to the engine, through our inbox */
+    uint8_t *nap_dst;           /* a NAP of several packets being assembled in the ring */
     uint32_t nap_total, nap_got;
     struct uln_refused_put refused_seen; /* the PUT last refused on arrival */
     struct uln_refused_put refused_sent; /* ... whose refusal was handed on */
@@ -201,6 +202,29 @@ struct uln_udp_ep {
     uint8_t scratch[ULN_UDP_IO_BATCH][HDR_SPACE];
     struct uln_udp_io_rx rxv[ULN_UDP_IO_BATCH];
 };
+
+static inline struct uln_udp *udp_of(const struct uln_ctx *ctx)
+{
+    return ctx->tp_ctx[ULN_TPID_UDP];
+}
+
+static inline struct uln_udp_ep *udp_ep(const struct uln_ep *ep)
+{
+    return ep->tp_ep[ULN_TPID_UDP];
+}
+
+/* Our state for rank, if UDP carries it and we have met it. */
+static inline struct uln_udp_peer *udp_peer(const struct uln_ep *ep, int rank)
+{
+    const struct uln_ep_peer *pp = &ep->peers[rank];
+    return pp->tp == &uln_tp_udp ? pp->tp_peer : NULL;
+}
+
+static inline bool udp_remote(const struct uln_ctx *ctx, int peer)
+{
+    const struct uln_udp *u = udp_of(ctx);
+    return u && u->remote && u->remote[peer];
+}
 
 /* ---- context: sockets and addresses ---------------------------------------- */
 
@@ -440,7 +464,7 @@ int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
     if (slot_len < UDP_ADDR_OFF + sizeof(struct udp_addr)) return -EINVAL;
     struct uln_udp *u = calloc(1, sizeof *u);
     if (!u) return -ENOMEM;
-    ctx->udp = u;
+    ctx->tp_ctx[ULN_TPID_UDP] = u;
     u->nfds = ctx->p.max_eps;
     u->fds = malloc(u->nfds * sizeof(int));
     if (!u->fds) return -ENOMEM;
@@ -473,11 +497,11 @@ int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
 
 int uln_udp_choose(struct uln_ctx *ctx)
 {
-    struct uln_udp *u = ctx->udp;
+    struct uln_udp *u = udp_of(ctx);
     if (!u) return 0;
     u->addrs = calloc((size_t)ctx->size, sizeof *u->addrs);
-    ctx->peer_udp = calloc((size_t)ctx->size, 1);
-    if (!u->addrs || !ctx->peer_udp) return -ENOMEM;
+    u->remote = calloc((size_t)ctx->size, 1);
+    if (!u->addrs || !u->remote) return -ENOMEM;
     for (int p = 0; p < ctx->size; p++) {
         int32_t pid;
         const uint8_t *slot = uln_boot_peer(ctx, p, &pid);
@@ -486,23 +510,25 @@ int uln_udp_choose(struct uln_ctx *ctx)
         const struct udp_addr *a = &u->addrs[p];
         if (a->magic != UDP_ADDR_MAGIC || a->nports < ctx->p.max_eps) continue;
         bool same_host = memcmp(a->host_id, u->me.host_id, 16) == 0;
-        ctx->peer_udp[p] = ctx->p.transport == ULN_TP_UDP || !same_host;
+        u->remote[p] = ctx->p.transport == ULN_TP_UDP || !same_host;
     }
     return 0;
 }
 
 void uln_udp_close(struct uln_ctx *ctx)
 {
-    struct uln_udp *u = ctx->udp;
+    struct uln_udp *u = udp_of(ctx);
     if (!u) return;
     if (u->fds) close_fds(u);
     free(u->fds);
     free(u->addrs);
+    free(u->remote);
     free(u);
-    free(ctx->peer_udp);
-    ctx->udp = NULL;
-    ctx->peer_udp = NULL;
+    ctx->tp_ctx[ULN_TPID_UDP] = NULL;
 }
+
+static void uln_udp_progress_rx(struct uln_ep *ep);
+static void uln_udp_progress_tx(struct uln_ep *ep);
 
 /* ---- endpoint ------------------------------------------------------------------- */
 
@@ -525,14 +551,14 @@ static void peer_sockaddr(const struct udp_addr *a, unsigned ep_index, struct so
     }
 }
 
-int uln_udp_ep_open(struct uln_ep *ep)
+static int uln_udp_ep_open(struct uln_ep *ep)
 {
     struct uln_ctx *ctx = ep->ctx;
-    struct uln_udp *u = ctx->udp;
+    struct uln_udp *u = udp_of(ctx);
     if (!u || (unsigned)ep->index >= u->nfds || u->fds[ep->index] < 0) return 0;
     struct uln_udp_ep *ue = calloc(1, sizeof *ue);
     if (!ue) return -ENOMEM;
-    ep->udp = ue;
+    ep->tp_ep[ULN_TPID_UDP] = ue;
     int n = ctx->size;
     ue->rank_of_id = malloc((size_t)n * sizeof(int));
     ue->id_of_rank = malloc((size_t)n * sizeof(int));
@@ -557,7 +583,7 @@ int uln_udp_ep_open(struct uln_ep *ep)
     for (int p = 0; p < n; p++) {
         ue->id_of_rank[p] = -1;
         ue->rank_of_id[p] = -1;
-        if (!uln_peer_udp(ctx, p)) continue;
+        if (!udp_remote(ctx, p)) continue;
         struct sockaddr_storage ss;
         socklen_t len;
         peer_sockaddr(&u->addrs[p], (unsigned)ep->index, &ss, &len);
@@ -586,17 +612,17 @@ static void peer_free(struct uln_udp_ep *ue, struct uln_udp_peer *up)
  * need not wait for us. Bounded: 2 s or ULN_UDP_DEAD_MS, whichever is less. */
 static void linger(struct uln_ep *ep)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     uint64_t ms = ep->ctx->p.udp_dead_ms < 2000 ? ep->ctx->p.udp_dead_ms : 2000;
     uint64_t until = uln_now_ns() + ms * 1000000u;
     for (int i = 0; i < ue->n_live; i++)
-        uln_rel_want_fb(&ep->peers[ue->live[i]].udp->rel);
+        uln_rel_want_fb(&udp_peer(ep, ue->live[i])->rel);
     for (;;) {
         uln_udp_progress_rx(ep);
         uln_udp_progress_tx(ep);
         bool waiting = ue->nbatch > 0;
         for (int i = 0; i < ue->n_live; i++) {
-            struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+            struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
             waiting |= !up->dead && uln_rel_state(&up->rel) == ULN_REL_OPEN &&
                        uln_rel_tx_in_flight(&up->rel) > 0;
         }
@@ -606,28 +632,29 @@ static void linger(struct uln_ep *ep)
     }
 }
 
-void uln_udp_ep_close(struct uln_ep *ep)
+static void uln_udp_ep_close(struct uln_ep *ep)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue) return;
     if (ue->io) linger(ep);
     for (int p = 0; ep->peers && p < ep->ctx->size; p++) {
-        if (!ep->peers[p].udp) continue;
-        peer_free(ue, ep->peers[p].udp);
-        ep->peers[p].udp = NULL;
+        struct uln_udp_peer *up = udp_peer(ep, p);
+        if (!up) continue;
+        peer_free(ue, up);
+        ep->peers[p].tp_peer = NULL;
     }
     uln_udp_io_close(ue->io);
     free(ue->rank_of_id);
     free(ue->id_of_rank);
     free(ue->live);
     free(ue);
-    ep->udp = NULL;
+    ep->tp_ep[ULN_TPID_UDP] = NULL;
 }
 
 static void rel_cfg(const struct uln_ep *ep, struct uln_rel_cfg *cfg)
 {
     uln_rel_cfg_default(cfg);
-    cfg->window = ep->udp->window;
+    cfg->window = udp_ep(ep)->window;
     cfg->dead_after = (uint64_t)ep->ctx->p.udp_dead_ms * 1000000u;
 }
 
@@ -646,9 +673,9 @@ static uint32_t new_epoch(struct uln_udp_ep *ue)
 static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
 {
     struct uln_ep_peer *pp = &ep->peers[rank];
-    if (ULN_LIKELY(pp->udp != NULL)) return pp->udp;
+    if (ULN_LIKELY(udp_peer(ep, rank) != NULL)) return udp_peer(ep, rank);
     struct uln_ctx *ctx = ep->ctx;
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue || ue->id_of_rank[rank] < 0) return NULL;
     struct uln_udp_peer *up = calloc(1, sizeof *up);
     if (!up) return NULL;
@@ -670,39 +697,39 @@ static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
         free(up);
         return NULL;
     }
-    for (int ch = 0; ch < 2; ch++)
-        uln_ring_prod_init(&up->in_prod[ch], uln_shm_ring_in(ctx, rank, ep->index, ch),
-                           uln_shm_ring_bytes(ch, &ctx->p));
-    pp->udp = up;
+    uln_inbox_feed_init(&up->feed, ctx, rank, ep->index);
+    pp->tp_peer = up;
     ue->live[ue->n_live++] = rank;
     return up;
 }
 
-int uln_udp_attach(struct uln_ep *ep, int peer)
+static int uln_udp_attach(struct uln_ep *ep, int peer)
 {
     struct uln_udp_peer *up = peer_get(ep, peer);
-    if (!up) return ep->udp ? -ENOMEM : -EHOSTUNREACH;
+    if (!up) return udp_ep(ep) ? -ENOMEM : -EHOSTUNREACH;
     return up->dead ? -ECONNRESET : 0;
 }
 
-bool uln_udp_peer_dead(struct uln_ep *ep, int peer)
+static bool uln_udp_peer_dead(struct uln_ctx *ctx, struct uln_ep *ep, int peer)
 {
-    struct uln_udp_peer *up = ep->peers[peer].udp;
+    (void)ctx;
+    if (!ep) return false; /* no process of ours maps a remote peer's memory */
+    struct uln_udp_peer *up = udp_peer(ep, peer);
     return up && up->dead;
 }
 
-uint32_t uln_udp_frag_max(struct uln_ep *ep, int peer)
+static uint32_t uln_udp_frag_max(struct uln_ep *ep, int peer)
 {
     (void)peer;
-    return ep->udp->payload_max - (uint32_t)sizeof(struct pkt_hdr) -
+    return udp_ep(ep)->payload_max - (uint32_t)sizeof(struct pkt_hdr) -
            (uint32_t)sizeof(struct pkt_get_resp_ext);
 }
 
 /* ---- sending ------------------------------------------------------------------ */
 
-void uln_udp_flush(struct uln_ep *ep)
+static void uln_udp_flush(struct uln_ep *ep)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue || ue->nbatch == 0) return;
     int n = uln_udp_io_send(ue->io, ue->batch, ue->nbatch);
     if (n < 0) {
@@ -725,7 +752,7 @@ void uln_udp_flush(struct uln_ep *ep)
 /* Room in the batch for n more packets, flushing if needed. */
 static bool batch_room(struct uln_ep *ep, unsigned n)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (ue->nbatch + n > ULN_UDP_IO_BATCH) uln_udp_flush(ep);
     return ue->nbatch + n <= ULN_UDP_IO_BATCH;
 }
@@ -734,7 +761,7 @@ static bool batch_room(struct uln_ep *ep, unsigned n)
 static void queue_pkt(struct uln_ep *ep, int io_id, const struct pkt_hdr *h, const void *ext,
                       unsigned elen, const void *data, uint32_t len)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!batch_room(ep, 1)) return; /* the socket is full: as if lost, rel resends */
     unsigned i = ue->nbatch++;
     memcpy(ue->scratch[i], h, sizeof *h);
@@ -803,7 +830,7 @@ static void drain_acked(struct uln_udp_peer *up)
  * message's own header fields from the caller. */
 static struct tx_slot *assign(struct uln_ep *ep, struct uln_udp_peer *up, struct uln_rel_pkt *p)
 {
-    if (uln_rel_tx_assign(&up->rel, ep->udp->now, p) != 0) return NULL; /* checked before */
+    if (uln_rel_tx_assign(&up->rel, udp_ep(ep)->now, p) != 0) return NULL; /* checked before */
     struct tx_slot *t = &up->tx[p->seq & up->mask];
     memset(&t->h, 0, sizeof t->h);
     t->ext_len = 0;
@@ -816,31 +843,32 @@ static struct tx_slot *assign(struct uln_ep *ep, struct uln_udp_peer *up, struct
 
 static uint8_t *slot_mem(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq)
 {
-    return up->tx_mem + (size_t)(seq & up->mask) * ep->udp->stride;
+    return up->tx_mem + (size_t)(seq & up->mask) * udp_ep(ep)->stride;
 }
 
 /* Can n packets go to this peer now? Otherwise the endpoint is blocked. */
 static bool can_send(struct uln_ep *ep, struct uln_udp_peer *up, unsigned n)
 {
     drain_acked(up);
-    if (batch_room(ep, n) && uln_rel_tx_ready(&up->rel, ep->udp->now, n)) return true;
+    if (batch_room(ep, n) && uln_rel_tx_ready(&up->rel, udp_ep(ep)->now, n)) return true;
     ep->blocked = true;
     return false;
 }
 
-void *uln_udp_reserve(struct uln_ep *ep, int peer, uint32_t len)
+static void *uln_udp_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len)
 {
-    struct uln_udp_peer *up = ep->peers[peer].udp;
-    ep->udp->now = uln_now_ns();
-    if (!up || up->dead || len > ep->udp->stride || !can_send(ep, up, 1)) return NULL;
+    struct uln_udp_peer *up = udp_peer(ep, peer);
+    udp_ep(ep)->now = uln_now_ns();
+    if (!up || up->dead || len > udp_ep(ep)->stride || !can_send(ep, up, 1)) return NULL;
     return slot_mem(ep, up, up->rel.snd_nxt); /* the seq uln_rel_tx_assign gives next */
 }
 
 /* Send what the engine wrote into the reserved slot, as a packet. */
-void uln_udp_commit(struct uln_ep *ep, int peer, uint8_t type, uint8_t flags, uint32_t len)
+static void uln_udp_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, uint8_t flags,
+                           uint32_t len)
 {
     (void)flags;
-    struct uln_udp_peer *up = ep->peers[peer].udp;
+    struct uln_udp_peer *up = udp_peer(ep, peer);
     struct uln_rel_pkt p;
     const uint8_t *m = slot_mem(ep, up, up->rel.snd_nxt);
     struct tx_slot *t = assign(ep, up, &p);
@@ -881,10 +909,10 @@ void uln_udp_commit(struct uln_ep *ep, int peer, uint8_t type, uint8_t flags, ui
     send_data(ep, up, t, &p);
 }
 
-bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
+static bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
 {
-    struct uln_udp_peer *up = ep->peers[peer].udp;
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_peer *up = udp_peer(ep, peer);
+    struct uln_udp_ep *ue = udp_ep(ep);
     ue->now = uln_now_ns();
     uint32_t cap = ue->payload_max - (uint32_t)sizeof(struct pkt_hdr);
     uint32_t n = len ? (len + cap - 1) / cap : 1;
@@ -911,10 +939,10 @@ bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
     return true;
 }
 
-bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
+static bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
 {
-    struct uln_udp_peer *up = ep->peers[s->peer].udp;
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_peer *up = udp_peer(ep, s->peer);
+    struct uln_udp_ep *ue = udp_ep(ep);
     ue->now = uln_now_ns();
     uint32_t cap = ue->payload_max - (uint32_t)sizeof(struct pkt_hdr) - EXT_MAX;
     bool sent_last = false;
@@ -953,18 +981,6 @@ bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
 }
 
 /* ---- receiving ---------------------------------------------------------------- */
-
-/* Mark the peer in our own active bitmap so the engine polls its ring. */
-static void announce(struct uln_ep *ep, struct uln_udp_peer *up, int ch)
-{
-    if (up->announced[ch]) return;
-    /* Release: pairs with the acquire in the engine's refresh_active (which
-     * runs on this same thread, but the bitmap is shared memory that peers on
-     * this host write too). */
-    atomic_fetch_or_explicit(&ep->act_map[ch][up->rank / 64], 1ull << (up->rank % 64),
-                             memory_order_release);
-    up->announced[ch] = true;
-}
 
 /* Place a PUT fragment where it says; the whole operation is checked, so a
  * refused PUT writes no byte (as on the ring path). */
@@ -1031,7 +1047,7 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
     }
     default: /* NAP, ACK, GET_REQ: their order matters; keep the bytes */
         s->held = true;
-        ep->udp->held++;
+        udp_ep(ep)->held++;
         s->handle = rx->handle;
         s->payload = payload;
         s->len = n;
@@ -1046,7 +1062,7 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
 static bool put_done(struct uln_udp_peer *up, uint64_t op_id, uint64_t imm, uint64_t off,
                      uint64_t len, int32_t status, uint32_t flags)
 {
-    struct uln_put_done *d = uln_ring_reserve(&up->in_prod[0], sizeof *d);
+    struct uln_put_done *d = uln_inbox_feed_reserve(&up->feed, 0, sizeof *d);
     if (!d) return false;
     *d = (struct uln_put_done){.op_id = op_id,
                                .imm = imm,
@@ -1054,7 +1070,7 @@ static bool put_done(struct uln_udp_peer *up, uint64_t op_id, uint64_t imm, uint
                                .op_len = len,
                                .status = status,
                                .flags = flags};
-    uln_ring_commit(&up->in_prod[0], ULN_MSG_PUT_DONE, 0, sizeof *d, 0);
+    uln_inbox_feed_commit(&up->feed, 0, ULN_MSG_PUT_DONE, sizeof *d);
     return true;
 }
 
@@ -1062,7 +1078,7 @@ static bool put_done(struct uln_udp_peer *up, uint64_t op_id, uint64_t imm, uint
 static void nap_abandon(struct uln_udp_peer *up)
 {
     if (!up->nap_dst) return;
-    uln_ring_commit(&up->in_prod[0], ULN_MSG_PAD, 0, up->nap_total, 0);
+    uln_inbox_feed_commit(&up->feed, 0, ULN_MSG_PAD, up->nap_total);
     up->nap_dst = NULL;
 }
 
@@ -1080,7 +1096,7 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
                 ULN_COUNT(&ep->stats, malformed, 1);
                 return true;
             }
-            uint8_t *dst = uln_ring_reserve(&up->in_prod[0], (uint32_t)total);
+            uint8_t *dst = uln_inbox_feed_reserve(&up->feed, 0, (uint32_t)total);
             if (!dst) return false; /* the application has not released enough */
             up->nap_dst = dst;
             up->nap_total = (uint32_t)total;
@@ -1099,29 +1115,26 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
             nap_abandon(up);
             return true;
         }
-        uln_ring_commit(&up->in_prod[0], ULN_MSG_NAP, 0, up->nap_total, 0);
+        uln_inbox_feed_commit(&up->feed, 0, ULN_MSG_NAP, up->nap_total);
         up->nap_dst = NULL;
-        announce(ep, up, 0);
         return true;
     }
     case PKT_ACK: {
         if (up->nap_dst) nap_abandon(up);
-        struct uln_ack *a = uln_ring_reserve(&up->in_prod[0], sizeof *a);
+        struct uln_ack *a = uln_inbox_feed_reserve(&up->feed, 0, sizeof *a);
         if (!a) return false;
         *a = (struct uln_ack){.op_id = h->key, .status = (int32_t)(int64_t)h->offset};
-        uln_ring_commit(&up->in_prod[0], ULN_MSG_ACK, 0, sizeof *a, 0);
-        announce(ep, up, 0);
+        uln_inbox_feed_commit(&up->feed, 0, ULN_MSG_ACK, sizeof *a);
         return true;
     }
     case PKT_GET_REQ: {
         struct pkt_get_req_ext x;
         memcpy(&x, s->ext, sizeof x);
-        struct uln_get_req *r = uln_ring_reserve(&up->in_prod[1], sizeof *r);
+        struct uln_get_req *r = uln_inbox_feed_reserve(&up->feed, 1, sizeof *r);
         if (!r) return false;
         *r = (struct uln_get_req){
             .key = h->key, .offset = h->offset, .len = x.len, .op_id = x.op_id};
-        uln_ring_commit(&up->in_prod[1], ULN_MSG_GET_REQ, 0, sizeof *r, 0);
-        announce(ep, up, 1);
+        uln_inbox_feed_commit(&up->feed, 1, ULN_MSG_GET_REQ, sizeof *r);
         return true;
     }
     case PKT_PUT: {
@@ -1141,7 +1154,6 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
         } else {
             return true;
         }
-        announce(ep, up, 0);
         return true;
     }
     default: /* GET_RESP: placed on arrival */
@@ -1153,8 +1165,8 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
  * rel's window. */
 static void slot_free(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_slot *s)
 {
-    if (s->held) uln_udp_io_rx_release(ep->udp->io, s->handle), ep->udp->held--;
-    if (s->rel_held) uln_rel_rx_release(&up->rel, 1, ep->udp->now);
+    if (s->held) uln_udp_io_rx_release(udp_ep(ep)->io, s->handle), udp_ep(ep)->held--;
+    if (s->rel_held) uln_rel_rx_release(&up->rel, 1, udp_ep(ep)->now);
     s->held = s->rel_held = false;
 }
 
@@ -1239,14 +1251,14 @@ static void rx_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct pkt
                                    .sack_off = b->sack_off,
                                    .credit = h->credit,
                                    .reorder = b->reorder}};
-    after_verdict(ep, up, uln_rel_rx(&up->rel, &p, ep->udp->now));
+    after_verdict(ep, up, uln_rel_rx(&up->rel, &p, udp_ep(ep)->now));
     drain_acked(up);
 }
 
 /* One datagram. Returns true if its buffer is kept for later. */
 static bool rx_one(struct uln_ep *ep, const struct uln_udp_io_rx *rx)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     ULN_COUNT(&ep->stats, pkts_received, 1);
     if (rx->peer < 0) {
         ULN_COUNT(&ep->stats, refused_job, 1); /* not a rank of this job */
@@ -1321,13 +1333,13 @@ static bool rx_one(struct uln_ep *ep, const struct uln_udp_io_rx *rx)
     return kept;
 }
 
-void uln_udp_progress_rx(struct uln_ep *ep)
+static void uln_udp_progress_rx(struct uln_ep *ep)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     ue->now = uln_now_ns();
     /* Deliveries that waited for ring room (the application released NAPs). */
     for (int i = 0; i < ue->n_live; i++) {
-        struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+        struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
         if (up->pend_n) deliver_pending(ep, up);
     }
     for (int round = 0; round < 4; round++) {
@@ -1344,12 +1356,12 @@ void uln_udp_progress_rx(struct uln_ep *ep)
 
 /* ---- timers, resends, feedback ---------------------------------------------------- */
 
-void uln_udp_progress_tx(struct uln_ep *ep)
+static void uln_udp_progress_tx(struct uln_ep *ep)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     ue->now = uln_now_ns();
     for (int i = 0; i < ue->n_live; i++) {
-        struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+        struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
         if (up->dead) continue;
         drain_acked(up);
         if (uln_rel_tick(&up->rel, ue->now) == ULN_REL_DEAD) {
@@ -1368,11 +1380,11 @@ void uln_udp_progress_tx(struct uln_ep *ep)
     uln_udp_flush(ep);
 }
 
-bool uln_udp_busy(const struct uln_ep *ep)
+static bool uln_udp_busy(const struct uln_ep *ep)
 {
-    const struct uln_udp_ep *ue = ep->udp;
+    const struct uln_udp_ep *ue = udp_ep(ep);
     for (int i = 0; ue && i < ue->n_live; i++) {
-        const struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+        const struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
         if (!up->dead && (uln_rel_tx_in_flight(&up->rel) || up->pend_n)) return true;
     }
     return ue && ue->nbatch;
@@ -1380,14 +1392,13 @@ bool uln_udp_busy(const struct uln_ep *ep)
 
 /* What uln_cq_wait sleeps on for this endpoint: its socket, and at most until
  * the earliest timer of its peers. */
-int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
+static int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
 {
-    struct uln_udp_ep *ue = ep->udp;
-    if (!ue) return 0;
+    struct uln_udp_ep *ue = udp_ep(ep);
     *fd = uln_udp_io_fd(ue->io);
     uint64_t now = uln_now_ns(), next = UINT64_MAX;
     for (int i = 0; i < ue->n_live; i++) {
-        const struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+        const struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
         if (up->dead) continue;
         uint64_t d = uln_rel_next_deadline(&up->rel);
         if (d < next) next = d;
@@ -1407,7 +1418,7 @@ int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
 
 int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue) return -ENOTCONN;
     if (len > UINT32_MAX) return -EMSGSIZE;
     int32_t id = rank >= 0 && rank < ep->ctx->size ? ue->id_of_rank[rank] : -1;
@@ -1422,8 +1433,8 @@ int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len)
 int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c)
 {
     memset(c, 0, sizeof *c);
-    if (!ep->udp || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
-    const struct uln_udp_peer *up = ep->peers[rank].udp;
+    if (!udp_ep(ep) || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
+    const struct uln_udp_peer *up = udp_peer(ep, rank);
     if (!up) return -ENOENT;
     const struct uln_rel *r = &up->rel;
     uint64_t job = ep->ctx->job_key;
@@ -1441,13 +1452,13 @@ int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c)
 
 int uln_udp_peer_restart(struct uln_ep *ep, int rank, uint32_t epoch)
 {
-    if (!ep->udp || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
+    if (!udp_ep(ep) || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
     struct uln_udp_peer *up = peer_get(ep, rank);
     if (!up) return -EHOSTUNREACH;
     struct uln_rel fresh;
     struct uln_rel_cfg cfg;
     rel_cfg(ep, &cfg);
-    if (epoch == 0) epoch = new_epoch(ep->udp);
+    if (epoch == 0) epoch = new_epoch(udp_ep(ep));
     if (uln_rel_init(&fresh, &cfg, epoch, uln_now_ns()) != 0) return -ENOMEM;
     /* As after a death: what was in flight with the old life is void. */
     void_peer(ep, up, -ECONNRESET);
@@ -1459,17 +1470,17 @@ int uln_udp_peer_restart(struct uln_ep *ep, int rank, uint32_t epoch)
 
 int uln_udp_ep_addr(struct uln_ep *ep, int rank, struct sockaddr_storage *ss, socklen_t *len)
 {
-    struct uln_udp *u = ep->ctx->udp;
-    if (!ep->udp || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
-    if (rank == ep->ctx->rank) return uln_udp_io_local(ep->udp->io, ss, len);
-    if (!uln_peer_udp(ep->ctx, rank)) return -EINVAL;
+    struct uln_udp *u = udp_of(ep->ctx);
+    if (!udp_ep(ep) || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
+    if (rank == ep->ctx->rank) return uln_udp_io_local(udp_ep(ep)->io, ss, len);
+    if (!udp_remote(ep->ctx, rank)) return -EINVAL;
     peer_sockaddr(&u->addrs[rank], (unsigned)ep->index, ss, len);
     return 0;
 }
 
 int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue || rank < 0 || rank >= ep->ctx->size || ue->id_of_rank[rank] < 0) return -EINVAL;
     uln_udp_flush(ep); /* what was queued before goes first */
     struct uln_udp_io_pkt p = {.peer = ue->id_of_rank[rank], .niov = 1};
@@ -1480,7 +1491,7 @@ int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len)
 
 int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
     struct uln_udp_peer *up = peer_get(ep, rank);
     if (!up) return -EHOSTUNREACH;
@@ -1507,3 +1518,49 @@ int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len)
     uln_udp_flush(ep);
     return 0;
 }
+
+/* ---- the transport's ops ---------------------------------------------------------- */
+
+static int uln_udp_reaches(const struct uln_ctx *ctx, int peer)
+{
+    return udp_remote(ctx, peer) ? 2 : 0; /* better than shm for whom it claims */
+}
+
+static void uln_udp_query(const struct uln_ctx *ctx, struct uln_info *info)
+{
+    info->udp_window = ctx->p.udp_window;
+    info->udp_dead_ms = ctx->p.udp_dead_ms;
+    for (int p = 0; p < ctx->size; p++)
+        info->udp_peers += ctx->peer_tp[p] == &uln_tp_udp;
+}
+
+static void uln_udp_kick(struct uln_ep *ep, int peer)
+{
+    (void)peer; /* one batch for all peers of the endpoint */
+    uln_udp_flush(ep);
+}
+
+const struct uln_transport_ops uln_tp_udp = {
+    .name = "udp",
+    .caps = ULN_TP_CAP_TARGET_CPU,
+    .id = ULN_TPID_UDP,
+    .open = uln_udp_open,
+    .choose = uln_udp_choose,
+    .close = uln_udp_close,
+    .reaches = uln_udp_reaches,
+    .query = uln_udp_query,
+    .ep_open = uln_udp_ep_open,
+    .ep_close = uln_udp_ep_close,
+    .connect = uln_udp_attach,
+    .reserve = uln_udp_reserve,
+    .commit = uln_udp_commit,
+    .send_nap = uln_udp_nap,
+    .send_put = uln_udp_put,
+    .kick = uln_udp_kick,
+    .peer_dead = uln_udp_peer_dead,
+    .frag_max = uln_udp_frag_max,
+    .progress_rx = uln_udp_progress_rx,
+    .progress_tx = uln_udp_progress_tx,
+    .busy = uln_udp_busy,
+    .wait_fds = uln_udp_poll_setup,
+};
