@@ -245,18 +245,16 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
 
     /* Ring path: fragments that carry their own (key, offset), placed by the
      * target, which answers the last one with an ACK. */
-    uint32_t frag_max = pp->tp->frag_max(ep, s->peer);
+    struct uln_frag fc = uln_frag_start(&s->issued, s->len, pp->tp->frag_max(ep, s->peer), budget);
     bool sent = false, full = false;
     for (;;) {
-        uint64_t n = s->len - s->issued;
-        if (n > frag_max) n = frag_max;
-        if (n > *budget && *budget > 0) n = *budget;
+        uint32_t n = uln_frag_next(&fc);
         struct uln_put_frag *f = out_reserve(ep, s->peer, 0, (uint32_t)(sizeof *f + n));
         if (!f) {
             full = true;
             break;
         }
-        bool last = s->issued + n == s->len;
+        bool last = uln_frag_last(&fc, n);
         *f = (struct uln_put_frag){.key = s->rkey,
                                    .offset = s->roff + s->issued,
                                    .op_id = s->op_id,
@@ -268,8 +266,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         if (last && (s->flags & ULN_REMOTE_CQ)) fl |= ULN_FRAG_IMM;
         out_commit(ep, s->peer, 0, ULN_MSG_PUT_FRAG, fl, (uint32_t)(sizeof *f + n));
         sent = true;
-        s->issued += n;
-        *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
+        uln_frag_take(&fc, n);
         if (last || *budget == 0) break;
     }
     /* Announce what went out, also when the ring filled up part way. */
@@ -614,10 +611,9 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
         struct uln_ep_peer *o;
         if (out_rings(ep, src, &o)) return;
         bool finished = false;
+        struct uln_frag fc = uln_frag_start(&pp->get_sent, r->len, frag_max, budget);
         do {
-            uint64_t n = r->len - pp->get_sent;
-            if (n > frag_max) n = frag_max;
-            if (n > *budget && *budget > 0) n = *budget;
+            uint32_t n = uln_frag_next(&fc);
             struct uln_get_resp *g = out_reserve(ep, src, 0, (uint32_t)(sizeof *g + n));
             if (!g) break;
             /* Check the whole request every time (not just this piece): a GET
@@ -634,9 +630,8 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
                 n = 0;
             }
             out_commit(ep, src, 0, ULN_MSG_GET_RESP, 0, (uint32_t)(sizeof *g + n));
-            pp->get_sent += n;
+            uln_frag_take(&fc, n);
             ep->taken++;
-            *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
             finished = rc != 0 || pp->get_sent == r->len;
         } while (!finished && *budget > 0);
         peer_wake(ep, src);

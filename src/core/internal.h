@@ -21,6 +21,7 @@
 #include "ulnet.h"
 #include "core/clock.h"
 #include "core/doorbell.h"
+#include "core/frag.h"
 #include "core/inbox.h"
 #include "core/ring.h"
 #include "core/transport.h"

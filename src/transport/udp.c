@@ -919,8 +919,11 @@ static bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t l
     /* All packets of a NAP go together, on consecutive seqs: the receiver
      * assembles them in its ring in order, with nothing in between. */
     if (!up || up->dead || !can_send(ep, up, n)) return false;
-    for (uint32_t i = 0, off = 0; i < n; i++) {
-        uint32_t k = len - off < cap ? len - off : cap;
+    uint64_t off = 0;
+    uint32_t unlimited = 0; /* the NAP goes whole: the window was checked for all n */
+    struct uln_frag fc = uln_frag_start(&off, len, cap, &unlimited);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t k = uln_frag_next(&fc);
         uint8_t *mem = slot_mem(ep, up, up->rel.snd_nxt);
         struct uln_rel_pkt p;
         struct tx_slot *t = assign(ep, up, &p);
@@ -933,7 +936,7 @@ static bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t l
         t->data = mem;
         t->len = k;
         send_data(ep, up, t, &p);
-        off += k;
+        uln_frag_take(&fc, k);
     }
     uln_udp_flush(ep);
     return true;
@@ -946,12 +949,11 @@ static bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     ue->now = uln_now_ns();
     uint32_t cap = ue->payload_max - (uint32_t)sizeof(struct pkt_hdr) - EXT_MAX;
     bool sent_last = false;
+    struct uln_frag fc = uln_frag_start(&s->issued, s->len, cap, budget);
     do {
         if (!up || up->dead || !can_send(ep, up, 1)) break;
-        uint64_t n = s->len - s->issued;
-        if (n > cap) n = cap;
-        if (n > *budget && *budget > 0) n = *budget;
-        bool last = s->issued + n == s->len;
+        uint32_t n = uln_frag_next(&fc);
+        bool last = uln_frag_last(&fc, n);
         struct uln_rel_pkt p;
         struct tx_slot *t = assign(ep, up, &p);
         if (!t) break;
@@ -968,12 +970,11 @@ static bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         /* Zero copy: the packet gathers straight from the user's buffer, which
          * stays theirs-but-untouchable until the PUT completes (at the ACK). */
         t->data = (const uint8_t *)s->src + s->issued;
-        t->len = (uint32_t)n;
+        t->len = n;
         t->user = true;
         t->op_id = s->op_id;
         send_data(ep, up, t, &p);
-        s->issued += n;
-        *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
+        uln_frag_take(&fc, n);
         sent_last = last;
     } while (!sent_last && *budget > 0);
     uln_udp_flush(ep);
