@@ -50,7 +50,19 @@
 /* ---- wire format (docs/protocol.md) -------------------------------------- */
 
 #define PKT_VERSION 1u
-enum { PKT_NAP = 1, PKT_PUT = 2, PKT_GET_REQ = 4, PKT_GET_RESP = 5, PKT_ACK = 6, PKT_CTRL = 7 };
+/* A packet's type is its engine message's (wire.h's table); PUT carries
+ * PUT_FRAG's. CTRL is rel's own and never reaches the engine. */
+enum {
+    PKT_NAP = ULN_MSG_NAP,
+    PKT_PUT = ULN_MSG_PUT_FRAG,
+    PKT_GET_REQ = ULN_MSG_GET_REQ,
+    PKT_GET_RESP = ULN_MSG_GET_RESP,
+    PKT_ACK = ULN_MSG_ACK,
+    PKT_CTRL = 7
+};
+_Static_assert(PKT_NAP == 1 && PKT_PUT == 2 && PKT_GET_REQ == 4 && PKT_GET_RESP == 5 &&
+                   PKT_ACK == 6,
+               "the wire's type numbers (docs/protocol.md)");
 /* flags: the low five bits are rel's (ULN_REL_DATA, FB, LOSE, PROBE, RETX) */
 #define PKT_LAST 0x20u /* NAP, PUT: last packet of the message */
 #define PKT_IMM  0x40u /* PUT with LAST: raise PUT_REMOTE with imm at the target */
@@ -91,23 +103,18 @@ struct pkt_ctrl_body { /* hello, feedback, probe */
 #define EXT_MAX   32u
 #define HDR_SPACE 64u /* header + the largest extension */
 
+_Static_assert(sizeof(struct pkt_put_ext) == 32 && offsetof(struct pkt_put_ext, imm) == 24,
+               "PUT's extension as wire.h's table has it");
+_Static_assert(sizeof(struct pkt_get_req_ext) == 16 && sizeof(struct pkt_get_resp_ext) == 8,
+               "GET's extensions as wire.h's table has them");
+
+/* The extension a packet of this type and flags carries; -1: no such type. */
 static int ext_len(unsigned type, unsigned flags)
 {
-    switch (type) {
-    case PKT_NAP:
-    case PKT_ACK:
-        return 0;
-    case PKT_PUT:
-        return (flags & PKT_IMM) ? 32 : 24;
-    case PKT_GET_REQ:
-        return (int)sizeof(struct pkt_get_req_ext);
-    case PKT_GET_RESP:
-        return (int)sizeof(struct pkt_get_resp_ext);
-    case PKT_CTRL:
-        return (int)sizeof(struct pkt_ctrl_body);
-    default:
-        return -1;
-    }
+    if (type == PKT_CTRL) return (int)sizeof(struct pkt_ctrl_body);
+    const struct uln_msg_desc *d = uln_msg_packet(type);
+    if (!d) return -1;
+    return (flags & PKT_IMM) ? d->ext_imm : d->ext;
 }
 
 static inline uint64_t mix64(uint64_t x)
@@ -873,36 +880,42 @@ static void uln_udp_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, ui
     const uint8_t *m = slot_mem(ep, up, up->rel.snd_nxt);
     struct tx_slot *t = assign(ep, up, &p);
     if (!t) return;
+    /* The packet type and extension are the table's; the two header fields
+     * and the extension's contents are each message's own. */
+    const struct uln_msg_desc *d = uln_msg_packet(type);
+    if (d) {
+        t->h.vt = (uint8_t)(PKT_VERSION << 4 | type);
+        t->ext_len = d->ext;
+    }
     switch (type) {
     case ULN_MSG_ACK: {
         const struct uln_ack *a = (const void *)m;
-        t->h = (struct pkt_hdr){.vt = PKT_VERSION << 4 | PKT_ACK,
-                                .key = a->op_id,
-                                .offset = (uint64_t)(int64_t)a->status};
+        t->h.key = a->op_id;
+        t->h.offset = (uint64_t)(int64_t)a->status;
         break;
     }
     case ULN_MSG_GET_REQ: {
         const struct uln_get_req *r = (const void *)m;
         struct pkt_get_req_ext x = {.len = r->len, .op_id = r->op_id};
-        t->h = (struct pkt_hdr){
-            .vt = PKT_VERSION << 4 | PKT_GET_REQ, .key = r->key, .offset = r->offset};
+        t->h.key = r->key;
+        t->h.offset = r->offset;
         memcpy(t->ext, &x, sizeof x);
-        t->ext_len = sizeof x;
         break;
     }
     case ULN_MSG_GET_RESP: {
         const struct uln_get_resp *g = (const void *)m;
         struct pkt_get_resp_ext x = {.status = g->status};
-        t->h = (struct pkt_hdr){
-            .vt = PKT_VERSION << 4 | PKT_GET_RESP, .key = g->op_id, .offset = g->op_offset};
+        t->h.key = g->op_id;
+        t->h.offset = g->op_offset;
         memcpy(t->ext, &x, sizeof x);
-        t->ext_len = sizeof x;
         t->data = m + sizeof *g; /* the data stays in the slot for resends */
         t->len = len - (uint32_t)sizeof *g;
         break;
     }
     default:
-        /* PUT_NOTIFY and PUT_FRAG never take this path over UDP. */
+        /* PUT_NOTIFY, PUT_FRAG and NAP never take this path over UDP. */
+        memset(&t->h, 0, sizeof t->h);
+        t->ext_len = 0;
         ULN_COUNT(&ep->stats, malformed, 1);
         break;
     }
@@ -1294,8 +1307,7 @@ static bool rx_one(struct uln_ep *ep, const struct uln_udp_io_rx *rx)
         return false;
     }
     struct uln_rel *r = &up->rel;
-    if (type != PKT_PUT && type != PKT_GET_RESP && h.seq != r->rcv_cum &&
-        ue->held >= ue->pool_bufs / 2) {
+    if (uln_msg_packet(type)->ordered && h.seq != r->rcv_cum && ue->held >= ue->pool_bufs / 2) {
         /* A packet ahead of order that would have to wait in a pool buffer,
          * with half the pool already waiting: drop it before rel counts it,
          * as if the link had lost it (it will be resent). Holding it could
