@@ -19,7 +19,8 @@
  * moment they arrive, in any order - no reassembly copy. Everything whose
  * order matters (NAPs, ACKs, GET requests, and a PUT's "all placed" point) is
  * handed to the engine in sequence order by writing ring messages into our own
- * inbox rings for that peer, the same rings a peer on this host would write.
+ * inbox rings for that peer (uln_inbox_feed), the same rings a peer on this
+ * host would write.
  * From there the engine's ring code takes over unchanged: NAP completions
  * point into the ring until uln_cqe_release, and a full ring holds delivery
  * back, which shrinks the credit we advertise (STOP) instead of dropping.
