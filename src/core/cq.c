@@ -101,13 +101,6 @@ ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)
     return n;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* One progress pass; true if the CQ has entries. */
 static bool cq_step(struct uln_cq *cq)
 {
@@ -124,8 +117,7 @@ static bool cq_step(struct uln_cq *cq)
 static bool cq_busy(struct uln_cq *cq)
 {
     for (unsigned i = 0; i < cq->n_eps; i++)
-        if (uln_engine_busy(cq->eps[i]) || (cq->eps[i]->udp && uln_udp_busy(cq->eps[i])))
-            return true;
+        if (uln_ep_busy(cq->eps[i])) return true;
     return false;
 }
 
@@ -135,7 +127,7 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
     struct uln_ctx *ctx = cq->ctx;
     if (uln_ctx_forked(ctx)) return -EPERM;
     if (cq->closed) return -EBADF;
-    uint64_t start = now_ns();
+    uint64_t start = uln_now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000u;
     uint64_t spin_until = start + (uint64_t)ctx->p.spin_us * 1000u;
 
@@ -144,20 +136,20 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
         for (unsigned i = 0;; i++) {
             if (cq_step(cq)) return 0;
             if ((i & 63) == 0) {
-                uint64_t t = now_ns();
+                uint64_t t = uln_now_ns();
                 if (t >= deadline) return -ETIMEDOUT;
                 if (t >= spin_until) break;
             }
         }
-        /* Announce the sleep, then look once more (see uln_shm_wake). */
-        uln_shm_sleep_begin(ctx);
+        /* Announce the sleep, then look once more (see uln_doorbell_ring). */
+        uln_doorbell_sleep_begin(ctx);
         if (cq_step(cq)) {
-            uln_shm_sleep_end(ctx);
+            uln_doorbell_sleep_end(ctx);
             return 0;
         }
-        uint64_t t = now_ns();
+        uint64_t t = uln_now_ns();
         if (t >= deadline) {
-            uln_shm_sleep_end(ctx);
+            uln_doorbell_sleep_end(ctx);
             return -ETIMEDOUT;
         }
         uint64_t left_ms = deadline == UINT64_MAX ? 1000 : (deadline - t + 999999) / 1000000;
@@ -169,15 +161,15 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
         uln_api_lock(ctx);
         int slice = cq_busy(cq) ? 1 : 100;
         if (left_ms < (uint64_t)slice) slice = (int)left_ms;
-        /* Endpoints with UDP peers also wake on their socket, and sleep no
-         * longer than their earliest timer (resend, delayed ACK, dead peer). */
+        /* Endpoints of packet transports also wake on their sockets, and sleep
+         * no longer than their earliest timer (resend, delayed ACK, dead peer). */
         int fds[64], n_fds = 0;
         for (unsigned i = 0; i < cq->n_eps; i++)
-            n_fds += uln_udp_poll_setup(cq->eps[i], &fds[n_fds], &slice);
+            n_fds += uln_ep_wait_fds(cq->eps[i], &fds[n_fds], 64 - n_fds, &slice);
         uln_api_unlock(ctx);
-        uln_shm_sleep(ctx, fds, n_fds, slice);
-        uln_shm_sleep_end(ctx);
-        spin_until = now_ns() + (uint64_t)ctx->p.spin_us * 1000u / 4;
+        uln_doorbell_sleep(ctx, fds, n_fds, slice);
+        uln_doorbell_sleep_end(ctx);
+        spin_until = uln_now_ns() + (uint64_t)ctx->p.spin_us * 1000u / 4;
     }
 }
 

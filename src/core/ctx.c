@@ -387,8 +387,9 @@ static void ctx_free(struct uln_ctx *ctx)
     uln_ep_free_closed(ctx);
     uln_cq_close_all(ctx);
     if (ctx->keys) uln_mr_close_all(ctx);
-    uln_udp_close(ctx);
-    uln_shm_close(ctx);
+    uln_transports_close(ctx);
+    uln_doorbell_close(ctx);
+    uln_inbox_close(ctx);
     uln_boot_fini(ctx);
     free(ctx->regions);
     free(ctx->eps);
@@ -414,6 +415,7 @@ ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
     pthread_once(&fork_once, register_fork_handler);
     ctx->fork_gen = uln_fork_gen;
     ctx->board_fd = -1;
+    ctx->bell_fd = -1;
     int rc = resolve_params(cfg, &ctx->p);
     if (!rc) rc = uln_boot_init(ctx, cfg);
     if (rc) goto fail;
@@ -425,8 +427,8 @@ ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
     }
     uint8_t addr[ULN_BOARD_SLOT_BYTES - 8];
     memset(addr, 0, sizeof addr);
-    if ((rc = uln_shm_open(ctx, addr, sizeof addr)) != 0) goto fail;
-    if ((rc = uln_udp_open(ctx, addr, sizeof addr)) != 0) goto fail;
+    if ((rc = uln_inbox_open(ctx)) != 0 || (rc = uln_doorbell_open(ctx)) != 0) goto fail;
+    if ((rc = uln_transports_open(ctx, addr, sizeof addr)) != 0) goto fail;
     if ((rc = uln_boot_publish(ctx, addr, sizeof addr)) != 0) goto fail;
     /* Everybody's address must be on the board before anyone sends. */
     /* Root and PMIx modes keep their own deadline (ULN_BOOT_TIMEOUT) and say
@@ -439,7 +441,7 @@ ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
                 ctx->size);
         goto fail;
     }
-    if ((rc = uln_udp_choose(ctx)) != 0) goto fail;
+    if ((rc = uln_transports_choose(ctx)) != 0) goto fail;
     if (ctx->p.progress_thread && (rc = uln_progress_start(ctx)) != 0) goto fail;
     *out = ctx;
     return 0;
@@ -482,16 +484,11 @@ ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
                               .post_copy_max = ctx->p.post_copy_max,
                               .max_eps = ctx->p.max_eps,
                               .max_regions = ctx->p.max_regions,
-                              .shm_direct = ctx->p.shm_direct,
-                              .shm_cma = ctx->p.shm_cma && uln_shm_cma_ok(ctx),
-                              .transport = "shm",
-                              .udp_window = ctx->p.udp_window,
-                              .udp_dead_ms = ctx->p.udp_dead_ms,
+                              .transport = ctx->tp_names,
                               .progress_thread = ctx->progress_on,
                               .bootstrap = uln_boot_mode(ctx)};
-    for (int p = 0; p < ctx->size; p++)
-        info->udp_peers += uln_peer_udp(ctx, p);
-    if (info->udp_peers) info->transport = info->udp_peers == ctx->size - 1 ? "udp" : "shm+udp";
+    for (unsigned id = 0; uln_transports[id]; id++)
+        if (uln_transports[id]->query) uln_transports[id]->query(ctx, info);
     return 0;
 }
 

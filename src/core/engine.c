@@ -14,7 +14,8 @@
  *   3. retire: completed operations, oldest first, become completion entries.
  *
  * Two paths for PUT and GET. Direct: the initiator checks the target's key
- * table and copies itself (shm.c) - nothing for the target to do. Ring: the
+ * table and copies itself (a transport with ULN_TP_CAP_DIRECT_RMA) - nothing
+ * for the target to do. Ring: the
  * target does it (PUT_FRAG / GET_REQ messages, wire.h) - the path for memory
  * the initiator cannot reach, and the one packet transports take.
  */
@@ -37,24 +38,13 @@ static inline void sqe_finish(struct uln_sqe *s, int status)
     s->state = SQE_DONE;
 }
 
-/* The producer side of our rings in the peer's inbox, attached on first use. */
+/* Reach the peer on first use (its transport connects). */
 static int out_rings(struct uln_ep *ep, int peer, struct uln_ep_peer **out)
 {
     struct uln_ep_peer *pp = &ep->peers[peer];
     if (ULN_UNLIKELY(!pp->out_ready)) {
-        struct uln_ctx *ctx = ep->ctx;
-        if (uln_peer_udp(ctx, peer)) {
-            int rc = uln_udp_attach(ep, peer);
-            if (rc) return rc;
-            pp->out_ready = true;
-            *out = pp;
-            return 0;
-        }
-        int rc = uln_shm_attach(ctx, peer);
+        int rc = pp->tp->connect(ep, peer);
         if (rc) return rc;
-        for (int ch = 0; ch < 2; ch++)
-            uln_ring_prod_init(&pp->out[ch], uln_shm_ring_out(ctx, peer, ep->index, ch),
-                               uln_shm_ring_bytes(ch, &ctx->p));
         pp->out_ready = true;
     }
     *out = pp;
@@ -69,13 +59,14 @@ static bool out_rings_ready(struct uln_ep *ep, int peer)
 
 /* Room for a message to the peer, or NULL: then the endpoint is blocked on that
  * peer (a busy sleeper wakes in short slices) and the consumer is asked to
- * wake us when it gives space back. */
+ * wake us when it gives space back. A transport with rings in the peer's
+ * inbox is written here, inline; others reserve their own way. */
 static void *out_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len)
 {
     struct uln_ep_peer *pp = &ep->peers[peer];
-    if (pp->udp) return uln_udp_reserve(ep, peer, len); /* blocks the endpoint if no room */
+    if (!(pp->tp->caps & ULN_TP_CAP_RINGS)) return pp->tp->reserve(ep, peer, ch, len);
     if (ULN_UNLIKELY(!pp->announced[ch])) {
-        uln_shm_announce(ep->ctx, peer, ch, ep->index); /* the peer starts polling us */
+        uln_inbox_mark(pp->act_map[ch], ep->ctx->rank); /* the peer starts polling us */
         pp->announced[ch] = true;
     }
     void *d = uln_ring_reserve(&pp->out[ch], len);
@@ -91,28 +82,27 @@ static inline void out_commit(struct uln_ep *ep, int peer, int ch, uint8_t type,
                               uint32_t len)
 {
     struct uln_ep_peer *pp = &ep->peers[peer];
-    if (pp->udp)
-        uln_udp_commit(ep, peer, type, flags, len);
-    else
+    if (ULN_LIKELY(pp->tp->caps & ULN_TP_CAP_RINGS))
         uln_ring_commit(&pp->out[ch], type, flags, len, 0);
+    else
+        pp->tp->commit(ep, peer, ch, type, flags, len);
 }
 
 /* The doorbell after sending: a sleeping peer on this host is woken; packets
  * for a remote one leave now. */
 static inline void peer_wake(struct uln_ep *ep, int peer)
 {
-    if (ep->peers[peer].udp)
-        uln_udp_flush(ep);
-    else
-        uln_shm_wake(ep->ctx, peer);
+    ep->peers[peer].tp->kick(ep, peer);
 }
 
-/* Give a received message back; wake its producer if it waits for room. (Over
- * UDP the producer is our own receive path, which looks again every pass.) */
+/* Give a received message back; wake its producer if it waits for room. (When
+ * the peer does not write our rings itself, the producer is our own receive
+ * path, which looks again every pass.) */
 void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, struct uln_msg *m)
 {
-    if (uln_ring_release(c, m) && !uln_peer_udp(ep->ctx, src) && out_rings_ready(ep, src))
-        uln_shm_wake(ep->ctx, src);
+    if (uln_ring_release(c, m) && (ep->peers[src].tp->caps & ULN_TP_CAP_RINGS) &&
+        out_rings_ready(ep, src))
+        peer_wake(ep, src);
 }
 
 /* ---- fast path: the doorbell with nothing ahead ------------------------------- */
@@ -121,17 +111,17 @@ void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, str
  * queues or retries; out_reserve has asked the consumer to wake us). */
 static bool nap_send(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
 {
-    struct uln_ep_peer *pp = &ep->peers[peer];
-    if (pp->udp) {
-        if (!uln_udp_nap(ep, peer, buf, len)) return false;
+    const struct uln_transport_ops *tp = ep->peers[peer].tp;
+    if (ULN_UNLIKELY(tp->send_nap != NULL)) {
+        if (!tp->send_nap(ep, peer, buf, len)) return false;
         ULN_COUNT(&ep->stats, naps_sent, 1);
         return true;
     }
     void *dst = out_reserve(ep, peer, 0, len);
     if (!dst) return false;         /* the receiver's ring is full: its credits hold us back */
     if (len) memcpy(dst, buf, len); /* buf may be NULL when len is 0 */
-    uln_ring_commit(&pp->out[0], ULN_MSG_NAP, 0, len, 0);
-    uln_shm_wake(ep->ctx, peer);
+    out_commit(ep, peer, 0, ULN_MSG_NAP, 0, len);
+    peer_wake(ep, peer);
     ULN_COUNT(&ep->stats, naps_sent, 1);
     return true;
 }
@@ -163,10 +153,11 @@ int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, ui
                         uint64_t rkey, uint64_t roff)
 {
     struct uln_ctx *ctx = ep->ctx;
-    if (ULN_UNLIKELY(!ep->peers[peer].out_ready || !ctx->p.shm_direct ||
-                     len > ctx->p.post_copy_max || ep->peers[peer].udp))
+    const struct uln_ep_peer *pp = &ep->peers[peer];
+    if (ULN_UNLIKELY(!pp->out_ready || len > ctx->p.post_copy_max ||
+                     !(pp->tp->caps & ULN_TP_CAP_DIRECT_RMA)))
         return 1;
-    int rc = uln_shm_direct(ep, peer, write, local, len, rkey, roff);
+    int rc = pp->tp->direct(ep, peer, write, local, len, rkey, roff);
     if (ULN_UNLIKELY(rc == ULN_NO_DIRECT)) return 1;
     if (rc == 0) count_rdma(ep, write, len);
     return rc;
@@ -198,8 +189,8 @@ static bool issue_direct(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     do {
         uint64_t n = s->len - s->issued;
         if (n > left) n = left;
-        int rc =
-            uln_shm_direct(ep, s->peer, write, local + s->issued, n, s->rkey, s->roff + s->issued);
+        int rc = ep->peers[s->peer].tp->direct(ep, s->peer, write, local + s->issued, n, s->rkey,
+                                               s->roff + s->issued);
         if (rc == ULN_NO_DIRECT) {
             s->ring_path = 1;
             break;
@@ -223,11 +214,11 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         sqe_finish(s, rc);
         return true;
     }
-    if (pp->udp) {
-        /* Over UDP the target places the fragments: the ring path's protocol,
-         * as packets sent straight from the user's buffer. */
+    if (pp->tp->caps & ULN_TP_CAP_TARGET_CPU) {
+        /* The target places the fragments: the ring path's protocol, sent
+         * the transport's way (packets straight from the user's buffer). */
         s->ring_path = 1; /* a refusal may come back while fragments still go */
-        if (!uln_udp_put(ep, s, budget)) return false;
+        if (!pp->tp->send_put(ep, s, budget)) return false;
         count_rdma(ep, true, s->len);
         s->state = SQE_WAIT;
         return true;
@@ -254,18 +245,16 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
 
     /* Ring path: fragments that carry their own (key, offset), placed by the
      * target, which answers the last one with an ACK. */
-    uint32_t frag_max = ep->ctx->p.frag_max;
+    struct uln_frag fc = uln_frag_start(&s->issued, s->len, pp->tp->frag_max(ep, s->peer), budget);
     bool sent = false, full = false;
     for (;;) {
-        uint64_t n = s->len - s->issued;
-        if (n > frag_max) n = frag_max;
-        if (n > *budget && *budget > 0) n = *budget;
+        uint32_t n = uln_frag_next(&fc);
         struct uln_put_frag *f = out_reserve(ep, s->peer, 0, (uint32_t)(sizeof *f + n));
         if (!f) {
             full = true;
             break;
         }
-        bool last = s->issued + n == s->len;
+        bool last = uln_frag_last(&fc, n);
         *f = (struct uln_put_frag){.key = s->rkey,
                                    .offset = s->roff + s->issued,
                                    .op_id = s->op_id,
@@ -277,8 +266,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         if (last && (s->flags & ULN_REMOTE_CQ)) fl |= ULN_FRAG_IMM;
         out_commit(ep, s->peer, 0, ULN_MSG_PUT_FRAG, fl, (uint32_t)(sizeof *f + n));
         sent = true;
-        s->issued += n;
-        *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
+        uln_frag_take(&fc, n);
         if (last || *budget == 0) break;
     }
     /* Announce what went out, also when the ring filled up part way. */
@@ -297,7 +285,7 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         sqe_finish(s, rc);
         return true;
     }
-    if (pp->udp) s->ring_path = 1; /* the target serves it */
+    if (!(pp->tp->caps & ULN_TP_CAP_DIRECT_RMA)) s->ring_path = 1; /* the target serves it */
     if (!s->ring_path) {
         if (!issue_direct(ep, s, budget)) return false;
         if (s->state == SQE_DONE) return true;
@@ -571,10 +559,11 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
         take_get_resp(ep, src, m);
         break;
     case ULN_MSG_PUT_DONE: {
-        /* Written by our own UDP receive path: all of a PUT is placed (or it
-         * was refused). Answer the initiator, and raise PUT_REMOTE if asked. */
+        /* Written by our own receive path (a transport without rings in our
+         * inbox): all of a PUT is placed (or it was refused). Answer the
+         * initiator, and raise PUT_REMOTE if asked. */
         const struct uln_put_done *d = (const void *)(m + 1);
-        if (m->len < sizeof *d || !uln_peer_udp(ep->ctx, src)) {
+        if (m->len < sizeof *d || (pp->tp->caps & ULN_TP_CAP_RINGS)) { /* a peer forged it */
             malformed(ep);
             break;
         }
@@ -603,6 +592,7 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
 static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint32_t *budget)
 {
     struct uln_ctx *ctx = ep->ctx;
+    uint32_t frag_max = pp->tp->frag_max(ep, src);
     for (;;) {
         if (!pp->get_req) {
             int bad = 0;
@@ -621,11 +611,9 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
         struct uln_ep_peer *o;
         if (out_rings(ep, src, &o)) return;
         bool finished = false;
-        uint32_t frag_max = o->udp ? uln_udp_frag_max(ep, src) : ctx->p.frag_max;
+        struct uln_frag fc = uln_frag_start(&pp->get_sent, r->len, frag_max, budget);
         do {
-            uint64_t n = r->len - pp->get_sent;
-            if (n > frag_max) n = frag_max;
-            if (n > *budget && *budget > 0) n = *budget;
+            uint32_t n = uln_frag_next(&fc);
             struct uln_get_resp *g = out_reserve(ep, src, 0, (uint32_t)(sizeof *g + n));
             if (!g) break;
             /* Check the whole request every time (not just this piece): a GET
@@ -642,9 +630,8 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
                 n = 0;
             }
             out_commit(ep, src, 0, ULN_MSG_GET_RESP, 0, (uint32_t)(sizeof *g + n));
-            pp->get_sent += n;
+            uln_frag_take(&fc, n);
             ep->taken++;
-            *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
             finished = rc != 0 || pp->get_sent == r->len;
         } while (!finished && *budget > 0);
         peer_wake(ep, src);
@@ -661,7 +648,7 @@ static inline void refresh_active(struct uln_ep *ep, int ch)
     _Atomic uint64_t *map = ep->act_map[ch];
     bool changed = false;
     for (size_t w = 0; w < ep->act_words; w++) {
-        /* Acquire: pairs with the producer's RMW in uln_shm_announce. */
+        /* Acquire: pairs with the producer's RMW in uln_inbox_mark. */
         uint64_t v = atomic_load_explicit(&map[w], memory_order_acquire);
         if (v != ep->act_seen[ch][w]) {
             ep->act_seen[ch][w] = v;
@@ -711,10 +698,9 @@ static void check_peers(struct uln_ep *ep)
     for (uint64_t pos = ep->sq_head; pos != ep->sq_tail; pos++) {
         struct uln_sqe *s = sqe_at(ep, pos);
         if ((s->state == SQE_QUEUED || s->state == SQE_WAIT) && s->peer != ep->ctx->rank &&
-            (uln_peer_udp(ep->ctx, s->peer) ? uln_udp_peer_dead(ep, s->peer)
-                                            : uln_shm_peer_dead(ep->ctx, s->peer))) {
-            /* Later posts take the slow path, where the attach check fails
-             * them at once (udp.c does the same when it gives a peer up). */
+            ep->peers[s->peer].tp->peer_dead(ep->ctx, ep, s->peer)) {
+            /* Later posts take the slow path, where the connect check fails
+             * them at once (a transport does the same when it gives a peer up). */
             ep->peers[s->peer].out_ready = false;
             uln_engine_fail_peer(ep, s->peer, -ECONNRESET);
         }
@@ -726,7 +712,8 @@ void uln_engine_progress(struct uln_ep *ep)
     /* Serving peers' GETs and issuing our own work each get one chunk. */
     uint32_t serve_budget = ep->ctx->p.chunk_bytes;
     ep->blocked = false;
-    if (ep->udp) uln_udp_progress_rx(ep); /* packets in: placed, or into our rings */
+    for (int i = 0; i < ep->n_tp_prog; i++)
+        ep->tp_prog[i]->progress_rx(ep); /* packets in: placed, or into our rings */
     progress_recv(ep, &serve_budget);
     if (ep->sq_head != ep->sq_tail) {
         uint64_t before = ep->sq_issue;
@@ -736,5 +723,22 @@ void uln_engine_progress(struct uln_ep *ep)
         if (uln_engine_busy(ep) && ep->sq_issue == before && ++ep->stalled % 4096 == 0)
             check_peers(ep);
     }
-    if (ep->udp) uln_udp_progress_tx(ep); /* timers, resends, feedback; send the batch */
+    for (int i = 0; i < ep->n_tp_prog; i++)
+        ep->tp_prog[i]->progress_tx(ep); /* timers, resends, feedback; send the batch */
+}
+
+bool uln_ep_busy(struct uln_ep *ep)
+{
+    if (uln_engine_busy(ep)) return true;
+    for (int i = 0; i < ep->n_tp_prog; i++)
+        if (ep->tp_prog[i]->busy(ep)) return true;
+    return false;
+}
+
+int uln_ep_wait_fds(struct uln_ep *ep, int *fds, int max, int *timeout_ms)
+{
+    int n = 0;
+    for (int i = 0; i < ep->n_tp_prog && n < max; i++)
+        n += ep->tp_prog[i]->wait_fds(ep, &fds[n], timeout_ms);
+    return n;
 }

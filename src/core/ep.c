@@ -17,10 +17,12 @@
  * keeps (its index is never reused, so at most max_eps of them). */
 static void ep_free_parts(struct uln_ep *ep)
 {
-    uln_udp_ep_close(ep);
+    for (unsigned id = 0; uln_transports[id]; id++)
+        if (ep->tp_ep[id]) uln_transports[id]->ep_close(ep);
     for (int i = 0; ep->peers && i < ep->ctx->size; i++) {
-        free(ep->peers[i].acks);
-        uln_shm_tcache_free(ep->peers[i].tcache);
+        struct uln_ep_peer *pp = &ep->peers[i];
+        free(pp->acks);
+        if (pp->tp_peer && pp->tp->peer_free) pp->tp->peer_free(ep, pp);
     }
     for (int ch = 0; ch < 2; ch++) {
         free(ep->act_seen[ch]);
@@ -62,6 +64,20 @@ ULN_EXPORT int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct u
     return rc;
 }
 
+/* Each transport's endpoint state; those that keep some and progress their
+ * own way are driven by every pass over the endpoint (engine.c). */
+static int ep_open_transports(struct uln_ep *ep)
+{
+    for (unsigned id = 0; uln_transports[id]; id++) {
+        const struct uln_transport_ops *tp = uln_transports[id];
+        if (!tp->ep_open) continue;
+        int rc = tp->ep_open(ep);
+        if (rc) return rc;
+        if (ep->tp_ep[id] && tp->progress_rx) ep->tp_prog[ep->n_tp_prog++] = tp;
+    }
+    return 0;
+}
+
 static int ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *recv_cq,
                    struct uln_ep **out)
 {
@@ -95,12 +111,14 @@ static int ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *r
      * messages in flight for an endpoint that was closed. */
     ep->index = (int)ctx->n_eps++;
     for (int ch = 0; ch < 2; ch++)
-        ep->act_map[ch] = uln_shm_active(ctx, ch, ep->index);
+        ep->act_map[ch] = uln_inbox_active(ctx, ch, ep->index);
     for (int src = 0; src < ctx->size; src++)
         for (int ch = 0; ch < 2; ch++)
-            uln_ring_cons_init(&ep->peers[src].in[ch], uln_shm_ring_in(ctx, src, ep->index, ch),
-                               uln_shm_ring_bytes(ch, &ctx->p));
-    int rc = uln_udp_ep_open(ep);
+            uln_ring_cons_init(&ep->peers[src].in[ch], uln_inbox_ring_in(ctx, src, ep->index, ch),
+                               uln_inbox_ring_bytes(ch, &ctx->p));
+    for (int p = 0; p < ctx->size; p++)
+        ep->peers[p].tp = ctx->peer_tp[p];
+    int rc = ep_open_transports(ep);
     if (rc) {
         pthread_mutex_unlock(&ctx->lock);
         ep_free(ep);
@@ -173,8 +191,7 @@ static struct uln_sqe *sq_take(struct uln_ep *ep)
     }
     struct uln_sqe *s = &ep->sq[ep->sq_tail % ep->sq_depth];
     s->state = SQE_QUEUED;
-    /* ULN_SHM_DIRECT=0: PUT/GET go through the rings, placed by the target. */
-    s->ring_path = !ep->ctx->p.shm_direct;
+    s->ring_path = 0; /* until the transport says no direct path (engine.c) */
     s->notified = 0;
     s->issued = 0;
     s->received = 0;

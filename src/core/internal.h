@@ -2,8 +2,9 @@
  * internal.h - the objects behind the public handles, shared by src/ files.
  *
  * Reading order for a newcomer: ring.h (the shared-memory queue), wire.h (what
- * travels in it), this file, ep.c (posting), engine.c (progress: the "NIC"),
- * shm.c (the transport), mr.c (regions and keys), cq.c, ctx.c.
+ * travels in it), inbox.h (where the rings live), this file, ep.c (posting),
+ * engine.c (progress: the "NIC"), transport.h (the seam every transport plugs
+ * into; transport/shm.c is the first), mr.c (regions and keys), cq.c, ctx.c.
  */
 #ifndef ULN_INTERNAL_H
 #define ULN_INTERNAL_H
@@ -18,7 +19,12 @@
 #include <time.h>
 
 #include "ulnet.h"
+#include "core/clock.h"
+#include "core/doorbell.h"
+#include "core/frag.h"
+#include "core/inbox.h"
 #include "core/ring.h"
+#include "core/transport.h"
 #include "core/wire.h"
 #include "boot/board.h"
 
@@ -30,7 +36,7 @@
 #define ULN_REQ_RING_BYTES  16384u /* channel-1 ring (GET requests) */
 #define ULN_KEY_INDEX_SHIFT 40     /* key = index << 40 | 40-bit random magic */
 #define ULN_KEY_MAGIC_MASK  ((1ull << ULN_KEY_INDEX_SHIFT) - 1)
-#define ULN_NO_DIRECT       1 /* uln_shm_direct: use the rings instead */
+#define ULN_NO_DIRECT       1 /* ops->direct: use the rings instead */
 
 /* Statistics: each counter has one writer thread, so a relaxed load+store is
  * enough (no locked instruction on the data path) and readers see whole values. */
@@ -133,10 +139,6 @@ struct uln_mr {
     uint64_t key;
 };
 
-struct uln_shm;
-struct uln_udp;
-struct uln_udp_ep;
-struct uln_udp_peer;
 struct uln_root;
 struct uln_pmix;
 
@@ -153,9 +155,12 @@ struct uln_ctx {
     struct uln_root *root; /* boot/root.c: the TCP rendezvous when ULN_ROOT is set */
     struct uln_pmix *pmix; /* boot/pmix.c: started by a PMIx server (mpirun, srun) */
 
-    struct uln_shm *shm;
-    struct uln_udp *udp;      /* NULL: no UDP sockets (every peer on this host) */
-    uint8_t *peer_udp;        /* by rank: 1 = reached over UDP, 0 = shared memory */
+    struct uln_inbox *inbox;                  /* core/inbox.c: what peers reach us through */
+    int bell_fd;                              /* core/doorbell.c: our doorbell socket */
+    struct uln_bell_addr bell_self;           /* ... and its address */
+    void *tp_ctx[ULN_TP_MAX];                 /* each transport's context state (transport.h) */
+    const struct uln_transport_ops **peer_tp; /* by rank: the transport reaching it */
+    char tp_names[32];                        /* uln_query's transport string */
     pthread_mutex_t big_lock; /* ULN_PROGRESS=thread: every entry point and the thread */
     pthread_t progress_tid;
     _Atomic int progress_stop;
@@ -163,7 +168,7 @@ struct uln_ctx {
     unsigned fork_gen;          /* uln_fork_gen when opened: differs in a forked child */
     uint32_t idle_ms;           /* uln_progress_idle: sleep before the next idle pass */
     int64_t idle_last_ms;       /* ... and when the last one ran */
-    struct uln_key_entry *keys; /* this process's key table (in the shm segment) */
+    struct uln_key_entry *keys; /* this process's key table (in its inbox) */
     struct uln_mr **regions;    /* by key index */
     uint32_t region_hint;
     struct uln_mem *mems;
@@ -196,27 +201,22 @@ struct uln_sqe {
     uint8_t inl[ULN_INLINE_MAX];
 };
 
-struct uln_tcache;
-
 /* What an endpoint keeps per peer. */
 struct uln_ep_peer {
-    struct uln_tcache *tcache;   /* the peer's regions we have mapped (shm.c) */
-    struct uln_ring_prod out[2]; /* into the peer's inbox: channel 0, 1 */
-    struct uln_ring_cons in[2];  /* from the peer, in our inbox */
-    bool out_ready;
-    bool announced[2];
-    uint32_t direct_ops;
-    /* direct PUT/GETs to this peer: every 1024th checks it lives */ /* our bit is set in the
-                                                                        peer's active map of
-                                                                        that channel */
+    const struct uln_transport_ops *tp; /* the transport reaching it (ctx->peer_tp) */
+    void *tp_peer;                      /* that transport's own state for it */
+    struct uln_ring_prod out[2];        /* ULN_TP_CAP_RINGS: into the peer's inbox: ch 0, 1 */
+    _Atomic uint64_t *act_map[2];       /* ... the peer's active maps our bit goes in */
+    struct uln_ring_cons in[2];         /* from the peer, in our inbox */
+    bool out_ready;                     /* connected */
+    bool announced[2];                  /* our bit is set in act_map[ch] */
+    uint32_t direct_ops; /* direct PUT/GETs to this peer: every 1024th checks it lives */
     /* Ring-path target side. */
     struct uln_refused_put refused; /* a PUT already answered with an error */
     struct uln_msg *get_req;        /* GET request being served (still in ring) */
     uint64_t get_sent;              /* bytes of it answered so far */
     struct uln_ack *acks;           /* answers waiting for room on channel 0 */
     uint32_t ack_head, ack_tail, ack_cap;
-    bool wake;                /* something was sent this pass: wake the peer */
-    struct uln_udp_peer *udp; /* this peer is reached over UDP (udp.c) */
 };
 
 struct uln_ep {
@@ -243,7 +243,9 @@ struct uln_ep {
                          rank idle in uln_barrier watches it (progress.c) */
     bool blocked;     /* this pass found a peer's ring full */
     struct uln_stats stats;
-    struct uln_udp_ep *udp; /* sockets and packet state, when any peer is remote */
+    void *tp_ep[ULN_TP_MAX]; /* each transport's endpoint state (transport.h) */
+    const struct uln_transport_ops *tp_prog[ULN_TP_MAX]; /* those that progress */
+    int n_tp_prog;
 };
 
 struct uln_cq {
@@ -275,15 +277,6 @@ static inline void uln_api_lock(struct uln_ctx *ctx)
  * (two producers on one ring). Written only while the child is still
  * single-threaded, before it returns from fork. */
 extern unsigned uln_fork_gen;
-
-/* CLOCK_MONOTONIC in milliseconds: the clock of every deadline and slice
- * the bootstraps and idle waits count in. */
-static inline int64_t uln_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Was ctx opened by another process, the parent of this fork()ed one? Every
  * entry point refuses such a context with -EPERM. */
@@ -376,51 +369,10 @@ int uln_key_enter(struct uln_ctx *ctx, int ep_index, uint64_t key, uint64_t off,
                   unsigned need, uint8_t **where, struct uln_stats *st);
 void uln_key_leave(struct uln_ctx *ctx, int ep_index);
 
-/* shm.c: the shared-memory transport */
-int uln_shm_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len);
-void uln_shm_close(struct uln_ctx *ctx);
-int uln_shm_attach(struct uln_ctx *ctx, int peer); /* map the peer's inbox if not yet */
-void *uln_shm_ring_in(struct uln_ctx *ctx, int src, int ep, int ch);
-void *uln_shm_ring_out(struct uln_ctx *ctx, int dst, int ep, int ch);
-uint32_t uln_shm_ring_bytes(int ch, const struct uln_params *p);
-int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, uint64_t len,
-                   uint64_t rkey, uint64_t roff);
-void uln_shm_wake(struct uln_ctx *ctx, int peer);
-/* Sleep on the doorbell and fds (sockets): 0 woken, -ETIMEDOUT. */
-int uln_shm_sleep(struct uln_ctx *ctx, const int *fds, int n_fds, int timeout_ms);
-void uln_shm_sleep_begin(struct uln_ctx *ctx);
-void uln_shm_wake_self(struct uln_ctx *ctx); /* wake our own sleepers */
-void uln_shm_sleep_end(struct uln_ctx *ctx);
-_Atomic uint32_t *uln_shm_hazard(struct uln_ctx *ctx, int src, int ep);
-_Atomic uint64_t *uln_shm_active(struct uln_ctx *ctx, int ch, int ep); /* our bitmap */
-_Atomic uint64_t *uln_shm_attached(struct uln_ctx *ctx); /* peers that mapped our inbox */
-void uln_shm_announce(struct uln_ctx *ctx, int peer, int ch, int ep);
-bool uln_shm_peer_dead(struct uln_ctx *ctx, int peer);
-bool uln_shm_cma_ok(const struct uln_ctx *ctx);
-void uln_shm_tcache_free(struct uln_tcache *tc);
+/* engine.c: the endpoint's transports, all of them */
+bool uln_ep_busy(struct uln_ep *ep); /* work that waits on a peer, ours or a transport's */
+int uln_ep_wait_fds(struct uln_ep *ep, int *fds, int max, int *timeout_ms);
 
-/* udp.c: the UDP transport */
-static inline bool uln_peer_udp(const struct uln_ctx *ctx, int peer)
-{
-    return ctx->peer_udp && ctx->peer_udp[peer];
-}
-int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len);
-int uln_udp_choose(struct uln_ctx *ctx); /* after every rank's address is known */
-void uln_udp_close(struct uln_ctx *ctx);
-int uln_udp_ep_open(struct uln_ep *ep);
-void uln_udp_ep_close(struct uln_ep *ep);
-int uln_udp_attach(struct uln_ep *ep, int peer);
-uint32_t uln_udp_frag_max(struct uln_ep *ep, int peer); /* GET_RESP data per packet */
-void *uln_udp_reserve(struct uln_ep *ep, int peer, uint32_t len);
-void uln_udp_commit(struct uln_ep *ep, int peer, uint8_t type, uint8_t flags, uint32_t len);
-bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len);
-bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget);
-void uln_udp_flush(struct uln_ep *ep);
-void uln_udp_progress_rx(struct uln_ep *ep);
-void uln_udp_progress_tx(struct uln_ep *ep);
-bool uln_udp_peer_dead(struct uln_ep *ep, int peer);
-bool uln_udp_busy(const struct uln_ep *ep);
-int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms);
 /* udp.c, for tests and fuzzing only (the library never calls them): crafted
  * bytes through the real receive path, crafted packets from a rank's real
  * socket. */

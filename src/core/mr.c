@@ -4,7 +4,7 @@
  *
  * A key is (table index << 40) | 40 random bits. The table entry lives in this
  * process's shared inbox, where peers read it: they check keys, bounds and
- * rights themselves before touching a byte (shm direct path), and we check the
+ * rights themselves before touching a byte (the direct path), and we check the
  * same entry when we place data for them (ring path). Either way the same pure
  * function, uln_key_check, decides.
  *
@@ -183,12 +183,12 @@ ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned 
 static void wait_src(struct uln_ctx *ctx, uint32_t idx, int src)
 {
     for (uint32_t ep = 0; ep < ctx->p.max_eps; ep++) {
-        _Atomic uint32_t *hz = uln_shm_hazard(ctx, src, (int)ep);
+        _Atomic uint32_t *hz = uln_inbox_hazard(ctx, src, (int)ep);
         unsigned spins = 0;
         /* Seq_cst: pairs with the initiator's seq_cst store of the slot. */
         while (atomic_load_explicit(hz, memory_order_seq_cst) == idx + 1) {
             if (++spins % 1024 == 0) {
-                if (src != ctx->rank && uln_shm_peer_dead(ctx, src)) break;
+                if (src != ctx->rank && ctx->peer_tp[src]->peer_dead(ctx, NULL, src)) break;
                 sched_yield();
             }
         }
@@ -198,10 +198,10 @@ static void wait_src(struct uln_ctx *ctx, uint32_t idx, int src)
 static void wait_hazards(struct uln_ctx *ctx, uint32_t idx)
 {
     wait_src(ctx, idx, ctx->rank);
-    _Atomic uint64_t *att = uln_shm_attached(ctx);
+    _Atomic uint64_t *att = uln_inbox_attached(ctx);
     for (int w = 0; w < (ctx->size + 63) / 64; w++) {
         /* Seq_cst, after the key was cleared: pairs with the peer's RMW of
-         * its bit before its first hazard store (shm.c, attach). */
+         * its bit before its first hazard store (a transport's connect). */
         uint64_t bits = atomic_load_explicit(&att[w], memory_order_seq_cst);
         while (bits) {
             int src = w * 64 + __builtin_ctzll(bits);
@@ -246,7 +246,7 @@ ULN_EXPORT int uln_mr_dereg(struct uln_mr *mr)
         return -EBADF;
     }
     struct uln_key_entry *e = &ctx->keys[mr->index];
-    /* Seq_cst: the key is gone before we read the hazard slots (see shm.c). */
+    /* Seq_cst: the key is gone before we read the hazard slots (see the direct path). */
     atomic_store_explicit(&e->key, 0, memory_order_seq_cst);
     wait_hazards(ctx, mr->index);
     ctx->regions[mr->index] = NULL;
@@ -294,8 +294,8 @@ int uln_key_enter(struct uln_ctx *ctx, int ep_index, uint64_t key, uint64_t off,
         return rc;
     }
     struct uln_key_entry *e = &ctx->keys[idx];
-    _Atomic uint32_t *hz = uln_shm_hazard(ctx, ctx->rank, ep_index);
-    /* Same protocol as a peer's direct access (shm.c): announce, then check. */
+    _Atomic uint32_t *hz = uln_inbox_hazard(ctx, ctx->rank, ep_index);
+    /* Same protocol as a peer's direct access (a transport's direct path): announce, then check. */
     atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
     uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
     rc = uln_key_check(e, live, key, off, len, need);
@@ -312,5 +312,5 @@ void uln_key_leave(struct uln_ctx *ctx, int ep_index)
 {
     /* Release: our copy into or out of the region is complete before dereg may
      * return to the owner. */
-    atomic_store_explicit(uln_shm_hazard(ctx, ctx->rank, ep_index), 0, memory_order_release);
+    atomic_store_explicit(uln_inbox_hazard(ctx, ctx->rank, ep_index), 0, memory_order_release);
 }

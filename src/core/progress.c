@@ -31,7 +31,7 @@ static void *progress_main(void *arg)
         bool produced = false, busy = false;
         /* Announce the sleep before the last look, as uln_cq_wait does, so a
          * peer on this host rings the doorbell for what it sends meanwhile. */
-        uln_shm_sleep_begin(ctx);
+        uln_doorbell_sleep_begin(ctx);
         pthread_mutex_lock(&ctx->big_lock);
         for (unsigned i = 0; i < ctx->n_eps; i++) {
             struct uln_ep *ep = ctx->eps[i];
@@ -39,15 +39,15 @@ static void *progress_main(void *arg)
             uint64_t before = ep->send_cq->tail + ep->recv_cq->tail;
             uln_engine_progress(ep);
             produced |= ep->send_cq->tail + ep->recv_cq->tail != before;
-            busy |= uln_engine_busy(ep) || (ep->udp && uln_udp_busy(ep));
-            if (n_fds < 64) n_fds += uln_udp_poll_setup(ep, &fds[n_fds], &timeout);
+            busy |= uln_ep_busy(ep);
+            n_fds += uln_ep_wait_fds(ep, &fds[n_fds], 64 - n_fds, &timeout);
         }
         pthread_mutex_unlock(&ctx->big_lock);
-        if (produced) uln_shm_wake_self(ctx);
+        if (produced) uln_doorbell_wake_self(ctx);
         /* Work waiting on a peer (a full ring, a window): look again soon. */
         if (busy && timeout > 1) timeout = 1;
-        if (!produced) uln_shm_sleep(ctx, fds, n_fds, timeout);
-        uln_shm_sleep_end(ctx);
+        if (!produced) uln_doorbell_sleep(ctx, fds, n_fds, timeout);
+        uln_doorbell_sleep_end(ctx);
     }
     return NULL;
 }
@@ -71,7 +71,7 @@ void uln_progress_stop(struct uln_ctx *ctx)
     /* Release: pairs with the thread's acquire; it sees the stop within one
      * sleep slice (at most 100 ms), or at once if something wakes it. */
     atomic_store_explicit(&ctx->progress_stop, 1, memory_order_release);
-    uln_shm_wake_self(ctx);
+    uln_doorbell_wake_self(ctx);
     pthread_join(ctx->progress_tid, NULL);
     ctx->progress_on = false;
 }
@@ -110,7 +110,7 @@ void uln_progress_idle(struct uln_ctx *ctx)
         if (!ep) continue;
         uint64_t before = ep_activity(ep);
         uln_engine_progress(ep);
-        active |= ep_activity(ep) != before || uln_engine_busy(ep) || (ep->udp && uln_udp_busy(ep));
+        active |= ep_activity(ep) != before || uln_ep_busy(ep);
     }
     /* A peer that needs us (a ring-path PUT to place, a GET to serve, a NAP
      * holding its ring, a UDP packet to acknowledge) shows up as activity and

@@ -18,6 +18,7 @@
 #ifndef ULN_WIRE_H
 #define ULN_WIRE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum uln_msg_type {
@@ -31,6 +32,44 @@ enum uln_msg_type {
                            receive path into our own ring when a PUT's last fragment
                            comes up in order (its data was placed on arrival) */
 };
+
+/* One table says what each type is, for every transport, so none translates
+ * by hand. On a packet transport each message that travels is one packet
+ * type (docs/protocol.md: the same number), whose header carries two 64-bit
+ * fields and whose extension the rest of the fixed part. */
+struct uln_msg_desc {
+    uint8_t channel; /* the ring it travels in (above) */
+    bool ordered;    /* must reach the engine in order (NAP, ACK, GET_REQ, a PUT's
+                        last piece); else placed the moment it arrives */
+    bool packet;     /* travels as a packet (PUT_FRAG: as PUT); else ring only */
+    uint8_t ext;     /* its packet extension, bytes */
+    uint8_t ext_imm; /* ... when it carries immediate data (PUT with IMM) */
+};
+
+#define ULN_MSG_TYPES 8 /* types are below this */
+
+static const struct uln_msg_desc uln_msg_table[ULN_MSG_TYPES] = {
+    [ULN_MSG_NAP] = {.channel = 0, .ordered = true, .packet = true},
+    [ULN_MSG_PUT_FRAG] = {.channel = 0, .ordered = false, .packet = true, .ext = 24, .ext_imm = 32},
+    [ULN_MSG_PUT_NOTIFY] = {.channel = 0, .ordered = true},
+    [ULN_MSG_GET_REQ] = {.channel = 1, .ordered = true, .packet = true, .ext = 16, .ext_imm = 16},
+    [ULN_MSG_GET_RESP] = {.channel = 0, .ordered = false, .packet = true, .ext = 8, .ext_imm = 8},
+    [ULN_MSG_ACK] = {.channel = 0, .ordered = true, .packet = true},
+    [ULN_MSG_PUT_DONE] = {.channel = 0, .ordered = true},
+};
+
+/* The description of type, or NULL for a type that is none of the above. */
+static inline const struct uln_msg_desc *uln_msg_desc(unsigned type)
+{
+    return type < ULN_MSG_TYPES && type != 0 ? &uln_msg_table[type] : (const void *)0;
+}
+
+/* ... of a packet's type: NULL when no engine message travels as it. */
+static inline const struct uln_msg_desc *uln_msg_packet(unsigned type)
+{
+    const struct uln_msg_desc *d = uln_msg_desc(type);
+    return d && d->packet ? d : (const void *)0;
+}
 
 /* flags of PUT_FRAG */
 #define ULN_FRAG_LAST 0x1u /* last fragment of the operation: answer with an ACK */

@@ -19,7 +19,8 @@
  * moment they arrive, in any order - no reassembly copy. Everything whose
  * order matters (NAPs, ACKs, GET requests, and a PUT's "all placed" point) is
  * handed to the engine in sequence order by writing ring messages into our own
- * inbox rings for that peer, the same rings a peer on this host would write.
+ * inbox rings for that peer (uln_inbox_feed), the same rings a peer on this
+ * host would write.
  * From there the engine's ring code takes over unchanged: NAP completions
  * point into the ring until uln_cqe_release, and a full ring holds delivery
  * back, which shrinks the credit we advertise (STOP) instead of dropping.
@@ -43,13 +44,26 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "transport/transports.h"
 #include "rel/rel.h"
 #include "transport/udp_io.h"
 
 /* ---- wire format (docs/protocol.md) -------------------------------------- */
 
 #define PKT_VERSION 1u
-enum { PKT_NAP = 1, PKT_PUT = 2, PKT_GET_REQ = 4, PKT_GET_RESP = 5, PKT_ACK = 6, PKT_CTRL = 7 };
+/* A packet's type is its engine message's (wire.h's table); PUT carries
+ * PUT_FRAG's. CTRL is rel's own and never reaches the engine. */
+enum {
+    PKT_NAP = ULN_MSG_NAP,
+    PKT_PUT = ULN_MSG_PUT_FRAG,
+    PKT_GET_REQ = ULN_MSG_GET_REQ,
+    PKT_GET_RESP = ULN_MSG_GET_RESP,
+    PKT_ACK = ULN_MSG_ACK,
+    PKT_CTRL = 7
+};
+_Static_assert(PKT_NAP == 1 && PKT_PUT == 2 && PKT_GET_REQ == 4 && PKT_GET_RESP == 5 &&
+                   PKT_ACK == 6,
+               "the wire's type numbers (docs/protocol.md)");
 /* flags: the low five bits are rel's (ULN_REL_DATA, FB, LOSE, PROBE, RETX) */
 #define PKT_LAST 0x20u /* NAP, PUT: last packet of the message */
 #define PKT_IMM  0x40u /* PUT with LAST: raise PUT_REMOTE with imm at the target */
@@ -90,23 +104,18 @@ struct pkt_ctrl_body { /* hello, feedback, probe */
 #define EXT_MAX   32u
 #define HDR_SPACE 64u /* header + the largest extension */
 
+_Static_assert(sizeof(struct pkt_put_ext) == 32 && offsetof(struct pkt_put_ext, imm) == 24,
+               "PUT's extension as wire.h's table has it");
+_Static_assert(sizeof(struct pkt_get_req_ext) == 16 && sizeof(struct pkt_get_resp_ext) == 8,
+               "GET's extensions as wire.h's table has them");
+
+/* The extension a packet of this type and flags carries; -1: no such type. */
 static int ext_len(unsigned type, unsigned flags)
 {
-    switch (type) {
-    case PKT_NAP:
-    case PKT_ACK:
-        return 0;
-    case PKT_PUT:
-        return (flags & PKT_IMM) ? 32 : 24;
-    case PKT_GET_REQ:
-        return (int)sizeof(struct pkt_get_req_ext);
-    case PKT_GET_RESP:
-        return (int)sizeof(struct pkt_get_resp_ext);
-    case PKT_CTRL:
-        return (int)sizeof(struct pkt_ctrl_body);
-    default:
-        return -1;
-    }
+    if (type == PKT_CTRL) return (int)sizeof(struct pkt_ctrl_body);
+    const struct uln_msg_desc *d = uln_msg_packet(type);
+    if (!d) return -1;
+    return (flags & PKT_IMM) ? d->ext_imm : d->ext;
 }
 
 static inline uint64_t mix64(uint64_t x)
@@ -138,11 +147,12 @@ struct udp_addr { /* what a rank publishes */
     uint8_t ip[16];
 };
 
-struct uln_udp {
-    int *fds; /* one bound socket per endpoint index, until its endpoint opens */
+struct uln_udp { /* ctx->tp_ctx[ULN_TPID_UDP] */
+    int *fds;    /* one bound socket per endpoint index, until its endpoint opens */
     unsigned nfds;
     struct udp_addr me;
     struct udp_addr *addrs; /* by rank */
+    uint8_t *remote;        /* by rank: 1 = reached over UDP (uln_udp_choose) */
     uint64_t rng;
 };
 
@@ -176,10 +186,9 @@ struct uln_udp_peer {
     struct tx_slot *tx;
     uint8_t *tx_mem; /* one stride per slot: messages we may have to send again */
     struct rx_slot *rx;
-    uint32_t pend_seq, pend_n;       /* in order from rel, not yet handed to the engine */
-    struct uln_ring_prod in_prod[2]; /* we write our own inbox rings for this peer */
-    bool announced[2];
-    uint8_t *nap_dst; /* a NAP of several packets being assembled in the ring */
+    uint32_t pend_seq, pend_n;  /* in order from rel, not yet handed to the engine */
+    struct uln_inbox_feed feed; /* in-order messages to the engine, through our inbox */
+    uint8_t *nap_dst;           /* a NAP of several packets being assembled in the ring */
     uint32_t nap_total, nap_got;
     struct uln_refused_put refused_seen; /* the PUT last refused on arrival */
     struct uln_refused_put refused_sent; /* ... whose refusal was handed on */
@@ -202,11 +211,27 @@ struct uln_udp_ep {
     struct uln_udp_io_rx rxv[ULN_UDP_IO_BATCH];
 };
 
-static uint64_t now_ns(void)
+static inline struct uln_udp *udp_of(const struct uln_ctx *ctx)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return ctx->tp_ctx[ULN_TPID_UDP];
+}
+
+static inline struct uln_udp_ep *udp_ep(const struct uln_ep *ep)
+{
+    return ep->tp_ep[ULN_TPID_UDP];
+}
+
+/* Our state for rank, if UDP carries it and we have met it. */
+static inline struct uln_udp_peer *udp_peer(const struct uln_ep *ep, int rank)
+{
+    const struct uln_ep_peer *pp = &ep->peers[rank];
+    return pp->tp == &uln_tp_udp ? pp->tp_peer : NULL;
+}
+
+static inline bool udp_remote(const struct uln_ctx *ctx, int peer)
+{
+    const struct uln_udp *u = udp_of(ctx);
+    return u && u->remote && u->remote[peer];
 }
 
 /* ---- context: sockets and addresses ---------------------------------------- */
@@ -447,7 +472,7 @@ int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
     if (slot_len < UDP_ADDR_OFF + sizeof(struct udp_addr)) return -EINVAL;
     struct uln_udp *u = calloc(1, sizeof *u);
     if (!u) return -ENOMEM;
-    ctx->udp = u;
+    ctx->tp_ctx[ULN_TPID_UDP] = u;
     u->nfds = ctx->p.max_eps;
     u->fds = malloc(u->nfds * sizeof(int));
     if (!u->fds) return -ENOMEM;
@@ -480,11 +505,11 @@ int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
 
 int uln_udp_choose(struct uln_ctx *ctx)
 {
-    struct uln_udp *u = ctx->udp;
+    struct uln_udp *u = udp_of(ctx);
     if (!u) return 0;
     u->addrs = calloc((size_t)ctx->size, sizeof *u->addrs);
-    ctx->peer_udp = calloc((size_t)ctx->size, 1);
-    if (!u->addrs || !ctx->peer_udp) return -ENOMEM;
+    u->remote = calloc((size_t)ctx->size, 1);
+    if (!u->addrs || !u->remote) return -ENOMEM;
     for (int p = 0; p < ctx->size; p++) {
         int32_t pid;
         const uint8_t *slot = uln_boot_peer(ctx, p, &pid);
@@ -493,23 +518,25 @@ int uln_udp_choose(struct uln_ctx *ctx)
         const struct udp_addr *a = &u->addrs[p];
         if (a->magic != UDP_ADDR_MAGIC || a->nports < ctx->p.max_eps) continue;
         bool same_host = memcmp(a->host_id, u->me.host_id, 16) == 0;
-        ctx->peer_udp[p] = ctx->p.transport == ULN_TP_UDP || !same_host;
+        u->remote[p] = ctx->p.transport == ULN_TP_UDP || !same_host;
     }
     return 0;
 }
 
 void uln_udp_close(struct uln_ctx *ctx)
 {
-    struct uln_udp *u = ctx->udp;
+    struct uln_udp *u = udp_of(ctx);
     if (!u) return;
     if (u->fds) close_fds(u);
     free(u->fds);
     free(u->addrs);
+    free(u->remote);
     free(u);
-    free(ctx->peer_udp);
-    ctx->udp = NULL;
-    ctx->peer_udp = NULL;
+    ctx->tp_ctx[ULN_TPID_UDP] = NULL;
 }
+
+static void uln_udp_progress_rx(struct uln_ep *ep);
+static void uln_udp_progress_tx(struct uln_ep *ep);
 
 /* ---- endpoint ------------------------------------------------------------------- */
 
@@ -532,14 +559,14 @@ static void peer_sockaddr(const struct udp_addr *a, unsigned ep_index, struct so
     }
 }
 
-int uln_udp_ep_open(struct uln_ep *ep)
+static int uln_udp_ep_open(struct uln_ep *ep)
 {
     struct uln_ctx *ctx = ep->ctx;
-    struct uln_udp *u = ctx->udp;
+    struct uln_udp *u = udp_of(ctx);
     if (!u || (unsigned)ep->index >= u->nfds || u->fds[ep->index] < 0) return 0;
     struct uln_udp_ep *ue = calloc(1, sizeof *ue);
     if (!ue) return -ENOMEM;
-    ep->udp = ue;
+    ep->tp_ep[ULN_TPID_UDP] = ue;
     int n = ctx->size;
     ue->rank_of_id = malloc((size_t)n * sizeof(int));
     ue->id_of_rank = malloc((size_t)n * sizeof(int));
@@ -564,7 +591,7 @@ int uln_udp_ep_open(struct uln_ep *ep)
     for (int p = 0; p < n; p++) {
         ue->id_of_rank[p] = -1;
         ue->rank_of_id[p] = -1;
-        if (!uln_peer_udp(ctx, p)) continue;
+        if (!udp_remote(ctx, p)) continue;
         struct sockaddr_storage ss;
         socklen_t len;
         peer_sockaddr(&u->addrs[p], (unsigned)ep->index, &ss, &len);
@@ -593,48 +620,49 @@ static void peer_free(struct uln_udp_ep *ue, struct uln_udp_peer *up)
  * need not wait for us. Bounded: 2 s or ULN_UDP_DEAD_MS, whichever is less. */
 static void linger(struct uln_ep *ep)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     uint64_t ms = ep->ctx->p.udp_dead_ms < 2000 ? ep->ctx->p.udp_dead_ms : 2000;
-    uint64_t until = now_ns() + ms * 1000000u;
+    uint64_t until = uln_now_ns() + ms * 1000000u;
     for (int i = 0; i < ue->n_live; i++)
-        uln_rel_want_fb(&ep->peers[ue->live[i]].udp->rel);
+        uln_rel_want_fb(&udp_peer(ep, ue->live[i])->rel);
     for (;;) {
         uln_udp_progress_rx(ep);
         uln_udp_progress_tx(ep);
         bool waiting = ue->nbatch > 0;
         for (int i = 0; i < ue->n_live; i++) {
-            struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+            struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
             waiting |= !up->dead && uln_rel_state(&up->rel) == ULN_REL_OPEN &&
                        uln_rel_tx_in_flight(&up->rel) > 0;
         }
-        if (!waiting || now_ns() >= until) break;
+        if (!waiting || uln_now_ns() >= until) break;
         struct pollfd pf = {.fd = uln_udp_io_fd(ue->io), .events = POLLIN};
         poll(&pf, 1, 1);
     }
 }
 
-void uln_udp_ep_close(struct uln_ep *ep)
+static void uln_udp_ep_close(struct uln_ep *ep)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue) return;
     if (ue->io) linger(ep);
     for (int p = 0; ep->peers && p < ep->ctx->size; p++) {
-        if (!ep->peers[p].udp) continue;
-        peer_free(ue, ep->peers[p].udp);
-        ep->peers[p].udp = NULL;
+        struct uln_udp_peer *up = udp_peer(ep, p);
+        if (!up) continue;
+        peer_free(ue, up);
+        ep->peers[p].tp_peer = NULL;
     }
     uln_udp_io_close(ue->io);
     free(ue->rank_of_id);
     free(ue->id_of_rank);
     free(ue->live);
     free(ue);
-    ep->udp = NULL;
+    ep->tp_ep[ULN_TPID_UDP] = NULL;
 }
 
 static void rel_cfg(const struct uln_ep *ep, struct uln_rel_cfg *cfg)
 {
     uln_rel_cfg_default(cfg);
-    cfg->window = ep->udp->window;
+    cfg->window = udp_ep(ep)->window;
     cfg->dead_after = (uint64_t)ep->ctx->p.udp_dead_ms * 1000000u;
 }
 
@@ -653,9 +681,9 @@ static uint32_t new_epoch(struct uln_udp_ep *ue)
 static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
 {
     struct uln_ep_peer *pp = &ep->peers[rank];
-    if (ULN_LIKELY(pp->udp != NULL)) return pp->udp;
+    if (ULN_LIKELY(udp_peer(ep, rank) != NULL)) return udp_peer(ep, rank);
     struct uln_ctx *ctx = ep->ctx;
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue || ue->id_of_rank[rank] < 0) return NULL;
     struct uln_udp_peer *up = calloc(1, sizeof *up);
     if (!up) return NULL;
@@ -669,46 +697,47 @@ static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
     up->rx = calloc(cfg.window, sizeof *up->rx);
     /* Untouched slot memory costs no RAM: the pages come as slots are used. */
     up->tx_mem = malloc((size_t)cfg.window * ue->stride);
-    if (!up->tx || !up->rx || !up->tx_mem || uln_rel_init(&up->rel, &cfg, epoch, now_ns()) != 0) {
+    if (!up->tx || !up->rx || !up->tx_mem ||
+        uln_rel_init(&up->rel, &cfg, epoch, uln_now_ns()) != 0) {
         free(up->tx);
         free(up->rx);
         free(up->tx_mem);
         free(up);
         return NULL;
     }
-    for (int ch = 0; ch < 2; ch++)
-        uln_ring_prod_init(&up->in_prod[ch], uln_shm_ring_in(ctx, rank, ep->index, ch),
-                           uln_shm_ring_bytes(ch, &ctx->p));
-    pp->udp = up;
+    uln_inbox_feed_init(&up->feed, ctx, rank, ep->index);
+    pp->tp_peer = up;
     ue->live[ue->n_live++] = rank;
     return up;
 }
 
-int uln_udp_attach(struct uln_ep *ep, int peer)
+static int uln_udp_attach(struct uln_ep *ep, int peer)
 {
     struct uln_udp_peer *up = peer_get(ep, peer);
-    if (!up) return ep->udp ? -ENOMEM : -EHOSTUNREACH;
+    if (!up) return udp_ep(ep) ? -ENOMEM : -EHOSTUNREACH;
     return up->dead ? -ECONNRESET : 0;
 }
 
-bool uln_udp_peer_dead(struct uln_ep *ep, int peer)
+static bool uln_udp_peer_dead(struct uln_ctx *ctx, struct uln_ep *ep, int peer)
 {
-    struct uln_udp_peer *up = ep->peers[peer].udp;
+    (void)ctx;
+    if (!ep) return false; /* no process of ours maps a remote peer's memory */
+    struct uln_udp_peer *up = udp_peer(ep, peer);
     return up && up->dead;
 }
 
-uint32_t uln_udp_frag_max(struct uln_ep *ep, int peer)
+static uint32_t uln_udp_frag_max(struct uln_ep *ep, int peer)
 {
     (void)peer;
-    return ep->udp->payload_max - (uint32_t)sizeof(struct pkt_hdr) -
+    return udp_ep(ep)->payload_max - (uint32_t)sizeof(struct pkt_hdr) -
            (uint32_t)sizeof(struct pkt_get_resp_ext);
 }
 
 /* ---- sending ------------------------------------------------------------------ */
 
-void uln_udp_flush(struct uln_ep *ep)
+static void uln_udp_flush(struct uln_ep *ep)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue || ue->nbatch == 0) return;
     int n = uln_udp_io_send(ue->io, ue->batch, ue->nbatch);
     if (n < 0) {
@@ -731,7 +760,7 @@ void uln_udp_flush(struct uln_ep *ep)
 /* Room in the batch for n more packets, flushing if needed. */
 static bool batch_room(struct uln_ep *ep, unsigned n)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (ue->nbatch + n > ULN_UDP_IO_BATCH) uln_udp_flush(ep);
     return ue->nbatch + n <= ULN_UDP_IO_BATCH;
 }
@@ -740,7 +769,7 @@ static bool batch_room(struct uln_ep *ep, unsigned n)
 static void queue_pkt(struct uln_ep *ep, int io_id, const struct pkt_hdr *h, const void *ext,
                       unsigned elen, const void *data, uint32_t len)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!batch_room(ep, 1)) return; /* the socket is full: as if lost, rel resends */
     unsigned i = ue->nbatch++;
     memcpy(ue->scratch[i], h, sizeof *h);
@@ -809,7 +838,7 @@ static void drain_acked(struct uln_udp_peer *up)
  * message's own header fields from the caller. */
 static struct tx_slot *assign(struct uln_ep *ep, struct uln_udp_peer *up, struct uln_rel_pkt *p)
 {
-    if (uln_rel_tx_assign(&up->rel, ep->udp->now, p) != 0) return NULL; /* checked before */
+    if (uln_rel_tx_assign(&up->rel, udp_ep(ep)->now, p) != 0) return NULL; /* checked before */
     struct tx_slot *t = &up->tx[p->seq & up->mask];
     memset(&t->h, 0, sizeof t->h);
     t->ext_len = 0;
@@ -822,83 +851,93 @@ static struct tx_slot *assign(struct uln_ep *ep, struct uln_udp_peer *up, struct
 
 static uint8_t *slot_mem(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq)
 {
-    return up->tx_mem + (size_t)(seq & up->mask) * ep->udp->stride;
+    return up->tx_mem + (size_t)(seq & up->mask) * udp_ep(ep)->stride;
 }
 
 /* Can n packets go to this peer now? Otherwise the endpoint is blocked. */
 static bool can_send(struct uln_ep *ep, struct uln_udp_peer *up, unsigned n)
 {
     drain_acked(up);
-    if (batch_room(ep, n) && uln_rel_tx_ready(&up->rel, ep->udp->now, n)) return true;
+    if (batch_room(ep, n) && uln_rel_tx_ready(&up->rel, udp_ep(ep)->now, n)) return true;
     ep->blocked = true;
     return false;
 }
 
-void *uln_udp_reserve(struct uln_ep *ep, int peer, uint32_t len)
+static void *uln_udp_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len)
 {
-    struct uln_udp_peer *up = ep->peers[peer].udp;
-    ep->udp->now = now_ns();
-    if (!up || up->dead || len > ep->udp->stride || !can_send(ep, up, 1)) return NULL;
+    struct uln_udp_peer *up = udp_peer(ep, peer);
+    udp_ep(ep)->now = uln_now_ns();
+    if (!up || up->dead || len > udp_ep(ep)->stride || !can_send(ep, up, 1)) return NULL;
     return slot_mem(ep, up, up->rel.snd_nxt); /* the seq uln_rel_tx_assign gives next */
 }
 
 /* Send what the engine wrote into the reserved slot, as a packet. */
-void uln_udp_commit(struct uln_ep *ep, int peer, uint8_t type, uint8_t flags, uint32_t len)
+static void uln_udp_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, uint8_t flags,
+                           uint32_t len)
 {
     (void)flags;
-    struct uln_udp_peer *up = ep->peers[peer].udp;
+    struct uln_udp_peer *up = udp_peer(ep, peer);
     struct uln_rel_pkt p;
     const uint8_t *m = slot_mem(ep, up, up->rel.snd_nxt);
     struct tx_slot *t = assign(ep, up, &p);
     if (!t) return;
+    /* The packet type and extension are the table's; the two header fields
+     * and the extension's contents are each message's own. */
+    const struct uln_msg_desc *d = uln_msg_packet(type);
+    if (d) {
+        t->h.vt = (uint8_t)(PKT_VERSION << 4 | type);
+        t->ext_len = d->ext;
+    }
     switch (type) {
     case ULN_MSG_ACK: {
         const struct uln_ack *a = (const void *)m;
-        t->h = (struct pkt_hdr){.vt = PKT_VERSION << 4 | PKT_ACK,
-                                .key = a->op_id,
-                                .offset = (uint64_t)(int64_t)a->status};
+        t->h.key = a->op_id;
+        t->h.offset = (uint64_t)(int64_t)a->status;
         break;
     }
     case ULN_MSG_GET_REQ: {
         const struct uln_get_req *r = (const void *)m;
         struct pkt_get_req_ext x = {.len = r->len, .op_id = r->op_id};
-        t->h = (struct pkt_hdr){
-            .vt = PKT_VERSION << 4 | PKT_GET_REQ, .key = r->key, .offset = r->offset};
+        t->h.key = r->key;
+        t->h.offset = r->offset;
         memcpy(t->ext, &x, sizeof x);
-        t->ext_len = sizeof x;
         break;
     }
     case ULN_MSG_GET_RESP: {
         const struct uln_get_resp *g = (const void *)m;
         struct pkt_get_resp_ext x = {.status = g->status};
-        t->h = (struct pkt_hdr){
-            .vt = PKT_VERSION << 4 | PKT_GET_RESP, .key = g->op_id, .offset = g->op_offset};
+        t->h.key = g->op_id;
+        t->h.offset = g->op_offset;
         memcpy(t->ext, &x, sizeof x);
-        t->ext_len = sizeof x;
         t->data = m + sizeof *g; /* the data stays in the slot for resends */
         t->len = len - (uint32_t)sizeof *g;
         break;
     }
     default:
-        /* PUT_NOTIFY and PUT_FRAG never take this path over UDP. */
+        /* PUT_NOTIFY, PUT_FRAG and NAP never take this path over UDP. */
+        memset(&t->h, 0, sizeof t->h);
+        t->ext_len = 0;
         ULN_COUNT(&ep->stats, malformed, 1);
         break;
     }
     send_data(ep, up, t, &p);
 }
 
-bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
+static bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
 {
-    struct uln_udp_peer *up = ep->peers[peer].udp;
-    struct uln_udp_ep *ue = ep->udp;
-    ue->now = now_ns();
+    struct uln_udp_peer *up = udp_peer(ep, peer);
+    struct uln_udp_ep *ue = udp_ep(ep);
+    ue->now = uln_now_ns();
     uint32_t cap = ue->payload_max - (uint32_t)sizeof(struct pkt_hdr);
     uint32_t n = len ? (len + cap - 1) / cap : 1;
     /* All packets of a NAP go together, on consecutive seqs: the receiver
      * assembles them in its ring in order, with nothing in between. */
     if (!up || up->dead || !can_send(ep, up, n)) return false;
-    for (uint32_t i = 0, off = 0; i < n; i++) {
-        uint32_t k = len - off < cap ? len - off : cap;
+    uint64_t off = 0;
+    uint32_t unlimited = 0; /* the NAP goes whole: the window was checked for all n */
+    struct uln_frag fc = uln_frag_start(&off, len, cap, &unlimited);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t k = uln_frag_next(&fc);
         uint8_t *mem = slot_mem(ep, up, up->rel.snd_nxt);
         struct uln_rel_pkt p;
         struct tx_slot *t = assign(ep, up, &p);
@@ -911,25 +950,24 @@ bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
         t->data = mem;
         t->len = k;
         send_data(ep, up, t, &p);
-        off += k;
+        uln_frag_take(&fc, k);
     }
     uln_udp_flush(ep);
     return true;
 }
 
-bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
+static bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
 {
-    struct uln_udp_peer *up = ep->peers[s->peer].udp;
-    struct uln_udp_ep *ue = ep->udp;
-    ue->now = now_ns();
+    struct uln_udp_peer *up = udp_peer(ep, s->peer);
+    struct uln_udp_ep *ue = udp_ep(ep);
+    ue->now = uln_now_ns();
     uint32_t cap = ue->payload_max - (uint32_t)sizeof(struct pkt_hdr) - EXT_MAX;
     bool sent_last = false;
+    struct uln_frag fc = uln_frag_start(&s->issued, s->len, cap, budget);
     do {
         if (!up || up->dead || !can_send(ep, up, 1)) break;
-        uint64_t n = s->len - s->issued;
-        if (n > cap) n = cap;
-        if (n > *budget && *budget > 0) n = *budget;
-        bool last = s->issued + n == s->len;
+        uint32_t n = uln_frag_next(&fc);
+        bool last = uln_frag_last(&fc, n);
         struct uln_rel_pkt p;
         struct tx_slot *t = assign(ep, up, &p);
         if (!t) break;
@@ -946,12 +984,11 @@ bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         /* Zero copy: the packet gathers straight from the user's buffer, which
          * stays theirs-but-untouchable until the PUT completes (at the ACK). */
         t->data = (const uint8_t *)s->src + s->issued;
-        t->len = (uint32_t)n;
+        t->len = n;
         t->user = true;
         t->op_id = s->op_id;
         send_data(ep, up, t, &p);
-        s->issued += n;
-        *budget = n >= *budget ? 0 : *budget - (uint32_t)n;
+        uln_frag_take(&fc, n);
         sent_last = last;
     } while (!sent_last && *budget > 0);
     uln_udp_flush(ep);
@@ -959,18 +996,6 @@ bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
 }
 
 /* ---- receiving ---------------------------------------------------------------- */
-
-/* Mark the peer in our own active bitmap so the engine polls its ring. */
-static void announce(struct uln_ep *ep, struct uln_udp_peer *up, int ch)
-{
-    if (up->announced[ch]) return;
-    /* Release: pairs with the acquire in the engine's refresh_active (which
-     * runs on this same thread, but the bitmap is shared memory that peers on
-     * this host write too). */
-    atomic_fetch_or_explicit(&ep->act_map[ch][up->rank / 64], 1ull << (up->rank % 64),
-                             memory_order_release);
-    up->announced[ch] = true;
-}
 
 /* Place a PUT fragment where it says; the whole operation is checked, so a
  * refused PUT writes no byte (as on the ring path). */
@@ -1037,7 +1062,7 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
     }
     default: /* NAP, ACK, GET_REQ: their order matters; keep the bytes */
         s->held = true;
-        ep->udp->held++;
+        udp_ep(ep)->held++;
         s->handle = rx->handle;
         s->payload = payload;
         s->len = n;
@@ -1052,7 +1077,7 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
 static bool put_done(struct uln_udp_peer *up, uint64_t op_id, uint64_t imm, uint64_t off,
                      uint64_t len, int32_t status, uint32_t flags)
 {
-    struct uln_put_done *d = uln_ring_reserve(&up->in_prod[0], sizeof *d);
+    struct uln_put_done *d = uln_inbox_feed_reserve(&up->feed, 0, sizeof *d);
     if (!d) return false;
     *d = (struct uln_put_done){.op_id = op_id,
                                .imm = imm,
@@ -1060,7 +1085,7 @@ static bool put_done(struct uln_udp_peer *up, uint64_t op_id, uint64_t imm, uint
                                .op_len = len,
                                .status = status,
                                .flags = flags};
-    uln_ring_commit(&up->in_prod[0], ULN_MSG_PUT_DONE, 0, sizeof *d, 0);
+    uln_inbox_feed_commit(&up->feed, 0, ULN_MSG_PUT_DONE, sizeof *d);
     return true;
 }
 
@@ -1068,7 +1093,7 @@ static bool put_done(struct uln_udp_peer *up, uint64_t op_id, uint64_t imm, uint
 static void nap_abandon(struct uln_udp_peer *up)
 {
     if (!up->nap_dst) return;
-    uln_ring_commit(&up->in_prod[0], ULN_MSG_PAD, 0, up->nap_total, 0);
+    uln_inbox_feed_commit(&up->feed, 0, ULN_MSG_PAD, up->nap_total);
     up->nap_dst = NULL;
 }
 
@@ -1086,7 +1111,7 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
                 ULN_COUNT(&ep->stats, malformed, 1);
                 return true;
             }
-            uint8_t *dst = uln_ring_reserve(&up->in_prod[0], (uint32_t)total);
+            uint8_t *dst = uln_inbox_feed_reserve(&up->feed, 0, (uint32_t)total);
             if (!dst) return false; /* the application has not released enough */
             up->nap_dst = dst;
             up->nap_total = (uint32_t)total;
@@ -1105,29 +1130,26 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
             nap_abandon(up);
             return true;
         }
-        uln_ring_commit(&up->in_prod[0], ULN_MSG_NAP, 0, up->nap_total, 0);
+        uln_inbox_feed_commit(&up->feed, 0, ULN_MSG_NAP, up->nap_total);
         up->nap_dst = NULL;
-        announce(ep, up, 0);
         return true;
     }
     case PKT_ACK: {
         if (up->nap_dst) nap_abandon(up);
-        struct uln_ack *a = uln_ring_reserve(&up->in_prod[0], sizeof *a);
+        struct uln_ack *a = uln_inbox_feed_reserve(&up->feed, 0, sizeof *a);
         if (!a) return false;
         *a = (struct uln_ack){.op_id = h->key, .status = (int32_t)(int64_t)h->offset};
-        uln_ring_commit(&up->in_prod[0], ULN_MSG_ACK, 0, sizeof *a, 0);
-        announce(ep, up, 0);
+        uln_inbox_feed_commit(&up->feed, 0, ULN_MSG_ACK, sizeof *a);
         return true;
     }
     case PKT_GET_REQ: {
         struct pkt_get_req_ext x;
         memcpy(&x, s->ext, sizeof x);
-        struct uln_get_req *r = uln_ring_reserve(&up->in_prod[1], sizeof *r);
+        struct uln_get_req *r = uln_inbox_feed_reserve(&up->feed, 1, sizeof *r);
         if (!r) return false;
         *r = (struct uln_get_req){
             .key = h->key, .offset = h->offset, .len = x.len, .op_id = x.op_id};
-        uln_ring_commit(&up->in_prod[1], ULN_MSG_GET_REQ, 0, sizeof *r, 0);
-        announce(ep, up, 1);
+        uln_inbox_feed_commit(&up->feed, 1, ULN_MSG_GET_REQ, sizeof *r);
         return true;
     }
     case PKT_PUT: {
@@ -1147,7 +1169,6 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
         } else {
             return true;
         }
-        announce(ep, up, 0);
         return true;
     }
     default: /* GET_RESP: placed on arrival */
@@ -1159,8 +1180,8 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
  * rel's window. */
 static void slot_free(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_slot *s)
 {
-    if (s->held) uln_udp_io_rx_release(ep->udp->io, s->handle), ep->udp->held--;
-    if (s->rel_held) uln_rel_rx_release(&up->rel, 1, ep->udp->now);
+    if (s->held) uln_udp_io_rx_release(udp_ep(ep)->io, s->handle), udp_ep(ep)->held--;
+    if (s->rel_held) uln_rel_rx_release(&up->rel, 1, udp_ep(ep)->now);
     s->held = s->rel_held = false;
 }
 
@@ -1245,14 +1266,14 @@ static void rx_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct pkt
                                    .sack_off = b->sack_off,
                                    .credit = h->credit,
                                    .reorder = b->reorder}};
-    after_verdict(ep, up, uln_rel_rx(&up->rel, &p, ep->udp->now));
+    after_verdict(ep, up, uln_rel_rx(&up->rel, &p, udp_ep(ep)->now));
     drain_acked(up);
 }
 
 /* One datagram. Returns true if its buffer is kept for later. */
 static bool rx_one(struct uln_ep *ep, const struct uln_udp_io_rx *rx)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     ULN_COUNT(&ep->stats, pkts_received, 1);
     if (rx->peer < 0) {
         ULN_COUNT(&ep->stats, refused_job, 1); /* not a rank of this job */
@@ -1287,8 +1308,7 @@ static bool rx_one(struct uln_ep *ep, const struct uln_udp_io_rx *rx)
         return false;
     }
     struct uln_rel *r = &up->rel;
-    if (type != PKT_PUT && type != PKT_GET_RESP && h.seq != r->rcv_cum &&
-        ue->held >= ue->pool_bufs / 2) {
+    if (uln_msg_packet(type)->ordered && h.seq != r->rcv_cum && ue->held >= ue->pool_bufs / 2) {
         /* A packet ahead of order that would have to wait in a pool buffer,
          * with half the pool already waiting: drop it before rel counts it,
          * as if the link had lost it (it will be resent). Holding it could
@@ -1327,13 +1347,13 @@ static bool rx_one(struct uln_ep *ep, const struct uln_udp_io_rx *rx)
     return kept;
 }
 
-void uln_udp_progress_rx(struct uln_ep *ep)
+static void uln_udp_progress_rx(struct uln_ep *ep)
 {
-    struct uln_udp_ep *ue = ep->udp;
-    ue->now = now_ns();
+    struct uln_udp_ep *ue = udp_ep(ep);
+    ue->now = uln_now_ns();
     /* Deliveries that waited for ring room (the application released NAPs). */
     for (int i = 0; i < ue->n_live; i++) {
-        struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+        struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
         if (up->pend_n) deliver_pending(ep, up);
     }
     for (int round = 0; round < 4; round++) {
@@ -1350,12 +1370,12 @@ void uln_udp_progress_rx(struct uln_ep *ep)
 
 /* ---- timers, resends, feedback ---------------------------------------------------- */
 
-void uln_udp_progress_tx(struct uln_ep *ep)
+static void uln_udp_progress_tx(struct uln_ep *ep)
 {
-    struct uln_udp_ep *ue = ep->udp;
-    ue->now = now_ns();
+    struct uln_udp_ep *ue = udp_ep(ep);
+    ue->now = uln_now_ns();
     for (int i = 0; i < ue->n_live; i++) {
-        struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+        struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
         if (up->dead) continue;
         drain_acked(up);
         if (uln_rel_tick(&up->rel, ue->now) == ULN_REL_DEAD) {
@@ -1374,11 +1394,11 @@ void uln_udp_progress_tx(struct uln_ep *ep)
     uln_udp_flush(ep);
 }
 
-bool uln_udp_busy(const struct uln_ep *ep)
+static bool uln_udp_busy(const struct uln_ep *ep)
 {
-    const struct uln_udp_ep *ue = ep->udp;
+    const struct uln_udp_ep *ue = udp_ep(ep);
     for (int i = 0; ue && i < ue->n_live; i++) {
-        const struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+        const struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
         if (!up->dead && (uln_rel_tx_in_flight(&up->rel) || up->pend_n)) return true;
     }
     return ue && ue->nbatch;
@@ -1386,14 +1406,13 @@ bool uln_udp_busy(const struct uln_ep *ep)
 
 /* What uln_cq_wait sleeps on for this endpoint: its socket, and at most until
  * the earliest timer of its peers. */
-int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
+static int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
 {
-    struct uln_udp_ep *ue = ep->udp;
-    if (!ue) return 0;
+    struct uln_udp_ep *ue = udp_ep(ep);
     *fd = uln_udp_io_fd(ue->io);
-    uint64_t now = now_ns(), next = UINT64_MAX;
+    uint64_t now = uln_now_ns(), next = UINT64_MAX;
     for (int i = 0; i < ue->n_live; i++) {
-        const struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
+        const struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
         if (up->dead) continue;
         uint64_t d = uln_rel_next_deadline(&up->rel);
         if (d < next) next = d;
@@ -1413,14 +1432,14 @@ int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
 
 int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue) return -ENOTCONN;
     if (len > UINT32_MAX) return -EMSGSIZE;
     int32_t id = rank >= 0 && rank < ep->ctx->size ? ue->id_of_rank[rank] : -1;
     struct uln_udp_io_rx rx;
     int rc = uln_udp_io_rx_lend(ue->io, id, buf, (uint32_t)len, &rx);
     if (rc) return rc;
-    ue->now = now_ns();
+    ue->now = uln_now_ns();
     if (!rx_one(ep, &rx)) uln_udp_io_rx_release(ue->io, rx.handle);
     return 0;
 }
@@ -1428,8 +1447,8 @@ int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len)
 int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c)
 {
     memset(c, 0, sizeof *c);
-    if (!ep->udp || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
-    const struct uln_udp_peer *up = ep->peers[rank].udp;
+    if (!udp_ep(ep) || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
+    const struct uln_udp_peer *up = udp_peer(ep, rank);
     if (!up) return -ENOENT;
     const struct uln_rel *r = &up->rel;
     uint64_t job = ep->ctx->job_key;
@@ -1447,14 +1466,14 @@ int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c)
 
 int uln_udp_peer_restart(struct uln_ep *ep, int rank, uint32_t epoch)
 {
-    if (!ep->udp || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
+    if (!udp_ep(ep) || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
     struct uln_udp_peer *up = peer_get(ep, rank);
     if (!up) return -EHOSTUNREACH;
     struct uln_rel fresh;
     struct uln_rel_cfg cfg;
     rel_cfg(ep, &cfg);
-    if (epoch == 0) epoch = new_epoch(ep->udp);
-    if (uln_rel_init(&fresh, &cfg, epoch, now_ns()) != 0) return -ENOMEM;
+    if (epoch == 0) epoch = new_epoch(udp_ep(ep));
+    if (uln_rel_init(&fresh, &cfg, epoch, uln_now_ns()) != 0) return -ENOMEM;
     /* As after a death: what was in flight with the old life is void. */
     void_peer(ep, up, -ECONNRESET);
     uln_rel_fini(&up->rel);
@@ -1465,17 +1484,17 @@ int uln_udp_peer_restart(struct uln_ep *ep, int rank, uint32_t epoch)
 
 int uln_udp_ep_addr(struct uln_ep *ep, int rank, struct sockaddr_storage *ss, socklen_t *len)
 {
-    struct uln_udp *u = ep->ctx->udp;
-    if (!ep->udp || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
-    if (rank == ep->ctx->rank) return uln_udp_io_local(ep->udp->io, ss, len);
-    if (!uln_peer_udp(ep->ctx, rank)) return -EINVAL;
+    struct uln_udp *u = udp_of(ep->ctx);
+    if (!udp_ep(ep) || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
+    if (rank == ep->ctx->rank) return uln_udp_io_local(udp_ep(ep)->io, ss, len);
+    if (!udp_remote(ep->ctx, rank)) return -EINVAL;
     peer_sockaddr(&u->addrs[rank], (unsigned)ep->index, ss, len);
     return 0;
 }
 
 int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue || rank < 0 || rank >= ep->ctx->size || ue->id_of_rank[rank] < 0) return -EINVAL;
     uln_udp_flush(ep); /* what was queued before goes first */
     struct uln_udp_io_pkt p = {.peer = ue->id_of_rank[rank], .niov = 1};
@@ -1486,13 +1505,13 @@ int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len)
 
 int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len)
 {
-    struct uln_udp_ep *ue = ep->udp;
+    struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
     struct uln_udp_peer *up = peer_get(ep, rank);
     if (!up) return -EHOSTUNREACH;
     if (up->dead) return -ECONNRESET;
     if (len < sizeof(struct pkt_hdr) || len > ue->payload_max) return -EMSGSIZE;
-    ue->now = now_ns();
+    ue->now = uln_now_ns();
     if (!can_send(ep, up, 1)) return -EAGAIN;
     struct pkt_hdr h;
     memcpy(&h, buf, sizeof h);
@@ -1513,3 +1532,49 @@ int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len)
     uln_udp_flush(ep);
     return 0;
 }
+
+/* ---- the transport's ops ---------------------------------------------------------- */
+
+static int uln_udp_reaches(const struct uln_ctx *ctx, int peer)
+{
+    return udp_remote(ctx, peer) ? 2 : 0; /* better than shm for whom it claims */
+}
+
+static void uln_udp_query(const struct uln_ctx *ctx, struct uln_info *info)
+{
+    info->udp_window = ctx->p.udp_window;
+    info->udp_dead_ms = ctx->p.udp_dead_ms;
+    for (int p = 0; p < ctx->size; p++)
+        info->udp_peers += ctx->peer_tp[p] == &uln_tp_udp;
+}
+
+static void uln_udp_kick(struct uln_ep *ep, int peer)
+{
+    (void)peer; /* one batch for all peers of the endpoint */
+    uln_udp_flush(ep);
+}
+
+const struct uln_transport_ops uln_tp_udp = {
+    .name = "udp",
+    .caps = ULN_TP_CAP_TARGET_CPU,
+    .id = ULN_TPID_UDP,
+    .open = uln_udp_open,
+    .choose = uln_udp_choose,
+    .close = uln_udp_close,
+    .reaches = uln_udp_reaches,
+    .query = uln_udp_query,
+    .ep_open = uln_udp_ep_open,
+    .ep_close = uln_udp_ep_close,
+    .connect = uln_udp_attach,
+    .reserve = uln_udp_reserve,
+    .commit = uln_udp_commit,
+    .send_nap = uln_udp_nap,
+    .send_put = uln_udp_put,
+    .kick = uln_udp_kick,
+    .peer_dead = uln_udp_peer_dead,
+    .frag_max = uln_udp_frag_max,
+    .progress_rx = uln_udp_progress_rx,
+    .progress_tx = uln_udp_progress_tx,
+    .busy = uln_udp_busy,
+    .wait_fds = uln_udp_poll_setup,
+};

@@ -44,6 +44,7 @@
  */
 #define _GNU_SOURCE
 #include "transport/udp_io.h"
+#include "core/clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -261,13 +262,6 @@ struct uln_udp_io {
 /* ------------------------------------------------------------------------- */
 /* Helpers                                                                    */
 /* ------------------------------------------------------------------------- */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t splitmix64(uint64_t *s)
 {
@@ -1116,7 +1110,7 @@ static unsigned send_faulty_batch(struct uln_udp_io *io, const struct uln_udp_io
     unsigned ne = 0;
     uint64_t now = 0;
     if (io->nheld) {
-        now = now_ns();
+        now = uln_now_ns();
         ne = queue_held(io, ne, HOLD_READY, -1, now);
         ne = queue_held(io, ne, HOLD_HELD, -1, now);
     }
@@ -1141,7 +1135,7 @@ static unsigned send_faulty_batch(struct uln_udp_io *io, const struct uln_udp_io
             if (h >= 0) {
                 struct hold *x = &io->hold[h];
                 copy_pkt(x->data, &pkts[i]);
-                if (!now) now = now_ns();
+                if (!now) now = uln_now_ns();
                 *x = (struct hold){.data = x->data,
                                    .at = now,
                                    .ticket = ++io->ticket,
@@ -1676,7 +1670,7 @@ int uln_udp_io_wait(struct uln_udp_io *io, int timeout_ms)
     if (io->gq_n) return 1; /* datagrams wait in the io */
     if (io->nheld) {
         /* Wake up in time to let held packets go at their delay bound. */
-        uint64_t now = now_ns(), due = UINT64_MAX;
+        uint64_t now = uln_now_ns(), due = UINT64_MAX;
         for (unsigned h = 0; h < HOLD_SLOTS; h++)
             if (io->hold[h].state == HOLD_READY)
                 due = now;

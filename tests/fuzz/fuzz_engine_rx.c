@@ -60,11 +60,11 @@ static void setup(void)
     fz_open("shm", 0);
     struct uln_ctx *c0 = F.ctx[0], *c1 = F.ctx[1];
     for (int ch = 0; ch < 2; ch++) {
-        uint32_t bytes = uln_shm_ring_bytes(ch, &c0->p);
-        uln_ring_prod_init(&forge[ch], uln_shm_ring_in(c0, 1, 0, ch), bytes);
-        uln_ring_cons_init(&sink[ch], uln_shm_ring_in(c1, 0, 0, ch), bytes);
+        uint32_t bytes = uln_inbox_ring_bytes(ch, &c0->p);
+        uln_ring_prod_init(&forge[ch], uln_inbox_ring_in(c0, 1, 0, ch), bytes);
+        uln_ring_cons_init(&sink[ch], uln_inbox_ring_in(c1, 0, 0, ch), bytes);
         /* What rank 1's first message on a channel does: rank 0 polls it. */
-        atomic_fetch_or(&uln_shm_active(c0, ch, 0)[0], 1ull << 1);
+        atomic_fetch_or(&uln_inbox_active(c0, ch, 0)[0], 1ull << 1);
     }
 }
 

@@ -1,0 +1,121 @@
+/*
+ * inbox.h - the process's inbox: one anonymous shared-memory object (memfd)
+ * holding everything a peer needs to reach this process, whatever carries
+ * its bytes:
+ *
+ *   +0              header (layout, job key, sleepers count)
+ *   keys_off        key table, one 64-byte entry per region  (peers: read-only)
+ *   hazards_off     one line per (peer, endpoint): "I am inside region i"
+ *   active_off      per (channel, endpoint): bitmap of peers that have used
+ *                   that ring, so a poll visits only those (set once per peer);
+ *                   then one bitmap of the peers that have mapped this inbox:
+ *                   only they can be inside a region, so uln_mr_dereg reads
+ *                   only their hazard slots (reading them all would cost every
+ *                   process size x max_eps lines, and in shared memory even a
+ *                   read of an untouched page allocates it)
+ *   rings_off       per (source rank, endpoint): channel-0 ring, channel-1 ring
+ *
+ * A peer on this host maps the whole object and writes the rings itself
+ * (transport/shm.c); a packet transport's receive path writes the same rings
+ * for its peers through uln_inbox_deliver_*, so the engine reads every peer's
+ * messages the same way. The accessors taking (base, hdr) work on any mapped
+ * inbox, ours or a peer's; those taking ctx on ours.
+ */
+#ifndef ULN_INBOX_H
+#define ULN_INBOX_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/ring.h"
+
+struct uln_ctx;
+struct uln_params;
+
+#define ULN_INBOX_MAGIC   0x756c6e657473686dull /* "ulnetshm" */
+#define ULN_INBOX_VERSION 2u                    /* 2: the attached bitmap after the active ones */
+
+struct uln_inbox_hdr {
+    uint64_t magic, job_key;
+    uint32_t version, rank, size, max_eps;
+    uint32_t ring_bytes, req_ring_bytes, max_regions, pad0_;
+    uint64_t keys_off, hazards_off, active_off, rings_off, pair_stride, total;
+    int32_t pid, pad1_;
+    _Alignas(64) _Atomic uint32_t sleepers; /* own line: read by every producer (doorbell.c) */
+    uint8_t pad2_[60];
+};
+_Static_assert(sizeof(struct uln_inbox_hdr) <= 4096, "header fits its page");
+
+struct uln_inbox {
+    int fd;
+    uint8_t *base;
+    size_t len;
+    struct uln_inbox_hdr *hdr;
+};
+
+/* Make this process's inbox (ctx->inbox, ctx->keys). */
+int uln_inbox_open(struct uln_ctx *ctx);
+void uln_inbox_close(struct uln_ctx *ctx);
+
+/* Is a mapped peer inbox of len bytes, claiming to be rank's, laid out so
+ * that every address computed from its header stays inside the mapping, with
+ * settings that match ours? (The job key is checked apart: its refusal is
+ * counted.) */
+bool uln_inbox_hdr_ok(const struct uln_ctx *ctx, const struct uln_inbox_hdr *h, int rank,
+                      size_t len);
+
+uint32_t uln_inbox_ring_bytes(int ch, const struct uln_params *p);
+void *uln_inbox_ring_at(uint8_t *base, const struct uln_inbox_hdr *h, int src, int ep, int ch);
+_Atomic uint32_t *uln_inbox_hazard_at(uint8_t *base, const struct uln_inbox_hdr *h, int src,
+                                      int ep);
+_Atomic uint64_t *uln_inbox_active_at(uint8_t *base, const struct uln_inbox_hdr *h, int ch, int ep);
+_Atomic uint64_t *uln_inbox_attached_at(uint8_t *base, const struct uln_inbox_hdr *h);
+
+/* Ours: the ring src writes to our endpoint ep on channel ch, the hazard slot
+ * of (src, ep), the active bitmap of (ch, ep), the peers that mapped us. */
+void *uln_inbox_ring_in(struct uln_ctx *ctx, int src, int ep, int ch);
+_Atomic uint32_t *uln_inbox_hazard(struct uln_ctx *ctx, int src, int ep);
+_Atomic uint64_t *uln_inbox_active(struct uln_ctx *ctx, int ch, int ep);
+_Atomic uint64_t *uln_inbox_attached(struct uln_ctx *ctx);
+
+/* Set rank's bit in an active (or attached) bitmap. A seq_cst RMW: the bit is
+ * visible before any message that follows it and before the doorbell check
+ * (doorbell.c), so the owner's next poll visits the ring. */
+static inline void uln_inbox_mark(_Atomic uint64_t *map, int rank)
+{
+    atomic_fetch_or(&map[rank / 64], 1ull << (rank % 64));
+}
+
+/* A packet transport's way in: it hands the engine the messages whose order
+ * matters by writing them, in order, into our own inbox rings for that peer
+ * (the rings a peer on this host would write), so the engine's ring code
+ * serves both alike. One feed per (endpoint, peer); its owner is the
+ * endpoint's thread, the only producer of those rings. */
+struct uln_inbox_feed {
+    struct uln_ring_prod prod[2];
+    _Atomic uint64_t *active[2]; /* our active bitmaps of that endpoint */
+    int src;
+    bool marked[2];
+};
+void uln_inbox_feed_init(struct uln_inbox_feed *f, struct uln_ctx *ctx, int src, int ep);
+/* Room for a message of len bytes on channel ch, or NULL (the engine has not
+ * taken enough yet: try again later, the ring holds the sender back). */
+static inline void *uln_inbox_feed_reserve(struct uln_inbox_feed *f, int ch, uint32_t len)
+{
+    return uln_ring_reserve(&f->prod[ch], len);
+}
+/* Publish the reserved message; the first one of a channel also makes the
+ * engine poll that ring from now on. */
+static inline void uln_inbox_feed_commit(struct uln_inbox_feed *f, int ch, uint8_t type,
+                                         uint32_t len)
+{
+    uln_ring_commit(&f->prod[ch], type, 0, len, 0);
+    if (__builtin_expect(!f->marked[ch], 0)) {
+        uln_inbox_mark(f->active[ch], f->src);
+        f->marked[ch] = true;
+    }
+}
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * transport.c - the context's transports (transport.h): opened together,
+ * and each peer given the one that reaches it best, once, here.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+int uln_transports_open(struct uln_ctx *ctx, void *slot, size_t slot_len)
+{
+    for (unsigned id = 0; uln_transports[id]; id++) {
+        int rc = uln_transports[id]->open(ctx, slot, slot_len);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* uln_query's transport string: the transports that carry some other rank,
+ * in the order they are built in ("shm", "udp", "shm+udp"); a job of one
+ * names its own. */
+static void name_transports(struct uln_ctx *ctx)
+{
+    char *o = ctx->tp_names;
+    size_t room = sizeof ctx->tp_names;
+    ctx->tp_names[0] = 0;
+    for (unsigned id = 0; uln_transports[id]; id++) {
+        bool used = false;
+        for (int p = 0; p < ctx->size && !used; p++)
+            used = p != ctx->rank && ctx->peer_tp[p] == uln_transports[id];
+        if (!used) continue;
+        int n = snprintf(o, room, "%s%s", o == ctx->tp_names ? "" : "+", uln_transports[id]->name);
+        if (n < 0 || (size_t)n >= room) break;
+        o += n;
+        room -= (size_t)n;
+    }
+    if (!ctx->tp_names[0])
+        snprintf(ctx->tp_names, sizeof ctx->tp_names, "%s", ctx->peer_tp[ctx->rank]->name);
+}
+
+int uln_transports_choose(struct uln_ctx *ctx)
+{
+    for (unsigned id = 0; uln_transports[id]; id++) {
+        int rc = uln_transports[id]->choose(ctx);
+        if (rc) return rc;
+    }
+    ctx->peer_tp = calloc((size_t)ctx->size, sizeof *ctx->peer_tp);
+    if (!ctx->peer_tp) return -ENOMEM;
+    for (int p = 0; p < ctx->size; p++) {
+        int best = 0;
+        for (unsigned id = 0; uln_transports[id]; id++) {
+            int r = uln_transports[id]->reaches(ctx, p);
+            if (r > best) {
+                best = r;
+                ctx->peer_tp[p] = uln_transports[id];
+            }
+        }
+        if (!best) {
+            fprintf(stderr, "ulnet: rank %d: no transport reaches rank %d\n", ctx->rank, p);
+            return -EHOSTUNREACH;
+        }
+    }
+    name_transports(ctx);
+    return 0;
+}
+
+void uln_transports_close(struct uln_ctx *ctx)
+{
+    for (unsigned id = 0; uln_transports[id]; id++)
+        uln_transports[id]->close(ctx);
+    free(ctx->peer_tp);
+    ctx->peer_tp = NULL;
+}

@@ -1,0 +1,120 @@
+/*
+ * transport.h - the seam between the core and the transports.
+ *
+ * The core (ctx, ep, engine, cq, progress, mr) never names a transport: each
+ * peer of an endpoint holds the ops of the one that reaches it
+ * (ep->peers[p].tp, chosen once per context in ctx.c), and the engine calls
+ * through them only where the work is the transport's own. What a transport
+ * can do is said by capability bits the engine tests inline, so the fast path
+ * of a transport that writes the peer's rings itself (ULN_TP_CAP_RINGS) costs
+ * no call beyond the doorbell. Like UCT's iface ops and libfabric's provider
+ * ops: a table per transport, optional entries NULL.
+ *
+ * Threads: the context ops run under uln_open/uln_close; the endpoint ops on
+ * the endpoint's thread (the thread rule), so a transport keeps its
+ * endpoint state unlocked.
+ */
+#ifndef ULN_TRANSPORT_H
+#define ULN_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct uln_ctx;
+struct uln_ep;
+struct uln_ep_peer;
+struct uln_sqe;
+struct uln_info;
+
+/* PUT/GET copy straight to/from the target's memory (ops->direct), with no
+ * work for the target. */
+#define ULN_TP_CAP_DIRECT_RMA 0x1u
+/* Every PUT/GET needs the target's CPU: the target places and serves them
+ * (the ring path's protocol); ops->send_put sends a PUT's fragments. */
+#define ULN_TP_CAP_TARGET_CPU 0x2u
+/* Messages go straight into the rings of the peer's inbox that connect
+ * mapped (pp->out): the engine writes them itself, and only the peer writes
+ * the rings we read from it (it must be woken when we give room back). */
+#define ULN_TP_CAP_RINGS 0x4u
+
+#define ULN_TP_MAX 4 /* transports built in (uln_transports) */
+
+struct uln_transport_ops {
+    const char *name; /* as uln_query's transport string says it */
+    unsigned caps;    /* ULN_TP_CAP_* */
+    unsigned id;      /* its place in uln_transports: ctx->tp_ctx[id], ep->tp_ep[id] */
+
+    /* -- context -- */
+    /* Before our address is published: set up what the context needs and
+     * write how peers reach us into the board slot (each transport has its
+     * own part). A transport not needed in this job keeps no state and
+     * reaches nobody. 0 or -errno. */
+    int (*open)(struct uln_ctx *ctx, void *slot, size_t slot_len);
+    /* Once every rank's address is known: learn which peers it reaches. */
+    int (*choose)(struct uln_ctx *ctx);
+    void (*close)(struct uln_ctx *ctx); /* also after a failed open */
+    /* How well it reaches peer: 0 not at all, else the transport with the
+     * highest number carries the peer. */
+    int (*reaches)(const struct uln_ctx *ctx, int peer);
+    /* Its part of uln_query (counters of its peers, its settings). */
+    void (*query)(const struct uln_ctx *ctx, struct uln_info *info);
+
+    /* -- endpoint -- */
+    /* Per-endpoint state in ep->tp_ep[id] (NULL: none needed). 0 or -errno. */
+    int (*ep_open)(struct uln_ep *ep);
+    /* Called when ep->tp_ep[id] is set, before any peer_free: it may free
+     * (and clear) pp->tp_peer itself when that needs the endpoint state. */
+    void (*ep_close)(struct uln_ep *ep);
+    /* Optional: free what pp->tp_peer still holds (the endpoint closes). */
+    void (*peer_free)(struct uln_ep *ep, struct uln_ep_peer *pp);
+
+    /* -- a peer -- */
+    /* First use of peer from this endpoint: reach it (map its inbox, make
+     * the connection state). 0, or -errno: operations to it fail with that.
+     * With ULN_TP_CAP_RINGS it fills pp->out, pp->act_word and pp->act_bit. */
+    int (*connect)(struct uln_ep *ep, int peer);
+    /* Without ULN_TP_CAP_RINGS: room for a message of len bytes on channel
+     * ch to peer, or NULL (no room now: the transport set ep->blocked), then
+     * send it. commit must follow a successful reserve at once. */
+    void *(*reserve)(struct uln_ep *ep, int peer, int ch, uint32_t len);
+    void (*commit)(struct uln_ep *ep, int peer, int ch, uint8_t type, uint8_t flags, uint32_t len);
+    /* Optional: send a whole NAP its own way (several packets on consecutive
+     * sequence numbers). False: no room now, try again. */
+    bool (*send_nap)(struct uln_ep *ep, int peer, const void *buf, uint32_t len);
+    /* With ULN_TP_CAP_TARGET_CPU: send what the budget allows of PUT s as
+     * fragments the target places. True when its last fragment has gone. */
+    bool (*send_put)(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget);
+    /* With ULN_TP_CAP_DIRECT_RMA: copy len bytes between local and the
+     * peer's region (rkey, roff) now. 0, -errno, or ULN_NO_DIRECT: not this
+     * way (the operation takes the ring path). */
+    int (*direct)(struct uln_ep *ep, int peer, bool write, void *local, uint64_t len, uint64_t rkey,
+                  uint64_t roff);
+    /* After sending to peer: make it see what was sent (ring its doorbell,
+     * send the batched packets). */
+    void (*kick)(struct uln_ep *ep, int peer);
+    /* Has peer died? ep NULL: the process (a peer that mapped our inbox),
+     * not one endpoint's connection. */
+    bool (*peer_dead)(struct uln_ctx *ctx, struct uln_ep *ep, int peer);
+    /* Largest data part of one GET_RESP or PUT_FRAG message to peer. */
+    uint32_t (*frag_max)(struct uln_ep *ep, int peer);
+
+    /* -- endpoint progress (optional: only transports with ep state) -- */
+    void (*progress_rx)(struct uln_ep *ep); /* before the engine reads the rings */
+    void (*progress_tx)(struct uln_ep *ep); /* after it issued: timers, resends */
+    bool (*busy)(const struct uln_ep *ep);  /* work waiting on a peer */
+    /* What a sleeper waits on besides the doorbell: 0 or 1 fd into *fd, and
+     * *timeout_ms lowered to its earliest timer. */
+    int (*wait_fds)(struct uln_ep *ep, int *fd, int *timeout_ms);
+};
+
+/* Every transport built in, NULL-terminated (transport/transports.c). */
+extern const struct uln_transport_ops *const uln_transports[];
+
+/* ctx.c: open every transport, then give each peer the one reaching it
+ * best. */
+int uln_transports_open(struct uln_ctx *ctx, void *slot, size_t slot_len);
+int uln_transports_choose(struct uln_ctx *ctx);
+void uln_transports_close(struct uln_ctx *ctx);
+
+#endif
