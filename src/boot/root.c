@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include "boot/root.h"
+#include "boot/addr.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -118,20 +119,6 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
-/* "1.2.3.4:5" or "[::1]:5", for messages. */
-static const char *addr_str(const struct sockaddr_storage *ss, socklen_t len, char *buf, size_t n)
-{
-    char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 1], port[8]; /* numeric: that is enough */
-    if (getnameinfo((const struct sockaddr *)ss, len, host, sizeof host, port, sizeof port,
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-        snprintf(buf, n, "?");
-    else if (ss->ss_family == AF_INET6)
-        snprintf(buf, n, "[%s]:%s", host, port);
-    else
-        snprintf(buf, n, "%s:%s", host, port);
-    return buf;
-}
-
 /* "3, 5-7, 9": the ranks r with miss[r] set, cut short with "..." if long. */
 static void ranks_str(const uint8_t *miss, int size, char *buf, size_t n)
 {
@@ -153,71 +140,6 @@ static void ranks_str(const uint8_t *miss, int size, char *buf, size_t n)
         at += (size_t)k;
         r = e;
     }
-}
-
-/* The address a UDP transport would publish: IPv4 as AF_INET even when it
- * came through a dual-stack socket, port 0. */
-static void set_route(struct uln_root *R, const struct sockaddr_storage *ss)
-{
-    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-    memset(&R->route, 0, sizeof R->route);
-    if (ss->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&R->route;
-        s4->sin_family = AF_INET;
-        memcpy(&s4->sin_addr, &s6->sin6_addr.s6_addr[12], 4);
-        R->route_len = sizeof *s4;
-    } else if (ss->ss_family == AF_INET6) {
-        memcpy(&R->route, ss, sizeof(struct sockaddr_in6));
-        ((struct sockaddr_in6 *)&R->route)->sin6_port = 0;
-        R->route_len = sizeof(struct sockaddr_in6);
-    } else {
-        memcpy(&R->route, ss, sizeof(struct sockaddr_in));
-        ((struct sockaddr_in *)&R->route)->sin_port = 0;
-        R->route_len = sizeof(struct sockaddr_in);
-    }
-}
-
-static bool is_wildcard(const struct sockaddr_storage *ss)
-{
-    if (ss->ss_family == AF_INET)
-        return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
-    return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
-}
-
-/* "ipv4:port" or "[ipv6]:port", literals only: a bootstrap that waits on DNS
- * has one more way to hang, and a job's launcher knows its addresses. */
-static int parse_root(const char *s, struct sockaddr_storage *ss, socklen_t *len)
-{
-    char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
-    const char *colon, *h = s;
-    size_t hl;
-    if (s[0] == '[') {
-        const char *close = strchr(s, ']');
-        if (!close || close[1] != ':') return -EINVAL;
-        h = s + 1;
-        hl = (size_t)(close - h);
-        colon = close + 1;
-    } else {
-        colon = strchr(s, ':');
-        if (!colon || strchr(colon + 1, ':')) return -EINVAL; /* bare IPv6: needs [ ] */
-        hl = (size_t)(colon - s);
-    }
-    const char *port = colon + 1;
-    size_t pl = strspn(port, "0123456789");
-    if (hl == 0 || hl >= sizeof host || pl == 0 || pl > 5 || port[pl] || atoi(port) == 0 ||
-        atoi(port) > 65535)
-        return -EINVAL;
-    memcpy(host, h, hl);
-    host[hl] = 0;
-    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-                             .ai_family = s[0] == '[' ? AF_INET6 : AF_INET,
-                             .ai_socktype = SOCK_STREAM},
-                    *ai;
-    if (getaddrinfo(host, port, &hints, &ai) != 0) return -EINVAL;
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    *len = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return 0;
 }
 
 /* ---- byte streams with deadlines ------------------------------------------- */
@@ -422,7 +344,7 @@ static int judge(struct uln_ctx *ctx, struct pending *p, uint64_t own_key)
     }
     char from[96];
     fprintf(stderr, "ulnet: rank 0: refused %s as rank %u of %u: %s\n",
-            addr_str(&p->from, p->from_len, from, sizeof from), rank, size, verdict_str(v));
+            uln_addr_str(&p->from, p->from_len, from, sizeof from), rank, size, verdict_str(v));
     /* The socket is fresh and the reply small: it fits in the send buffer, so a
      * single try is enough; a peer that does not read it loses nothing of ours. */
     uint8_t m[REPLY_BYTES];
@@ -575,12 +497,13 @@ static int host_accept_all(struct uln_ctx *ctx, uint64_t own_key)
     for (int r = 1; r < size && !rc; r++)
         if ((rc = write_full(R->c[r].fd, m, sizeof m, R->deadline)) != 0)
             fprintf(stderr, "ulnet: rank 0: lost rank %d while handing out the job key\n", r);
-    if (!rc && is_wildcard(&R->root)) {
+    if (!rc && uln_addr_is_any(&R->root)) {
         /* Listening everywhere says nothing about the way out: the interface a
          * peer's connection came in on does. */
         struct sockaddr_storage me;
         socklen_t ml = sizeof me;
-        if (getsockname(R->c[1].fd, (struct sockaddr *)&me, &ml) == 0) set_route(R, &me);
+        if (getsockname(R->c[1].fd, (struct sockaddr *)&me, &ml) == 0)
+            uln_addr_host(&me, &R->route, &R->route_len);
     }
 out:
     for (unsigned i = 0; i < MAX_PENDING; i++)
@@ -693,7 +616,7 @@ static int join(struct uln_ctx *ctx, uint64_t own_key)
         struct sockaddr_storage me;
         socklen_t ml = sizeof me;
         if (getsockname(c->fd, (struct sockaddr *)&me, &ml) != 0) return -errno;
-        set_route(R, &me);
+        uln_addr_host(&me, &R->route, &R->route_len);
         return 0;
     }
     if (v == V_TIMEOUT) {
@@ -745,12 +668,13 @@ int uln_root_init(struct uln_ctx *ctx, const char *where, long rank, long size, 
     R->timeout_s = timeout_s;
     R->deadline = uln_now_ms() + (int64_t)timeout_s * 1000;
     snprintf(R->where, sizeof R->where, "%s", where);
-    if (parse_root(where, &R->root, &R->root_len) != 0) {
+    if (uln_addr_parse(where, &R->root, &R->root_len) != 0) {
         fprintf(stderr, "ulnet: ULN_ROOT=%s: use ipv4:port or [ipv6]:port (numbers, no names)\n",
                 where);
         return -EINVAL;
     }
-    set_route(R, &R->root); /* rank 0's answer unless it listens on a wildcard */
+    uln_addr_host(&R->root, &R->route,
+                  &R->route_len); /* rank 0's answer unless it listens on a wildcard */
 
     /* The table from rank 0 goes in a private board (boot.c). */
     int brc = uln_boot_private_board(ctx, (unsigned)size);

@@ -55,7 +55,11 @@ static const struct uln_setting settings_table[] = {
     {"ULN_UDP_DEAD_MS", "10000", 10, 3600000,
      "a peer silent this long while awaited is dead (-ECONNRESET)"},
     {"ULN_UDP_PORT", "0", 0, 65535,
-     "first of ULN_MAX_EPS consecutive ports, one per endpoint index; 0: any free"},
+     "first of ULN_MAX_EPS consecutive ports, one per endpoint index, of local rank 0 (rank L: "
+     "+ L x ULN_MAX_EPS); 0: any free"},
+    {"ULN_LOCAL_RANK", NULL, 0, 0,
+     "this rank's place among its host's ranks: ULN_UDP_PORT + it x ULN_MAX_EPS is its first "
+     "port; unset: the launcher's (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID), ulnrun's rank"},
     {"ULN_UDP_ADDR", NULL, 0, 0,
      "address to publish and bind; unset: ULN_UDP_IF's, the route to ULN_ROOT, under PMIx "
      "the default route's source, else loopback"},
@@ -127,6 +131,27 @@ static int switch_setting(const char *name, int given, int *out)
     return 0;
 }
 
+/* A string setting from the environment: NULL when unset or empty. */
+static const char *string_setting(const char *name)
+{
+    const char *s = getenv(name);
+    return s && *s ? s : NULL;
+}
+
+/* The rank's place among its host's ranks, as its launcher tells: -1 unknown. */
+static int local_rank_setting(void)
+{
+    static const char *const names[] = {"ULN_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                        "SLURM_LOCALID", "MPI_LOCALRANKID"};
+    for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *s = string_setting(names[i]);
+        char *end;
+        long v = s ? strtol(s, &end, 10) : -1;
+        if (s && !*end && v >= 0 && v < 65536) return (int)v;
+    }
+    return -1;
+}
+
 static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
 {
     int rc = 0;
@@ -144,6 +169,11 @@ static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
     rc |= setting("ULN_UDP_MTU", 0, &p->udp_mtu);
     rc |= setting("ULN_UDP_DEAD_MS", 0, &p->udp_dead_ms);
     rc |= setting("ULN_UDP_PORT", 0, &p->udp_port);
+    rc |= switch_setting("ULN_UDP_GRO", -1, &p->udp_gro);
+    p->udp_addr = string_setting("ULN_UDP_ADDR");
+    p->udp_if = string_setting("ULN_UDP_IF");
+    p->fault = string_setting("ULN_FAULT");
+    p->local_rank = local_rank_setting();
     const char *tp = getenv("ULN_TRANSPORT");
     if (!tp || !*tp || !strcmp(tp, "auto"))
         p->transport = ULN_TP_AUTO;

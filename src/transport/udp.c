@@ -43,6 +43,8 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "boot/addr.h"
+#include "boot/root.h"
 #include "rel/rel.h"
 #include "transport/udp_io.h"
 
@@ -241,154 +243,6 @@ static void host_id(uint8_t id[16])
     memcpy(id + 8, &b, 8);
 }
 
-/* Split "ip:port" or "[ip6]:port" into a numeric address. */
-static int parse_hostport(const char *s, struct sockaddr_storage *ss, socklen_t *len)
-{
-    char host[64];
-    const char *colon = strrchr(s, ':');
-    if (!colon) return -EINVAL;
-    size_t n = (size_t)(colon - s);
-    if (n && s[0] == '[' && s[n - 1] == ']') s++, n -= 2;
-    if (n == 0 || n >= sizeof host) return -EINVAL;
-    memcpy(host, s, n);
-    host[n] = 0;
-    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-                             .ai_socktype = SOCK_DGRAM};
-    struct addrinfo *ai;
-    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0) return -EINVAL;
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    *len = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return 0;
-}
-
-/* An address of interface `name`, or with name NULL of the first interface
- * that is up, running and not loopback (the kernel lists them by index):
- * IPv4 first, else a global IPv6 one (a link-local address would need a scope
- * id, which the published address has no room for). -ENOENT if none. */
-static int if_addr(const char *name, struct sockaddr_storage *ss, socklen_t *len)
-{
-    struct ifaddrs *all;
-    if (getifaddrs(&all) != 0) return -errno;
-    int rc = -ENOENT;
-    for (int pass = 0; pass < 2 && rc; pass++) {
-        int fam = pass ? AF_INET6 : AF_INET;
-        for (struct ifaddrs *i = all; i && rc; i = i->ifa_next) {
-            if (!i->ifa_addr || i->ifa_addr->sa_family != fam) continue;
-            if (name ? strcmp(i->ifa_name, name) != 0
-                     : (i->ifa_flags & (IFF_UP | IFF_RUNNING | IFF_LOOPBACK)) !=
-                           (IFF_UP | IFF_RUNNING))
-                continue;
-            *len = fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-            if (fam == AF_INET6 &&
-                IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr))
-                continue;
-            memset(ss, 0, sizeof *ss);
-            memcpy(ss, i->ifa_addr, *len);
-            rc = 0;
-        }
-    }
-    freeifaddrs(all);
-    return rc;
-}
-
-/* The source address of the IPv4 default route (the lowest metric if there
- * are several): the address this host uses towards the rest of the network.
- * -ENOENT without a default route. */
-static int default_route_addr(struct sockaddr_storage *ss, socklen_t *len)
-{
-    FILE *f = fopen("/proc/net/route", "re");
-    if (!f) return -ENOENT;
-    char line[256], ifn[IF_NAMESIZE + 1], best_if[IF_NAMESIZE + 1] = "";
-    unsigned long dst, gw, mask, best_gw = 0;
-    unsigned flags;
-    int metric, best = INT_MAX;
-    while (fgets(line, sizeof line, f)) {
-        /* Iface Destination Gateway Flags RefCnt Use Metric Mask ...; the
-         * addresses are the raw network-order words in hex. */
-        if (sscanf(line, "%16s %lx %lx %x %*d %*d %d %lx", ifn, &dst, &gw, &flags, &metric,
-                   &mask) != 6)
-            continue; /* the header line */
-        if (dst == 0 && mask == 0 && (flags & RTF_UP) && metric < best) {
-            best = metric;
-            best_gw = gw;
-            memcpy(best_if, ifn, sizeof best_if);
-        }
-    }
-    fclose(f);
-    if (best == INT_MAX) return -ENOENT;
-    if (!best_gw) return if_addr(best_if, ss, len); /* a route straight onto a link */
-    /* connect() on a UDP socket sends nothing: the kernel only picks the
-     * route, and with it the source address. */
-    struct sockaddr_in g = {.sin_family = AF_INET, .sin_addr.s_addr = (uint32_t)best_gw};
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    int rc = fd < 0 || connect(fd, (struct sockaddr *)&g, sizeof g) < 0 ? -errno : 0;
-    *len = sizeof *ss;
-    if (!rc && getsockname(fd, (struct sockaddr *)ss, len) < 0) rc = -errno;
-    if (fd >= 0) close(fd);
-    return rc;
-}
-
-/* The address we publish, the first that applies:
- *   ULN_UDP_ADDR   as given;
- *   ULN_UDP_IF     that interface's address (the same name on every host, so
- *                  one setting serves a whole job under mpirun or srun);
- *   ULN_ROOT mode  the local address of the route towards rank 0 (the
- *                  interface the other hosts reach us on);
- *   PMIx mode      no address of the other hosts is known before we publish
- *                  ours, so: the source address of the default route (on a
- *                  cluster node, the interface towards the other nodes), else
- *                  the first interface that is up and not loopback (hosts
- *                  with no default route, such as tests/netns's);
- *   otherwise      loopback (every rank on this host). */
-static int local_ip(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len)
-{
-    const char *a = getenv("ULN_UDP_ADDR");
-    if (a && *a) {
-        char buf[80];
-        snprintf(buf, sizeof buf, strchr(a, ':') ? "[%s]:0" : "%s:0", a);
-        if (parse_hostport(buf, ss, len)) {
-            fprintf(stderr, "ulnet: ULN_UDP_ADDR=%s is not an IP address\n", a);
-            return -EINVAL;
-        }
-        return 0;
-    }
-    const char *ifn = getenv("ULN_UDP_IF");
-    if (ifn && *ifn) {
-        if (if_addr(ifn, ss, len) != 0) {
-            fprintf(stderr,
-                    "ulnet: ULN_UDP_IF=%s: no such interface with an IPv4 or global IPv6 "
-                    "address\n",
-                    ifn);
-            return -EINVAL;
-        }
-        return 0;
-    }
-    const char *root = getenv("ULN_ROOT");
-    if (root && *root) {
-        struct sockaddr_storage r;
-        socklen_t rl;
-        if (parse_hostport(root, &r, &rl)) {
-            fprintf(stderr, "ulnet: ULN_ROOT=%s is not ip:port\n", root);
-            return -EINVAL;
-        }
-        /* connect() on a UDP socket sends nothing: it only picks the route. */
-        int fd = socket(r.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        int rc = fd < 0 || connect(fd, (struct sockaddr *)&r, rl) < 0 ? -errno : 0;
-        *len = sizeof *ss;
-        if (!rc && getsockname(fd, (struct sockaddr *)ss, len) < 0) rc = -errno;
-        if (fd >= 0) close(fd);
-        return rc;
-    }
-    if (ctx->pmix && (default_route_addr(ss, len) == 0 || if_addr(NULL, ss, len) == 0)) return 0;
-    struct sockaddr_in *in = (struct sockaddr_in *)ss;
-    memset(ss, 0, sizeof *ss);
-    in->sin_family = AF_INET;
-    in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    *len = sizeof *in;
-    return 0;
-}
-
 static void set_port(struct sockaddr_storage *ss, unsigned port)
 {
     if (ss->ss_family == AF_INET)
@@ -403,47 +257,106 @@ static void close_fds(struct uln_udp *u)
         if (u->fds[i] >= 0) close(u->fds[i]), u->fds[i] = -1;
 }
 
-/* Bind one socket per endpoint index on consecutive ports, so a peer finds
- * endpoint i at port + i without asking. Ports are taken now, not at
- * uln_ep_open, so nobody else can take them in between. */
-static int bind_ports(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t len, unsigned fixed)
+/* Bind one socket per endpoint index on ports base .. base + nfds - 1, so a
+ * peer finds endpoint i at base + i without asking. 0, or -errno with *bad the
+ * port that failed. */
+static int bind_block(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t len, unsigned base,
+                      unsigned *bad)
 {
-    for (int attempt = 0; attempt < 64; attempt++) {
-        unsigned base = fixed;
-        if (!base) {
-            u->rng = mix64(u->rng + 0x9e3779b97f4a7c15ull);
-            base = 20000u + (unsigned)(u->rng % (60000u - 20000u - u->nfds));
+    for (unsigned i = 0; i < u->nfds; i++) {
+        *bad = base + i;
+        int fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) return -errno;
+        set_port(ss, base + i);
+        if (bind(fd, (struct sockaddr *)ss, len) < 0) {
+            int e = errno;
+            close(fd);
+            close_fds(u);
+            return -e;
         }
-        int rc = 0;
-        for (unsigned i = 0; i < u->nfds && !rc; i++) {
-            int fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-            if (fd < 0) {
-                rc = -errno;
-                break;
-            }
-            set_port(ss, base + i);
-            if (bind(fd, (struct sockaddr *)ss, len) < 0) {
-                rc = -errno;
-                close(fd);
-                break;
-            }
-            u->fds[i] = fd;
-        }
-        if (!rc) return (int)base;
-        close_fds(u);
-        if (rc != -EADDRINUSE || fixed) return rc;
+        u->fds[i] = fd;
     }
-    return -EADDRINUSE;
+    return 0;
 }
 
+/* No ULN_UDP_PORT: a random block in [20000, 60000), another one while the
+ * one drawn is taken. Returns the base or -errno. */
+static int bind_random(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t len)
+{
+    int rc = -EADDRINUSE;
+    unsigned bad = 0;
+    for (int attempt = 0; attempt < 64 && rc == -EADDRINUSE; attempt++) {
+        u->rng = mix64(u->rng + 0x9e3779b97f4a7c15ull);
+        unsigned base = 20000u + (unsigned)(u->rng % (60000u - 20000u - u->nfds));
+        if ((rc = bind_block(u, ss, len, base, &bad)) == 0) return (int)base;
+    }
+    fprintf(stderr, "ulnet: udp: cannot bind %u ports (last tried: port %u): %s\n", u->nfds, bad,
+            strerror(-rc));
+    return rc;
+}
+
+/* This rank's place among the ranks of its host: under ulnrun every rank is
+ * on this host; else what the launcher said (-1: unknown, then 0). */
+static unsigned local_rank(const struct uln_ctx *ctx)
+{
+    if (!strcmp(uln_boot_mode(ctx), "ulnrun")) return (unsigned)ctx->rank;
+    return ctx->p.local_rank > 0 ? (unsigned)ctx->p.local_rank : 0;
+}
+
+/* ULN_UDP_PORT=P: local rank L takes the block P + L x nfds, so ranks on one
+ * host never collide. A block taken (by a rank whose local rank we could not
+ * know, or by another program) moves us to the next; past 65535 nothing
+ * wraps: the open fails and says which ports. Returns the base or -errno. */
+static int bind_fixed(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t len, unsigned port,
+                      unsigned lrank)
+{
+    unsigned first = port + lrank * u->nfds, base = first, bad = 0;
+    int rc = -EINVAL;
+    for (; base + u->nfds - 1 <= 65535u; base += u->nfds)
+        if ((rc = bind_block(u, ss, len, base, &bad)) != -EADDRINUSE) break;
+    if (!rc) return (int)base;
+    if (first + u->nfds - 1 > 65535u)
+        fprintf(stderr,
+                "ulnet: udp: ULN_UDP_PORT=%u: local rank %u needs ports %u..%u (%u per rank, "
+                "ULN_MAX_EPS), past 65535\n",
+                port, lrank, first, first + u->nfds - 1, u->nfds);
+    else
+        fprintf(stderr,
+                "ulnet: udp: ULN_UDP_PORT=%u: cannot bind port %u (local rank %u, ports "
+                "%u..%u, %u per rank): %s%s\n",
+                port, bad, lrank, first, first + u->nfds - 1, u->nfds, strerror(-rc),
+                rc == -EADDRINUSE ? "; every block of ports up to 65535 is taken" : "");
+    return rc;
+}
+
+/* Across hosts (ULN_ROOT or PMIx mode) a peer may be anywhere, and the
+ * sockets must be bound before the address is published. */
+static bool udp_needed(const struct uln_ctx *ctx)
+{
+    return ctx->p.transport == ULN_TP_UDP ||
+           (ctx->p.transport == ULN_TP_AUTO && (ctx->root || ctx->pmix) && ctx->size > 1);
+}
+
+static void publish(struct uln_udp *u, const struct sockaddr_storage *ss, int base, void *slot_addr)
+{
+    struct udp_addr *me = &u->me;
+    me->magic = UDP_ADDR_MAGIC;
+    me->family = ss->ss_family;
+    me->port = (uint16_t)base;
+    me->nports = (uint16_t)u->nfds;
+    host_id(me->host_id);
+    if (ss->ss_family == AF_INET)
+        memcpy(me->ip, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+    else
+        memcpy(me->ip, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+    memcpy((uint8_t *)slot_addr + UDP_ADDR_OFF, me, sizeof *me);
+}
+
+/* Ports are taken now, not at uln_ep_open, so nobody else can take them in
+ * between. */
 int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
 {
-    /* Across hosts (ULN_ROOT or PMIx mode) a peer may be anywhere, and the
-     * sockets must be bound before the address is published. */
-    const char *root = getenv("ULN_ROOT");
-    bool need = ctx->p.transport == ULN_TP_UDP || (ctx->p.transport == ULN_TP_AUTO &&
-                                                   ((root && *root) || ctx->pmix) && ctx->size > 1);
-    if (!need) return 0;
+    if (!udp_needed(ctx)) return 0;
     if (slot_len < UDP_ADDR_OFF + sizeof(struct udp_addr)) return -EINVAL;
     struct uln_udp *u = calloc(1, sizeof *u);
     if (!u) return -ENOMEM;
@@ -457,24 +370,12 @@ int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
 
     struct sockaddr_storage ss;
     socklen_t len;
-    int rc = local_ip(ctx, &ss, &len);
+    int rc = uln_addr_local(ctx, &ss, &len);
     if (rc) return rc;
-    int base = bind_ports(u, &ss, len, ctx->p.udp_port);
-    if (base < 0) {
-        fprintf(stderr, "ulnet: udp: cannot bind %u ports: %s\n", u->nfds, strerror(-base));
-        return base;
-    }
-    struct udp_addr *me = &u->me;
-    me->magic = UDP_ADDR_MAGIC;
-    me->family = ss.ss_family;
-    me->port = (uint16_t)base;
-    me->nports = (uint16_t)u->nfds;
-    host_id(me->host_id);
-    if (ss.ss_family == AF_INET)
-        memcpy(me->ip, &((struct sockaddr_in *)&ss)->sin_addr, 4);
-    else
-        memcpy(me->ip, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
-    memcpy((uint8_t *)slot_addr + UDP_ADDR_OFF, me, sizeof *me);
+    int base = ctx->p.udp_port ? bind_fixed(u, &ss, len, ctx->p.udp_port, local_rank(ctx))
+                               : bind_random(u, &ss, len);
+    if (base < 0) return base;
+    publish(u, &ss, base, slot_addr);
     return 0;
 }
 
