@@ -134,17 +134,11 @@ int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg)
     return 0;
 }
 
-static struct uln_board_slot *slot_of(struct uln_ctx *ctx, int r)
-{
-    return (struct uln_board_slot *)((uint8_t *)ctx->board + 4096 +
-                                     (size_t)r * ULN_BOARD_SLOT_BYTES);
-}
-
 int uln_boot_publish(struct uln_ctx *ctx, const void *addr, size_t len)
 {
     if (ctx->root) return uln_root_publish(ctx, addr, len);
     if (ctx->pmix) return uln_pmix_publish(ctx, addr, len);
-    struct uln_board_slot *s = slot_of(ctx, ctx->rank);
+    struct uln_board_slot *s = uln_board_slot(ctx->board, ctx->rank);
     if (len > sizeof s->addr) return -EINVAL;
     if (atomic_load_explicit(&s->ready, memory_order_acquire)) {
         fprintf(stderr, "ulnet: rank %d joined twice (or two processes have that rank)\n",
@@ -200,7 +194,7 @@ int uln_boot_wait_all(struct uln_ctx *ctx, int timeout_ms)
 
 const void *uln_boot_peer(struct uln_ctx *ctx, int peer, int32_t *pid)
 {
-    struct uln_board_slot *s = slot_of(ctx, peer);
+    struct uln_board_slot *s = uln_board_slot(ctx->board, peer);
     /* Acquire: pairs with the release in uln_boot_publish. */
     if (!atomic_load_explicit(&s->ready, memory_order_acquire)) return NULL;
     *pid = s->pid;

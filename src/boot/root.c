@@ -53,7 +53,7 @@
 #define REPLY_BYTES    96u /* magic 8, version 4, verdict 4, size 4, missing 4, key 8, 16 x 4 */
 #define REPLY_NAMES    16u /* missing ranks a timeout reply names */
 #define HDR_BYTES      8u  /* type 4, body length 4 */
-#define SLOT_WIRE      (ULN_BOARD_SLOT_BYTES - 4u) /* pid + address: a board slot after `ready` */
+#define SLOT_WIRE      ULN_BOARD_SLOT_WIRE /* pid + address: a board slot after `ready` */
 #define MAX_PENDING    64u  /* accepted connections that have not yet said who they are */
 #define CONNECT_TRY_MS 3000 /* one connect attempt: a lost SYN is retried, not waited out */
 
@@ -239,30 +239,6 @@ static int pump(struct conn *c, uint8_t *slot)
         c->got = 0;
         return (int)get32(c->hdr);
     }
-}
-
-static struct uln_board_slot *slot_of(struct uln_ctx *ctx, int r)
-{
-    return (struct uln_board_slot *)((uint8_t *)ctx->board + 4096 +
-                                     (size_t)r * ULN_BOARD_SLOT_BYTES);
-}
-
-_Static_assert(offsetof(struct uln_board_slot, pid) == 4 &&
-                   offsetof(struct uln_board_slot, addr) == 8,
-               "a slot after `ready` is pid + address, as on the wire");
-
-/* Where a slot's wire form (SLOT_WIRE bytes: pid, address) goes. */
-static uint8_t *slot_wire(struct uln_board_slot *s)
-{
-    return (uint8_t *)s + offsetof(struct uln_board_slot, pid);
-}
-
-/* A slot whose pid and address (wire form) are in place: make it visible. */
-static void slot_ready(struct uln_board_slot *s)
-{
-    s->pid = (int32_t)get32(slot_wire(s));
-    /* Release: pairs with the acquire in uln_boot_peer (board.h's contract). */
-    atomic_store_explicit(&s->ready, 1, memory_order_release);
 }
 
 /* ---- rank 0: accept the others ------------------------------------------- */
@@ -698,7 +674,7 @@ int uln_root_init(struct uln_ctx *ctx, const char *where, long rank, long size, 
 int uln_root_publish(struct uln_ctx *ctx, const void *addr, size_t len)
 {
     struct uln_root *R = ctx->root;
-    struct uln_board_slot *s = slot_of(ctx, ctx->rank);
+    struct uln_board_slot *s = uln_board_slot(ctx->board, ctx->rank);
     if (len > sizeof s->addr) return -EINVAL;
     if (R->published) {
         fprintf(stderr, "ulnet: rank %d published twice\n", ctx->rank);
@@ -706,16 +682,16 @@ int uln_root_publish(struct uln_ctx *ctx, const void *addr, size_t len)
     }
     R->published = true;
     /* The slot in wire form (big-endian pid), as the table would bring it. */
-    put32(slot_wire(s), (uint32_t)getpid());
+    put32(uln_board_slot_wire(s), (uint32_t)getpid());
     memset(s->addr, 0, sizeof s->addr);
     memcpy(s->addr, addr, len);
     if (ctx->rank == 0) {
-        slot_ready(s);
+        uln_board_slot_ready_wire(s);
         R->c[0].slot_in = true;
         return 0;
     }
     /* Joiner: the slot is ours only once it comes back in the table. */
-    int rc = send_msg(R->c[0].fd, MSG_SLOT, slot_wire(s), SLOT_WIRE, R->deadline);
+    int rc = send_msg(R->c[0].fd, MSG_SLOT, uln_board_slot_wire(s), SLOT_WIRE, R->deadline);
     if (rc) fprintf(stderr, "ulnet: rank %d: lost rank 0 while publishing\n", ctx->rank);
     return rc;
 }
@@ -762,11 +738,11 @@ static int collect(struct uln_ctx *ctx, bool slots, int64_t deadline, int *bad, 
             int r = who[i];
             struct conn *c = &R->c[r];
             for (;;) {
-                struct uln_board_slot *s = slot_of(ctx, r);
-                int t = pump(c, slots && !c->slot_in ? slot_wire(s) : NULL);
+                struct uln_board_slot *s = uln_board_slot(ctx->board, r);
+                int t = pump(c, slots && !c->slot_in ? uln_board_slot_wire(s) : NULL);
                 if (t == 0) break;
                 if (t == MSG_SLOT) {
-                    slot_ready(s);
+                    uln_board_slot_ready_wire(s);
                     c->slot_in = true;
                 } else if (t == MSG_BARRIER && !slots) {
                     c->barriers++;
@@ -803,7 +779,8 @@ int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms)
         if (!rc && (get32(h) != MSG_TABLE || get32(h + 4) != (uint32_t)size * SLOT_WIRE))
             rc = -EPROTO;
         for (int r = 0; r < size && !rc; r++)
-            rc = read_full(R->c[0].fd, slot_wire(slot_of(ctx, r)), SLOT_WIRE, deadline);
+            rc = read_full(R->c[0].fd, uln_board_slot_wire(uln_board_slot(ctx->board, r)),
+                           SLOT_WIRE, deadline);
         if (rc == -ETIMEDOUT)
             fprintf(stderr,
                     "ulnet: rank %d: bootstrap timed out after %d s waiting for rank 0's table "
@@ -814,7 +791,7 @@ int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms)
                     ctx->rank, R->where);
         if (rc) return rc == -EPROTO ? -ECONNRESET : rc;
         for (int r = 0; r < size; r++)
-            slot_ready(slot_of(ctx, r));
+            uln_board_slot_ready_wire(uln_board_slot(ctx->board, r));
         R->have_table = true;
         return 0;
     }
@@ -841,7 +818,7 @@ int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms)
     put32(t, MSG_TABLE);
     put32(t + 4, (uint32_t)body);
     for (int r = 0; r < size; r++) {
-        struct uln_board_slot *s = slot_of(ctx, r);
+        struct uln_board_slot *s = uln_board_slot(ctx->board, r);
         uint8_t *w = t + HDR_BYTES + (size_t)r * SLOT_WIRE;
         put32(w, (uint32_t)s->pid);
         memcpy(w + 4, s->addr, sizeof s->addr);

@@ -740,7 +740,8 @@ void *uln_udp_reserve(struct uln_ep *ep, int peer, uint32_t len)
     struct uln_udp_peer *up = ep->peers[peer].udp;
     ep->udp->now = now_ns();
     if (!up || up->dead || len > ep->udp->stride || !can_send(ep, up, 1)) return NULL;
-    return slot_mem(ep, up, up->rel.snd_nxt); /* the seq uln_rel_tx_assign gives next */
+    return slot_mem(ep, up,
+                    uln_rel_tx_next_seq(&up->rel)); /* the seq uln_rel_tx_assign gives next */
 }
 
 /* Send what the engine wrote into the reserved slot, as a packet. */
@@ -749,7 +750,7 @@ void uln_udp_commit(struct uln_ep *ep, int peer, uint8_t type, uint8_t flags, ui
     (void)flags;
     struct uln_udp_peer *up = ep->peers[peer].udp;
     struct uln_rel_pkt p;
-    const uint8_t *m = slot_mem(ep, up, up->rel.snd_nxt);
+    const uint8_t *m = slot_mem(ep, up, uln_rel_tx_next_seq(&up->rel));
     struct tx_slot *t = assign(ep, up, &p);
     if (!t) return;
     switch (type) {
@@ -800,7 +801,7 @@ bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
     if (!up || up->dead || !can_send(ep, up, n)) return false;
     for (uint32_t i = 0, off = 0; i < n; i++) {
         uint32_t k = len - off < cap ? len - off : cap;
-        uint8_t *mem = slot_mem(ep, up, up->rel.snd_nxt);
+        uint8_t *mem = slot_mem(ep, up, uln_rel_tx_next_seq(&up->rel));
         struct uln_rel_pkt p;
         struct tx_slot *t = assign(ep, up, &p);
         if (!t) return false; /* cannot happen after can_send */
@@ -1400,7 +1401,7 @@ int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len)
     int el = ext_len(h.vt & 15, h.flags);
     if (el < 0 || len < sizeof h + (unsigned)el) el = 0; /* the rest is all payload */
     uint32_t n = (uint32_t)(len - sizeof h - (unsigned)el);
-    uint8_t *mem = slot_mem(ep, up, up->rel.snd_nxt);
+    uint8_t *mem = slot_mem(ep, up, uln_rel_tx_next_seq(&up->rel));
     struct uln_rel_pkt p;
     struct tx_slot *t = assign(ep, up, &p);
     if (!t) return -EAGAIN;
