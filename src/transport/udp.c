@@ -1,7 +1,7 @@
 /*
  * udp.c - the UDP transport: the engine's messages as datagrams between hosts,
  * made reliable and ordered by the rel state machine (src/rel), moved by the
- * datagram layer (udp_io.c). docs/protocol.md has the wire format.
+ * link under it (link.h). docs/protocol.md has the wire format.
  *
  * Each endpoint index has its own UDP socket, on port base + index of the
  * rank's published address, so endpoints driven by different threads share
@@ -46,7 +46,7 @@
 #include "boot/addr.h"
 #include "boot/root.h"
 #include "rel/rel.h"
-#include "transport/udp_io.h"
+#include "transport/link_udp.h"
 
 /* ---- wire format (docs/protocol.md) -------------------------------------- */
 
@@ -188,7 +188,7 @@ struct uln_udp_peer {
 };
 
 struct uln_udp_ep {
-    struct uln_udp_io *io;
+    struct uln_link *io;
     unsigned payload_max, stride;
     uint32_t window;    /* rel window for each peer */
     uint64_t rng;       /* epochs of new peer lives: per endpoint, so threads share nothing */
@@ -199,9 +199,9 @@ struct uln_udp_ep {
     int n_live;
     uint64_t now;
     unsigned nbatch;
-    struct uln_udp_io_pkt batch[ULN_UDP_IO_BATCH];
-    uint8_t scratch[ULN_UDP_IO_BATCH][HDR_SPACE];
-    struct uln_udp_io_rx rxv[ULN_UDP_IO_BATCH];
+    struct uln_link_pkt batch[ULN_LINK_BATCH];
+    uint8_t scratch[ULN_LINK_BATCH][HDR_SPACE];
+    struct uln_link_rx rxv[ULN_LINK_BATCH];
 };
 
 static uint64_t now_ns(void)
@@ -446,20 +446,22 @@ int uln_udp_ep_open(struct uln_ep *ep)
     ue->id_of_rank = malloc((size_t)n * sizeof(int));
     ue->live = malloc((size_t)n * sizeof(int));
     if (!ue->rank_of_id || !ue->id_of_rank || !ue->live) return -ENOMEM;
-    struct uln_udp_io_cfg cfg = {.adopt = true,
-                                 .fd = u->fds[ep->index],
-                                 .mtu = ctx->p.udp_mtu,
-                                 .rx_bufs =
-                                     2 * ctx->p.udp_window < 512 ? 512 : 2 * ctx->p.udp_window,
-                                 .max_peers = (unsigned)n};
-    int rc = uln_udp_io_open(&cfg, &ue->io);
+    struct uln_link_udp_cfg cfg = {.adopt = true,
+                                   .fd = u->fds[ep->index],
+                                   .mtu = ctx->p.udp_mtu,
+                                   .rx_bufs =
+                                       2 * ctx->p.udp_window < 512 ? 512 : 2 * ctx->p.udp_window,
+                                   .max_peers = (unsigned)n,
+                                   .no_gro = !ctx->p.udp_gro,
+                                   .fault = ctx->p.fault};
+    int rc = uln_link_udp_open(&cfg, &ue->io);
     if (rc) return rc;
     ue->pool_bufs = cfg.rx_bufs;
     /* uln_ep_open holds the context lock here: the context's generator is ours. */
     u->rng = mix64(u->rng + 0x9e3779b97f4a7c15ull);
     ue->rng = u->rng;
     u->fds[ep->index] = -1; /* the io owns it now */
-    ue->payload_max = uln_udp_io_payload_max(ue->io);
+    ue->payload_max = uln_link_payload_max(ue->io);
     ue->stride = (ue->payload_max + 63u) & ~63u;
     ue->window = ctx->p.udp_window;
     for (int p = 0; p < n; p++) {
@@ -469,7 +471,7 @@ int uln_udp_ep_open(struct uln_ep *ep)
         struct sockaddr_storage ss;
         socklen_t len;
         peer_sockaddr(&u->addrs[p], (unsigned)ep->index, &ss, &len);
-        int id = uln_udp_io_add_peer(ue->io, (struct sockaddr *)&ss, len);
+        int id = uln_link_add_peer(ue->io, (struct sockaddr *)&ss, len);
         if (id < 0) return id;
         ue->id_of_rank[p] = id;
         ue->rank_of_id[id] = p;
@@ -480,7 +482,7 @@ int uln_udp_ep_open(struct uln_ep *ep)
 static void peer_free(struct uln_udp_ep *ue, struct uln_udp_peer *up)
 {
     for (uint32_t i = 0; i <= up->mask; i++)
-        if (up->rx[i].held) uln_udp_io_rx_release(ue->io, up->rx[i].handle);
+        if (up->rx[i].held) uln_link_rx_release(ue->io, up->rx[i].handle);
     uln_rel_fini(&up->rel);
     free(up->tx);
     free(up->tx_mem);
@@ -509,7 +511,7 @@ static void linger(struct uln_ep *ep)
                        uln_rel_tx_in_flight(&up->rel) > 0;
         }
         if (!waiting || now_ns() >= until) break;
-        struct pollfd pf = {.fd = uln_udp_io_fd(ue->io), .events = POLLIN};
+        struct pollfd pf = {.fd = uln_link_fd(ue->io), .events = POLLIN};
         poll(&pf, 1, 1);
     }
 }
@@ -524,7 +526,7 @@ void uln_udp_ep_close(struct uln_ep *ep)
         peer_free(ue, ep->peers[p].udp);
         ep->peers[p].udp = NULL;
     }
-    uln_udp_io_close(ue->io);
+    uln_link_close(ue->io);
     free(ue->rank_of_id);
     free(ue->id_of_rank);
     free(ue->live);
@@ -611,7 +613,7 @@ void uln_udp_flush(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = ep->udp;
     if (!ue || ue->nbatch == 0) return;
-    int n = uln_udp_io_send(ue->io, ue->batch, ue->nbatch);
+    int n = uln_link_send(ue->io, ue->batch, ue->nbatch);
     if (n < 0) {
         /* A malformed packet of ours: a bug, but never a hang. Count and drop
          * the batch; rel resends what mattered. */
@@ -633,8 +635,8 @@ void uln_udp_flush(struct uln_ep *ep)
 static bool batch_room(struct uln_ep *ep, unsigned n)
 {
     struct uln_udp_ep *ue = ep->udp;
-    if (ue->nbatch + n > ULN_UDP_IO_BATCH) uln_udp_flush(ep);
-    return ue->nbatch + n <= ULN_UDP_IO_BATCH;
+    if (ue->nbatch + n > ULN_LINK_BATCH) uln_udp_flush(ep);
+    return ue->nbatch + n <= ULN_LINK_BATCH;
 }
 
 /* Queue one packet: the header from h/ext, then data. */
@@ -646,7 +648,7 @@ static void queue_pkt(struct uln_ep *ep, int io_id, const struct pkt_hdr *h, con
     unsigned i = ue->nbatch++;
     memcpy(ue->scratch[i], h, sizeof *h);
     if (elen) memcpy(ue->scratch[i] + sizeof *h, ext, elen);
-    struct uln_udp_io_pkt *p = &ue->batch[i];
+    struct uln_link_pkt *p = &ue->batch[i];
     p->peer = io_id;
     p->niov = 1;
     p->iov[0] = (struct iovec){ue->scratch[i], sizeof *h + elen};
@@ -907,7 +909,7 @@ static struct uln_refused_put refusal(const struct pkt_hdr *h, const struct pkt_
 /* A new data packet (in order or ahead of it): place what can be placed now,
  * keep what must wait for its turn. Returns true if the pool buffer is kept. */
 static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
-                   const struct uln_udp_io_rx *rx, const struct pkt_hdr *h, unsigned elen)
+                   const struct uln_link_rx *rx, const struct pkt_hdr *h, unsigned elen)
 {
     struct rx_slot *s = &up->rx[seq & up->mask];
     const uint8_t *payload = rx->buf + sizeof *h + elen;
@@ -1061,7 +1063,7 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
  * rel's window. */
 static void slot_free(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_slot *s)
 {
-    if (s->held) uln_udp_io_rx_release(ep->udp->io, s->handle), ep->udp->held--;
+    if (s->held) uln_link_rx_release(ep->udp->io, s->handle), ep->udp->held--;
     if (s->rel_held) uln_rel_rx_release(&up->rel, 1, ep->udp->now);
     s->held = s->rel_held = false;
 }
@@ -1152,7 +1154,7 @@ static void rx_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct pkt
 }
 
 /* One datagram. Returns true if its buffer is kept for later. */
-static bool rx_one(struct uln_ep *ep, const struct uln_udp_io_rx *rx)
+static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
 {
     struct uln_udp_ep *ue = ep->udp;
     ULN_COUNT(&ep->stats, pkts_received, 1);
@@ -1239,10 +1241,10 @@ void uln_udp_progress_rx(struct uln_ep *ep)
         if (up->pend_n) deliver_pending(ep, up);
     }
     for (int round = 0; round < 4; round++) {
-        int n = uln_udp_io_recv(ue->io, ue->rxv, ULN_UDP_IO_BATCH);
+        int n = uln_link_recv(ue->io, ue->rxv, ULN_LINK_BATCH);
         if (n <= 0) break;
         for (int i = 0; i < n; i++)
-            if (!rx_one(ep, &ue->rxv[i])) uln_udp_io_rx_release(ue->io, ue->rxv[i].handle);
+            if (!rx_one(ep, &ue->rxv[i])) uln_link_rx_release(ue->io, ue->rxv[i].handle);
         /* A short batch means the socket is (nearly) drained: one more empty
          * system call would only add latency. A GRO read returns one run of
          * ~44 datagrams, so "short" is well below that. */
@@ -1292,7 +1294,7 @@ int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
 {
     struct uln_udp_ep *ue = ep->udp;
     if (!ue) return 0;
-    *fd = uln_udp_io_fd(ue->io);
+    *fd = uln_link_fd(ue->io);
     uint64_t now = now_ns(), next = UINT64_MAX;
     for (int i = 0; i < ue->n_live; i++) {
         const struct uln_udp_peer *up = ep->peers[ue->live[i]].udp;
@@ -1319,11 +1321,11 @@ int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len)
     if (!ue) return -ENOTCONN;
     if (len > UINT32_MAX) return -EMSGSIZE;
     int32_t id = rank >= 0 && rank < ep->ctx->size ? ue->id_of_rank[rank] : -1;
-    struct uln_udp_io_rx rx;
-    int rc = uln_udp_io_rx_lend(ue->io, id, buf, (uint32_t)len, &rx);
+    struct uln_link_rx rx;
+    int rc = uln_link_rx_lend(ue->io, id, buf, (uint32_t)len, &rx);
     if (rc) return rc;
     ue->now = now_ns();
-    if (!rx_one(ep, &rx)) uln_udp_io_rx_release(ue->io, rx.handle);
+    if (!rx_one(ep, &rx)) uln_link_rx_release(ue->io, rx.handle);
     return 0;
 }
 
@@ -1369,7 +1371,7 @@ int uln_udp_ep_addr(struct uln_ep *ep, int rank, struct sockaddr_storage *ss, so
 {
     struct uln_udp *u = ep->ctx->udp;
     if (!ep->udp || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
-    if (rank == ep->ctx->rank) return uln_udp_io_local(ep->udp->io, ss, len);
+    if (rank == ep->ctx->rank) return uln_link_local(ep->udp->io, ss, len);
     if (!uln_peer_udp(ep->ctx, rank)) return -EINVAL;
     peer_sockaddr(&u->addrs[rank], (unsigned)ep->index, ss, len);
     return 0;
@@ -1380,9 +1382,9 @@ int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len)
     struct uln_udp_ep *ue = ep->udp;
     if (!ue || rank < 0 || rank >= ep->ctx->size || ue->id_of_rank[rank] < 0) return -EINVAL;
     uln_udp_flush(ep); /* what was queued before goes first */
-    struct uln_udp_io_pkt p = {.peer = ue->id_of_rank[rank], .niov = 1};
+    struct uln_link_pkt p = {.peer = ue->id_of_rank[rank], .niov = 1};
     p.iov[0] = (struct iovec){(void *)(uintptr_t)buf, len};
-    int n = uln_udp_io_send(ue->io, &p, 1);
+    int n = uln_link_send(ue->io, &p, 1);
     return n < 0 ? n : n == 1 ? 0 : -EAGAIN;
 }
 
