@@ -350,130 +350,147 @@ static int host_listen(struct uln_ctx *ctx)
     return 0;
 }
 
-/* Rank 0's part of uln_boot_init: take connections until every other rank has
- * said hello, then give them all the job key. Connections that have not said
- * who they are yet wait in a small table, so one that says nothing holds up
- * nobody. */
-static int host_accept_all(struct uln_ctx *ctx, uint64_t own_key)
+/* Rank 0 while the ranks join: the connections that have not said who they
+ * are yet wait in a small table, so one that says nothing holds up nobody. */
+struct joining {
+    struct pending pend[MAX_PENDING];
+    struct pollfd *pf;
+    int *who; /* per pf: 0 the listener, 1 + k pending k, -r joined rank r */
+    int joined;
+    uint64_t seq;
+};
+
+/* Everything to wait on: the listener, the pending, the joined. */
+static int join_pollset(struct uln_root *R, struct joining *J, int size)
+{
+    int n = 0;
+    J->pf[n] = (struct pollfd){.fd = R->listen_fd, .events = POLLIN};
+    J->who[n++] = 0;
+    for (unsigned k = 0; k < MAX_PENDING; k++)
+        if (J->pend[k].fd >= 0) {
+            J->pf[n] = (struct pollfd){.fd = J->pend[k].fd, .events = POLLIN};
+            J->who[n++] = 1 + (int)k;
+        }
+    for (int r = 1; r < size; r++)
+        if (R->c[r].fd >= 0) {
+            J->pf[n] = (struct pollfd){.fd = R->c[r].fd, .events = POLLIN};
+            J->who[n++] = -r;
+        }
+    return n;
+}
+
+/* A joiner sends nothing until it has the key: readable means it closed (or
+ * misbehaves). Forget it, so it can come back. */
+static void joined_readable(struct uln_root *R, struct joining *J, int r)
+{
+    struct conn *c = &R->c[r];
+    uint8_t b;
+    if (recv_some(c->fd, &b, 1) == 0) return;
+    fprintf(stderr, "ulnet: rank 0: rank %d left before the job formed\n", r);
+    close_fd(&c->fd);
+    J->joined--;
+}
+
+/* More of a pending connection's HELLO; judged once it is whole. */
+static void pending_readable(struct uln_ctx *ctx, struct joining *J, struct pending *p,
+                             uint64_t own_key)
+{
+    ssize_t got = recv_some(p->fd, p->hello + p->got, HELLO_BYTES - p->got);
+    if (got < 0) close_fd(&p->fd);
+    if (got <= 0) return;
+    p->got += (uint32_t)got;
+    if (p->got == HELLO_BYTES) J->joined += judge(ctx, p, own_key);
+}
+
+/* Take every connection waiting on the listener into the pending table; when
+ * it is full, the oldest silent one goes. */
+static void accept_new(struct uln_root *R, struct joining *J)
+{
+    for (;;) {
+        struct sockaddr_storage from;
+        socklen_t fl = sizeof from;
+        int fd = accept4(R->listen_fd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) return; /* drained, or a connection that died in the backlog */
+        unsigned slot = 0;
+        for (unsigned j = 0; j < MAX_PENDING; j++) {
+            if (J->pend[j].fd < 0) {
+                slot = j;
+                break;
+            }
+            if (J->pend[j].seq < J->pend[slot].seq) slot = j;
+        }
+        close_fd(&J->pend[slot].fd);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        J->pend[slot] = (struct pending){.fd = fd, .seq = J->seq++, .from_len = fl};
+        memcpy(&J->pend[slot].from, &from, sizeof from);
+    }
+}
+
+/* Wait until every other rank has said hello, or `until`. */
+static int join_loop(struct uln_ctx *ctx, struct joining *J, uint64_t own_key, int64_t until)
 {
     struct uln_root *R = ctx->root;
-    int rc = host_listen(ctx), size = ctx->size, joined = 0;
-    if (rc) return rc;
-    struct pending pend[MAX_PENDING];
-    for (unsigned i = 0; i < MAX_PENDING; i++)
-        pend[i].fd = -1;
-    struct pollfd *pf = calloc(1 + MAX_PENDING + (size_t)size, sizeof *pf);
-    int *who = calloc(1 + MAX_PENDING + (size_t)size, sizeof *who);
-    uint8_t *miss = calloc((size_t)size, 1);
-    uint64_t seq = 0;
-    /* Give up a little before the joiners do (ranks usually start together):
-     * then they hear from us which ranks are missing, instead of each timing
-     * out on its own and leaving us to count them as missing too. */
-    int64_t margin = (int64_t)R->timeout_s * 100,
-            until = R->deadline - (margin < 500 ? margin : 500);
-    if (!pf || !who || !miss) {
-        rc = -ENOMEM;
-        goto out;
-    }
-
-    while (joined < size - 1) {
-        /* who[i]: 0 the listener, 1 + k pending k, -r joined rank r (awaiting the key) */
-        int n = 0;
-        pf[n] = (struct pollfd){.fd = R->listen_fd, .events = POLLIN};
-        who[n++] = 0;
-        for (unsigned k = 0; k < MAX_PENDING; k++)
-            if (pend[k].fd >= 0) {
-                pf[n] = (struct pollfd){.fd = pend[k].fd, .events = POLLIN};
-                who[n++] = 1 + (int)k;
-            }
-        for (int r = 1; r < size; r++)
-            if (R->c[r].fd >= 0) {
-                pf[n] = (struct pollfd){.fd = R->c[r].fd, .events = POLLIN};
-                who[n++] = -r;
-            }
-        int k = poll(pf, (nfds_t)n, ms_left(until));
+    while (J->joined < ctx->size - 1) {
+        int n = join_pollset(R, J, ctx->size);
+        int k = poll(J->pf, (nfds_t)n, ms_left(until));
         if (k < 0 && errno == EINTR) continue;
-        if (k < 0) {
-            rc = -errno;
-            goto out;
-        }
-        if (k == 0) {
-            rc = -ETIMEDOUT;
-            break;
-        }
+        if (k < 0) return -errno;
+        if (k == 0) return -ETIMEDOUT;
         for (int i = 0; i < n; i++) {
-            if (!pf[i].revents) continue;
-            if (who[i] < 0) {
-                /* A joiner sends nothing until it has the key: readable means it
-                 * closed (or misbehaves). Forget it, so it can come back. */
-                struct conn *c = &R->c[-who[i]];
-                uint8_t b;
-                if (recv_some(c->fd, &b, 1) != 0) {
-                    fprintf(stderr, "ulnet: rank 0: rank %d left before the job formed\n", -who[i]);
-                    close_fd(&c->fd);
-                    joined--;
-                }
-            } else if (who[i] > 0) {
-                struct pending *p = &pend[who[i] - 1];
-                ssize_t got = recv_some(p->fd, p->hello + p->got, HELLO_BYTES - p->got);
-                if (got < 0) close_fd(&p->fd);
-                if (got <= 0) continue;
-                p->got += (uint32_t)got;
-                if (p->got == HELLO_BYTES) joined += judge(ctx, p, own_key);
-            } else {
-                for (;;) {
-                    struct sockaddr_storage from;
-                    socklen_t fl = sizeof from;
-                    int fd = accept4(R->listen_fd, (struct sockaddr *)&from, &fl,
-                                     SOCK_CLOEXEC | SOCK_NONBLOCK);
-                    if (fd < 0) break; /* drained, or a connection that died in the backlog */
-                    unsigned slot = 0;
-                    for (unsigned j = 0; j < MAX_PENDING; j++) {
-                        if (pend[j].fd < 0) {
-                            slot = j;
-                            break;
-                        }
-                        if (pend[j].seq < pend[slot].seq) slot = j;
-                    }
-                    close_fd(&pend[slot].fd); /* full: the oldest silent one goes */
-                    int one = 1;
-                    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-                    pend[slot] = (struct pending){.fd = fd, .seq = seq++, .from_len = fl};
-                    memcpy(&pend[slot].from, &from, sizeof from);
-                }
-            }
+            if (!J->pf[i].revents) continue;
+            if (J->who[i] < 0)
+                joined_readable(R, J, -J->who[i]);
+            else if (J->who[i] > 0)
+                pending_readable(ctx, J, &J->pend[J->who[i] - 1], own_key);
+            else
+                accept_new(R, J);
         }
     }
+    return 0;
+}
 
-    uint8_t m[REPLY_BYTES];
-    if (rc == -ETIMEDOUT) {
-        char list[200];
-        for (int r = 1; r < size; r++)
-            miss[r] = R->c[r].fd < 0;
-        ranks_str(miss, size, list, sizeof list);
-        fprintf(stderr,
-                "ulnet: rank 0: bootstrap timed out after %d s on %s: rank%s %s missing (%d of "
-                "%d joined)\n",
-                R->timeout_s, R->where, size - 1 - joined > 1 ? "s" : "", list, joined + 1, size);
-        /* Tell the ones that came, so they fail now and say the same. */
-        make_reply(m, V_TIMEOUT, size, 0, miss);
-        for (int r = 1; r < size; r++)
-            if (R->c[r].fd >= 0) (void)send(R->c[r].fd, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
-        goto out;
-    }
+/* Say which ranks are missing, here and to the ones that came, so they fail
+ * now and say the same. */
+static int join_timed_out(struct uln_ctx *ctx, int joined)
+{
+    struct uln_root *R = ctx->root;
+    int size = ctx->size;
+    uint8_t *miss = calloc((size_t)size, 1), m[REPLY_BYTES];
+    if (!miss) return -ENOMEM;
+    char list[200];
+    for (int r = 1; r < size; r++)
+        miss[r] = R->c[r].fd < 0;
+    ranks_str(miss, size, list, sizeof list);
+    fprintf(stderr,
+            "ulnet: rank 0: bootstrap timed out after %d s on %s: rank%s %s missing (%d of %d "
+            "joined)\n",
+            R->timeout_s, R->where, size - 1 - joined > 1 ? "s" : "", list, joined + 1, size);
+    make_reply(m, V_TIMEOUT, size, 0, miss);
+    for (int r = 1; r < size; r++)
+        if (R->c[r].fd >= 0) (void)send(R->c[r].fd, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    free(miss);
+    return -ETIMEDOUT;
+}
 
+/* Everybody is in: the job key to all. */
+static int hand_out_key(struct uln_ctx *ctx, uint64_t own_key)
+{
+    struct uln_root *R = ctx->root;
     uint64_t key = job_key_so_far(ctx, own_key);
-    if (key == 0 && getentropy(&key, sizeof key) != 0) {
-        rc = -errno;
-        goto out;
-    }
+    if (key == 0 && getentropy(&key, sizeof key) != 0) return -errno;
     if (key == 0) key = 1;
     ctx->job_key = key;
-    make_reply(m, V_OK, size, key, NULL);
-    for (int r = 1; r < size && !rc; r++)
-        if ((rc = write_full(R->c[r].fd, m, sizeof m, R->deadline)) != 0)
+    uint8_t m[REPLY_BYTES];
+    make_reply(m, V_OK, ctx->size, key, NULL);
+    for (int r = 1; r < ctx->size; r++) {
+        int rc = write_full(R->c[r].fd, m, sizeof m, R->deadline);
+        if (rc) {
             fprintf(stderr, "ulnet: rank 0: lost rank %d while handing out the job key\n", r);
-    if (!rc && uln_addr_is_any(&R->root)) {
+            return rc;
+        }
+    }
+    if (uln_addr_is_any(&R->root)) {
         /* Listening everywhere says nothing about the way out: the interface a
          * peer's connection came in on does. */
         struct sockaddr_storage me;
@@ -481,13 +498,33 @@ static int host_accept_all(struct uln_ctx *ctx, uint64_t own_key)
         if (getsockname(R->c[1].fd, (struct sockaddr *)&me, &ml) == 0)
             uln_addr_host(&me, &R->route, &R->route_len);
     }
-out:
+    return 0;
+}
+
+/* Rank 0's part of uln_boot_init: take connections until every other rank has
+ * said hello, then give them all the job key. */
+static int host_accept_all(struct uln_ctx *ctx, uint64_t own_key)
+{
+    struct uln_root *R = ctx->root;
+    int rc = host_listen(ctx);
+    if (rc) return rc;
+    struct joining J = {.pf = calloc(1 + MAX_PENDING + (size_t)ctx->size, sizeof *J.pf),
+                        .who = calloc(1 + MAX_PENDING + (size_t)ctx->size, sizeof *J.who)};
     for (unsigned i = 0; i < MAX_PENDING; i++)
-        close_fd(&pend[i].fd);
+        J.pend[i].fd = -1;
+    /* Give up a little before the joiners do (ranks usually start together):
+     * then they hear from us which ranks are missing, instead of each timing
+     * out on its own and leaving us to count them as missing too. */
+    int64_t margin = (int64_t)R->timeout_s * 100,
+            until = R->deadline - (margin < 500 ? margin : 500);
+    rc = !J.pf || !J.who ? -ENOMEM : join_loop(ctx, &J, own_key, until);
+    if (rc == -ETIMEDOUT) rc = join_timed_out(ctx, J.joined);
+    if (!rc) rc = hand_out_key(ctx, own_key);
+    for (unsigned i = 0; i < MAX_PENDING; i++)
+        close_fd(&J.pend[i].fd);
     close_fd(&R->listen_fd); /* everybody is in: a late process gets "refused" */
-    free(pf);
-    free(who);
-    free(miss);
+    free(J.pf);
+    free(J.who);
     return rc;
 }
 
