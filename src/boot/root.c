@@ -568,14 +568,13 @@ static int connect_once(struct uln_root *R)
     return fd;
 }
 
-/* A joiner's part of uln_boot_init: say hello to rank 0 (retrying until it
- * listens: it may start last) and wait for its verdict and the job key. */
-static int join(struct uln_ctx *ctx, uint64_t own_key)
+/* Say hello to rank 0 and read its reply into m, retrying until it listens
+ * (it may start last). 0 or -errno, said on stderr. */
+static int hello(struct uln_ctx *ctx, uint64_t own_key, uint8_t m[REPLY_BYTES])
 {
     struct uln_root *R = ctx->root;
     struct conn *c = &R->c[0];
     int delay = 10, rc = 0, rank = ctx->rank;
-    uint8_t m[REPLY_BYTES];
     for (;;) {
         int fd = connect_once(R);
         if (fd >= 0) {
@@ -587,8 +586,8 @@ static int join(struct uln_ctx *ctx, uint64_t own_key)
             put32(h + 16, (uint32_t)ctx->size);
             put64(h + 24, own_key);
             rc = write_full(fd, h, sizeof h, R->deadline);
-            if (!rc) rc = read_full(fd, m, sizeof m, R->deadline);
-            if (!rc) break;
+            if (!rc) rc = read_full(fd, m, REPLY_BYTES, R->deadline);
+            if (!rc) return 0;
             close_fd(&c->fd);
             if (rc == -ETIMEDOUT) {
                 fprintf(stderr,
@@ -615,54 +614,76 @@ static int join(struct uln_ctx *ctx, uint64_t own_key)
         nanosleep(&ts, NULL);
         delay = delay * 2 > 500 ? 500 : delay * 2;
     }
+}
 
-    uint32_t v = get32(m + 12), size = get32(m + 16), nmiss = get32(m + 20);
-    uint64_t key = get64(m + 24);
-    if (get64(m) != ROOT_MAGIC) {
-        fprintf(stderr, "ulnet: rank %d: %s does not speak the ulnet bootstrap protocol\n", rank,
-                R->where);
-        return -EPROTO;
-    }
-    if (v == V_OK && get32(m + 8) == ROOT_VERSION && size == (uint32_t)ctx->size && key &&
-        (!own_key || key == own_key)) {
-        ctx->job_key = key;
-        struct sockaddr_storage me;
-        socklen_t ml = sizeof me;
-        if (getsockname(c->fd, (struct sockaddr *)&me, &ml) != 0) return -errno;
-        uln_addr_host(&me, &R->route, &R->route_len);
-        return 0;
-    }
-    if (v == V_TIMEOUT) {
-        /* Our size, not the reply's: a length from the network sizes nothing. */
-        uint8_t *miss = calloc((size_t)ctx->size, 1);
-        char list[200] = "?";
-        for (uint32_t i = 0; miss && i < nmiss && i < REPLY_NAMES; i++)
-            if (get32(m + 32 + 4 * i) < (uint32_t)ctx->size) miss[get32(m + 32 + 4 * i)] = 1;
-        if (miss) ranks_str(miss, ctx->size, list, sizeof list);
-        free(miss);
-        fprintf(stderr,
-                "ulnet: rank %d: bootstrap timed out: rank 0 at %s says %u rank%s missing: %s%s\n",
-                rank, R->where, nmiss, nmiss == 1 ? "" : "s", list,
-                nmiss > REPLY_NAMES ? ", ..." : "");
-        return -ETIMEDOUT;
-    }
+/* Rank 0 said the job timed out: name the missing ranks it named. */
+static int refused_timeout(struct uln_ctx *ctx, const uint8_t *m)
+{
+    uint32_t nmiss = get32(m + 20);
+    /* Our size, not the reply's: a length from the network sizes nothing. */
+    uint8_t *miss = calloc((size_t)ctx->size, 1);
+    char list[200] = "?";
+    for (uint32_t i = 0; miss && i < nmiss && i < REPLY_NAMES; i++)
+        if (get32(m + 32 + 4 * i) < (uint32_t)ctx->size) miss[get32(m + 32 + 4 * i)] = 1;
+    if (miss) ranks_str(miss, ctx->size, list, sizeof list);
+    free(miss);
+    fprintf(stderr,
+            "ulnet: rank %d: bootstrap timed out: rank 0 at %s says %u rank%s missing: %s%s\n",
+            ctx->rank, ctx->root->where, nmiss, nmiss == 1 ? "" : "s", list,
+            nmiss > REPLY_NAMES ? ", ..." : "");
+    return -ETIMEDOUT;
+}
+
+/* Rank 0 refused us: say why. */
+static int refused(struct uln_ctx *ctx, const uint8_t *m)
+{
+    uint32_t v = get32(m + 12), size = get32(m + 16);
+    int rank = ctx->rank;
+    const char *where = ctx->root->where;
+    if (v == V_TIMEOUT) return refused_timeout(ctx, m);
     if (v == V_OK || v > V_TIMEOUT) {
-        fprintf(stderr, "ulnet: rank %d: rank 0 at %s answered nonsense\n", rank, R->where);
+        fprintf(stderr, "ulnet: rank %d: rank 0 at %s answered nonsense\n", rank, where);
         return -EPROTO;
     }
     if (v == V_SIZE)
         fprintf(stderr, "ulnet: rank %d: rank 0 at %s refused us: its ULN_SIZE is %u, ours %d\n",
-                rank, R->where, size, ctx->size);
+                rank, where, size, ctx->size);
     else if (v == V_VERSION)
         fprintf(stderr,
                 "ulnet: rank %d: rank 0 at %s refused us: it speaks bootstrap version %u, we %u\n",
-                rank, R->where, get32(m + 8), ROOT_VERSION);
+                rank, where, get32(m + 8), ROOT_VERSION);
     else
-        fprintf(stderr, "ulnet: rank %d: rank 0 at %s refused us: %s\n", rank, R->where,
+        fprintf(stderr, "ulnet: rank %d: rank 0 at %s refused us: %s\n", rank, where,
                 v == V_DUP   ? "another process already joined with our ULN_RANK"
                 : v == V_KEY ? "our ULN_JOB_KEY differs from the job's"
                              : "ULN_RANK out of range");
     return v == V_DUP ? -EADDRINUSE : -EINVAL;
+}
+
+/* A joiner's part of uln_boot_init: say hello to rank 0 and take its verdict
+ * and the job key. */
+static int join(struct uln_ctx *ctx, uint64_t own_key)
+{
+    struct uln_root *R = ctx->root;
+    uint8_t m[REPLY_BYTES];
+    int rc = hello(ctx, own_key, m);
+    if (rc) return rc;
+    uint32_t v = get32(m + 12), size = get32(m + 16);
+    uint64_t key = get64(m + 24);
+    if (get64(m) != ROOT_MAGIC) {
+        fprintf(stderr, "ulnet: rank %d: %s does not speak the ulnet bootstrap protocol\n",
+                ctx->rank, R->where);
+        return -EPROTO;
+    }
+    if (v != V_OK || get32(m + 8) != ROOT_VERSION || size != (uint32_t)ctx->size || !key ||
+        (own_key && key != own_key))
+        return refused(ctx, m);
+    ctx->job_key = key;
+    struct sockaddr_storage me;
+    socklen_t ml = sizeof me;
+    if (getsockname(R->c[0].fd, (struct sockaddr *)&me, &ml) != 0) return -errno;
+    uln_addr_host(&me, &R->route, &R->route_len);
+    return 0;
 }
 
 /* ---- entry points ------------------------------------------------------------ */

@@ -120,6 +120,81 @@ static int fault_err(char *err, size_t errlen, const char *fmt, const char *what
     return -EINVAL;
 }
 
+/* A probability: "0.02" or "2%", in [0, 1]. -EDOM: not a number at all. */
+static int parse_prob(const char *buf, double *out)
+{
+    if (buf[0] == '-' || buf[0] == '+' || buf[0] == ' ') return -EINVAL;
+    char *rest;
+    errno = 0;
+    double v = strtod(buf, &rest);
+    if (rest == buf || errno) return -EDOM;
+    if (*rest == '%') {
+        v /= 100.0;
+        rest++;
+    }
+    if (*rest || !(v >= 0.0 && v <= 1.0)) return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int parse_uint(const char *buf, unsigned long long *out)
+{
+    if (buf[0] < '0' || buf[0] > '9') return -EINVAL;
+    char *rest;
+    errno = 0;
+    *out = strtoull(buf, &rest, 0);
+    return rest == buf || *rest || errno ? -EINVAL : 0;
+}
+
+enum { K_DROP, K_DUP, K_REORDER, K_DELAY, K_SEED, K_N };
+
+/* Key k's value (item = "key=value", n bytes, for messages). */
+static int set_value(struct uln_link_fault *f, int k, const char *buf, const char *item, size_t n,
+                     char *err, size_t errlen)
+{
+    if (k <= K_REORDER) {
+        double *d[] = {&f->drop, &f->dup, &f->reorder};
+        int rc = parse_prob(buf, d[k]);
+        if (rc == -EDOM) return fault_err(err, errlen, "'%.*s': not a number", item, n);
+        if (rc == 0) return 0;
+        return fault_err(err, errlen, "'%.*s': a probability in [0, 1] or 0%%..100%%", item, n);
+    }
+    unsigned long long v;
+    if (parse_uint(buf, &v) < 0)
+        return fault_err(err, errlen, "'%.*s': not an unsigned integer", item, n);
+    if (k == K_SEED) {
+        f->seed = v;
+        return 0;
+    }
+    if (v > 10000000ull) return fault_err(err, errlen, "'%.*s': at most 10000000 us", item, n);
+    f->delay_us = v;
+    return 0;
+}
+
+/* One "key=value" item of n bytes; *seen: the keys given so far. */
+static int parse_item(struct uln_link_fault *f, const char *p, size_t n, unsigned *seen, char *err,
+                      size_t errlen)
+{
+    static const char *const keys[K_N] = {"drop", "dup", "reorder", "delay", "seed"};
+    const char *eq = memchr(p, '=', n);
+    if (n == 0) return fault_err(err, errlen, "empty item%.*s (stray comma?)", "", 0);
+    if (!eq) return fault_err(err, errlen, "'%.*s' is not key=value", p, n);
+    size_t klen = (size_t)(eq - p), vlen = n - klen - 1;
+    int k = -1;
+    for (int i = 0; i < K_N; i++)
+        if (strlen(keys[i]) == klen && !memcmp(p, keys[i], klen)) k = i;
+    if (k < 0)
+        return fault_err(err, errlen, "unknown key '%.*s' (drop, dup, reorder, delay, seed)", p,
+                         klen);
+    if (*seen & (1u << k)) return fault_err(err, errlen, "'%.*s' given twice", p, klen);
+    *seen |= 1u << k;
+    if (vlen == 0 || vlen >= 64) return fault_err(err, errlen, "'%.*s' needs a value", p, n);
+    char buf[64];
+    memcpy(buf, eq + 1, vlen);
+    buf[vlen] = '\0';
+    return set_value(f, k, buf, p, n, err, errlen);
+}
+
 int uln_link_fault_parse(const char *spec, struct uln_link_fault *f, char *err, size_t errlen)
 {
     memset(f, 0, sizeof(*f));
@@ -132,60 +207,8 @@ int uln_link_fault_parse(const char *spec, struct uln_link_fault *f, char *err, 
     while (*p) {
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
-        const char *eq = memchr(p, '=', n);
-        if (n == 0) return fault_err(err, errlen, "empty item%.*s (stray comma?)", "", 0);
-        if (!eq) return fault_err(err, errlen, "'%.*s' is not key=value", p, n);
-        size_t klen = (size_t)(eq - p);
-        const char *val = eq + 1;
-        size_t vlen = n - klen - 1;
-        static const char *const keys[] = {"drop", "dup", "reorder", "delay", "seed"};
-        int k = -1;
-        for (int i = 0; i < 5; i++)
-            if (strlen(keys[i]) == klen && !memcmp(p, keys[i], klen)) k = i;
-        if (k < 0)
-            return fault_err(err, errlen, "unknown key '%.*s' (drop, dup, reorder, delay, seed)", p,
-                             klen);
-        if (seen & (1u << k)) return fault_err(err, errlen, "'%.*s' given twice", p, klen);
-        seen |= 1u << k;
-        if (vlen == 0 || vlen >= 64) return fault_err(err, errlen, "'%.*s' needs a value", p, n);
-        char buf[64];
-        memcpy(buf, val, vlen);
-        buf[vlen] = '\0';
-        char *rest;
-        errno = 0;
-        if (k <= 2) {
-            if (buf[0] == '-' || buf[0] == '+' || buf[0] == ' ')
-                return fault_err(err, errlen, "'%.*s': a probability in [0, 1] or 0%%..100%%", p,
-                                 n);
-            double v = strtod(buf, &rest);
-            if (rest == buf || errno) return fault_err(err, errlen, "'%.*s': not a number", p, n);
-            if (*rest == '%') {
-                v /= 100.0;
-                rest++;
-            }
-            if (*rest || !(v >= 0.0 && v <= 1.0))
-                return fault_err(err, errlen, "'%.*s': a probability in [0, 1] or 0%%..100%%", p,
-                                 n);
-            if (k == 0)
-                f->drop = v;
-            else if (k == 1)
-                f->dup = v;
-            else
-                f->reorder = v;
-        } else {
-            if (buf[0] < '0' || buf[0] > '9')
-                return fault_err(err, errlen, "'%.*s': not an unsigned integer", p, n);
-            unsigned long long v = strtoull(buf, &rest, 0);
-            if (rest == buf || *rest || errno)
-                return fault_err(err, errlen, "'%.*s': not an unsigned integer", p, n);
-            if (k == 3) {
-                if (v > 10000000ull)
-                    return fault_err(err, errlen, "'%.*s': at most 10000000 us", p, n);
-                f->delay_us = v;
-            } else {
-                f->seed = v;
-            }
-        }
+        int rc = parse_item(f, p, n, &seen, err, errlen);
+        if (rc) return rc;
         p = end ? end + 1 : p + n;
         if (end && !*p) return fault_err(err, errlen, "trailing comma%.*s", "", 0);
     }
