@@ -138,18 +138,27 @@ static const char *string_setting(const char *name)
     return s && *s ? s : NULL;
 }
 
-/* The rank's place among its host's ranks, as its launcher tells: -1 unknown. */
-static int local_rank_setting(void)
+/* The rank's place among its host's ranks, as ULN_LOCAL_RANK or else its
+ * launcher tells: -1 unknown; -EINVAL: ULN_LOCAL_RANK is not one. */
+static int local_rank_setting(int *out)
 {
     static const char *const names[] = {"ULN_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
                                         "SLURM_LOCALID", "MPI_LOCALRANKID"};
+    *out = -1;
     for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
         const char *s = string_setting(names[i]);
         char *end;
         long v = s ? strtol(s, &end, 10) : -1;
-        if (s && !*end && v >= 0 && v < 65536) return (int)v;
+        if (s && !*end && v >= 0 && v < 65536) {
+            *out = (int)v;
+            return 0;
+        }
+        if (s && i == 0) {
+            fprintf(stderr, "ulnet: ULN_LOCAL_RANK=%s is not a number in [0, 65535]\n", s);
+            return -EINVAL;
+        }
     }
-    return -1;
+    return 0;
 }
 
 static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
@@ -173,7 +182,7 @@ static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
     p->udp_addr = string_setting("ULN_UDP_ADDR");
     p->udp_if = string_setting("ULN_UDP_IF");
     p->fault = string_setting("ULN_FAULT");
-    p->local_rank = local_rank_setting();
+    rc |= local_rank_setting(&p->local_rank);
     const char *tp = getenv("ULN_TRANSPORT");
     if (!tp || !*tp || !strcmp(tp, "auto"))
         p->transport = ULN_TP_AUTO;

@@ -295,12 +295,12 @@ static int bind_random(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t
     return rc;
 }
 
-/* This rank's place among the ranks of its host: under ulnrun every rank is
- * on this host; else what the launcher said (-1: unknown, then 0). */
+/* This rank's place among the ranks of its host: what ULN_LOCAL_RANK or the
+ * launcher said; else under ulnrun (every rank on this host) the rank; else 0. */
 static unsigned local_rank(const struct uln_ctx *ctx)
 {
-    if (!strcmp(uln_boot_mode(ctx), "ulnrun")) return (unsigned)ctx->rank;
-    return ctx->p.local_rank > 0 ? (unsigned)ctx->p.local_rank : 0;
+    if (ctx->p.local_rank >= 0) return (unsigned)ctx->p.local_rank;
+    return !strcmp(uln_boot_mode(ctx), "ulnrun") ? (unsigned)ctx->rank : 0;
 }
 
 /* ULN_UDP_PORT=P: local rank L takes the block P + L x nfds, so ranks on one

@@ -48,6 +48,12 @@ expect "ULN_UDP_PORT=65530 with 16 ports is refused" fail \
 expect "a bind error names the port and the cause" fail \
     "ULN_UDP_PORT=$base: cannot bind port $base \(local rank 0, ports $base\.\.$((base + 15)), 16 per rank\): Cannot assign requested address" \
     ULN_TRANSPORT=udp ULN_UDP_PORT=$base ULN_UDP_ADDR=192.0.2.1 -- -n 1
+# ULN_LOCAL_RANK says where a rank's block is; nonsense in it is refused.
+expect "ULN_LOCAL_RANK moves the block" fail \
+    "ULN_UDP_PORT=65500: local rank 2 needs ports 65532\.\.65547" \
+    ULN_TRANSPORT=udp ULN_UDP_PORT=65500 ULN_LOCAL_RANK=2 -- -n 1
+expect "a bad ULN_LOCAL_RANK is refused" fail "ULN_LOCAL_RANK=x1 is not a number" \
+    ULN_TRANSPORT=udp ULN_UDP_PORT=65500 ULN_LOCAL_RANK=x1 -- -n 1
 
 # Without ulnrun (ULN_ROOT, every rank on this host, no launcher telling local
 # ranks): the ranks find free blocks one after the other.
