@@ -34,7 +34,8 @@
 #include "boot/board.h"
 #include "boot/pmix.h"
 #include "core/internal.h"
-#include "transport/udp_io.h"
+#include "transport/link_fault.h"
+#include "transport/link_udp.h"
 #include "ulnet.h"
 
 /* Bytes of a datagram that are not ulnet payload: IPv4 or IPv6 header, UDP
@@ -101,8 +102,8 @@ static void print_interfaces(uint32_t mtu_setting)
         snprintf(r.ifr_name, sizeof r.ifr_name, "%s", i->ifa_name);
         int mtu = fd >= 0 && ioctl(fd, SIOCGIFMTU, &r) == 0 ? r.ifr_mtu : 0;
         /* What the udp transport would use: the setting, else the interface's
-         * within udp_io's bounds. */
-        unsigned use = mtu_setting ? mtu_setting : uln_udp_io_iface_mtu(mtu);
+         * within the socket link's bounds. */
+        unsigned use = mtu_setting ? mtu_setting : uln_link_udp_iface_mtu(mtu);
         unsigned ip = fam == AF_INET ? 20 : 40;
         printf("  %-10s %-40s mtu %-6d payload per packet %u B\n", i->ifa_name, addr, mtu,
                use > ip + 8 + ULN_PKT_HDR ? use - ip - 8 - ULN_PKT_HDR : 0);

@@ -42,6 +42,35 @@ static inline size_t uln_board_bytes(unsigned nranks)
     return 4096 + (size_t)nranks * ULN_BOARD_SLOT_BYTES;
 }
 
+/* Rank r's slot; r < nranks is the caller's to check. */
+static inline struct uln_board_slot *uln_board_slot(struct uln_board_hdr *b, int r)
+{
+    return (struct uln_board_slot *)((uint8_t *)b + 4096 + (size_t)r * ULN_BOARD_SLOT_BYTES);
+}
+
+/* A slot's wire form, as the bootstraps that carry slots between hosts
+ * (root.c, pmix.c) send it: the pid big-endian, then the address. It sits
+ * where the slot's pid and address do, so it is received in place. */
+#define ULN_BOARD_SLOT_WIRE (ULN_BOARD_SLOT_BYTES - 4u)
+_Static_assert(offsetof(struct uln_board_slot, pid) == 4 &&
+                   offsetof(struct uln_board_slot, addr) == 8,
+               "a slot after `ready` is pid + address, as on the wire");
+
+static inline uint8_t *uln_board_slot_wire(struct uln_board_slot *s)
+{
+    return (uint8_t *)s + offsetof(struct uln_board_slot, pid);
+}
+
+/* A slot whose wire form is in place: the pid in host order, and visible. */
+static inline void uln_board_slot_ready_wire(struct uln_board_slot *s)
+{
+    const uint8_t *w = uln_board_slot_wire(s);
+    s->pid = (int32_t)((uint32_t)w[0] << 24 | (uint32_t)w[1] << 16 | (uint32_t)w[2] << 8 | w[3]);
+    /* Release: pairs with the acquire in uln_boot_peer - the pid and address
+     * are written before a reader can see the slot ready. */
+    atomic_store_explicit(&s->ready, 1, memory_order_release);
+}
+
 /* Create a zeroed board for nranks ranks; returns an fd without close-on-exec,
  * or -errno. Internal: ulnrun links the static library to reach it. */
 int uln_board_create(unsigned nranks);

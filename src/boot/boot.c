@@ -48,103 +48,122 @@ static int env_int(const char *name, long lo, long hi, long *out)
     return 1;
 }
 
+/* ULN_JOB_KEY: exactly 1..16 hex digits - no sign, spaces, 0x or overflow.
+ * 0 and *key untouched when unset. */
+static int env_job_key(uint64_t *key)
+{
+    const char *s = getenv("ULN_JOB_KEY");
+    if (!s || !*s) return 0;
+    size_t n = strspn(s, "0123456789abcdefABCDEF");
+    *key = n >= 1 && n <= 16 && !s[n] ? strtoull(s, NULL, 16) : 0;
+    if (*key) return 0;
+    fprintf(stderr, "ulnet: ULN_JOB_KEY=%s is not a nonzero hex number\n", s);
+    return -EINVAL;
+}
+
+/* Who we are: the configuration's values, else the launcher's variables. */
+struct boot_id {
+    long rank, size, fd;
+    uint64_t key;
+};
+
+static int boot_id(const struct uln_config *cfg, struct boot_id *id)
+{
+    *id = (struct boot_id){cfg->rank, cfg->size, cfg->boot_fd, cfg->job_key};
+    int rc = 0;
+    if (id->rank < 0 && (rc = env_int("ULN_RANK", 0, ULN_BOARD_MAX_RANKS - 1, &id->rank)) < 0)
+        return rc;
+    if (id->size <= 0 && (rc = env_int("ULN_SIZE", 1, ULN_BOARD_MAX_RANKS, &id->size)) < 0)
+        return rc;
+    if (id->fd < 0 && (rc = env_int("ULN_BOOT_FD", 0, INT_MAX, &id->fd)) < 0) return rc;
+    return id->key == 0 ? env_job_key(&id->key) : 0;
+}
+
+/* Not started by a launcher: a job of one, on a board of our own. */
+static int boot_alone(struct uln_ctx *ctx, struct boot_id *id, bool pmix)
+{
+    if (id->size > 1) {
+        fprintf(stderr,
+                "ulnet: ULN_SIZE=%ld but neither ULN_BOOT_FD nor ULN_ROOT%s; start ranks with "
+                "ulnrun, or set ULN_ROOT=ip:port\n",
+                id->size, uln_pmix_built() ? " nor a PMIx server" : "");
+        return -EINVAL;
+    }
+    if (pmix)
+        /* Each rank would think it is alone: say so rather than let a
+         * multi-rank job run as many jobs of one without a word. */
+        fprintf(stderr, "ulnet: started by a PMIx server, but this ulnet was built without "
+                        "PMIx: a job of one (set ULN_ROOT to join the others)\n");
+    id->rank = 0;
+    id->size = 1;
+    id->fd = uln_board_create(1);
+    if (id->fd < 0) return (int)id->fd;
+    fcntl((int)id->fd, F_SETFD, FD_CLOEXEC); /* private to us: keep it out of exec'd programs */
+    ctx->board_fd = (int)id->fd;             /* ours to close */
+    if (id->key == 0 && getentropy(&id->key, sizeof id->key) != 0) return -errno;
+    if (id->key == 0) id->key = 1;
+    return 0;
+}
+
+/* Map the board at id->fd and check it is the job's. */
+static int map_board(struct uln_ctx *ctx, const struct boot_id *id)
+{
+    struct stat st;
+    if (fstat((int)id->fd, &st) != 0) return -errno;
+    size_t len = uln_board_bytes((unsigned)id->size);
+    if ((size_t)st.st_size < len) {
+        fprintf(stderr, "ulnet: bootstrap board too small for %ld ranks\n", id->size);
+        return -EINVAL;
+    }
+    void *b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)id->fd, 0);
+    if (b == MAP_FAILED) return -errno;
+    ctx->board = b;
+    ctx->board_len = len;
+    if (ctx->board->magic != ULN_BOARD_MAGIC || ctx->board->nranks != (uint32_t)id->size) {
+        fprintf(stderr, "ulnet: bootstrap board does not match ULN_SIZE=%ld\n", id->size);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg)
 {
-    long rank = cfg->rank, size = cfg->size, fd = cfg->boot_fd;
-    uint64_t key = cfg->job_key;
-    int rc;
-
-    if (rank < 0 && (rc = env_int("ULN_RANK", 0, ULN_BOARD_MAX_RANKS - 1, &rank)) < 0) return rc;
-    if (size <= 0 && (rc = env_int("ULN_SIZE", 1, ULN_BOARD_MAX_RANKS, &size)) < 0) return rc;
-    if (fd < 0 && (rc = env_int("ULN_BOOT_FD", 0, INT_MAX, &fd)) < 0) return rc;
-    if (key == 0) {
-        const char *s = getenv("ULN_JOB_KEY");
-        if (s && *s) {
-            /* Exactly 1..16 hex digits: no sign, spaces, 0x or overflow. */
-            size_t n = strspn(s, "0123456789abcdefABCDEF");
-            key = n >= 1 && n <= 16 && !s[n] ? strtoull(s, NULL, 16) : 0;
-            if (key == 0) {
-                fprintf(stderr, "ulnet: ULN_JOB_KEY=%s is not a nonzero hex number\n", s);
-                return -EINVAL;
-            }
-        }
-    }
-
+    struct boot_id id;
+    int rc = boot_id(cfg, &id);
+    if (rc) return rc;
     const char *root = getenv("ULN_ROOT");
-    bool pmix = fd < 0 && !(root && *root) && uln_pmix_started();
+    bool pmix = id.fd < 0 && !(root && *root) && uln_pmix_started();
     long timeout_s = 60;
-    if (fd < 0 && ((root && *root) || pmix) &&
+    if (id.fd < 0 && ((root && *root) || pmix) &&
         (rc = env_int("ULN_BOOT_TIMEOUT", 1, 86400, &timeout_s)) < 0)
         return rc;
     /* ULN_BOOT_FD wins: a board from ulnrun is the cheaper way on one host.
      * ULN_ROOT then, as it is set on purpose, where PMIx's variables may only
      * have been inherited from a launcher further up. */
-    if (fd < 0 && root && *root) return uln_root_init(ctx, root, rank, size, key, (int)timeout_s);
-    if (pmix && uln_pmix_built()) return uln_pmix_init(ctx, rank, size, key, (int)timeout_s);
+    if (id.fd < 0 && root && *root)
+        return uln_root_init(ctx, root, id.rank, id.size, id.key, (int)timeout_s);
+    if (pmix && uln_pmix_built())
+        return uln_pmix_init(ctx, id.rank, id.size, id.key, (int)timeout_s);
 
-    if (fd < 0) {
-        /* Not started by a launcher: a job of one. */
-        if (size > 1) {
-            fprintf(stderr,
-                    "ulnet: ULN_SIZE=%ld but neither ULN_BOOT_FD nor ULN_ROOT%s; start ranks with "
-                    "ulnrun, or set ULN_ROOT=ip:port\n",
-                    size, uln_pmix_built() ? " nor a PMIx server" : "");
-            return -EINVAL;
-        }
-        if (pmix)
-            /* Each rank would think it is alone: say so rather than let a
-             * multi-rank job run as many jobs of one without a word. */
-            fprintf(stderr, "ulnet: started by a PMIx server, but this ulnet was built without "
-                            "PMIx: a job of one (set ULN_ROOT to join the others)\n");
-        rank = 0;
-        size = 1;
-        fd = uln_board_create(1);
-        if (fd < 0) return (int)fd;
-        fcntl((int)fd, F_SETFD, FD_CLOEXEC); /* private to us: keep it out of exec'd programs */
-        ctx->board_fd = (int)fd;             /* ours to close */
-        if (key == 0 && getentropy(&key, sizeof key) != 0) return -errno;
-        if (key == 0) key = 1;
-    } else {
-        ctx->board_fd = -1;
-        if (rank < 0 || size <= 0 || key == 0) {
-            fprintf(stderr, "ulnet: ULN_BOOT_FD set but ULN_RANK/ULN_SIZE/ULN_JOB_KEY missing\n");
-            return -EINVAL;
-        }
-    }
-    if (rank >= size) return -EINVAL;
-
-    struct stat st;
-    if (fstat((int)fd, &st) != 0) return -errno;
-    size_t len = uln_board_bytes((unsigned)size);
-    if ((size_t)st.st_size < len) {
-        fprintf(stderr, "ulnet: bootstrap board too small for %ld ranks\n", size);
+    ctx->board_fd = -1;
+    if (id.fd < 0 && (rc = boot_alone(ctx, &id, pmix)) != 0) return rc;
+    if (id.rank < 0 || id.size <= 0 || id.key == 0) {
+        fprintf(stderr, "ulnet: ULN_BOOT_FD set but ULN_RANK/ULN_SIZE/ULN_JOB_KEY missing\n");
         return -EINVAL;
     }
-    void *b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
-    if (b == MAP_FAILED) return -errno;
-    ctx->board = b;
-    ctx->board_len = len;
-    if (ctx->board->magic != ULN_BOARD_MAGIC || ctx->board->nranks != (uint32_t)size) {
-        fprintf(stderr, "ulnet: bootstrap board does not match ULN_SIZE=%ld\n", size);
-        return -EINVAL;
-    }
-    ctx->rank = (int)rank;
-    ctx->size = (int)size;
-    ctx->job_key = key;
+    if (id.rank >= id.size) return -EINVAL;
+    if ((rc = map_board(ctx, &id)) != 0) return rc;
+    ctx->rank = (int)id.rank;
+    ctx->size = (int)id.size;
+    ctx->job_key = id.key;
     return 0;
-}
-
-static struct uln_board_slot *slot_of(struct uln_ctx *ctx, int r)
-{
-    return (struct uln_board_slot *)((uint8_t *)ctx->board + 4096 +
-                                     (size_t)r * ULN_BOARD_SLOT_BYTES);
 }
 
 int uln_boot_publish(struct uln_ctx *ctx, const void *addr, size_t len)
 {
     if (ctx->root) return uln_root_publish(ctx, addr, len);
     if (ctx->pmix) return uln_pmix_publish(ctx, addr, len);
-    struct uln_board_slot *s = slot_of(ctx, ctx->rank);
+    struct uln_board_slot *s = uln_board_slot(ctx->board, ctx->rank);
     if (len > sizeof s->addr) return -EINVAL;
     if (atomic_load_explicit(&s->ready, memory_order_acquire)) {
         fprintf(stderr, "ulnet: rank %d joined twice (or two processes have that rank)\n",
@@ -200,7 +219,7 @@ int uln_boot_wait_all(struct uln_ctx *ctx, int timeout_ms)
 
 const void *uln_boot_peer(struct uln_ctx *ctx, int peer, int32_t *pid)
 {
-    struct uln_board_slot *s = slot_of(ctx, peer);
+    struct uln_board_slot *s = uln_board_slot(ctx->board, peer);
     /* Acquire: pairs with the release in uln_boot_publish. */
     if (!atomic_load_explicit(&s->ready, memory_order_acquire)) return NULL;
     *pid = s->pid;

@@ -97,7 +97,7 @@ void uln_pmix_fini(struct uln_ctx *ctx) {}
 #include <time.h>
 #include <unistd.h>
 
-#define SLOT_WIRE (ULN_BOARD_SLOT_BYTES - 4u) /* pid (big-endian) + address, as root.c's */
+#define SLOT_WIRE ULN_BOARD_SLOT_WIRE /* pid (big-endian) + address, as root.c's */
 
 struct uln_pmix {
     pmix_proc_t me;
@@ -181,19 +181,11 @@ static int fence_wait(struct uln_ctx *ctx, int64_t deadline_ms, bool drive)
     }
 }
 
-static struct uln_board_slot *slot_of(struct uln_ctx *ctx, int r)
-{
-    return (struct uln_board_slot *)((uint8_t *)ctx->board + 4096 +
-                                     (size_t)r * ULN_BOARD_SLOT_BYTES);
-}
-
 /* A slot from its wire form (pid big-endian, then the address): ready. */
 static void slot_fill(struct uln_board_slot *s, const uint8_t *w)
 {
-    s->pid = (int32_t)((uint32_t)w[0] << 24 | (uint32_t)w[1] << 16 | (uint32_t)w[2] << 8 | w[3]);
-    memcpy(s->addr, w + 4, sizeof s->addr);
-    /* Release: pairs with the acquire in uln_boot_peer (board.h's contract). */
-    atomic_store_explicit(&s->ready, 1, memory_order_release);
+    memcpy(uln_board_slot_wire(s), w, ULN_BOARD_SLOT_WIRE);
+    uln_board_slot_ready_wire(s);
 }
 
 /* A number PMIx hands back, of whichever integer type the server chose. */
@@ -314,7 +306,7 @@ int uln_pmix_publish(struct uln_ctx *ctx, const void *addr, size_t len)
         return errno_of(st);
     }
     P->published = true;
-    slot_fill(slot_of(ctx, ctx->rank), w);
+    slot_fill(uln_board_slot(ctx->board, ctx->rank), w);
     /* The fence that spreads everybody's slot; uln_pmix_wait_all waits for it. */
     return fence_start(ctx, true);
 }
@@ -360,7 +352,7 @@ int uln_pmix_wait_all(struct uln_ctx *ctx, int timeout_ms)
         pmix_status_t st = PMIx_Get(&peer, P->key, info, 2, &v);
         if (st == PMIX_SUCCESS && v && v->type == PMIX_BYTE_OBJECT &&
             v->data.bo.size == SLOT_WIRE) {
-            slot_fill(slot_of(ctx, r), (const uint8_t *)v->data.bo.bytes);
+            slot_fill(uln_board_slot(ctx->board, r), (const uint8_t *)v->data.bo.bytes);
         } else {
             fprintf(stderr,
                     "ulnet: rank %d: no ulnet address from rank %d through PMIx (%s): does every "

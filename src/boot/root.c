@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include "boot/root.h"
+#include "boot/addr.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -52,7 +53,7 @@
 #define REPLY_BYTES    96u /* magic 8, version 4, verdict 4, size 4, missing 4, key 8, 16 x 4 */
 #define REPLY_NAMES    16u /* missing ranks a timeout reply names */
 #define HDR_BYTES      8u  /* type 4, body length 4 */
-#define SLOT_WIRE      (ULN_BOARD_SLOT_BYTES - 4u) /* pid + address: a board slot after `ready` */
+#define SLOT_WIRE      ULN_BOARD_SLOT_WIRE /* pid + address: a board slot after `ready` */
 #define MAX_PENDING    64u  /* accepted connections that have not yet said who they are */
 #define CONNECT_TRY_MS 3000 /* one connect attempt: a lost SYN is retried, not waited out */
 
@@ -118,20 +119,6 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
-/* "1.2.3.4:5" or "[::1]:5", for messages. */
-static const char *addr_str(const struct sockaddr_storage *ss, socklen_t len, char *buf, size_t n)
-{
-    char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 1], port[8]; /* numeric: that is enough */
-    if (getnameinfo((const struct sockaddr *)ss, len, host, sizeof host, port, sizeof port,
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-        snprintf(buf, n, "?");
-    else if (ss->ss_family == AF_INET6)
-        snprintf(buf, n, "[%s]:%s", host, port);
-    else
-        snprintf(buf, n, "%s:%s", host, port);
-    return buf;
-}
-
 /* "3, 5-7, 9": the ranks r with miss[r] set, cut short with "..." if long. */
 static void ranks_str(const uint8_t *miss, int size, char *buf, size_t n)
 {
@@ -153,71 +140,6 @@ static void ranks_str(const uint8_t *miss, int size, char *buf, size_t n)
         at += (size_t)k;
         r = e;
     }
-}
-
-/* The address a UDP transport would publish: IPv4 as AF_INET even when it
- * came through a dual-stack socket, port 0. */
-static void set_route(struct uln_root *R, const struct sockaddr_storage *ss)
-{
-    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-    memset(&R->route, 0, sizeof R->route);
-    if (ss->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&R->route;
-        s4->sin_family = AF_INET;
-        memcpy(&s4->sin_addr, &s6->sin6_addr.s6_addr[12], 4);
-        R->route_len = sizeof *s4;
-    } else if (ss->ss_family == AF_INET6) {
-        memcpy(&R->route, ss, sizeof(struct sockaddr_in6));
-        ((struct sockaddr_in6 *)&R->route)->sin6_port = 0;
-        R->route_len = sizeof(struct sockaddr_in6);
-    } else {
-        memcpy(&R->route, ss, sizeof(struct sockaddr_in));
-        ((struct sockaddr_in *)&R->route)->sin_port = 0;
-        R->route_len = sizeof(struct sockaddr_in);
-    }
-}
-
-static bool is_wildcard(const struct sockaddr_storage *ss)
-{
-    if (ss->ss_family == AF_INET)
-        return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
-    return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
-}
-
-/* "ipv4:port" or "[ipv6]:port", literals only: a bootstrap that waits on DNS
- * has one more way to hang, and a job's launcher knows its addresses. */
-static int parse_root(const char *s, struct sockaddr_storage *ss, socklen_t *len)
-{
-    char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
-    const char *colon, *h = s;
-    size_t hl;
-    if (s[0] == '[') {
-        const char *close = strchr(s, ']');
-        if (!close || close[1] != ':') return -EINVAL;
-        h = s + 1;
-        hl = (size_t)(close - h);
-        colon = close + 1;
-    } else {
-        colon = strchr(s, ':');
-        if (!colon || strchr(colon + 1, ':')) return -EINVAL; /* bare IPv6: needs [ ] */
-        hl = (size_t)(colon - s);
-    }
-    const char *port = colon + 1;
-    size_t pl = strspn(port, "0123456789");
-    if (hl == 0 || hl >= sizeof host || pl == 0 || pl > 5 || port[pl] || atoi(port) == 0 ||
-        atoi(port) > 65535)
-        return -EINVAL;
-    memcpy(host, h, hl);
-    host[hl] = 0;
-    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-                             .ai_family = s[0] == '[' ? AF_INET6 : AF_INET,
-                             .ai_socktype = SOCK_STREAM},
-                    *ai;
-    if (getaddrinfo(host, port, &hints, &ai) != 0) return -EINVAL;
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    *len = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return 0;
 }
 
 /* ---- byte streams with deadlines ------------------------------------------- */
@@ -319,30 +241,6 @@ static int pump(struct conn *c, uint8_t *slot)
     }
 }
 
-static struct uln_board_slot *slot_of(struct uln_ctx *ctx, int r)
-{
-    return (struct uln_board_slot *)((uint8_t *)ctx->board + 4096 +
-                                     (size_t)r * ULN_BOARD_SLOT_BYTES);
-}
-
-_Static_assert(offsetof(struct uln_board_slot, pid) == 4 &&
-                   offsetof(struct uln_board_slot, addr) == 8,
-               "a slot after `ready` is pid + address, as on the wire");
-
-/* Where a slot's wire form (SLOT_WIRE bytes: pid, address) goes. */
-static uint8_t *slot_wire(struct uln_board_slot *s)
-{
-    return (uint8_t *)s + offsetof(struct uln_board_slot, pid);
-}
-
-/* A slot whose pid and address (wire form) are in place: make it visible. */
-static void slot_ready(struct uln_board_slot *s)
-{
-    s->pid = (int32_t)get32(slot_wire(s));
-    /* Release: pairs with the acquire in uln_boot_peer (board.h's contract). */
-    atomic_store_explicit(&s->ready, 1, memory_order_release);
-}
-
 /* ---- rank 0: accept the others ------------------------------------------- */
 
 struct pending {
@@ -422,7 +320,7 @@ static int judge(struct uln_ctx *ctx, struct pending *p, uint64_t own_key)
     }
     char from[96];
     fprintf(stderr, "ulnet: rank 0: refused %s as rank %u of %u: %s\n",
-            addr_str(&p->from, p->from_len, from, sizeof from), rank, size, verdict_str(v));
+            uln_addr_str(&p->from, p->from_len, from, sizeof from), rank, size, verdict_str(v));
     /* The socket is fresh and the reply small: it fits in the send buffer, so a
      * single try is enough; a peer that does not read it loses nothing of ours. */
     uint8_t m[REPLY_BYTES];
@@ -452,143 +350,181 @@ static int host_listen(struct uln_ctx *ctx)
     return 0;
 }
 
+/* Rank 0 while the ranks join: the connections that have not said who they
+ * are yet wait in a small table, so one that says nothing holds up nobody. */
+struct joining {
+    struct pending pend[MAX_PENDING];
+    struct pollfd *pf;
+    int *who; /* per pf: 0 the listener, 1 + k pending k, -r joined rank r */
+    int joined;
+    uint64_t seq;
+};
+
+/* Everything to wait on: the listener, the pending, the joined. */
+static int join_pollset(struct uln_root *R, struct joining *J, int size)
+{
+    int n = 0;
+    J->pf[n] = (struct pollfd){.fd = R->listen_fd, .events = POLLIN};
+    J->who[n++] = 0;
+    for (unsigned k = 0; k < MAX_PENDING; k++)
+        if (J->pend[k].fd >= 0) {
+            J->pf[n] = (struct pollfd){.fd = J->pend[k].fd, .events = POLLIN};
+            J->who[n++] = 1 + (int)k;
+        }
+    for (int r = 1; r < size; r++)
+        if (R->c[r].fd >= 0) {
+            J->pf[n] = (struct pollfd){.fd = R->c[r].fd, .events = POLLIN};
+            J->who[n++] = -r;
+        }
+    return n;
+}
+
+/* A joiner sends nothing until it has the key: readable means it closed (or
+ * misbehaves). Forget it, so it can come back. */
+static void joined_readable(struct uln_root *R, struct joining *J, int r)
+{
+    struct conn *c = &R->c[r];
+    uint8_t b;
+    if (recv_some(c->fd, &b, 1) == 0) return;
+    fprintf(stderr, "ulnet: rank 0: rank %d left before the job formed\n", r);
+    close_fd(&c->fd);
+    J->joined--;
+}
+
+/* More of a pending connection's HELLO; judged once it is whole. */
+static void pending_readable(struct uln_ctx *ctx, struct joining *J, struct pending *p,
+                             uint64_t own_key)
+{
+    ssize_t got = recv_some(p->fd, p->hello + p->got, HELLO_BYTES - p->got);
+    if (got < 0) close_fd(&p->fd);
+    if (got <= 0) return;
+    p->got += (uint32_t)got;
+    if (p->got == HELLO_BYTES) J->joined += judge(ctx, p, own_key);
+}
+
+/* Take every connection waiting on the listener into the pending table; when
+ * it is full, the oldest silent one goes. */
+static void accept_new(struct uln_root *R, struct joining *J)
+{
+    for (;;) {
+        struct sockaddr_storage from;
+        socklen_t fl = sizeof from;
+        int fd = accept4(R->listen_fd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) return; /* drained, or a connection that died in the backlog */
+        unsigned slot = 0;
+        for (unsigned j = 0; j < MAX_PENDING; j++) {
+            if (J->pend[j].fd < 0) {
+                slot = j;
+                break;
+            }
+            if (J->pend[j].seq < J->pend[slot].seq) slot = j;
+        }
+        close_fd(&J->pend[slot].fd);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        J->pend[slot] = (struct pending){.fd = fd, .seq = J->seq++, .from_len = fl};
+        memcpy(&J->pend[slot].from, &from, sizeof from);
+    }
+}
+
+/* Wait until every other rank has said hello, or `until`. */
+static int join_loop(struct uln_ctx *ctx, struct joining *J, uint64_t own_key, int64_t until)
+{
+    struct uln_root *R = ctx->root;
+    while (J->joined < ctx->size - 1) {
+        int n = join_pollset(R, J, ctx->size);
+        int k = poll(J->pf, (nfds_t)n, ms_left(until));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -errno;
+        if (k == 0) return -ETIMEDOUT;
+        for (int i = 0; i < n; i++) {
+            if (!J->pf[i].revents) continue;
+            if (J->who[i] < 0)
+                joined_readable(R, J, -J->who[i]);
+            else if (J->who[i] > 0)
+                pending_readable(ctx, J, &J->pend[J->who[i] - 1], own_key);
+            else
+                accept_new(R, J);
+        }
+    }
+    return 0;
+}
+
+/* Say which ranks are missing, here and to the ones that came, so they fail
+ * now and say the same. */
+static int join_timed_out(struct uln_ctx *ctx, int joined)
+{
+    struct uln_root *R = ctx->root;
+    int size = ctx->size;
+    uint8_t *miss = calloc((size_t)size, 1), m[REPLY_BYTES];
+    if (!miss) return -ENOMEM;
+    char list[200];
+    for (int r = 1; r < size; r++)
+        miss[r] = R->c[r].fd < 0;
+    ranks_str(miss, size, list, sizeof list);
+    fprintf(stderr,
+            "ulnet: rank 0: bootstrap timed out after %d s on %s: rank%s %s missing (%d of %d "
+            "joined)\n",
+            R->timeout_s, R->where, size - 1 - joined > 1 ? "s" : "", list, joined + 1, size);
+    make_reply(m, V_TIMEOUT, size, 0, miss);
+    for (int r = 1; r < size; r++)
+        if (R->c[r].fd >= 0) (void)send(R->c[r].fd, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    free(miss);
+    return -ETIMEDOUT;
+}
+
+/* Everybody is in: the job key to all. */
+static int hand_out_key(struct uln_ctx *ctx, uint64_t own_key)
+{
+    struct uln_root *R = ctx->root;
+    uint64_t key = job_key_so_far(ctx, own_key);
+    if (key == 0 && getentropy(&key, sizeof key) != 0) return -errno;
+    if (key == 0) key = 1;
+    ctx->job_key = key;
+    uint8_t m[REPLY_BYTES];
+    make_reply(m, V_OK, ctx->size, key, NULL);
+    for (int r = 1; r < ctx->size; r++) {
+        int rc = write_full(R->c[r].fd, m, sizeof m, R->deadline);
+        if (rc) {
+            fprintf(stderr, "ulnet: rank 0: lost rank %d while handing out the job key\n", r);
+            return rc;
+        }
+    }
+    if (uln_addr_is_any(&R->root)) {
+        /* Listening everywhere says nothing about the way out: the interface a
+         * peer's connection came in on does. */
+        struct sockaddr_storage me;
+        socklen_t ml = sizeof me;
+        if (getsockname(R->c[1].fd, (struct sockaddr *)&me, &ml) == 0)
+            uln_addr_host(&me, &R->route, &R->route_len);
+    }
+    return 0;
+}
+
 /* Rank 0's part of uln_boot_init: take connections until every other rank has
- * said hello, then give them all the job key. Connections that have not said
- * who they are yet wait in a small table, so one that says nothing holds up
- * nobody. */
+ * said hello, then give them all the job key. */
 static int host_accept_all(struct uln_ctx *ctx, uint64_t own_key)
 {
     struct uln_root *R = ctx->root;
-    int rc = host_listen(ctx), size = ctx->size, joined = 0;
+    int rc = host_listen(ctx);
     if (rc) return rc;
-    struct pending pend[MAX_PENDING];
+    struct joining J = {.pf = calloc(1 + MAX_PENDING + (size_t)ctx->size, sizeof *J.pf),
+                        .who = calloc(1 + MAX_PENDING + (size_t)ctx->size, sizeof *J.who)};
     for (unsigned i = 0; i < MAX_PENDING; i++)
-        pend[i].fd = -1;
-    struct pollfd *pf = calloc(1 + MAX_PENDING + (size_t)size, sizeof *pf);
-    int *who = calloc(1 + MAX_PENDING + (size_t)size, sizeof *who);
-    uint8_t *miss = calloc((size_t)size, 1);
-    uint64_t seq = 0;
+        J.pend[i].fd = -1;
     /* Give up a little before the joiners do (ranks usually start together):
      * then they hear from us which ranks are missing, instead of each timing
      * out on its own and leaving us to count them as missing too. */
     int64_t margin = (int64_t)R->timeout_s * 100,
             until = R->deadline - (margin < 500 ? margin : 500);
-    if (!pf || !who || !miss) {
-        rc = -ENOMEM;
-        goto out;
-    }
-
-    while (joined < size - 1) {
-        /* who[i]: 0 the listener, 1 + k pending k, -r joined rank r (awaiting the key) */
-        int n = 0;
-        pf[n] = (struct pollfd){.fd = R->listen_fd, .events = POLLIN};
-        who[n++] = 0;
-        for (unsigned k = 0; k < MAX_PENDING; k++)
-            if (pend[k].fd >= 0) {
-                pf[n] = (struct pollfd){.fd = pend[k].fd, .events = POLLIN};
-                who[n++] = 1 + (int)k;
-            }
-        for (int r = 1; r < size; r++)
-            if (R->c[r].fd >= 0) {
-                pf[n] = (struct pollfd){.fd = R->c[r].fd, .events = POLLIN};
-                who[n++] = -r;
-            }
-        int k = poll(pf, (nfds_t)n, ms_left(until));
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) {
-            rc = -errno;
-            goto out;
-        }
-        if (k == 0) {
-            rc = -ETIMEDOUT;
-            break;
-        }
-        for (int i = 0; i < n; i++) {
-            if (!pf[i].revents) continue;
-            if (who[i] < 0) {
-                /* A joiner sends nothing until it has the key: readable means it
-                 * closed (or misbehaves). Forget it, so it can come back. */
-                struct conn *c = &R->c[-who[i]];
-                uint8_t b;
-                if (recv_some(c->fd, &b, 1) != 0) {
-                    fprintf(stderr, "ulnet: rank 0: rank %d left before the job formed\n", -who[i]);
-                    close_fd(&c->fd);
-                    joined--;
-                }
-            } else if (who[i] > 0) {
-                struct pending *p = &pend[who[i] - 1];
-                ssize_t got = recv_some(p->fd, p->hello + p->got, HELLO_BYTES - p->got);
-                if (got < 0) close_fd(&p->fd);
-                if (got <= 0) continue;
-                p->got += (uint32_t)got;
-                if (p->got == HELLO_BYTES) joined += judge(ctx, p, own_key);
-            } else {
-                for (;;) {
-                    struct sockaddr_storage from;
-                    socklen_t fl = sizeof from;
-                    int fd = accept4(R->listen_fd, (struct sockaddr *)&from, &fl,
-                                     SOCK_CLOEXEC | SOCK_NONBLOCK);
-                    if (fd < 0) break; /* drained, or a connection that died in the backlog */
-                    unsigned slot = 0;
-                    for (unsigned j = 0; j < MAX_PENDING; j++) {
-                        if (pend[j].fd < 0) {
-                            slot = j;
-                            break;
-                        }
-                        if (pend[j].seq < pend[slot].seq) slot = j;
-                    }
-                    close_fd(&pend[slot].fd); /* full: the oldest silent one goes */
-                    int one = 1;
-                    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-                    pend[slot] = (struct pending){.fd = fd, .seq = seq++, .from_len = fl};
-                    memcpy(&pend[slot].from, &from, sizeof from);
-                }
-            }
-        }
-    }
-
-    uint8_t m[REPLY_BYTES];
-    if (rc == -ETIMEDOUT) {
-        char list[200];
-        for (int r = 1; r < size; r++)
-            miss[r] = R->c[r].fd < 0;
-        ranks_str(miss, size, list, sizeof list);
-        fprintf(stderr,
-                "ulnet: rank 0: bootstrap timed out after %d s on %s: rank%s %s missing (%d of "
-                "%d joined)\n",
-                R->timeout_s, R->where, size - 1 - joined > 1 ? "s" : "", list, joined + 1, size);
-        /* Tell the ones that came, so they fail now and say the same. */
-        make_reply(m, V_TIMEOUT, size, 0, miss);
-        for (int r = 1; r < size; r++)
-            if (R->c[r].fd >= 0) (void)send(R->c[r].fd, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
-        goto out;
-    }
-
-    uint64_t key = job_key_so_far(ctx, own_key);
-    if (key == 0 && getentropy(&key, sizeof key) != 0) {
-        rc = -errno;
-        goto out;
-    }
-    if (key == 0) key = 1;
-    ctx->job_key = key;
-    make_reply(m, V_OK, size, key, NULL);
-    for (int r = 1; r < size && !rc; r++)
-        if ((rc = write_full(R->c[r].fd, m, sizeof m, R->deadline)) != 0)
-            fprintf(stderr, "ulnet: rank 0: lost rank %d while handing out the job key\n", r);
-    if (!rc && is_wildcard(&R->root)) {
-        /* Listening everywhere says nothing about the way out: the interface a
-         * peer's connection came in on does. */
-        struct sockaddr_storage me;
-        socklen_t ml = sizeof me;
-        if (getsockname(R->c[1].fd, (struct sockaddr *)&me, &ml) == 0) set_route(R, &me);
-    }
-out:
+    rc = !J.pf || !J.who ? -ENOMEM : join_loop(ctx, &J, own_key, until);
+    if (rc == -ETIMEDOUT) rc = join_timed_out(ctx, J.joined);
+    if (!rc) rc = hand_out_key(ctx, own_key);
     for (unsigned i = 0; i < MAX_PENDING; i++)
-        close_fd(&pend[i].fd);
+        close_fd(&J.pend[i].fd);
     close_fd(&R->listen_fd); /* everybody is in: a late process gets "refused" */
-    free(pf);
-    free(who);
-    free(miss);
+    free(J.pf);
+    free(J.who);
     return rc;
 }
 
@@ -632,14 +568,13 @@ static int connect_once(struct uln_root *R)
     return fd;
 }
 
-/* A joiner's part of uln_boot_init: say hello to rank 0 (retrying until it
- * listens: it may start last) and wait for its verdict and the job key. */
-static int join(struct uln_ctx *ctx, uint64_t own_key)
+/* Say hello to rank 0 and read its reply into m, retrying until it listens
+ * (it may start last). 0 or -errno, said on stderr. */
+static int hello(struct uln_ctx *ctx, uint64_t own_key, uint8_t m[REPLY_BYTES])
 {
     struct uln_root *R = ctx->root;
     struct conn *c = &R->c[0];
     int delay = 10, rc = 0, rank = ctx->rank;
-    uint8_t m[REPLY_BYTES];
     for (;;) {
         int fd = connect_once(R);
         if (fd >= 0) {
@@ -651,8 +586,8 @@ static int join(struct uln_ctx *ctx, uint64_t own_key)
             put32(h + 16, (uint32_t)ctx->size);
             put64(h + 24, own_key);
             rc = write_full(fd, h, sizeof h, R->deadline);
-            if (!rc) rc = read_full(fd, m, sizeof m, R->deadline);
-            if (!rc) break;
+            if (!rc) rc = read_full(fd, m, REPLY_BYTES, R->deadline);
+            if (!rc) return 0;
             close_fd(&c->fd);
             if (rc == -ETIMEDOUT) {
                 fprintf(stderr,
@@ -679,54 +614,76 @@ static int join(struct uln_ctx *ctx, uint64_t own_key)
         nanosleep(&ts, NULL);
         delay = delay * 2 > 500 ? 500 : delay * 2;
     }
+}
 
-    uint32_t v = get32(m + 12), size = get32(m + 16), nmiss = get32(m + 20);
-    uint64_t key = get64(m + 24);
-    if (get64(m) != ROOT_MAGIC) {
-        fprintf(stderr, "ulnet: rank %d: %s does not speak the ulnet bootstrap protocol\n", rank,
-                R->where);
-        return -EPROTO;
-    }
-    if (v == V_OK && get32(m + 8) == ROOT_VERSION && size == (uint32_t)ctx->size && key &&
-        (!own_key || key == own_key)) {
-        ctx->job_key = key;
-        struct sockaddr_storage me;
-        socklen_t ml = sizeof me;
-        if (getsockname(c->fd, (struct sockaddr *)&me, &ml) != 0) return -errno;
-        set_route(R, &me);
-        return 0;
-    }
-    if (v == V_TIMEOUT) {
-        /* Our size, not the reply's: a length from the network sizes nothing. */
-        uint8_t *miss = calloc((size_t)ctx->size, 1);
-        char list[200] = "?";
-        for (uint32_t i = 0; miss && i < nmiss && i < REPLY_NAMES; i++)
-            if (get32(m + 32 + 4 * i) < (uint32_t)ctx->size) miss[get32(m + 32 + 4 * i)] = 1;
-        if (miss) ranks_str(miss, ctx->size, list, sizeof list);
-        free(miss);
-        fprintf(stderr,
-                "ulnet: rank %d: bootstrap timed out: rank 0 at %s says %u rank%s missing: %s%s\n",
-                rank, R->where, nmiss, nmiss == 1 ? "" : "s", list,
-                nmiss > REPLY_NAMES ? ", ..." : "");
-        return -ETIMEDOUT;
-    }
+/* Rank 0 said the job timed out: name the missing ranks it named. */
+static int refused_timeout(struct uln_ctx *ctx, const uint8_t *m)
+{
+    uint32_t nmiss = get32(m + 20);
+    /* Our size, not the reply's: a length from the network sizes nothing. */
+    uint8_t *miss = calloc((size_t)ctx->size, 1);
+    char list[200] = "?";
+    for (uint32_t i = 0; miss && i < nmiss && i < REPLY_NAMES; i++)
+        if (get32(m + 32 + 4 * i) < (uint32_t)ctx->size) miss[get32(m + 32 + 4 * i)] = 1;
+    if (miss) ranks_str(miss, ctx->size, list, sizeof list);
+    free(miss);
+    fprintf(stderr,
+            "ulnet: rank %d: bootstrap timed out: rank 0 at %s says %u rank%s missing: %s%s\n",
+            ctx->rank, ctx->root->where, nmiss, nmiss == 1 ? "" : "s", list,
+            nmiss > REPLY_NAMES ? ", ..." : "");
+    return -ETIMEDOUT;
+}
+
+/* Rank 0 refused us: say why. */
+static int refused(struct uln_ctx *ctx, const uint8_t *m)
+{
+    uint32_t v = get32(m + 12), size = get32(m + 16);
+    int rank = ctx->rank;
+    const char *where = ctx->root->where;
+    if (v == V_TIMEOUT) return refused_timeout(ctx, m);
     if (v == V_OK || v > V_TIMEOUT) {
-        fprintf(stderr, "ulnet: rank %d: rank 0 at %s answered nonsense\n", rank, R->where);
+        fprintf(stderr, "ulnet: rank %d: rank 0 at %s answered nonsense\n", rank, where);
         return -EPROTO;
     }
     if (v == V_SIZE)
         fprintf(stderr, "ulnet: rank %d: rank 0 at %s refused us: its ULN_SIZE is %u, ours %d\n",
-                rank, R->where, size, ctx->size);
+                rank, where, size, ctx->size);
     else if (v == V_VERSION)
         fprintf(stderr,
                 "ulnet: rank %d: rank 0 at %s refused us: it speaks bootstrap version %u, we %u\n",
-                rank, R->where, get32(m + 8), ROOT_VERSION);
+                rank, where, get32(m + 8), ROOT_VERSION);
     else
-        fprintf(stderr, "ulnet: rank %d: rank 0 at %s refused us: %s\n", rank, R->where,
+        fprintf(stderr, "ulnet: rank %d: rank 0 at %s refused us: %s\n", rank, where,
                 v == V_DUP   ? "another process already joined with our ULN_RANK"
                 : v == V_KEY ? "our ULN_JOB_KEY differs from the job's"
                              : "ULN_RANK out of range");
     return v == V_DUP ? -EADDRINUSE : -EINVAL;
+}
+
+/* A joiner's part of uln_boot_init: say hello to rank 0 and take its verdict
+ * and the job key. */
+static int join(struct uln_ctx *ctx, uint64_t own_key)
+{
+    struct uln_root *R = ctx->root;
+    uint8_t m[REPLY_BYTES];
+    int rc = hello(ctx, own_key, m);
+    if (rc) return rc;
+    uint32_t v = get32(m + 12), size = get32(m + 16);
+    uint64_t key = get64(m + 24);
+    if (get64(m) != ROOT_MAGIC) {
+        fprintf(stderr, "ulnet: rank %d: %s does not speak the ulnet bootstrap protocol\n",
+                ctx->rank, R->where);
+        return -EPROTO;
+    }
+    if (v != V_OK || get32(m + 8) != ROOT_VERSION || size != (uint32_t)ctx->size || !key ||
+        (own_key && key != own_key))
+        return refused(ctx, m);
+    ctx->job_key = key;
+    struct sockaddr_storage me;
+    socklen_t ml = sizeof me;
+    if (getsockname(R->c[0].fd, (struct sockaddr *)&me, &ml) != 0) return -errno;
+    uln_addr_host(&me, &R->route, &R->route_len);
+    return 0;
 }
 
 /* ---- entry points ------------------------------------------------------------ */
@@ -745,12 +702,13 @@ int uln_root_init(struct uln_ctx *ctx, const char *where, long rank, long size, 
     R->timeout_s = timeout_s;
     R->deadline = uln_now_ms() + (int64_t)timeout_s * 1000;
     snprintf(R->where, sizeof R->where, "%s", where);
-    if (parse_root(where, &R->root, &R->root_len) != 0) {
+    if (uln_addr_parse(where, &R->root, &R->root_len) != 0) {
         fprintf(stderr, "ulnet: ULN_ROOT=%s: use ipv4:port or [ipv6]:port (numbers, no names)\n",
                 where);
         return -EINVAL;
     }
-    set_route(R, &R->root); /* rank 0's answer unless it listens on a wildcard */
+    uln_addr_host(&R->root, &R->route,
+                  &R->route_len); /* rank 0's answer unless it listens on a wildcard */
 
     /* The table from rank 0 goes in a private board (boot.c). */
     int brc = uln_boot_private_board(ctx, (unsigned)size);
@@ -774,7 +732,7 @@ int uln_root_init(struct uln_ctx *ctx, const char *where, long rank, long size, 
 int uln_root_publish(struct uln_ctx *ctx, const void *addr, size_t len)
 {
     struct uln_root *R = ctx->root;
-    struct uln_board_slot *s = slot_of(ctx, ctx->rank);
+    struct uln_board_slot *s = uln_board_slot(ctx->board, ctx->rank);
     if (len > sizeof s->addr) return -EINVAL;
     if (R->published) {
         fprintf(stderr, "ulnet: rank %d published twice\n", ctx->rank);
@@ -782,16 +740,16 @@ int uln_root_publish(struct uln_ctx *ctx, const void *addr, size_t len)
     }
     R->published = true;
     /* The slot in wire form (big-endian pid), as the table would bring it. */
-    put32(slot_wire(s), (uint32_t)getpid());
+    put32(uln_board_slot_wire(s), (uint32_t)getpid());
     memset(s->addr, 0, sizeof s->addr);
     memcpy(s->addr, addr, len);
     if (ctx->rank == 0) {
-        slot_ready(s);
+        uln_board_slot_ready_wire(s);
         R->c[0].slot_in = true;
         return 0;
     }
     /* Joiner: the slot is ours only once it comes back in the table. */
-    int rc = send_msg(R->c[0].fd, MSG_SLOT, slot_wire(s), SLOT_WIRE, R->deadline);
+    int rc = send_msg(R->c[0].fd, MSG_SLOT, uln_board_slot_wire(s), SLOT_WIRE, R->deadline);
     if (rc) fprintf(stderr, "ulnet: rank %d: lost rank 0 while publishing\n", ctx->rank);
     return rc;
 }
@@ -838,11 +796,11 @@ static int collect(struct uln_ctx *ctx, bool slots, int64_t deadline, int *bad, 
             int r = who[i];
             struct conn *c = &R->c[r];
             for (;;) {
-                struct uln_board_slot *s = slot_of(ctx, r);
-                int t = pump(c, slots && !c->slot_in ? slot_wire(s) : NULL);
+                struct uln_board_slot *s = uln_board_slot(ctx->board, r);
+                int t = pump(c, slots && !c->slot_in ? uln_board_slot_wire(s) : NULL);
                 if (t == 0) break;
                 if (t == MSG_SLOT) {
-                    slot_ready(s);
+                    uln_board_slot_ready_wire(s);
                     c->slot_in = true;
                 } else if (t == MSG_BARRIER && !slots) {
                     c->barriers++;
@@ -879,7 +837,8 @@ int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms)
         if (!rc && (get32(h) != MSG_TABLE || get32(h + 4) != (uint32_t)size * SLOT_WIRE))
             rc = -EPROTO;
         for (int r = 0; r < size && !rc; r++)
-            rc = read_full(R->c[0].fd, slot_wire(slot_of(ctx, r)), SLOT_WIRE, deadline);
+            rc = read_full(R->c[0].fd, uln_board_slot_wire(uln_board_slot(ctx->board, r)),
+                           SLOT_WIRE, deadline);
         if (rc == -ETIMEDOUT)
             fprintf(stderr,
                     "ulnet: rank %d: bootstrap timed out after %d s waiting for rank 0's table "
@@ -890,7 +849,7 @@ int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms)
                     ctx->rank, R->where);
         if (rc) return rc == -EPROTO ? -ECONNRESET : rc;
         for (int r = 0; r < size; r++)
-            slot_ready(slot_of(ctx, r));
+            uln_board_slot_ready_wire(uln_board_slot(ctx->board, r));
         R->have_table = true;
         return 0;
     }
@@ -917,7 +876,7 @@ int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms)
     put32(t, MSG_TABLE);
     put32(t + 4, (uint32_t)body);
     for (int r = 0; r < size; r++) {
-        struct uln_board_slot *s = slot_of(ctx, r);
+        struct uln_board_slot *s = uln_board_slot(ctx->board, r);
         uint8_t *w = t + HDR_BYTES + (size_t)r * SLOT_WIRE;
         put32(w, (uint32_t)s->pid);
         memcpy(w + 4, s->addr, sizeof s->addr);

@@ -2,7 +2,6 @@
  * ctx.c - the context: settings, joining the job, statistics, error text.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <net/if.h>
 #include <stdio.h>
@@ -12,7 +11,8 @@
 
 #include "core/internal.h"
 #include "boot/root.h"
-#include "transport/udp_io.h" /* uln_udp_fault_parse: ULN_FAULT is checked at uln_open */
+#include "boot/addr.h"
+#include "transport/link_fault.h" /* uln_link_fault_parse: ULN_FAULT is checked at uln_open */
 
 extern char **environ;
 
@@ -69,7 +69,11 @@ static const struct uln_setting settings_table[] = {
     {"ULN_UDP_DEAD_MS", "10000", 10, 3600000,
      "a peer silent this long while awaited is dead (-ECONNRESET)"},
     {"ULN_UDP_PORT", "0", 0, 65535,
-     "first of ULN_MAX_EPS consecutive ports, one per endpoint index; 0: any free"},
+     "first of ULN_MAX_EPS consecutive ports, one per endpoint index, of local rank 0 (rank L: "
+     "+ L x ULN_MAX_EPS); 0: any free"},
+    {"ULN_LOCAL_RANK", NULL, 0, 0,
+     "this rank's place among its host's ranks: ULN_UDP_PORT + it x ULN_MAX_EPS is its first "
+     "port; unset: the launcher's (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID), ulnrun's rank"},
     {"ULN_UDP_ADDR", NULL, 0, 0,
      "address to publish and bind; unset: ULN_UDP_IF's, the route to ULN_ROOT, under PMIx "
      "the default route's source, else loopback"},
@@ -253,29 +257,52 @@ static void warn_unknown_settings(void)
     }
 }
 
+/* A string setting from the environment: NULL when unset or empty. */
+static const char *string_setting(const char *name)
+{
+    const char *s = getenv(name);
+    return s && *s ? s : NULL;
+}
+
+/* The rank's place among its host's ranks, as ULN_LOCAL_RANK or else its
+ * launcher tells: -1 unknown; -EINVAL: ULN_LOCAL_RANK is not one. */
+static int local_rank_setting(int *out)
+{
+    static const char *const names[] = {"ULN_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                        "SLURM_LOCALID", "MPI_LOCALRANKID"};
+    *out = -1;
+    for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *s = string_setting(names[i]);
+        char *end;
+        long v = s ? strtol(s, &end, 10) : -1;
+        if (s && !*end && v >= 0 && v < 65536) {
+            *out = (int)v;
+            return 0;
+        }
+        if (s && i == 0) {
+            fprintf(stderr, "ulnet: ULN_LOCAL_RANK=%s is not a number in [0, 65535]\n", s);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 /* The settings that are not numbers, checked here so that a bad one fails
  * uln_open, not the first endpoint that would use it. */
 static int check_text_settings(void)
 {
     int rc = 0;
-    const char *g = getenv("ULN_UDP_GRO");
-    if (g && *g && strcmp(g, "0") && strcmp(g, "1")) {
-        setting_err("ulnet: ULN_UDP_GRO=%s: 0 (off) or 1 (on)\n", g);
-        rc = -EINVAL;
-    }
     const char *f = getenv("ULN_FAULT");
-    struct uln_udp_fault fault;
+    struct uln_link_fault fault;
     char why[160];
-    if (f && *f && uln_udp_fault_parse(f, &fault, why, sizeof why) < 0) {
+    if (f && *f && uln_link_fault_parse(f, &fault, why, sizeof why) < 0) {
         setting_err("ulnet: ULN_FAULT=%s: %s\n", f, why);
         rc = -EINVAL;
     }
     const char *a = getenv("ULN_UDP_ADDR");
-    unsigned char ip[16];
-    char host[64];
-    /* An IPv6 address may carry a %scope; the transport resolves it. */
-    snprintf(host, sizeof host, "%.*s", a ? (int)strcspn(a, "%") : 0, a ? a : "");
-    if (a && *a && inet_pton(AF_INET, host, ip) != 1 && inet_pton(AF_INET6, host, ip) != 1) {
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    if (a && *a && uln_addr_parse_ip(a, &ss, &sslen) != 0) {
         setting_err("ulnet: ULN_UDP_ADDR=%s is not an IP address\n", a);
         rc = -EINVAL;
     }
@@ -310,6 +337,11 @@ static int check_params(const struct uln_config *cfg, struct uln_params *p)
     rc |= setting("ULN_UDP_MTU", 0, &p->udp_mtu);
     rc |= setting("ULN_UDP_DEAD_MS", 0, &p->udp_dead_ms);
     rc |= setting("ULN_UDP_PORT", 0, &p->udp_port);
+    rc |= switch_setting("ULN_UDP_GRO", -1, &p->udp_gro);
+    p->udp_addr = string_setting("ULN_UDP_ADDR");
+    p->udp_if = string_setting("ULN_UDP_IF");
+    p->fault = string_setting("ULN_FAULT");
+    rc |= local_rank_setting(&p->local_rank);
     const char *tp = getenv("ULN_TRANSPORT");
     if (!tp || !*tp || !strcmp(tp, "auto"))
         p->transport = ULN_TP_AUTO;

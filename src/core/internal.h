@@ -63,6 +63,11 @@ struct uln_params {
     uint32_t udp_mtu;     /* 0: the interface's (ULN_UDP_MTU) */
     uint32_t udp_dead_ms; /* a silent peer is dead after this (ULN_UDP_DEAD_MS) */
     uint32_t udp_port;    /* first port, 0: random (ULN_UDP_PORT) */
+    int local_rank;       /* place among this host's ranks, -1: unknown (ULN_LOCAL_RANK) */
+    int udp_gro;          /* 0: no UDP_GRO (ULN_UDP_GRO) */
+    const char *udp_addr; /* NULL or the address to publish and bind (ULN_UDP_ADDR) */
+    const char *udp_if;   /* NULL or the interface to take it from (ULN_UDP_IF) */
+    const char *fault;    /* NULL or the fault injector's spec (ULN_FAULT) */
     int progress_thread;  /* ULN_PROGRESS=thread */
 };
 enum { ULN_TP_AUTO = 0, ULN_TP_SHM, ULN_TP_UDP };

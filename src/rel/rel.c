@@ -517,6 +517,11 @@ uint32_t uln_rel_tx_in_flight(const struct uln_rel *r)
     return r->snd_nxt - r->snd_una;
 }
 
+uint32_t uln_rel_tx_next_seq(const struct uln_rel *r)
+{
+    return r->snd_nxt;
+}
+
 bool uln_rel_tx_ready(struct uln_rel *r, uint64_t now, uint32_t n)
 {
     advance(r, now);

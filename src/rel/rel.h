@@ -253,6 +253,10 @@ void uln_rel_want_fb(struct uln_rel *r);
 /* Packets sent and not yet acknowledged cumulatively. */
 uint32_t uln_rel_tx_in_flight(const struct uln_rel *r);
 
+/* The seq the next uln_rel_tx_assign hands out: the caller writes that
+ * packet's bytes into its slot seq & (window - 1) before asking for it. */
+uint32_t uln_rel_tx_next_seq(const struct uln_rel *r);
+
 /* ------------------------------------------------------------------------- */
 /* Control                                                                    */
 /* ------------------------------------------------------------------------- */

@@ -1,7 +1,7 @@
 /*
  * udp.c - the UDP transport: the engine's messages as datagrams between hosts,
  * made reliable and ordered by the rel state machine (src/rel), moved by the
- * datagram layer (udp_io.c). docs/protocol.md has the wire format.
+ * link under it (link.h). docs/protocol.md has the wire format.
  *
  * Each endpoint index has its own UDP socket, on port base + index of the
  * rank's published address, so endpoints driven by different threads share
@@ -45,8 +45,11 @@
 
 #include "core/internal.h"
 #include "transport/transports.h"
+#include "boot/addr.h"
+#include "boot/root.h"
 #include "rel/rel.h"
-#include "transport/udp_io.h"
+#include "transport/link_udp.h"
+#include "transport/udp_ctx.h"
 
 /* ---- wire format (docs/protocol.md) -------------------------------------- */
 
@@ -118,15 +121,6 @@ static int ext_len(unsigned type, unsigned flags)
     return (flags & PKT_IMM) ? d->ext_imm : d->ext;
 }
 
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 /* A data packet names its connection in 32 bits: the job key and both lives.
  * A packet of another job, or of an earlier life of either side, fails it. */
 static inline uint32_t conn_tag(uint64_t job, uint32_t src_epoch, uint32_t dst_epoch)
@@ -135,26 +129,6 @@ static inline uint32_t conn_tag(uint64_t job, uint32_t src_epoch, uint32_t dst_e
 }
 
 /* ---- state ------------------------------------------------------------------- */
-
-#define UDP_ADDR_OFF   64u /* where our part of the board slot starts (shm has 0..63) */
-#define UDP_ADDR_MAGIC 0x31706475u
-
-struct udp_addr { /* what a rank publishes */
-    uint32_t magic;
-    uint16_t family, port; /* port of endpoint 0; endpoint i is port + i */
-    uint16_t nports, pad_;
-    uint8_t host_id[16]; /* equal ids: the same host, reachable over shm */
-    uint8_t ip[16];
-};
-
-struct uln_udp { /* ctx->tp_ctx[ULN_TPID_UDP] */
-    int *fds;    /* one bound socket per endpoint index, until its endpoint opens */
-    unsigned nfds;
-    struct udp_addr me;
-    struct udp_addr *addrs; /* by rank */
-    uint8_t *remote;        /* by rank: 1 = reached over UDP (uln_udp_choose) */
-    uint64_t rng;
-};
 
 struct tx_slot {
     struct pkt_hdr h; /* the message's own fields; rel's are filled at each send */
@@ -195,7 +169,7 @@ struct uln_udp_peer {
 };
 
 struct uln_udp_ep {
-    struct uln_udp_io *io;
+    struct uln_link *io;
     unsigned payload_max, stride;
     uint32_t window;    /* rel window for each peer */
     uint64_t rng;       /* epochs of new peer lives: per endpoint, so threads share nothing */
@@ -206,15 +180,10 @@ struct uln_udp_ep {
     int n_live;
     uint64_t now;
     unsigned nbatch;
-    struct uln_udp_io_pkt batch[ULN_UDP_IO_BATCH];
-    uint8_t scratch[ULN_UDP_IO_BATCH][HDR_SPACE];
-    struct uln_udp_io_rx rxv[ULN_UDP_IO_BATCH];
+    struct uln_link_pkt batch[ULN_LINK_BATCH];
+    uint8_t scratch[ULN_LINK_BATCH][HDR_SPACE];
+    struct uln_link_rx rxv[ULN_LINK_BATCH];
 };
-
-static inline struct uln_udp *udp_of(const struct uln_ctx *ctx)
-{
-    return ctx->tp_ctx[ULN_TPID_UDP];
-}
 
 static inline struct uln_udp_ep *udp_ep(const struct uln_ep *ep)
 {
@@ -232,307 +201,6 @@ static inline bool udp_remote(const struct uln_ctx *ctx, int peer)
 {
     const struct uln_udp *u = udp_of(ctx);
     return u && u->remote && u->remote[peer];
-}
-
-/* ---- context: sockets and addresses ---------------------------------------- */
-
-static void hash_file(const char *path, bool link, uint64_t *h)
-{
-    char buf[256];
-    ssize_t n;
-    if (link) {
-        n = readlink(path, buf, sizeof buf);
-    } else {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        n = fd < 0 ? -1 : read(fd, buf, sizeof buf);
-        if (fd >= 0) close(fd);
-    }
-    for (ssize_t i = 0; i < n; i++)
-        *h = mix64(*h ^ (uint8_t)buf[i]) + (uint64_t)i;
-}
-
-/* Two ranks can use shared memory when they run on the same kernel, see the
- * same processes (pidfds, /proc/PID/fd) and - so that network namespaces can
- * stand in for hosts in tests - share a network namespace. */
-static void host_id(uint8_t id[16])
-{
-    uint64_t a = 0x756c6e6574ull, b;
-    hash_file("/proc/sys/kernel/random/boot_id", false, &a);
-    b = a;
-    hash_file("/proc/self/ns/net", true, &a);
-    hash_file("/proc/self/ns/pid", true, &b);
-    hash_file("/proc/self/ns/net", true, &b);
-    memcpy(id, &a, 8);
-    memcpy(id + 8, &b, 8);
-}
-
-/* Split "ip:port" or "[ip6]:port" into a numeric address. */
-static int parse_hostport(const char *s, struct sockaddr_storage *ss, socklen_t *len)
-{
-    char host[64];
-    const char *colon = strrchr(s, ':');
-    if (!colon) return -EINVAL;
-    size_t n = (size_t)(colon - s);
-    if (n && s[0] == '[' && s[n - 1] == ']') s++, n -= 2;
-    if (n == 0 || n >= sizeof host) return -EINVAL;
-    memcpy(host, s, n);
-    host[n] = 0;
-    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-                             .ai_socktype = SOCK_DGRAM};
-    struct addrinfo *ai;
-    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0) return -EINVAL;
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    *len = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return 0;
-}
-
-/* An address of interface `name`, or with name NULL of the first interface
- * that is up, running and not loopback (the kernel lists them by index):
- * IPv4 first, else a global IPv6 one (a link-local address would need a scope
- * id, which the published address has no room for). -ENOENT if none. */
-static int if_addr(const char *name, struct sockaddr_storage *ss, socklen_t *len)
-{
-    struct ifaddrs *all;
-    if (getifaddrs(&all) != 0) return -errno;
-    int rc = -ENOENT;
-    for (int pass = 0; pass < 2 && rc; pass++) {
-        int fam = pass ? AF_INET6 : AF_INET;
-        for (struct ifaddrs *i = all; i && rc; i = i->ifa_next) {
-            if (!i->ifa_addr || i->ifa_addr->sa_family != fam) continue;
-            if (name ? strcmp(i->ifa_name, name) != 0
-                     : (i->ifa_flags & (IFF_UP | IFF_RUNNING | IFF_LOOPBACK)) !=
-                           (IFF_UP | IFF_RUNNING))
-                continue;
-            *len = fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-            if (fam == AF_INET6 &&
-                IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr))
-                continue;
-            memset(ss, 0, sizeof *ss);
-            memcpy(ss, i->ifa_addr, *len);
-            rc = 0;
-        }
-    }
-    freeifaddrs(all);
-    return rc;
-}
-
-/* The source address of the IPv4 default route (the lowest metric if there
- * are several): the address this host uses towards the rest of the network.
- * -ENOENT without a default route. */
-static int default_route_addr(struct sockaddr_storage *ss, socklen_t *len)
-{
-    FILE *f = fopen("/proc/net/route", "re");
-    if (!f) return -ENOENT;
-    char line[256], ifn[IF_NAMESIZE + 1], best_if[IF_NAMESIZE + 1] = "";
-    unsigned long dst, gw, mask, best_gw = 0;
-    unsigned flags;
-    int metric, best = INT_MAX;
-    while (fgets(line, sizeof line, f)) {
-        /* Iface Destination Gateway Flags RefCnt Use Metric Mask ...; the
-         * addresses are the raw network-order words in hex. */
-        if (sscanf(line, "%16s %lx %lx %x %*d %*d %d %lx", ifn, &dst, &gw, &flags, &metric,
-                   &mask) != 6)
-            continue; /* the header line */
-        if (dst == 0 && mask == 0 && (flags & RTF_UP) && metric < best) {
-            best = metric;
-            best_gw = gw;
-            memcpy(best_if, ifn, sizeof best_if);
-        }
-    }
-    fclose(f);
-    if (best == INT_MAX) return -ENOENT;
-    if (!best_gw) return if_addr(best_if, ss, len); /* a route straight onto a link */
-    /* connect() on a UDP socket sends nothing: the kernel only picks the
-     * route, and with it the source address. */
-    struct sockaddr_in g = {.sin_family = AF_INET, .sin_addr.s_addr = (uint32_t)best_gw};
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    int rc = fd < 0 || connect(fd, (struct sockaddr *)&g, sizeof g) < 0 ? -errno : 0;
-    *len = sizeof *ss;
-    if (!rc && getsockname(fd, (struct sockaddr *)ss, len) < 0) rc = -errno;
-    if (fd >= 0) close(fd);
-    return rc;
-}
-
-/* The address we publish, the first that applies:
- *   ULN_UDP_ADDR   as given;
- *   ULN_UDP_IF     that interface's address (the same name on every host, so
- *                  one setting serves a whole job under mpirun or srun);
- *   ULN_ROOT mode  the local address of the route towards rank 0 (the
- *                  interface the other hosts reach us on);
- *   PMIx mode      no address of the other hosts is known before we publish
- *                  ours, so: the source address of the default route (on a
- *                  cluster node, the interface towards the other nodes), else
- *                  the first interface that is up and not loopback (hosts
- *                  with no default route, such as tests/netns's);
- *   otherwise      loopback (every rank on this host). */
-static int local_ip(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len)
-{
-    const char *a = getenv("ULN_UDP_ADDR");
-    if (a && *a) {
-        char buf[80];
-        snprintf(buf, sizeof buf, strchr(a, ':') ? "[%s]:0" : "%s:0", a);
-        if (parse_hostport(buf, ss, len)) {
-            fprintf(stderr, "ulnet: ULN_UDP_ADDR=%s is not an IP address\n", a);
-            return -EINVAL;
-        }
-        return 0;
-    }
-    const char *ifn = getenv("ULN_UDP_IF");
-    if (ifn && *ifn) {
-        if (if_addr(ifn, ss, len) != 0) {
-            fprintf(stderr,
-                    "ulnet: ULN_UDP_IF=%s: no such interface with an IPv4 or global IPv6 "
-                    "address\n",
-                    ifn);
-            return -EINVAL;
-        }
-        return 0;
-    }
-    const char *root = getenv("ULN_ROOT");
-    if (root && *root) {
-        struct sockaddr_storage r;
-        socklen_t rl;
-        if (parse_hostport(root, &r, &rl)) {
-            fprintf(stderr, "ulnet: ULN_ROOT=%s is not ip:port\n", root);
-            return -EINVAL;
-        }
-        /* connect() on a UDP socket sends nothing: it only picks the route. */
-        int fd = socket(r.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        int rc = fd < 0 || connect(fd, (struct sockaddr *)&r, rl) < 0 ? -errno : 0;
-        *len = sizeof *ss;
-        if (!rc && getsockname(fd, (struct sockaddr *)ss, len) < 0) rc = -errno;
-        if (fd >= 0) close(fd);
-        return rc;
-    }
-    if (ctx->pmix && (default_route_addr(ss, len) == 0 || if_addr(NULL, ss, len) == 0)) return 0;
-    struct sockaddr_in *in = (struct sockaddr_in *)ss;
-    memset(ss, 0, sizeof *ss);
-    in->sin_family = AF_INET;
-    in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    *len = sizeof *in;
-    return 0;
-}
-
-static void set_port(struct sockaddr_storage *ss, unsigned port)
-{
-    if (ss->ss_family == AF_INET)
-        ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
-    else
-        ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
-}
-
-static void close_fds(struct uln_udp *u)
-{
-    for (unsigned i = 0; i < u->nfds; i++)
-        if (u->fds[i] >= 0) close(u->fds[i]), u->fds[i] = -1;
-}
-
-/* Bind one socket per endpoint index on consecutive ports, so a peer finds
- * endpoint i at port + i without asking. Ports are taken now, not at
- * uln_ep_open, so nobody else can take them in between. */
-static int bind_ports(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t len, unsigned fixed)
-{
-    for (int attempt = 0; attempt < 64; attempt++) {
-        unsigned base = fixed;
-        if (!base) {
-            u->rng = mix64(u->rng + 0x9e3779b97f4a7c15ull);
-            base = 20000u + (unsigned)(u->rng % (60000u - 20000u - u->nfds));
-        }
-        int rc = 0;
-        for (unsigned i = 0; i < u->nfds && !rc; i++) {
-            int fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-            if (fd < 0) {
-                rc = -errno;
-                break;
-            }
-            set_port(ss, base + i);
-            if (bind(fd, (struct sockaddr *)ss, len) < 0) {
-                rc = -errno;
-                close(fd);
-                break;
-            }
-            u->fds[i] = fd;
-        }
-        if (!rc) return (int)base;
-        close_fds(u);
-        if (rc != -EADDRINUSE || fixed) return rc;
-    }
-    return -EADDRINUSE;
-}
-
-int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
-{
-    /* Across hosts (ULN_ROOT or PMIx mode) a peer may be anywhere, and the
-     * sockets must be bound before the address is published. */
-    const char *root = getenv("ULN_ROOT");
-    bool need = ctx->p.transport == ULN_TP_UDP || (ctx->p.transport == ULN_TP_AUTO &&
-                                                   ((root && *root) || ctx->pmix) && ctx->size > 1);
-    if (!need) return 0;
-    if (slot_len < UDP_ADDR_OFF + sizeof(struct udp_addr)) return -EINVAL;
-    struct uln_udp *u = calloc(1, sizeof *u);
-    if (!u) return -ENOMEM;
-    ctx->tp_ctx[ULN_TPID_UDP] = u;
-    u->nfds = ctx->p.max_eps;
-    u->fds = malloc(u->nfds * sizeof(int));
-    if (!u->fds) return -ENOMEM;
-    for (unsigned i = 0; i < u->nfds; i++)
-        u->fds[i] = -1;
-    if (getentropy(&u->rng, sizeof u->rng) != 0) u->rng = (uint64_t)getpid() * 0x9e3779b9u;
-
-    struct sockaddr_storage ss;
-    socklen_t len;
-    int rc = local_ip(ctx, &ss, &len);
-    if (rc) return rc;
-    int base = bind_ports(u, &ss, len, ctx->p.udp_port);
-    if (base < 0) {
-        fprintf(stderr, "ulnet: udp: cannot bind %u ports: %s\n", u->nfds, strerror(-base));
-        return base;
-    }
-    struct udp_addr *me = &u->me;
-    me->magic = UDP_ADDR_MAGIC;
-    me->family = ss.ss_family;
-    me->port = (uint16_t)base;
-    me->nports = (uint16_t)u->nfds;
-    host_id(me->host_id);
-    if (ss.ss_family == AF_INET)
-        memcpy(me->ip, &((struct sockaddr_in *)&ss)->sin_addr, 4);
-    else
-        memcpy(me->ip, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
-    memcpy((uint8_t *)slot_addr + UDP_ADDR_OFF, me, sizeof *me);
-    return 0;
-}
-
-int uln_udp_choose(struct uln_ctx *ctx)
-{
-    struct uln_udp *u = udp_of(ctx);
-    if (!u) return 0;
-    u->addrs = calloc((size_t)ctx->size, sizeof *u->addrs);
-    u->remote = calloc((size_t)ctx->size, 1);
-    if (!u->addrs || !u->remote) return -ENOMEM;
-    for (int p = 0; p < ctx->size; p++) {
-        int32_t pid;
-        const uint8_t *slot = uln_boot_peer(ctx, p, &pid);
-        if (!slot || p == ctx->rank) continue; /* ourselves: always shared memory */
-        memcpy(&u->addrs[p], slot + UDP_ADDR_OFF, sizeof u->addrs[p]);
-        const struct udp_addr *a = &u->addrs[p];
-        if (a->magic != UDP_ADDR_MAGIC || a->nports < ctx->p.max_eps) continue;
-        bool same_host = memcmp(a->host_id, u->me.host_id, 16) == 0;
-        u->remote[p] = ctx->p.transport == ULN_TP_UDP || !same_host;
-    }
-    return 0;
-}
-
-void uln_udp_close(struct uln_ctx *ctx)
-{
-    struct uln_udp *u = udp_of(ctx);
-    if (!u) return;
-    if (u->fds) close_fds(u);
-    free(u->fds);
-    free(u->addrs);
-    free(u->remote);
-    free(u);
-    ctx->tp_ctx[ULN_TPID_UDP] = NULL;
 }
 
 static void uln_udp_progress_rx(struct uln_ep *ep);
@@ -572,20 +240,22 @@ static int uln_udp_ep_open(struct uln_ep *ep)
     ue->id_of_rank = malloc((size_t)n * sizeof(int));
     ue->live = malloc((size_t)n * sizeof(int));
     if (!ue->rank_of_id || !ue->id_of_rank || !ue->live) return -ENOMEM;
-    struct uln_udp_io_cfg cfg = {.adopt = true,
-                                 .fd = u->fds[ep->index],
-                                 .mtu = ctx->p.udp_mtu,
-                                 .rx_bufs =
-                                     2 * ctx->p.udp_window < 512 ? 512 : 2 * ctx->p.udp_window,
-                                 .max_peers = (unsigned)n};
-    int rc = uln_udp_io_open(&cfg, &ue->io);
+    struct uln_link_udp_cfg cfg = {.adopt = true,
+                                   .fd = u->fds[ep->index],
+                                   .mtu = ctx->p.udp_mtu,
+                                   .rx_bufs =
+                                       2 * ctx->p.udp_window < 512 ? 512 : 2 * ctx->p.udp_window,
+                                   .max_peers = (unsigned)n,
+                                   .no_gro = !ctx->p.udp_gro,
+                                   .fault = ctx->p.fault};
+    int rc = uln_link_udp_open(&cfg, &ue->io);
     if (rc) return rc;
     ue->pool_bufs = cfg.rx_bufs;
     /* uln_ep_open holds the context lock here: the context's generator is ours. */
     u->rng = mix64(u->rng + 0x9e3779b97f4a7c15ull);
     ue->rng = u->rng;
     u->fds[ep->index] = -1; /* the io owns it now */
-    ue->payload_max = uln_udp_io_payload_max(ue->io);
+    ue->payload_max = uln_link_payload_max(ue->io);
     ue->stride = (ue->payload_max + 63u) & ~63u;
     ue->window = ctx->p.udp_window;
     for (int p = 0; p < n; p++) {
@@ -595,7 +265,7 @@ static int uln_udp_ep_open(struct uln_ep *ep)
         struct sockaddr_storage ss;
         socklen_t len;
         peer_sockaddr(&u->addrs[p], (unsigned)ep->index, &ss, &len);
-        int id = uln_udp_io_add_peer(ue->io, (struct sockaddr *)&ss, len);
+        int id = uln_link_add_peer(ue->io, (struct sockaddr *)&ss, len);
         if (id < 0) return id;
         ue->id_of_rank[p] = id;
         ue->rank_of_id[id] = p;
@@ -606,7 +276,7 @@ static int uln_udp_ep_open(struct uln_ep *ep)
 static void peer_free(struct uln_udp_ep *ue, struct uln_udp_peer *up)
 {
     for (uint32_t i = 0; i <= up->mask; i++)
-        if (up->rx[i].held) uln_udp_io_rx_release(ue->io, up->rx[i].handle);
+        if (up->rx[i].held) uln_link_rx_release(ue->io, up->rx[i].handle);
     uln_rel_fini(&up->rel);
     free(up->tx);
     free(up->tx_mem);
@@ -635,7 +305,7 @@ static void linger(struct uln_ep *ep)
                        uln_rel_tx_in_flight(&up->rel) > 0;
         }
         if (!waiting || uln_now_ns() >= until) break;
-        struct pollfd pf = {.fd = uln_udp_io_fd(ue->io), .events = POLLIN};
+        struct pollfd pf = {.fd = uln_link_fd(ue->io), .events = POLLIN};
         poll(&pf, 1, 1);
     }
 }
@@ -651,7 +321,7 @@ static void uln_udp_ep_close(struct uln_ep *ep)
         peer_free(ue, up);
         ep->peers[p].tp_peer = NULL;
     }
-    uln_udp_io_close(ue->io);
+    uln_link_close(ue->io);
     free(ue->rank_of_id);
     free(ue->id_of_rank);
     free(ue->live);
@@ -739,7 +409,7 @@ static void uln_udp_flush(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue || ue->nbatch == 0) return;
-    int n = uln_udp_io_send(ue->io, ue->batch, ue->nbatch);
+    int n = uln_link_send(ue->io, ue->batch, ue->nbatch);
     if (n < 0) {
         /* A malformed packet of ours: a bug, but never a hang. Count and drop
          * the batch; rel resends what mattered. */
@@ -761,8 +431,8 @@ static void uln_udp_flush(struct uln_ep *ep)
 static bool batch_room(struct uln_ep *ep, unsigned n)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
-    if (ue->nbatch + n > ULN_UDP_IO_BATCH) uln_udp_flush(ep);
-    return ue->nbatch + n <= ULN_UDP_IO_BATCH;
+    if (ue->nbatch + n > ULN_LINK_BATCH) uln_udp_flush(ep);
+    return ue->nbatch + n <= ULN_LINK_BATCH;
 }
 
 /* Queue one packet: the header from h/ext, then data. */
@@ -774,7 +444,7 @@ static void queue_pkt(struct uln_ep *ep, int io_id, const struct pkt_hdr *h, con
     unsigned i = ue->nbatch++;
     memcpy(ue->scratch[i], h, sizeof *h);
     if (elen) memcpy(ue->scratch[i] + sizeof *h, ext, elen);
-    struct uln_udp_io_pkt *p = &ue->batch[i];
+    struct uln_link_pkt *p = &ue->batch[i];
     p->peer = io_id;
     p->niov = 1;
     p->iov[0] = (struct iovec){ue->scratch[i], sizeof *h + elen};
@@ -868,7 +538,7 @@ static void *uln_udp_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len)
     struct uln_udp_peer *up = udp_peer(ep, peer);
     udp_ep(ep)->now = uln_now_ns();
     if (!up || up->dead || len > udp_ep(ep)->stride || !can_send(ep, up, 1)) return NULL;
-    return slot_mem(ep, up, up->rel.snd_nxt); /* the seq uln_rel_tx_assign gives next */
+    return slot_mem(ep, up, uln_rel_tx_next_seq(&up->rel)); /* the seq uln_rel_tx_assign gives next */
 }
 
 /* Send what the engine wrote into the reserved slot, as a packet. */
@@ -878,7 +548,7 @@ static void uln_udp_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, ui
     (void)flags;
     struct uln_udp_peer *up = udp_peer(ep, peer);
     struct uln_rel_pkt p;
-    const uint8_t *m = slot_mem(ep, up, up->rel.snd_nxt);
+    const uint8_t *m = slot_mem(ep, up, uln_rel_tx_next_seq(&up->rel));
     struct tx_slot *t = assign(ep, up, &p);
     if (!t) return;
     /* The packet type and extension are the table's; the two header fields
@@ -938,7 +608,7 @@ static bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t l
     struct uln_frag fc = uln_frag_start(&off, len, cap, &unlimited);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t k = uln_frag_next(&fc);
-        uint8_t *mem = slot_mem(ep, up, up->rel.snd_nxt);
+        uint8_t *mem = slot_mem(ep, up, uln_rel_tx_next_seq(&up->rel));
         struct uln_rel_pkt p;
         struct tx_slot *t = assign(ep, up, &p);
         if (!t) return false; /* cannot happen after can_send */
@@ -1030,7 +700,7 @@ static struct uln_refused_put refusal(const struct pkt_hdr *h, const struct pkt_
 /* A new data packet (in order or ahead of it): place what can be placed now,
  * keep what must wait for its turn. Returns true if the pool buffer is kept. */
 static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
-                   const struct uln_udp_io_rx *rx, const struct pkt_hdr *h, unsigned elen)
+                   const struct uln_link_rx *rx, const struct pkt_hdr *h, unsigned elen)
 {
     struct rx_slot *s = &up->rx[seq & up->mask];
     const uint8_t *payload = rx->buf + sizeof *h + elen;
@@ -1180,7 +850,7 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
  * rel's window. */
 static void slot_free(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_slot *s)
 {
-    if (s->held) uln_udp_io_rx_release(udp_ep(ep)->io, s->handle), udp_ep(ep)->held--;
+    if (s->held) uln_link_rx_release(udp_ep(ep)->io, s->handle), udp_ep(ep)->held--;
     if (s->rel_held) uln_rel_rx_release(&up->rel, 1, udp_ep(ep)->now);
     s->held = s->rel_held = false;
 }
@@ -1271,7 +941,7 @@ static void rx_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct pkt
 }
 
 /* One datagram. Returns true if its buffer is kept for later. */
-static bool rx_one(struct uln_ep *ep, const struct uln_udp_io_rx *rx)
+static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     ULN_COUNT(&ep->stats, pkts_received, 1);
@@ -1357,10 +1027,10 @@ static void uln_udp_progress_rx(struct uln_ep *ep)
         if (up->pend_n) deliver_pending(ep, up);
     }
     for (int round = 0; round < 4; round++) {
-        int n = uln_udp_io_recv(ue->io, ue->rxv, ULN_UDP_IO_BATCH);
+        int n = uln_link_recv(ue->io, ue->rxv, ULN_LINK_BATCH);
         if (n <= 0) break;
         for (int i = 0; i < n; i++)
-            if (!rx_one(ep, &ue->rxv[i])) uln_udp_io_rx_release(ue->io, ue->rxv[i].handle);
+            if (!rx_one(ep, &ue->rxv[i])) uln_link_rx_release(ue->io, ue->rxv[i].handle);
         /* A short batch means the socket is (nearly) drained: one more empty
          * system call would only add latency. A GRO read returns one run of
          * ~44 datagrams, so "short" is well below that. */
@@ -1409,7 +1079,7 @@ static bool uln_udp_busy(const struct uln_ep *ep)
 static int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
-    *fd = uln_udp_io_fd(ue->io);
+    *fd = uln_link_fd(ue->io);
     uint64_t now = uln_now_ns(), next = UINT64_MAX;
     for (int i = 0; i < ue->n_live; i++) {
         const struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
@@ -1436,11 +1106,11 @@ int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len)
     if (!ue) return -ENOTCONN;
     if (len > UINT32_MAX) return -EMSGSIZE;
     int32_t id = rank >= 0 && rank < ep->ctx->size ? ue->id_of_rank[rank] : -1;
-    struct uln_udp_io_rx rx;
-    int rc = uln_udp_io_rx_lend(ue->io, id, buf, (uint32_t)len, &rx);
+    struct uln_link_rx rx;
+    int rc = uln_link_rx_lend(ue->io, id, buf, (uint32_t)len, &rx);
     if (rc) return rc;
     ue->now = uln_now_ns();
-    if (!rx_one(ep, &rx)) uln_udp_io_rx_release(ue->io, rx.handle);
+    if (!rx_one(ep, &rx)) uln_link_rx_release(ue->io, rx.handle);
     return 0;
 }
 
@@ -1486,7 +1156,7 @@ int uln_udp_ep_addr(struct uln_ep *ep, int rank, struct sockaddr_storage *ss, so
 {
     struct uln_udp *u = udp_of(ep->ctx);
     if (!udp_ep(ep) || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
-    if (rank == ep->ctx->rank) return uln_udp_io_local(udp_ep(ep)->io, ss, len);
+    if (rank == ep->ctx->rank) return uln_link_local(udp_ep(ep)->io, ss, len);
     if (!udp_remote(ep->ctx, rank)) return -EINVAL;
     peer_sockaddr(&u->addrs[rank], (unsigned)ep->index, ss, len);
     return 0;
@@ -1497,9 +1167,9 @@ int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len)
     struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue || rank < 0 || rank >= ep->ctx->size || ue->id_of_rank[rank] < 0) return -EINVAL;
     uln_udp_flush(ep); /* what was queued before goes first */
-    struct uln_udp_io_pkt p = {.peer = ue->id_of_rank[rank], .niov = 1};
+    struct uln_link_pkt p = {.peer = ue->id_of_rank[rank], .niov = 1};
     p.iov[0] = (struct iovec){(void *)(uintptr_t)buf, len};
-    int n = uln_udp_io_send(ue->io, &p, 1);
+    int n = uln_link_send(ue->io, &p, 1);
     return n < 0 ? n : n == 1 ? 0 : -EAGAIN;
 }
 
@@ -1518,7 +1188,7 @@ int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len)
     int el = ext_len(h.vt & 15, h.flags);
     if (el < 0 || len < sizeof h + (unsigned)el) el = 0; /* the rest is all payload */
     uint32_t n = (uint32_t)(len - sizeof h - (unsigned)el);
-    uint8_t *mem = slot_mem(ep, up, up->rel.snd_nxt);
+    uint8_t *mem = slot_mem(ep, up, uln_rel_tx_next_seq(&up->rel));
     struct uln_rel_pkt p;
     struct tx_slot *t = assign(ep, up, &p);
     if (!t) return -EAGAIN;

@@ -5,6 +5,7 @@
 #
 #   run_job.sh [--hosts H] [--ranks N] [--timeout S] [--expect-status X]
 #              [--rate R] [--drop-pct P --drop-on hostK] [--env VAR=value]...
+#              [--root-any]
 #              -- PROGRAM ARGS...
 #
 # Makes H hosts with hosts.sh (default 2), places rank r on host r % H (so
@@ -16,11 +17,13 @@
 # otherwise (e.g. 137 for a rank that kills itself).
 # Each rank also gets ULN_IT_EXPECT_UDP_PEERS: how many of its peers are on
 # other hosts, which the integration tests check against uln_query.
+# --root-any: rank 0 listens on ULN_ROOT=0.0.0.0:port (the others still reach
+# it at its host's address), so it must publish the address its route says.
 # Exit 77 (ctest's "skipped") when this machine cannot make namespaces.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=()
+hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=() root_any=0
 while [[ $# -gt 0 ]]; do
     case $1 in
     --hosts) hosts=$2; shift 2 ;;
@@ -31,6 +34,7 @@ while [[ $# -gt 0 ]]; do
     --drop-pct) up_args+=(--drop-pct "$2"); shift 2 ;;
     --drop-on) up_args+=(--drop-on "$2"); shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
+    --root-any) root_any=1; shift ;;
     --) shift; break ;;
     *) echo "run_job.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -58,7 +62,9 @@ for ((r = 0; r < ranks; r++)); do
     # Ranks of other hosts: all but those placed on host h.
     same=$(((ranks - 1 - h) / hosts + 1))
     remote=$((ranks - same))
-    "$here/hosts.sh" exec "h$h" env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="${!root_var}:$port" \
+    root="${!root_var}:$port"
+    ((r == 0 && root_any)) && root="0.0.0.0:$port"
+    "$here/hosts.sh" exec "h$h" env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="$root" \
         ULN_JOB_KEY="$key" ULN_IT_EXPECT_UDP_PEERS=$remote "${envs[@]}" "$@" &
     pids+=($!)
 done

@@ -1,5 +1,5 @@
 /*
- * test_udp_io_loopback.c - the datagram layer (src/transport/udp_io.c) over
+ * test_udp_io_loopback.c - the socket link (src/transport/link_udp.c, link_fault.c) over
  * real sockets on 127.0.0.1 (and ::1 where the host has it): batches of 1..64
  * packets of 1..3 iovecs arrive intact and attributed to their sender, with
  * and without GSO; the receive pool runs dry and takes buffers back in any
@@ -28,7 +28,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "transport/udp_io.h"
+#include "transport/link_fault.h"
+#include "transport/link_udp.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -53,50 +54,50 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static struct uln_udp_io *open_io2(const char *addr, unsigned mtu, unsigned rx_bufs, bool no_gso,
-                                   const char *fault, bool no_gro)
+static struct uln_link *open_io2(const char *addr, unsigned mtu, unsigned rx_bufs, bool no_gso,
+                                 const char *fault, bool no_gro)
 {
-    struct uln_udp_io_cfg c = {.addr = addr,
-                               .mtu = mtu,
-                               .rx_bufs = rx_bufs,
-                               .no_gso = no_gso,
-                               .no_gro = no_gro,
-                               .fault = fault ? fault : ""};
-    struct uln_udp_io *io = NULL;
-    int rc = uln_udp_io_open(&c, &io);
+    struct uln_link_udp_cfg c = {.addr = addr,
+                                 .mtu = mtu,
+                                 .rx_bufs = rx_bufs,
+                                 .no_gso = no_gso,
+                                 .no_gro = no_gro,
+                                 .fault = fault ? fault : ""};
+    struct uln_link *io = NULL;
+    int rc = uln_link_udp_open(&c, &io);
     CHECK_EQ(rc, 0);
     return rc ? NULL : io;
 }
 
-static struct uln_udp_io *open_io(const char *addr, unsigned mtu, unsigned rx_bufs, bool no_gso,
-                                  const char *fault)
+static struct uln_link *open_io(const char *addr, unsigned mtu, unsigned rx_bufs, bool no_gso,
+                                const char *fault)
 {
     return open_io2(addr, mtu, rx_bufs, no_gso, fault, false);
 }
 
 /* Make each the other's peer; returns the id `to` has in `from`. */
-static int link_to(struct uln_udp_io *from, struct uln_udp_io *to)
+static int link_to(struct uln_link *from, struct uln_link *to)
 {
     struct sockaddr_storage ss;
     socklen_t l;
-    CHECK_EQ(uln_udp_io_local(to, &ss, &l), 0);
-    return uln_udp_io_add_peer(from, (struct sockaddr *)&ss, l);
+    CHECK_EQ(uln_link_local(to, &ss, &l), 0);
+    return uln_link_add_peer(from, (struct sockaddr *)&ss, l);
 }
 
 /* Send all of pkts, waiting for room if the socket fills. */
-static void send_all(struct uln_udp_io *io, const struct uln_udp_io_pkt *pkts, unsigned n)
+static void send_all(struct uln_link *io, const struct uln_link_pkt *pkts, unsigned n)
 {
     unsigned done = 0;
     uint64_t t0 = now_ms();
     while (done < n && now_ms() - t0 < 5000) {
-        int r = uln_udp_io_send(io, pkts + done, n - done);
+        int r = uln_link_send(io, pkts + done, n - done);
         if (r < 0) {
             CHECK(r >= 0);
             return;
         }
         done += (unsigned)r;
         if (done < n) {
-            struct pollfd p = {.fd = uln_udp_io_fd(io), .events = POLLOUT};
+            struct pollfd p = {.fd = uln_link_fd(io), .events = POLLOUT};
             poll(&p, 1, 10);
         }
     }
@@ -117,29 +118,28 @@ static int cut_sendmmsg(int fd, struct mmsghdr *m, unsigned vlen, int flags)
 }
 
 /* Receive until want datagrams or timeout_ms of silence. */
-static unsigned recv_n(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned want,
-                       int timeout_ms)
+static unsigned recv_n(struct uln_link *io, struct uln_link_rx *out, unsigned want, int timeout_ms)
 {
     unsigned got = 0;
-    struct uln_udp_io_stats st;
-    uln_udp_io_stats(io, &st);
+    struct uln_link_stats st;
+    uln_link_stats(io, &st);
     uint64_t dry = st.rx_pool_empty;
     while (got < want) {
-        int r = uln_udp_io_recv(io, out + got, want - got);
+        int r = uln_link_recv(io, out + got, want - got);
         CHECK(r >= 0);
         if (r < 0) break;
         got += (unsigned)r;
         if (r > 0) continue;
         /* A dry pool leaves the socket readable: waiting would not block. */
-        uln_udp_io_stats(io, &st);
-        if (st.rx_pool_empty != dry || uln_udp_io_wait(io, timeout_ms) == 0) break;
+        uln_link_stats(io, &st);
+        if (st.rx_pool_empty != dry || uln_link_wait(io, timeout_ms) == 0) break;
     }
     return got;
 }
 
 /* Fill one packet: header in hdr, payload from the pattern, split over niov
  * iovecs (niov 1: the header and payload copied together into flat). */
-static void make_pkt(struct uln_udp_io_pkt *p, int peer, struct thdr *hdr, uint8_t *flat,
+static void make_pkt(struct uln_link_pkt *p, int peer, struct thdr *hdr, uint8_t *flat,
                      uint32_t seq, uint32_t len, uint32_t niov)
 {
     hdr->magic = MAGIC;
@@ -167,7 +167,7 @@ static void make_pkt(struct uln_udp_io_pkt *p, int peer, struct thdr *hdr, uint8
     p->iov[2] = (struct iovec){pattern + hdr->off + a, plen - a};
 }
 
-static bool pkt_ok(const struct uln_udp_io_rx *rx, struct thdr *out)
+static bool pkt_ok(const struct uln_link_rx *rx, struct thdr *out)
 {
     struct thdr h;
     if (rx->len < sizeof(h)) return false;
@@ -183,32 +183,32 @@ static bool pkt_ok(const struct uln_udp_io_rx *rx, struct thdr *out)
  * pattern: equal sizes (GSO runs), ragged sizes, 1..3 iovecs. */
 static void test_batches(bool no_gso)
 {
-    struct uln_udp_io *a = open_io("127.0.0.1", 0, 1024, no_gso, NULL);
-    struct uln_udp_io *c = open_io("127.0.0.1", 0, 64, no_gso, NULL);
-    struct uln_udp_io *b = open_io("127.0.0.1", 0, 1024, no_gso, NULL);
+    struct uln_link *a = open_io("127.0.0.1", 0, 1024, no_gso, NULL);
+    struct uln_link *c = open_io("127.0.0.1", 0, 64, no_gso, NULL);
+    struct uln_link *b = open_io("127.0.0.1", 0, 1024, no_gso, NULL);
     if (!a || !b || !c) return;
-    struct uln_udp_io_info info;
-    uln_udp_io_info(a, &info);
-    CHECK_EQ(info.mtu, ULN_UDP_IO_MTU_CAP); /* loopback's 65536, capped */
+    struct uln_link_info info;
+    uln_link_info(a, &info);
+    CHECK_EQ(info.mtu, ULN_LINK_UDP_MTU_CAP); /* loopback's 65536, capped */
     CHECK(!strcmp(info.ifname, "lo"));
-    CHECK_EQ(info.payload_max, ULN_UDP_IO_MTU_CAP - 28u);
+    CHECK_EQ(info.payload_max, ULN_LINK_UDP_MTU_CAP - 28u);
     CHECK_EQ(info.gso, !no_gso);
     int b_in_a = link_to(a, b), b_in_c = link_to(c, b);
     CHECK_EQ(b_in_a, 0);
     CHECK_EQ(b_in_c, 0);
     CHECK_EQ(link_to(b, a), 0);
     CHECK_EQ(link_to(b, c), 1);
-    unsigned pmax = uln_udp_io_payload_max(a);
+    unsigned pmax = uln_link_payload_max(a);
 
-    static struct uln_udp_io_pkt pkts[64];
+    static struct uln_link_pkt pkts[64];
     static struct thdr hdrs[64];
-    static uint8_t flat[64][ULN_UDP_IO_MTU_CAP];
-    static struct uln_udp_io_rx rx[128];
+    static uint8_t flat[64][ULN_LINK_UDP_MTU_CAP];
+    static struct uln_link_rx rx[128];
     uint32_t seq = 0;
     unsigned bad = 0, wrong_peer = 0, missing = 0;
     for (unsigned n = 1; n <= 64; n++) {
         for (int who = 0; who < 2; who++) {
-            struct uln_udp_io *s = who ? c : a;
+            struct uln_link *s = who ? c : a;
             /* sizes: all equal (one GSO run), ragged, equal then a short tail */
             uint32_t shape = n % 3, base = 16u + (n * 131u) % (pmax - 16u);
             for (unsigned i = 0; i < n; i++) {
@@ -227,7 +227,7 @@ static void test_batches(bool no_gso)
                 struct thdr h;
                 if (!pkt_ok(&rx[i], &h) || h.seq != seq + i) bad++;
                 if (rx[i].peer != who) wrong_peer++;
-                CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+                CHECK_EQ(uln_link_rx_release(b, rx[i].handle), 0);
             }
             seq += n;
         }
@@ -235,10 +235,10 @@ static void test_batches(bool no_gso)
     CHECK_EQ(missing, 0);
     CHECK_EQ(bad, 0);
     CHECK_EQ(wrong_peer, 0);
-    struct uln_udp_io_stats sa, sb, sc;
-    uln_udp_io_stats(a, &sa);
-    uln_udp_io_stats(b, &sb);
-    uln_udp_io_stats(c, &sc);
+    struct uln_link_stats sa, sb, sc;
+    uln_link_stats(a, &sa);
+    uln_link_stats(b, &sb);
+    uln_link_stats(c, &sc);
     CHECK_EQ(sa.tx_pkts, 64u * 65u / 2u);
     CHECK_EQ(sa.tx_err, 0);
     CHECK_EQ(sb.rx_pkts, 64u * 65u);
@@ -250,7 +250,7 @@ static void test_batches(bool no_gso)
     else
         CHECK(sa.tx_gso_msgs > 0 && sa.gso_off == 0);
     /* b reads with GRO: what went as a GSO run came as one read */
-    uln_udp_io_info(b, &info);
+    uln_link_info(b, &info);
     CHECK(info.gro);
     CHECK_EQ(sb.rx_gro_msgs, sa.tx_gso_msgs + sc.tx_gso_msgs);
     CHECK_EQ(sb.rx_gro_segs, sa.tx_gso_pkts + sc.tx_gso_pkts);
@@ -261,34 +261,34 @@ static void test_batches(bool no_gso)
            (unsigned long long)sa.tx_calls, (unsigned long long)sa.tx_gso_msgs,
            (unsigned long long)sb.rx_calls, (unsigned long long)sb.rx_gro_msgs,
            (unsigned long long)sb.rx_gro_segs, (unsigned long long)sb.rx_copied);
-    uln_udp_io_close(a);
-    uln_udp_io_close(b);
-    uln_udp_io_close(c);
+    uln_link_close(a);
+    uln_link_close(b);
+    uln_link_close(c);
 }
 
 /* Sends cut short anywhere (GSO runs too): send returns what went, the rest
  * goes on the next call, nothing is lost, duplicated or reordered. */
 static void test_partial(bool no_gso)
 {
-    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, no_gso, NULL);
-    struct uln_udp_io *b = open_io("127.0.0.1", 0, 1024, no_gso, NULL);
+    struct uln_link *a = open_io("127.0.0.1", 0, 0, no_gso, NULL);
+    struct uln_link *b = open_io("127.0.0.1", 0, 1024, no_gso, NULL);
     if (!a || !b) return;
     int peer = link_to(a, b);
     CHECK_EQ(link_to(b, a), 0);
-    static struct uln_udp_io_pkt pkts[64];
+    static struct uln_link_pkt pkts[64];
     static struct thdr hdrs[64];
     static uint8_t flat[64][2048];
-    static struct uln_udp_io_rx rx[64];
+    static struct uln_link_rx rx[64];
     uint32_t seq = 0;
     unsigned bad = 0, missing = 0, calls = 0, partial = 0;
-    uln_udp_io_test_hook_sendmmsg(cut_sendmmsg);
+    uln_link_udp_test_hook_sendmmsg(cut_sendmmsg);
     for (unsigned n = 1; n <= 64; n++) {
         for (unsigned i = 0; i < n; i++)
             make_pkt(&pkts[i], peer, &hdrs[i], flat[i], seq + i, n % 2 ? 1000 : 200 + i % 3,
                      1 + i % 3);
         unsigned done = 0;
         while (done < n && calls < 10000) {
-            int r = uln_udp_io_send(a, pkts + done, n - done);
+            int r = uln_link_send(a, pkts + done, n - done);
             CHECK(r >= 0);
             calls++;
             partial += r >= 0 && (unsigned)r < n - done;
@@ -299,21 +299,21 @@ static void test_partial(bool no_gso)
         for (unsigned i = 0; i < got; i++) {
             struct thdr h;
             if (!pkt_ok(&rx[i], &h) || h.seq != seq + i || rx[i].peer != 0) bad++;
-            uln_udp_io_rx_release(b, rx[i].handle);
+            uln_link_rx_release(b, rx[i].handle);
         }
         seq += n;
     }
-    uln_udp_io_test_hook_sendmmsg(NULL);
+    uln_link_udp_test_hook_sendmmsg(NULL);
     CHECK_EQ(missing, 0);
     CHECK_EQ(bad, 0);
     CHECK(partial > 0);
-    struct uln_udp_io_stats st;
-    uln_udp_io_stats(a, &st);
+    struct uln_link_stats st;
+    uln_link_stats(a, &st);
     CHECK(st.tx_again > 0);
     CHECK_EQ(st.tx_pkts, 64u * 65u / 2u);
     CHECK_EQ(recv_n(b, rx, 1, 20), 0); /* nothing extra */
-    uln_udp_io_close(a);
-    uln_udp_io_close(b);
+    uln_link_close(a);
+    uln_link_close(b);
 }
 
 /* A datagram the kernel refuses for good (here: to port 0) is consumed,
@@ -321,35 +321,35 @@ static void test_partial(bool no_gso)
  * the kernel refuses goes again datagram by datagram. */
 static void test_refused(bool no_gso)
 {
-    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, no_gso, NULL);
-    struct uln_udp_io *b = open_io("127.0.0.1", 0, 0, no_gso, NULL);
+    struct uln_link *a = open_io("127.0.0.1", 0, 0, no_gso, NULL);
+    struct uln_link *b = open_io("127.0.0.1", 0, 0, no_gso, NULL);
     if (!a || !b) return;
     int good = link_to(a, b);
     struct sockaddr_in dead = {
         .sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int bad = uln_udp_io_add_peer(a, (struct sockaddr *)&dead, sizeof(dead));
+    int bad = uln_link_add_peer(a, (struct sockaddr *)&dead, sizeof(dead));
     CHECK_EQ(bad, 1);
     int to[9] = {good, bad, good, bad, bad, bad, bad, bad, good};
-    struct uln_udp_io_pkt pkts[9];
+    struct uln_link_pkt pkts[9];
     struct thdr hdrs[9];
     static uint8_t flat[9][512];
     for (unsigned i = 0; i < 9; i++)
         make_pkt(&pkts[i], to[i], &hdrs[i], flat[i], i, 300, 2);
-    CHECK_EQ(uln_udp_io_send(a, pkts, 9), 9);
-    struct uln_udp_io_rx rx[9];
+    CHECK_EQ(uln_link_send(a, pkts, 9), 9);
+    struct uln_link_rx rx[9];
     CHECK_EQ(recv_n(b, rx, 9, 50), 3);
     struct thdr h;
     CHECK(pkt_ok(&rx[0], &h) && h.seq == 0);
     CHECK(pkt_ok(&rx[1], &h) && h.seq == 2);
     CHECK(pkt_ok(&rx[2], &h) && h.seq == 8);
-    struct uln_udp_io_stats st;
-    uln_udp_io_stats(a, &st);
+    struct uln_link_stats st;
+    uln_link_stats(a, &st);
     CHECK_EQ(st.tx_err, 6);
     CHECK_EQ(st.last_tx_errno, EINVAL);
     CHECK_EQ(st.tx_pkts, 3);
     CHECK_EQ(st.gso_off, 0); /* refusing one message says nothing about GSO */
-    uln_udp_io_close(a);
-    uln_udp_io_close(b);
+    uln_link_close(a);
+    uln_link_close(b);
 }
 
 /* A pool of 8 without GRO (with GRO, see test_gro_pool): it runs dry, takes
@@ -357,37 +357,37 @@ static void test_refused(bool no_gso)
  * reused, bad releases are refused. */
 static void test_pool(void)
 {
-    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, NULL);
-    struct uln_udp_io *b = open_io2("127.0.0.1", 0, 8, false, NULL, true);
+    struct uln_link *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_link *b = open_io2("127.0.0.1", 0, 8, false, NULL, true);
     if (!a || !b) return;
-    struct uln_udp_io_info info;
-    uln_udp_io_info(b, &info);
+    struct uln_link_info info;
+    uln_link_info(b, &info);
     CHECK(!info.gro && info.gro_bufs == 0);
     int peer = link_to(a, b);
-    struct uln_udp_io_pkt pkts[12];
+    struct uln_link_pkt pkts[12];
     struct thdr hdrs[12];
     static uint8_t flat[12][256];
     for (unsigned i = 0; i < 12; i++)
         make_pkt(&pkts[i], peer, &hdrs[i], flat[i], i, 100 + i, 2);
     send_all(a, pkts, 12);
 
-    struct uln_udp_io_rx rx[16];
+    struct uln_link_rx rx[16];
     unsigned got = recv_n(b, rx, 16, 200);
     CHECK_EQ(got, 8);
-    struct uln_udp_io_stats st;
-    uln_udp_io_stats(b, &st);
+    struct uln_link_stats st;
+    uln_link_stats(b, &st);
     uint64_t empty0 = st.rx_pool_empty;
     CHECK(empty0 >= 1);
-    CHECK_EQ(uln_udp_io_recv(b, rx + 8, 8), 0);
-    uln_udp_io_stats(b, &st);
+    CHECK_EQ(uln_link_recv(b, rx + 8, 8), 0);
+    uln_link_stats(b, &st);
     CHECK_EQ(st.rx_pool_empty, empty0 + 1);
 
     /* Out of order: 5, 1, 6. The rest stay lent and must stay intact. */
     unsigned order[3] = {5, 1, 6};
     for (unsigned i = 0; i < 3; i++)
-        CHECK_EQ(uln_udp_io_rx_release(b, rx[order[i]].handle), 0);
-    CHECK_EQ(uln_udp_io_rx_release(b, rx[5].handle), -EINVAL); /* twice */
-    CHECK_EQ(uln_udp_io_rx_release(b, 9999), -EINVAL);         /* never lent */
+        CHECK_EQ(uln_link_rx_release(b, rx[order[i]].handle), 0);
+    CHECK_EQ(uln_link_rx_release(b, rx[5].handle), -EINVAL); /* twice */
+    CHECK_EQ(uln_link_rx_release(b, 9999), -EINVAL);         /* never lent */
     unsigned more = recv_n(b, rx + 8, 8, 200);
     CHECK_EQ(more, 3);
     for (unsigned i = 8; i < 8 + more; i++) {
@@ -405,64 +405,64 @@ static void test_pool(void)
     }
     /* Give everything back; the 12th datagram still waits in the socket. */
     for (unsigned i = 0; i < 11; i++)
-        if (i != 5 && i != 1 && i != 6) CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+        if (i != 5 && i != 1 && i != 6) CHECK_EQ(uln_link_rx_release(b, rx[i].handle), 0);
     CHECK_EQ(recv_n(b, rx, 8, 200), 1);
     CHECK(pkt_ok(&rx[0], NULL));
-    CHECK_EQ(uln_udp_io_rx_release(b, rx[0].handle), 0);
-    uln_udp_io_stats(b, &st);
+    CHECK_EQ(uln_link_rx_release(b, rx[0].handle), 0);
+    uln_link_stats(b, &st);
     CHECK_EQ(st.rx_bad_release, 2);
     CHECK_EQ(st.rx_pkts, 12);
-    uln_udp_io_close(a);
-    uln_udp_io_close(b);
+    uln_link_close(a);
+    uln_link_close(b);
 }
 
 /* A receiver with a 1000-byte MTU drops what does not fit and counts it. */
 static void test_trunc(void)
 {
-    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, NULL);
-    struct uln_udp_io *b = open_io("127.0.0.1", 1000, 0, false, NULL);
+    struct uln_link *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_link *b = open_io("127.0.0.1", 1000, 0, false, NULL);
     if (!a || !b) return;
-    unsigned pmax = uln_udp_io_payload_max(b);
+    unsigned pmax = uln_link_payload_max(b);
     CHECK_EQ(pmax, 1000u - 28u);
     int peer = link_to(a, b);
     uint32_t lens[4] = {2000, pmax + 1, pmax, 100};
-    struct uln_udp_io_pkt pkts[4];
+    struct uln_link_pkt pkts[4];
     struct thdr hdrs[4];
     static uint8_t flat[4][4096];
     for (unsigned i = 0; i < 4; i++)
         make_pkt(&pkts[i], peer, &hdrs[i], flat[i], i, lens[i], 2);
     send_all(a, pkts, 4);
-    struct uln_udp_io_rx rx[4];
+    struct uln_link_rx rx[4];
     unsigned got = recv_n(b, rx, 4, 200);
     CHECK_EQ(got, 2);
     for (unsigned i = 0; i < got; i++) {
         struct thdr h;
         CHECK(pkt_ok(&rx[i], &h));
         CHECK_EQ(h.seq, i + 2);
-        uln_udp_io_rx_release(b, rx[i].handle);
+        uln_link_rx_release(b, rx[i].handle);
     }
-    struct uln_udp_io_stats st;
-    uln_udp_io_stats(b, &st);
+    struct uln_link_stats st;
+    uln_link_stats(b, &st);
     CHECK_EQ(st.rx_trunc, 2);
     CHECK_EQ(st.rx_pkts, 2);
     /* ... and the sender refuses what does not fit its own MTU up front. */
     make_pkt(&pkts[0], peer, &hdrs[0], flat[0], 0, 100, 2);
-    pkts[0].iov[1].iov_len = uln_udp_io_payload_max(a);
-    CHECK_EQ(uln_udp_io_send(a, pkts, 1), -EMSGSIZE);
-    uln_udp_io_close(a);
-    uln_udp_io_close(b);
+    pkts[0].iov[1].iov_len = uln_link_payload_max(a);
+    CHECK_EQ(uln_link_send(a, pkts, 1), -EMSGSIZE);
+    uln_link_close(a);
+    uln_link_close(b);
 }
 
 /* Unknown sources: delivered as peer -1 with their address, counted; the
  * peer table: one id per address in any spelling, set_peer, full table. */
 static void test_peers(void)
 {
-    struct uln_udp_io_cfg cfg = {.addr = "127.0.0.1", .max_peers = 3, .fault = ""};
-    struct uln_udp_io *b;
-    CHECK_EQ(uln_udp_io_open(&cfg, &b), 0);
+    struct uln_link_udp_cfg cfg = {.addr = "127.0.0.1", .max_peers = 3, .fault = ""};
+    struct uln_link *b;
+    CHECK_EQ(uln_link_udp_open(&cfg, &b), 0);
     struct sockaddr_in bsa;
     socklen_t bl = sizeof(bsa);
-    CHECK_EQ(uln_udp_io_local(b, (struct sockaddr_storage *)&bsa, &bl), 0);
+    CHECK_EQ(uln_link_local(b, (struct sockaddr_storage *)&bsa, &bl), 0);
     int s1 = socket(AF_INET, SOCK_DGRAM, 0), s2 = socket(AF_INET, SOCK_DGRAM, 0);
     struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     CHECK_EQ(bind(s1, (struct sockaddr *)&lo, sizeof(lo)), 0);
@@ -473,204 +473,204 @@ static void test_peers(void)
     getsockname(s2, (struct sockaddr *)&a2, &l2);
 
     CHECK_EQ(sendto(s1, "hello", 5, 0, (struct sockaddr *)&bsa, bl), 5);
-    struct uln_udp_io_rx rx[2];
+    struct uln_link_rx rx[2];
     CHECK_EQ(recv_n(b, rx, 1, 500), 1);
     CHECK_EQ(rx[0].peer, -1);
     CHECK(rx[0].len == 5 && !memcmp(rx[0].buf, "hello", 5));
     socklen_t al;
-    const struct sockaddr *src = uln_udp_io_rx_addr(b, rx[0].handle, &al);
+    const struct sockaddr *src = uln_link_rx_addr(b, rx[0].handle, &al);
     CHECK(src && src->sa_family == AF_INET &&
           ((const struct sockaddr_in *)src)->sin_port == a1.sin_port);
     /* a hello from a new rank: the transport learns its address */
-    int id = uln_udp_io_add_peer(b, src, al);
+    int id = uln_link_add_peer(b, src, al);
     CHECK_EQ(id, 0);
-    CHECK_EQ(uln_udp_io_rx_release(b, rx[0].handle), 0);
-    CHECK(uln_udp_io_rx_addr(b, rx[0].handle, &al) == NULL);
-    struct uln_udp_io_stats st;
-    uln_udp_io_stats(b, &st);
+    CHECK_EQ(uln_link_rx_release(b, rx[0].handle), 0);
+    CHECK(uln_link_rx_addr(b, rx[0].handle, &al) == NULL);
+    struct uln_link_stats st;
+    uln_link_stats(b, &st);
     CHECK_EQ(st.rx_unknown, 1);
 
     CHECK_EQ(sendto(s1, "again", 5, 0, (struct sockaddr *)&bsa, bl), 5);
     CHECK_EQ(recv_n(b, rx, 1, 500), 1);
     CHECK_EQ(rx[0].peer, 0);
-    uln_udp_io_rx_release(b, rx[0].handle);
+    uln_link_rx_release(b, rx[0].handle);
 
     /* the same address, spelt as IPv4-mapped IPv6: the same peer */
     struct sockaddr_in6 m = {.sin6_family = AF_INET6, .sin6_port = a1.sin_port};
     m.sin6_addr.s6_addr[10] = m.sin6_addr.s6_addr[11] = 0xff;
     memcpy(&m.sin6_addr.s6_addr[12], &a1.sin_addr, 4);
-    CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&m, sizeof(m)), -EEXIST);
-    CHECK_EQ(uln_udp_io_find_peer(b, (struct sockaddr *)&m, sizeof(m)), 0);
+    CHECK_EQ(uln_link_add_peer(b, (struct sockaddr *)&m, sizeof(m)), -EEXIST);
+    CHECK_EQ(uln_link_find_peer(b, (struct sockaddr *)&m, sizeof(m)), 0);
     struct sockaddr_in6 v6 = {
         .sin6_family = AF_INET6, .sin6_addr = in6addr_loopback, .sin6_port = htons(9)};
-    CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&v6, sizeof(v6)), -EAFNOSUPPORT);
-    CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&a1, 3), -EINVAL);
+    CHECK_EQ(uln_link_add_peer(b, (struct sockaddr *)&v6, sizeof(v6)), -EAFNOSUPPORT);
+    CHECK_EQ(uln_link_add_peer(b, (struct sockaddr *)&a1, 3), -EINVAL);
 
     /* s1's rank restarted as s2: point id 0 there; s1 is unknown again */
-    CHECK_EQ(uln_udp_io_set_peer(b, 0, (struct sockaddr *)&a2, l2), 0);
-    CHECK_EQ(uln_udp_io_find_peer(b, (struct sockaddr *)&a1, l1), -1);
-    CHECK_EQ(uln_udp_io_find_peer(b, (struct sockaddr *)&a2, l2), 0);
+    CHECK_EQ(uln_link_set_peer(b, 0, (struct sockaddr *)&a2, l2), 0);
+    CHECK_EQ(uln_link_find_peer(b, (struct sockaddr *)&a1, l1), -1);
+    CHECK_EQ(uln_link_find_peer(b, (struct sockaddr *)&a2, l2), 0);
     CHECK_EQ(sendto(s2, "s2", 2, 0, (struct sockaddr *)&bsa, bl), 2);
     CHECK_EQ(sendto(s1, "s1", 2, 0, (struct sockaddr *)&bsa, bl), 2);
     CHECK_EQ(recv_n(b, rx, 2, 500), 2);
     CHECK_EQ(rx[0].peer, 0);
     CHECK_EQ(rx[1].peer, -1);
-    uln_udp_io_rx_release(b, rx[0].handle);
-    uln_udp_io_rx_release(b, rx[1].handle);
+    uln_link_rx_release(b, rx[0].handle);
+    uln_link_rx_release(b, rx[1].handle);
 
     /* fill the table (3), many ports: ids dense, lookups all right */
-    CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&a1, l1), 1);
+    CHECK_EQ(uln_link_add_peer(b, (struct sockaddr *)&a1, l1), 1);
     struct sockaddr_in x = a1;
     x.sin_port = htons(ntohs(a1.sin_port) ^ 0x5555);
-    CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&x, sizeof(x)), 2);
+    CHECK_EQ(uln_link_add_peer(b, (struct sockaddr *)&x, sizeof(x)), 2);
     x.sin_port = htons(1);
-    CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&x, sizeof(x)), -ENOSPC);
-    CHECK_EQ(uln_udp_io_find_peer(b, (struct sockaddr *)&a1, l1), 1);
-    CHECK_EQ(uln_udp_io_find_peer(b, (struct sockaddr *)&a2, l2), 0);
-    CHECK_EQ(uln_udp_io_set_peer(b, 1, (struct sockaddr *)&a2, l2), -EEXIST);
-    CHECK_EQ(uln_udp_io_set_peer(b, 7, (struct sockaddr *)&a2, l2), -EINVAL);
-    uln_udp_io_stats(b, &st);
+    CHECK_EQ(uln_link_add_peer(b, (struct sockaddr *)&x, sizeof(x)), -ENOSPC);
+    CHECK_EQ(uln_link_find_peer(b, (struct sockaddr *)&a1, l1), 1);
+    CHECK_EQ(uln_link_find_peer(b, (struct sockaddr *)&a2, l2), 0);
+    CHECK_EQ(uln_link_set_peer(b, 1, (struct sockaddr *)&a2, l2), -EEXIST);
+    CHECK_EQ(uln_link_set_peer(b, 7, (struct sockaddr *)&a2, l2), -EINVAL);
+    uln_link_stats(b, &st);
     CHECK_EQ(st.rx_unknown, 2);
     close(s1);
     close(s2);
-    uln_udp_io_close(b);
+    uln_link_close(b);
 
     /* a larger table, churned through set_peer: the index stays consistent */
-    struct uln_udp_io_cfg c2 = {.addr = "127.0.0.1", .max_peers = 200, .fault = ""};
-    CHECK_EQ(uln_udp_io_open(&c2, &b), 0);
+    struct uln_link_udp_cfg c2 = {.addr = "127.0.0.1", .max_peers = 200, .fault = ""};
+    CHECK_EQ(uln_link_udp_open(&c2, &b), 0);
     struct sockaddr_in p = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
     for (unsigned i = 0; i < 200; i++) {
         p.sin_port = htons((uint16_t)(1000 + i));
-        CHECK_EQ(uln_udp_io_add_peer(b, (struct sockaddr *)&p, sizeof(p)), (int)i);
+        CHECK_EQ(uln_link_add_peer(b, (struct sockaddr *)&p, sizeof(p)), (int)i);
     }
     unsigned wrong = 0;
     for (unsigned i = 0; i < 200; i += 3) {
         p.sin_port = htons((uint16_t)(5000 + i));
-        if (uln_udp_io_set_peer(b, (int)i, (struct sockaddr *)&p, sizeof(p))) wrong++;
+        if (uln_link_set_peer(b, (int)i, (struct sockaddr *)&p, sizeof(p))) wrong++;
     }
     for (unsigned i = 0; i < 200; i++) {
         p.sin_port = htons((uint16_t)((i % 3 ? 1000 : 5000) + i));
-        if (uln_udp_io_find_peer(b, (struct sockaddr *)&p, sizeof(p)) != (int)i) wrong++;
+        if (uln_link_find_peer(b, (struct sockaddr *)&p, sizeof(p)) != (int)i) wrong++;
         p.sin_port = htons((uint16_t)((i % 3 ? 5000 : 1000) + i));
-        if (uln_udp_io_find_peer(b, (struct sockaddr *)&p, sizeof(p)) != -1) wrong++;
+        if (uln_link_find_peer(b, (struct sockaddr *)&p, sizeof(p)) != -1) wrong++;
     }
     CHECK_EQ(wrong, 0);
-    uln_udp_io_close(b);
+    uln_link_close(b);
 }
 
 /* Configuration refused up front; ids and iovec counts checked. */
 static void test_config(void)
 {
-    struct uln_udp_io *io = NULL;
-    struct uln_udp_io_cfg c = {.addr = "300.1.2.3", .fault = ""};
-    CHECK_EQ(uln_udp_io_open(&c, &io), -EINVAL);
+    struct uln_link *io = NULL;
+    struct uln_link_udp_cfg c = {.addr = "300.1.2.3", .fault = ""};
+    CHECK_EQ(uln_link_udp_open(&c, &io), -EINVAL);
     c.addr = "127.0.0.1";
     c.mtu = 100;
-    CHECK_EQ(uln_udp_io_open(&c, &io), -EINVAL);
+    CHECK_EQ(uln_link_udp_open(&c, &io), -EINVAL);
     c.mtu = 1500;
-    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
-    CHECK_EQ(uln_udp_io_payload_max(io), 1472);
-    struct uln_udp_io_info info;
-    uln_udp_io_info(io, &info);
+    CHECK_EQ(uln_link_udp_open(&c, &io), 0);
+    CHECK_EQ(uln_link_payload_max(io), 1472);
+    struct uln_link_info info;
+    uln_link_info(io, &info);
     CHECK(info.ifname[0] == '\0'); /* configured, not looked up */
     CHECK(info.rcvbuf > 0 && info.sndbuf > 0);
-    struct uln_udp_io_pkt p = {.peer = 0, .niov = 1, .iov = {{pattern, 10}}};
-    CHECK_EQ(uln_udp_io_send(io, &p, 1), -EINVAL); /* no peer 0 yet */
-    CHECK(link_to(io, io) == 0);                   /* itself */
+    struct uln_link_pkt p = {.peer = 0, .niov = 1, .iov = {{pattern, 10}}};
+    CHECK_EQ(uln_link_send(io, &p, 1), -EINVAL); /* no peer 0 yet */
+    CHECK(link_to(io, io) == 0);                 /* itself */
     p.niov = 0;
-    CHECK_EQ(uln_udp_io_send(io, &p, 1), -EINVAL);
+    CHECK_EQ(uln_link_send(io, &p, 1), -EINVAL);
     p.niov = 4;
-    CHECK_EQ(uln_udp_io_send(io, &p, 1), -EINVAL);
+    CHECK_EQ(uln_link_send(io, &p, 1), -EINVAL);
     p.niov = 1;
     p.peer = -1;
-    CHECK_EQ(uln_udp_io_send(io, &p, 1), -EINVAL);
+    CHECK_EQ(uln_link_send(io, &p, 1), -EINVAL);
     p.peer = 0;
-    CHECK_EQ(uln_udp_io_send(io, &p, 0), 0);
-    CHECK_EQ(uln_udp_io_send(io, &p, 1), 1);
-    struct uln_udp_io_rx rx;
+    CHECK_EQ(uln_link_send(io, &p, 0), 0);
+    CHECK_EQ(uln_link_send(io, &p, 1), 1);
+    struct uln_link_rx rx;
     CHECK_EQ(recv_n(io, &rx, 1, 500), 1);
     CHECK_EQ(rx.peer, 0);
-    uln_udp_io_rx_release(io, rx.handle);
-    uln_udp_io_close(io);
+    uln_link_rx_release(io, rx.handle);
+    uln_link_close(io);
 
     /* busy polling: taken where allowed (raising it needs CAP_NET_ADMIN),
      * never a reason to fail */
-    struct uln_udp_io_cfg bp = {.addr = "127.0.0.1", .busy_poll = true, .fault = ""};
-    CHECK_EQ(uln_udp_io_open(&bp, &io), 0);
-    uln_udp_io_info(io, &info);
+    struct uln_link_udp_cfg bp = {.addr = "127.0.0.1", .busy_poll = true, .fault = ""};
+    CHECK_EQ(uln_link_udp_open(&bp, &io), 0);
+    uln_link_info(io, &info);
     printf("busy poll: %s\n", info.busy_poll ? "on" : "refused (not privileged)");
-    uln_udp_io_close(io);
+    uln_link_close(io);
 
     /* the wildcard: dual-stack where there is IPv6, MTU of a real interface */
-    struct uln_udp_io_cfg w = {.fault = ""};
-    CHECK_EQ(uln_udp_io_open(&w, &io), 0);
-    uln_udp_io_info(io, &info);
+    struct uln_link_udp_cfg w = {.fault = ""};
+    CHECK_EQ(uln_link_udp_open(&w, &io), 0);
+    uln_link_info(io, &info);
     printf("wildcard: family %s, mtu %u from '%s', payload_max %u\n",
            info.family == AF_INET6 ? "IPv6 (dual-stack)" : "IPv4", info.mtu, info.ifname,
            info.payload_max);
-    CHECK(info.mtu >= ULN_UDP_IO_MTU_MIN && info.mtu <= ULN_UDP_IO_MTU_CAP);
-    uln_udp_io_close(io);
+    CHECK(info.mtu >= ULN_LINK_UDP_MTU_MIN && info.mtu <= ULN_LINK_UDP_MTU_CAP);
+    uln_link_close(io);
 }
 
 /* ::1, and a dual-stack socket talking to an IPv4 one (IPv4-mapped peers). */
 static void test_ipv6(void)
 {
-    struct uln_udp_io_cfg c6 = {.addr = "::1", .fault = ""};
-    struct uln_udp_io *a, *b;
-    int rc = uln_udp_io_open(&c6, &a);
+    struct uln_link_udp_cfg c6 = {.addr = "::1", .fault = ""};
+    struct uln_link *a, *b;
+    int rc = uln_link_udp_open(&c6, &a);
     if (rc == -EADDRNOTAVAIL || rc == -EAFNOSUPPORT) {
         printf("ipv6: no ::1 on this host (%s), skipped\n", strerror(-rc));
         return;
     }
     CHECK_EQ(rc, 0);
-    CHECK_EQ(uln_udp_io_open(&c6, &b), 0);
-    CHECK_EQ(uln_udp_io_payload_max(a), ULN_UDP_IO_MTU_CAP - 48u);
+    CHECK_EQ(uln_link_udp_open(&c6, &b), 0);
+    CHECK_EQ(uln_link_payload_max(a), ULN_LINK_UDP_MTU_CAP - 48u);
     int peer = link_to(a, b);
     CHECK_EQ(link_to(b, a), 0);
-    struct uln_udp_io_pkt pkts[16];
+    struct uln_link_pkt pkts[16];
     struct thdr hdrs[16];
     static uint8_t flat[16][2048];
     for (unsigned i = 0; i < 16; i++)
         make_pkt(&pkts[i], peer, &hdrs[i], flat[i], i, 1200, 1 + i % 3);
     send_all(a, pkts, 16);
-    struct uln_udp_io_rx rx[16];
+    struct uln_link_rx rx[16];
     CHECK_EQ(recv_n(b, rx, 16, 500), 16);
     for (unsigned i = 0; i < 16; i++) {
         CHECK(pkt_ok(&rx[i], NULL) && rx[i].peer == 0);
-        uln_udp_io_rx_release(b, rx[i].handle);
+        uln_link_rx_release(b, rx[i].handle);
     }
-    uln_udp_io_close(a);
-    uln_udp_io_close(b);
+    uln_link_close(a);
+    uln_link_close(b);
 
-    struct uln_udp_io_cfg cd = {.fault = ""}, c4 = {.addr = "127.0.0.1", .fault = ""};
-    struct uln_udp_io *d, *v4;
-    CHECK_EQ(uln_udp_io_open(&cd, &d), 0);
-    CHECK_EQ(uln_udp_io_open(&c4, &v4), 0);
-    struct uln_udp_io_info info;
-    uln_udp_io_info(d, &info);
+    struct uln_link_udp_cfg cd = {.fault = ""}, c4 = {.addr = "127.0.0.1", .fault = ""};
+    struct uln_link *d, *v4;
+    CHECK_EQ(uln_link_udp_open(&cd, &d), 0);
+    CHECK_EQ(uln_link_udp_open(&c4, &v4), 0);
+    struct uln_link_info info;
+    uln_link_info(d, &info);
     if (info.family != AF_INET6) {
-        uln_udp_io_close(d);
-        uln_udp_io_close(v4);
+        uln_link_close(d);
+        uln_link_close(v4);
         return;
     }
     struct sockaddr_in6 dl;
     socklen_t dlen = sizeof(dl);
-    uln_udp_io_local(d, (struct sockaddr_storage *)&dl, &dlen);
+    uln_link_local(d, (struct sockaddr_storage *)&dl, &dlen);
     struct sockaddr_in to_d = {
         .sin_family = AF_INET, .sin_port = dl.sin6_port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK_EQ(uln_udp_io_add_peer(v4, (struct sockaddr *)&to_d, sizeof(to_d)), 0);
+    CHECK_EQ(uln_link_add_peer(v4, (struct sockaddr *)&to_d, sizeof(to_d)), 0);
     CHECK_EQ(link_to(d, v4), 0); /* given as plain IPv4 */
     make_pkt(&pkts[0], 0, &hdrs[0], flat[0], 1, 500, 2);
     send_all(d, pkts, 1);
     CHECK_EQ(recv_n(v4, rx, 1, 500), 1);
     CHECK(pkt_ok(&rx[0], NULL));
     CHECK_EQ(rx[0].peer, 0); /* d sends from 127.0.0.1:its port */
-    uln_udp_io_rx_release(v4, rx[0].handle);
+    uln_link_rx_release(v4, rx[0].handle);
     send_all(v4, pkts, 1);
     CHECK_EQ(recv_n(d, rx, 1, 500), 1);
     CHECK(pkt_ok(&rx[0], NULL));
     CHECK_EQ(rx[0].peer, 0); /* arrives as ::ffff:127.0.0.1, found as 127.0.0.1 */
-    uln_udp_io_rx_release(d, rx[0].handle);
+    uln_link_rx_release(d, rx[0].handle);
     /* a GSO run through the dual-stack socket to an IPv4 peer */
     for (unsigned i = 0; i < 16; i++)
         make_pkt(&pkts[i], 0, &hdrs[i], flat[i], i, 1000, 2);
@@ -679,13 +679,13 @@ static void test_ipv6(void)
     for (unsigned i = 0; i < 16; i++) {
         struct thdr h;
         CHECK(pkt_ok(&rx[i], &h) && h.seq == i);
-        uln_udp_io_rx_release(v4, rx[i].handle);
+        uln_link_rx_release(v4, rx[i].handle);
     }
-    struct uln_udp_io_stats st;
-    uln_udp_io_stats(d, &st);
+    struct uln_link_stats st;
+    uln_link_stats(d, &st);
     CHECK(!info.gso || st.tx_gso_msgs == 1);
-    uln_udp_io_close(d);
-    uln_udp_io_close(v4);
+    uln_link_close(d);
+    uln_link_close(v4);
 }
 
 static void test_fault_specs(void)
@@ -700,36 +700,35 @@ static void test_fault_specs(void)
         "dup=nan",
     };
     char why[128];
-    struct uln_udp_fault f;
+    struct uln_link_fault f;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        int rc = uln_udp_fault_parse(bad[i], &f, why, sizeof(why));
+        int rc = uln_link_fault_parse(bad[i], &f, why, sizeof(why));
         CHECK_EQ(rc, -EINVAL);
         if (rc == -EINVAL) CHECK(why[0] != '\0');
     }
-    CHECK_EQ(uln_udp_fault_parse("drop=0.1,,dup=0.1", &f, why, sizeof(why)), -EINVAL);
+    CHECK_EQ(uln_link_fault_parse("drop=0.1,,dup=0.1", &f, why, sizeof(why)), -EINVAL);
     printf("a refused spec says: %s\n", why);
-    CHECK_EQ(uln_udp_fault_parse("", &f, why, sizeof(why)), 0);
+    CHECK_EQ(uln_link_fault_parse("", &f, why, sizeof(why)), 0);
     CHECK(f.drop == 0 && f.dup == 0 && f.reorder == 0 && f.seed == 1 && f.delay_us == 1000);
-    CHECK_EQ(uln_udp_fault_parse("seed=0x10,reorder=10%,dup=0.5,delay=250,drop=2%", &f, why,
-                                 sizeof(why)),
+    CHECK_EQ(uln_link_fault_parse("seed=0x10,reorder=10%,dup=0.5,delay=250,drop=2%", &f, why,
+                                  sizeof(why)),
              0);
     CHECK(fabs(f.drop - 0.02) < 1e-12 && f.dup == 0.5 && fabs(f.reorder - 0.1) < 1e-12);
     CHECK(f.seed == 16 && f.delay_us == 250);
-    CHECK_EQ(uln_udp_fault_parse("drop=1,dup=0", &f, why, sizeof(why)), 0);
+    CHECK_EQ(uln_link_fault_parse("drop=1,dup=0", &f, why, sizeof(why)), 0);
 
-    /* from the environment: open refuses it with a message on stderr */
-    struct uln_udp_io *io = NULL;
-    struct uln_udp_io_cfg c = {.addr = "127.0.0.1"};
-    setenv("ULN_FAULT", "drop=2", 1);
-    CHECK_EQ(uln_udp_io_open(&c, &io), -EINVAL);
+    /* from the configuration (ULN_FAULT, resolved by ctx.c): open refuses a
+     * bad one with a message on stderr */
+    struct uln_link *io = NULL;
+    struct uln_link_udp_cfg c = {.addr = "127.0.0.1", .fault = "drop=2"};
+    CHECK_EQ(uln_link_udp_open(&c, &io), -EINVAL);
     CHECK(io == NULL);
-    setenv("ULN_FAULT", "drop=0.02,seed=3", 1);
-    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
-    struct uln_udp_io_info info;
-    uln_udp_io_info(io, &info);
+    c.fault = "drop=0.02,seed=3";
+    CHECK_EQ(uln_link_udp_open(&c, &io), 0);
+    struct uln_link_info info;
+    uln_link_info(io, &info);
     CHECK(info.fault && !info.gso);
-    uln_udp_io_close(io);
-    unsetenv("ULN_FAULT");
+    uln_link_close(io);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -737,10 +736,10 @@ static void test_fault_specs(void)
 /* ------------------------------------------------------------------------- */
 
 struct fault_run {
-    uint64_t drop, dup, late;       /* measured at the receiver */
-    uint64_t order_hash;            /* of the arrival sequence */
-    struct uln_udp_io_stats st;     /* when the last packet was sent */
-    struct uln_udp_io_stats st_end; /* after the sentinels */
+    uint64_t drop, dup, late;     /* measured at the receiver */
+    uint64_t order_hash;          /* of the arrival sequence */
+    struct uln_link_stats st;     /* when the last packet was sent */
+    struct uln_link_stats st_end; /* after the sentinels */
 };
 
 #define NPKT 100000u
@@ -750,21 +749,21 @@ struct fault_run {
 static void fault_run(const char *spec, struct fault_run *out, bool cut)
 {
     memset(out, 0, sizeof(*out));
-    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, spec);
-    struct uln_udp_io *b = open_io("127.0.0.1", 0, 1024, false, NULL);
+    struct uln_link *a = open_io("127.0.0.1", 0, 0, false, spec);
+    struct uln_link *b = open_io("127.0.0.1", 0, 1024, false, NULL);
     if (!a || !b) return;
     int peer = link_to(a, b);
     CHECK_EQ(link_to(b, a), 0);
     uint8_t *seen = calloc(NPKT, 1);
     uint32_t hdr[64][2];
-    struct uln_udp_io_pkt pkts[64];
-    static struct uln_udp_io_rx rx[256];
+    struct uln_link_pkt pkts[64];
+    static struct uln_link_rx rx[256];
     uint64_t arrivals = 0, distinct = 0, hash = 1469598103934665603ull;
     int64_t top = -1;
     uint32_t seq = 0, n = 1, sentinels = 0;
     uint64_t t0 = now_ms();
     bool quiet = false;
-    if (cut) uln_udp_io_test_hook_sendmmsg(cut_sendmmsg);
+    if (cut) uln_link_udp_test_hook_sendmmsg(cut_sendmmsg);
     while (!quiet) {
         if (seq < NPKT) {
             uint32_t k = n < NPKT - seq ? n : NPKT - seq;
@@ -779,8 +778,8 @@ static void fault_run(const char *spec, struct fault_run *out, bool cut)
             send_all(a, pkts, k);
             seq += k;
             n = n % 64 + 1;
-            if (seq == NPKT) uln_udp_io_stats(a, &out->st); /* before the sentinels */
-        } else if (uln_udp_io_flush(a) > 0) {
+            if (seq == NPKT) uln_link_stats(a, &out->st); /* before the sentinels */
+        } else if (uln_link_flush(a) > 0) {
             /* Held packets wait for a later one: send sentinels (not counted)
              * rather than wait for the delay bound, which a preempted test
              * would reach at a different point each run. */
@@ -788,11 +787,11 @@ static void fault_run(const char *spec, struct fault_run *out, bool cut)
             hdr[0][1] = NPKT + sentinels++;
             pkts[0].iov[0] = (struct iovec){hdr[0], sizeof(hdr[0])};
             send_all(a, pkts, 1);
-        } else if (uln_udp_io_wait(b, 100) == 0) {
+        } else if (uln_link_wait(b, 100) == 0) {
             quiet = true;
         }
         int r;
-        while ((r = uln_udp_io_recv(b, rx, 256)) > 0) {
+        while ((r = uln_link_recv(b, rx, 256)) > 0) {
             for (int i = 0; i < r; i++) {
                 uint32_t h[2];
                 memcpy(h, rx[i].buf, sizeof(h));
@@ -811,7 +810,7 @@ static void fault_run(const char *spec, struct fault_run *out, bool cut)
                             top = h[1];
                     }
                 }
-                uln_udp_io_rx_release(b, rx[i].handle);
+                uln_link_rx_release(b, rx[i].handle);
             }
         }
         if (now_ms() - t0 > 60000) {
@@ -819,17 +818,17 @@ static void fault_run(const char *spec, struct fault_run *out, bool cut)
             break;
         }
     }
-    uln_udp_io_test_hook_sendmmsg(NULL);
+    uln_link_udp_test_hook_sendmmsg(NULL);
     out->drop = NPKT - distinct;
     out->dup = arrivals - distinct;
     out->order_hash = hash;
-    uln_udp_io_stats(a, &out->st_end);
-    struct uln_udp_io_stats sb;
-    uln_udp_io_stats(b, &sb);
+    uln_link_stats(a, &out->st_end);
+    struct uln_link_stats sb;
+    uln_link_stats(b, &sb);
     CHECK_EQ(sb.rx_kernel_drops, 0); /* every loss is the injector's */
     free(seen);
-    uln_udp_io_close(a);
-    uln_udp_io_close(b);
+    uln_link_close(a);
+    uln_link_close(b);
 }
 
 /* |measured - expected| within 5 standard deviations of a binomial. */
@@ -895,15 +894,15 @@ static void test_fault_rates(void)
 /* Reorder's delay bound and its hold slots. */
 static void test_fault_hold(void)
 {
-    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, "reorder=1,delay=200000");
-    struct uln_udp_io *b = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_link *a = open_io("127.0.0.1", 0, 0, false, "reorder=1,delay=200000");
+    struct uln_link *b = open_io("127.0.0.1", 0, 0, false, NULL);
     if (!a || !b) return;
     int peer = link_to(a, b);
     uint32_t v[20];
-    struct uln_udp_io_pkt pkts[20];
+    struct uln_link_pkt pkts[20];
     for (uint32_t i = 0; i < 20; i++) {
         v[i] = i;
-        pkts[i] = (struct uln_udp_io_pkt){.peer = peer, .niov = 1, .iov = {{&v[i], 4}}};
+        pkts[i] = (struct uln_link_pkt){.peer = peer, .niov = 1, .iov = {{&v[i], 4}}};
     }
     /* Every packet is picked for reordering: 0..15 fill the hold slots, 16
      * finds none free, goes, and takes the held ones with it (they were
@@ -911,17 +910,17 @@ static void test_fault_hold(void)
      * only from the next batch on (the batch's messages point into them), so
      * 17..19 go in order too. */
     send_all(a, pkts, 20);
-    struct uln_udp_io_rx rx[20];
+    struct uln_link_rx rx[20];
     unsigned got = recv_n(b, rx, 20, 5);
     CHECK_EQ(got, 20);
     for (unsigned i = 0; i < got; i++) {
         uint32_t x;
         memcpy(&x, rx[i].buf, 4);
         CHECK_EQ(x, i == 0 ? 16 : i <= 16 ? i - 1 : i);
-        uln_udp_io_rx_release(b, rx[i].handle);
+        uln_link_rx_release(b, rx[i].handle);
     }
-    struct uln_udp_io_stats st;
-    uln_udp_io_stats(a, &st);
+    struct uln_link_stats st;
+    uln_link_stats(a, &st);
     CHECK_EQ(st.fault_reorder, 16);
     CHECK_EQ(st.fault_nohold, 4);
     CHECK_EQ(st.fault_late, 0);
@@ -930,11 +929,11 @@ static void test_fault_hold(void)
      * (200 ms: far beyond any hiccup between the send and the checks). */
     uint64_t t0 = now_ms();
     send_all(a, pkts, 3);
-    CHECK_EQ(uln_udp_io_flush(a), 3); /* not yet due */
+    CHECK_EQ(uln_link_flush(a), 3); /* not yet due */
     CHECK_EQ(recv_n(b, rx, 3, 5), 0);
     got = 0;
     while (got < 3 && now_ms() - t0 < 3000) {
-        uln_udp_io_wait(a, 1000); /* wakes at the bound, releases */
+        uln_link_wait(a, 1000); /* wakes at the bound, releases */
         got += recv_n(b, rx + got, 3 - got, 1);
     }
     uint64_t waited = now_ms() - t0;
@@ -944,49 +943,49 @@ static void test_fault_hold(void)
         uint32_t x;
         memcpy(&x, rx[i].buf, 4);
         CHECK_EQ(x, i); /* released oldest first */
-        uln_udp_io_rx_release(b, rx[i].handle);
+        uln_link_rx_release(b, rx[i].handle);
     }
-    uln_udp_io_stats(a, &st);
+    uln_link_stats(a, &st);
     CHECK_EQ(st.fault_reorder, 19);
     CHECK_EQ(st.fault_late, 3);
-    CHECK_EQ(uln_udp_io_flush(a), 0);
-    uln_udp_io_close(a);
-    uln_udp_io_close(b);
+    CHECK_EQ(uln_link_flush(a), 0);
+    uln_link_close(a);
+    uln_link_close(b);
 
     /* drop=1 sends nothing and says so */
     a = open_io("127.0.0.1", 0, 0, false, "drop=100%");
     b = open_io("127.0.0.1", 0, 0, false, NULL);
     peer = link_to(a, b);
-    CHECK_EQ(uln_udp_io_send(a, pkts, 20), 20);
+    CHECK_EQ(uln_link_send(a, pkts, 20), 20);
     CHECK_EQ(recv_n(b, rx, 20, 20), 0);
-    uln_udp_io_stats(a, &st);
+    uln_link_stats(a, &st);
     CHECK(st.fault_drop == 20 && st.tx_pkts == 0);
-    uln_udp_io_close(a);
-    uln_udp_io_close(b);
+    uln_link_close(a);
+    uln_link_close(b);
 }
 
 /* ------------------------------------------------------------------------- */
 /* Receiving with GRO                                                         */
 /* ------------------------------------------------------------------------- */
 
-static bool readable(struct uln_udp_io *io)
+static bool readable(struct uln_link *io)
 {
-    struct pollfd p = {.fd = uln_udp_io_fd(io), .events = POLLIN};
+    struct pollfd p = {.fd = uln_link_fd(io), .events = POLLIN};
     return poll(&p, 1, 0) == 1;
 }
 
 /* Receive n datagrams asking for at most m per call; false if they did not
  * all come within a second. */
-static bool recv_by(struct uln_udp_io *io, struct uln_udp_io_rx *rx, unsigned n, unsigned m)
+static bool recv_by(struct uln_link *io, struct uln_link_rx *rx, unsigned n, unsigned m)
 {
     unsigned got = 0;
     uint64_t t0 = now_ms();
     while (got < n && now_ms() - t0 < 1000) {
-        int r = uln_udp_io_recv(io, rx + got, n - got < m ? n - got : m);
+        int r = uln_link_recv(io, rx + got, n - got < m ? n - got : m);
         CHECK(r >= 0 && (unsigned)r <= m);
         if (r < 0) return false;
         got += (unsigned)r;
-        if (r == 0) uln_udp_io_wait(io, 10);
+        if (r == 0) uln_link_wait(io, 10);
     }
     CHECK_EQ(got, n);
     return got == n;
@@ -998,22 +997,22 @@ static bool recv_by(struct uln_udp_io *io, struct uln_udp_io_rx *rx, unsigned n,
  * and the fd stays readable meanwhile. */
 static void test_gro_runs(void)
 {
-    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, NULL);
-    struct uln_udp_io *b = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_link *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_link *b = open_io("127.0.0.1", 0, 0, false, NULL);
     if (!a || !b) return;
-    struct uln_udp_io_info info;
-    uln_udp_io_info(b, &info);
+    struct uln_link_info info;
+    uln_link_info(b, &info);
     CHECK(info.gro && info.gso);
-    CHECK(info.gro_bufs >= ULN_UDP_IO_GRO_BUFS_MIN);
+    CHECK(info.gro_bufs >= ULN_LINK_UDP_GRO_BUFS_MIN);
     int peer = link_to(a, b);
     CHECK_EQ(link_to(b, a), 0);
-    unsigned pmax = uln_udp_io_payload_max(b);
+    unsigned pmax = uln_link_payload_max(b);
     const uint32_t sizes[] = {16, 17, 100, 999, 1472, 4000, 8000, pmax};
     const unsigned maxes[] = {64, 1, 3, 7, 2, 33, 64, 5};
-    static struct uln_udp_io_pkt pkts[64];
+    static struct uln_link_pkt pkts[64];
     static struct thdr hdrs[64];
-    static uint8_t flat[64][ULN_UDP_IO_MTU_CAP];
-    static struct uln_udp_io_rx rx[64];
+    static uint8_t flat[64][ULN_LINK_UDP_MTU_CAP];
+    static struct uln_link_rx rx[64];
     uint32_t seq = 0;
     unsigned runs = 0, segs = 0, bad = 0, apart = 0;
     for (unsigned z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
@@ -1039,7 +1038,7 @@ static void test_gro_runs(void)
                 CHECK(!readable(b));
             }
             for (unsigned i = n; i-- > 0;)
-                CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+                CHECK_EQ(uln_link_rx_release(b, rx[i].handle), 0);
             runs += n > 1;
             segs += n;
             seq += n;
@@ -1055,7 +1054,7 @@ static void test_gro_runs(void)
     unsigned got = 0, sleepy = 0;
     for (unsigned i = 0; i < 64; i++) {
         if (!readable(b)) sleepy++;
-        int r = uln_udp_io_recv(b, rx + i, 1);
+        int r = uln_link_recv(b, rx + i, 1);
         CHECK_EQ(r, 1);
         if (r != 1) break;
         struct thdr h;
@@ -1063,14 +1062,14 @@ static void test_gro_runs(void)
         got++;
     }
     CHECK_EQ(sleepy, 0);
-    CHECK_EQ(uln_udp_io_recv(b, rx + 63, 1), 0);
+    CHECK_EQ(uln_link_recv(b, rx + 63, 1), 0);
     CHECK(!readable(b));
     for (unsigned i = 0; i < got; i++)
-        CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+        CHECK_EQ(uln_link_rx_release(b, rx[i].handle), 0);
     runs++;
     segs += 64;
-    struct uln_udp_io_stats st;
-    uln_udp_io_stats(b, &st);
+    struct uln_link_stats st;
+    uln_link_stats(b, &st);
     CHECK_EQ(st.rx_gro_msgs, runs);
     CHECK_EQ(st.rx_gro_segs, segs);
     CHECK_EQ(st.rx_pkts, segs);
@@ -1080,8 +1079,8 @@ static void test_gro_runs(void)
     printf("gro runs: %u datagrams in %llu reads (%llu recvmmsg calls), %llu wake-ups\n", segs,
            (unsigned long long)st.rx_gro_msgs, (unsigned long long)st.rx_calls,
            (unsigned long long)st.rx_wakes);
-    uln_udp_io_close(a);
-    uln_udp_io_close(b);
+    uln_link_close(a);
+    uln_link_close(b);
 }
 
 /* Four landing buffers (glow 1) and a pool of 2: datagrams of a read are
@@ -1090,22 +1089,22 @@ static void test_gro_runs(void)
  * then lending goes on regardless until none is left; bad releases refused. */
 static void test_gro_pool(void)
 {
-    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, NULL);
-    uln_udp_io_test_hook_gro_bufs(4);
-    struct uln_udp_io *b = open_io("127.0.0.1", 0, 2, false, NULL);
-    uln_udp_io_test_hook_gro_bufs(0);
+    struct uln_link *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    uln_link_udp_test_hook_gro_bufs(4);
+    struct uln_link *b = open_io("127.0.0.1", 0, 2, false, NULL);
+    uln_link_udp_test_hook_gro_bufs(0);
     if (!a || !b) return;
-    struct uln_udp_io_info info;
-    uln_udp_io_info(b, &info);
+    struct uln_link_info info;
+    uln_link_info(b, &info);
     CHECK(info.gro && info.gro_bufs == 4);
     int peer = link_to(a, b);
     struct sockaddr_storage as;
     socklen_t al;
-    uln_udp_io_local(a, &as, &al);
-    static struct uln_udp_io_pkt pkts[10];
+    uln_link_local(a, &as, &al);
+    static struct uln_link_pkt pkts[10];
     static struct thdr hdrs[10];
     static uint8_t flat[10][1024];
-    static struct uln_udp_io_rx rx[80];
+    static struct uln_link_rx rx[80];
     uint32_t seq = 0;
     /* runs A, B, C, D of 10 x 1000 */
     for (unsigned r = 0; r < 4; r++) {
@@ -1115,8 +1114,8 @@ static void test_gro_pool(void)
         seq += 10;
     }
     if (!recv_by(b, rx, 40, 64)) return;
-    struct uln_udp_io_stats st;
-    uln_udp_io_stats(b, &st);
+    struct uln_link_stats st;
+    uln_link_stats(b, &st);
     CHECK_EQ(st.rx_gro_msgs, 4);
     CHECK_EQ(st.rx_copied, 2); /* D: copies while the pool lasts, then lent */
     for (unsigned i = 0; i < 40; i++) {
@@ -1129,22 +1128,22 @@ static void test_gro_pool(void)
     for (unsigned i = 0; i < 10; i++)
         make_pkt(&pkts[i], peer, &hdrs[i], flat[i], seq + i, 1000, 2);
     send_all(a, pkts, 10);
-    CHECK_EQ(uln_udp_io_recv(b, rx + 40, 10), 0);
-    uln_udp_io_stats(b, &st);
+    CHECK_EQ(uln_link_recv(b, rx + 40, 10), 0);
+    uln_link_stats(b, &st);
     uint64_t dry = st.rx_pool_empty;
     CHECK(dry >= 1);
     /* A's datagrams back out of order, all but #4: still nothing to read into */
     const unsigned order[9] = {7, 2, 9, 0, 5, 3, 8, 1, 6};
     for (unsigned i = 0; i < 9; i++) {
-        CHECK_EQ(uln_udp_io_rx_release(b, rx[order[i]].handle), 0);
-        CHECK(uln_udp_io_rx_addr(b, rx[order[i]].handle, NULL) == NULL);
-        CHECK_EQ(uln_udp_io_recv(b, rx + 40, 10), 0);
+        CHECK_EQ(uln_link_rx_release(b, rx[order[i]].handle), 0);
+        CHECK(uln_link_rx_addr(b, rx[order[i]].handle, NULL) == NULL);
+        CHECK_EQ(uln_link_recv(b, rx + 40, 10), 0);
     }
-    uln_udp_io_stats(b, &st);
+    uln_link_stats(b, &st);
     CHECK_EQ(st.rx_pool_empty, dry + 9);
-    CHECK_EQ(uln_udp_io_rx_release(b, rx[7].handle), -EINVAL); /* twice */
+    CHECK_EQ(uln_link_rx_release(b, rx[7].handle), -EINVAL); /* twice */
     socklen_t sl;
-    const struct sockaddr *src = uln_udp_io_rx_addr(b, rx[4].handle, &sl);
+    const struct sockaddr *src = uln_link_rx_addr(b, rx[4].handle, &sl);
     CHECK(src && sl == al &&
           ((const struct sockaddr_in *)src)->sin_port ==
               ((const struct sockaddr_in *)&as)->sin_port);
@@ -1156,7 +1155,7 @@ static void test_gro_pool(void)
     CHECK(pkt_ok(&rx[4], NULL));
     /* the last of A: its buffer takes E */
     uint8_t *a_buf = rx[0].buf;
-    CHECK_EQ(uln_udp_io_rx_release(b, rx[4].handle), 0);
+    CHECK_EQ(uln_link_rx_release(b, rx[4].handle), 0);
     if (!recv_by(b, rx + 40, 10, 10)) return;
     CHECK(rx[40].buf == a_buf);
     for (unsigned i = 40; i < 50; i++) {
@@ -1165,13 +1164,13 @@ static void test_gro_pool(void)
     }
     /* everything back, in reverse; then bad handles of every kind */
     for (unsigned i = 50; i-- > 10;)
-        CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
-    CHECK_EQ(uln_udp_io_rx_release(b, rx[43].handle), -EINVAL);
-    CHECK_EQ(uln_udp_io_rx_release(b, rx[30].handle), -EINVAL); /* a copy, twice */
-    CHECK_EQ(uln_udp_io_rx_release(b, 0x80000000u | (999u << 8)), -EINVAL);
-    CHECK_EQ(uln_udp_io_rx_release(b, 0x80000000u | (1u << 8) | 200u), -EINVAL);
-    CHECK_EQ(uln_udp_io_rx_release(b, 9999), -EINVAL);
-    uln_udp_io_stats(b, &st);
+        CHECK_EQ(uln_link_rx_release(b, rx[i].handle), 0);
+    CHECK_EQ(uln_link_rx_release(b, rx[43].handle), -EINVAL);
+    CHECK_EQ(uln_link_rx_release(b, rx[30].handle), -EINVAL); /* a copy, twice */
+    CHECK_EQ(uln_link_rx_release(b, 0x80000000u | (999u << 8)), -EINVAL);
+    CHECK_EQ(uln_link_rx_release(b, 0x80000000u | (1u << 8) | 200u), -EINVAL);
+    CHECK_EQ(uln_link_rx_release(b, 9999), -EINVAL);
+    uln_link_stats(b, &st);
     CHECK_EQ(st.rx_bad_release, 6);
     /* the pool is whole again: the same four runs go the same way */
     uint64_t copied = st.rx_copied;
@@ -1186,14 +1185,14 @@ static void test_gro_pool(void)
     for (unsigned i = 0; i < 40; i++) {
         struct thdr h;
         CHECK(pkt_ok(&rx[i], &h) && h.seq == 50 + i);
-        CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+        CHECK_EQ(uln_link_rx_release(b, rx[i].handle), 0);
     }
-    uln_udp_io_stats(b, &st);
+    uln_link_stats(b, &st);
     CHECK_EQ(st.rx_copied, copied + 2);
     CHECK_EQ(st.rx_pkts, 90);
     CHECK_EQ(st.rx_gro_msgs, 9);
-    uln_udp_io_close(a);
-    uln_udp_io_close(b);
+    uln_link_close(a);
+    uln_link_close(b);
 }
 
 /* xorshift for the mixed stream */
@@ -1212,20 +1211,20 @@ static uint32_t rnd(uint64_t *s)
  * intact when it is finally released. */
 static void test_gro_mixed(void)
 {
-    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, NULL);
-    struct uln_udp_io *c = open_io("127.0.0.1", 0, 0, false, NULL);
-    uln_udp_io_test_hook_gro_bufs(8);
-    struct uln_udp_io *b = open_io("127.0.0.1", 0, 256, false, NULL);
-    uln_udp_io_test_hook_gro_bufs(0);
+    struct uln_link *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_link *c = open_io("127.0.0.1", 0, 0, false, NULL);
+    uln_link_udp_test_hook_gro_bufs(8);
+    struct uln_link *b = open_io("127.0.0.1", 0, 256, false, NULL);
+    uln_link_udp_test_hook_gro_bufs(0);
     if (!a || !b || !c) return;
     int pa = link_to(a, b), pc = link_to(c, b);
     CHECK_EQ(link_to(b, a), 0);
     CHECK_EQ(link_to(b, c), 1);
-    unsigned pmax = uln_udp_io_payload_max(b);
-    static struct uln_udp_io_pkt pkts[64];
+    unsigned pmax = uln_link_payload_max(b);
+    static struct uln_link_pkt pkts[64];
     static struct thdr hdrs[64];
-    static uint8_t flat[64][ULN_UDP_IO_MTU_CAP];
-    static struct uln_udp_io_rx rx[64], kept[300];
+    static uint8_t flat[64][ULN_LINK_UDP_MTU_CAP];
+    static struct uln_link_rx rx[64], kept[300];
     unsigned nkept = 0, bad = 0, missing = 0, dry_spells = 0;
     uint64_t r = 88172645463325252ull, total = 0;
     uint32_t seq = 0;
@@ -1247,12 +1246,12 @@ static void test_gro_mixed(void)
         uint64_t t0 = now_ms();
         while (got < n && now_ms() - t0 < 2000) {
             unsigned m = 1 + rnd(&r) % 64;
-            int k = uln_udp_io_recv(b, rx, m < n - got ? m : n - got);
+            int k = uln_link_recv(b, rx, m < n - got ? m : n - got);
             CHECK(k >= 0);
             if (k < 0) break;
             if (k == 0) {
-                struct uln_udp_io_stats st;
-                uln_udp_io_stats(b, &st);
+                struct uln_link_stats st;
+                uln_link_stats(b, &st);
                 if (nkept && st.rx_pool_empty > dry_spells) {
                     /* dry: give back the oldest kept half, as a transport
                      * would once the gap before them is filled */
@@ -1260,12 +1259,12 @@ static void test_gro_mixed(void)
                     unsigned h = (nkept + 1) / 2;
                     for (unsigned j = 0; j < h; j++) {
                         if (!pkt_ok(&kept[j], NULL)) bad++;
-                        CHECK_EQ(uln_udp_io_rx_release(b, kept[j].handle), 0);
+                        CHECK_EQ(uln_link_rx_release(b, kept[j].handle), 0);
                     }
                     memmove(kept, kept + h, (nkept - h) * sizeof(kept[0]));
                     nkept -= h;
                 } else {
-                    uln_udp_io_wait(b, 10);
+                    uln_link_wait(b, 10);
                 }
                 continue;
             }
@@ -1277,7 +1276,7 @@ static void test_gro_mixed(void)
                 if (nkept < 300 && rnd(&r) % 3 == 0) {
                     kept[nkept++] = rx[j];
                 } else {
-                    CHECK_EQ(uln_udp_io_rx_release(b, rx[j].handle), 0);
+                    CHECK_EQ(uln_link_rx_release(b, rx[j].handle), 0);
                 }
             }
             got += (unsigned)k;
@@ -1290,20 +1289,20 @@ static void test_gro_mixed(void)
             while (nkept) {
                 unsigned j = rnd(&r) % nkept;
                 if (!pkt_ok(&kept[j], NULL)) bad++;
-                CHECK_EQ(uln_udp_io_rx_release(b, kept[j].handle), 0);
+                CHECK_EQ(uln_link_rx_release(b, kept[j].handle), 0);
                 kept[j] = kept[--nkept];
             }
         }
     }
     for (unsigned j = 0; j < nkept; j++) {
         if (!pkt_ok(&kept[j], NULL)) bad++;
-        CHECK_EQ(uln_udp_io_rx_release(b, kept[j].handle), 0);
+        CHECK_EQ(uln_link_rx_release(b, kept[j].handle), 0);
     }
     CHECK_EQ(missing, 0);
     CHECK_EQ(bad, 0);
     CHECK_EQ(recv_n(b, rx, 1, 20), 0); /* nothing extra */
-    struct uln_udp_io_stats st;
-    uln_udp_io_stats(b, &st);
+    struct uln_link_stats st;
+    uln_link_stats(b, &st);
     CHECK_EQ(st.rx_pkts, total);
     CHECK(st.rx_gro_msgs > 0 && st.rx_copied > 0);
     CHECK_EQ(st.rx_trunc + st.rx_bad_release + st.rx_kernel_drops, 0);
@@ -1312,9 +1311,9 @@ static void test_gro_mixed(void)
            (unsigned long long)total, (unsigned long long)st.rx_gro_msgs,
            (unsigned long long)st.rx_gro_segs, (unsigned long long)st.rx_copied,
            (unsigned long long)st.rx_pool_empty, (unsigned long long)st.rx_wakes);
-    uln_udp_io_close(a);
-    uln_udp_io_close(b);
-    uln_udp_io_close(c);
+    uln_link_close(a);
+    uln_link_close(b);
+    uln_link_close(c);
 }
 
 /* A GSO run from a plain socket not in the peer table: each datagram has its
@@ -1322,11 +1321,11 @@ static void test_gro_mixed(void)
  * that are, not a shorter last one. */
 static void test_gro_edges(void)
 {
-    struct uln_udp_io *b = open_io("127.0.0.1", 1000, 0, false, NULL);
+    struct uln_link *b = open_io("127.0.0.1", 1000, 0, false, NULL);
     if (!b) return;
     struct sockaddr_in bsa;
     socklen_t bl = sizeof(bsa);
-    uln_udp_io_local(b, (struct sockaddr_storage *)&bsa, &bl);
+    uln_link_local(b, (struct sockaddr_storage *)&bsa, &bl);
     int s = socket(AF_INET, SOCK_DGRAM, 0);
     struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     CHECK_EQ(bind(s, (struct sockaddr *)&lo, sizeof(lo)), 0);
@@ -1358,7 +1357,7 @@ static void test_gro_edges(void)
         memcpy(CMSG_DATA(cm), &segsz[k], sizeof(segsz[k]));
         CHECK_EQ(sendmsg(s, &m, 0), (ssize_t)tot[k]);
     }
-    struct uln_udp_io_rx rx[8];
+    struct uln_link_rx rx[8];
     if (!recv_by(b, rx, 6, 8)) return;
     for (unsigned i = 0; i < 6; i++) {
         uint32_t want = i < 5 ? 300 : 500;
@@ -1368,87 +1367,85 @@ static void test_gro_edges(void)
         CHECK(rx[i].buf[0] == buf[off] && rx[i].buf[want - 1] == buf[off + want - 1]);
         socklen_t l;
         const struct sockaddr_in *src =
-            (const struct sockaddr_in *)uln_udp_io_rx_addr(b, rx[i].handle, &l);
+            (const struct sockaddr_in *)uln_link_rx_addr(b, rx[i].handle, &l);
         CHECK(src && l == sizeof(me) && src->sin_port == me.sin_port);
     }
     for (unsigned i = 0; i < 6; i++)
-        CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
-    CHECK(uln_udp_io_rx_addr(b, rx[2].handle, NULL) == NULL);
+        CHECK_EQ(uln_link_rx_release(b, rx[i].handle), 0);
+    CHECK(uln_link_rx_addr(b, rx[2].handle, NULL) == NULL);
     CHECK_EQ(recv_n(b, rx, 1, 20), 0);
-    struct uln_udp_io_stats st;
-    uln_udp_io_stats(b, &st);
+    struct uln_link_stats st;
+    uln_link_stats(b, &st);
     CHECK_EQ(st.rx_trunc, 2);
     CHECK_EQ(st.rx_unknown, 6);
     CHECK_EQ(st.rx_gro_msgs, 2);
     CHECK_EQ(st.rx_gro_segs, 8);
     close(s);
-    uln_udp_io_close(b);
+    uln_link_close(b);
 }
 
-/* GRO off: by no_gro, ULN_UDP_GRO=0, or faults; then a GSO run comes as
- * datagrams each in its own pool buffer, as before GRO. ULN_UDP_GRO takes 0
- * or 1 only. Receive memory as documented. */
+/* GRO off: by no_gro (ULN_UDP_GRO=0), or faults; then a GSO run comes as
+ * datagrams each in its own pool buffer, as before GRO. Receive memory as
+ * documented. */
 static void test_gro_off(void)
 {
-    struct uln_udp_io_info info;
-    struct uln_udp_io *io;
-    struct uln_udp_io_cfg c = {.addr = "127.0.0.1", .mtu = 1500, .fault = ""};
-    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
-    uln_udp_io_info(io, &info);
+    struct uln_link_info info;
+    struct uln_link *io;
+    struct uln_link_udp_cfg c = {.addr = "127.0.0.1", .mtu = 1500, .fault = ""};
+    CHECK_EQ(uln_link_udp_open(&c, &io), 0);
+    uln_link_info(io, &info);
     CHECK(info.gro && info.gro_bufs == 116);
-    CHECK(info.rx_mem <= ULN_UDP_IO_RX_MEM && info.rx_mem > ULN_UDP_IO_RX_MEM - (1u << 16) - 4096);
-    uln_udp_io_close(io);
+    CHECK(info.rx_mem <= ULN_LINK_UDP_RX_MEM &&
+          info.rx_mem > ULN_LINK_UDP_RX_MEM - (1u << 16) - 4096);
+    uln_link_close(io);
     c.mtu = 0; /* loopback: 9000 */
-    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
-    uln_udp_io_info(io, &info);
-    CHECK(info.gro && info.gro_bufs == 57 && info.rx_mem <= ULN_UDP_IO_RX_MEM);
-    uln_udp_io_close(io);
+    CHECK_EQ(uln_link_udp_open(&c, &io), 0);
+    uln_link_info(io, &info);
+    CHECK(info.gro && info.gro_bufs == 57 && info.rx_mem <= ULN_LINK_UDP_RX_MEM);
+    uln_link_close(io);
     c.rx_bufs = 4096; /* a pool past the aim: the fewest landing buffers on top */
-    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
-    uln_udp_io_info(io, &info);
-    CHECK(info.gro && info.gro_bufs == ULN_UDP_IO_GRO_BUFS_MIN);
-    uln_udp_io_close(io);
+    CHECK_EQ(uln_link_udp_open(&c, &io), 0);
+    uln_link_info(io, &info);
+    CHECK(info.gro && info.gro_bufs == ULN_LINK_UDP_GRO_BUFS_MIN);
+    uln_link_close(io);
     c.rx_bufs = 0;
 
-    setenv("ULN_UDP_GRO", "yes", 1);
-    CHECK_EQ(uln_udp_io_open(&c, &io), -EINVAL);
-    setenv("ULN_UDP_GRO", "1", 1);
-    c.no_gro = true; /* the config has the last word */
-    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
-    uln_udp_io_info(io, &info);
+    c.no_gro = true;
+    CHECK_EQ(uln_link_udp_open(&c, &io), 0);
+    uln_link_info(io, &info);
     CHECK(!info.gro);
-    uln_udp_io_close(io);
+    uln_link_close(io);
     c.no_gro = false;
-    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
-    uln_udp_io_info(io, &info);
+    CHECK_EQ(uln_link_udp_open(&c, &io), 0);
+    uln_link_info(io, &info);
     CHECK(info.gro);
-    uln_udp_io_close(io);
+    uln_link_close(io);
     c.fault = "drop=0.01";
-    CHECK_EQ(uln_udp_io_open(&c, &io), 0);
-    uln_udp_io_info(io, &info);
+    CHECK_EQ(uln_link_udp_open(&c, &io), 0);
+    uln_link_info(io, &info);
     CHECK(!info.gro && !info.gso && info.gro_bufs == 0);
-    uln_udp_io_close(io);
+    uln_link_close(io);
     c.fault = "";
-    setenv("ULN_UDP_GRO", "0", 1);
-    struct uln_udp_io *b;
-    CHECK_EQ(uln_udp_io_open(&c, &b), 0);
-    unsetenv("ULN_UDP_GRO");
-    uln_udp_io_info(b, &info);
+    c.no_gro = true;
+    struct uln_link *b;
+    CHECK_EQ(uln_link_udp_open(&c, &b), 0);
+    c.no_gro = false;
+    uln_link_info(b, &info);
     CHECK(!info.gro && info.gro_bufs == 0);
     CHECK_EQ(info.rx_mem, (512u * ((info.payload_max + 63u) & ~63u) + 4095u) & ~4095u);
 
-    struct uln_udp_io *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_link *a = open_io("127.0.0.1", 0, 0, false, NULL);
     if (!a) return;
     int peer = link_to(a, b);
-    static struct uln_udp_io_pkt pkts[40];
+    static struct uln_link_pkt pkts[40];
     static struct thdr hdrs[40];
     static uint8_t flat[40][1024];
     for (unsigned i = 0; i < 40; i++)
         make_pkt(&pkts[i], peer, &hdrs[i], flat[i], i, 1000, 2);
     send_all(a, pkts, 40);
-    static struct uln_udp_io_rx rx[40];
+    static struct uln_link_rx rx[40];
     if (recv_by(b, rx, 40, 64)) {
-        unsigned pmax = uln_udp_io_payload_max(b);
+        unsigned pmax = uln_link_payload_max(b);
         for (unsigned i = 0; i < 40; i++) {
             struct thdr h;
             CHECK(pkt_ok(&rx[i], &h) && h.seq == i);
@@ -1456,17 +1453,17 @@ static void test_gro_off(void)
             for (unsigned j = 0; j < i; j++)
                 CHECK(rx[i].buf >= rx[j].buf + pmax || rx[j].buf >= rx[i].buf + pmax);
             CHECK(rx[i].handle < 512);
-            CHECK_EQ(uln_udp_io_rx_release(b, rx[i].handle), 0);
+            CHECK_EQ(uln_link_rx_release(b, rx[i].handle), 0);
         }
     }
-    struct uln_udp_io_stats sa, sb;
-    uln_udp_io_stats(a, &sa);
-    uln_udp_io_stats(b, &sb);
+    struct uln_link_stats sa, sb;
+    uln_link_stats(a, &sa);
+    uln_link_stats(b, &sb);
     CHECK_EQ(sa.tx_gso_msgs, 1);
     CHECK_EQ(sb.rx_gro_msgs + sb.rx_gro_segs + sb.rx_copied + sb.rx_wakes, 0);
     CHECK_EQ(sb.rx_pkts, 40);
-    uln_udp_io_close(a);
-    uln_udp_io_close(b);
+    uln_link_close(a);
+    uln_link_close(b);
 }
 
 int main(int argc, char **argv)
@@ -1474,8 +1471,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(pattern); i++)
         pattern[i] = (uint8_t)(i * 131u + (i >> 8) * 7u + 1u);
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines as they happen, under ctest too */
-    unsetenv("ULN_FAULT");
-    unsetenv("ULN_UDP_GRO");
     const char *only = argc > 1 ? argv[1] : NULL;
 #define RUN(name, call)                                                                            \
     do {                                                                                           \

@@ -28,7 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transport/udp_io.h"
+#include "transport/link_fault.h"
+#include "transport/link_udp.h"
 
 #define MAGIC 0x756c6e75u
 
@@ -81,10 +82,10 @@ static int parse_peer(const char *s, struct sockaddr_storage *ss, socklen_t *len
     return inet_pton(AF_INET, host, &in->sin_addr) == 1 ? 0 : -1;
 }
 
-static void print_stats(const char *who, struct uln_udp_io *io)
+static void print_stats(const char *who, struct uln_link *io)
 {
-    struct uln_udp_io_stats st;
-    uln_udp_io_stats(io, &st);
+    struct uln_link_stats st;
+    uln_link_stats(io, &st);
     printf("%s_tx_pkts=%llu %s_tx_calls=%llu %s_tx_gso_msgs=%llu %s_tx_again=%llu %s_tx_err=%llu "
            "%s_rx_pkts=%llu %s_rx_calls=%llu %s_rx_unknown=%llu %s_rx_trunc=%llu "
            "%s_rx_pool_empty=%llu %s_kernel_drops=%llu %s_rx_gro_msgs=%llu %s_rx_gro_segs=%llu "
@@ -100,36 +101,36 @@ static void print_stats(const char *who, struct uln_udp_io *io)
 }
 
 /* Send all of pkts, sleeping on POLLOUT while the socket is full. */
-static bool send_all(struct uln_udp_io *io, struct uln_udp_io_pkt *pkts, unsigned n)
+static bool send_all(struct uln_link *io, struct uln_link_pkt *pkts, unsigned n)
 {
     unsigned done = 0;
     while (done < n) {
-        int r = uln_udp_io_send(io, pkts + done, n - done);
+        int r = uln_link_send(io, pkts + done, n - done);
         if (r < 0) {
             fprintf(stderr, "udp_io_peer: send: %s\n", strerror(-r));
             return false;
         }
         done += (unsigned)r;
         if (done < n) {
-            struct pollfd p = {.fd = uln_udp_io_fd(io), .events = POLLOUT};
+            struct pollfd p = {.fd = uln_link_fd(io), .events = POLLOUT};
             poll(&p, 1, 100);
         }
     }
     return true;
 }
 
-static int run_echo(struct uln_udp_io *io, const struct opts *o)
+static int run_echo(struct uln_link *io, const struct opts *o)
 {
-    static struct uln_udp_io_rx rx[ULN_UDP_IO_BATCH];
-    static struct uln_udp_io_pkt out[ULN_UDP_IO_BATCH];
+    static struct uln_link_rx rx[ULN_LINK_BATCH];
+    static struct uln_link_pkt out[ULN_LINK_BATCH];
     unsigned long long echoed = 0, foreign = 0;
     uint64_t last = now_ns();
     while (!o->count || echoed < o->count) {
-        int r = uln_udp_io_recv(io, rx, ULN_UDP_IO_BATCH);
+        int r = uln_link_recv(io, rx, ULN_LINK_BATCH);
         if (r < 0) return 1;
         if (r == 0) {
             if (now_ns() - last > (uint64_t)o->idle_ms * 1000000u) break;
-            uln_udp_io_wait(io, 50);
+            uln_link_wait(io, 50);
             continue;
         }
         last = now_ns();
@@ -140,13 +141,13 @@ static int run_echo(struct uln_udp_io *io, const struct opts *o)
                 continue;
             }
             /* Sent straight from the receive buffer: no copy. */
-            out[n] = (struct uln_udp_io_pkt){.peer = 0, .niov = 1, .iov = {{rx[i].buf, rx[i].len}}};
+            out[n] = (struct uln_link_pkt){.peer = 0, .niov = 1, .iov = {{rx[i].buf, rx[i].len}}};
             n++;
         }
         if (!send_all(io, out, n)) return 1;
         echoed += n;
         for (int i = 0; i < r; i++)
-            uln_udp_io_rx_release(io, rx[i].handle);
+            uln_link_rx_release(io, rx[i].handle);
     }
     printf("echoed=%llu foreign=%llu\n", echoed, foreign);
     print_stats("echo", io);
@@ -155,12 +156,12 @@ static int run_echo(struct uln_udp_io *io, const struct opts *o)
 
 static uint8_t pattern[1 << 16];
 
-static int run_ping(struct uln_udp_io *io, const struct opts *o)
+static int run_ping(struct uln_link *io, const struct opts *o)
 {
-    static struct uln_udp_io_pkt pkts[64];
+    static struct uln_link_pkt pkts[64];
     static uint32_t hdr[64][4];
-    static struct uln_udp_io_rx rx[64];
-    unsigned pmax = uln_udp_io_payload_max(io);
+    static struct uln_link_rx rx[64];
+    unsigned pmax = uln_link_payload_max(io);
     unsigned long long sent = 0, ok = 0, bad = 0, missing = 0, wrong_peer = 0;
     uint32_t seq = 0;
     for (unsigned n = 1; n <= 64; n++) {
@@ -191,9 +192,9 @@ static int run_ping(struct uln_udp_io *io, const struct opts *o)
         unsigned got = 0;
         uint64_t t0 = now_ns();
         while (got < n && now_ns() - t0 < 1000000000ull) {
-            int r = uln_udp_io_recv(io, rx + got, n - got);
+            int r = uln_link_recv(io, rx + got, n - got);
             if (r < 0) return 1;
-            if (r == 0) uln_udp_io_wait(io, 20);
+            if (r == 0) uln_link_wait(io, 20);
             got += (unsigned)(r > 0 ? r : 0);
         }
         missing += n - got;
@@ -204,7 +205,7 @@ static int run_ping(struct uln_udp_io *io, const struct opts *o)
                         !memcmp(rx[i].buf + 16, pattern + h[3], rx[i].len - 16);
             good ? ok++ : bad++;
             wrong_peer += rx[i].peer != 0;
-            uln_udp_io_rx_release(io, rx[i].handle);
+            uln_link_rx_release(io, rx[i].handle);
         }
         seq += n;
     }
@@ -214,15 +215,15 @@ static int run_ping(struct uln_udp_io *io, const struct opts *o)
     return ok == sent && !wrong_peer ? 0 : 1;
 }
 
-static int run_source(struct uln_udp_io *io, const struct opts *o)
+static int run_source(struct uln_link *io, const struct opts *o)
 {
-    unsigned size = o->size ? o->size : uln_udp_io_payload_max(io);
+    unsigned size = o->size ? o->size : uln_link_payload_max(io);
     unsigned batch = o->batch ? o->batch : 64;
-    if (size < 8 || size > uln_udp_io_payload_max(io) || batch > 1024) {
+    if (size < 8 || size > uln_link_payload_max(io) || batch > 1024) {
         fprintf(stderr, "udp_io_peer: bad --size or --batch\n");
         return 2;
     }
-    struct uln_udp_io_pkt *pkts = calloc(batch, sizeof(*pkts));
+    struct uln_link_pkt *pkts = calloc(batch, sizeof(*pkts));
     uint32_t(*hdr)[2] = calloc(batch, sizeof(*hdr));
     uint64_t t0 = now_ns(), stop = o->ms ? t0 + (uint64_t)o->ms * 1000000u : UINT64_MAX;
     unsigned long long seq = 0, limit = o->count ? o->count : ~0ull;
@@ -231,7 +232,7 @@ static int run_source(struct uln_udp_io *io, const struct opts *o)
         for (unsigned i = 0; i < n; i++) {
             hdr[i][0] = MAGIC;
             hdr[i][1] = (uint32_t)(seq + i);
-            pkts[i] = (struct uln_udp_io_pkt){
+            pkts[i] = (struct uln_link_pkt){
                 .peer = 0, .niov = 2, .iov = {{hdr[i], 8}, {pattern, size - 8}}};
         }
         if (!send_all(io, pkts, n)) return 1;
@@ -242,8 +243,8 @@ static int run_source(struct uln_udp_io *io, const struct opts *o)
         }
     }
     /* Let the fault injector's held packets go. */
-    while (uln_udp_io_flush(io) > 0)
-        uln_udp_io_wait(io, 1);
+    while (uln_link_flush(io) > 0)
+        uln_link_wait(io, 1);
     double secs = (double)(now_ns() - t0) / 1e9;
     printf("sent=%llu size=%u secs=%.3f offered_gbps=%.3f\n", seq, size, secs,
            (double)seq * size * 8 / secs / 1e9);
@@ -253,9 +254,9 @@ static int run_source(struct uln_udp_io *io, const struct opts *o)
     return 0;
 }
 
-static int run_sink(struct uln_udp_io *io, const struct opts *o)
+static int run_sink(struct uln_link *io, const struct opts *o)
 {
-    static struct uln_udp_io_rx rx[ULN_UDP_IO_BATCH];
+    static struct uln_link_rx rx[ULN_LINK_BATCH];
     size_t cap = 1u << 24;
     uint8_t *seen = calloc(cap, 1);
     unsigned long long arrivals = 0, distinct = 0, bytes = 0, foreign = 0, bad = 0;
@@ -264,11 +265,11 @@ static int run_sink(struct uln_udp_io *io, const struct opts *o)
     while (!o->count || distinct < o->count) {
         uint64_t now = now_ns();
         if (now - start > max_ns) break;
-        int r = uln_udp_io_recv(io, rx, ULN_UDP_IO_BATCH);
+        int r = uln_link_recv(io, rx, ULN_LINK_BATCH);
         if (r < 0) return 1;
         if (r == 0) {
             if (first && now - last > (uint64_t)o->idle_ms * 1000000u) break;
-            if (!o->busy) uln_udp_io_wait(io, 20);
+            if (!o->busy) uln_link_wait(io, 20);
             continue;
         }
         last = now_ns();
@@ -287,7 +288,7 @@ static int run_sink(struct uln_udp_io *io, const struct opts *o)
                 else if (h[1] < cap && !seen[h[1]]++)
                     distinct++;
             }
-            uln_udp_io_rx_release(io, rx[i].handle);
+            uln_link_rx_release(io, rx[i].handle);
         }
     }
     double secs = first && last > first ? (double)(last - first) / 1e9 : 0;
@@ -349,15 +350,15 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(pattern); i++)
         pattern[i] = (uint8_t)(i * 131u + (i >> 8) * 7u + 1u);
 
-    struct uln_udp_io_cfg cfg = {.addr = o.bind,
-                                 .port = (uint16_t)o.port,
-                                 .no_gso = o.no_gso,
-                                 .no_gro = o.no_gro,
-                                 .fault = o.fault,
-                                 .rx_bufs = 1024,
-                                 .busy_poll = o.busy};
-    struct uln_udp_io *io;
-    int rc = uln_udp_io_open(&cfg, &io);
+    struct uln_link_udp_cfg cfg = {.addr = o.bind,
+                                   .port = (uint16_t)o.port,
+                                   .no_gso = o.no_gso,
+                                   .no_gro = o.no_gro,
+                                   .fault = o.fault,
+                                   .rx_bufs = 1024,
+                                   .busy_poll = o.busy};
+    struct uln_link *io;
+    int rc = uln_link_udp_open(&cfg, &io);
     if (rc) {
         fprintf(stderr, "udp_io_peer: open %s:%u: %s\n", o.bind ? o.bind : "*", o.port,
                 strerror(-rc));
@@ -366,12 +367,12 @@ int main(int argc, char **argv)
     struct sockaddr_storage ss;
     socklen_t sl;
     if (parse_peer(o.peer, &ss, &sl) < 0 ||
-        uln_udp_io_add_peer(io, (struct sockaddr *)&ss, sl) != 0) {
+        uln_link_add_peer(io, (struct sockaddr *)&ss, sl) != 0) {
         fprintf(stderr, "udp_io_peer: bad peer '%s'\n", o.peer);
         return 2;
     }
-    struct uln_udp_io_info info;
-    uln_udp_io_info(io, &info);
+    struct uln_link_info info;
+    uln_link_info(io, &info);
     fprintf(stderr,
             "udp_io_peer %s: mtu %u (%s) payload_max %u gso %d gro %d (%u bufs) fault %d "
             "rcvbuf %d\n",
@@ -388,6 +389,6 @@ int main(int argc, char **argv)
     else
         usage();
     fflush(stdout);
-    uln_udp_io_close(io);
+    uln_link_close(io);
     return rc;
 }

@@ -1,8 +1,8 @@
 /*
- * udp_io.c - the datagram layer under the UDP transport (see udp_io.h).
+ * link_udp.c - the socket link (link_udp.h, link.h): one UDP socket.
  *
  * Sending gathers each packet's iovecs straight from the caller's memory into
- * one sendmmsg per ULN_UDP_IO_BATCH packets. Runs of equal-size packets to one
+ * one sendmmsg per ULN_LINK_BATCH packets. Runs of equal-size packets to one
  * peer become one UDP_SEGMENT message: the kernel builds one big skb and cuts
  * it into datagrams as late as it can (on veth and loopback: only at the
  * receiving socket), so the stack's per-datagram cost is paid once per run.
@@ -33,18 +33,10 @@
  * lately; what does not fit waits in the io, and an empty datagram to itself
  * keeps the fd readable meanwhile, because callers sleep on the fd.
  *
- * The fault injector sits in front of sendmmsg. Its decisions come from a
- * splitmix64 stream, three draws per packet whatever the outcome, and are
- * committed only for packets the kernel took: a send cut short by a full
- * socket rewinds the stream, so the faults depend on the sequence of packets
- * alone, not on when the socket happened to fill. A reordered packet is
- * copied aside (the caller's memory is its own again once send returns) and
- * goes right after the next packet sent to the same peer, or at its delay
- * bound. Faults rule out GSO: each datagram needs its own decision.
  */
 #define _GNU_SOURCE
-#include "transport/udp_io.h"
-#include "core/clock.h"
+#include "transport/link_fault.h"
+#include "transport/link_udp.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -75,15 +67,15 @@
 #define SO_PREFER_BUSY_POLL 69
 #endif
 /* Tests may put a sendmmsg of their own in, to cut sends short at will. */
-#ifdef ULN_UDP_IO_TEST_HOOKS
+#ifdef ULN_LINK_UDP_TEST_HOOKS
 static int (*sendmmsg_fn)(int, struct mmsghdr *, unsigned int, int) = sendmmsg;
-void uln_udp_io_test_hook_sendmmsg(int (*fn)(int, struct mmsghdr *, unsigned int, int))
+void uln_link_udp_test_hook_sendmmsg(int (*fn)(int, struct mmsghdr *, unsigned int, int))
 {
     sendmmsg_fn = fn ? fn : sendmmsg;
 }
 #define SENDMMSG sendmmsg_fn
 static unsigned gro_bufs_hook;
-void uln_udp_io_test_hook_gro_bufs(unsigned n)
+void uln_link_udp_test_hook_gro_bufs(unsigned n)
 {
     gro_bufs_hook = n;
 }
@@ -111,13 +103,6 @@ void uln_udp_io_test_hook_gro_bufs(unsigned n)
 #define GRO_CTL      128u /* cmsg room per read: UDP_GRO's int, and some slack */
 #define GRO_ITER_MAX 4u   /* reads per recv call at most */
 
-/* Held-back packets of the reorder fault; with P(reorder) <= 0.5 more than a
- * few are rarely held at once. */
-#define HOLD_SLOTS 16u
-/* Entries of one faulty batch: each packet and its duplicate, then every held
- * packet and its duplicate once. */
-#define TX_ENTS (2u * ULN_UDP_IO_BATCH + 2u * HOLD_SLOTS)
-
 union sa_any {
     struct sockaddr sa;
     struct sockaddr_in in;
@@ -139,43 +124,6 @@ struct peer {
     struct peer_key key;
 };
 
-/* A held-back packet: HELD waits for a later packet to its peer (or the delay
- * bound); QUEUED is in the batch being sent; READY must go first in the next
- * batch, because what it had to follow went out and then the socket filled. */
-enum { HOLD_FREE = 0, HOLD_HELD, HOLD_QUEUED, HOLD_READY };
-
-struct hold {
-    uint8_t *data;
-    uint64_t at;     /* when it was held, ns */
-    uint64_t ticket; /* HELD: release order; READY: send order */
-    uint32_t len;
-    int32_t peer;
-    int32_t owner;  /* the packet of the current batch that took it; -1: earlier */
-    uint8_t state;  /* HOLD_* */
-    uint8_t copies; /* still to send: 2 for a held duplicate */
-    uint8_t sent;   /* copies sent so far; the second one is the duplicate */
-    uint8_t late;   /* released by the delay bound */
-};
-
-/* What a faulty batch entry sends. */
-enum { ENT_PKT, ENT_DUP, ENT_HOLD };
-struct ent {
-    uint8_t kind;
-    uint8_t failed; /* the kernel refused it for good */
-    uint8_t pad_[2];
-    uint32_t idx; /* packet index or hold slot */
-    uint32_t len;
-};
-
-/* Per packet of a faulty batch. */
-enum { OUT_SEND = 0, OUT_DROP, OUT_HELD, OUT_NOHOLD };
-struct pkt_fate {
-    uint64_t rng; /* the stream before this packet's draws */
-    uint32_t pos; /* entries queued before it */
-    int32_t slot; /* OUT_HELD: its hold slot */
-    uint8_t out;  /* OUT_* */
-};
-
 /* A landing buffer and the read in it. */
 struct gbuf {
     uint32_t len;    /* bytes the read brought */
@@ -188,14 +136,15 @@ struct gbuf {
     uint64_t lent[SEG_CAP / 64];
 };
 
-struct uln_udp_io {
+struct link_udp {
+    struct uln_link base; /* first: a struct uln_link * is one of these */
     int fd;
     int family;
     unsigned payload_max, stride;
     bool gso;
     bool gro;
-    struct uln_udp_io_info info;
-    struct uln_udp_io_stats st;
+    struct uln_link_info info;
+    struct uln_link_stats st;
 
     /* peers: dense array, open-addressing index by address */
     struct peer *peers;
@@ -211,10 +160,10 @@ struct uln_udp_io {
     uint8_t *lent;
     union sa_any *rx_sa;
     socklen_t *rx_salen;
-    struct mmsghdr rmsg[ULN_UDP_IO_BATCH];
-    struct iovec riov[ULN_UDP_IO_BATCH];
-    uint32_t rbufs[ULN_UDP_IO_BATCH]; /* the buffers rmsg/riov are set up for */
-    unsigned rprep;                   /* how many; 0: set up again */
+    struct mmsghdr rmsg[ULN_LINK_BATCH];
+    struct iovec riov[ULN_LINK_BATCH];
+    uint32_t rbufs[ULN_LINK_BATCH]; /* the buffers rmsg/riov are set up for */
+    unsigned rprep;                 /* how many; 0: set up again */
 
     /* GRO landing buffers */
     uint8_t *gpool;
@@ -223,152 +172,40 @@ struct uln_udp_io {
     socklen_t *gsalen;
     uint32_t *gfree_stack;
     unsigned nbig, ngfree;
-    unsigned npinned;              /* landing buffers with refs > 0 */
-    unsigned glow;                 /* copy while at most this many are free of lent datagrams */
-    uint32_t gq[ULN_UDP_IO_BATCH]; /* read, not all handed out yet, in arrival order */
+    unsigned npinned;            /* landing buffers with refs > 0 */
+    unsigned glow;               /* copy while at most this many are free of lent datagrams */
+    uint32_t gq[ULN_LINK_BATCH]; /* read, not all handed out yet, in arrival order */
     unsigned gq_n, gq_i;
     unsigned hint; /* datagrams per read lately: sizes the next read */
     union {
         char buf[GRO_CTL];
         struct cmsghdr align;
-    } rctl[ULN_UDP_IO_BATCH];
+    } rctl[ULN_LINK_BATCH];
     union sa_any wake_sa; /* its own address (loopback when bound to any) */
     socklen_t wake_salen;
     struct peer_key wake_key;
     bool wake_out; /* an empty datagram to itself is on its way */
 
     /* send scratch, reused by every call */
-    struct mmsghdr smsg[TX_ENTS];
-    struct iovec siov[TX_ENTS * ULN_UDP_IO_IOV_MAX];
-    uint32_t spkts[ULN_UDP_IO_BATCH]; /* fast path: packets per message */
+    struct mmsghdr smsg[ULN_LINK_BATCH];
+    struct iovec siov[ULN_LINK_BATCH * ULN_LINK_IOV_MAX];
+    uint32_t spkts[ULN_LINK_BATCH]; /* fast path: packets per message */
     union {
         char buf[CMSG_SPACE(sizeof(uint16_t))];
         struct cmsghdr align;
-    } sctl[ULN_UDP_IO_BATCH];
-
-    /* fault injection */
-    bool fault;
-    struct uln_udp_fault f;
-    uint64_t thr_drop, thr_dup, thr_reorder; /* probabilities scaled to 2^53 */
-    uint64_t rng;
-    struct hold hold[HOLD_SLOTS];
-    unsigned nheld;
-    uint64_t ticket;
-    uint8_t *hold_mem;
-    struct ent ents[TX_ENTS];
-    struct pkt_fate fate[ULN_UDP_IO_BATCH];
+    } sctl[ULN_LINK_BATCH];
 };
 
 /* ------------------------------------------------------------------------- */
 /* Helpers                                                                    */
 /* ------------------------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* P in [0, 1] as a threshold on 53-bit draws: 1.0 always hits, 0 never. */
-static uint64_t prob_thr(double p)
-{
-    return (uint64_t)(p * 9007199254740992.0);
-}
-static bool hit(uint64_t draw, uint64_t thr)
-{
-    return (draw >> 11) < thr;
-}
-
-static uint32_t pkt_len(const struct uln_udp_io_pkt *p)
+static uint32_t pkt_len(const struct uln_link_pkt *p)
 {
     uint64_t n = 0;
     for (uint32_t i = 0; i < p->niov; i++)
         n += p->iov[i].iov_len;
     return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-}
-
-/* ------------------------------------------------------------------------- */
-/* Fault spec                                                                 */
-/* ------------------------------------------------------------------------- */
-
-static int fault_err(char *err, size_t errlen, const char *fmt, const char *what, size_t wlen)
-{
-    if (errlen) snprintf(err, errlen, fmt, (int)wlen, what);
-    return -EINVAL;
-}
-
-int uln_udp_fault_parse(const char *spec, struct uln_udp_fault *f, char *err, size_t errlen)
-{
-    memset(f, 0, sizeof(*f));
-    f->delay_us = 1000;
-    f->seed = 1;
-    if (errlen) err[0] = '\0';
-    if (!spec) return 0;
-    unsigned seen = 0;
-    const char *p = spec;
-    while (*p) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        const char *eq = memchr(p, '=', n);
-        if (n == 0) return fault_err(err, errlen, "empty item%.*s (stray comma?)", "", 0);
-        if (!eq) return fault_err(err, errlen, "'%.*s' is not key=value", p, n);
-        size_t klen = (size_t)(eq - p);
-        const char *val = eq + 1;
-        size_t vlen = n - klen - 1;
-        static const char *const keys[] = {"drop", "dup", "reorder", "delay", "seed"};
-        int k = -1;
-        for (int i = 0; i < 5; i++)
-            if (strlen(keys[i]) == klen && !memcmp(p, keys[i], klen)) k = i;
-        if (k < 0)
-            return fault_err(err, errlen, "unknown key '%.*s' (drop, dup, reorder, delay, seed)", p,
-                             klen);
-        if (seen & (1u << k)) return fault_err(err, errlen, "'%.*s' given twice", p, klen);
-        seen |= 1u << k;
-        if (vlen == 0 || vlen >= 64) return fault_err(err, errlen, "'%.*s' needs a value", p, n);
-        char buf[64];
-        memcpy(buf, val, vlen);
-        buf[vlen] = '\0';
-        char *rest;
-        errno = 0;
-        if (k <= 2) {
-            if (buf[0] == '-' || buf[0] == '+' || buf[0] == ' ')
-                return fault_err(err, errlen, "'%.*s': a probability in [0, 1] or 0%%..100%%", p,
-                                 n);
-            double v = strtod(buf, &rest);
-            if (rest == buf || errno) return fault_err(err, errlen, "'%.*s': not a number", p, n);
-            if (*rest == '%') {
-                v /= 100.0;
-                rest++;
-            }
-            if (*rest || !(v >= 0.0 && v <= 1.0))
-                return fault_err(err, errlen, "'%.*s': a probability in [0, 1] or 0%%..100%%", p,
-                                 n);
-            if (k == 0)
-                f->drop = v;
-            else if (k == 1)
-                f->dup = v;
-            else
-                f->reorder = v;
-        } else {
-            if (buf[0] < '0' || buf[0] > '9')
-                return fault_err(err, errlen, "'%.*s': not an unsigned integer", p, n);
-            unsigned long long v = strtoull(buf, &rest, 0);
-            if (rest == buf || *rest || errno)
-                return fault_err(err, errlen, "'%.*s': not an unsigned integer", p, n);
-            if (k == 3) {
-                if (v > 10000000ull)
-                    return fault_err(err, errlen, "'%.*s': at most 10000000 us", p, n);
-                f->delay_us = v;
-            } else {
-                f->seed = v;
-            }
-        }
-        p = end ? end + 1 : p + n;
-        if (end && !*p) return fault_err(err, errlen, "trailing comma%.*s", "", 0);
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -413,7 +250,7 @@ static uint32_t key_hash(const struct peer_key *k)
 }
 _Static_assert(sizeof(struct peer_key) == 24, "key hashes as three words");
 
-static int find_key(const struct uln_udp_io *io, const struct peer_key *k)
+static int find_key(const struct link_udp *io, const struct peer_key *k)
 {
     for (uint32_t i = key_hash(k) & io->hmask;; i = (i + 1) & io->hmask) {
         int32_t id = io->htab[i];
@@ -422,7 +259,7 @@ static int find_key(const struct uln_udp_io *io, const struct peer_key *k)
     }
 }
 
-static void hash_insert(struct uln_udp_io *io, int32_t id)
+static void hash_insert(struct link_udp *io, int32_t id)
 {
     uint32_t i = key_hash(&io->peers[id].key) & io->hmask;
     while (io->htab[i] >= 0)
@@ -432,7 +269,7 @@ static void hash_insert(struct uln_udp_io *io, int32_t id)
 
 /* Linear probing without tombstones: after emptying a slot, pull back every
  * later entry of the cluster whose home is not between the hole and itself. */
-static void hash_remove(struct uln_udp_io *io, int32_t id)
+static void hash_remove(struct link_udp *io, int32_t id)
 {
     uint32_t i = key_hash(&io->peers[id].key) & io->hmask;
     while (io->htab[i] != id)
@@ -449,7 +286,7 @@ static void hash_remove(struct uln_udp_io *io, int32_t id)
 }
 
 /* The peer's address as this socket sends to it. */
-static int peer_fill(const struct uln_udp_io *io, struct peer *p, const struct sockaddr *sa,
+static int peer_fill(const struct link_udp *io, struct peer *p, const struct sockaddr *sa,
                      socklen_t len)
 {
     if (!sa_key(sa, len, &p->key)) return -EINVAL;
@@ -472,8 +309,10 @@ static int peer_fill(const struct uln_udp_io *io, struct peer *p, const struct s
     return 0;
 }
 
-int uln_udp_io_add_peer(struct uln_udp_io *io, const struct sockaddr *sa, socklen_t len)
+static int udp_add_peer(struct uln_link *l, const void *addr, socklen_t len)
 {
+    struct link_udp *io = (struct link_udp *)l;
+    const struct sockaddr *sa = addr;
     if (io->npeers == io->max_peers) return -ENOSPC;
     struct peer *p = &io->peers[io->npeers];
     int rc = peer_fill(io, p, sa, len);
@@ -483,8 +322,10 @@ int uln_udp_io_add_peer(struct uln_udp_io *io, const struct sockaddr *sa, sockle
     return (int)io->npeers++;
 }
 
-int uln_udp_io_set_peer(struct uln_udp_io *io, int peer, const struct sockaddr *sa, socklen_t len)
+static int udp_set_peer(struct uln_link *l, int peer, const void *addr, socklen_t len)
 {
+    struct link_udp *io = (struct link_udp *)l;
+    const struct sockaddr *sa = addr;
     if (peer < 0 || (unsigned)peer >= io->npeers) return -EINVAL;
     struct peer np;
     int rc = peer_fill(io, &np, sa, len);
@@ -498,8 +339,10 @@ int uln_udp_io_set_peer(struct uln_udp_io *io, int peer, const struct sockaddr *
     return 0;
 }
 
-int uln_udp_io_find_peer(const struct uln_udp_io *io, const struct sockaddr *sa, socklen_t len)
+static int udp_find_peer(const struct uln_link *l, const void *addr, socklen_t len)
 {
+    const struct link_udp *io = (const struct link_udp *)l;
+    const struct sockaddr *sa = addr;
     struct peer_key k;
     if (!sa_key(sa, len, &k)) return -1;
     return find_key(io, &k);
@@ -594,7 +437,7 @@ static int size_buf(int fd, int force_opt, int opt, int bytes)
     return got;
 }
 
-static int open_socket(const struct uln_udp_io_cfg *cfg, union sa_any *bound, bool *wildcard)
+static int open_socket(const struct uln_link_udp_cfg *cfg, union sa_any *bound, bool *wildcard)
 {
     memset(bound, 0, sizeof(*bound));
     *wildcard = !cfg->addr;
@@ -647,8 +490,9 @@ static int open_socket(const struct uln_udp_io_cfg *cfg, union sa_any *bound, bo
     return fd;
 }
 
-void uln_udp_io_close(struct uln_udp_io *io)
+static void udp_close(struct uln_link *l)
 {
+    struct link_udp *io = (struct link_udp *)l;
     if (!io) return;
     if (io->fd >= 0) close(io->fd);
     free(io->peers);
@@ -658,7 +502,6 @@ void uln_udp_io_close(struct uln_udp_io *io)
     free(io->lent);
     free(io->rx_sa);
     free(io->rx_salen);
-    free(io->hold_mem);
     free(io->gpool);
     free(io->gb);
     free(io->gsa);
@@ -667,24 +510,11 @@ void uln_udp_io_close(struct uln_udp_io *io)
     free(io);
 }
 
-/* ULN_UDP_GRO: unset or empty, "1": on; "0": off; else -EINVAL. */
-static int gro_env(bool *on)
-{
-    const char *g = getenv("ULN_UDP_GRO");
-    if (!g || !*g || !strcmp(g, "1")) return 0;
-    if (!strcmp(g, "0")) {
-        *on = false;
-        return 0;
-    }
-    fprintf(stderr, "ulnet: ULN_UDP_GRO=%s: 0 (off) or 1 (on)\n", g);
-    return -EINVAL;
-}
-
 /* Where the io sends itself a wake-up: its own address and port (bound
  * now: the port may have been left to the kernel), or loopback when bound to
  * any (the kernel then sends from loopback, so the source it reads is the
  * same address). */
-static int wake_addr(struct uln_udp_io *io)
+static int wake_addr(struct link_udp *io)
 {
     socklen_t l = sizeof(io->wake_sa);
     if (getsockname(io->fd, &io->wake_sa.sa, &l) < 0) return -errno;
@@ -702,20 +532,20 @@ static int wake_addr(struct uln_udp_io *io)
 }
 
 /* The landing buffers, their state, and the wake-up address. */
-static int gro_setup(struct uln_udp_io *io, unsigned nbufs)
+static int gro_setup(struct link_udp *io, unsigned nbufs)
 {
     size_t small = (size_t)nbufs * io->stride;
-    size_t left = small < ULN_UDP_IO_RX_MEM ? ULN_UDP_IO_RX_MEM - small : 0;
-    size_t nbig = left / ULN_UDP_IO_GRO_BUF;
-    if (nbig < ULN_UDP_IO_GRO_BUFS_MIN) nbig = ULN_UDP_IO_GRO_BUFS_MIN;
+    size_t left = small < ULN_LINK_UDP_RX_MEM ? ULN_LINK_UDP_RX_MEM - small : 0;
+    size_t nbig = left / ULN_LINK_UDP_GRO_BUF;
+    if (nbig < ULN_LINK_UDP_GRO_BUFS_MIN) nbig = ULN_LINK_UDP_GRO_BUFS_MIN;
     if (nbig > GRO_BUFS_MAX) nbig = GRO_BUFS_MAX;
-#ifdef ULN_UDP_IO_TEST_HOOKS
+#ifdef ULN_LINK_UDP_TEST_HOOKS
     if (gro_bufs_hook) nbig = gro_bufs_hook < 2 ? 2 : gro_bufs_hook > 4096 ? 4096 : gro_bufs_hook;
 #endif
     io->nbig = io->ngfree = (unsigned)nbig;
     io->glow = io->nbig / 4 ? io->nbig / 4 : 1;
     io->hint = GSO_SEGS_MAX; /* until reads say otherwise, expect full runs */
-    io->gpool = aligned_alloc(4096, nbig * ULN_UDP_IO_GRO_BUF);
+    io->gpool = aligned_alloc(4096, nbig * ULN_LINK_UDP_GRO_BUF);
     io->gb = calloc(nbig, sizeof(struct gbuf));
     io->gsa = calloc(nbig, sizeof(union sa_any));
     io->gsalen = calloc(nbig, sizeof(socklen_t));
@@ -724,75 +554,37 @@ static int gro_setup(struct uln_udp_io *io, unsigned nbufs)
     for (unsigned i = 0; i < io->nbig; i++)
         io->gfree_stack[i] = io->nbig - 1 - i;
     io->info.gro_bufs = io->nbig;
-    io->info.rx_mem += nbig * ULN_UDP_IO_GRO_BUF;
+    io->info.rx_mem += nbig * ULN_LINK_UDP_GRO_BUF;
     return wake_addr(io);
 }
 
-int uln_udp_io_open(const struct uln_udp_io_cfg *cfg_in, struct uln_udp_io **out)
+/* The socket: the caller's (adopt), or one bound here. *bound and *wildcard
+ * say where. fd or -errno. */
+static int take_socket(const struct uln_link_udp_cfg *cfg, union sa_any *bound, bool *wildcard)
 {
-    struct uln_udp_io_cfg cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    if (cfg_in) cfg = *cfg_in;
-    *out = NULL;
+    if (!cfg->adopt) return open_socket(cfg, bound, wildcard);
+    int fd = cfg->fd;
+    socklen_t bl = sizeof(*bound);
+    if (fd < 0 || getsockname(fd, &bound->sa, &bl) < 0) return -EINVAL;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
+    *wildcard = bound->sa.sa_family == AF_INET ? bound->in.sin_addr.s_addr == htonl(INADDR_ANY)
+                                               : IN6_IS_ADDR_UNSPECIFIED(&bound->in6.sin6_addr);
+    return fd;
+}
 
-    struct uln_udp_fault f;
-    char why[128];
-    const char *spec = cfg.fault ? cfg.fault : getenv("ULN_FAULT");
-    if (uln_udp_fault_parse(spec, &f, why, sizeof(why)) < 0) {
-        fprintf(stderr, "ulnet: %s%s%s: %s\n", cfg.fault ? "fault spec '" : "ULN_FAULT=", spec,
-                cfg.fault ? "'" : "", why);
-        return -EINVAL;
-    }
-    if (cfg.mtu && (cfg.mtu < ULN_UDP_IO_MTU_MIN || cfg.mtu > ULN_UDP_IO_MTU_MAX)) {
-        fprintf(stderr, "ulnet: udp: MTU %u is outside [%u, %u]\n", cfg.mtu, ULN_UDP_IO_MTU_MIN,
-                ULN_UDP_IO_MTU_MAX);
-        return -EINVAL;
-    }
-    unsigned nbufs = cfg.rx_bufs ? cfg.rx_bufs : 512;
-    unsigned max_peers = cfg.max_peers ? cfg.max_peers : 256;
-    if (nbufs > (1u << 20) || max_peers > (1u << 20)) return -EINVAL;
-    bool want_gro = !cfg.no_gro;
-    if (want_gro && gro_env(&want_gro) < 0) return -EINVAL;
-
-    struct uln_udp_io *io = calloc(1, sizeof(*io));
-    if (!io) return -ENOMEM;
-    io->fd = -1;
-    io->last_peer = -1;
-    union sa_any bound;
-    bool wildcard;
-    int fd;
-    if (cfg.adopt) {
-        fd = cfg.fd;
-        socklen_t bl = sizeof(bound);
-        if (fd < 0 || getsockname(fd, &bound.sa, &bl) < 0) {
-            free(io);
-            return -EINVAL;
-        }
-        int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-            free(io);
-            return -errno;
-        }
-        wildcard = bound.sa.sa_family == AF_INET ? bound.in.sin_addr.s_addr == htonl(INADDR_ANY)
-                                                 : IN6_IS_ADDR_UNSPECIFIED(&bound.in6.sin6_addr);
-    } else {
-        fd = open_socket(&cfg, &bound, &wildcard);
-    }
-    if (fd < 0) {
-        free(io);
-        return fd;
-    }
-    io->fd = fd;
-    io->family = bound.sa.sa_family;
-    io->info.family = io->family;
-
-    unsigned mtu = cfg.mtu;
+/* The MTU, the largest datagram, and no fragmentation. */
+static void size_datagrams(struct link_udp *io, unsigned mtu, const union sa_any *bound,
+                           bool wildcard)
+{
+    int fd = io->fd;
     if (!mtu)
-        mtu = uln_udp_io_iface_mtu(mtu_from_interfaces(fd, &bound, wildcard, io->info.ifname));
+        mtu = uln_link_udp_iface_mtu(mtu_from_interfaces(fd, bound, wildcard, io->info.ifname));
     io->info.mtu = mtu;
     /* An IPv6 socket may carry IPv4 peers too; size for the larger header. */
     io->payload_max = mtu - (io->family == AF_INET6 ? 40u : 20u) - 8u;
     io->info.payload_max = io->payload_max;
+    io->base.payload_max = io->payload_max;
     io->stride = (io->payload_max + 63u) & ~63u;
 
     /* Never let the kernel fragment: a lost fragment loses the whole datagram,
@@ -803,38 +595,41 @@ int uln_udp_io_open(const struct uln_udp_io_cfg *cfg_in, struct uln_udp_io **out
         int pmtu6 = IPV6_PMTUDISC_DO;
         setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof(pmtu6));
     }
+}
 
+/* Socket options: buffers, busy polling, GSO and GRO. */
+static void set_options(struct link_udp *io, const struct uln_link_udp_cfg *cfg, unsigned nbufs)
+{
+    int fd = io->fd;
     /* Room in the kernel for a whole pool's worth of datagrams (the kernel
      * doubles the figure for its own overhead), and for a few batches out. */
     uint64_t per = (uint64_t)io->payload_max + 1024u;
-    uint64_t rb = per * (nbufs < 256 ? 256 : nbufs), sb = per * 4u * ULN_UDP_IO_BATCH;
+    uint64_t rb = per * (nbufs < 256 ? 256 : nbufs), sb = per * 4u * ULN_LINK_BATCH;
     rb = rb > (256u << 20) ? (256u << 20) : rb;
     io->info.rcvbuf = size_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, (int)rb);
     io->info.sndbuf = size_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, (int)sb);
 
-    if (cfg.busy_poll) {
-        int us = cfg.busy_poll_us ? (int)cfg.busy_poll_us : 50, one = 1;
+    if (cfg->busy_poll) {
+        int us = cfg->busy_poll_us ? (int)cfg->busy_poll_us : 50, one = 1;
         io->info.busy_poll = setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us)) == 0;
         if (io->info.busy_poll) setsockopt(fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one));
     }
-
-    /* The fault injector needs to see every datagram, so it rules out GSO.
-     * A zero UDP_SEGMENT (no default size) asks the kernel whether it knows
+    /* A zero UDP_SEGMENT (no default size) asks the kernel whether it knows
      * the option at all without changing anything. */
-    io->fault = f.drop > 0 || f.dup > 0 || f.reorder > 0;
-    io->f = f;
-    io->info.fault = io->fault;
-    if (!cfg.no_gso && !io->fault) {
+    if (!cfg->no_gso) {
         int zero = 0;
         io->gso = setsockopt(fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof(zero)) == 0;
     }
     io->info.gso = io->gso;
-    /* GRO goes with GSO: off under faults, which test the plain io. An
-     * adopted socket may have it on from before: say which we want. */
-    int gro_on = want_gro && !io->fault;
+    /* An adopted socket may have GRO on from before: say which we want. */
+    int gro_on = !cfg->no_gro;
     io->gro = setsockopt(fd, SOL_UDP, UDP_GRO, &gro_on, sizeof(gro_on)) == 0 && gro_on;
     io->info.gro = io->gro;
+}
 
+/* The receive pool and the peer table. 0 or -ENOMEM. */
+static int alloc_tables(struct link_udp *io, unsigned nbufs, unsigned max_peers)
+{
     io->nbufs = io->nfree = nbufs;
     io->max_peers = max_peers;
     uint32_t hsize = 4;
@@ -850,64 +645,46 @@ int uln_udp_io_open(const struct uln_udp_io_cfg *cfg_in, struct uln_udp_io **out
     io->rx_salen = calloc(nbufs, sizeof(socklen_t));
     io->peers = calloc(max_peers, sizeof(struct peer));
     io->htab = malloc(hsize * sizeof(int32_t));
-    if (io->fault && f.reorder > 0) io->hold_mem = malloc((size_t)HOLD_SLOTS * io->stride);
     if (!io->pool || !io->free_stack || !io->lent || !io->rx_sa || !io->rx_salen || !io->peers ||
-        !io->htab || (io->fault && f.reorder > 0 && !io->hold_mem)) {
-        uln_udp_io_close(io);
+        !io->htab)
         return -ENOMEM;
-    }
-    int rc = io->gro ? gro_setup(io, nbufs) : 0;
-    if (rc < 0) {
-        uln_udp_io_close(io);
-        return rc;
-    }
-    /* Lowest index on top, so a quiet io keeps using the same few buffers. */
+    /* Lowest index on top, so a quiet link keeps using the same few buffers. */
     for (unsigned i = 0; i < nbufs; i++)
         io->free_stack[i] = nbufs - 1 - i;
     for (uint32_t i = 0; i < hsize; i++)
         io->htab[i] = -1;
-    if (io->fault) {
-        io->thr_drop = prob_thr(f.drop);
-        io->thr_dup = prob_thr(f.dup);
-        io->thr_reorder = prob_thr(f.reorder);
-        io->rng = f.seed;
-        for (unsigned i = 0; i < HOLD_SLOTS; i++)
-            io->hold[i].data = io->hold_mem ? io->hold_mem + (size_t)i * io->stride : NULL;
-    }
-    *out = io;
     return 0;
 }
 
-int uln_udp_io_fd(const struct uln_udp_io *io)
+static int udp_fd(const struct uln_link *l)
 {
+    const struct link_udp *io = (const struct link_udp *)l;
     return io->fd;
 }
 
-int uln_udp_io_local(const struct uln_udp_io *io, struct sockaddr_storage *ss, socklen_t *len)
+static int udp_local(const struct uln_link *l, struct sockaddr_storage *ss, socklen_t *len)
 {
+    const struct link_udp *io = (const struct link_udp *)l;
     *len = sizeof(*ss);
     return getsockname(io->fd, (struct sockaddr *)ss, len) < 0 ? -errno : 0;
 }
 
-unsigned uln_udp_io_payload_max(const struct uln_udp_io *io)
+static void udp_info(const struct uln_link *l, struct uln_link_info *info)
 {
-    return io->payload_max;
-}
-
-void uln_udp_io_info(const struct uln_udp_io *io, struct uln_udp_io_info *info)
-{
+    const struct link_udp *io = (const struct link_udp *)l;
     *info = io->info;
     info->gso = io->gso;
     info->gro = io->gro;
 }
 
-void uln_udp_io_stats(const struct uln_udp_io *io, struct uln_udp_io_stats *st)
+static void udp_stats(const struct uln_link *l, struct uln_link_stats *st)
 {
+    const struct link_udp *io = (const struct link_udp *)l;
     *st = io->st;
     uint32_t mi[MEMINFO_VARS];
-    socklen_t l = sizeof(mi);
+    socklen_t ml = sizeof(mi);
     memset(mi, 0, sizeof(mi));
-    if (getsockopt(io->fd, SOL_SOCKET, SO_MEMINFO, mi, &l) == 0 && l > MEMINFO_DROPS * 4)
+    if (getsockopt(io->fd, SOL_SOCKET, SO_MEMINFO, mi, &ml) == 0 && ml > MEMINFO_DROPS * 4)
         st->rx_kernel_drops = mi[MEMINFO_DROPS];
 }
 
@@ -920,7 +697,7 @@ static bool transient(int e)
     return e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS || e == EINTR;
 }
 
-static void set_msg(struct uln_udp_io *io, struct mmsghdr *m, int32_t peer, struct iovec *iov,
+static void set_msg(struct link_udp *io, struct mmsghdr *m, int32_t peer, struct iovec *iov,
                     size_t niov)
 {
     const struct peer *p = &io->peers[peer];
@@ -938,11 +715,11 @@ static void set_msg(struct uln_udp_io *io, struct mmsghdr *m, int32_t peer, stru
  * peer (the last may be shorter: the kernel allows that) become one GSO
  * message. Returns the number of messages; spkts[i] says how many packets
  * message i carries. */
-static unsigned build_plain(struct uln_udp_io *io, const struct uln_udp_io_pkt *pkts, unsigned n,
+static unsigned build_plain(struct link_udp *io, const struct uln_link_pkt *pkts, unsigned n,
                             bool gso)
 {
     unsigned m = 0, v = 0, i = 0;
-    if (n > ULN_UDP_IO_BATCH) n = ULN_UDP_IO_BATCH;
+    if (n > ULN_LINK_BATCH) n = ULN_LINK_BATCH;
     while (i < n) {
         unsigned run = 1;
         uint32_t seg = pkt_len(&pkts[i]);
@@ -978,7 +755,7 @@ static unsigned build_plain(struct uln_udp_io *io, const struct uln_udp_io_pkt *
     return m;
 }
 
-static int send_plain(struct uln_udp_io *io, const struct uln_udp_io_pkt *pkts, unsigned n)
+static int send_plain(struct link_udp *io, const struct uln_link_pkt *pkts, unsigned n)
 {
     unsigned done = 0;
     bool gso = io->gso;
@@ -1021,274 +798,24 @@ static int send_plain(struct uln_udp_io *io, const struct uln_udp_io_pkt *pkts, 
     return (int)done;
 }
 
-static void ent_msg(struct uln_udp_io *io, unsigned e, const struct uln_udp_io_pkt *pkts)
+static int udp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigned n)
 {
-    struct ent *en = &io->ents[e];
-    struct iovec *iov = &io->siov[e * ULN_UDP_IO_IOV_MAX];
-    if (en->kind == ENT_HOLD) {
-        struct hold *h = &io->hold[en->idx];
-        iov[0].iov_base = h->data;
-        iov[0].iov_len = h->len;
-        set_msg(io, &io->smsg[e], h->peer, iov, 1);
-    } else {
-        const struct uln_udp_io_pkt *p = &pkts[en->idx];
-        for (uint32_t j = 0; j < p->niov; j++)
-            iov[j] = p->iov[j];
-        set_msg(io, &io->smsg[e], p->peer, iov, p->niov);
-    }
-}
-
-static unsigned add_ent(struct uln_udp_io *io, unsigned ne, int kind, uint32_t idx, uint32_t len)
-{
-    struct ent *en = &io->ents[ne];
-    en->kind = (uint8_t)kind;
-    en->idx = idx;
-    en->len = len;
-    en->failed = 0;
-    return ne + 1;
-}
-
-/* Queue held packet h (every copy it still has to send). */
-static unsigned queue_hold(struct uln_udp_io *io, unsigned ne, unsigned h)
-{
-    io->hold[h].state = HOLD_QUEUED;
-    for (unsigned c = 0; c < io->hold[h].copies; c++)
-        ne = add_ent(io, ne, ENT_HOLD, h, io->hold[h].len);
-    return ne;
-}
-
-/* Queue, in order, the held packets in state `state` that match: READY ones
- * all; HELD ones to `peer`, or (peer < 0) those past the delay bound. */
-static unsigned queue_held(struct uln_udp_io *io, unsigned ne, int state, int32_t peer,
-                           uint64_t now)
-{
-    uint64_t bound = io->f.delay_us * 1000u;
-    for (;;) {
-        int best = -1;
-        for (unsigned h = 0; h < HOLD_SLOTS; h++) {
-            const struct hold *x = &io->hold[h];
-            if (x->state != state) continue;
-            if (state == HOLD_HELD && (peer >= 0 ? x->peer != peer : now - x->at < bound)) continue;
-            if (best < 0 || x->ticket < io->hold[best].ticket) best = (int)h;
-        }
-        if (best < 0) return ne;
-        if (state == HOLD_HELD && peer < 0) io->hold[best].late = 1;
-        ne = queue_hold(io, ne, (unsigned)best);
-    }
-}
-
-static int free_slot(const struct uln_udp_io *io)
-{
-    for (unsigned h = 0; h < HOLD_SLOTS; h++)
-        if (io->hold[h].state == HOLD_FREE) return (int)h;
-    return -1;
-}
-
-static void copy_pkt(uint8_t *dst, const struct uln_udp_io_pkt *p)
-{
-    size_t off = 0;
-    for (uint32_t j = 0; j < p->niov; j++) {
-        memcpy(dst + off, p->iov[j].iov_base, p->iov[j].iov_len);
-        off += p->iov[j].iov_len;
-    }
-}
-
-/* One batch (up to ULN_UDP_IO_BATCH packets, maybe none) through the fault
- * injector. Returns how many packets were consumed.
- *
- * The batch is a list of entries - each packet, its duplicate, and after it
- * the held packets it releases - sent with sendmmsg. If the socket fills
- * part way, the packets whose entries went are committed, the first one whose
- * entry did not go and everything after it are undone (the random stream is
- * rewound to it, its hold slots freed), and the entries that belong to
- * committed packets but did not go (a duplicate, held packets released after
- * it) become READY to lead the next batch: the sequence on the wire is the
- * one an emptier socket would have produced. */
-static unsigned send_faulty_batch(struct uln_udp_io *io, const struct uln_udp_io_pkt *pkts,
-                                  unsigned n, bool *again)
-{
-    unsigned ne = 0;
-    uint64_t now = 0;
-    if (io->nheld) {
-        now = uln_now_ns();
-        ne = queue_held(io, ne, HOLD_READY, -1, now);
-        ne = queue_held(io, ne, HOLD_HELD, -1, now);
-    }
+    struct link_udp *io = (struct link_udp *)l;
     for (unsigned i = 0; i < n; i++) {
-        struct pkt_fate *ft = &io->fate[i];
-        ft->rng = io->rng;
-        ft->pos = ne;
-        ft->slot = -1;
-        ft->out = OUT_SEND;
-        /* Three draws whatever the outcome: packet k's fate depends on k alone. */
-        uint64_t d_drop = splitmix64(&io->rng), d_dup = splitmix64(&io->rng);
-        uint64_t d_reo = splitmix64(&io->rng);
-        if (hit(d_drop, io->thr_drop)) {
-            ft->out = OUT_DROP;
-            continue;
-        }
-        bool dup = hit(d_dup, io->thr_dup);
-        uint32_t len = pkt_len(&pkts[i]);
-        if (hit(d_reo, io->thr_reorder)) {
-            int h = free_slot(io);
-            ft->out = OUT_NOHOLD;
-            if (h >= 0) {
-                struct hold *x = &io->hold[h];
-                copy_pkt(x->data, &pkts[i]);
-                if (!now) now = uln_now_ns();
-                *x = (struct hold){.data = x->data,
-                                   .at = now,
-                                   .ticket = ++io->ticket,
-                                   .len = len,
-                                   .peer = pkts[i].peer,
-                                   .owner = (int32_t)i,
-                                   .state = HOLD_HELD,
-                                   .copies = dup ? 2 : 1};
-                io->nheld++;
-                ft->out = OUT_HELD;
-                ft->slot = h;
-                continue;
-            }
-        }
-        ne = add_ent(io, ne, ENT_PKT, i, len);
-        if (dup) ne = add_ent(io, ne, ENT_DUP, i, len);
-        if (io->nheld) ne = queue_held(io, ne, HOLD_HELD, pkts[i].peer, now);
-    }
-
-    for (unsigned e = 0; e < ne; e++)
-        ent_msg(io, e, pkts);
-    unsigned done = 0;
-    while (done < ne) {
-        int r = SENDMMSG(io->fd, io->smsg + done, ne - done, MSG_DONTWAIT);
-        io->st.tx_calls++;
-        if (r > 0) {
-            done += (unsigned)r;
-            continue;
-        }
-        int e = errno;
-        if (transient(e)) {
-            io->st.tx_again++;
-            *again = true;
-            break;
-        }
-        io->ents[done].failed = 1;
-        io->st.tx_err++;
-        io->st.last_tx_errno = e;
-        done++;
-    }
-
-    /* Packet i is committed if its own entry went (its entry is at pos), or,
-     * with no entry of its own (dropped, held), if everything before it went. */
-    unsigned u = 0;
-    while (u < n &&
-           (io->fate[u].out == OUT_DROP || io->fate[u].out == OUT_HELD ? io->fate[u].pos <= done
-                                                                       : io->fate[u].pos < done))
-        u++;
-    unsigned end = u < n ? io->fate[u].pos : ne; /* entries of committed packets */
-    if (u < n) io->rng = io->fate[u].rng;        /* the same packets will get the same draws */
-    for (unsigned i = 0; i < n; i++) {
-        struct pkt_fate *ft = &io->fate[i];
-        if (i >= u) {
-            if (ft->out == OUT_HELD) {
-                io->hold[ft->slot].state = HOLD_FREE;
-                io->nheld--;
-            }
-            continue;
-        }
-        io->st.fault_drop += ft->out == OUT_DROP;
-        io->st.fault_reorder += ft->out == OUT_HELD;
-        io->st.fault_nohold += ft->out == OUT_NOHOLD;
-    }
-    uint64_t ready = 0;
-    for (unsigned e = 0; e < ne; e++) {
-        struct ent *en = &io->ents[e];
-        struct hold *x = en->kind == ENT_HOLD ? &io->hold[en->idx] : NULL;
-        if (e < done) {
-            if (!en->failed) {
-                io->st.tx_pkts++;
-                io->st.tx_bytes += en->len;
-            }
-            io->st.fault_dup += en->kind == ENT_DUP;
-            if (x) {
-                x->copies--;
-                io->st.fault_dup += ++x->sent == 2;
-                if (!x->copies) {
-                    io->st.fault_late += x->late;
-                    x->state = HOLD_FREE;
-                    io->nheld--;
-                }
-            }
-        } else if (e < end) {
-            /* Must still go, first thing next time. */
-            if (x) {
-                if (x->state == HOLD_QUEUED) {
-                    x->state = HOLD_READY;
-                    x->ticket = ++ready;
-                }
-            } else if (en->kind == ENT_DUP) {
-                int h = free_slot(io);
-                if (h >= 0) {
-                    struct hold *d = &io->hold[h];
-                    copy_pkt(d->data, &pkts[en->idx]);
-                    *d = (struct hold){.data = d->data,
-                                       .ticket = ++ready,
-                                       .len = en->len,
-                                       .peer = pkts[en->idx].peer,
-                                       .owner = -1,
-                                       .state = HOLD_READY,
-                                       .copies = 1,
-                                       .sent = 1};
-                    io->nheld++;
-                } else {
-                    io->st.fault_nohold++; /* the duplicate is lost */
-                }
-            }
-        } else if (x && x->state == HOLD_QUEUED) {
-            x->state = HOLD_HELD; /* what it waited for did not go: wait on */
-        }
-    }
-    for (unsigned h = 0; h < HOLD_SLOTS; h++)
-        io->hold[h].owner = -1;
-    return u;
-}
-
-static int send_faulty(struct uln_udp_io *io, const struct uln_udp_io_pkt *pkts, unsigned n)
-{
-    unsigned done = 0;
-    bool again = false;
-    do {
-        unsigned k = n - done > ULN_UDP_IO_BATCH ? ULN_UDP_IO_BATCH : n - done;
-        done += send_faulty_batch(io, pkts + done, k, &again);
-    } while (done < n && !again);
-    return (int)done;
-}
-
-int uln_udp_io_send(struct uln_udp_io *io, const struct uln_udp_io_pkt *pkts, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++) {
-        const struct uln_udp_io_pkt *p = &pkts[i];
+        const struct uln_link_pkt *p = &pkts[i];
         if (p->peer < 0 || (unsigned)p->peer >= io->npeers || p->niov == 0 ||
-            p->niov > ULN_UDP_IO_IOV_MAX)
+            p->niov > ULN_LINK_IOV_MAX)
             return -EINVAL;
         if (pkt_len(p) > io->payload_max) return -EMSGSIZE;
     }
-    if (io->fault) return send_faulty(io, pkts, n);
     return n ? send_plain(io, pkts, n) : 0;
-}
-
-int uln_udp_io_flush(struct uln_udp_io *io)
-{
-    if (!io->nheld) return 0;
-    bool again = false;
-    send_faulty_batch(io, NULL, 0, &again);
-    return (int)io->nheld;
 }
 
 /* ------------------------------------------------------------------------- */
 /* Receiving                                                                  */
 /* ------------------------------------------------------------------------- */
 
-static int32_t lookup(struct uln_udp_io *io, const struct sockaddr *sa, socklen_t len)
+static int32_t lookup(struct link_udp *io, const struct sockaddr *sa, socklen_t len)
 {
     struct peer_key k;
     if (!sa_key(sa, len, &k)) return -1;
@@ -1301,7 +828,7 @@ static int32_t lookup(struct uln_udp_io *io, const struct sockaddr *sa, socklen_
 
 /* Set up receive header j for a read into buf (len bytes), the source address
  * into sa, ancillary data (GRO's segment size) into ctl. */
-static void rx_entry(struct uln_udp_io *io, unsigned j, void *buf, size_t len, union sa_any *sa,
+static void rx_entry(struct link_udp *io, unsigned j, void *buf, size_t len, union sa_any *sa,
                      void *ctl, size_t ctllen)
 {
     io->riov[j].iov_base = buf;
@@ -1318,7 +845,7 @@ static void rx_entry(struct uln_udp_io *io, unsigned j, void *buf, size_t len, u
 
 /* One recvmmsg into the k headers set up: how many came, 0 when none (or a
  * signal), or -errno. *drained: the socket said EAGAIN. */
-static int rx_mmsg(struct uln_udp_io *io, unsigned k, bool *drained)
+static int rx_mmsg(struct link_udp *io, unsigned k, bool *drained)
 {
     int r = recvmmsg(io->fd, io->rmsg, k, MSG_DONTWAIT, NULL);
     int e = r < 0 ? errno : EAGAIN;
@@ -1337,9 +864,9 @@ static int rx_mmsg(struct uln_udp_io *io, unsigned k, bool *drained)
 }
 
 /* Without GRO: one datagram per read, straight into pool slots. */
-static int recv_plain(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned max)
+static int recv_plain(struct link_udp *io, struct uln_link_rx *out, unsigned max)
 {
-    unsigned k = max < ULN_UDP_IO_BATCH ? max : ULN_UDP_IO_BATCH;
+    unsigned k = max < ULN_LINK_BATCH ? max : ULN_LINK_BATCH;
     if (k > io->nfree) k = io->nfree;
     if (k == 0) {
         if (max) io->st.rx_pool_empty++;
@@ -1389,12 +916,12 @@ static int recv_plain(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned
 
 /* ---- with GRO ---- */
 
-static uint8_t *gbuf_mem(const struct uln_udp_io *io, uint32_t b)
+static uint8_t *gbuf_mem(const struct link_udp *io, uint32_t b)
 {
-    return io->gpool + (size_t)b * ULN_UDP_IO_GRO_BUF;
+    return io->gpool + (size_t)b * ULN_LINK_UDP_GRO_BUF;
 }
 
-static void gbuf_free(struct uln_udp_io *io, uint32_t b)
+static void gbuf_free(struct link_udp *io, uint32_t b)
 {
     io->gfree_stack[io->ngfree++] = b;
     io->rprep = 0; /* the free stack changed */
@@ -1402,7 +929,7 @@ static void gbuf_free(struct uln_udp_io *io, uint32_t b)
 
 /* The empty datagram that keeps the fd readable while datagrams wait here. A
  * host without ::1 (IPv6 off on lo) takes the dual-stack socket's IPv4 one. */
-static void gro_wake(struct uln_udp_io *io)
+static void gro_wake(struct link_udp *io)
 {
     if (io->wake_out) return;
     for (int tries = 0; tries < 2; tries++) {
@@ -1422,7 +949,7 @@ static void gro_wake(struct uln_udp_io *io)
 
 /* Our own wake-up: empty, from our address and port. The scope is not
  * compared: a link-local address sent to itself comes back through lo. */
-static bool is_wake(const struct uln_udp_io *io, uint32_t b)
+static bool is_wake(const struct link_udp *io, uint32_t b)
 {
     struct peer_key k;
     if (!io->wake_out || io->gb[b].len != 0 || !sa_key(&io->gsa[b].sa, io->gsalen[b], &k))
@@ -1445,7 +972,7 @@ static int gro_seg(const struct msghdr *h)
 }
 
 /* Hand out up to max waiting datagrams, oldest read first. */
-static unsigned gro_drain(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned max)
+static unsigned gro_drain(struct link_udp *io, struct uln_link_rx *out, unsigned max)
 {
     unsigned got = 0;
     while (got < max && io->gq_i < io->gq_n) {
@@ -1464,7 +991,7 @@ static unsigned gro_drain(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsi
                 continue;
             }
             uint8_t *src = gbuf_mem(io, b) + off;
-            struct uln_udp_io_rx *rx = &out[got++];
+            struct uln_link_rx *rx = &out[got++];
             rx->len = len;
             rx->peer = g->peer;
             if (g->copy && io->nfree) {
@@ -1496,7 +1023,7 @@ static unsigned gro_drain(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsi
 
 /* One recvmmsg of up to k reads into landing buffers, queued for gro_drain.
  * Returns how many reads came (0: none waiting) or -errno. */
-static int gro_read(struct uln_udp_io *io, unsigned k)
+static int gro_read(struct link_udp *io, unsigned k)
 {
     uint32_t *bufs = io->rbufs;
     /* As in recv_plain: set up only after a receive or a change of the stack. */
@@ -1504,7 +1031,7 @@ static int gro_read(struct uln_udp_io *io, unsigned k)
         for (unsigned j = 0; j < k; j++) {
             uint32_t b = io->gfree_stack[io->ngfree - 1 - j];
             bufs[j] = b;
-            rx_entry(io, j, gbuf_mem(io, b), ULN_UDP_IO_GRO_BUF, &io->gsa[b], io->rctl[j].buf,
+            rx_entry(io, j, gbuf_mem(io, b), ULN_LINK_UDP_GRO_BUF, &io->gsa[b], io->rctl[j].buf,
                      sizeof(io->rctl[j].buf));
         }
         io->rprep = k;
@@ -1555,7 +1082,7 @@ static int gro_read(struct uln_udp_io *io, unsigned k)
 
 /* Datagrams left from the last read go first; then reads sized so that their
  * datagrams are likely to fit in what is left of out. */
-static int recv_gro(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned max)
+static int recv_gro(struct link_udp *io, struct uln_link_rx *out, unsigned max)
 {
     unsigned got = gro_drain(io, out, max);
     for (unsigned it = 0; got < max && it < GRO_ITER_MAX; it++) {
@@ -1563,7 +1090,7 @@ static int recv_gro(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned m
         if (got && room < io->hint) break; /* would leave datagrams behind */
         unsigned k = room / io->hint;
         if (k == 0) k = 1;
-        if (k > ULN_UDP_IO_BATCH) k = ULN_UDP_IO_BATCH;
+        if (k > ULN_LINK_BATCH) k = ULN_LINK_BATCH;
         if (k > io->ngfree) k = io->ngfree;
         if (k == 0) {
             if (!got) io->st.rx_pool_empty++;
@@ -1581,14 +1108,14 @@ static int recv_gro(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned m
     return (int)got;
 }
 
-int uln_udp_io_recv(struct uln_udp_io *io, struct uln_udp_io_rx *out, unsigned max)
+static int udp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
 {
-    if (io->nheld) uln_udp_io_flush(io);
+    struct link_udp *io = (struct link_udp *)l;
     return io->gro ? recv_gro(io, out, max) : recv_plain(io, out, max);
 }
 
 /* The landing buffer and datagram of a GRO handle, if it is lent out. */
-static struct gbuf *gro_lent(const struct uln_udp_io *io, uint32_t handle, uint32_t *b, uint32_t *s)
+static struct gbuf *gro_lent(const struct link_udp *io, uint32_t handle, uint32_t *b, uint32_t *s)
 {
     if (!(handle & GRO_HANDLE)) return NULL;
     *b = (handle & ~GRO_HANDLE) >> SEG_BITS;
@@ -1598,9 +1125,9 @@ static struct gbuf *gro_lent(const struct uln_udp_io *io, uint32_t handle, uint3
     return (g->lent[*s / 64] >> (*s % 64)) & 1 ? g : NULL;
 }
 
-const struct sockaddr *uln_udp_io_rx_addr(const struct uln_udp_io *io, uint32_t handle,
-                                          socklen_t *len)
+static const void *udp_rx_addr(const struct uln_link *l, uint32_t handle, socklen_t *len)
 {
+    const struct link_udp *io = (const struct link_udp *)l;
     uint32_t b, s;
     if (gro_lent(io, handle, &b, &s)) {
         if (len) *len = io->gsalen[b];
@@ -1611,8 +1138,9 @@ const struct sockaddr *uln_udp_io_rx_addr(const struct uln_udp_io *io, uint32_t 
     return &io->rx_sa[handle].sa;
 }
 
-int uln_udp_io_rx_release(struct uln_udp_io *io, uint32_t handle)
+static int udp_rx_release(struct uln_link *l, uint32_t handle)
 {
+    struct link_udp *io = (struct link_udp *)l;
     uint32_t b, s;
     struct gbuf *g = gro_lent(io, handle, &b, &s);
     if (g) {
@@ -1637,9 +1165,10 @@ int uln_udp_io_rx_release(struct uln_udp_io *io, uint32_t handle)
 /* For tests and fuzzing only: a datagram that did not come from the socket,
  * lent like one (from the same pool, released the same way), so everything
  * above the socket runs as it would for a received one. */
-int uln_udp_io_rx_lend(struct uln_udp_io *io, int32_t peer, const void *buf, uint32_t len,
-                       struct uln_udp_io_rx *out)
+static int udp_rx_lend(struct uln_link *l, int32_t peer, const void *buf, uint32_t len,
+                       struct uln_link_rx *out)
 {
+    struct link_udp *io = (struct link_udp *)l;
     if (len > io->payload_max) return -EMSGSIZE;
     if (peer < -1 || peer >= (int32_t)io->npeers) return -EINVAL;
     if (io->nfree == 0) {
@@ -1659,30 +1188,105 @@ int uln_udp_io_rx_lend(struct uln_udp_io *io, int32_t peer, const void *buf, uin
     }
     uint8_t *dst = io->pool + (size_t)b * io->stride;
     if (len) memcpy(dst, buf, len);
-    *out = (struct uln_udp_io_rx){.buf = dst, .len = len, .peer = peer, .handle = b};
+    *out = (struct uln_link_rx){.buf = dst, .len = len, .peer = peer, .handle = b};
     io->st.rx_pkts++;
     io->st.rx_bytes += len;
     return 0;
 }
 
-int uln_udp_io_wait(struct uln_udp_io *io, int timeout_ms)
+static int udp_wait(struct uln_link *l, int timeout_ms)
 {
+    struct link_udp *io = (struct link_udp *)l;
     if (io->gq_n) return 1; /* datagrams wait in the io */
-    if (io->nheld) {
-        /* Wake up in time to let held packets go at their delay bound. */
-        uint64_t now = uln_now_ns(), due = UINT64_MAX;
-        for (unsigned h = 0; h < HOLD_SLOTS; h++)
-            if (io->hold[h].state == HOLD_READY)
-                due = now;
-            else if (io->hold[h].state == HOLD_HELD &&
-                     io->hold[h].at + io->f.delay_us * 1000u < due)
-                due = io->hold[h].at + io->f.delay_us * 1000u;
-        int ms = due <= now ? 0 : (int)((due - now + 999999u) / 1000000u);
-        if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = ms;
-    }
     struct pollfd p = {.fd = io->fd, .events = POLLIN};
     int r = poll(&p, 1, timeout_ms);
-    if (io->nheld) uln_udp_io_flush(io);
     if (r < 0) return errno == EINTR ? 0 : -errno;
     return r > 0;
+}
+
+/* Nothing is ever held back here. */
+static int udp_flush(struct uln_link *l)
+{
+    (void)l;
+    return 0;
+}
+
+static const struct uln_link_ops udp_ops = {
+    .send = udp_send,
+    .flush = udp_flush,
+    .recv = udp_recv,
+    .rx_release = udp_rx_release,
+    .rx_addr = udp_rx_addr,
+    .rx_lend = udp_rx_lend,
+    .add_peer = udp_add_peer,
+    .set_peer = udp_set_peer,
+    .find_peer = udp_find_peer,
+    .fd = udp_fd,
+    .wait = udp_wait,
+    .local = udp_local,
+    .info = udp_info,
+    .stats = udp_stats,
+    .close = udp_close,
+};
+
+/* The socket link alone. */
+static int open_plain(const struct uln_link_udp_cfg *cfg, struct uln_link **out)
+{
+    if (cfg->mtu && (cfg->mtu < ULN_LINK_UDP_MTU_MIN || cfg->mtu > ULN_LINK_UDP_MTU_MAX)) {
+        fprintf(stderr, "ulnet: udp: MTU %u is outside [%u, %u]\n", cfg->mtu, ULN_LINK_UDP_MTU_MIN,
+                ULN_LINK_UDP_MTU_MAX);
+        return -EINVAL;
+    }
+    unsigned nbufs = cfg->rx_bufs ? cfg->rx_bufs : 512;
+    unsigned max_peers = cfg->max_peers ? cfg->max_peers : 256;
+    if (nbufs > (1u << 20) || max_peers > (1u << 20)) return -EINVAL;
+
+    struct link_udp *io = calloc(1, sizeof(*io));
+    if (!io) return -ENOMEM;
+    io->base.ops = &udp_ops;
+    io->last_peer = -1;
+    union sa_any bound;
+    bool wildcard = false;
+    io->fd = take_socket(cfg, &bound, &wildcard);
+    if (io->fd < 0) {
+        int rc = io->fd;
+        free(io);
+        return rc;
+    }
+    io->family = io->info.family = bound.sa.sa_family;
+    size_datagrams(io, cfg->mtu, &bound, wildcard);
+    set_options(io, cfg, nbufs);
+    int rc = alloc_tables(io, nbufs, max_peers);
+    if (!rc && io->gro) rc = gro_setup(io, nbufs);
+    if (rc < 0) {
+        udp_close(&io->base);
+        return rc;
+    }
+    *out = &io->base;
+    return 0;
+}
+
+/* With cfg->fault: the socket link without GSO and GRO (each datagram needs
+ * a decision of its own), wrapped in the fault injector. */
+int uln_link_udp_open(const struct uln_link_udp_cfg *cfg_in, struct uln_link **out)
+{
+    struct uln_link_udp_cfg cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    if (cfg_in) cfg = *cfg_in;
+    *out = NULL;
+    struct uln_link_fault f;
+    char why[128];
+    if (uln_link_fault_parse(cfg.fault, &f, why, sizeof(why)) < 0) {
+        fprintf(stderr, "ulnet: fault spec '%s': %s\n", cfg.fault, why);
+        return -EINVAL;
+    }
+    bool fault = uln_link_fault_any(&f);
+    if (fault) cfg.no_gso = cfg.no_gro = true;
+    struct uln_link *l;
+    int rc = open_plain(&cfg, &l);
+    if (rc || !fault) {
+        if (!rc) *out = l;
+        return rc;
+    }
+    return uln_link_fault_open(l, &f, out);
 }

@@ -1,0 +1,97 @@
+/*
+ * link_udp.h - the socket link (link.h's contract): one UDP socket, a receive
+ * pool, a peer table; every allocation happens at open, none per packet.
+ *
+ *   send      each packet's 1..3 iovecs gathered straight from the caller's
+ *             memory (no bounce copy), one sendmmsg per 64; runs of
+ *             equal-size packets to one peer go as one UDP_SEGMENT (GSO)
+ *             message where the kernel takes it
+ *   recv      recvmmsg into pool buffers, each datagram lent with its peer id;
+ *             with UDP_GRO one read brings a run of datagrams the kernel kept
+ *             together, lent one by one from the buffer it landed in
+ *   faults    cfg.fault wraps the socket in link_fault.c's injector
+ *
+ * It reads no settings: whoever opens it (udp.c, from struct uln_params)
+ * passes them in the configuration.
+ */
+#ifndef ULN_LINK_UDP_H
+#define ULN_LINK_UDP_H
+
+#include <netinet/in.h>
+
+#include "transport/link.h"
+
+#define ULN_LINK_UDP_MTU_CAP 9000u  /* MTU taken from an interface is capped here (loopback) */
+#define ULN_LINK_UDP_MTU_MIN 576u   /* smallest MTU accepted (IPv4's minimum datagram) */
+#define ULN_LINK_UDP_MTU_MAX 65535u /* largest: an IP datagram's length field */
+
+/* The MTU a socket takes from its interface (m <= 0: unknown, then 1500),
+ * kept within [ULN_LINK_UDP_MTU_MIN, ULN_LINK_UDP_MTU_CAP]. A configured MTU
+ * is used as given instead. */
+static inline unsigned uln_link_udp_iface_mtu(int m)
+{
+    unsigned mtu = m > 0 ? (unsigned)m : 1500u;
+    return mtu > ULN_LINK_UDP_MTU_CAP   ? ULN_LINK_UDP_MTU_CAP
+           : mtu < ULN_LINK_UDP_MTU_MIN ? ULN_LINK_UDP_MTU_MIN
+                                        : mtu;
+}
+
+struct uln_link_udp_cfg {
+    const char *addr;      /* bind address, IPv4 or IPv6 literal ("fe80::1%eth0" too);
+                              NULL: any, dual-stack IPv6 where the host has it */
+    uint16_t port;         /* 0: ephemeral */
+    unsigned mtu;          /* 0: the bound interface's (any: the smallest of the up,
+                              non-loopback ones), capped to ULN_LINK_UDP_MTU_CAP */
+    unsigned rx_bufs;      /* receive pool, datagrams; 0: 512 */
+    unsigned max_peers;    /* peer table size; 0: 256 */
+    bool busy_poll;        /* SO_BUSY_POLL (+ prefer) where allowed */
+    unsigned busy_poll_us; /* with busy_poll; 0: 50 */
+    bool no_gso;           /* never use UDP_SEGMENT */
+    bool no_gro;           /* never use UDP_GRO (ULN_UDP_GRO=0) */
+    const char *fault;     /* NULL or "": no faults; else a spec (link_fault.h) and
+                              the socket is opened wrapped in the fault injector,
+                              without GSO and GRO: each datagram needs its own
+                              decision (ULN_FAULT) */
+    bool adopt;            /* use `fd`, a UDP socket already bound by the caller (who
+                              reserved its port); addr and port are then ignored */
+    int fd;                /* with adopt: the link owns it from then on, and closes it */
+};
+
+/* Receiving with GRO. A read can hold up to 64 KiB: several datagrams of
+ * one size back to back (the last may be shorter), all from one source. It
+ * lands in one of gro_bufs landing buffers, and each datagram is lent from
+ * there where it lies (no copy); the buffer is read into again once every one
+ * of them is released. A datagram that came alone is copied into a pool slot
+ * instead (it would hold 64 KiB for a few bytes), and so is every datagram
+ * while at most a quarter of the landing buffers are free of lent ones, so
+ * that a caller keeping datagrams (out of order, waiting for their turn) can
+ * always keep rx_bufs of them and still receive. When the pool slots are
+ * gone too, datagrams are lent from landing buffers regardless.
+ *
+ * Memory: gro_bufs = (ULN_LINK_UDP_RX_MEM - rx_bufs x payload_max, rounded up
+ * to 64) / ULN_LINK_UDP_GRO_BUF, within [ULN_LINK_UDP_GRO_BUFS_MIN, 128]:
+ * with the default 512 pool slots, 8 MiB in all at MTU 1500 or 9000 (116 or
+ * 57 landing buffers); a larger rx_bufs gets the minimum on top.
+ *
+ * A read of more datagrams than recv's max leaves the rest waiting in the
+ * link, handed out first by the next recv. While any wait there, the fd is
+ * kept readable: the link sends itself an empty datagram (from its own
+ * address and port, swallowed when read), so a caller sleeping on the fd is
+ * not left asleep with datagrams waiting; uln_link_wait returns at once. */
+#define ULN_LINK_UDP_GRO_BUF      65536u     /* the largest UDP payload fits */
+#define ULN_LINK_UDP_RX_MEM       (8u << 20) /* receive memory aimed at by default */
+#define ULN_LINK_UDP_GRO_BUFS_MIN 16u
+
+/* Returns 0, -EINVAL (bad address, MTU or fault spec: a message on stderr says
+ * which), -ENOMEM, or a socket error (-EADDRINUSE, -EADDRNOTAVAIL, ...). */
+int uln_link_udp_open(const struct uln_link_udp_cfg *cfg, struct uln_link **out);
+
+#ifdef ULN_LINK_UDP_TEST_HOOKS
+/* Tests only (built with ULN_LINK_UDP_TEST_HOOKS): send through fn instead of
+ * sendmmsg, to cut batches short as a full socket would; NULL: sendmmsg. */
+void uln_link_udp_test_hook_sendmmsg(int (*fn)(int, struct mmsghdr *, unsigned int, int));
+/* Landing buffers for links opened from now on (at least 2); 0: as documented. */
+void uln_link_udp_test_hook_gro_bufs(unsigned n);
+#endif
+
+#endif

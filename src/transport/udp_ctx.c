@@ -1,0 +1,220 @@
+/*
+ * udp_ctx.c - the UDP transport's part of a context: before the job forms,
+ * bind one socket per endpoint index on consecutive ports and publish this
+ * rank's address (boot/addr.h decides which); once every rank has published,
+ * choose which peers are reached over UDP.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "boot/addr.h"
+#include "boot/root.h"
+#include "transport/udp_ctx.h"
+
+/* ---- context: sockets and addresses ---------------------------------------- */
+
+static void hash_file(const char *path, bool link, uint64_t *h)
+{
+    char buf[256];
+    ssize_t n;
+    if (link) {
+        n = readlink(path, buf, sizeof buf);
+    } else {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        n = fd < 0 ? -1 : read(fd, buf, sizeof buf);
+        if (fd >= 0) close(fd);
+    }
+    for (ssize_t i = 0; i < n; i++)
+        *h = mix64(*h ^ (uint8_t)buf[i]) + (uint64_t)i;
+}
+
+/* Two ranks can use shared memory when they run on the same kernel, see the
+ * same processes (pidfds, /proc/PID/fd) and - so that network namespaces can
+ * stand in for hosts in tests - share a network namespace. */
+static void host_id(uint8_t id[16])
+{
+    uint64_t a = 0x756c6e6574ull, b;
+    hash_file("/proc/sys/kernel/random/boot_id", false, &a);
+    b = a;
+    hash_file("/proc/self/ns/net", true, &a);
+    hash_file("/proc/self/ns/pid", true, &b);
+    hash_file("/proc/self/ns/net", true, &b);
+    memcpy(id, &a, 8);
+    memcpy(id + 8, &b, 8);
+}
+
+static void set_port(struct sockaddr_storage *ss, unsigned port)
+{
+    if (ss->ss_family == AF_INET)
+        ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+}
+
+static void close_fds(struct uln_udp *u)
+{
+    for (unsigned i = 0; i < u->nfds; i++)
+        if (u->fds[i] >= 0) close(u->fds[i]), u->fds[i] = -1;
+}
+
+/* Bind one socket per endpoint index on ports base .. base + nfds - 1, so a
+ * peer finds endpoint i at base + i without asking. 0, or -errno with *bad the
+ * port that failed. */
+static int bind_block(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t len, unsigned base,
+                      unsigned *bad)
+{
+    for (unsigned i = 0; i < u->nfds; i++) {
+        *bad = base + i;
+        int fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) return -errno;
+        set_port(ss, base + i);
+        if (bind(fd, (struct sockaddr *)ss, len) < 0) {
+            int e = errno;
+            close(fd);
+            close_fds(u);
+            return -e;
+        }
+        u->fds[i] = fd;
+    }
+    return 0;
+}
+
+/* No ULN_UDP_PORT: a random block in [20000, 60000), another one while the
+ * one drawn is taken. Returns the base or -errno. */
+static int bind_random(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t len)
+{
+    int rc = -EADDRINUSE;
+    unsigned bad = 0;
+    for (int attempt = 0; attempt < 64 && rc == -EADDRINUSE; attempt++) {
+        u->rng = mix64(u->rng + 0x9e3779b97f4a7c15ull);
+        unsigned base = 20000u + (unsigned)(u->rng % (60000u - 20000u - u->nfds));
+        if ((rc = bind_block(u, ss, len, base, &bad)) == 0) return (int)base;
+    }
+    fprintf(stderr, "ulnet: udp: cannot bind %u ports (last tried: port %u): %s\n", u->nfds, bad,
+            strerror(-rc));
+    return rc;
+}
+
+/* This rank's place among the ranks of its host: what ULN_LOCAL_RANK or the
+ * launcher said; else under ulnrun (every rank on this host) the rank; else 0. */
+static unsigned local_rank(const struct uln_ctx *ctx)
+{
+    if (ctx->p.local_rank >= 0) return (unsigned)ctx->p.local_rank;
+    return !strcmp(uln_boot_mode(ctx), "ulnrun") ? (unsigned)ctx->rank : 0;
+}
+
+/* ULN_UDP_PORT=P: local rank L takes the block P + L x nfds, so ranks on one
+ * host never collide. A block taken (by a rank whose local rank we could not
+ * know, or by another program) moves us to the next; past 65535 nothing
+ * wraps: the open fails and says which ports. Returns the base or -errno. */
+static int bind_fixed(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t len, unsigned port,
+                      unsigned lrank)
+{
+    unsigned first = port + lrank * u->nfds, base = first, bad = 0;
+    int rc = -EINVAL;
+    for (; base + u->nfds - 1 <= 65535u; base += u->nfds)
+        if ((rc = bind_block(u, ss, len, base, &bad)) != -EADDRINUSE) break;
+    if (!rc) return (int)base;
+    if (first + u->nfds - 1 > 65535u)
+        fprintf(stderr,
+                "ulnet: udp: ULN_UDP_PORT=%u: local rank %u needs ports %u..%u (%u per rank, "
+                "ULN_MAX_EPS), past 65535\n",
+                port, lrank, first, first + u->nfds - 1, u->nfds);
+    else
+        fprintf(stderr,
+                "ulnet: udp: ULN_UDP_PORT=%u: cannot bind port %u (local rank %u, ports "
+                "%u..%u, %u per rank): %s%s\n",
+                port, bad, lrank, first, first + u->nfds - 1, u->nfds, strerror(-rc),
+                rc == -EADDRINUSE ? "; every block of ports up to 65535 is taken" : "");
+    return rc;
+}
+
+/* Across hosts (ULN_ROOT or PMIx mode) a peer may be anywhere, and the
+ * sockets must be bound before the address is published. */
+static bool udp_needed(const struct uln_ctx *ctx)
+{
+    return ctx->p.transport == ULN_TP_UDP ||
+           (ctx->p.transport == ULN_TP_AUTO && (ctx->root || ctx->pmix) && ctx->size > 1);
+}
+
+static void publish(struct uln_udp *u, const struct sockaddr_storage *ss, int base, void *slot_addr)
+{
+    struct udp_addr *me = &u->me;
+    me->magic = UDP_ADDR_MAGIC;
+    me->family = ss->ss_family;
+    me->port = (uint16_t)base;
+    me->nports = (uint16_t)u->nfds;
+    host_id(me->host_id);
+    if (ss->ss_family == AF_INET)
+        memcpy(me->ip, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+    else
+        memcpy(me->ip, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+    memcpy((uint8_t *)slot_addr + UDP_ADDR_OFF, me, sizeof *me);
+}
+
+/* Ports are taken now, not at uln_ep_open, so nobody else can take them in
+ * between. */
+int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
+{
+    if (!udp_needed(ctx)) return 0;
+    if (slot_len < UDP_ADDR_OFF + sizeof(struct udp_addr)) return -EINVAL;
+    struct uln_udp *u = calloc(1, sizeof *u);
+    if (!u) return -ENOMEM;
+    ctx->tp_ctx[ULN_TPID_UDP] = u;
+    u->nfds = ctx->p.max_eps;
+    u->fds = malloc(u->nfds * sizeof(int));
+    if (!u->fds) return -ENOMEM;
+    for (unsigned i = 0; i < u->nfds; i++)
+        u->fds[i] = -1;
+    if (getentropy(&u->rng, sizeof u->rng) != 0) u->rng = (uint64_t)getpid() * 0x9e3779b9u;
+
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int rc = uln_addr_local(ctx, &ss, &len);
+    if (rc) return rc;
+    int base = ctx->p.udp_port ? bind_fixed(u, &ss, len, ctx->p.udp_port, local_rank(ctx))
+                               : bind_random(u, &ss, len);
+    if (base < 0) return base;
+    publish(u, &ss, base, slot_addr);
+    return 0;
+}
+
+int uln_udp_choose(struct uln_ctx *ctx)
+{
+    struct uln_udp *u = udp_of(ctx);
+    if (!u) return 0;
+    u->addrs = calloc((size_t)ctx->size, sizeof *u->addrs);
+    u->remote = calloc((size_t)ctx->size, 1);
+    if (!u->addrs || !u->remote) return -ENOMEM;
+    for (int p = 0; p < ctx->size; p++) {
+        int32_t pid;
+        const uint8_t *slot = uln_boot_peer(ctx, p, &pid);
+        if (!slot || p == ctx->rank) continue; /* ourselves: always shared memory */
+        memcpy(&u->addrs[p], slot + UDP_ADDR_OFF, sizeof u->addrs[p]);
+        const struct udp_addr *a = &u->addrs[p];
+        if (a->magic != UDP_ADDR_MAGIC || a->nports < ctx->p.max_eps) continue;
+        bool same_host = memcmp(a->host_id, u->me.host_id, 16) == 0;
+        u->remote[p] = ctx->p.transport == ULN_TP_UDP || !same_host;
+    }
+    return 0;
+}
+
+void uln_udp_close(struct uln_ctx *ctx)
+{
+    struct uln_udp *u = udp_of(ctx);
+    if (!u) return;
+    if (u->fds) close_fds(u);
+    free(u->fds);
+    free(u->addrs);
+    free(u->remote);
+    free(u);
+    ctx->tp_ctx[ULN_TPID_UDP] = NULL;
+}

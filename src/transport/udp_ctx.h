@@ -1,0 +1,55 @@
+/*
+ * udp_ctx.h - the UDP transport's part of a context (udp_ctx.c): the ports
+ * bound before the job forms, the address a rank publishes, and which peers
+ * are reached over UDP. udp.c, the packet transport, reads what is here.
+ */
+#ifndef ULN_TRANSPORT_UDP_CTX_H
+#define ULN_TRANSPORT_UDP_CTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/transports.h"
+
+/* A 64-bit mixer (murmur3's finalizer): hashes and the transports' draws. */
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+#define UDP_ADDR_OFF   64u /* where our part of the board slot starts (shm has 0..63) */
+#define UDP_ADDR_MAGIC 0x31706475u
+
+struct udp_addr { /* what a rank publishes */
+    uint32_t magic;
+    uint16_t family, port; /* port of endpoint 0; endpoint i is port + i */
+    uint16_t nports, pad_;
+    uint8_t host_id[16]; /* equal ids: the same host, reachable over shm */
+    uint8_t ip[16];
+};
+
+struct uln_udp { /* ctx->tp_ctx[ULN_TPID_UDP] */
+    int *fds;    /* one bound socket per endpoint index, until its endpoint opens */
+    unsigned nfds;
+    struct udp_addr me;
+    struct udp_addr *addrs; /* by rank */
+    uint8_t *remote;        /* by rank: 1 = reached over UDP (uln_udp_choose) */
+    uint64_t rng;
+};
+
+static inline struct uln_udp *udp_of(const struct uln_ctx *ctx)
+{
+    return ctx->tp_ctx[ULN_TPID_UDP];
+}
+
+/* The transport's context ops (uln_tp_udp): bind the ports and publish our
+ * address; once every rank's is known, learn which peers UDP reaches. */
+int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len);
+int uln_udp_choose(struct uln_ctx *ctx);
+void uln_udp_close(struct uln_ctx *ctx);
+
+#endif
