@@ -126,6 +126,7 @@ static void incast_send(struct perf *pf, const struct phase *p, struct ctl_msg *
     struct uln_cqe ev[POLL_BATCH];
     size_t size = p->size;
     bool inl = size <= pf->info.inline_max;
+    if (!p->window) die(pf, "incast: a window of 0 NAPs from rank 0");
     uint8_t *pool = inl ? NULL : aligned_alloc(64, (p->window * size + 63) & ~(size_t)63);
     if (!inl && !pool) die(pf, "out of memory");
     if (pool) memset(pool, 0x3c, p->window * size);
