@@ -304,3 +304,36 @@ def ulnet_failure(text):
             if l.startswith(prefix):
                 return re.sub(r"^ulnperf: rank [0-9]+: ", "ulnperf: ", l)
     return lines[-1] if lines else None
+
+
+# ---------------------------------------------------------------------------
+# NetPIPE (NPopenmpi, Debian netpipe-openmpi): one line per size,
+#   "  0:       8 bytes   2000 times -->    148.66 Mbps in       0.41 usec"
+# the time being one-way (half the best trial's round trip) and "Mbps" 2^20
+# bits per second over that one-way time (1 MiB in 3492.83 us prints 2290.41).
+# ---------------------------------------------------------------------------
+
+_NETPIPE = re.compile(r"^\s*\d+:\s+(\d+) bytes\s+(\d+) times -->\s+([0-9.]+) Mbps in\s+([0-9.]+) usec\s*$")
+
+
+def parse_netpipe(text):
+    """[{"size", "times", "lat_us", "bw_GBps"}] of every size NetPIPE
+    finished, in its order; [] when it printed none (it failed, or MPI did)."""
+    out = []
+    for line in _ANSI.sub("", text).splitlines():
+        m = _NETPIPE.match(line)
+        if m:
+            size, times, mbps, usec = int(m.group(1)), int(m.group(2)), float(m.group(3)), float(m.group(4))
+            out.append({"size": size, "times": times, "lat_us": usec, "bw_GBps": mbps * 1048576 / 8 / 1e9})
+    return out
+
+
+def mpi_failure(text):
+    """The line that says why an mpirun job gave no figure: Open MPI's own
+    explanation (the first line of its '----' box that says something), else
+    the last line printed; None when nothing was printed."""
+    lines = [l.strip() for l in _ANSI.sub("", text).splitlines() if l.strip()]
+    for i, l in enumerate(lines):
+        if l.startswith("-----") and i + 1 < len(lines) and not lines[i + 1].startswith("-----"):
+            return lines[i + 1]
+    return lines[-1] if lines else None

@@ -17,7 +17,11 @@
 # one receiver; on a 2-CPU machine the senders share the second CPU, which the
 # load section of the output says). The load job is separate so that the
 # 2-rank figures are taken with no idle third rank attached to the receiver's
-# rings. CSVs: build-bench/ulnperf.<transport>.csv and ...load.csv.
+# rings. Then incast on 4 ranks (3 senders stream NAPs of 64 B and 1 KiB into
+# rank 0, every one checked), over both transports, and over UDP once more with
+# 5 % of the packets dropped (ULN_FAULT; rows incast_drop5): the issue's
+# yardstick is the lossy rate against the lossless one.
+# CSVs: build-bench/ulnperf.<transport>.csv, ...load<N>.csv, ...incast.csv.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -101,6 +105,18 @@ tests2=lat,bw,bibw,rate,cache,fair
 load_ranks=(4)
 ((full)) && load_ranks=(2 4 8)
 
+# incast TRANSPORT FAULT NAME: 3 senders into rank 0 for a fixed time; with
+# FAULT, ULN_FAULT drops packets and the rows are renamed NAME so that they sit
+# beside the lossless ones in one summary.
+incast() {
+    local tr=$1 fault=$2 name=$3 iout="$build/ulnperf.$1.$3.csv"
+    echo "run.sh: [$tr] $name: ulnperf on 4 ranks (3 senders into rank 0)${fault:+, ULN_FAULT=$fault}" >&2
+    ULN_FAULT=$fault "$build/ulnrun" -n 4 --timeout 600 "$build/ulnperf" --transport "$tr" \
+        --test incast --sizes 64,1K --csv="$iout" "${opts[@]}" "${pass[@]}"
+    [[ $name == incast ]] || sed -i "s/^$tr,nap,incast,/$tr,nap,$name,/" "$iout"
+    csvs+=("$iout")
+}
+
 csvs=()
 for tr in shm udp; do
     out="$build/ulnperf.$tr.csv"
@@ -123,6 +139,8 @@ for tr in shm udp; do
     "$build/ulnrun" -n 2 --timeout 600 "$build/ulnperf" --transport "$tr" --test "$t" \
         "${sizes[@]}" --csv="$out" "${opts[@]}" "${pass[@]}"
     csvs+=("$out")
+    incast "$tr" "" incast
+    [[ $tr == udp ]] && incast "$tr" "drop=0.05,seed=7" incast_drop5
     [[ $tr == udp ]] && ((!full)) && continue
     for n in "${load_ranks[@]}"; do
         lout="$build/ulnperf.$tr.load$n.csv"

@@ -226,6 +226,40 @@ class UlnetOverUdp(unittest.TestCase):
         self.assertRaises(ValueError, peers.ulnperf_csv_rows, "")
 
 
+class NetPipe(unittest.TestCase):
+    """NPopenmpi (netpipe-openmpi 3.7) under mpirun, saved by bench/mpi --save."""
+
+    def test_latency_8(self):
+        # "  0:       8 bytes   2000 times -->    131.33 Mbps in       0.46 usec"
+        r = peers.parse_netpipe(sample("netpipe_vader_8.txt"))
+        self.assertEqual(len(r), 1)
+        self.assertEqual((r[0]["size"], r[0]["times"]), (8, 2000))
+        self.assertAlmostEqual(r[0]["lat_us"], 0.46)
+        # NetPIPE's Mbps are 2^20 bits/s over the one-way time.
+        self.assertAlmostEqual(r[0]["bw_GBps"], 131.33 * 1048576 / 8e9)
+        self.assertAlmostEqual(r[0]["bw_GBps"], 8 / 0.46e-6 / 1e9, delta=0.001)
+
+    def test_bandwidth_1m_across_hosts(self):
+        r = peers.parse_netpipe(sample("netpipe_ofi_tcp_netns_1m.txt"))
+        self.assertEqual([(x["size"], x["times"]) for x in r], [(1048576, 40)])
+        self.assertAlmostEqual(r[0]["bw_GBps"], 2290.41 * 1048576 / 8e9)
+        self.assertAlmostEqual(r[0]["bw_GBps"], 1048576 / 3492.83e-6 / 1e9, delta=0.001)
+
+    def test_sweep(self):
+        r = peers.parse_netpipe(sample("netpipe_vader_sweep.txt"))
+        self.assertEqual(len(r), 35)
+        self.assertEqual((r[0]["size"], r[-1]["size"]), (8, 1048576))
+        self.assertAlmostEqual(r[-1]["lat_us"], 2737.00)
+        self.assertEqual([x["size"] for x in r], sorted(x["size"] for x in r))
+
+    def test_failed_job(self):
+        text = sample("netpipe_no_pml.txt")
+        self.assertEqual(peers.parse_netpipe(text), [])
+        self.assertEqual(peers.mpi_failure(text), "No components were able to be opened in the pml framework.")
+        self.assertIsNone(peers.mpi_failure(""))
+        self.assertEqual(peers.mpi_failure("a\nlast words\n"), "last words")
+
+
 class UlnperfCsv(unittest.TestCase):
     def test_rows(self):
         d = peers.parse_ulnperf_csv("transport,op,test,size,value,unit\n"

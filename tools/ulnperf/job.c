@@ -180,10 +180,13 @@ static void job_header_pins(struct perf *pf, const struct pins *pn)
     fprintf(hdr, "%s\n",
             !distinct && pf->yield ? " (spin loops yield; numbers are not meaningful)" : "");
     if (pf->size == 3)
-        fprintf(hdr, "# rank 2 takes part in load only, asleep in uln_cq_wait otherwise\n");
+        fprintf(hdr,
+                "# rank 2 takes part in load and incast only, asleep in uln_cq_wait otherwise\n");
     else if (pf->size > 3)
-        fprintf(hdr, "# ranks 2..%d take part in load only, asleep in uln_cq_wait otherwise\n",
-                pf->size - 1);
+        fprintf(
+            hdr,
+            "# ranks 2..%d take part in load and incast only, asleep in uln_cq_wait otherwise\n",
+            pf->size - 1);
     note_load_cpus(pf, pn->rcpu, pn->cpu);
 }
 

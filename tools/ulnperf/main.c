@@ -8,11 +8,11 @@
  * rate (stream.c) between ranks 0 and 1; cache (cache.c: cold vs warm
  * translation) from rank 0 into rank 1; fair (fair.c: 8 endpoints of rank 0
  * sharing one interface towards rank 1); load (load.c: ranks 1..N-1 all
- * sending to rank 0 at a paced rate). A job may have more than 2 ranks: only
- * load uses them, the others sleep in uln_cq_wait meanwhile. The rest is
- * common: the job (job.c), phases and the plan (phase.c), control messages
- * (ctl.c), buffers, time, statistics, CPUs and output. Plots are made from the
- * CSV, by bench/plot.
+ * sending to rank 0 at a paced rate); incast (incast.c: ranks 1..N-1 streaming
+ * NAPs into rank 0 as fast as they can, every one checked). A job may have
+ * more than 2 ranks: only load and incast use them, the others sleep in uln_cq_wait meanwhile. The
+ * rest is common: the job (job.c), phases and the plan (phase.c), control messages (ctl.c),
+ * buffers, time, statistics, CPUs and output. Plots are made from the CSV, by bench/plot.
  */
 #include "perf.h"
 
@@ -20,9 +20,9 @@
 
 /* Which family runs which test. */
 static const struct perf_family *const families[NTESTS] = {
-    [T_LAT] = &perf_latency, [T_BW] = &perf_stream,   [T_BIBW] = &perf_stream,
-    [T_RATE] = &perf_stream, [T_CACHE] = &perf_cache, [T_FAIR] = &perf_fair,
-    [T_LOAD] = &perf_load,
+    [T_LAT] = &perf_latency, [T_BW] = &perf_stream,     [T_BIBW] = &perf_stream,
+    [T_RATE] = &perf_stream, [T_CACHE] = &perf_cache,   [T_FAIR] = &perf_fair,
+    [T_LOAD] = &perf_load,   [T_INCAST] = &perf_incast,
 };
 
 const struct perf_family *perf_family(int test)

@@ -4,13 +4,14 @@
 #include <stdlib.h>
 
 const char *const op_names[NOPS] = {"nap", "nap-inline", "put", "get"};
-const char *const test_names[NTESTS] = {"lat", "bw", "bibw", "rate", "cache", "fair", "load"};
+const char *const test_names[NTESTS] = {"lat",   "bw",   "bibw", "rate",
+                                        "cache", "fair", "load", "incast"};
 
 void perf_usage(FILE *f)
 {
     fprintf(f, "usage: ulnrun -n N [--timeout S] ulnperf [options]     (N >= 2)\n"
                "Measures ulnet's primitives (NAP, NAP inline, PUT, GET) on this host.\n"
-               "  --test LIST     lat,bw,bibw,rate,cache,fair,load or all (default all)\n"
+               "  --test LIST     lat,bw,bibw,rate,cache,fair,load,incast or all (default all)\n"
                "                    lat   one-way latency (median, p99), ranks 0 and 1\n"
                "                    bw    bandwidth rank 0 -> 1, --window outstanding\n"
                "                    bibw  both ranks stream at each other at once\n"
@@ -21,6 +22,10 @@ void perf_usage(FILE *f)
                "                          each one's share over time, Jain's index\n"
                "                    load  ranks 1..N-1 send paced NAPs to rank 0: latency\n"
                "                          vs offered load (run with ulnrun -n 4 or more)\n"
+               "                    incast ranks 1..N-1 stream NAPs of --sizes (8 B and up)\n"
+               "                          into rank 0 for --incast-ms: aggregate msg/s,\n"
+               "                          each sender's count; every NAP's sender and\n"
+               "                          sequence checked (loss or duplication fails)\n"
                "  --op LIST       nap,nap-inline,put,get or all (default all)\n"
                "  --sizes SPEC    a-b: a, the powers of two between, b; or a list a,b,c\n"
                "                  (K/M suffixes; default 1-16M; nap stops at nap_max,\n"
@@ -36,6 +41,7 @@ void perf_usage(FILE *f)
                "  --fair-eps N    fair: endpoints (default 8)\n"
                "  --fair-size S   fair: message size (default 64K; NAP: at most nap_max)\n"
                "  --fair-ms T     fair: length of the run (default 10 points)\n"
+               "  --incast-ms T   incast: length of each size's run (default 3 points)\n"
                "  --mem KIND      ulnet: PUT/GET buffers from uln_mem_alloc (peers map them)\n"
                "                  malloc: aligned_alloc + uln_mr_reg (peers use CMA)\n"
                "  --transport T   ask the library for transport T (sets ULN_TRANSPORT) and\n"
@@ -167,6 +173,9 @@ static int parse_scenario_opt(struct perf_opts *o, const char *a, const char *v)
     } else if (!strcmp(a, "--fair-ms")) {
         o->fair_ms = strtod(v, &x);
         if (*x || !(o->fair_ms >= 1)) return -1;
+    } else if (!strcmp(a, "--incast-ms")) {
+        o->incast_ms = strtod(v, &x);
+        if (*x || !(o->incast_ms >= 1)) return -1;
     } else {
         return -1;
     }

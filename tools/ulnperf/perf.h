@@ -44,7 +44,7 @@
 /* ------------------------------------------------------------------------- */
 
 enum { OP_NAP, OP_NAP_INLINE, OP_PUT, OP_GET, NOPS };
-enum { T_LAT, T_BW, T_BIBW, T_RATE, T_CACHE, T_FAIR, T_LOAD, NTESTS };
+enum { T_LAT, T_BW, T_BIBW, T_RATE, T_CACHE, T_FAIR, T_LOAD, T_INCAST, NTESTS };
 extern const char *const op_names[NOPS];
 extern const char *const test_names[NTESTS];
 
@@ -81,6 +81,7 @@ struct perf_opts {
     unsigned fair_eps;
     size_t fair_size;
     double fair_ms;
+    double incast_ms; /* incast: length of a size's run; 0: 3 points */
     const char *transport;
 };
 
@@ -439,6 +440,7 @@ extern const struct perf_family perf_stream;  /* stream.c: bw, bibw, rate */
 extern const struct perf_family perf_cache;   /* cache.c: cache */
 extern const struct perf_family perf_fair;    /* fair.c: fair */
 extern const struct perf_family perf_load;    /* load.c: load */
+extern const struct perf_family perf_incast;  /* incast.c: incast */
 
 const struct perf_family *perf_family(int test); /* main.c */
 

@@ -94,10 +94,12 @@ uint64_t measure_two(struct perf *pf, struct phase *p, double ms, uint64_t *elap
 /* A phase rank 0 may have asked of this rank? */
 static bool phase_valid(const struct perf *pf, const struct ctl_msg *m)
 {
-    bool load = m->test == T_LOAD, nap = m->op == OP_NAP || m->op == OP_NAP_INLINE;
+    /* Ranks 2.. take part in the many-to-one tests only. */
+    bool load = m->test == T_LOAD || m->test == T_INCAST,
+         nap = m->op == OP_NAP || m->op == OP_NAP_INLINE;
     return !(m->op >= NOPS || m->test >= NTESTS || !m->size || (pf->rank >= 2 && !load) ||
              (!load && !nap && m->size > pf->buf_len) || (nap && m->size > pf->info.nap_max) ||
-             (load && m->size < 16));
+             (m->test == T_LOAD && m->size < 16) || (m->test == T_INCAST && m->size < 8));
 }
 
 /* Ranks >= 1: one phase rank 0 asked for in m. */
@@ -219,8 +221,9 @@ static void point_label(const struct perf *pf, const struct point *pt, char *lab
         snprintf(label, n, "%s cache %s %s B", op_names[pt->op], pt->arg ? "cold" : "warm", sz);
     else
         snprintf(label, n, "%s %s %s B", op_names[pt->op], test_names[pt->test], sz);
-    if (pt->test == T_LOAD)
-        snprintf(group, n, "load, %d sender%s", pf->size - 1, pf->size > 2 ? "s" : "");
+    if (pt->test == T_LOAD || pt->test == T_INCAST)
+        snprintf(group, n, "%s, %d sender%s", test_names[pt->test], pf->size - 1,
+                 pf->size > 2 ? "s" : "");
     else
         snprintf(group, n, "%s %s", op_names[pt->op], test_names[pt->test]);
 }
