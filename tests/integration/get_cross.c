@@ -8,6 +8,12 @@
  * ring that fills with requests in both directions, deadlocks here. Each GET
  * lands in its own slot of the destination buffer with canary gaps between
  * slots; the data is checked against the owner's pattern at the source offset.
+ *
+ *   get_cross            two rounds of 150 GETs, 16 MiB down to a few bytes
+ *   get_cross N LEN      one round of N GETs of LEN bytes each: with a send queue
+ *                        deep enough to hold them all, more requests are in
+ *                        flight than the target's request ring holds, which
+ *                        must slow the initiator, never stall delivery
  */
 #include "common.h"
 
@@ -15,6 +21,10 @@
 #define GAP    64
 #define CANARY 0x3c
 #define ROUNDS 2
+
+/* The deep variant's shape (argv), 0: the default mix. */
+static int deep_n;
+static uint64_t deep_len;
 
 struct g {
     int kind;
@@ -35,10 +45,12 @@ static int build(struct g *gs, int round, int initiator, uint64_t *total)
     uint64_t rng = 0x600d + (uint64_t)round * 1000 + (uint64_t)initiator;
     int n = 0;
     uint64_t loff = GAP;
-    for (int i = 0; i < 150; i++) {
+    for (int i = 0; i < (deep_n ? deep_n : 150); i++) {
         struct g *x = &gs[n++];
         x->kind = (int)(t_rand(&rng) & 1);
-        if (i < 2)
+        if (deep_n)
+            x->len = deep_len;
+        else if (i < 2)
             x->len = (16u << 20) + (uint64_t)i;
         else if (i < 20)
             x->len = (1u << 20) + t_rand(&rng) % 4096;
@@ -52,9 +64,14 @@ static int build(struct g *gs, int round, int initiator, uint64_t *total)
     return n;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 3) {
+        deep_n = atoi(argv[1]);
+        deep_len = strtoull(argv[2], NULL, 0);
+    }
     t_open(&J, 2);
+    CHECKF(deep_n >= 0 && deep_len <= REGION, "usage: get_cross [N LEN<=%u]", REGION);
     int peer = 1 - J.rank;
     CHECK_OK(uln_cq_open(J.ctx, 512, &cq));
     CHECK_OK(uln_ep_open(J.ctx, cq, cq, &ep));
@@ -68,8 +85,8 @@ int main(void)
     t_exchange(&J, ep, cq, mine, T_NKINDS, all);
     const uint64_t *keys = all + (size_t)peer * T_NKINDS;
 
-    struct g gs[200];
-    for (int round = 0; round < ROUNDS; round++) {
+    struct g *gs = t_xmalloc(sizeof *gs * (size_t)(deep_n ? deep_n : 150));
+    for (int round = 0; round < (deep_n ? 1 : ROUNDS); round++) {
         uint64_t total;
         int n = build(gs, round, J.rank, &total);
         uint8_t *dst = t_xmalloc(total);
@@ -149,6 +166,7 @@ int main(void)
             }
         }
     }
+    free(gs);
     /* Only read: the sources must be intact. */
     for (int k = 0; k < T_NKINDS; k++)
         CHECK_PAT(reg[k].buf, REGION, src_seed(J.rank, k), 0, "GET source %s", t_kind_name(k));
