@@ -32,8 +32,28 @@ static inline struct uln_sqe *sqe_at(struct uln_ep *ep, uint64_t pos)
     return &ep->sq[pos % ep->sq_depth];
 }
 
-static inline void sqe_finish(struct uln_sqe *s, int status)
+/* GET requests the target's request ring always has room for. The
+ * initiator keeps no more ring-path GETs outstanding per peer than that, so
+ * a request never waits for room at the target. Over the rings that is
+ * merely what the ring enforces anyway; over a packet transport, where the
+ * target feeds its own ring in sequence order, a request finding the ring
+ * full would hold up every later packet of the stream (the ACKs and
+ * GET data the two sides wait for), and crossed GETs would deadlock. A
+ * message never wraps (a PAD fills the ring's end), so up to cells - 1 cells
+ * of each round may be lost to padding. */
+static inline uint32_t get_credit(void)
 {
+    const uint32_t cells = ULN_REQ_RING_BYTES / ULN_CELL;
+    const uint32_t per = uln_ring_cells_for((uint32_t)sizeof(struct uln_get_req));
+    return (cells - (per - 1)) / per;
+}
+
+static inline void sqe_finish(struct uln_ep *ep, struct uln_sqe *s, int status)
+{
+    if (s->holds_credit) { /* a ring-path GET: its request is served or void */
+        ep->peers[s->peer].gets_out--;
+        s->holds_credit = 0;
+    }
     s->status = status;
     s->state = SQE_DONE;
 }
@@ -170,11 +190,11 @@ static bool issue_nap(struct uln_ep *ep, struct uln_sqe *s)
     struct uln_ep_peer *pp;
     int rc = out_rings(ep, s->peer, &pp); /* first contact: attach */
     if (rc) {
-        sqe_finish(s, rc);
+        sqe_finish(ep, s, rc);
         return true;
     }
     if (!nap_send(ep, s->peer, s->src, (uint32_t)s->len)) return false;
-    sqe_finish(s, 0);
+    sqe_finish(ep, s, 0);
     return true;
 }
 
@@ -196,7 +216,7 @@ static bool issue_direct(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
             break;
         }
         if (rc) {
-            sqe_finish(s, rc);
+            sqe_finish(ep, s, rc);
             break;
         }
         s->issued += n;
@@ -211,7 +231,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     struct uln_ep_peer *pp;
     int rc = out_rings(ep, s->peer, &pp);
     if (rc) {
-        sqe_finish(s, rc);
+        sqe_finish(ep, s, rc);
         return true;
     }
     if (pp->tp->caps & ULN_TP_CAP_TARGET_CPU) {
@@ -239,7 +259,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
             s->notified = 1;
         }
         count_rdma(ep, true, s->len);
-        sqe_finish(s, 0);
+        sqe_finish(ep, s, 0);
         return true;
     }
 
@@ -282,7 +302,7 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     struct uln_ep_peer *pp;
     int rc = out_rings(ep, s->peer, &pp);
     if (rc) {
-        sqe_finish(s, rc);
+        sqe_finish(ep, s, rc);
         return true;
     }
     if (!(pp->tp->caps & ULN_TP_CAP_DIRECT_RMA)) s->ring_path = 1; /* the target serves it */
@@ -291,12 +311,16 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         if (s->state == SQE_DONE) return true;
         if (!s->ring_path) {
             count_rdma(ep, false, s->len);
-            sqe_finish(s, 0);
+            sqe_finish(ep, s, 0);
             return true;
         }
     }
     /* Ring path: one request on channel 1 for what is left; the data comes back
      * as GET_RESP messages on the peer's channel 0. */
+    if (pp->gets_out >= get_credit()) {
+        ep->blocked = true; /* a GET's answer gives the credit back */
+        return false;
+    }
     struct uln_get_req *r = out_reserve(ep, s->peer, 1, sizeof *r);
     if (!r) return false;
     *r = (struct uln_get_req){.key = s->rkey,
@@ -304,6 +328,8 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
                               .len = s->len - s->issued,
                               .op_id = s->op_id};
     out_commit(ep, s->peer, 1, ULN_MSG_GET_REQ, 0, sizeof *r);
+    pp->gets_out++;
+    s->holds_credit = 1;
     peer_wake(ep, s->peer);
     ULN_COUNT(&ep->stats, gets, 1);
     s->state = SQE_WAIT;
@@ -329,7 +355,7 @@ void uln_engine_issue(struct uln_ep *ep, uint32_t budget)
                 moved = issue_get(ep, s, &budget);
                 break;
             default:
-                sqe_finish(s, 0);
+                sqe_finish(ep, s, 0);
                 break; /* FLUSH: retires in order */
             }
         }
@@ -364,7 +390,7 @@ void uln_engine_fail_peer(struct uln_ep *ep, int peer, int status)
     for (uint64_t pos = ep->sq_head; pos != ep->sq_tail; pos++) {
         struct uln_sqe *s = sqe_at(ep, pos);
         if (s->peer == peer && (s->state == SQE_QUEUED || s->state == SQE_WAIT))
-            sqe_finish(s, status);
+            sqe_finish(ep, s, status);
     }
 }
 
@@ -499,16 +525,16 @@ void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op
     struct uln_sqe *s = waiting_op(ep, src, op_id, ULN_OP_GET);
     if (!s) return; /* answer to an operation that already failed */
     uint64_t want = s->len - s->issued;
-    if (status) return sqe_finish(s, peer_status(ep, status));
+    if (status) return sqe_finish(ep, s, peer_status(ep, status));
     if (op_offset > want || n > want - op_offset) {
         malformed(ep);
-        return sqe_finish(s, -EPROTO);
+        return sqe_finish(ep, s, -EPROTO);
     }
     if (n) memcpy((uint8_t *)s->dst + s->issued + op_offset, data, n);
     s->received += n;
     if (s->received >= want) {
         ULN_COUNT(&ep->stats, bytes_got, s->len);
-        sqe_finish(s, 0);
+        sqe_finish(ep, s, 0);
     }
 }
 
@@ -575,7 +601,7 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
     case ULN_MSG_ACK: {
         const struct uln_ack *a = (const void *)(m + 1);
         struct uln_sqe *s = m->len >= sizeof *a ? waiting_op(ep, src, a->op_id, ULN_OP_PUT) : NULL;
-        if (s) sqe_finish(s, peer_status(ep, a->status));
+        if (s) sqe_finish(ep, s, peer_status(ep, a->status));
         break;
     }
     default:

@@ -192,6 +192,7 @@ static struct uln_sqe *sq_take(struct uln_ep *ep)
     struct uln_sqe *s = &ep->sq[ep->sq_tail % ep->sq_depth];
     s->state = SQE_QUEUED;
     s->ring_path = 0; /* until the transport says no direct path (engine.c) */
+    s->holds_credit = 0;
     s->notified = 0;
     s->issued = 0;
     s->received = 0;

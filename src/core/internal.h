@@ -190,10 +190,11 @@ struct uln_ctx {
 enum uln_sqe_state { SQE_FREE = 0, SQE_QUEUED, SQE_WAIT, SQE_DONE };
 
 struct uln_sqe {
-    uint8_t op;        /* enum uln_op */
-    uint8_t state;     /* enum uln_sqe_state */
-    uint8_t ring_path; /* 1: this PUT/GET goes through the rings */
-    uint8_t notified;  /* direct PUT with imm: notification sent */
+    uint8_t op;               /* enum uln_op */
+    uint8_t state;            /* enum uln_sqe_state */
+    uint8_t ring_path : 1;    /* this PUT/GET goes through the rings */
+    uint8_t holds_credit : 1; /* a ring-path GET counted in its peer's gets_out */
+    uint8_t notified;         /* direct PUT with imm: notification sent */
     uint32_t flags;
     int32_t peer;
     int32_t status;
@@ -216,6 +217,8 @@ struct uln_ep_peer {
     bool out_ready;                     /* connected */
     bool announced[2];                  /* our bit is set in act_map[ch] */
     uint32_t direct_ops; /* direct PUT/GETs to this peer: every 1024th checks it lives */
+    uint32_t gets_out;   /* our ring-path GETs the peer has not finished: each request
+                            sits in its request ring until served (engine.c: get_credit) */
     /* Ring-path target side. */
     struct uln_refused_put refused; /* a PUT already answered with an error */
     struct uln_msg *get_req;        /* GET request being served (still in ring) */
