@@ -16,11 +16,29 @@ static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct uln_ctx *ctx_shared;
 static int ctx_refs;
 
+/* FI_ULNET_* settings go into the configuration; what they leave at 0 is
+ * taken from the ULN_* variables or the defaults, as uln_open always does. */
+static void config_from_params(struct uln_config *cfg)
+{
+    int v;
+    uln_config_init(cfg);
+    if (fi_param_get_int(&ulnfi_prov, "nap_max", &v) == FI_SUCCESS && v > 0)
+        cfg->nap_max = (uint32_t)v;
+    if (fi_param_get_int(&ulnfi_prov, "sq_depth", &v) == FI_SUCCESS && v > 0)
+        cfg->sq_depth = (uint32_t)v;
+    if (fi_param_get_int(&ulnfi_prov, "ring_bytes", &v) == FI_SUCCESS && v > 0)
+        cfg->ring_bytes = (uint32_t)v;
+}
+
 static int ctx_get(struct uln_ctx **out)
 {
     int rc = 0;
     pthread_mutex_lock(&ctx_lock);
-    if (!ctx_shared) rc = uln_open(NULL, &ctx_shared);
+    if (!ctx_shared) {
+        struct uln_config cfg;
+        config_from_params(&cfg);
+        rc = uln_open(&cfg, &ctx_shared);
+    }
     if (!rc) {
         ctx_refs++;
         *out = ctx_shared;

@@ -452,7 +452,11 @@ int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
     ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
     ep->inline_max = d->uinfo.inline_max;
     ep->eager_max = d->uinfo.nap_max - sizeof(struct ulnfi_hdr);
-    ep->rndv_min = ep->eager_max + 1;
+    size_t rmin = 0;
+    ep->rndv_min = ep->eager_max + 1; /* the measured switch-over: docs/provider.md */
+    if (fi_param_get_size_t(&ulnfi_prov, "rndv_min", &rmin) == FI_SUCCESS && rmin &&
+        rmin < ep->rndv_min)
+        ep->rndv_min = rmin;
     ep->ep.fid.fclass = FI_CLASS_EP;
     ep->ep.fid.context = context;
     ep->ep.fid.ops = &ep_fi_ops;

@@ -53,16 +53,18 @@ int ulnfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, v
     return 0;
 }
 
-/* Settings the provider documents (fi_info -e lists them). They map onto the
- * ULN_* variables, which uln_open reads: a FI_ULNET_* value is copied only
- * when the ULN_* one is not set, so an explicit ULN_* wins. */
+/* Settings the provider documents (fi_info -e lists them). They go into the
+ * uln_config given to uln_open, so a FI_ULNET_* value wins over the ULN_*
+ * variable of the same setting; an unset one leaves that to ULN_* or the
+ * default. */
 static void define_params(void)
 {
     fi_param_define(&ulnfi_prov, "nap_max", FI_PARAM_INT,
-                    "largest eager message plus its 24-byte header (ULN_NAP_MAX)");
-    fi_param_define(&ulnfi_prov, "sq_depth", FI_PARAM_INT, "send queue entries (ULN_SQ_DEPTH)");
+                    "largest eager message plus its 24-byte header (ULN_NAP_MAX when unset)");
+    fi_param_define(&ulnfi_prov, "sq_depth", FI_PARAM_INT,
+                    "send queue entries (ULN_SQ_DEPTH when unset)");
     fi_param_define(&ulnfi_prov, "ring_bytes", FI_PARAM_INT,
-                    "NAP ring per peer and endpoint (ULN_RING_BYTES)");
+                    "NAP ring per peer and endpoint (ULN_RING_BYTES when unset)");
     fi_param_define(&ulnfi_prov, "rndv_min", FI_PARAM_SIZE_T,
                     "messages of at least this size go by rendezvous (default: the switch-over "
                     "measured in docs/provider.md, capped by the eager limit)");

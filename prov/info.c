@@ -15,9 +15,10 @@
 #define ULNFI_PRIMARY                                                                              \
     (FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ |       \
      FI_REMOTE_WRITE | FI_DIRECTED_RECV)
-#define ULNFI_SECONDARY (FI_SOURCE | FI_REMOTE_CQ_DATA | FI_LOCAL_COMM | FI_REMOTE_COMM)
-#define ULNFI_CAPS      (ULNFI_PRIMARY | ULNFI_SECONDARY)
-#define ULNFI_TX_CAPS   (FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND)
+#define ULNFI_SECONDARY                                                                            \
+    (FI_SOURCE | FI_REMOTE_CQ_DATA | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_MULTI_RECV)
+#define ULNFI_CAPS    (ULNFI_PRIMARY | ULNFI_SECONDARY)
+#define ULNFI_TX_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND)
 #define ULNFI_RX_CAPS                                                                              \
     (FI_MSG | FI_TAGGED | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | \
      FI_SOURCE | FI_REMOTE_CQ_DATA)
@@ -103,7 +104,7 @@ static bool check_rx(const struct fi_rx_attr *h)
     if (h->caps && !subset(h->caps, ULNFI_RX_CAPS | ULNFI_SECONDARY)) return false;
     if (!subset(h->msg_order, ULNFI_MSG_ORDER)) return false;
     if (h->comp_order & ~(uint64_t)FI_ORDER_NONE) return false;
-    if (!subset(h->op_flags, ULNFI_OP_FLAGS & ~(uint64_t)FI_MULTI_RECV)) return false;
+    if (!subset(h->op_flags, ULNFI_OP_FLAGS)) return false;
     if (h->size > (1u << 20)) return false;
     if (h->iov_limit > ULNFI_IOV_LIMIT) return false;
     return true;

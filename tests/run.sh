@@ -10,9 +10,12 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 # libpmix-dev: the PMIx bootstrap; openmpi-bin: mpirun for tests/mpirun;
-# clang, libclang-rt-14-dev: libFuzzer for tests/fuzz; valgrind: memcheck stage.
+# clang, libclang-rt-14-dev: libFuzzer for tests/fuzz; valgrind: memcheck stage;
+# libfabric-dev, libfabric-bin, libopenmpi-dev, netpipe-openmpi: the libfabric
+# provider (prov/) and its clients (tests/fi, tests/mpi).
 pkgs=(cmake ninja-build gcc make pkg-config libc6-dev procps iproute2 nftables ethtool python3
-    libpmix-dev openmpi-bin clang libclang-rt-14-dev valgrind)
+    libpmix-dev openmpi-bin clang libclang-rt-14-dev valgrind
+    libfabric-dev libfabric-bin libopenmpi-dev netpipe-openmpi)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -348,7 +348,43 @@ static void test_cancel_peek(void)
     }
 }
 
-/* 6. RMA: write, writedata, read at offsets; bad key and bounds fail */
+/* 6. FI_MULTI_RECV: one buffer takes messages until less than
+ * FI_OPT_MIN_MULTI_RECV is left; the last one carries FI_MULTI_RECV. */
+static void test_multi_recv(void)
+{
+    enum { N = 12, LEN = 5000, BUF = 65536 };
+    static uint8_t b[BUF], s[N][LEN];
+    struct fi_context cs[N], cr;
+    if (rank == 1) {
+        sync_peers();
+        for (int i = 0; i < N; i++) {
+            fill(s[i], LEN, 1200 + i);
+            ssize_t r;
+            while ((r = fi_send(ep, s[i], LEN, NULL, peer, &cs[i])) == -FI_EAGAIN)
+                poll_one();
+            OK(r);
+        }
+        for (int i = 0; i < N; i++)
+            wait_ok(&cs[i]);
+    } else {
+        size_t min = 8192;
+        OK(fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)));
+        struct iovec iov = {b, BUF};
+        struct fi_msg m = {.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = &cr};
+        OK(fi_recvmsg(ep, &m, FI_MULTI_RECV));
+        sync_peers();
+        for (int i = 0; i < N; i++) {
+            struct comp c = wait_ok(&cr);
+            CHECK(c.e.len == LEN);
+            CHECK(c.e.buf == b + (size_t)i * LEN);
+            CHECK(!!(c.e.flags & FI_MULTI_RECV) == (i == N - 1));
+            if (c.e.buf == b + (size_t)i * LEN) CHECK(bad_bytes(c.e.buf, LEN, 1200 + i) == 0);
+        }
+    }
+    sync_peers();
+}
+
+/* 7. RMA: write, writedata, read at offsets; bad key and bounds fail */
 static void test_rma(void)
 {
     enum { REG = 1 << 20 };
@@ -453,7 +489,7 @@ int main(int argc, char **argv)
     rank = atoi(getenv("ULN_RANK") ? getenv("ULN_RANK") : "0");
     struct fi_info *hints = fi_allocinfo();
     hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV | FI_SOURCE;
+    hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV;
     hints->domain_attr->mr_mode = FI_MR_PROV_KEY | FI_MR_ALLOCATED | FI_MR_VIRT_ADDR;
     hints->fabric_attr->prov_name = strdup("ulnet");
     OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
@@ -485,6 +521,7 @@ int main(int argc, char **argv)
     test_trunc();
     test_iov_msg();
     test_cancel_peek();
+    test_multi_recv();
     test_rma();
 
     OK(fi_close(&ep->fid));
