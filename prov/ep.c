@@ -257,7 +257,22 @@ static int ep_close(struct fid *fid)
         ulnfi_progress(d);
         d->eps[ep->index] = NULL;
     }
-    ep->retry_head = ep->retry_tail = NULL;
+    /* What no ulnet completion will bring back: sends waiting for an ACK, and
+     * transfers waiting for send-queue room. */
+    for (uint32_t i = 0; i < ULNFI_RNDV_SLOTS; i++) {
+        struct ulnfi_op *op = ep->rndv_slot[i];
+        if (!op) continue;
+        for (uint32_t k = 0; k < op->nmr; k++) uln_mr_dereg(op->mrs[k]);
+        free(op->buf);
+        free(op);
+    }
+    while (ep->retry_head) {
+        struct ulnfi_op *op = ep->retry_head;
+        ep->retry_head = op->next;
+        free(op->buf);
+        free(op);
+    }
+    ep->retry_tail = NULL;
     drain_matcher(&ep->mtag);
     drain_matcher(&ep->mmsg);
     d->refs--;
