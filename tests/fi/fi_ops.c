@@ -28,6 +28,7 @@ static struct fid_fabric *fab;
 static struct fid_domain *dom;
 static struct fid_av *av;
 static struct fid_cq *cq;
+static struct fid_cntr *cntr;
 static struct fid_ep *ep;
 static struct fi_info *info;
 static fi_addr_t peer, self;
@@ -384,7 +385,48 @@ static void test_multi_recv(void)
     sync_peers();
 }
 
-/* 7. RMA: write, writedata, read at offsets; bad key and bounds fail */
+/* 7. fi_cq_sread sleeps until a completion (or its timeout); FI_CLAIM|FI_DISCARD
+ * drops a claimed message; counters count. */
+static void test_sread_discard(void)
+{
+    static uint8_t b[512];
+    struct fi_context cs, cr, cp;
+    struct fi_cq_tagged_entry e;
+    if (rank == 1) {
+        usleep(100000);
+        fill(b, 300, 5);
+        tsend(b, 300, 0x5ead, &cs);
+        wait_ok(&cs);
+        tsend(b, 100, 0xd15c, &cs);
+        wait_ok(&cs);
+        sync_peers();
+        return;
+    }
+    CHECK(nstash == 0);
+    CHECK(fi_cq_sread(cq, &e, 1, NULL, 20) == -FI_EAGAIN); /* nothing yet: times out */
+    OK(fi_trecv(ep, b, sizeof(b), NULL, peer, 0x5ead, 0, &cr));
+    ssize_t n = fi_cq_sread(cq, &e, 1, NULL, 10000);
+    CHECK(n == 1 && e.op_context == &cr && e.len == 300 && bad_bytes(b, 300, 5) == 0);
+    struct fi_msg_tagged m = {
+        .msg_iov = NULL, .iov_count = 0, .addr = FI_ADDR_UNSPEC, .tag = 0xd15c, .context = &cp};
+    for (;;) {
+        OK(fi_trecvmsg(ep, &m, FI_PEEK | FI_CLAIM));
+        struct comp c = wait_ctx(&cp);
+        if (!c.err) break;
+        CHECK(c.err == FI_ENOMSG);
+    }
+    OK(fi_trecvmsg(ep, &m, FI_CLAIM | FI_DISCARD));
+    struct comp c = wait_ok(&cp);
+    CHECK(c.e.tag == 0xd15c);
+    /* gone: a receive for it stays posted until cancelled */
+    OK(fi_trecv(ep, b, sizeof(b), NULL, peer, 0xd15c, 0, &cr));
+    OK(fi_cancel(&ep->fid, &cr));
+    c = wait_ctx(&cr);
+    CHECK(c.err == FI_ECANCELED);
+    sync_peers();
+}
+
+/* 8. RMA: write, writedata, read at offsets; bad key and bounds fail */
 static void test_rma(void)
 {
     enum { REG = 1 << 20 };
@@ -513,6 +555,9 @@ int main(int argc, char **argv)
     CHECK(fi_getname(&ep->fid, tmp, &tl) == -FI_EOPBADSTATE);
     OK(fi_ep_bind(ep, &av->fid, 0));
     OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+    struct fi_cntr_attr cta = {.events = FI_CNTR_EVENTS_COMP};
+    OK(fi_cntr_open(dom, &cta, &cntr, NULL));
+    OK(fi_ep_bind(ep, &cntr->fid, FI_SEND | FI_RECV));
     OK(fi_enable(ep));
     exchange_names(argv[1]);
 
@@ -522,9 +567,15 @@ int main(int argc, char **argv)
     test_iov_msg();
     test_cancel_peek();
     test_multi_recv();
+    test_sread_discard();
     test_rma();
 
+    /* every send and receive above counted; rank 0's truncated receives as errors */
+    uint64_t sends_recvs = fi_cntr_read(cntr), errs = fi_cntr_readerr(cntr);
+    CHECK(sends_recvs >= 40);
+    CHECK(rank == 1 || errs >= 2);
     OK(fi_close(&ep->fid));
+    OK(fi_close(&cntr->fid));
     OK(fi_close(&cq->fid));
     OK(fi_close(&av->fid));
     OK(fi_close(&dom->fid));
