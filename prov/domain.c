@@ -9,6 +9,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ulnfi.h"
 
@@ -136,10 +137,33 @@ void ulnfi_progress(struct ulnfi_domain *d)
         }
 }
 
+/* FI_PROGRESS_AUTO: the provider's own protocol steps (matching a request,
+ * posting its GETs, answering with an ACK) need provider code to run, which
+ * ulnet's progress thread cannot do; so a thread of ours polls the domain,
+ * under the domain lock, every ULNFI_AUTO_US while it is open. */
+#define ULNFI_AUTO_US 100
+static void *auto_progress(void *arg)
+{
+    struct ulnfi_domain *d = arg;
+    struct timespec nap = {0, ULNFI_AUTO_US * 1000};
+    while (!atomic_load_explicit(&d->auto_stop, memory_order_acquire)) {
+        pthread_mutex_lock(&d->lock);
+        ulnfi_progress(d);
+        pthread_mutex_unlock(&d->lock);
+        nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
 static int domain_close(struct fid *fid)
 {
     struct ulnfi_domain *d = ulnfi_container(fid, struct ulnfi_domain, dom.fid);
     if (d->refs) return -FI_EBUSY;
+    if (d->progress == FI_PROGRESS_AUTO) {
+        /* release: the thread's acquire load sees it and leaves */
+        atomic_store_explicit(&d->auto_stop, true, memory_order_release);
+        pthread_join(d->auto_thread, NULL);
+    }
     pthread_mutex_destroy(&d->lock);
     ctx_put();
     free(d);
@@ -200,8 +224,6 @@ int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fi
 {
     const struct fi_domain_attr *a = info ? info->domain_attr : NULL;
     if (a && a->name && strcmp(a->name, ULNFI_NAME)) return -FI_EINVAL;
-    if (a && (a->data_progress == FI_PROGRESS_AUTO || a->control_progress == FI_PROGRESS_AUTO))
-        return -FI_EINVAL;
     struct ulnfi_domain *d = calloc(1, sizeof(*d));
     if (!d) return -FI_ENOMEM;
     int rc = ctx_get(&d->ctx);
@@ -214,9 +236,21 @@ int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fi
     d->size = uln_size(d->ctx);
     d->job_key = uln_job_key(d->ctx);
     d->threading = a && a->threading ? a->threading : FI_THREAD_SAFE;
-    /* Progress is domain-wide, so only FI_THREAD_DOMAIN lets us skip the lock. */
-    d->locking = d->threading != FI_THREAD_DOMAIN;
+    d->progress =
+        a && (a->data_progress == FI_PROGRESS_AUTO || a->control_progress == FI_PROGRESS_AUTO)
+            ? FI_PROGRESS_AUTO
+            : FI_PROGRESS_MANUAL;
+    /* Progress is domain-wide, so only FI_THREAD_DOMAIN without a progress
+     * thread of ours lets us skip the lock. */
+    d->locking = d->threading != FI_THREAD_DOMAIN || d->progress == FI_PROGRESS_AUTO;
     pthread_mutex_init(&d->lock, NULL);
+    if (d->progress == FI_PROGRESS_AUTO &&
+        pthread_create(&d->auto_thread, NULL, auto_progress, d)) {
+        pthread_mutex_destroy(&d->lock);
+        ctx_put();
+        free(d);
+        return -FI_ENOMEM;
+    }
     d->fab = ulnfi_container(fabric, struct ulnfi_fabric, fab);
     d->dom.fid.fclass = FI_CLASS_DOMAIN;
     d->dom.fid.context = context;

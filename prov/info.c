@@ -48,8 +48,6 @@ static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t
 {
     if (!h) return true;
     if (h->name && strcmp(h->name, ULNFI_NAME)) return false;
-    if (h->control_progress == FI_PROGRESS_AUTO || h->data_progress == FI_PROGRESS_AUTO)
-        return false; /* see docs/provider.md: needs a core setting for ulnet's thread */
     if (h->resource_mgmt == FI_RM_DISABLED) {
         /* we protect anyway: that is allowed */
     }
@@ -181,8 +179,11 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps)
     struct fi_domain_attr *d = fi->domain_attr;
     d->name = strdup(ULNFI_NAME);
     d->threading = hd && hd->threading ? hd->threading : FI_THREAD_SAFE;
-    d->control_progress = FI_PROGRESS_MANUAL;
-    d->data_progress = FI_PROGRESS_MANUAL;
+    /* MANUAL unless asked: AUTO costs a thread that polls (domain.c) */
+    d->control_progress =
+        hd && hd->control_progress == FI_PROGRESS_AUTO ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
+    d->data_progress =
+        hd && hd->data_progress == FI_PROGRESS_AUTO ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
     d->resource_mgmt = FI_RM_ENABLED;
     d->av_type = hd ? hd->av_type : FI_AV_UNSPEC;
     d->mr_mode = (caps & FI_RMA) ? FI_MR_PROV_KEY : 0;

@@ -13,6 +13,7 @@
 #define ULNFI_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -115,6 +116,8 @@ struct ulnfi_domain {
     int progress;
     int refs; /* objects opened on it */
     bool locking;
+    pthread_t auto_thread; /* FI_PROGRESS_AUTO */
+    _Atomic bool auto_stop;
     pthread_mutex_t lock;
     struct ulnfi_ep *eps[ULNFI_MAX_EPS_FI]; /* by ulnet endpoint index */
     struct ulnfi_cq *cqs[ULNFI_MAX_EPS_FI * 2];

@@ -115,5 +115,12 @@ int main(int argc, char **argv)
         }
     }
     printf("rank 0: %d error completions after %.1f s\n", errors, now() - t0);
+    OK(fi_close(&ep->fid)); /* with sends still queued for the dead peer */
+    OK(fi_close(&cq->fid));
+    OK(fi_close(&av->fid));
+    OK(fi_close(&dom->fid));
+    OK(fi_close(&fab->fid));
+    fi_freeinfo(info);
+    fi_freeinfo(hints);
     return errors ? 0 : 1;
 }
