@@ -2,16 +2,25 @@
  * match.c - the provider's tag matcher (see match.h for the contracts and
  * match.md for the design).
  *
- * Matching is a linear scan of a queue in order: the first match is the one
- * MPI's non-overtaking rule needs, and queues are short in the programs we run.
- * When they are not, exact-match receives (ignore == 0, a directed source) can
- * go to hash buckets by (source, tag), each bucket a list in posting order,
- * while wildcard receives stay in one list; every entry keeps its global
- * sequence number (recv->seq, msg->seq), so an arriving message compares the
- * head candidate of its bucket with the first matching wildcard and takes the
- * lower sequence: the same first match as the single list, found in O(1) for
- * exact receives (UCX's tag matching works this way). The unexpected queue
- * would be hashed the same way, by (source, tag) of the message.
+ * Order without a full scan. Every entry is in its queue's global list
+ * (posting or arrival order) and also in a second list:
+ *   - a message in the bucket of its (source, tag);
+ *   - an exact receive (no ignore bit in the key, and a source if directed)
+ *     in the bucket of its (source, tag); any other in the wildcard list.
+ * Each second list is in order too. A new exact receive can only match
+ * messages of its bucket, so the first match there is the first overall; a
+ * wildcard receive scans all messages. An arriving message takes the first
+ * match of its receive bucket and the first match of the wildcard list,
+ * whichever was posted first (lower seq): the same receive a single list
+ * would give, and O(1) when receives are exact, as MPI's mostly are (UCX's
+ * tag matching works the same way). The source is in the key only with
+ * directed receive: without it, a receive's source does not take part.
+ *
+ * The key is (tag & key_mask). Callers such as Open MPI ignore a few protocol
+ * bits in every receive (its synchronous-send bit), which would make every
+ * receive a wildcard; so a receive that ignores few bits (at most
+ * ULNFI_MATCH_LEARN_BITS) takes them out of the key for good, and the queues
+ * are rehashed, in order, once per bit learned: at most 64 times.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +34,12 @@ enum { ENTRY_FREE = 0, ENTRY_QUEUED, ENTRY_OUT };
 #define RECV_OF(l)                                                                                 \
     ((struct ulnfi_match_recv *)((char *)(l)-offsetof(struct ulnfi_match_recv, link)))
 #define MSG_OF(l) ((struct ulnfi_match_msg *)((char *)(l)-offsetof(struct ulnfi_match_msg, link)))
+#define RECV_OF_B(l)                                                                               \
+    ((struct ulnfi_match_recv *)((char *)(l)-offsetof(struct ulnfi_match_recv, blink)))
+#define MSG_OF_B(l)                                                                                \
+    ((struct ulnfi_match_msg *)((char *)(l)-offsetof(struct ulnfi_match_msg, blink)))
+
+_Static_assert((ULNFI_MATCH_BUCKETS & (ULNFI_MATCH_BUCKETS - 1)) == 0, "buckets: a power of two");
 
 static void list_init(struct ulnfi_match_link *h)
 {
@@ -71,8 +86,14 @@ int ulnfi_match_init(struct ulnfi_match *m, size_t max_recv, size_t max_unexp, b
     }
     list_init(&m->posted);
     list_init(&m->unexp);
+    list_init(&m->wild);
+    for (size_t i = 0; i < ULNFI_MATCH_BUCKETS; i++) {
+        list_init(&m->rbucket[i]);
+        list_init(&m->ubucket[i]);
+    }
     m->directed = directed;
     m->min_multi_recv = min_multi_recv;
+    m->key_mask = ~0ull;
     return 0;
 }
 
@@ -137,10 +158,63 @@ int ulnfi_match_msg_free(struct ulnfi_match *m, struct ulnfi_match_msg *msg)
     return 0;
 }
 
+/* The bucket of (src, tag): mixed by a multiply, top bits taken (they are
+ * the well-mixed ones). Without directed receive the source stays out. */
+static size_t bucket(const struct ulnfi_match *m, fi_addr_t src, uint64_t tag)
+{
+    uint64_t k = (tag & m->key_mask) ^ (m->directed ? (src + 1) * 0x9e3779b97f4a7c15ull : 0);
+    k *= 0xff51afd7ed558ccdull;
+    return (size_t)(k >> 32) & (ULNFI_MATCH_BUCKETS - 1);
+}
+
+static bool recv_exact(const struct ulnfi_match *m, const struct ulnfi_match_recv *r)
+{
+    return (r->ignore & m->key_mask) == 0 && (!m->directed || r->src != FI_ADDR_UNSPEC);
+}
+
+/* Puts every queued entry back into its bucket (or the wildcard list) under
+ * the current key. Walking the global lists re-appends in order. */
+static void rehash(struct ulnfi_match *m)
+{
+    list_init(&m->wild);
+    for (size_t i = 0; i < ULNFI_MATCH_BUCKETS; i++) {
+        list_init(&m->rbucket[i]);
+        list_init(&m->ubucket[i]);
+    }
+    for (struct ulnfi_match_link *l = m->posted.next; l != &m->posted; l = l->next) {
+        struct ulnfi_match_recv *r = RECV_OF(l);
+        r->exact = recv_exact(m, r);
+        list_append(r->exact ? &m->rbucket[bucket(m, r->src, r->tag)] : &m->wild, &r->blink);
+    }
+    for (struct ulnfi_match_link *l = m->unexp.next; l != &m->unexp; l = l->next) {
+        struct ulnfi_match_msg *msg = MSG_OF(l);
+        list_append(&m->ubucket[bucket(m, msg->src, msg->tag)], &msg->blink);
+    }
+}
+
+/* A receive ignoring a few bits still in the key takes them out of it. */
+static void learn(struct ulnfi_match *m, uint64_t ignore)
+{
+    uint64_t extra = ignore & m->key_mask;
+    if (!extra || __builtin_popcountll(ignore) > ULNFI_MATCH_LEARN_BITS) return;
+    m->key_mask &= ~extra;
+    m->stats.rehash++;
+    rehash(m);
+}
+
+static void recv_queue(struct ulnfi_match *m, struct ulnfi_match_recv *r)
+{
+    list_append(&m->posted, &r->link);
+    list_append(r->exact ? &m->rbucket[bucket(m, r->src, r->tag)] : &m->wild, &r->blink);
+    r->state = ENTRY_QUEUED;
+    m->n_posted++;
+}
+
 /* Takes a queued receive out of the posted queue and hands it to the provider. */
 static void recv_take(struct ulnfi_match *m, struct ulnfi_match_recv *r)
 {
     list_remove(&r->link);
+    list_remove(&r->blink);
     r->state = ENTRY_OUT;
     m->n_posted--;
 }
@@ -148,13 +222,23 @@ static void recv_take(struct ulnfi_match *m, struct ulnfi_match_recv *r)
 static void msg_take(struct ulnfi_match *m, struct ulnfi_match_msg *msg)
 {
     list_remove(&msg->link);
+    list_remove(&msg->blink);
     msg->state = ENTRY_OUT;
     m->n_unexp--;
 }
 
-/* The first unclaimed unexpected message, in arrival order, that r matches. */
+/* The first unclaimed unexpected message, in arrival order, that r matches:
+ * for an exact receive, the first of its bucket. */
 static struct ulnfi_match_msg *unexp_find(struct ulnfi_match *m, const struct ulnfi_match_recv *r)
 {
+    if (r->exact) {
+        struct ulnfi_match_link *h = &m->ubucket[bucket(m, r->src, r->tag)];
+        for (struct ulnfi_match_link *l = h->next; l != h; l = l->next) {
+            struct ulnfi_match_msg *msg = MSG_OF_B(l);
+            if (!msg->claimed && ulnfi_match_test(m, r, msg->src, msg->tag)) return msg;
+        }
+        return NULL;
+    }
     for (struct ulnfi_match_link *l = m->unexp.next; l != &m->unexp; l = l->next) {
         struct ulnfi_match_msg *msg = MSG_OF(l);
         if (!msg->claimed && ulnfi_match_test(m, r, msg->src, msg->tag)) return msg;
@@ -251,11 +335,13 @@ int ulnfi_match_post(struct ulnfi_match *m, const struct ulnfi_match_recv *r,
     }
     struct ulnfi_match_recv *e = recv_get(m);
     if (!e) return -FI_EAGAIN;
+    learn(m, r->ignore);
     *e = *r;
     e->len = len;
     e->used = 0;
     e->min_multi = m->min_multi_recv;
     e->seq = m->recv_seq++;
+    e->exact = recv_exact(m, e);
     e->state = ENTRY_OUT;
     m->stats.posted++;
     hit_init(hit, e);
@@ -270,9 +356,7 @@ int ulnfi_match_post(struct ulnfi_match *m, const struct ulnfi_match_recv *r,
     }
     /* Not matched, or a multi-receive buffer, which is posted before it takes
      * its first message: then recv_take and ulnfi_match_pull see it queued. */
-    list_append(&m->posted, &e->link);
-    e->state = ENTRY_QUEUED;
-    m->n_posted++;
+    recv_queue(m, e);
     hit->recv_done = false;
     if (!msg) return ULNFI_MATCH_QUEUED;
     return ulnfi_match_pull(m, e, hit);
@@ -297,22 +381,40 @@ int ulnfi_match_pull(struct ulnfi_match *m, struct ulnfi_match_recv *r, struct u
     return ULNFI_MATCH_FOUND;
 }
 
+/* The first receive in posting order that (src, tag) matches: the first
+ * match of its bucket or of the wildcard list, whichever is older. */
+static struct ulnfi_match_recv *posted_find(struct ulnfi_match *m, fi_addr_t src, uint64_t tag)
+{
+    struct ulnfi_match_recv *best = NULL;
+    struct ulnfi_match_link *h = &m->rbucket[bucket(m, src, tag)];
+    for (struct ulnfi_match_link *l = h->next; l != h; l = l->next) {
+        struct ulnfi_match_recv *r = RECV_OF_B(l);
+        if (ulnfi_match_test(m, r, src, tag)) {
+            best = r;
+            break;
+        }
+    }
+    for (struct ulnfi_match_link *l = m->wild.next; l != &m->wild; l = l->next) {
+        struct ulnfi_match_recv *r = RECV_OF_B(l);
+        if (best && r->seq > best->seq) break;
+        if (ulnfi_match_test(m, r, src, tag)) return r;
+    }
+    return best;
+}
+
 int ulnfi_match_arrive(struct ulnfi_match *m, const struct ulnfi_match_msg *msg,
                        struct ulnfi_match_hit *hit)
 {
     m->stats.arrived++;
     hit_init(hit, NULL);
-    for (struct ulnfi_match_link *l = m->posted.next; l != &m->posted; l = l->next) {
-        struct ulnfi_match_recv *r = RECV_OF(l);
-        if (!ulnfi_match_test(m, r, msg->src, msg->tag)) continue;
-        hit_init(hit, r);
-        if (r->flags & FI_MULTI_RECV)
-            multi_slice(m, r, msg->len, hit);
-        else
-            recv_take(m, r);
-        return ULNFI_MATCH_FOUND;
-    }
-    return ULNFI_MATCH_NONE;
+    struct ulnfi_match_recv *r = posted_find(m, msg->src, msg->tag);
+    if (!r) return ULNFI_MATCH_NONE;
+    hit_init(hit, r);
+    if (r->flags & FI_MULTI_RECV)
+        multi_slice(m, r, msg->len, hit);
+    else
+        recv_take(m, r);
+    return ULNFI_MATCH_FOUND;
 }
 
 int ulnfi_match_unexp(struct ulnfi_match *m, const struct ulnfi_match_msg *msg,
@@ -330,6 +432,7 @@ int ulnfi_match_unexp(struct ulnfi_match *m, const struct ulnfi_match_msg *msg,
     e->claimed = NULL;
     e->state = ENTRY_QUEUED;
     list_append(&m->unexp, &e->link);
+    list_append(&m->ubucket[bucket(m, e->src, e->tag)], &e->blink);
     m->n_unexp++;
     m->stats.unexpected++;
     *out = e;

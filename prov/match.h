@@ -13,7 +13,9 @@
  * A message matches a receive when ((msg.tag ^ recv.tag) & ~recv.ignore) == 0
  * and, if the matcher does directed receive (FI_DIRECTED_RECV), recv.src is
  * FI_ADDR_UNSPEC or equals msg.src. The FIRST matching entry wins in both
- * directions, which is what MPI's non-overtaking rule rests on.
+ * directions, which is what MPI's non-overtaking rule rests on. Exact
+ * receives and messages are also hashed by (source, tag), so matching them is
+ * O(1) with the same result (match.c says how order is kept).
  *
  * Memory: every entry comes from two fixed pools allocated once by
  * ulnfi_match_init (no malloc per message). An entry handed to the provider
@@ -35,6 +37,15 @@
 
 /* Largest iov list of one receive: the provider's rx_attr->iov_limit. */
 #define ULNFI_MATCH_IOV_MAX 4
+
+/* Hash buckets of each queue (a power of two; tests shrink it to force
+ * collisions; one value per binary). Exact receives and messages go to
+ * buckets by (source, tag). */
+#ifndef ULNFI_MATCH_BUCKETS
+#define ULNFI_MATCH_BUCKETS 128
+#endif
+/* A receive ignoring at most this many tag bits makes them leave the key. */
+#define ULNFI_MATCH_LEARN_BITS 4
 
 /* Positive results (errors are negative -FI_* codes). */
 enum {
@@ -71,7 +82,9 @@ struct ulnfi_match_recv {
     size_t min_multi; /* FI_MULTI_RECV: min_multi_recv when it was posted */
     uint64_t seq;     /* posting sequence (see the note on hashing in match.c) */
     /* private */
-    struct ulnfi_match_link link;
+    struct ulnfi_match_link link;  /* in m->posted */
+    struct ulnfi_match_link blink; /* in its bucket of m->rbucket, or in m->wild */
+    bool exact;                    /* no ignore bit in the key, and a source if directed */
     int state;
 };
 
@@ -93,7 +106,8 @@ struct ulnfi_match_msg {
     uint64_t seq;  /* arrival sequence */
     void *claimed; /* the FI_PEEK|FI_CLAIM context that claimed it, or NULL */
     /* private */
-    struct ulnfi_match_link link;
+    struct ulnfi_match_link link;  /* in m->unexp */
+    struct ulnfi_match_link blink; /* in its bucket of m->ubucket */
     int state;
 };
 
@@ -130,19 +144,24 @@ struct ulnfi_match_stats {
     uint64_t posted, arrived, unexpected; /* receives posted, messages arrived, queued unexp */
     uint64_t full_recv, full_unexp;       /* -FI_EAGAIN: a pool was empty */
     uint64_t invalid;                     /* -FI_EINVAL: bad flags, iov, double free */
+    uint64_t rehash;                      /* bits taken out of the hash key */
 };
 
 struct ulnfi_match {
-    struct ulnfi_match_link posted;     /* list head: receives in posting order */
-    struct ulnfi_match_link unexp;      /* list head: messages in arrival order */
-    struct ulnfi_match_recv *recv_pool; /* max_recv entries */
-    struct ulnfi_match_msg *msg_pool;   /* max_unexp entries */
+    struct ulnfi_match_link posted; /* list head: receives in posting order */
+    struct ulnfi_match_link unexp;  /* list head: messages in arrival order */
+    struct ulnfi_match_link wild;   /* posted receives that are not exact, in order */
+    struct ulnfi_match_link rbucket[ULNFI_MATCH_BUCKETS]; /* exact receives, in order */
+    struct ulnfi_match_link ubucket[ULNFI_MATCH_BUCKETS]; /* messages, in order */
+    struct ulnfi_match_recv *recv_pool;                   /* max_recv entries */
+    struct ulnfi_match_msg *msg_pool;                     /* max_unexp entries */
     struct ulnfi_match_recv *recv_free; /* free entries, chained through link.next */
     struct ulnfi_match_msg *msg_free;
     size_t max_recv, max_unexp;
     size_t n_posted, n_unexp;   /* entries in each queue */
     size_t min_multi_recv;      /* FI_OPT_MIN_MULTI_RECV for receives posted from now on */
     bool directed;              /* FI_DIRECTED_RECV: a receive's src takes part */
+    uint64_t key_mask;          /* tag bits that make the hash key (match.c) */
     uint64_t recv_seq, msg_seq; /* next posting / arrival sequence */
     struct ulnfi_match_stats stats;
 };
