@@ -1,7 +1,8 @@
 /*
  * mpi_p2p - Open MPI over the ulnet provider (cm PML, ofi MTL): tagged
  * point-to-point with MPI_ANY_SOURCE/MPI_ANY_TAG, unexpected and truncated
- * messages, 0 B to 64 MiB, windows of MPI_Isend, and a few collectives.
+ * messages, 0 B to 64 MiB, windows of MPI_Isend, probes (MPI_Iprobe,
+ * MPI_Improbe/MPI_Mrecv), and a few collectives.
  * Every byte is checked. Any number of ranks >= 2 (tests/mpi/run.sh).
  */
 #include <mpi.h>
@@ -155,6 +156,45 @@ static void test_windows(void)
     }
 }
 
+/* MPI_Probe/MPI_Iprobe (FI_PEEK) and MPI_Improbe/MPI_Mrecv (FI_PEEK|FI_CLAIM):
+ * the size is learnt before the receive, for eager and rendezvous messages. */
+static void test_probe(void)
+{
+    const size_t sizes[3] = {100, 9000, 1 << 20};
+    if (rank == 1) {
+        for (int k = 0; k < 3; k++) {
+            uint8_t *s = malloc(sizes[k]);
+            fill(s, sizes[k], 600 + k);
+            MPI_Send(s, (int)sizes[k], MPI_BYTE, 0, 600 + k, MPI_COMM_WORLD);
+            MPI_Send(s, (int)sizes[k], MPI_BYTE, 0, 700 + k, MPI_COMM_WORLD);
+            free(s);
+        }
+    } else if (rank == 0) {
+        for (int k = 0; k < 3; k++) {
+            MPI_Status st;
+            int flag = 0, cnt;
+            while (!flag)
+                MPI_Iprobe(MPI_ANY_SOURCE, 600 + k, MPI_COMM_WORLD, &flag, &st);
+            MPI_Get_count(&st, MPI_BYTE, &cnt);
+            CHECK((size_t)cnt == sizes[k] && st.MPI_SOURCE == 1);
+            uint8_t *r = calloc(1, sizes[k]);
+            MPI_Recv(r, cnt, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, &st);
+            CHECK(bad(r, sizes[k], 600 + k) == 0);
+            MPI_Message msg;
+            flag = 0;
+            while (!flag)
+                MPI_Improbe(1, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &msg, &st);
+            MPI_Get_count(&st, MPI_BYTE, &cnt);
+            CHECK((size_t)cnt == sizes[k] && st.MPI_TAG == 700 + k);
+            memset(r, 0, sizes[k]);
+            MPI_Mrecv(r, cnt, MPI_BYTE, &msg, &st);
+            CHECK(bad(r, sizes[k], 600 + k) == 0);
+            free(r);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static void test_collectives(void)
 {
     long v = rank + 1, sum = 0;
@@ -187,6 +227,7 @@ int main(int argc, char **argv)
     test_wildcards();
     test_truncate();
     test_windows();
+    test_probe();
     test_collectives();
     int all = 0;
     MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
