@@ -2,7 +2,7 @@
  * fi_lat - ping-pong latency and streaming bandwidth through the provider's
  * fi_tsend/fi_trecv, two ranks under ulnrun; used to place the rendezvous
  * switch-over (docs/provider.md). Data are checked at the end of each size.
- * Usage: ulnrun -n 2 fi_lat DIR [sizes...]     (FI_ULNET_RNDV_MIN: see docs)
+ * Usage: ulnrun -n 2 fi_lat DIR [sizes...]   (FI_ULNET_RNDV_MIN, FI_LAT_PROV: see docs)
  */
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -66,7 +66,7 @@ static void send1(const void *b, size_t n, uint64_t tag)
 
 static void names(const char *dir, struct fid_av *av)
 {
-    char name[128], path[512], fin[512];
+    char name[256], path[512], fin[512];
     size_t len = sizeof(name);
     OK(fi_getname(&ep->fid, name, &len));
     snprintf(path, sizeof(path), "%s/n%d.tmp", dir, rank);
@@ -94,7 +94,9 @@ int main(int argc, char **argv)
     hints->ep_attr->type = FI_EP_RDM;
     hints->caps = FI_TAGGED;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
-    hints->fabric_attr->prov_name = strdup("ulnet");
+    /* FI_LAT_PROV=shm: the same measurement over another provider */
+    const char *prov = getenv("FI_LAT_PROV");
+    hints->fabric_attr->prov_name = strdup(prov ? prov : "ulnet");
     OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
     struct fid_fabric *fab;
     struct fid_domain *dom;
