@@ -9,20 +9,6 @@
 
 #include "ulnfi.h"
 
-static size_t entry_size(enum fi_cq_format f)
-{
-    switch (f) {
-    case FI_CQ_FORMAT_CONTEXT:
-        return sizeof(struct fi_cq_entry);
-    case FI_CQ_FORMAT_MSG:
-        return sizeof(struct fi_cq_msg_entry);
-    case FI_CQ_FORMAT_DATA:
-        return sizeof(struct fi_cq_data_entry);
-    default:
-        return sizeof(struct fi_cq_tagged_entry);
-    }
-}
-
 /* The ring never overflows the application: it grows. ulnet itself holds
  * back work once a uln_cq is full, but receives and rendezvous steps add
  * entries the uln_cq did not count. */
@@ -152,13 +138,13 @@ static ssize_t cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf, uint6
     cq->err_head = e->next;
     if (!cq->err_head) cq->err_tail = NULL;
     ulnfi_unlock(cq->dom);
-    /* fi_cq(3), API >= 1.5: err_data is the caller's buffer when err_data_size
-     * is non-zero; ulnet has no extra error data, so it stays untouched. */
+    /* fi_cq(3), API >= 1.5: err_data may be the caller's buffer; ulnet has
+     * no error data beyond prov_errno, so it is left alone and none is said
+     * to be there. */
     void *err_data = buf->err_data;
-    size_t err_data_size = buf->err_data_size;
     *buf = e->e;
     buf->err_data = err_data;
-    buf->err_data_size = err_data_size ? 0 : 0;
+    buf->err_data_size = 0;
     free(e);
     return 1;
 }
@@ -298,7 +284,6 @@ int ulnfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid
     d->cqs[d->ncqs++] = cq;
     d->refs++;
     ulnfi_unlock(d);
-    (void)entry_size;
     *out = &cq->cq;
     return 0;
 }

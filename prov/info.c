@@ -48,9 +48,6 @@ static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t
 {
     if (!h) return true;
     if (h->name && strcmp(h->name, ULNFI_NAME)) return false;
-    if (h->resource_mgmt == FI_RM_DISABLED) {
-        /* we protect anyway: that is allowed */
-    }
     if (h->av_type != FI_AV_UNSPEC && h->av_type != FI_AV_MAP && h->av_type != FI_AV_TABLE)
         return false;
     if (h->cq_data_size > 8 || h->mr_key_size > 8) return false;
@@ -58,9 +55,6 @@ static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t
         return false;
     if (h->max_ep_stx_ctx || h->max_ep_srx_ctx) return false;
     if (h->caps && !subset(h->caps, FI_LOCAL_COMM | FI_REMOTE_COMM)) return false;
-    if (h->mode & FI_RESTRICTED_COMP) {
-        /* a mode the application accepts: nothing to require */
-    }
     /* Memory registration: keys are chosen by ulnet (FI_MR_PROV_KEY). That
      * matters only to a client that does RMA. */
     if ((caps & FI_RMA) && FI_VERSION_GE(version, FI_VERSION(1, 5)) && h->mr_mode != FI_MR_UNSPEC &&
@@ -79,7 +73,6 @@ static bool check_ep(const struct fi_ep_attr *h)
     if (h->max_msg_size > ULNFI_MAX_MSG) return false;
     if (h->msg_prefix_size) return false;
     if (h->tx_ctx_cnt > 1 || h->rx_ctx_cnt > 1) return false; /* FI_SHARED_CONTEXT too */
-    if (h->mem_tag_format && h->mem_tag_format != (uint64_t)-1 && 0) return false;
     return true;
 }
 
