@@ -134,6 +134,7 @@ void ulnfi_progress(struct ulnfi_domain *d)
                         dispatch(d, d->eps[i]->own_cq, &c[k]);
             }
             if (d->eps[i]->retry_head) retry(d->eps[i]);
+            if (d->eps[i]->held_head) ulnfi_rx_retry(d->eps[i]);
         }
 }
 

@@ -262,7 +262,8 @@ static int ep_close(struct fid *fid)
     for (uint32_t i = 0; i < ULNFI_RNDV_SLOTS; i++) {
         struct ulnfi_op *op = ep->rndv_slot[i];
         if (!op) continue;
-        for (uint32_t k = 0; k < op->nmr; k++) uln_mr_dereg(op->mrs[k]);
+        for (uint32_t k = 0; k < op->nmr; k++)
+            uln_mr_dereg(op->mrs[k]);
         free(op->buf);
         free(op);
     }
@@ -273,6 +274,13 @@ static int ep_close(struct fid *fid)
         free(op);
     }
     ep->retry_tail = NULL;
+    while (ep->held_head) { /* messages held in the ring: dropped with it */
+        struct ulnfi_held *e = ep->held_head;
+        ep->held_head = e->next;
+        if (e->c.flags & ULN_CQE_MUST_RELEASE) uln_cqe_release(e->ucq, &e->c);
+        free(e);
+    }
+    ep->held_tail = NULL;
     drain_matcher(&ep->mtag);
     drain_matcher(&ep->mmsg);
     d->refs--;

@@ -229,14 +229,17 @@ static void deliver_eager(struct ulnfi_ep *ep, struct ulnfi_match *m, struct uln
     if (hit->recv_done) ulnfi_match_recv_free(m, r);
 }
 
-static void arrive(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, const void *p,
+/* Returns false when the message could not be queued as unexpected (the
+ * matcher's pool is full): the caller holds it in the ring and tries again. */
+static bool arrive(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, const void *p,
                    size_t plen)
 {
     bool tagged = h->flags & ULNFI_HF_TAGGED;
     struct ulnfi_match *m = tagged ? &ep->mtag : &ep->mmsg;
     const struct ulnfi_rts *rts = p;
     bool is_rts = h->pkt == ULNFI_PKT_RTS;
-    if (is_rts && (plen < offsetof(struct ulnfi_rts, seg) || rts->nseg > ULNFI_RNDV_SEGS)) return;
+    if (is_rts && (plen < offsetof(struct ulnfi_rts, seg) || rts->nseg > ULNFI_RNDV_SEGS))
+        return true; /* malformed: dropped */
     struct ulnfi_match_msg msg = {.src = ulnfi_av_src(ep->av, peer),
                                   .tag = tagged ? h->tag : 0,
                                   .data = h->data,
@@ -244,19 +247,15 @@ static void arrive(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, con
                                   .len = is_rts ? rts->len : plen};
     struct ulnfi_match_hit hit;
     if (ulnfi_match_arrive(m, &msg, &hit) == ULNFI_MATCH_FOUND) {
-        if (!is_rts) {
+        if (!is_rts)
             deliver_eager(ep, m, &hit, &msg, p);
-            return;
-        }
-        start_rndv(ep, m, &hit, &msg, rts, peer);
-        return;
+        else
+            start_rndv(ep, m, &hit, &msg, rts, peer);
+        return true;
     }
     size_t sz = sizeof(struct ulnfi_unexp) + (is_rts ? 0 : plen);
     struct ulnfi_unexp *u = malloc(sz);
-    if (!u) {
-        ep->unexp_dropped++;
-        return;
-    }
+    if (!u) return false;
     u->pkt = h->pkt;
     u->peer = peer;
     if (is_rts)
@@ -267,25 +266,74 @@ static void arrive(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, con
     struct ulnfi_match_msg *out;
     if (ulnfi_match_unexp(m, &msg, &out)) {
         free(u);
-        ep->unexp_dropped++;
-        FI_WARN(&ulnfi_prov, FI_LOG_EP_DATA, "unexpected queue full: message dropped\n");
+        ep->unexp_held++;
+        return false;
     }
+    return true;
+}
+
+/* One received NAP; false: it must stay in the ring for now (see hold). */
+static bool rx_one(struct ulnfi_ep *ep, const struct uln_cqe *c)
+{
+    const struct ulnfi_hdr *h = c->data;
+    if (c->len < sizeof(*h) || c->peer < 0 || c->peer >= ep->dom->size) return true;
+    uint32_t seq = ep->rx_seq[c->peer];
+    if (h->seq != seq) ep->seq_errors++;
+    ep->rx_seq[c->peer] = h->seq + 1;
+    const void *p = (const uint8_t *)c->data + sizeof(*h);
+    size_t plen = c->len - sizeof(*h);
+    if (h->pkt == ULNFI_PKT_ACK) {
+        ulnfi_rndv_ack(ep, c->peer, h);
+    } else if ((h->pkt == ULNFI_PKT_EAGER || h->pkt == ULNFI_PKT_RTS) &&
+               !arrive(ep, c->peer, h, p, plen)) {
+        ep->rx_seq[c->peer] = seq; /* it comes again */
+        return false;
+    }
+    return true;
+}
+
+/* With the unexpected queue full, a message stays in ulnet's ring (its entry
+ * unreleased) and so do all after it, in order: the ring fills and ulnet
+ * holds the senders back. Nothing is dropped; receives posted later drain
+ * the queue and ulnfi_rx_retry takes the held ones. */
+static void hold(struct ulnfi_ep *ep, const struct uln_cqe *c, struct uln_cq *ucq)
+{
+    struct ulnfi_held *e = malloc(sizeof(*e));
+    if (!e) { /* out of memory: the message is lost, and said so */
+        FI_WARN(&ulnfi_prov, FI_LOG_EP_DATA, "no memory to hold a message: dropped\n");
+        if (c->flags & ULN_CQE_MUST_RELEASE) uln_cqe_release(ucq, c);
+        return;
+    }
+    if (!ep->held_head)
+        FI_INFO(&ulnfi_prov, FI_LOG_EP_DATA, "unexpected queue full: messages wait in the ring\n");
+    e->next = NULL;
+    e->c = *c;
+    e->ucq = ucq;
+    if (ep->held_tail)
+        ep->held_tail->next = e;
+    else
+        ep->held_head = e;
+    ep->held_tail = e;
 }
 
 void ulnfi_rx_nap(struct ulnfi_ep *ep, const struct uln_cqe *c, struct uln_cq *ucq)
 {
-    const struct ulnfi_hdr *h = c->data;
-    if (c->len >= sizeof(*h) && c->peer >= 0 && c->peer < ep->dom->size) {
-        if (h->seq != ep->rx_seq[c->peer]) ep->seq_errors++;
-        ep->rx_seq[c->peer] = h->seq + 1;
-        const void *p = (const uint8_t *)c->data + sizeof(*h);
-        size_t plen = c->len - sizeof(*h);
-        if (h->pkt == ULNFI_PKT_ACK)
-            ulnfi_rndv_ack(ep, c->peer, h);
-        else if (h->pkt == ULNFI_PKT_EAGER || h->pkt == ULNFI_PKT_RTS)
-            arrive(ep, c->peer, h, p, plen);
+    if (ep->held_head || !rx_one(ep, c)) {
+        hold(ep, c, ucq);
+        return;
     }
     if (c->flags & ULN_CQE_MUST_RELEASE) uln_cqe_release(ucq, c);
+}
+
+void ulnfi_rx_retry(struct ulnfi_ep *ep)
+{
+    while (ep->held_head && rx_one(ep, &ep->held_head->c)) {
+        struct ulnfi_held *e = ep->held_head;
+        ep->held_head = e->next;
+        if (!ep->held_head) ep->held_tail = NULL;
+        if (e->c.flags & ULN_CQE_MUST_RELEASE) uln_cqe_release(e->ucq, &e->c);
+        free(e);
+    }
 }
 
 static ssize_t msg_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, fi_addr_t src,

@@ -251,6 +251,13 @@ struct ulnfi_op {
 
 #define ULNFI_RNDV_SLOTS 1024
 
+/* A received NAP kept in the ring while the unexpected queue is full. */
+struct ulnfi_held {
+    struct ulnfi_held *next;
+    struct uln_cqe c;
+    struct uln_cq *ucq;
+};
+
 struct ulnfi_ep {
     struct fid_ep ep;
     struct ulnfi_domain *dom;
@@ -269,7 +276,8 @@ struct ulnfi_ep {
     struct ulnfi_op *free_ops;
     struct ulnfi_op *retry_head, *retry_tail; /* receives with GETs or an ACK to post */
     size_t eager_max, inline_max, rndv_min;
-    uint64_t seq_errors, unexp_dropped;
+    uint64_t seq_errors, unexp_held;
+    struct ulnfi_held *held_head, *held_tail; /* in arrival order */
     /* rendezvous sends waiting for their ACK; cookie = slot | generation << 32 */
     struct ulnfi_op *rndv_slot[ULNFI_RNDV_SLOTS];
     uint32_t rndv_gen[ULNFI_RNDV_SLOTS];
@@ -327,6 +335,7 @@ ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
 ssize_t ulnfi_recv(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, fi_addr_t src,
                    uint64_t tag, uint64_t ignore, void *context, uint64_t flags, bool tagged);
 void ulnfi_rx_nap(struct ulnfi_ep *ep, const struct uln_cqe *cqe, struct uln_cq *ucq);
+void ulnfi_rx_retry(struct ulnfi_ep *ep);
 
 /* rndv.c */
 ssize_t ulnfi_rndv_send(struct ulnfi_ep *ep, int peer, const struct iovec *iov, size_t count,

@@ -426,7 +426,41 @@ static void test_sread_discard(void)
     sync_peers();
 }
 
-/* 8. RMA: write, writedata, read at offsets; bad key and bounds fail */
+/* 8. A flood of unexpected messages beyond the matcher's pool (16384): none is
+ * lost, order is kept; the sender is held back meanwhile. */
+static void test_flood(void)
+{
+    enum { N = 20000 };
+    if (rank == 1) {
+        for (uint32_t i = 0; i < N; i++) {
+            ssize_t r;
+            while ((r = fi_tinject(ep, &i, sizeof(i), peer, 0x66000000u + (i & 7))) == -FI_EAGAIN)
+                poll_one();
+            OK(r);
+        }
+        sync_peers();
+        return;
+    }
+    /* take everything in as unexpected (only reading the CQ), then receive */
+    for (int k = 0; k < 2000; k++) {
+        poll_one();
+        usleep(500);
+    }
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t v = ~0u;
+        struct fi_context c;
+        /* ignore the low tag bits: messages must come in send order */
+        OK(fi_trecv(ep, &v, sizeof(v), NULL, peer, 0x66000000u, 7, &c));
+        struct comp e = wait_ok(&c);
+        if (v != i || e.e.tag != 0x66000000u + (i & 7)) {
+            CHECK(v == i);
+            break;
+        }
+    }
+    sync_peers();
+}
+
+/* 9. RMA: write, writedata, read at offsets; bad key and bounds fail */
 static void test_rma(void)
 {
     enum { REG = 1 << 20 };
@@ -568,6 +602,7 @@ int main(int argc, char **argv)
     test_cancel_peek();
     test_multi_recv();
     test_sread_discard();
+    test_flood();
     test_rma();
 
     /* every send and receive above counted; rank 0's truncated receives as errors */
