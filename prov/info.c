@@ -23,9 +23,12 @@
     (FI_MSG | FI_TAGGED | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | \
      FI_SOURCE | FI_REMOTE_CQ_DATA)
 #define ULNFI_MSG_ORDER (FI_ORDER_SAS)
+/* Default op flags a client may ask for. Not FI_DELIVERY_COMPLETE: an eager
+ * send completes when its NAP has left for the peer's ring, before the peer
+ * has taken it (transmit complete); rendezvous sends and RMA do complete at
+ * delivery, but a default must hold for every operation. */
 #define ULNFI_OP_FLAGS                                                                             \
-    (FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |                       \
-     FI_DELIVERY_COMPLETE | FI_MULTI_RECV)
+    (FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_MULTI_RECV)
 #define ULNFI_HDR_BYTES (sizeof(struct ulnfi_hdr))
 /* ULN_NAP_MAX's default less the header: the eager limit and inject size. */
 #define ULNFI_INJECT  (8192 - ULNFI_HDR_BYTES)
