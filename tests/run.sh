@@ -59,8 +59,9 @@ ninja -C build-tsan # everything, so any test the filter below selects exists
 step "threaded tests under TSan: rings, key table, endpoints on several threads, progress thread"
 # soak.progress_thread_*: random traffic of every kind while the progress
 # thread and the application take turns on the context, over shm and udp.
+# fi.thread_safe, fi.progress_auto: the provider's domain lock and its progress thread.
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure \
-    -R '^unit_|^integration\.threads\.|^integration\.(busy_target|passive_target_thread)\.|^soak\.progress_thread_'
+    -R '^unit_|^integration\.threads\.|^integration\.(busy_target|passive_target_thread)\.|^soak\.progress_thread_|^fi\.(thread_safe|progress_auto)$'
 
 step "valgrind memcheck: short jobs, every rank under valgrind (about a minute)"
 tests/valgrind.sh build
