@@ -12,9 +12,12 @@ root=$(pwd)
 
 # libpmix-dev: the PMIx bootstrap; openmpi-bin: mpirun for tests/mpirun;
 # clang, libclang-rt-14-dev: libFuzzer for tests/fuzz; valgrind: memcheck stage;
-# man-db, groff-base: the installed man pages are checked; file: the static link.
+# man-db, groff-base: the installed man pages are checked; file: the static link;
+# libfabric-dev, libfabric-bin, libopenmpi-dev, netpipe-openmpi: the libfabric
+# provider (prov/) and its clients (tests/fi, tests/mpi).
 pkgs=(cmake ninja-build gcc make pkg-config libc6-dev procps iproute2 nftables ethtool python3
-    libpmix-dev openmpi-bin clang libclang-rt-14-dev valgrind man-db groff-base file)
+    libpmix-dev openmpi-bin clang libclang-rt-14-dev valgrind man-db groff-base file
+    libfabric-dev libfabric-bin libopenmpi-dev netpipe-openmpi)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -58,8 +61,9 @@ ninja -C build-tsan # everything, so any test the filter below selects exists
 step "threaded tests under TSan: rings, key table, endpoints on several threads, progress thread"
 # soak.progress_thread_*: random traffic of every kind while the progress
 # thread and the application take turns on the context, over shm and udp.
+# fi.thread_safe, fi.progress_auto: the provider's domain lock and its progress thread.
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure \
-    -R '^unit_|^integration\.threads\.|^integration\.(busy_target|passive_target_thread)\.|^soak\.progress_thread_'
+    -R '^unit_|^integration\.threads\.|^integration\.(busy_target|passive_target_thread)\.|^soak\.progress_thread_|^fi\.(thread_safe|progress_auto)$'
 
 step "valgrind memcheck: short jobs, every rank under valgrind (about a minute)"
 tests/valgrind.sh build

@@ -1,0 +1,213 @@
+/*
+ * av.c - address vectors (FI_AV_MAP and FI_AV_TABLE alike: an fi_addr_t is
+ * the slot an address was inserted into, which a map may return too).
+ *
+ * Interim addressing: ulnet knows the ranks of its own job only, and an
+ * endpoint reaches the peer's endpoint of the same index. An address of
+ * another job is refused at insert (FI_ADDR_NOTAVAIL, -FI_EINVAL as
+ * fi_av(3) asks); one of another endpoint index is accepted, and a send to
+ * it from an endpoint of a different index fails with -FI_EADDRNOTAVAIL
+ * (docs/provider.md).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ulnfi.h"
+
+static int av_close(struct fid *fid)
+{
+    struct ulnfi_av *av = ulnfi_container(fid, struct ulnfi_av, av.fid);
+    if (av->refs) return -FI_EBUSY;
+    av->dom->refs--;
+    free(av->tab);
+    free(av->used);
+    free(av->by_rank);
+    free(av);
+    return 0;
+}
+
+static int av_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+    return -FI_ENOSYS;
+}
+
+static struct fi_ops av_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = av_close,
+    .bind = av_bind,
+    .control = ulnfi_no_control,
+    .ops_open = ulnfi_no_ops_open,
+};
+
+static int grow(struct ulnfi_av *av)
+{
+    size_t cap = av->cap ? av->cap * 2 : 64;
+    struct ulnfi_addr *t = realloc(av->tab, cap * sizeof(*t));
+    if (!t) return -FI_ENOMEM;
+    av->tab = t;
+    uint8_t *u = realloc(av->used, cap);
+    if (!u) return -FI_ENOMEM;
+    memset(u + av->cap, 0, cap - av->cap);
+    av->used = u;
+    av->cap = cap;
+    return 0;
+}
+
+static bool valid(const struct ulnfi_av *av, const struct ulnfi_addr *a)
+{
+    return a->magic == ULNFI_ADDR_MAGIC && a->version == ULNFI_ADDR_VERSION &&
+           a->job_key == av->dom->job_key && a->rank < (uint32_t)av->dom->size;
+}
+
+static int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr_t *fi_addr,
+                     uint64_t flags, void *context)
+{
+    struct ulnfi_av *av = ulnfi_container(fav, struct ulnfi_av, av);
+    if (flags & ~(uint64_t)FI_MORE) return -FI_EBADFLAGS;
+    if (count && !addr) return -FI_EINVAL;
+    const struct ulnfi_addr *in = addr;
+    int ok = 0, bad = 0;
+    ulnfi_lock(av->dom);
+    for (size_t i = 0; i < count; i++) {
+        if (!valid(av, &in[i])) {
+            if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
+            bad++;
+            continue;
+        }
+        if (av->count == av->cap && grow(av)) {
+            if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
+            bad++;
+            continue;
+        }
+        size_t slot = av->count++;
+        av->tab[slot] = in[i];
+        av->used[slot] = 1;
+        av->by_rank[in[i].rank] = slot;
+        if (fi_addr) fi_addr[i] = slot;
+        ok++;
+    }
+    ulnfi_unlock(av->dom);
+    if (bad) FI_WARN(&ulnfi_prov, FI_LOG_AV, "%d address(es) not of this ulnet job refused\n", bad);
+    /* fi_av(3): the number inserted; without an EQ, an address that failed
+     * makes the call fail as a whole only when none went in. */
+    return ok ? ok : (count ? -FI_EINVAL : 0);
+}
+
+static int av_insertsvc(struct fid_av *av, const char *node, const char *service,
+                        fi_addr_t *fi_addr, uint64_t flags, void *context)
+{
+    return -FI_ENOSYS;
+}
+static int av_insertsym(struct fid_av *av, const char *node, size_t nodecnt, const char *service,
+                        size_t svccnt, fi_addr_t *fi_addr, uint64_t flags, void *context)
+{
+    return -FI_ENOSYS;
+}
+
+static int av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count, uint64_t flags)
+{
+    struct ulnfi_av *av = ulnfi_container(fav, struct ulnfi_av, av);
+    int rc = 0;
+    ulnfi_lock(av->dom);
+    for (size_t i = 0; i < count; i++) {
+        fi_addr_t a = fi_addr[i];
+        if (a >= av->count || !av->used[a]) {
+            rc = -FI_EINVAL;
+            continue;
+        }
+        av->used[a] = 0;
+        if (av->by_rank[av->tab[a].rank] == a) av->by_rank[av->tab[a].rank] = FI_ADDR_NOTAVAIL;
+    }
+    ulnfi_unlock(av->dom);
+    return rc;
+}
+
+static int av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr, size_t *addrlen)
+{
+    struct ulnfi_av *av = ulnfi_container(fav, struct ulnfi_av, av);
+    if (fi_addr >= av->count || !av->used[fi_addr]) return -FI_ENOENT;
+    size_t n = *addrlen < sizeof(struct ulnfi_addr) ? *addrlen : sizeof(struct ulnfi_addr);
+    memcpy(addr, &av->tab[fi_addr], n);
+    *addrlen = sizeof(struct ulnfi_addr);
+    return 0;
+}
+
+static const char *av_straddr(struct fid_av *fav, const void *addr, char *buf, size_t *len)
+{
+    const struct ulnfi_addr *a = addr;
+    char s[96];
+    int n = snprintf(s, sizeof(s), "ulnet://%016llx/%u/%u", (unsigned long long)a->job_key,
+                     (unsigned)a->rank, (unsigned)a->ep);
+    if (*len) {
+        size_t c = (size_t)n < *len - 1 ? (size_t)n : *len - 1;
+        memcpy(buf, s, c);
+        buf[c] = '\0';
+    }
+    *len = (size_t)n + 1;
+    return buf;
+}
+
+static int av_set(struct fid_av *av, struct fi_av_set_attr *attr, struct fid_av_set **set,
+                  void *context)
+{
+    return -FI_ENOSYS;
+}
+
+static struct fi_ops_av av_ops = {
+    .size = sizeof(struct fi_ops_av),
+    .insert = av_insert,
+    .insertsvc = av_insertsvc,
+    .insertsym = av_insertsym,
+    .remove = av_remove,
+    .lookup = av_lookup,
+    .straddr = av_straddr,
+    .av_set = av_set,
+};
+
+int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **out,
+                  void *context)
+{
+    struct ulnfi_domain *d = ulnfi_container(domain, struct ulnfi_domain, dom);
+    if (!attr) return -FI_EINVAL;
+    if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP && attr->type != FI_AV_TABLE)
+        return -FI_EINVAL;
+    if (attr->flags & (FI_EVENT | FI_READ | FI_SYMMETRIC)) return -FI_ENOSYS;
+    if (attr->name) return -FI_ENOSYS; /* named (shared) AVs */
+    if (attr->rx_ctx_bits) return -FI_EINVAL;
+    struct ulnfi_av *av = calloc(1, sizeof(*av));
+    if (!av) return -FI_ENOMEM;
+    av->by_rank = malloc(sizeof(fi_addr_t) * (size_t)d->size);
+    if (!av->by_rank) {
+        free(av);
+        return -FI_ENOMEM;
+    }
+    for (int i = 0; i < d->size; i++)
+        av->by_rank[i] = FI_ADDR_NOTAVAIL;
+    av->dom = d;
+    av->type = attr->type == FI_AV_UNSPEC ? FI_AV_MAP : attr->type;
+    attr->type = av->type;
+    av->av.fid.fclass = FI_CLASS_AV;
+    av->av.fid.context = context;
+    av->av.fid.ops = &av_fi_ops;
+    av->av.ops = &av_ops;
+    d->refs++;
+    *out = &av->av;
+    return 0;
+}
+
+/* The rank of a destination, for an endpoint of index ep->index. */
+int ulnfi_av_peer(struct ulnfi_ep *ep, fi_addr_t addr, int *rank)
+{
+    struct ulnfi_av *av = ep->av;
+    if (!av || addr >= av->count || !av->used[addr]) return -FI_EINVAL;
+    if (av->tab[addr].ep != ep->index) return -FI_EADDRNOTAVAIL;
+    *rank = (int)av->tab[addr].rank;
+    return 0;
+}
+
+fi_addr_t ulnfi_av_src(struct ulnfi_av *av, int rank)
+{
+    if (!av || rank < 0 || rank >= av->dom->size) return FI_ADDR_NOTAVAIL;
+    return av->by_rank[rank];
+}

@@ -1,0 +1,263 @@
+/*
+ * domain.c - the domain: the process's ulnet context, progress, and the
+ * factory of every object below it.
+ *
+ * ulnet joins one job per process and a second uln_open fails, so the context
+ * is process-wide and refcounted: the first fi_domain opens it (never
+ * fi_getinfo, which must stay cheap and side-effect free), the last close
+ * closes it.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ulnfi.h"
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct uln_ctx *ctx_shared;
+static int ctx_refs;
+
+/* FI_ULNET_* settings go into the configuration; what they leave at 0 is
+ * taken from the ULN_* variables or the defaults, as uln_open always does. */
+static void config_from_params(struct uln_config *cfg)
+{
+    int v;
+    uln_config_init(cfg);
+    if (fi_param_get_int(&ulnfi_prov, "nap_max", &v) == FI_SUCCESS && v > 0)
+        cfg->nap_max = (uint32_t)v;
+    if (fi_param_get_int(&ulnfi_prov, "sq_depth", &v) == FI_SUCCESS && v > 0)
+        cfg->sq_depth = (uint32_t)v;
+    if (fi_param_get_int(&ulnfi_prov, "ring_bytes", &v) == FI_SUCCESS && v > 0)
+        cfg->ring_bytes = (uint32_t)v;
+}
+
+static int ctx_get(struct uln_ctx **out)
+{
+    int rc = 0;
+    pthread_mutex_lock(&ctx_lock);
+    if (!ctx_shared) {
+        struct uln_config cfg;
+        config_from_params(&cfg);
+        rc = uln_open(&cfg, &ctx_shared);
+    }
+    if (!rc) {
+        ctx_refs++;
+        *out = ctx_shared;
+    } else {
+        ctx_shared = NULL;
+        FI_WARN(&ulnfi_prov, FI_LOG_DOMAIN, "uln_open: %s\n", uln_strerror(rc));
+    }
+    pthread_mutex_unlock(&ctx_lock);
+    return rc;
+}
+
+static void ctx_put(void)
+{
+    pthread_mutex_lock(&ctx_lock);
+    if (--ctx_refs == 0) {
+        uln_close(ctx_shared);
+        ctx_shared = NULL;
+    }
+    pthread_mutex_unlock(&ctx_lock);
+}
+
+/* A send-side completion: one of an operation's ulnet ops is done. */
+static void tx_done(const struct uln_cqe *c)
+{
+    struct ulnfi_op *op = (struct ulnfi_op *)(uintptr_t)c->user_data;
+    if (!op) return; /* silent inject failed: nothing to report to */
+    if (c->status && !op->status) op->status = c->status;
+    if (c->status && op->kind == ULNFI_OP_RNDV_SEND && op->pending == 2) ulnfi_rndv_send_failed(op);
+    if (--op->pending == 0) ulnfi_op_complete(op);
+}
+
+/* A peer's fi_writedata landed: a completion on the receive CQ, no buffer. */
+static void rx_remote_write(struct ulnfi_ep *ep, const struct uln_cqe *c)
+{
+    if (ep->rx_cq)
+        ulnfi_cq_put(ep->rx_cq, NULL, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, c->len, NULL,
+                     c->imm, 0, ep->av ? ulnfi_av_src(ep->av, c->peer) : FI_ADDR_NOTAVAIL);
+    ulnfi_cntr_inc(ep->rwr_cntr);
+}
+
+static void dispatch(struct ulnfi_domain *d, struct uln_cq *ucq, const struct uln_cqe *c)
+{
+    struct ulnfi_ep *ep = c->ep < ULNFI_MAX_EPS_FI ? d->eps[c->ep] : NULL;
+    switch (c->op) {
+    case ULN_OP_NAP_RECV:
+        if (ep)
+            ulnfi_rx_nap(ep, c, ucq);
+        else if (c->flags & ULN_CQE_MUST_RELEASE)
+            uln_cqe_release(ucq, c);
+        break;
+    case ULN_OP_PUT_REMOTE:
+        if (ep) rx_remote_write(ep, c);
+        break;
+    case ULN_OP_NAP:
+    case ULN_OP_PUT:
+    case ULN_OP_GET:
+        tx_done(c);
+        break;
+    default:
+        break;
+    }
+}
+
+static void retry(struct ulnfi_ep *ep)
+{
+    struct ulnfi_op *op = ep->retry_head;
+    ep->retry_head = ep->retry_tail = NULL;
+    while (op) {
+        struct ulnfi_op *next = op->next;
+        op->next = NULL;
+        ulnfi_op_advance(op); /* re-queues itself if still short of room */
+        op = next;
+    }
+}
+
+/* Poll every ulnet CQ of the domain; caller holds the domain lock. */
+void ulnfi_progress(struct ulnfi_domain *d)
+{
+    struct uln_cqe c[16];
+    for (int i = 0; i < d->ncqs; i++) {
+        int n;
+        while ((n = uln_cq_poll(d->cqs[i]->ucq, c, 16)) > 0)
+            for (int k = 0; k < n; k++)
+                dispatch(d, d->cqs[i]->ucq, &c[k]);
+    }
+    for (int i = 0; i < ULNFI_MAX_EPS_FI; i++)
+        if (d->eps[i]) {
+            if (d->eps[i]->own_cq) {
+                int n;
+                while ((n = uln_cq_poll(d->eps[i]->own_cq, c, 16)) > 0)
+                    for (int k = 0; k < n; k++)
+                        dispatch(d, d->eps[i]->own_cq, &c[k]);
+            }
+            if (d->eps[i]->retry_head) retry(d->eps[i]);
+            if (d->eps[i]->held_head) ulnfi_rx_retry(d->eps[i]);
+        }
+}
+
+/* FI_PROGRESS_AUTO: the provider's own protocol steps (matching a request,
+ * posting its GETs, answering with an ACK) need provider code to run, which
+ * ulnet's progress thread cannot do; so a thread of ours polls the domain,
+ * under the domain lock, every ULNFI_AUTO_US while it is open. */
+#define ULNFI_AUTO_US 100
+static void *auto_progress(void *arg)
+{
+    struct ulnfi_domain *d = arg;
+    struct timespec nap = {0, ULNFI_AUTO_US * 1000};
+    while (!atomic_load_explicit(&d->auto_stop, memory_order_acquire)) {
+        pthread_mutex_lock(&d->lock);
+        ulnfi_progress(d);
+        pthread_mutex_unlock(&d->lock);
+        nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
+static int domain_close(struct fid *fid)
+{
+    struct ulnfi_domain *d = ulnfi_container(fid, struct ulnfi_domain, dom.fid);
+    if (d->refs) return -FI_EBUSY;
+    if (d->progress == FI_PROGRESS_AUTO) {
+        /* release: the thread's acquire load sees it and leaves */
+        atomic_store_explicit(&d->auto_stop, true, memory_order_release);
+        pthread_join(d->auto_thread, NULL);
+    }
+    pthread_mutex_destroy(&d->lock);
+    ctx_put();
+    free(d);
+    return 0;
+}
+
+static struct fi_ops domain_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = domain_close,
+    .bind = ulnfi_no_bind,
+    .control = ulnfi_no_control,
+    .ops_open = ulnfi_no_ops_open,
+};
+
+static int no_sep(struct fid_domain *d, struct fi_info *i, struct fid_ep **e, void *c)
+{
+    return -FI_ENOSYS;
+}
+static int no_poll(struct fid_domain *d, struct fi_poll_attr *a, struct fid_poll **p)
+{
+    return -FI_ENOSYS;
+}
+static int no_stx(struct fid_domain *d, struct fi_tx_attr *a, struct fid_stx **s, void *c)
+{
+    return -FI_ENOSYS;
+}
+static int no_srx(struct fid_domain *d, struct fi_rx_attr *a, struct fid_ep **e, void *c)
+{
+    return -FI_ENOSYS;
+}
+static int no_atomic(struct fid_domain *d, enum fi_datatype t, enum fi_op o,
+                     struct fi_atomic_attr *a, uint64_t f)
+{
+    return -FI_EOPNOTSUPP;
+}
+static int no_coll(struct fid_domain *d, enum fi_collective_op o, struct fi_collective_attr *a,
+                   uint64_t f)
+{
+    return -FI_ENOSYS;
+}
+
+static struct fi_ops_domain domain_ops = {
+    .size = sizeof(struct fi_ops_domain),
+    .av_open = ulnfi_av_open,
+    .cq_open = ulnfi_cq_open,
+    .endpoint = ulnfi_ep_open,
+    .scalable_ep = no_sep,
+    .cntr_open = ulnfi_cntr_open,
+    .poll_open = no_poll,
+    .stx_ctx = no_stx,
+    .srx_ctx = no_srx,
+    .query_atomic = no_atomic,
+    .query_collective = no_coll,
+};
+
+int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom,
+                      void *context)
+{
+    const struct fi_domain_attr *a = info ? info->domain_attr : NULL;
+    if (a && a->name && strcmp(a->name, ULNFI_NAME)) return -FI_EINVAL;
+    struct ulnfi_domain *d = calloc(1, sizeof(*d));
+    if (!d) return -FI_ENOMEM;
+    int rc = ctx_get(&d->ctx);
+    if (rc) {
+        free(d);
+        return ulnfi_errno(rc);
+    }
+    uln_query(d->ctx, &d->uinfo);
+    d->rank = uln_rank(d->ctx);
+    d->size = uln_size(d->ctx);
+    d->job_key = uln_job_key(d->ctx);
+    d->threading = a && a->threading ? a->threading : FI_THREAD_SAFE;
+    d->progress =
+        a && (a->data_progress == FI_PROGRESS_AUTO || a->control_progress == FI_PROGRESS_AUTO)
+            ? FI_PROGRESS_AUTO
+            : FI_PROGRESS_MANUAL;
+    /* Progress is domain-wide, so only FI_THREAD_DOMAIN without a progress
+     * thread of ours lets us skip the lock. */
+    d->locking = d->threading != FI_THREAD_DOMAIN || d->progress == FI_PROGRESS_AUTO;
+    pthread_mutex_init(&d->lock, NULL);
+    if (d->progress == FI_PROGRESS_AUTO &&
+        pthread_create(&d->auto_thread, NULL, auto_progress, d)) {
+        pthread_mutex_destroy(&d->lock);
+        ctx_put();
+        free(d);
+        return -FI_ENOMEM;
+    }
+    d->fab = ulnfi_container(fabric, struct ulnfi_fabric, fab);
+    d->dom.fid.fclass = FI_CLASS_DOMAIN;
+    d->dom.fid.context = context;
+    d->dom.fid.ops = &domain_fi_ops;
+    d->dom.ops = &domain_ops;
+    d->dom.mr = &ulnfi_mr_ops;
+    *dom = &d->dom;
+    return 0;
+}

@@ -1,0 +1,496 @@
+/*
+ * ep.c - RDM endpoints: binding, enabling (the ulnet endpoint is opened then,
+ * once the CQs are known), names, cancel, options, and the life of the
+ * operations they post.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ulnfi.h"
+
+#define ULNFI_MAX_RECV  8192
+#define ULNFI_MAX_UNEXP 16384
+
+struct ulnfi_op *ulnfi_op_get(struct ulnfi_ep *ep, size_t buf_len)
+{
+    struct ulnfi_op *op = ep->free_ops;
+    if (op)
+        ep->free_ops = op->next;
+    else if (!(op = calloc(1, sizeof(*op))))
+        return NULL;
+    uint8_t *buf = op->buf;
+    size_t cap = op->buf_len;
+    if (buf_len > cap) {
+        free(buf);
+        buf = malloc(buf_len);
+        cap = buf ? buf_len : 0;
+        if (!buf) {
+            op->buf = NULL;
+            op->buf_len = 0;
+            op->next = ep->free_ops;
+            ep->free_ops = op;
+            return NULL;
+        }
+    }
+    memset(op, 0, offsetof(struct ulnfi_op, buf_len));
+    op->buf = buf;
+    op->buf_len = cap;
+    op->ep = ep;
+    return op;
+}
+
+void ulnfi_op_put(struct ulnfi_op *op)
+{
+    struct ulnfi_ep *ep = op->ep;
+    op->next = ep->free_ops;
+    ep->free_ops = op;
+}
+
+void ulnfi_retry_add(struct ulnfi_ep *ep, struct ulnfi_op *op)
+{
+    op->next = NULL;
+    if (ep->retry_tail)
+        ep->retry_tail->next = op;
+    else
+        ep->retry_head = op;
+    ep->retry_tail = op;
+}
+
+static struct ulnfi_cntr *op_cntr(const struct ulnfi_op *op)
+{
+    switch (op->kind) {
+    case ULNFI_OP_READ:
+        return op->ep->rd_cntr;
+    case ULNFI_OP_WRITE:
+        return op->ep->wr_cntr;
+    default:
+        return op->ep->tx_cntr;
+    }
+}
+
+/* A send, rendezvous send, read or write is over: report and recycle. */
+void ulnfi_op_complete(struct ulnfi_op *op)
+{
+    struct ulnfi_ep *ep = op->ep;
+    if (op->kind == ULNFI_OP_RNDV_RECV ||
+        ((op->kind == ULNFI_OP_READ || op->kind == ULNFI_OP_WRITE) && !op->status &&
+         op->done < op->len)) {
+        ulnfi_op_advance(op); /* more pieces to post */
+        return;
+    }
+    for (uint32_t i = 0; i < op->nmr; i++)
+        uln_mr_dereg(op->mrs[i]);
+    op->nmr = 0;
+    if (op->status) {
+        if (ep->tx_cq)
+            ulnfi_cq_put_err(ep->tx_cq, op->context, op->flags, 0, 0, op->tag, 0,
+                             -ulnfi_errno(op->status), op->status, FI_ADDR_NOTAVAIL);
+        ulnfi_cntr_inc_err(op_cntr(op));
+    } else {
+        if (op->report && ep->tx_cq)
+            ulnfi_cq_put(ep->tx_cq, op->context, op->flags, 0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
+        ulnfi_cntr_inc(op_cntr(op));
+    }
+    ulnfi_op_put(op);
+}
+
+/* Report a receive: success, truncation (FI_ETRUNC with olen) or failure. */
+void ulnfi_recv_report(struct ulnfi_ep *ep, const struct ulnfi_match_recv *r, uint64_t flags,
+                       size_t len, size_t olen, uint64_t data, uint64_t tag, fi_addr_t src,
+                       void *buf, int status)
+{
+    if (!status && olen) status = -FI_ETRUNC;
+    if (status) {
+        int fierr = status == -FI_ETRUNC ? FI_ETRUNC : -ulnfi_errno(status);
+        int perr = status == -FI_ETRUNC ? 0 : status;
+        if (ep->rx_cq)
+            ulnfi_cq_put_err(ep->rx_cq, r->context, flags, len, data, tag, olen, fierr, perr, src);
+        ulnfi_cntr_inc_err(ep->rx_cntr);
+        return;
+    }
+    bool report = !ep->rx_selective || (r->flags & FI_COMPLETION);
+    if (report && ep->rx_cq) ulnfi_cq_put(ep->rx_cq, r->context, flags, len, buf, data, tag, src);
+    ulnfi_cntr_inc(ep->rx_cntr);
+}
+
+static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+    struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
+    if (ep->enabled) return -FI_EOPBADSTATE;
+    switch (bfid->fclass) {
+    case FI_CLASS_AV: {
+        if (ep->av) return -FI_EINVAL;
+        ep->av = ulnfi_container(bfid, struct ulnfi_av, av.fid);
+        if (ep->av->dom != ep->dom) return -FI_EINVAL;
+        ep->av->refs++;
+        return 0;
+    }
+    case FI_CLASS_CQ: {
+        struct ulnfi_cq *cq = ulnfi_container(bfid, struct ulnfi_cq, cq.fid);
+        if (flags & ~(uint64_t)(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION))
+            return -FI_EBADFLAGS;
+        if (!(flags & (FI_TRANSMIT | FI_RECV))) return -FI_EBADFLAGS;
+        if ((flags & FI_TRANSMIT && ep->tx_cq) || (flags & FI_RECV && ep->rx_cq)) return -FI_EINVAL;
+        if (flags & FI_TRANSMIT) {
+            ep->tx_cq = cq;
+            ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
+            cq->refs++;
+        }
+        if (flags & FI_RECV) {
+            ep->rx_cq = cq;
+            ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
+            cq->refs++;
+        }
+        return 0;
+    }
+    case FI_CLASS_CNTR: {
+        struct ulnfi_cntr *c = ulnfi_container(bfid, struct ulnfi_cntr, cntr.fid);
+        const uint64_t ok =
+            FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+        if (!flags || (flags & ~ok)) return -FI_EBADFLAGS;
+        struct ulnfi_cntr **slot[] = {&ep->tx_cntr, &ep->rx_cntr,  &ep->rd_cntr,
+                                      &ep->wr_cntr, &ep->rrd_cntr, &ep->rwr_cntr};
+        const uint64_t bit[] = {FI_SEND,  FI_RECV,        FI_READ,
+                                FI_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE};
+        for (int i = 0; i < 6; i++)
+            if (flags & bit[i]) {
+                if (*slot[i]) (*slot[i])->refs--;
+                *slot[i] = c;
+                c->refs++;
+            }
+        return 0;
+    }
+    case FI_CLASS_EQ:
+        return 0; /* an RDM endpoint raises no events */
+    default:
+        return -FI_EINVAL;
+    }
+}
+
+static int ep_enable(struct ulnfi_ep *ep)
+{
+    struct ulnfi_domain *d = ep->dom;
+    if (ep->enabled) return 0;
+    if (!ep->av) return -FI_ENOAV;
+    if (!ep->tx_cq && !ep->rx_cq && !ep->tx_cntr && !ep->rx_cntr) return -FI_ENOCQ;
+    struct uln_cq *tx = ep->tx_cq ? ep->tx_cq->ucq : NULL;
+    struct uln_cq *rx = ep->rx_cq ? ep->rx_cq->ucq : NULL;
+    if (!tx || !rx) {
+        int rc = uln_cq_open(d->ctx, 1024, &ep->own_cq);
+        if (rc) return ulnfi_errno(rc);
+        if (!tx) tx = ep->own_cq;
+        if (!rx) rx = ep->own_cq;
+    }
+    ep->tx_seq = calloc((size_t)d->size, sizeof(uint32_t));
+    ep->rx_seq = calloc((size_t)d->size, sizeof(uint32_t));
+    if (!ep->tx_seq || !ep->rx_seq) return -FI_ENOMEM;
+    int rc = uln_ep_open(d->ctx, tx, rx, &ep->uep);
+    if (rc) return ulnfi_errno(rc);
+    ep->index = uln_ep_index(ep->uep);
+    if (ep->index >= ULNFI_MAX_EPS_FI) {
+        uln_ep_close(ep->uep);
+        ep->uep = NULL;
+        return -FI_ENOSPC;
+    }
+    d->eps[ep->index] = ep;
+    ep->enabled = true;
+    return 0;
+}
+
+static int ep_control(struct fid *fid, int command, void *arg)
+{
+    struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
+    int rc;
+    switch (command) {
+    case FI_ENABLE:
+        ulnfi_lock(ep->dom);
+        rc = ep_enable(ep);
+        ulnfi_unlock(ep->dom);
+        return rc;
+    case FI_GETOPSFLAG: {
+        uint64_t *f = arg;
+        if (*f & FI_TRANSMIT)
+            *f = ep->tx_op_flags;
+        else if (*f & FI_RECV)
+            *f = ep->rx_op_flags;
+        else
+            return -FI_EINVAL;
+        return 0;
+    }
+    case FI_SETOPSFLAG: {
+        uint64_t *f = arg;
+        if (*f & FI_TRANSMIT)
+            ep->tx_op_flags = *f & ~(uint64_t)FI_TRANSMIT;
+        else if (*f & FI_RECV)
+            ep->rx_op_flags = *f & ~(uint64_t)FI_RECV;
+        else
+            return -FI_EINVAL;
+        return 0;
+    }
+    default:
+        return -FI_ENOSYS;
+    }
+}
+
+static void drain_matcher(struct ulnfi_match *m)
+{
+    struct ulnfi_match_recv *r;
+    struct ulnfi_match_msg *msg;
+    while ((r = ulnfi_match_recv_pop(m)))
+        ulnfi_match_recv_free(m, r);
+    while ((msg = ulnfi_match_msg_pop(m))) {
+        free(msg->payload);
+        ulnfi_match_msg_free(m, msg);
+    }
+    ulnfi_match_fini(m);
+}
+
+static int ep_close(struct fid *fid)
+{
+    struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
+    struct ulnfi_domain *d = ep->dom;
+    ulnfi_lock(d);
+    if (ep->uep) {
+        /* ulnet completes what is outstanding with -ECANCELED: let progress
+         * hand those to their operations while the endpoint still stands. */
+        uln_ep_close(ep->uep);
+        ulnfi_progress(d);
+        d->eps[ep->index] = NULL;
+    }
+    /* What no ulnet completion will bring back: sends waiting for an ACK, and
+     * transfers waiting for send-queue room. */
+    for (uint32_t i = 0; i < ULNFI_RNDV_SLOTS; i++) {
+        struct ulnfi_op *op = ep->rndv_slot[i];
+        if (!op) continue;
+        for (uint32_t k = 0; k < op->nmr; k++)
+            uln_mr_dereg(op->mrs[k]);
+        free(op->buf);
+        free(op);
+    }
+    while (ep->retry_head) {
+        struct ulnfi_op *op = ep->retry_head;
+        ep->retry_head = op->next;
+        free(op->buf);
+        free(op);
+    }
+    ep->retry_tail = NULL;
+    while (ep->held_head) { /* messages held in the ring: dropped with it */
+        struct ulnfi_held *e = ep->held_head;
+        ep->held_head = e->next;
+        if (e->c.flags & ULN_CQE_MUST_RELEASE) uln_cqe_release(e->ucq, &e->c);
+        free(e);
+    }
+    ep->held_tail = NULL;
+    drain_matcher(&ep->mtag);
+    drain_matcher(&ep->mmsg);
+    d->refs--;
+    ulnfi_unlock(d);
+    if (ep->own_cq) uln_cq_close(ep->own_cq);
+    struct ulnfi_cntr *cs[] = {ep->tx_cntr, ep->rx_cntr,  ep->rd_cntr,
+                               ep->wr_cntr, ep->rrd_cntr, ep->rwr_cntr};
+    for (int i = 0; i < 6; i++)
+        if (cs[i]) cs[i]->refs--;
+    if (ep->tx_cq) ep->tx_cq->refs--;
+    if (ep->rx_cq) ep->rx_cq->refs--;
+    if (ep->av) ep->av->refs--;
+    while (ep->free_ops) {
+        struct ulnfi_op *op = ep->free_ops;
+        ep->free_ops = op->next;
+        free(op->buf);
+        free(op);
+    }
+    free(ep->tx_seq);
+    free(ep->rx_seq);
+    fi_freeinfo(ep->info);
+    free(ep);
+    return 0;
+}
+
+static struct fi_ops ep_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = ep_close,
+    .bind = ep_bind,
+    .control = ep_control,
+    .ops_open = ulnfi_no_ops_open,
+};
+
+static ssize_t ep_cancel(fid_t fid, void *context)
+{
+    struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
+    ulnfi_lock(ep->dom);
+    struct ulnfi_match *ms[] = {&ep->mtag, &ep->mmsg};
+    for (int i = 0; i < 2; i++) {
+        struct ulnfi_match_recv *r = ulnfi_match_cancel(ms[i], context);
+        if (!r) continue;
+        uint64_t fl = FI_RECV | (i == 0 ? FI_TAGGED : FI_MSG);
+        if (ep->rx_cq)
+            ulnfi_cq_put_err(ep->rx_cq, r->context, fl, 0, 0, r->tag, 0, FI_ECANCELED, 0,
+                             FI_ADDR_NOTAVAIL);
+        ulnfi_match_recv_free(ms[i], r);
+        ulnfi_unlock(ep->dom);
+        return 0;
+    }
+    ulnfi_unlock(ep->dom);
+    return -FI_ENOENT; /* nothing posted with that context: too late, or never */
+}
+
+static int ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
+{
+    struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
+    if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+    if (optname != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
+    if (*optlen < sizeof(size_t)) return -FI_ETOOSMALL;
+    *(size_t *)optval = ep->mmsg.min_multi_recv;
+    *optlen = sizeof(size_t);
+    return 0;
+}
+
+static int ep_setopt(fid_t fid, int level, int optname, const void *optval, size_t optlen)
+{
+    struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
+    if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+    if (optname != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
+    if (optlen != sizeof(size_t)) return -FI_EINVAL;
+    ulnfi_match_set_min_multi_recv(&ep->mmsg, *(const size_t *)optval);
+    ulnfi_match_set_min_multi_recv(&ep->mtag, *(const size_t *)optval);
+    return 0;
+}
+
+static int no_ctx(struct fid_ep *sep, int index, void *attr, struct fid_ep **out, void *context)
+{
+    return -FI_ENOSYS;
+}
+
+static ssize_t tx_left(struct fid_ep *fep)
+{
+    struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
+    return (ssize_t)ep->dom->uinfo.sq_depth;
+}
+static ssize_t rx_left(struct fid_ep *fep)
+{
+    return ULNFI_MAX_RECV;
+}
+
+static struct fi_ops_ep ep_ops = {
+    .size = sizeof(struct fi_ops_ep),
+    .cancel = ep_cancel,
+    .getopt = ep_getopt,
+    .setopt = ep_setopt,
+    .tx_ctx = (void *)no_ctx,
+    .rx_ctx = (void *)no_ctx,
+    .rx_size_left = rx_left,
+    .tx_size_left = tx_left,
+};
+
+static int ep_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+    struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
+    /* The endpoint index is ulnet's, known once the endpoint is enabled. */
+    if (!ep->enabled) return -FI_EOPBADSTATE;
+    struct ulnfi_addr a = {.magic = ULNFI_ADDR_MAGIC,
+                           .version = ULNFI_ADDR_VERSION,
+                           .ep = (uint16_t)ep->index,
+                           .job_key = ep->dom->job_key,
+                           .rank = (uint32_t)ep->dom->rank};
+    size_t n = *addrlen;
+    *addrlen = sizeof(a);
+    if (n < sizeof(a)) return -FI_ETOOSMALL;
+    memcpy(addr, &a, sizeof(a));
+    return 0;
+}
+
+static int ep_setname(fid_t fid, void *addr, size_t addrlen)
+{
+    return -FI_ENOSYS;
+}
+static int ep_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen)
+{
+    return -FI_ENOSYS;
+}
+static int ep_connect(struct fid_ep *ep, const void *addr, const void *param, size_t len)
+{
+    return -FI_ENOSYS;
+}
+static int ep_listen(struct fid_pep *pep)
+{
+    return -FI_ENOSYS;
+}
+static int ep_accept(struct fid_ep *ep, const void *param, size_t len)
+{
+    return -FI_ENOSYS;
+}
+static int ep_reject(struct fid_pep *pep, fid_t h, const void *param, size_t len)
+{
+    return -FI_ENOSYS;
+}
+static int ep_shutdown(struct fid_ep *ep, uint64_t flags)
+{
+    return -FI_ENOSYS;
+}
+static int ep_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc,
+                   void *context)
+{
+    return -FI_ENOSYS;
+}
+
+static struct fi_ops_cm cm_ops = {
+    .size = sizeof(struct fi_ops_cm),
+    .setname = ep_setname,
+    .getname = ep_getname,
+    .getpeer = ep_getpeer,
+    .connect = ep_connect,
+    .listen = ep_listen,
+    .accept = ep_accept,
+    .reject = ep_reject,
+    .shutdown = ep_shutdown,
+    .join = ep_join,
+};
+
+int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **out,
+                  void *context)
+{
+    struct ulnfi_domain *d = ulnfi_container(domain, struct ulnfi_domain, dom);
+    if (!info ||
+        (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC))
+        return -FI_EINVAL;
+    if (info->domain_attr && info->domain_attr->name && strcmp(info->domain_attr->name, ULNFI_NAME))
+        return -FI_EINVAL;
+    struct ulnfi_ep *ep = calloc(1, sizeof(*ep));
+    if (!ep) return -FI_ENOMEM;
+    ep->info = fi_dupinfo(info);
+    bool directed = info->caps & FI_DIRECTED_RECV;
+    if (!ep->info || ulnfi_match_init(&ep->mtag, ULNFI_MAX_RECV, ULNFI_MAX_UNEXP, directed, 0)) {
+        fi_freeinfo(ep->info);
+        free(ep);
+        return -FI_ENOMEM;
+    }
+    if (ulnfi_match_init(&ep->mmsg, ULNFI_MAX_RECV, ULNFI_MAX_UNEXP, directed, 0)) {
+        ulnfi_match_fini(&ep->mtag);
+        fi_freeinfo(ep->info);
+        free(ep);
+        return -FI_ENOMEM;
+    }
+    ep->dom = d;
+    ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+    ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+    ep->inline_max = d->uinfo.inline_max;
+    ep->eager_max = d->uinfo.nap_max - sizeof(struct ulnfi_hdr);
+    size_t rmin = 0;
+    ep->rndv_min = ep->eager_max + 1; /* the measured switch-over: docs/provider.md */
+    if (fi_param_get_size_t(&ulnfi_prov, "rndv_min", &rmin) == FI_SUCCESS && rmin &&
+        rmin < ep->rndv_min)
+        ep->rndv_min = rmin;
+    ep->ep.fid.fclass = FI_CLASS_EP;
+    ep->ep.fid.context = context;
+    ep->ep.fid.ops = &ep_fi_ops;
+    ep->ep.ops = &ep_ops;
+    ep->ep.cm = &cm_ops;
+    ep->ep.msg = &ulnfi_msg_ops;
+    ep->ep.tagged = &ulnfi_tagged_ops;
+    ep->ep.rma = &ulnfi_rma_ops;
+    ulnfi_lock(d);
+    d->refs++;
+    ulnfi_unlock(d);
+    *out = &ep->ep;
+    return 0;
+}

@@ -1,0 +1,77 @@
+/*
+ * fabric.c - the provider's entry point (fi_prov_ini) and the fabric object.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ulnfi.h"
+
+static void ulnfi_cleanup(void) {}
+
+struct fi_provider ulnfi_prov = {
+    .version = ULNFI_PROV_VER,
+    .fi_version = ULNFI_FI_VER,
+    .name = ULNFI_NAME,
+    .getinfo = ulnfi_getinfo,
+    .fabric = ulnfi_fabric_open,
+    .cleanup = ulnfi_cleanup,
+};
+
+static int fabric_close(struct fid *fid)
+{
+    free(ulnfi_container(fid, struct ulnfi_fabric, fab.fid));
+    return 0;
+}
+
+static struct fi_ops fabric_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = fabric_close,
+    .bind = ulnfi_no_bind,
+    .control = ulnfi_no_control,
+    .ops_open = ulnfi_no_ops_open,
+};
+
+static struct fi_ops_fabric fabric_ops = {
+    .size = sizeof(struct fi_ops_fabric),
+    .domain = ulnfi_domain_open,
+    .passive_ep = ulnfi_no_passive_ep,
+    .eq_open = ulnfi_eq_open,
+    .wait_open = ulnfi_no_wait_open,
+    .trywait = ulnfi_no_trywait,
+};
+
+int ulnfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context)
+{
+    if (attr && attr->name && strcmp(attr->name, ULNFI_NAME)) return -FI_EINVAL;
+    struct ulnfi_fabric *f = calloc(1, sizeof(*f));
+    if (!f) return -FI_ENOMEM;
+    f->fab.fid.fclass = FI_CLASS_FABRIC;
+    f->fab.fid.context = context;
+    f->fab.fid.ops = &fabric_fi_ops;
+    f->fab.ops = &fabric_ops;
+    *fabric = &f->fab;
+    return 0;
+}
+
+/* Settings the provider documents (fi_info -e lists them). They go into the
+ * uln_config given to uln_open, so a FI_ULNET_* value wins over the ULN_*
+ * variable of the same setting; an unset one leaves that to ULN_* or the
+ * default. */
+static void define_params(void)
+{
+    fi_param_define(&ulnfi_prov, "nap_max", FI_PARAM_INT,
+                    "largest eager message plus its 24-byte header (ULN_NAP_MAX when unset)");
+    fi_param_define(&ulnfi_prov, "sq_depth", FI_PARAM_INT,
+                    "send queue entries (ULN_SQ_DEPTH when unset)");
+    fi_param_define(&ulnfi_prov, "ring_bytes", FI_PARAM_INT,
+                    "NAP ring per peer and endpoint (ULN_RING_BYTES when unset)");
+    fi_param_define(&ulnfi_prov, "rndv_min", FI_PARAM_SIZE_T,
+                    "messages of at least this size go by rendezvous (default: the switch-over "
+                    "measured in docs/provider.md, capped by the eager limit)");
+}
+
+FI_EXT_INI
+{
+    define_params();
+    return &ulnfi_prov;
+}

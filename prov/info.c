@@ -1,0 +1,252 @@
+/*
+ * info.c - fi_getinfo: what the ulnet provider offers, filtered by the hints
+ * as fi_getinfo(3) says: a hint the provider cannot honour means no fi_info
+ * (-FI_ENODATA), never one that silently does less.
+ *
+ * Nothing here opens ulnet: fi_getinfo may be called by any process, in or out
+ * of a job, as often as a client likes. Sizes that depend on the job's
+ * settings (nap_max, sq_depth) are the defaults; fi_domain checks the real ones.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ulnfi.h"
+
+#define ULNFI_PRIMARY                                                                              \
+    (FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ |       \
+     FI_REMOTE_WRITE | FI_DIRECTED_RECV)
+#define ULNFI_SECONDARY                                                                            \
+    (FI_SOURCE | FI_REMOTE_CQ_DATA | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_MULTI_RECV)
+#define ULNFI_CAPS    (ULNFI_PRIMARY | ULNFI_SECONDARY)
+#define ULNFI_TX_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND)
+#define ULNFI_RX_CAPS                                                                              \
+    (FI_MSG | FI_TAGGED | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | \
+     FI_SOURCE | FI_REMOTE_CQ_DATA)
+#define ULNFI_MSG_ORDER (FI_ORDER_SAS)
+/* Default op flags a client may ask for. Not FI_DELIVERY_COMPLETE: an eager
+ * send completes when its NAP has left for the peer's ring, before the peer
+ * has taken it (transmit complete); rendezvous sends and RMA do complete at
+ * delivery, but a default must hold for every operation. */
+#define ULNFI_OP_FLAGS                                                                             \
+    (FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_MULTI_RECV)
+#define ULNFI_HDR_BYTES (sizeof(struct ulnfi_hdr))
+/* ULN_NAP_MAX's default less the header: the eager limit and inject size. */
+#define ULNFI_INJECT  (8192 - ULNFI_HDR_BYTES)
+#define ULNFI_MAX_MSG (1ULL << 40)
+
+static bool subset(uint64_t want, uint64_t have)
+{
+    return (want & ~have) == 0;
+}
+
+static bool check_fabric(const struct fi_fabric_attr *h)
+{
+    if (!h) return true;
+    if (h->name && strcmp(h->name, ULNFI_NAME)) return false;
+    if (h->prov_name && strcmp(h->prov_name, ULNFI_NAME)) return false;
+    return true;
+}
+
+static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t version)
+{
+    if (!h) return true;
+    if (h->name && strcmp(h->name, ULNFI_NAME)) return false;
+    if (h->av_type != FI_AV_UNSPEC && h->av_type != FI_AV_MAP && h->av_type != FI_AV_TABLE)
+        return false;
+    if (h->cq_data_size > 8 || h->mr_key_size > 8) return false;
+    if (h->tx_ctx_cnt > 1 || h->rx_ctx_cnt > 1 || h->max_ep_tx_ctx > 1 || h->max_ep_rx_ctx > 1)
+        return false;
+    if (h->max_ep_stx_ctx || h->max_ep_srx_ctx) return false;
+    if (h->caps && !subset(h->caps, FI_LOCAL_COMM | FI_REMOTE_COMM)) return false;
+    /* Memory registration: keys are chosen by ulnet (FI_MR_PROV_KEY). That
+     * matters only to a client that does RMA. */
+    if ((caps & FI_RMA) && FI_VERSION_GE(version, FI_VERSION(1, 5)) && h->mr_mode != FI_MR_UNSPEC &&
+        !(h->mr_mode & FI_MR_PROV_KEY))
+        return false;
+    if ((caps & FI_RMA) && FI_VERSION_GE(version, FI_VERSION(1, 5)) && h->mr_mode == FI_MR_UNSPEC)
+        return false; /* 0 from a >= 1.5 client: it supports no mode bit */
+    return true;
+}
+
+static bool check_ep(const struct fi_ep_attr *h)
+{
+    if (!h) return true;
+    if (h->type != FI_EP_UNSPEC && h->type != FI_EP_RDM) return false;
+    if (h->protocol != FI_PROTO_UNSPEC) return false;
+    if (h->max_msg_size > ULNFI_MAX_MSG) return false;
+    if (h->msg_prefix_size) return false;
+    if (h->tx_ctx_cnt > 1 || h->rx_ctx_cnt > 1) return false; /* FI_SHARED_CONTEXT too */
+    return true;
+}
+
+static bool check_tx(const struct fi_tx_attr *h)
+{
+    if (!h) return true;
+    if (h->caps && !subset(h->caps, ULNFI_TX_CAPS | ULNFI_SECONDARY)) return false;
+    if (!subset(h->msg_order, ULNFI_MSG_ORDER)) return false;
+    if (h->comp_order & ~(uint64_t)FI_ORDER_NONE) return false;
+    if (!subset(h->op_flags, ULNFI_OP_FLAGS)) return false;
+    if (h->inject_size > ULNFI_INJECT) return false;
+    if (h->size > (1u << 20)) return false;
+    if (h->iov_limit > ULNFI_IOV_LIMIT || h->rma_iov_limit > ULNFI_IOV_LIMIT) return false;
+    return true;
+}
+
+static bool check_rx(const struct fi_rx_attr *h)
+{
+    if (!h) return true;
+    if (h->caps && !subset(h->caps, ULNFI_RX_CAPS | ULNFI_SECONDARY)) return false;
+    if (!subset(h->msg_order, ULNFI_MSG_ORDER)) return false;
+    if (h->comp_order & ~(uint64_t)FI_ORDER_NONE) return false;
+    if (!subset(h->op_flags, ULNFI_OP_FLAGS)) return false;
+    if (h->size > (1u << 20)) return false;
+    if (h->iov_limit > ULNFI_IOV_LIMIT) return false;
+    return true;
+}
+
+static bool check_addr(const struct fi_info *h)
+{
+    if (h->addr_format != FI_FORMAT_UNSPEC) return false;
+    if (h->dest_addr && h->dest_addrlen != sizeof(struct ulnfi_addr)) return false;
+    if (h->src_addr && h->src_addrlen != sizeof(struct ulnfi_addr)) return false;
+    if (h->dest_addr && ((const struct ulnfi_addr *)h->dest_addr)->magic != ULNFI_ADDR_MAGIC)
+        return false;
+    return true;
+}
+
+/* The capabilities to return: the primary ones asked for (all when none are),
+ * the secondary ones ulnet gives anyway. */
+static uint64_t pick_caps(const struct fi_info *h)
+{
+    if (!h || !(h->caps & ULNFI_PRIMARY)) {
+        uint64_t c = ULNFI_CAPS;
+        /* a client with no mr_mode cannot use our keys: offer no RMA then */
+        if (h && h->domain_attr && h->domain_attr->mr_mode == FI_MR_UNSPEC)
+            c &= ~(FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+        return c;
+    }
+    uint64_t c = h->caps & ULNFI_PRIMARY;
+    if (c & FI_RMA && !(c & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
+        c |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    if (c & (FI_MSG | FI_TAGGED) && !(c & (FI_SEND | FI_RECV))) c |= FI_SEND | FI_RECV;
+    return c | ULNFI_SECONDARY;
+}
+
+static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps)
+{
+    fi->caps = caps;
+    fi->mode = 0;
+    fi->addr_format = FI_FORMAT_UNSPEC;
+
+    struct fi_tx_attr *tx = fi->tx_attr;
+    tx->caps = caps & (ULNFI_TX_CAPS | ULNFI_SECONDARY);
+    tx->op_flags = h && h->tx_attr ? h->tx_attr->op_flags : 0;
+    tx->msg_order = ULNFI_MSG_ORDER;
+    tx->comp_order = FI_ORDER_NONE;
+    tx->inject_size = ULNFI_INJECT;
+    tx->size = 256;
+    tx->iov_limit = ULNFI_IOV_LIMIT;
+    tx->rma_iov_limit = ULNFI_IOV_LIMIT;
+
+    struct fi_rx_attr *rx = fi->rx_attr;
+    rx->caps = caps & (ULNFI_RX_CAPS | ULNFI_SECONDARY);
+    rx->op_flags = h && h->rx_attr ? h->rx_attr->op_flags : 0;
+    rx->msg_order = ULNFI_MSG_ORDER;
+    rx->comp_order = FI_ORDER_NONE;
+    rx->total_buffered_recv = 0;
+    rx->size = 4096;
+    rx->iov_limit = ULNFI_IOV_LIMIT;
+
+    struct fi_ep_attr *ep = fi->ep_attr;
+    ep->type = FI_EP_RDM;
+    ep->protocol = FI_PROTO_UNSPEC;
+    ep->protocol_version = 1;
+    ep->max_msg_size = ULNFI_MAX_MSG;
+    ep->max_order_raw_size = 0;
+    ep->max_order_war_size = 0;
+    ep->max_order_waw_size = 0;
+    ep->mem_tag_format = 0xAAAAAAAAAAAAAAAAull; /* 64 tag bits, no structure */
+    if (h && h->ep_attr && h->ep_attr->mem_tag_format)
+        ep->mem_tag_format = h->ep_attr->mem_tag_format;
+    ep->tx_ctx_cnt = 1;
+    ep->rx_ctx_cnt = 1;
+
+    const struct fi_domain_attr *hd = h ? h->domain_attr : NULL;
+    struct fi_domain_attr *d = fi->domain_attr;
+    d->name = strdup(ULNFI_NAME);
+    d->threading = hd && hd->threading ? hd->threading : FI_THREAD_SAFE;
+    /* MANUAL unless asked: AUTO costs a thread that polls (domain.c) */
+    d->control_progress =
+        hd && hd->control_progress == FI_PROGRESS_AUTO ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
+    d->data_progress =
+        hd && hd->data_progress == FI_PROGRESS_AUTO ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
+    d->resource_mgmt = FI_RM_ENABLED;
+    d->av_type = hd ? hd->av_type : FI_AV_UNSPEC;
+    d->mr_mode = (caps & FI_RMA) ? FI_MR_PROV_KEY : 0;
+    d->mr_key_size = 8;
+    d->cq_data_size = 8;
+    d->cq_cnt = ULNFI_MAX_EPS_FI * 2;
+    d->ep_cnt = ULNFI_MAX_EPS_FI;
+    d->tx_ctx_cnt = ULNFI_MAX_EPS_FI;
+    d->rx_ctx_cnt = ULNFI_MAX_EPS_FI;
+    d->max_ep_tx_ctx = 1;
+    d->max_ep_rx_ctx = 1;
+    d->mr_iov_limit = 1;
+    d->mr_cnt = 4096;
+    d->cntr_cnt = 1024;
+    d->caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+    d->max_err_data = 0;
+
+    struct fi_fabric_attr *f = fi->fabric_attr;
+    f->name = strdup(ULNFI_NAME);
+    f->prov_version = ULNFI_PROV_VER;
+    f->api_version = ULNFI_FI_VER;
+    if (!d->name || !f->name) return -FI_ENOMEM;
+    return 0;
+}
+
+int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+                  const struct fi_info *hints, struct fi_info **info)
+{
+    *info = NULL;
+    uint64_t caps = pick_caps(hints);
+    if (hints) {
+        const char *why = NULL;
+        if (hints->caps && !subset(hints->caps, ULNFI_CAPS))
+            why = "caps";
+        else if (!check_addr(hints))
+            why = "addr_format or address";
+        else if (!check_fabric(hints->fabric_attr))
+            why = "fabric_attr";
+        else if (!check_domain(hints->domain_attr, caps, version))
+            why = "domain_attr";
+        else if (!check_ep(hints->ep_attr))
+            why = "ep_attr";
+        else if (!check_tx(hints->tx_attr))
+            why = "tx_attr";
+        else if (!check_rx(hints->rx_attr))
+            why = "rx_attr";
+        else if (hints->nic)
+            why = "nic";
+        if (why) {
+            FI_INFO(&ulnfi_prov, FI_LOG_CORE, "hints not supported: %s\n", why);
+            return -FI_ENODATA;
+        }
+    }
+    /* node/service: ulnet has no name service and binds to no address the
+     * client names; an address comes only from fi_getname (a later core
+     * uln_addr may add one). They are accepted and have no effect. */
+    (void)node;
+    (void)service;
+    (void)flags;
+
+    struct fi_info *fi = fi_allocinfo();
+    if (!fi) return -FI_ENOMEM;
+    int rc = fill(fi, hints, caps);
+    if (rc) {
+        fi_freeinfo(fi);
+        return rc;
+    }
+    *info = fi;
+    return 0;
+}

@@ -1,0 +1,206 @@
+/*
+ * rma.c - FI_RMA: fi_read/fi_write/fi_writedata onto ulnet GET/PUT/PUT_IMM.
+ * Keys are ulnet region keys; the remote address is a byte offset in the
+ * region (no FI_MR_VIRT_ADDR, mr.c says why). A transfer of several local or
+ * remote pieces is a cursor walked by ulnfi_xfer_advance, which rendezvous
+ * receives use as well.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "ulnfi.h"
+
+/* Where byte off of the local iov list is, and how much follows it there. */
+static uint8_t *local_at(const struct ulnfi_op *op, uint64_t off, uint64_t *room)
+{
+    for (uint32_t i = 0; i < op->nliov; i++) {
+        if (off < op->liov[i].iov_len) {
+            *room = op->liov[i].iov_len - off;
+            return (uint8_t *)op->liov[i].iov_base + off;
+        }
+        off -= op->liov[i].iov_len;
+    }
+    *room = 0;
+    return NULL;
+}
+
+static int post_piece(struct ulnfi_op *op, uint8_t *p, uint64_t n, const struct ulnfi_rseg *s,
+                      bool last)
+{
+    struct ulnfi_ep *ep = op->ep;
+    uint64_t roff = s->off + op->cur_soff;
+    if (op->kind != ULNFI_OP_WRITE)
+        return uln_get(ep->uep, op->peer, p, n, s->key, roff, (uintptr_t)op, 0);
+    if (last && op->has_imm)
+        return uln_put_imm(ep->uep, op->peer, p, n, s->key, roff, op->data, (uintptr_t)op, 0);
+    return uln_put(ep->uep, op->peer, p, n, s->key, roff, (uintptr_t)op, 0);
+}
+
+int ulnfi_xfer_advance(struct ulnfi_op *op)
+{
+    while (op->done < op->len && !op->status) {
+        while (op->cur_seg < op->nrseg && op->cur_soff == op->rseg[op->cur_seg].len) {
+            op->cur_seg++;
+            op->cur_soff = 0;
+        }
+        uint64_t room;
+        uint8_t *p = local_at(op, op->loff + op->done, &room);
+        if (op->cur_seg == op->nrseg || !p) {
+            op->status = -EINVAL; /* the two sides' lengths disagree */
+            break;
+        }
+        const struct ulnfi_rseg *s = &op->rseg[op->cur_seg];
+        uint64_t n = s->len - op->cur_soff;
+        if (n > room) n = room;
+        if (n > op->len - op->done) n = op->len - op->done;
+        int rc = post_piece(op, p, n, s, op->done + n == op->len);
+        if (rc == -EAGAIN) return -FI_EAGAIN;
+        if (rc) {
+            op->status = rc;
+            break;
+        }
+        op->pending++;
+        op->done += n;
+        op->cur_soff += n;
+    }
+    return 0;
+}
+
+static ssize_t rma(struct ulnfi_ep *ep, bool write, const struct iovec *iov, size_t count,
+                   fi_addr_t addr, const struct fi_rma_iov *riov, size_t rcount, uint64_t data,
+                   void *context, uint64_t flags)
+{
+    if (count > ULNFI_IOV_LIMIT || rcount > ULNFI_IOV_LIMIT || !rcount) return -FI_EINVAL;
+    size_t len = ulnfi_iov_len(iov, count), rlen = 0;
+    for (size_t i = 0; i < rcount; i++)
+        rlen += riov[i].len;
+    if (len != rlen) return -FI_EINVAL;
+    bool inject = write && (flags & FI_INJECT);
+    if (inject && len > ep->eager_max) return -FI_EINVAL;
+    struct ulnfi_domain *d = ep->dom;
+    ulnfi_lock(d);
+    int peer;
+    ssize_t rc = ep->enabled ? ulnfi_av_peer(ep, addr, &peer) : -FI_EOPBADSTATE;
+    struct ulnfi_op *op = rc ? NULL : ulnfi_op_get(ep, inject ? len : 0);
+    if (!rc && !op) rc = -FI_ENOMEM;
+    if (rc) {
+        ulnfi_unlock(d);
+        return rc;
+    }
+    op->kind = write ? ULNFI_OP_WRITE : ULNFI_OP_READ;
+    op->peer = peer;
+    op->context = context;
+    op->flags = FI_RMA | (write ? FI_WRITE : FI_READ);
+    op->report = !inject && (!ep->tx_selective || (flags & FI_COMPLETION));
+    op->has_imm = write && (flags & FI_REMOTE_CQ_DATA);
+    op->data = data;
+    op->len = len;
+    op->nrseg = (uint32_t)rcount;
+    for (size_t i = 0; i < rcount; i++)
+        op->rseg[i] = (struct ulnfi_rseg){riov[i].key, riov[i].addr, riov[i].len};
+    if (inject) {
+        /* the caller's buffer is free on return: the pieces go from our copy */
+        ulnfi_copy_from_iov(op->buf, iov, count, len);
+        op->liov[0] = (struct iovec){op->buf, len};
+        op->nliov = 1;
+    } else {
+        op->nliov = (uint32_t)count;
+        for (size_t i = 0; i < count; i++)
+            op->liov[i] = iov[i];
+    }
+    if (!len && op->has_imm) {
+        /* nothing to move, but the target must see the data */
+        rc = uln_put_imm(ep->uep, peer, NULL, 0, riov[0].key, riov[0].addr, data, (uintptr_t)op, 0);
+        if (!rc) op->pending = 1;
+        rc = ulnfi_errno((int)rc);
+    } else {
+        rc = ulnfi_xfer_advance(op);
+        if (rc == -FI_EAGAIN && !op->pending) {
+            ulnfi_progress(d);
+            rc = ulnfi_xfer_advance(op);
+        }
+        if (rc == -FI_EAGAIN && op->pending) rc = 0; /* the rest goes on in progress */
+    }
+    if (rc) {
+        ulnfi_op_put(op);
+    } else if (!op->pending) {
+        ulnfi_op_complete(op); /* 0 bytes, or an error found before any post */
+    }
+    ulnfi_unlock(d);
+    return rc;
+}
+
+#define EP(fep) ulnfi_container(fep, struct ulnfi_ep, ep)
+
+static ssize_t r_read(struct fid_ep *fep, void *buf, size_t len, void *desc, fi_addr_t src,
+                      uint64_t addr, uint64_t key, void *context)
+{
+    struct iovec iov = {buf, len};
+    struct fi_rma_iov r = {addr, len, key};
+    return rma(EP(fep), false, &iov, 1, src, &r, 1, 0, context, EP(fep)->tx_op_flags);
+}
+static ssize_t r_readv(struct fid_ep *fep, const struct iovec *iov, void **desc, size_t count,
+                       fi_addr_t src, uint64_t addr, uint64_t key, void *context)
+{
+    struct fi_rma_iov r = {addr, ulnfi_iov_len(iov, count), key};
+    return rma(EP(fep), false, iov, count, src, &r, 1, 0, context, EP(fep)->tx_op_flags);
+}
+static ssize_t r_readmsg(struct fid_ep *fep, const struct fi_msg_rma *m, uint64_t flags)
+{
+    return rma(EP(fep), false, m->msg_iov, m->iov_count, m->addr, m->rma_iov, m->rma_iov_count, 0,
+               m->context, flags);
+}
+static ssize_t r_write(struct fid_ep *fep, const void *buf, size_t len, void *desc, fi_addr_t dest,
+                       uint64_t addr, uint64_t key, void *context)
+{
+    struct iovec iov = {(void *)buf, len};
+    struct fi_rma_iov r = {addr, len, key};
+    return rma(EP(fep), true, &iov, 1, dest, &r, 1, 0, context, EP(fep)->tx_op_flags);
+}
+static ssize_t r_writev(struct fid_ep *fep, const struct iovec *iov, void **desc, size_t count,
+                        fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
+{
+    struct fi_rma_iov r = {addr, ulnfi_iov_len(iov, count), key};
+    return rma(EP(fep), true, iov, count, dest, &r, 1, 0, context, EP(fep)->tx_op_flags);
+}
+static ssize_t r_writemsg(struct fid_ep *fep, const struct fi_msg_rma *m, uint64_t flags)
+{
+    return rma(EP(fep), true, m->msg_iov, m->iov_count, m->addr, m->rma_iov, m->rma_iov_count,
+               m->data, m->context, flags);
+}
+static ssize_t r_inject(struct fid_ep *fep, const void *buf, size_t len, fi_addr_t dest,
+                        uint64_t addr, uint64_t key)
+{
+    struct iovec iov = {(void *)buf, len};
+    struct fi_rma_iov r = {addr, len, key};
+    return rma(EP(fep), true, &iov, 1, dest, &r, 1, 0, NULL, FI_INJECT);
+}
+static ssize_t r_writedata(struct fid_ep *fep, const void *buf, size_t len, void *desc,
+                           uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key,
+                           void *context)
+{
+    struct iovec iov = {(void *)buf, len};
+    struct fi_rma_iov r = {addr, len, key};
+    return rma(EP(fep), true, &iov, 1, dest, &r, 1, data, context,
+               EP(fep)->tx_op_flags | FI_REMOTE_CQ_DATA);
+}
+static ssize_t r_injectdata(struct fid_ep *fep, const void *buf, size_t len, uint64_t data,
+                            fi_addr_t dest, uint64_t addr, uint64_t key)
+{
+    struct iovec iov = {(void *)buf, len};
+    struct fi_rma_iov r = {addr, len, key};
+    return rma(EP(fep), true, &iov, 1, dest, &r, 1, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA);
+}
+
+struct fi_ops_rma ulnfi_rma_ops = {
+    .size = sizeof(struct fi_ops_rma),
+    .read = r_read,
+    .readv = r_readv,
+    .readmsg = r_readmsg,
+    .write = r_write,
+    .writev = r_writev,
+    .writemsg = r_writemsg,
+    .inject = r_inject,
+    .writedata = r_writedata,
+    .injectdata = r_injectdata,
+};

@@ -1,0 +1,366 @@
+/*
+ * ulnfi.h - private header of the ulnet libfabric provider (libulnet-fi.so).
+ *
+ * The provider is built on ulnet's public API only. One uln_ctx per process
+ * (ulnet joins one job per process), opened at the first fi_domain and shared,
+ * refcounted, by every domain. Each fi_cq owns a uln_cq; an endpoint's ulnet
+ * endpoint sends its completions to its transmit CQ's uln_cq and its receptions
+ * to its receive CQ's. Progress is domain-wide: reading any CQ or counter polls
+ * every uln_cq of the domain, so a rendezvous GET completing on the transmit
+ * side moves on even when the application only reads its receive CQ.
+ */
+#ifndef ULNFI_H
+#define ULNFI_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "match.h"
+#include "ulnet.h"
+
+#define ULNFI_NAME       "ulnet"
+#define ULNFI_PROV_VER   FI_VERSION(0, 1)
+#define ULNFI_FI_VER     FI_VERSION(1, 17)
+#define ULNFI_IOV_LIMIT  4
+#define ULNFI_CQ_DEFAULT 1024
+#define ULNFI_MAX_EPS_FI 64
+#define ULNFI_RNDV_SEGS  ULNFI_IOV_LIMIT
+
+extern struct fi_provider ulnfi_prov;
+
+#define ulnfi_container(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
+
+/* ---- address: what fi_getname returns and fi_av_insert takes ---------------------------
+ * Versioned and opaque to clients. ulnet reaches a peer by (job, rank) and the
+ * endpoint of the same index, so that is all it holds today; the reserved tail
+ * gives room for the core's future address blob (shm reachability, UDP address,
+ * key, incarnation) without changing the size clients allocate. */
+#define ULNFI_ADDR_MAGIC   0x756c6e66u /* "ulnf" */
+#define ULNFI_ADDR_VERSION 1
+struct ulnfi_addr {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t ep;      /* ulnet endpoint index */
+    uint64_t job_key; /* the job the rank belongs to */
+    uint32_t rank;
+    uint32_t resv0;
+    uint8_t resv[40]; /* zero: room for the core's address blob */
+};
+_Static_assert(sizeof(struct ulnfi_addr) == 64, "address size is part of the wire");
+
+/* ---- the header in front of every NAP the provider sends ----------------------------- */
+enum ulnfi_pkt {
+    ULNFI_PKT_EAGER = 1, /* payload follows */
+    ULNFI_PKT_RTS,       /* rendezvous request: struct ulnfi_rts follows */
+    ULNFI_PKT_ACK,       /* rendezvous done: hdr.data is the sender's cookie */
+};
+#define ULNFI_HF_TAGGED 0x1u
+#define ULNFI_HF_DATA   0x2u /* hdr.data is remote CQ data */
+#define ULNFI_HF_ERR    0x4u /* ACK: the receiver could not read the data */
+struct ulnfi_hdr {
+    uint8_t pkt;
+    uint8_t flags;
+    uint16_t resv;
+    uint32_t seq; /* per (endpoint, peer), checked by the receiver: NAPs are ordered */
+    uint64_t tag;
+    uint64_t data;
+};
+struct ulnfi_rts {
+    uint64_t cookie; /* the sender's operation, echoed in the ACK */
+    uint64_t len;    /* total bytes */
+    uint32_t nseg, resv;
+    struct {
+        uint64_t key, len;
+    } seg[ULNFI_RNDV_SEGS];
+};
+
+/* What an unexpected message's payload points to. */
+struct ulnfi_unexp {
+    uint8_t pkt; /* EAGER or RTS */
+    int peer;
+    struct ulnfi_rts rts; /* RTS */
+    uint8_t bytes[];      /* EAGER */
+};
+
+/* ---- objects ---------------------------------------------------------------------------- */
+struct ulnfi_fabric {
+    struct fid_fabric fab;
+};
+
+struct ulnfi_ep;
+struct ulnfi_cq;
+struct ulnfi_cntr;
+
+struct ulnfi_domain {
+    struct fid_domain dom;
+    struct ulnfi_fabric *fab;
+    struct uln_ctx *ctx;
+    struct uln_info uinfo;
+    int rank, size;
+    uint64_t job_key;
+    int threading;
+    int progress;
+    int refs; /* objects opened on it */
+    bool locking;
+    pthread_t auto_thread; /* FI_PROGRESS_AUTO */
+    _Atomic bool auto_stop;
+    pthread_mutex_t lock;
+    struct ulnfi_ep *eps[ULNFI_MAX_EPS_FI]; /* by ulnet endpoint index */
+    struct ulnfi_cq *cqs[ULNFI_MAX_EPS_FI * 2];
+    int ncqs;
+};
+
+static inline void ulnfi_lock(struct ulnfi_domain *d)
+{
+    if (d->locking) pthread_mutex_lock(&d->lock);
+}
+static inline void ulnfi_unlock(struct ulnfi_domain *d)
+{
+    if (d->locking) pthread_mutex_unlock(&d->lock);
+}
+
+struct ulnfi_av {
+    struct fid_av av;
+    struct ulnfi_domain *dom;
+    enum fi_av_type type;
+    size_t count, cap;
+    struct ulnfi_addr *tab;
+    uint8_t *used;
+    fi_addr_t *by_rank; /* rank -> fi_addr of the last inserted name, for FI_SOURCE */
+    int refs;
+};
+
+/* One completion waiting in a CQ (enough for every format and readfrom). */
+struct ulnfi_cqent {
+    struct fi_cq_tagged_entry e;
+    fi_addr_t src;
+};
+struct ulnfi_cqerr {
+    struct ulnfi_cqerr *next;
+    struct fi_cq_err_entry e;
+    fi_addr_t src;
+};
+
+struct ulnfi_cq {
+    struct fid_cq cq;
+    struct ulnfi_domain *dom;
+    struct uln_cq *ucq;
+    enum fi_cq_format format;
+    enum fi_wait_obj wait_obj;
+    size_t cap, head, count; /* ring of entries */
+    struct ulnfi_cqent *ring;
+    struct ulnfi_cqerr *err_head, *err_tail;
+    size_t overflow; /* entries dropped because the ring was full (never should be) */
+    int refs;
+    volatile int signaled;
+};
+
+struct ulnfi_cntr {
+    struct fid_cntr cntr;
+    struct ulnfi_domain *dom;
+    uint64_t value, err;
+    int refs;
+};
+
+struct ulnfi_eq {
+    struct fid_eq eq;
+    struct ulnfi_fabric *fab;
+    pthread_mutex_t lock;
+    struct ulnfi_eqev *head, *tail;
+    struct ulnfi_eqev *err;
+};
+struct ulnfi_eqev {
+    struct ulnfi_eqev *next;
+    uint32_t event;
+    size_t len;
+    bool is_err;
+    struct fi_eq_err_entry errent;
+    uint8_t data[];
+};
+
+struct ulnfi_mr {
+    struct fid_mr mr;
+    struct ulnfi_domain *dom;
+    struct uln_mr *umr;
+    uint64_t access;
+};
+
+/* An operation in flight. Its address is the user_data of the ulnet ops it
+ * posts; pending counts those not completed yet. Transfers made of several
+ * ulnet PUTs/GETs (RMA, a rendezvous receive) walk a cursor over the remote
+ * segments and the local iov, and go on in progress when the send queue was
+ * full (the retry list). */
+enum ulnfi_op_kind {
+    ULNFI_OP_SEND = 1, /* eager send; buf holds header and payload */
+    ULNFI_OP_RNDV_SEND,
+    ULNFI_OP_RNDV_RECV,
+    ULNFI_OP_READ,
+    ULNFI_OP_WRITE,
+};
+struct ulnfi_rseg {
+    uint64_t key, off, len;
+};
+struct ulnfi_op {
+    struct ulnfi_op *next; /* free list, or the retry list */
+    struct ulnfi_ep *ep;
+    uint8_t kind;
+    bool report;  /* write a CQ entry on success */
+    bool acked;   /* rendezvous receive: the ACK went out */
+    bool has_imm; /* write: the last piece carries remote CQ data */
+    int status;   /* first error (negative ulnet errno) */
+    int pending;  /* ulnet ops outstanding */
+    int peer;
+    void *context;  /* the application's */
+    uint64_t flags; /* FI_* completion flags */
+    uint64_t tag, data, len;
+    fi_addr_t src;
+    /* the cursor: remote segments against the local iov */
+    struct ulnfi_rseg rseg[ULNFI_IOV_LIMIT];
+    uint32_t nrseg, cur_seg;
+    struct iovec liov[ULNFI_IOV_LIMIT];
+    uint32_t nliov;
+    uint64_t loff; /* where the transfer starts in the local iov */
+    uint64_t done; /* bytes posted so far */
+    uint64_t cur_soff;
+    /* rendezvous receive: the matched receive */
+    struct ulnfi_match *m;
+    struct ulnfi_match_recv *mrecv;
+    bool recv_done;
+    uint64_t olen, cookie;
+    /* rendezvous send: the registrations peers read from */
+    struct uln_mr *mrs[ULNFI_RNDV_SEGS];
+    uint32_t nmr, slot;
+    /* eager send buffer (owned) */
+    size_t buf_len;
+    uint8_t *buf;
+};
+
+#define ULNFI_RNDV_SLOTS 1024
+
+/* A received NAP kept in the ring while the unexpected queue is full. */
+struct ulnfi_held {
+    struct ulnfi_held *next;
+    struct uln_cqe c;
+    struct uln_cq *ucq;
+};
+
+struct ulnfi_ep {
+    struct fid_ep ep;
+    struct ulnfi_domain *dom;
+    struct fi_info *info;
+    struct ulnfi_av *av;
+    struct ulnfi_cq *tx_cq, *rx_cq;
+    struct ulnfi_cntr *tx_cntr, *rx_cntr, *rd_cntr, *wr_cntr, *rrd_cntr, *rwr_cntr;
+    bool tx_selective, rx_selective;
+    uint64_t tx_op_flags, rx_op_flags;
+    struct uln_ep *uep;
+    struct uln_cq *own_cq; /* when a direction has no fi_cq bound */
+    int index;
+    bool enabled;
+    uint32_t *tx_seq, *rx_seq;     /* per peer */
+    struct ulnfi_match mtag, mmsg; /* tagged and untagged matchers */
+    struct ulnfi_op *free_ops;
+    struct ulnfi_op *retry_head, *retry_tail; /* receives with GETs or an ACK to post */
+    size_t eager_max, inline_max, rndv_min;
+    uint64_t seq_errors, unexp_held;
+    struct ulnfi_held *held_head, *held_tail; /* in arrival order */
+    /* rendezvous sends waiting for their ACK; cookie = slot | generation << 32 */
+    struct ulnfi_op *rndv_slot[ULNFI_RNDV_SLOTS];
+    uint32_t rndv_gen[ULNFI_RNDV_SLOTS];
+    uint32_t rndv_next;
+};
+
+/* ---- cross-file helpers ------------------------------------------------------------------ */
+int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+                  const struct fi_info *hints, struct fi_info **info);
+int ulnfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
+int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom,
+                      void *context);
+int ulnfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,
+                  void *context);
+int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av,
+                  void *context);
+int ulnfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq,
+                  void *context);
+int ulnfi_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_cntr **cntr,
+                    void *context);
+int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
+                  void *context);
+extern struct fi_ops_mr ulnfi_mr_ops;
+extern struct fi_ops_msg ulnfi_msg_ops;
+extern struct fi_ops_tagged ulnfi_tagged_ops;
+extern struct fi_ops_rma ulnfi_rma_ops;
+
+int ulnfi_errno(int uln_status); /* ulnet -errno -> -FI_E* */
+void ulnfi_progress(struct ulnfi_domain *d);
+
+/* av.c */
+int ulnfi_av_peer(struct ulnfi_ep *ep, fi_addr_t addr, int *rank);
+fi_addr_t ulnfi_av_src(struct ulnfi_av *av, int rank);
+
+/* cq.c / cntr.c */
+void ulnfi_cq_put(struct ulnfi_cq *cq, void *context, uint64_t flags, size_t len, void *buf,
+                  uint64_t data, uint64_t tag, fi_addr_t src);
+void ulnfi_cq_put_err(struct ulnfi_cq *cq, void *context, uint64_t flags, size_t len, uint64_t data,
+                      uint64_t tag, size_t olen, int fi_err, int prov_errno, fi_addr_t src);
+void ulnfi_cntr_inc(struct ulnfi_cntr *c);
+void ulnfi_cntr_inc_err(struct ulnfi_cntr *c);
+
+/* ep.c: operations and their completion */
+struct ulnfi_op *ulnfi_op_get(struct ulnfi_ep *ep, size_t buf_len);
+void ulnfi_op_put(struct ulnfi_op *op);
+void ulnfi_op_complete(struct ulnfi_op *op);
+void ulnfi_recv_report(struct ulnfi_ep *ep, const struct ulnfi_match_recv *r, uint64_t flags,
+                       size_t len, size_t olen, uint64_t data, uint64_t tag, fi_addr_t src,
+                       void *buf, int status);
+void ulnfi_retry_add(struct ulnfi_ep *ep, struct ulnfi_op *op);
+
+/* msg.c / tagged.c */
+ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
+                   uint64_t tag, uint64_t data, void *context, uint64_t flags, bool tagged);
+ssize_t ulnfi_recv(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, fi_addr_t src,
+                   uint64_t tag, uint64_t ignore, void *context, uint64_t flags, bool tagged);
+void ulnfi_rx_nap(struct ulnfi_ep *ep, const struct uln_cqe *cqe, struct uln_cq *ucq);
+void ulnfi_rx_retry(struct ulnfi_ep *ep);
+
+/* rndv.c */
+ssize_t ulnfi_rndv_send(struct ulnfi_ep *ep, int peer, const struct iovec *iov, size_t count,
+                        struct ulnfi_hdr *hdr, struct ulnfi_op *op);
+void ulnfi_rndv_recv(struct ulnfi_ep *ep, struct ulnfi_op *op);
+void ulnfi_rndv_send_failed(struct ulnfi_op *op);
+void ulnfi_rndv_ack(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *hdr);
+/* rma.c: post the next pieces of a multi-piece transfer; -FI_EAGAIN when not
+ * even one could be posted and nothing is outstanding yet */
+int ulnfi_xfer_advance(struct ulnfi_op *op);
+void ulnfi_op_advance(struct ulnfi_op *op);
+
+size_t ulnfi_iov_len(const struct iovec *iov, size_t count);
+size_t ulnfi_copy_to_iov(const struct iovec *iov, size_t count, size_t off, const void *src,
+                         size_t len);
+size_t ulnfi_copy_from_iov(void *dst, const struct iovec *iov, size_t count, size_t len);
+
+/* util.c: the "not supported" answers the man pages ask for */
+int ulnfi_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
+int ulnfi_no_control(struct fid *fid, int command, void *arg);
+int ulnfi_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context);
+int ulnfi_no_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep,
+                        void *context);
+int ulnfi_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
+                       struct fid_wait **waitset);
+int ulnfi_no_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
+
+#endif /* ULNFI_H */

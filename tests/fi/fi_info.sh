@@ -1,0 +1,27 @@
+#!/bin/sh
+# libfabric's fi_info (Debian's libfabric-bin) lists the provider from the
+# build tree, verbose, with the attributes a client will see; a hint the
+# provider cannot meet lists nothing; its settings are listed.
+# Usage: fi_info.sh PROVIDER_DIR [SANITIZER]     (77: no fi_info, or sanitized)
+set -eu
+command -v fi_info >/dev/null || { echo "no fi_info (libfabric-bin): skipped"; exit 77; }
+if [ -n "${2:-}" ]; then
+    # Debian's fi_info is not built with the sanitizer the provider is
+    echo "provider built with $2: Debian's fi_info cannot load it: skipped"
+    exit 77
+fi
+export FI_PROVIDER_PATH=$1
+out=$(fi_info -p ulnet -v)
+fi_info -p ulnet | grep -q "provider: ulnet" || { echo "fi_info does not list ulnet"; exit 1; }
+for want in "prov_name: ulnet" "type: FI_EP_RDM" "FI_TAGGED" "FI_REMOTE_CQ_DATA" \
+    "mr_mode: \[ FI_MR_PROV_KEY \]" "cq_data_size: 8" "inject_size: 8168" "iov_limit: 4" \
+    "threading: FI_THREAD_SAFE" "msg_order: \[ FI_ORDER_SAS \]"; do
+    echo "$out" | grep -q "$want" || { echo "fi_info -v lacks: $want"; exit 1; }
+done
+if fi_info -p ulnet -t FI_EP_MSG >/dev/null 2>&1; then
+    echo "fi_info -p ulnet -t FI_EP_MSG listed something: only RDM is offered"
+    exit 1
+fi
+# the FI_ULNET_* settings are documented to libfabric
+fi_info -e | grep -q FI_ULNET_RNDV_MIN || { echo "fi_info -e lacks FI_ULNET_RNDV_MIN"; exit 1; }
+echo "fi_info lists ulnet"
