@@ -21,9 +21,25 @@
 #include "boot/root.h"
 #include "core/internal.h"
 
+/* A dotted quad or an IPv6 literal (with an optional %scope), as inet_pton
+ * reads them: getaddrinfo alone would also take inet_aton's forms ("10.0.0"
+ * as 10.0.0.0, "0x0a.1"), which are more often a typo than meant. */
+static bool literal(const char *host, int family)
+{
+    char h[INET6_ADDRSTRLEN];
+    unsigned char bin[16];
+    size_t n = strcspn(host, "%");
+    if (n >= sizeof h) return false;
+    memcpy(h, host, n);
+    h[n] = 0;
+    if (family != AF_INET6 && host[n] == 0 && inet_pton(AF_INET, h, bin) == 1) return true;
+    return family != AF_INET && inet_pton(AF_INET6, h, bin) == 1;
+}
+
 static int numeric(const char *host, const char *port, int family, struct sockaddr_storage *ss,
                    socklen_t *len)
 {
+    if (!literal(host, family)) return -EINVAL;
     struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
                              .ai_family = family,
                              .ai_socktype = SOCK_DGRAM},

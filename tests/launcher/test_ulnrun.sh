@@ -666,7 +666,7 @@ case_settings() {
     begin "checked_at_open"
     # Over shared memory no UDP socket is ever opened: these were once read only there.
     job3 1 "ULN_FAULT=drop=2: .*probability" ULN_TRANSPORT=shm ULN_FAULT=drop=2
-    job3 1 "ULN_UDP_GRO=yes: 0 (off) or 1 (on)" ULN_TRANSPORT=shm ULN_UDP_GRO=yes
+    job3 1 "ULN_UDP_GRO=yes: use 0 or 1" ULN_TRANSPORT=shm ULN_UDP_GRO=yes
     job3 1 "ULN_UDP_ADDR=10.0.0 is not an IP address" ULN_TRANSPORT=shm ULN_UDP_ADDR=10.0.0
     job3 1 "ULN_BOOT_TIMEOUT=0 is outside" ULN_BOOT_TIMEOUT=0
 }
