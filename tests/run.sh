@@ -79,6 +79,29 @@ cc -O2 examples/hello.c $(pkg-config --cflags ulnet) \
 "$stage/bin/ulnrun" -n 2 --timeout 30 "$stage/hello-static"
 make -s -C examples clean
 
+# ---- symbols of the installed libraries -------------------------------------
+# The shared library exports ulnet's names only (src/ulnet.map; ULNET_0 is the
+# version node itself), and neither installed library holds a test hook:
+# the names ulnet_test (ULN_TEST_HOOKS) defines beyond the shipped archive.
+so=$(find "$stage" -name libulnet.so)
+ar=$(find "$stage" -name libulnet.a)
+foreign=$(nm -D --defined-only "$so" | awk '$3 !~ /^uln_/ && $3 != "ULNET_0" {print $3}')
+if [[ -n $foreign ]]; then
+    echo "libulnet.so exports names outside uln_*:" $foreign >&2
+    exit 1
+fi
+defined() { nm --defined-only "$@" 2>/dev/null | awk 'NF == 3 && $2 ~ /[A-Z]/ {print $3}' | sort -u; }
+hooks=$(comm -13 <(defined build/libulnet.a) <(defined build/libulnet_test.a))
+[[ -n $hooks ]] || { echo "no test hooks found in build/libulnet_test.a" >&2; exit 1; }
+shipped=$(comm -12 <(echo "$hooks") <({ defined "$ar"; nm -D --defined-only "$so" | awk '{print $3}'; } | sort -u))
+if [[ -n $shipped ]]; then
+    echo "test hooks in the installed libraries:" $shipped >&2
+    exit 1
+fi
+echo "libulnet.so exports $(nm -D --defined-only "$so" | grep -c ' uln_') uln_* names;" \
+    "no test hook ($(echo "$hooks" | wc -l) known) is installed"
+# ---- end of symbol checks ---------------------------------------------------
+
 step "fuzz smoke: 30 s per receive path (libFuzzer, ASan+UBSan)"
 tests/fuzz/run.sh --seconds 30
 echo

@@ -421,9 +421,10 @@ void uln_udp_progress_tx(struct uln_ep *ep);
 bool uln_udp_peer_dead(struct uln_ep *ep, int peer);
 bool uln_udp_busy(const struct uln_ep *ep);
 int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms);
-/* udp.c, for tests and fuzzing only (the library never calls them): crafted
- * bytes through the real receive path, crafted packets from a rank's real
- * socket. */
+#ifdef ULN_TEST_HOOKS
+/* udp.c, for tests and fuzzing only (the library never calls them; built only
+ * with ULN_TEST_HOOKS): crafted bytes through the real receive path, crafted
+ * packets from a rank's real socket. */
 struct uln_udp_conn {
     int state; /* enum uln_rel_state */
     bool dead;
@@ -453,6 +454,7 @@ int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len);
  * packet of the stream to rank: seq, tag, rel's flags and feedback are filled
  * in, the rest is sent as given, and resent until acknowledged. */
 int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len);
+#endif
 bool uln_engine_op_open(struct uln_ep *ep, uint64_t op_id);
 void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op_offset,
                          int32_t status, const void *data, uint64_t n);

@@ -74,7 +74,7 @@
 #define SO_PREFER_BUSY_POLL 69
 #endif
 /* Tests may put a sendmmsg of their own in, to cut sends short at will. */
-#ifdef ULN_UDP_IO_TEST_HOOKS
+#ifdef ULN_TEST_HOOKS
 static int (*sendmmsg_fn)(int, struct mmsghdr *, unsigned int, int) = sendmmsg;
 void uln_udp_io_test_hook_sendmmsg(int (*fn)(int, struct mmsghdr *, unsigned int, int))
 {
@@ -715,7 +715,7 @@ static int gro_setup(struct uln_udp_io *io, unsigned nbufs)
     size_t nbig = left / ULN_UDP_IO_GRO_BUF;
     if (nbig < ULN_UDP_IO_GRO_BUFS_MIN) nbig = ULN_UDP_IO_GRO_BUFS_MIN;
     if (nbig > GRO_BUFS_MAX) nbig = GRO_BUFS_MAX;
-#ifdef ULN_UDP_IO_TEST_HOOKS
+#ifdef ULN_TEST_HOOKS
     if (gro_bufs_hook) nbig = gro_bufs_hook < 2 ? 2 : gro_bufs_hook > 4096 ? 4096 : gro_bufs_hook;
 #endif
     io->nbig = io->ngfree = (unsigned)nbig;

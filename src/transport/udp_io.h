@@ -244,8 +244,8 @@ int uln_udp_io_wait(struct uln_udp_io *io, int timeout_ms);
  * (send and recv do this too); returns how many are still held. */
 int uln_udp_io_flush(struct uln_udp_io *io);
 
-#ifdef ULN_UDP_IO_TEST_HOOKS
-/* Tests only (built with ULN_UDP_IO_TEST_HOOKS): send through fn instead of
+#ifdef ULN_TEST_HOOKS
+/* Tests only (built with ULN_TEST_HOOKS): send through fn instead of
  * sendmmsg, to cut batches short as a full socket would; NULL: sendmmsg. */
 void uln_udp_io_test_hook_sendmmsg(int (*fn)(int, struct mmsghdr *, unsigned int, int));
 /* Landing buffers for ios opened from now on (at least 2); 0: as documented. */
