@@ -76,8 +76,6 @@ struct uln_root {
     char where[96];   /* ULN_ROOT as given, for messages */
     struct sockaddr_storage root;
     socklen_t root_len;
-    struct sockaddr_storage route;
-    socklen_t route_len;
     int listen_fd;
     struct conn *c; /* rank 0: one per rank (c[0] unused); others: c[0] is the link to 0 */
     bool published, have_table;
@@ -153,35 +151,6 @@ static void ranks_str(const uint8_t *miss, int size, char *buf, size_t n)
         at += (size_t)k;
         r = e;
     }
-}
-
-/* The address a UDP transport would publish: IPv4 as AF_INET even when it
- * came through a dual-stack socket, port 0. */
-static void set_route(struct uln_root *R, const struct sockaddr_storage *ss)
-{
-    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-    memset(&R->route, 0, sizeof R->route);
-    if (ss->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&R->route;
-        s4->sin_family = AF_INET;
-        memcpy(&s4->sin_addr, &s6->sin6_addr.s6_addr[12], 4);
-        R->route_len = sizeof *s4;
-    } else if (ss->ss_family == AF_INET6) {
-        memcpy(&R->route, ss, sizeof(struct sockaddr_in6));
-        ((struct sockaddr_in6 *)&R->route)->sin6_port = 0;
-        R->route_len = sizeof(struct sockaddr_in6);
-    } else {
-        memcpy(&R->route, ss, sizeof(struct sockaddr_in));
-        ((struct sockaddr_in *)&R->route)->sin_port = 0;
-        R->route_len = sizeof(struct sockaddr_in);
-    }
-}
-
-static bool is_wildcard(const struct sockaddr_storage *ss)
-{
-    if (ss->ss_family == AF_INET)
-        return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
-    return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
 }
 
 /* "ipv4:port" or "[ipv6]:port", literals only: a bootstrap that waits on DNS
@@ -575,13 +544,6 @@ static int host_accept_all(struct uln_ctx *ctx, uint64_t own_key)
     for (int r = 1; r < size && !rc; r++)
         if ((rc = write_full(R->c[r].fd, m, sizeof m, R->deadline)) != 0)
             fprintf(stderr, "ulnet: rank 0: lost rank %d while handing out the job key\n", r);
-    if (!rc && is_wildcard(&R->root)) {
-        /* Listening everywhere says nothing about the way out: the interface a
-         * peer's connection came in on does. */
-        struct sockaddr_storage me;
-        socklen_t ml = sizeof me;
-        if (getsockname(R->c[1].fd, (struct sockaddr *)&me, &ml) == 0) set_route(R, &me);
-    }
 out:
     for (unsigned i = 0; i < MAX_PENDING; i++)
         close_fd(&pend[i].fd);
@@ -690,10 +652,6 @@ static int join(struct uln_ctx *ctx, uint64_t own_key)
     if (v == V_OK && get32(m + 8) == ROOT_VERSION && size == (uint32_t)ctx->size && key &&
         (!own_key || key == own_key)) {
         ctx->job_key = key;
-        struct sockaddr_storage me;
-        socklen_t ml = sizeof me;
-        if (getsockname(c->fd, (struct sockaddr *)&me, &ml) != 0) return -errno;
-        set_route(R, &me);
         return 0;
     }
     if (v == V_TIMEOUT) {
@@ -750,7 +708,6 @@ int uln_root_init(struct uln_ctx *ctx, const char *where, long rank, long size, 
                 where);
         return -EINVAL;
     }
-    set_route(R, &R->root); /* rank 0's answer unless it listens on a wildcard */
 
     /* The table from rank 0 goes in a private board (boot.c). */
     int brc = uln_boot_private_board(ctx, (unsigned)size);
@@ -987,12 +944,4 @@ void uln_root_fini(struct uln_ctx *ctx)
     free(R->c);
     free(R);
     ctx->root = NULL;
-}
-
-int uln_boot_route_addr(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len)
-{
-    if (!ctx->root) return -ENOENT;
-    memcpy(ss, &ctx->root->route, sizeof *ss);
-    *len = ctx->root->route_len;
-    return 0;
 }

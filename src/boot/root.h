@@ -27,13 +27,6 @@ int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms);
 int uln_root_barrier(struct uln_ctx *ctx, int timeout_ms);
 void uln_root_fini(struct uln_ctx *ctx);
 
-/* ULN_ROOT mode: this rank's IP address (port 0) on the interface that routes
- * to the other hosts: the local end of its connection to rank 0. Rank 0 gives
- * the address it listens on, or if that is a wildcard the local end of rank 1's
- * connection, or for a job of one the ULN_ROOT address. IPv4-mapped IPv6
- * addresses come back as AF_INET. -ENOENT in the other modes. */
-int uln_boot_route_addr(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len);
-
 /* root.c and pmix.c: a board of board.h's layout in this process's private
  * memory, for the table of addresses a bootstrap receives, so uln_boot_peer
  * and the transports work as with ulnrun's shared board. 0 or -errno. */
