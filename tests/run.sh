@@ -35,6 +35,21 @@ step "tests"
 # are marked RUN_SERIAL and run alone.
 ctest --test-dir build --output-on-failure -j2
 
+# ---- any checkout path --------------------------------------------------------
+step "a checkout under /tmp: the cases that mount a fresh /tmp (no_leftovers.sh) still pass"
+# no_leftovers.sh covers /tmp with a tmpfs of its own; a checkout or build
+# directory living there must stay reachable. A copy of the sources under
+# /tmp, built only as far as those cases need (well under a minute).
+(
+    co=$(mktemp -d /tmp/ulnet-checkout.XXXXXX)
+    trap 'rm -rf "$co"' EXIT
+    tar -C "$root" --exclude=./.git --exclude='./build*' -cf - . | tar -C "$co" -xf -
+    cmake -S "$co" -B "$co/build" -G Ninja -DULN_WERROR=ON >/dev/null
+    ninja -C "$co/build" ulnrun it_peer_death it_expect_status
+    ctest --test-dir "$co/build" --output-on-failure -R '^integration\.peer_death\.'
+)
+# ---- end of any checkout path ------------------------------------------------
+
 step "build without PMIx (ULN_PMIX=OFF): unit tests, ranks under mpirun run as before, ulninfo says so"
 cmake -S . -B build-nopmix -G Ninja -DULN_WERROR=ON -DULN_PMIX=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
