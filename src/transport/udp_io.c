@@ -1640,6 +1640,7 @@ int uln_udp_io_rx_release(struct uln_udp_io *io, uint32_t handle)
     return 0;
 }
 
+#ifdef ULN_TEST_HOOKS
 /* For tests and fuzzing only: a datagram that did not come from the socket,
  * lent like one (from the same pool, released the same way), so everything
  * above the socket runs as it would for a received one. */
@@ -1670,6 +1671,7 @@ int uln_udp_io_rx_lend(struct uln_udp_io *io, int32_t peer, const void *buf, uin
     io->st.rx_bytes += len;
     return 0;
 }
+#endif /* ULN_TEST_HOOKS */
 
 int uln_udp_io_wait(struct uln_udp_io *io, int timeout_ms)
 {

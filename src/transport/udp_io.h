@@ -226,13 +226,15 @@ const struct sockaddr *uln_udp_io_rx_addr(const struct uln_udp_io *io, uint32_t 
  * its own). 0, or -EINVAL if it is not lent out. */
 int uln_udp_io_rx_release(struct uln_udp_io *io, uint32_t handle);
 
-/* For tests and fuzzing only: lend a pool buffer holding a copy of buf[0..len)
+#ifdef ULN_TEST_HOOKS
+/* For tests and fuzzing only (ULN_TEST_HOOKS): lend a pool buffer holding a copy of buf[0..len)
  * as if the socket had brought it from peer (-1: a source not in the table),
  * so a test can run any bytes through the receive path above this layer.
  * Released with uln_udp_io_rx_release like any datagram. 0, -EMSGSIZE (longer
  * than payload_max), -EINVAL (no such peer) or -ENOBUFS (every buffer lent). */
 int uln_udp_io_rx_lend(struct uln_udp_io *io, int32_t peer, const void *buf, uint32_t len,
                        struct uln_udp_io_rx *out);
+#endif
 
 /* Sleep until the socket is readable or timeout_ms passes (-1: no limit).
  * Returns 1 (readable, or datagrams wait in the io), 0 (timeout) or -errno.
