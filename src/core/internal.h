@@ -381,9 +381,10 @@ void uln_key_leave(struct uln_ctx *ctx, int ep_index);
 bool uln_ep_busy(struct uln_ep *ep); /* work that waits on a peer, ours or a transport's */
 int uln_ep_wait_fds(struct uln_ep *ep, int *fds, int max, int *timeout_ms);
 
-/* udp.c, for tests and fuzzing only (the library never calls them): crafted
- * bytes through the real receive path, crafted packets from a rank's real
- * socket. */
+#ifdef ULN_TEST_HOOKS
+/* udp.c, for tests and fuzzing only (the library never calls them; built only
+ * with ULN_TEST_HOOKS): crafted bytes through the real receive path, crafted
+ * packets from a rank's real socket. */
 struct uln_udp_conn {
     int state; /* enum uln_rel_state */
     bool dead;
@@ -413,6 +414,7 @@ int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len);
  * packet of the stream to rank: seq, tag, rel's flags and feedback are filled
  * in, the rest is sent as given, and resent until acknowledged. */
 int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len);
+#endif
 bool uln_engine_op_open(struct uln_ep *ep, uint64_t op_id);
 void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op_offset,
                          int32_t status, const void *data, uint64_t n);

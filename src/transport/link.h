@@ -128,8 +128,10 @@ struct uln_link_ops {
     int (*recv)(struct uln_link *l, struct uln_link_rx *out, unsigned max);
     int (*rx_release)(struct uln_link *l, uint32_t handle);
     const void *(*rx_addr)(const struct uln_link *l, uint32_t handle, socklen_t *len);
+#ifdef ULN_TEST_HOOKS /* the tests' library only (CMakeLists.txt) */
     int (*rx_lend)(struct uln_link *l, int32_t peer, const void *buf, uint32_t len,
                    struct uln_link_rx *out);
+#endif
     int (*add_peer)(struct uln_link *l, const void *addr, socklen_t len);
     int (*set_peer)(struct uln_link *l, int peer, const void *addr, socklen_t len);
     int (*find_peer)(const struct uln_link *l, const void *addr, socklen_t len);
@@ -189,6 +191,7 @@ static inline const void *uln_link_rx_addr(const struct uln_link *l, uint32_t ha
     return l->ops->rx_addr(l, handle, len);
 }
 
+#ifdef ULN_TEST_HOOKS
 /* For tests and fuzzing only: lend a buffer holding a copy of buf[0..len) as
  * if it had come from peer (-1: a source not in the table), so a test can run
  * any bytes through the receive path above the link. Released like any
@@ -198,6 +201,7 @@ static inline int uln_link_rx_lend(struct uln_link *l, int32_t peer, const void 
 {
     return l->ops->rx_lend(l, peer, buf, len, out);
 }
+#endif
 
 /* Peers. add: the next id (0, 1, ...), -EEXIST (that address has an id),
  * -ENOSPC (table full), -EAFNOSUPPORT (a family the link cannot reach) or

@@ -497,11 +497,13 @@ static const void *fault_rx_addr(const struct uln_link *l, uint32_t handle, sock
     return uln_link_rx_addr(inner(l), handle, len);
 }
 
+#ifdef ULN_TEST_HOOKS
 static int fault_rx_lend(struct uln_link *l, int32_t peer, const void *buf, uint32_t len,
                          struct uln_link_rx *out)
 {
     return uln_link_rx_lend(inner(l), peer, buf, len, out);
 }
+#endif
 
 static int fault_add_peer(struct uln_link *l, const void *addr, socklen_t len)
 {
@@ -589,7 +591,9 @@ static const struct uln_link_ops fault_ops = {
     .recv = fault_recv,
     .rx_release = fault_rx_release,
     .rx_addr = fault_rx_addr,
+#ifdef ULN_TEST_HOOKS
     .rx_lend = fault_rx_lend,
+#endif
     .add_peer = fault_add_peer,
     .set_peer = fault_set_peer,
     .find_peer = fault_find_peer,

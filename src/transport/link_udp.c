@@ -67,7 +67,7 @@
 #define SO_PREFER_BUSY_POLL 69
 #endif
 /* Tests may put a sendmmsg of their own in, to cut sends short at will. */
-#ifdef ULN_LINK_UDP_TEST_HOOKS
+#ifdef ULN_TEST_HOOKS
 static int (*sendmmsg_fn)(int, struct mmsghdr *, unsigned int, int) = sendmmsg;
 void uln_link_udp_test_hook_sendmmsg(int (*fn)(int, struct mmsghdr *, unsigned int, int))
 {
@@ -539,7 +539,8 @@ static int gro_setup(struct link_udp *io, unsigned nbufs)
     size_t nbig = left / ULN_LINK_UDP_GRO_BUF;
     if (nbig < ULN_LINK_UDP_GRO_BUFS_MIN) nbig = ULN_LINK_UDP_GRO_BUFS_MIN;
     if (nbig > GRO_BUFS_MAX) nbig = GRO_BUFS_MAX;
-#ifdef ULN_LINK_UDP_TEST_HOOKS
+
+#ifdef ULN_TEST_HOOKS
     if (gro_bufs_hook) nbig = gro_bufs_hook < 2 ? 2 : gro_bufs_hook > 4096 ? 4096 : gro_bufs_hook;
 #endif
     io->nbig = io->ngfree = (unsigned)nbig;
@@ -1162,6 +1163,7 @@ static int udp_rx_release(struct uln_link *l, uint32_t handle)
     return 0;
 }
 
+#ifdef ULN_TEST_HOOKS
 /* For tests and fuzzing only: a datagram that did not come from the socket,
  * lent like one (from the same pool, released the same way), so everything
  * above the socket runs as it would for a received one. */
@@ -1193,6 +1195,7 @@ static int udp_rx_lend(struct uln_link *l, int32_t peer, const void *buf, uint32
     io->st.rx_bytes += len;
     return 0;
 }
+#endif /* ULN_TEST_HOOKS */
 
 static int udp_wait(struct uln_link *l, int timeout_ms)
 {
@@ -1217,7 +1220,9 @@ static const struct uln_link_ops udp_ops = {
     .recv = udp_recv,
     .rx_release = udp_rx_release,
     .rx_addr = udp_rx_addr,
+#ifdef ULN_TEST_HOOKS
     .rx_lend = udp_rx_lend,
+#endif
     .add_peer = udp_add_peer,
     .set_peer = udp_set_peer,
     .find_peer = udp_find_peer,

@@ -86,8 +86,8 @@ struct uln_link_udp_cfg {
  * which), -ENOMEM, or a socket error (-EADDRINUSE, -EADDRNOTAVAIL, ...). */
 int uln_link_udp_open(const struct uln_link_udp_cfg *cfg, struct uln_link **out);
 
-#ifdef ULN_LINK_UDP_TEST_HOOKS
-/* Tests only (built with ULN_LINK_UDP_TEST_HOOKS): send through fn instead of
+#ifdef ULN_TEST_HOOKS
+/* Tests only (built with ULN_TEST_HOOKS): send through fn instead of
  * sendmmsg, to cut batches short as a full socket would; NULL: sendmmsg. */
 void uln_link_udp_test_hook_sendmmsg(int (*fn)(int, struct mmsghdr *, unsigned int, int));
 /* Landing buffers for links opened from now on (at least 2); 0: as documented. */

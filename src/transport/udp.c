@@ -1098,7 +1098,9 @@ static int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
 /* ---- for tests and fuzzing ---------------------------------------------------------
  * Not used by the library itself: they let tests (tests/forged, tests/fuzz) put
  * crafted bytes through the real receive path, and crafted packets on the wire
- * from a rank's real socket. */
+ * from a rank's real socket. Built only into the tests' library (ULN_TEST_HOOKS),
+ * never into the shipped ones. */
+#ifdef ULN_TEST_HOOKS
 
 int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len)
 {
@@ -1202,6 +1204,7 @@ int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len)
     uln_udp_flush(ep);
     return 0;
 }
+#endif /* ULN_TEST_HOOKS */
 
 /* ---- the transport's ops ---------------------------------------------------------- */
 

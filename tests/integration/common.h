@@ -567,6 +567,58 @@ static inline void *t_xmalloc(size_t len)
 }
 
 /* ------------------------------------------------------------------------- */
+/* What to expect of the mechanism                                            */
+/* ------------------------------------------------------------------------- */
+
+/* What a test may expect of the way its operations are carried. Tests decide
+ * from these, never from the transport's name or the number of UDP peers; the
+ * fields are derived from what uln_query reports here and nowhere else, so a
+ * change in what the library reports (capability bits) is a change to
+ * t_expect_of alone. Job-wide: a test that uses them reaches every peer the
+ * same way, which t_expect_of checks. */
+struct t_expect {
+    /* A PUT or GET on a peer's memory of kind k needs the target's CPU: the
+     * data is placed or fetched by the target (its rings, its UDP endpoint),
+     * not moved by the initiator itself (mapped memory, process_vm_*). */
+    bool target_cpu[T_NKINDS];
+    /* ... and still completes while the target's application is away from
+     * ulnet (computing, sleeping): it needs no target CPU, or the target's
+     * progress thread gives it (the job runs with one setting everywhere). */
+    bool done_while_away[T_NKINDS];
+    /* A rank asleep in uln_cq_wait is woken by a doorbell the sender rings
+     * (counted in wakeups_sent), not by the data's own arrival. */
+    bool doorbell;
+    /* Reaching a peer for the first time costs a descriptor (its pidfd), so
+     * at the descriptor limit a first NAP to it fails with -EMFILE. */
+    bool fd_per_peer;
+    /* A NAP completes only once the peer acknowledges it, not as soon as it
+     * is in the peer's ring: so the first ones wait for the peer's answer. */
+    bool nap_acked;
+    /* How long after a peer's death the operations on it may take to fail. */
+    int dead_ms;
+};
+
+static inline struct t_expect t_expect_of(const struct t_job *job, const struct uln_info *info)
+{
+    /* Today the mechanism shows only as shm_direct, shm_cma and the number of
+     * peers over UDP (whose endpoint places everything, like the rings). */
+    bool udp = info->udp_peers > 0;
+    CHECKF(info->udp_peers == 0 || info->udp_peers == job->size - 1,
+           "expectations are job-wide: run this test all over shm or all over udp (%d of %d "
+           "peers on udp)",
+           info->udp_peers, job->size - 1);
+    struct t_expect x = {.doorbell = !udp,
+                         .fd_per_peer = !udp,
+                         .nap_acked = udp,
+                         .dead_ms = udp ? (int)info->udp_dead_ms : 1000};
+    x.target_cpu[T_KIND_SHM] = udp || !info->shm_direct;
+    x.target_cpu[T_KIND_MALLOC] = udp || !info->shm_direct || !info->shm_cma;
+    for (int k = 0; k < T_NKINDS; k++)
+        x.done_while_away[k] = !x.target_cpu[k] || info->progress_thread;
+    return x;
+}
+
+/* ------------------------------------------------------------------------- */
 /* Key exchange                                                               */
 /* ------------------------------------------------------------------------- */
 

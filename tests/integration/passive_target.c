@@ -103,15 +103,10 @@ int main(void)
                (t_now() - t0) * 1e3);
         struct uln_info after;
         CHECK_OK(uln_query(J.ctx, &after)); /* shm_cma may have turned out not to work */
-        int direct[T_NKINDS] = {J.info.shm_direct, J.info.shm_direct && after.shm_cma};
-        /* Over UDP the target's CPU always places the data: only its progress
-         * thread (ULN_PROGRESS=thread) can do it while the application sleeps. */
-        for (int k = 0; k < T_NKINDS; k++) {
-            if (J.info.udp_peers) direct[k] = 0;
-            /* The target's progress thread serves whatever the target's CPU
-             * would have to (ring path, UDP) while the application sleeps. */
-            if (J.info.progress_thread) direct[k] = 1;
-        }
+        /* Done while the target slept: on the direct path, or where its
+         * progress thread serves what its CPU would have to (rings, UDP). */
+        struct t_expect x = t_expect_of(&J, &after);
+        const bool *direct = x.done_while_away;
         printf("rank0: shm_direct=%d shm_cma=%d; done while the target slept: PUT shm %d, PUT "
                "malloc %d, GET shm %d, GET malloc %d\n",
                J.info.shm_direct, after.shm_cma, early[0], early[1], early[2], early[3]);

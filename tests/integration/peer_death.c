@@ -32,8 +32,7 @@ static struct t_job J;
 int main(void)
 {
     t_open(&J, 3);
-    CHECKF(J.info.udp_peers == 0 || J.info.udp_peers == 2,
-           "run this test all over shm or all over udp (%d udp peers)", J.info.udp_peers);
+    struct t_expect x = t_expect_of(&J, &J.info); /* all over shm or all over udp */
     struct uln_cq *cq;
     struct uln_ep *ep;
     CHECK_OK(uln_cq_open(J.ctx, 1024, &cq));
@@ -44,7 +43,7 @@ int main(void)
     uint64_t mine[1] = {reg.key}, keys[3];
     t_exchange(&J, ep, cq, mine, 1, keys);
     /* How long after the death the first error may come. */
-    int dead_ms = J.info.udp_peers ? t_env_int("ULN_UDP_DEAD_MS", 10000) : 1000;
+    int dead_ms = x.dead_ms;
 
     if (J.rank == 2) {
         double t0 = t_now();
