@@ -249,7 +249,14 @@ static bool member_dead(struct uln_ctx *ctx, unsigned *next)
 {
     unsigned n = ctx->size < 8 ? (unsigned)ctx->size : 8;
     for (unsigned k = 0; k < n; k++, *next = (*next + 1) % (unsigned)ctx->size)
-        if (rank_gone(ctx, (int)*next)) return true;
+        if (rank_gone(ctx, (int)*next)) {
+            /* Let the transport reaching it know (shm: it marks the peer
+             * dead and counts it in peers_dead, once). */
+            int r = (int)*next;
+            if (ctx->peer_tp && ctx->peer_tp[r]->peer_dead)
+                ctx->peer_tp[r]->peer_dead(ctx, NULL, r);
+            return true;
+        }
     return false;
 }
 
