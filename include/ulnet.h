@@ -140,10 +140,11 @@ struct uln_ep;
  *   chunk_bytes  [ULN_CHUNK_BYTES=131072] largest piece of a queued PUT/GET the
  *                                         engine moves before serving the next
  *                                         endpoint, 4096..2^30
- *   post_copy_max [ULN_POST_COPY_MAX=4194304] a PUT/GET up to this size, posted
+ *   post_copy_max [ULN_POST_COPY_MAX=65536] a PUT/GET up to this size, posted
  *                                         on an endpoint with nothing queued, is one
  *                                         copy inside the post call (the caller's own
- *                                         time); larger ones are queued; 0..2^30
+ *                                         time); larger ones are queued, the call
+ *                                         moving at most chunk_bytes of them; 0..2^30
  *   max_eps      [ULN_MAX_EPS=16]         endpoints per process, 1..64, counting
  *                                         every endpoint the context ever opens
  *   max_regions  [ULN_MAX_REGIONS=4096]   registered regions at once, 1..2^24
@@ -200,8 +201,10 @@ uint64_t uln_job_key(const struct uln_ctx *ctx);
  * a lost packet or answer a GET before it can reach the barrier. So no other
  * thread may be inside ulnet on this context meanwhile, unless ULN_PROGRESS=
  * thread is on (then the progress thread does it). timeout_ms < 0: no
- * timeout. Returns 0, -ETIMEDOUT, or -ECONNRESET when a rank is gone (ranks
- * started with ULN_ROOT or by a PMIx server). */
+ * timeout. Returns 0, -ETIMEDOUT, or -ECONNRESET when a rank is gone: seen
+ * while waiting, promptly (not after the timeout), under ulnrun and ULN_ROOT;
+ * a PMIx server reports it its own way. After -ECONNRESET every later barrier
+ * fails the same way at once. */
 int uln_barrier(struct uln_ctx *ctx, int timeout_ms);
 
 /* Limits and mechanisms in force. */
@@ -227,24 +230,33 @@ struct uln_info {
 };
 int uln_query(const struct uln_ctx *ctx, struct uln_info *info);
 
-/* Counters, for tests and tools: every refused or dropped thing is counted. */
+/* Counters, for tests and tools: every refused or dropped thing is counted.
+ * Each has one meaning on every transport (shm direct, shm through the rings,
+ * udp); tests/integration/counters.c checks them at both ends. */
 struct uln_counters {
-    uint64_t naps_sent, naps_received;
-    uint64_t puts, gets, bytes_put, bytes_got;
-    uint64_t eagain;                   /* posts refused because a queue was full */
-    uint64_t refused_key;              /* remote accesses refused: unknown or stale key */
+    uint64_t naps_sent;     /* NAPs this process sent (handed to the transport) */
+    uint64_t naps_received; /* NAPs that arrived for this process */
+    uint64_t puts, gets;    /* this process's PUTs/GETs that succeeded; a refused or
+                               failed one is counted nowhere as a put or get */
+    uint64_t bytes_put;     /* ... and their bytes */
+    uint64_t bytes_got;
+    uint64_t eagain;                   /* posts refused: the send queue held sq_depth ops */
+    uint64_t refused_key;              /* accesses to THIS process's memory refused, counted at
+                                          the owner once per operation, whichever side checked
+                                          (over shm the initiator checks and counts it in the
+                                          owner's inbox): unknown or stale key */
     uint64_t refused_bounds;           /* ... offset/length outside the region */
     uint64_t refused_access;           /* ... region lacks the right (read/write) */
-    uint64_t refused_job;              /* ... packet of another job */
-    uint64_t malformed;                /* packets dropped as malformed */
+    uint64_t refused_job;              /* packets or inboxes of another job, refused here */
+    uint64_t malformed;                /* messages or packets dropped here as malformed */
     uint64_t cache_hits, cache_misses; /* remote-region translation cache */
     uint64_t sleeps, wakeups_sent;
     uint64_t pkts_sent, pkts_received; /* udp: datagrams */
     uint64_t retransmits;              /* udp: packets sent again (lost or timed out) */
     uint64_t duplicates;               /* udp: packets that arrived twice, dropped */
     uint64_t stale;                    /* udp: packets of a peer's earlier life, dropped */
-    uint64_t peers_dead;               /* peers found dead: shm: the process exited; udp:
-                                          silent past udp_dead_ms */
+    uint64_t peers_dead;   /* peers this process found dead, on every transport: shm: the
+                              process exited; udp: silent past udp_dead_ms */
     uint64_t pkts_dropped; /* udp: ahead of order with no buffer free: dropped, resent */
 };
 int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *out);
@@ -367,6 +379,28 @@ int uln_ep_index(const struct uln_ep *ep);
                               (payload <= inline_max) */
 #define ULN_SILENT    0x2u /* no completion on success (errors still complete) */
 #define ULN_REMOTE_CQ 0x4u /* PUT: also complete at the target (set by uln_put_imm) */
+/* Start this operation only after every operation posted before it on the
+ * endpoint has completed (its completion is written, or it was ULN_SILENT
+ * and succeeded): a GET after PUTs to the same bytes reads what they wrote,
+ * without a flush round trip through the application. Later operations wait
+ * behind it (issue is in order). On an endpoint with nothing outstanding it
+ * costs nothing. */
+#define ULN_FENCE 0x8u
+
+/*
+ * Posting contract, the same on every transport:
+ *  - A post returns -EAGAIN exactly when the endpoint's send queue holds
+ *    sq_depth operations not yet retired: poll the send CQ (which retires
+ *    them), then retry. Nothing else makes a post -EAGAIN.
+ *  - A PUT/GET of at most post_copy_max bytes, posted with nothing queued on
+ *    a transport that reaches the target's memory (shm), is copied inside the
+ *    post call; a larger one takes an entry and moves chunk_bytes per
+ *    progress pass (uln_cq_poll/uln_cq_wait), overlapping with computation.
+ *    Either way its buffer belongs to ulnet until its completion.
+ *  - uln_ep_flush takes no send-queue entry and is never refused for lack
+ *    of room (only -ENOMEM): its completion follows every operation posted
+ *    before it.
+ */
 
 /* Send len bytes (0..nap_max) to the peer's endpoint of the same index.
  * Unless ULN_INLINE, buf must stay unchanged until the NAP's completion. */
@@ -388,7 +422,8 @@ int uln_get(struct uln_ep *ep, int peer, void *dst, size_t len, uint64_t rkey, u
             uint64_t user_data, unsigned flags);
 
 /* Complete (ULN_OP_FLUSH) once every operation posted on ep before it has
- * completed. Takes a send-queue entry. */
+ * completed. Takes no send-queue entry: also with the queue full it is
+ * accepted (never -EAGAIN), and several flushes complete in posting order. */
 int uln_ep_flush(struct uln_ep *ep, uint64_t user_data);
 
 #ifdef __cplusplus

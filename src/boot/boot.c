@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,6 +227,39 @@ const void *uln_boot_peer(struct uln_ctx *ctx, int peer, int32_t *pid)
     return s->addr;
 }
 
+/* Has the process behind rank exited? Every rank on a board runs on this
+ * host, so its pid names it: a pidfd cannot be opened once the process is
+ * reaped (ESRCH) and reads as ready once it has exited and not yet been. */
+static bool rank_gone(struct uln_ctx *ctx, int rank)
+{
+    int32_t pid;
+    if (rank == ctx->rank || !uln_boot_peer(ctx, rank, &pid) || pid <= 0) return false;
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0) return errno == ESRCH;
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    bool gone = poll(&pf, 1, 0) == 1;
+    close(fd);
+    return gone;
+}
+
+/* A member that died never arrives: look for one while waiting, a few ranks
+ * per look (round robin from *next), so a waiter costs O(1) syscalls per
+ * look however large the job and a death is seen within size/8 looks. */
+static bool member_dead(struct uln_ctx *ctx, unsigned *next)
+{
+    unsigned n = ctx->size < 8 ? (unsigned)ctx->size : 8;
+    for (unsigned k = 0; k < n; k++, *next = (*next + 1) % (unsigned)ctx->size)
+        if (rank_gone(ctx, (int)*next)) {
+            /* Let the transport reaching it know (shm: it marks the peer
+             * dead and counts it in peers_dead, once). */
+            int r = (int)*next;
+            if (ctx->peer_tp && ctx->peer_tp[r]->peer_dead)
+                ctx->peer_tp[r]->peer_dead(ctx, NULL, r);
+            return true;
+        }
+    return false;
+}
+
 ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
 {
     if (!ctx) return -EINVAL;
@@ -233,6 +267,9 @@ ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
     if (ctx->root) return uln_root_barrier(ctx, timeout_ms);
     if (ctx->pmix) return uln_pmix_barrier(ctx, timeout_ms);
     struct uln_board_hdr *b = ctx->board;
+    /* A member is dead: no barrier of this job can complete again, and
+     * counting in once more would release the survivors' current one. */
+    if (ctx->bar_broken) return -ECONNRESET;
     struct timespec ts, *dl = deadline_in(timeout_ms, &ts);
     /* Sense reversal by generation: read the generation before counting in, so
      * the last arrival's bump is never missed. */
@@ -243,6 +280,8 @@ ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
         futex(&b->bar_gen, FUTEX_WAKE, INT_MAX, NULL);
         return 0;
     }
+    unsigned next = 0;
+    int64_t look = uln_now_ms();
     while (atomic_load_explicit(&b->bar_gen, memory_order_acquire) == gen) {
         /* Wait in short slices and keep the endpoints moving in between: over
          * UDP a peer may need this rank to resend or answer before it can
@@ -258,6 +297,18 @@ ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
         int rc = wait_change(&b->bar_gen, gen, last ? dl : &slice);
         if (rc == -ETIMEDOUT && !last) {
             uln_progress_idle(ctx);
+            /* Every 100 ms: a dead member fails the barrier (-ECONNRESET)
+             * rather than holding the others for their whole timeout. */
+            if (uln_now_ms() - look >= 100) {
+                look = uln_now_ms();
+                /* A member that released the barrier and then exited is not
+                 * a failure: look at the generation again after the death. */
+                if (member_dead(ctx, &next) &&
+                    atomic_load_explicit(&b->bar_gen, memory_order_acquire) == gen) {
+                    ctx->bar_broken = true;
+                    return -ECONNRESET;
+                }
+            }
             continue;
         }
         if (rc) {

@@ -52,7 +52,11 @@ static const struct uln_setting settings_table[] = {
     {"ULN_SQ_DEPTH", "256", 1, 1u << 20, "send-queue entries per endpoint"},
     {"ULN_CHUNK_BYTES", "131072", 4096, 1u << 30,
      "bytes an endpoint moves per engine pass before the next one's turn (fairness)"},
-    {"ULN_POST_COPY_MAX", "4194304", 0, 1u << 30,
+    /* 64 KiB: small PUT/GETs keep the doorbell's latency (one copy inside the
+     * call); a larger one is queued: the call copies at most its first chunk
+     * and polling moves the rest, so the caller computes meanwhile and the
+     * contract is the one the rings and udp give (ulnet.h). */
+    {"ULN_POST_COPY_MAX", "65536", 0, 1u << 30,
      "PUT/GET up to this size, with nothing queued, is copied inside the post call"},
     {"ULN_MAX_EPS", "16", 1, 64, "endpoints per process"},
     {"ULN_MAX_REGIONS", "4096", 1, 1u << 24, "registered regions per process"},
@@ -540,6 +544,11 @@ ULN_EXPORT int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *
     if (!ctx || !out) return -EINVAL;
     memset(out, 0, sizeof *out);
     add_stats(out, &ctx->stats);
+    /* Refusals that initiators on this host found on our key table. */
+    struct uln_inbox_hdr *h = ctx->inbox->hdr;
+    out->refused_key += atomic_load_explicit(&h->refused[0], memory_order_relaxed);
+    out->refused_bounds += atomic_load_explicit(&h->refused[1], memory_order_relaxed);
+    out->refused_access += atomic_load_explicit(&h->refused[2], memory_order_relaxed);
     struct uln_ctx *c = (struct uln_ctx *)ctx;
     pthread_mutex_lock(&c->lock);
     for (unsigned i = 0; i < ctx->n_eps; i++)

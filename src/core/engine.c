@@ -239,8 +239,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
          * the transport's way (packets straight from the user's buffer). */
         s->ring_path = 1; /* a refusal may come back while fragments still go */
         if (!pp->tp->send_put(ep, s, budget)) return false;
-        count_rdma(ep, true, s->len);
-        s->state = SQE_WAIT;
+        s->state = SQE_WAIT; /* counted when the target's ACK says it landed */
         return true;
     }
     if (!s->ring_path && !s->notified) {
@@ -292,8 +291,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     /* Announce what went out, also when the ring filled up part way. */
     if (sent) peer_wake(ep, s->peer);
     if (full || s->issued < s->len) return false;
-    count_rdma(ep, true, s->len);
-    s->state = SQE_WAIT;
+    s->state = SQE_WAIT; /* counted when the target's ACK says it landed */
     return true;
 }
 
@@ -331,8 +329,7 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     pp->gets_out++;
     s->holds_credit = 1;
     peer_wake(ep, s->peer);
-    ULN_COUNT(&ep->stats, gets, 1);
-    s->state = SQE_WAIT;
+    s->state = SQE_WAIT; /* counted when all its data arrived */
     return true;
 }
 
@@ -343,6 +340,14 @@ void uln_engine_issue(struct uln_ep *ep, uint32_t budget)
     while (ep->sq_issue != ep->sq_tail) {
         struct uln_sqe *s = sqe_at(ep, ep->sq_issue);
         bool moved = true;
+        /* ULN_FENCE: start only once every earlier entry is done and
+         * retired (retiring needs CQ room: a full CQ holds it as it holds
+         * any completion). Issue is in order, so all later ones wait too. */
+        if (ULN_UNLIKELY(s->flags & ULN_FENCE) && s->state == SQE_QUEUED &&
+            ep->sq_head != ep->sq_issue) {
+            uln_engine_retire(ep);
+            if (ep->sq_head != ep->sq_issue) break;
+        }
         if (s->state == SQE_QUEUED) {
             switch (s->op) {
             case ULN_OP_NAP:
@@ -355,8 +360,8 @@ void uln_engine_issue(struct uln_ep *ep, uint32_t budget)
                 moved = issue_get(ep, s, &budget);
                 break;
             default:
-                sqe_finish(ep, s, 0);
-                break; /* FLUSH: retires in order */
+                sqe_finish(ep, s, 0); /* no other op takes an entry */
+                break;
             }
         }
         if (!moved) break;
@@ -365,10 +370,27 @@ void uln_engine_issue(struct uln_ep *ep, uint32_t budget)
     }
 }
 
+/* The flush marker at the front, if it waits for nothing more: every entry
+ * before its position has retired. */
+static inline struct uln_flush_mark *flush_due(struct uln_ep *ep)
+{
+    if (ULN_LIKELY(ep->fl_head == ep->fl_tail)) return NULL;
+    struct uln_flush_mark *f = &ep->fl[ep->fl_head % ep->fl_cap];
+    return f->pos == ep->sq_head ? f : NULL;
+}
+
 void uln_engine_retire(struct uln_ep *ep)
 {
     struct uln_cq *cq = ep->send_cq;
-    while (ep->sq_head != ep->sq_issue) {
+    for (;;) {
+        struct uln_flush_mark *f = flush_due(ep);
+        if (ULN_UNLIKELY(f != NULL)) {
+            if (uln_cq_room(cq) == 0) break;
+            uln_cq_complete(cq, ep->index, ULN_OP_FLUSH, ep->ctx->rank, 0, f->user_data, f->status);
+            ep->fl_head++;
+            continue;
+        }
+        if (ep->sq_head == ep->sq_issue) break;
         struct uln_sqe *s = sqe_at(ep, ep->sq_head);
         if (s->state != SQE_DONE) break;
         if (!(s->flags & ULN_SILENT) || s->status != 0) {
@@ -382,7 +404,7 @@ void uln_engine_retire(struct uln_ep *ep)
 
 bool uln_engine_busy(const struct uln_ep *ep)
 {
-    return ep->sq_head != ep->sq_tail || ep->blocked;
+    return ep->sq_head != ep->sq_tail || ep->fl_head != ep->fl_tail || ep->blocked;
 }
 
 void uln_engine_fail_peer(struct uln_ep *ep, int peer, int status)
@@ -533,7 +555,7 @@ void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op
     if (n) memcpy((uint8_t *)s->dst + s->issued + op_offset, data, n);
     s->received += n;
     if (s->received >= want) {
-        ULN_COUNT(&ep->stats, bytes_got, s->len);
+        count_rdma(ep, false, s->len);
         sqe_finish(ep, s, 0);
     }
 }
@@ -601,7 +623,11 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
     case ULN_MSG_ACK: {
         const struct uln_ack *a = (const void *)(m + 1);
         struct uln_sqe *s = m->len >= sizeof *a ? waiting_op(ep, src, a->op_id, ULN_OP_PUT) : NULL;
-        if (s) sqe_finish(ep, s, peer_status(ep, a->status));
+        if (!s) break;
+        int32_t st = peer_status(ep, a->status);
+        /* puts/bytes_put count operations that succeeded, on every path. */
+        if (st == 0) count_rdma(ep, true, s->len);
+        sqe_finish(ep, s, st);
         break;
     }
     default:
@@ -741,7 +767,7 @@ void uln_engine_progress(struct uln_ep *ep)
     for (int i = 0; i < ep->n_tp_prog; i++)
         ep->tp_prog[i]->progress_rx(ep); /* packets in: placed, or into our rings */
     progress_recv(ep, &serve_budget);
-    if (ep->sq_head != ep->sq_tail) {
+    if (ep->sq_head != ep->sq_tail || ep->fl_head != ep->fl_tail) {
         uint64_t before = ep->sq_issue;
         uln_engine_issue(ep, ep->ctx->p.chunk_bytes);
         uln_engine_retire(ep);

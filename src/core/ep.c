@@ -30,8 +30,10 @@ static void ep_free_parts(struct uln_ep *ep)
     }
     free(ep->peers);
     free(ep->sq);
+    free(ep->fl);
     ep->peers = NULL;
     ep->sq = NULL;
+    ep->fl = NULL;
 }
 
 static void ep_free(struct uln_ep *ep)
@@ -159,6 +161,8 @@ static int ep_close(struct uln_ep *ep)
             s->state = SQE_DONE;
         }
     }
+    for (uint64_t i = ep->fl_head; i != ep->fl_tail; i++)
+        ep->fl[i % ep->fl_cap].status = -ECANCELED;
     ep->sq_issue = ep->sq_tail;
     uln_engine_retire(ep);
     pthread_mutex_lock(&ctx->lock);
@@ -214,10 +218,12 @@ static int sq_ring(struct uln_ep *ep)
 }
 
 /* The fast path may run when nothing at all is queued (so completions stay in
- * posting order) and the send CQ has room for the entry it may write. */
+ * posting order: no op and no flush marker waits) and the send CQ has room for
+ * the entry it may write. A fenced op takes it too: with nothing queued,
+ * everything before it has completed, so ULN_FENCE costs nothing here. */
 static inline bool fast_ok(struct uln_ep *ep)
 {
-    return ep->sq_head == ep->sq_tail && uln_cq_room(ep->send_cq) > 0;
+    return ep->sq_head == ep->sq_tail && ep->fl_head == ep->fl_tail && uln_cq_room(ep->send_cq) > 0;
 }
 
 /* Complete an operation done on the fast path: an entry unless ULN_SILENT
@@ -349,14 +355,38 @@ ULN_EXPORT int uln_ep_flush(struct uln_ep *ep, uint64_t user_data)
     return rc;
 }
 
+/* Room for one more flush marker: the ring doubles (kept in order). */
+static int flush_room(struct uln_ep *ep)
+{
+    if (ep->fl_tail - ep->fl_head < ep->fl_cap) return 0;
+    uint32_t cap = ep->fl_cap ? 2 * ep->fl_cap : 8;
+    struct uln_flush_mark *fl = malloc((size_t)cap * sizeof *fl);
+    if (!fl) return -ENOMEM;
+    uint64_t n = ep->fl_tail - ep->fl_head;
+    for (uint64_t i = 0; i < n; i++)
+        fl[i] = ep->fl[(ep->fl_head + i) % ep->fl_cap];
+    free(ep->fl);
+    ep->fl = fl;
+    ep->fl_cap = cap;
+    ep->fl_head = 0;
+    ep->fl_tail = n;
+    return 0;
+}
+
+/* A flush takes no send-queue entry, so it is never refused for lack of room
+ * there (the contract in ulnet.h): it becomes a marker at the queue's tail,
+ * completed by the engine once sq_head passes that point. With nothing
+ * queued or waiting it completes at once. */
 static int flush_post(struct uln_ep *ep, uint64_t user_data)
 {
-    struct uln_sqe *s = sq_take(ep);
-    if (!s) return -EAGAIN;
-    s->op = ULN_OP_FLUSH;
-    s->flags = 0;
-    s->peer = ep->ctx->rank;
-    s->len = 0;
-    s->user_data = user_data;
-    return sq_ring(ep);
+    if (fast_ok(ep)) {
+        uln_cq_complete(ep->send_cq, ep->index, ULN_OP_FLUSH, ep->ctx->rank, 0, user_data, 0);
+        return 0;
+    }
+    int rc = flush_room(ep);
+    if (rc) return rc;
+    ep->fl[ep->fl_tail++ % ep->fl_cap] =
+        (struct uln_flush_mark){.pos = ep->sq_tail, .user_data = user_data};
+    uln_engine_retire(ep); /* everything before it may have completed already */
+    return 0;
 }

@@ -35,7 +35,7 @@ struct uln_ctx;
 struct uln_params;
 
 #define ULN_INBOX_MAGIC   0x756c6e657473686dull /* "ulnetshm" */
-#define ULN_INBOX_VERSION 2u                    /* 2: the attached bitmap after the active ones */
+#define ULN_INBOX_VERSION 3u                    /* 3: refusal counters in the header */
 
 struct uln_inbox_hdr {
     uint64_t magic, job_key;
@@ -45,6 +45,13 @@ struct uln_inbox_hdr {
     int32_t pid, pad1_;
     _Alignas(64) _Atomic uint32_t sleepers; /* own line: read by every producer (doorbell.c) */
     uint8_t pad2_[60];
+    /* Accesses to our memory that an initiator on this host checked itself
+     * on our key table (the direct path) and refused: counted here, at the
+     * owner, as the ring path counts at the target (uln_counters: refused_*
+     * means "to this process's memory" on every transport). Key, bounds,
+     * access. Peers add with a relaxed fetch_add: many writers, so it must
+     * be an atomic RMW, and nothing is ordered by it (a statistic). */
+    _Alignas(64) _Atomic uint64_t refused[3];
 };
 _Static_assert(sizeof(struct uln_inbox_hdr) <= 4096, "header fits its page");
 

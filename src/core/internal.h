@@ -106,6 +106,14 @@ static inline void uln_count_refusal(struct uln_stats *s, int rc)
         ULN_COUNT(s, refused_access, 1);
 }
 
+/* A refusal the initiator found on the owner's key table (the direct path):
+ * counted in the owner's inbox header, where uln_counters_get finds it. */
+static inline void uln_count_refusal_at(struct uln_inbox_hdr *owner, int rc)
+{
+    int i = rc == -ENOKEY ? 0 : rc == -ERANGE ? 1 : rc == -EACCES ? 2 : -1;
+    if (i >= 0) atomic_fetch_add_explicit(&owner->refused[i], 1, memory_order_relaxed);
+}
+
 /* The PUT of a peer refused last: its other fragments are refused without
  * looking (or counting) again, one refusal per operation. valid, not a
  * reserved op id: every op id a peer can send is a real one. An operation is
@@ -159,6 +167,7 @@ struct uln_ctx {
     int board_fd;
     struct uln_root *root; /* boot/root.c: the TCP rendezvous when ULN_ROOT is set */
     struct uln_pmix *pmix; /* boot/pmix.c: started by a PMIx server (mpirun, srun) */
+    bool bar_broken;       /* a board barrier saw a member dead: every later one fails */
 
     struct uln_inbox *inbox;                  /* core/inbox.c: what peers reach us through */
     int bell_fd;                              /* core/doorbell.c: our doorbell socket */
@@ -185,6 +194,12 @@ struct uln_ctx {
     struct uln_ep *closed_eps; /* closed ones, kept so late calls get -EBADF */
     struct uln_cq *cqs;        /* every CQ, open or closed, so uln_close can free them */
     struct uln_stats stats;    /* for things not owned by one endpoint */
+};
+
+struct uln_flush_mark {
+    uint64_t pos; /* complete once every entry before this one retired */
+    uint64_t user_data;
+    int32_t status; /* -ECANCELED when the endpoint closes */
 };
 
 enum uln_sqe_state { SQE_FREE = 0, SQE_QUEUED, SQE_WAIT, SQE_DONE };
@@ -250,6 +265,13 @@ struct uln_ep {
     uint64_t taken;   /* messages taken from our rings, GET pieces served: a
                          rank idle in uln_barrier watches it (progress.c) */
     bool blocked;     /* this pass found a peer's ring full */
+    /* Flushes take no send-queue entry (so a full queue never refuses one):
+     * each is a marker naming the queue position it waits for, completed
+     * when sq_head reaches it (engine.c: uln_engine_retire). A ring that
+     * doubles when full: flushes posted while others wait chain behind them. */
+    struct uln_flush_mark *fl;
+    uint32_t fl_cap;
+    uint64_t fl_head, fl_tail;
     struct uln_stats stats;
     void *tp_ep[ULN_TP_MAX]; /* each transport's endpoint state (transport.h) */
     const struct uln_transport_ops *tp_prog[ULN_TP_MAX]; /* those that progress */

@@ -355,7 +355,7 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, 
 
     if (idx >= h->max_regions) {
         rc = -ENOKEY;
-        uln_count_refusal(&ep->stats, rc);
+        uln_count_refusal_at(h, rc); /* the owner's memory was refused: its count */
         return rc;
     }
     const struct uln_key_entry *e = (const struct uln_key_entry *)(pp->inbox + h->keys_off) + idx;
@@ -369,7 +369,7 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, 
     rc = uln_key_check(e, live, rkey, roff, len,
                        write ? ULN_ACCESS_REMOTE_WRITE : ULN_ACCESS_REMOTE_READ);
     if (rc) {
-        uln_count_refusal(&ep->stats, rc);
+        uln_count_refusal_at(h, rc);
         goto out;
     }
     if (len == 0) goto out; /* checked, nothing to move (local may be NULL) */
