@@ -264,10 +264,10 @@ static inline void t_open(struct t_job *job, int want_size)
     if (tp && !strcmp(tp, "udp"))
         CHECKF(job->info.udp_peers == job->size - 1, "ULN_TRANSPORT=udp but %d of %d peers on udp",
                job->info.udp_peers, job->size - 1);
-    else if (getenv("ULN_IT_EXPECT_UDP_PEERS"))
-        CHECKF(job->info.udp_peers == t_env_int("ULN_IT_EXPECT_UDP_PEERS", -1),
+    else if (getenv("ULNTEST_IT_EXPECT_UDP_PEERS"))
+        CHECKF(job->info.udp_peers == t_env_int("ULNTEST_IT_EXPECT_UDP_PEERS", -1),
                "%d peers on udp, expected %d (the others share this host)", job->info.udp_peers,
-               t_env_int("ULN_IT_EXPECT_UDP_PEERS", -1));
+               t_env_int("ULNTEST_IT_EXPECT_UDP_PEERS", -1));
     else if (!getenv("ULN_ROOT"))
         CHECKF(job->info.udp_peers == 0, "one host, no ULN_TRANSPORT, yet %d peers on udp",
                job->info.udp_peers);
@@ -277,9 +277,9 @@ static inline void t_open(struct t_job *job, int want_size)
      * library reports it (uln_info.bootstrap, which ulninfo prints). */
     const char *boot = job->info.bootstrap;
     CHECK(boot != NULL);
-    if (getenv("ULN_IT_EXPECT_BOOT"))
-        CHECKF(!strcmp(boot, getenv("ULN_IT_EXPECT_BOOT")), "bootstrap %s, expected %s", boot,
-               getenv("ULN_IT_EXPECT_BOOT"));
+    if (getenv("ULNTEST_IT_EXPECT_BOOT"))
+        CHECKF(!strcmp(boot, getenv("ULNTEST_IT_EXPECT_BOOT")), "bootstrap %s, expected %s", boot,
+               getenv("ULNTEST_IT_EXPECT_BOOT"));
     if (job->rank == 0)
         printf("rank0: size=%d boot=%s transport=%s shm_direct=%d shm_cma=%d nap_max=%u "
                "inline_max=%u sq_depth=%u ring_bytes=%u chunk_bytes=%u\n",

@@ -119,7 +119,7 @@ static uint8_t *gdst;                  /* local GET destination, canary-filled *
 static uint64_t *keys;                 /* keys[p * 4 + i]: tgt[0], tgt[1], gsrc[0], gsrc[1] */
 static size_t tgt_len, gsrc_len, gdst_len;
 
-static bool verbose; /* ULN_IT_VERBOSE=1: time every job of 1 MiB or more */
+static bool verbose; /* ULNTEST_IT_VERBOSE=1: time every job of 1 MiB or more */
 
 static bool is_target_job(int op)
 {
@@ -432,7 +432,7 @@ int main(int argc, char **argv)
     int max_log2 = argc > 1 ? atoi(argv[1]) : 26;
     max_size = ((size_t)1 << max_log2) + 1;
     t_open(&J, 0);
-    verbose = t_env_int("ULN_IT_VERBOSE", 0) != 0;
+    verbose = t_env_int("ULNTEST_IT_VERBOSE", 0) != 0;
     CHECK(J.size >= 2);
     build_jobs(&J.info);
 

@@ -3,7 +3,7 @@
  * and the barrier of that bootstrap (tests/mpirun/run.sh).
  *
  * Every rank opens the job (common.h's t_open checks the rank the launcher
- * gave, ULN_IT_EXPECT_BOOT and ULN_IT_EXPECT_UDP_PEERS), prints one line
+ * gave, ULNTEST_IT_EXPECT_BOOT and ULNTEST_IT_EXPECT_UDP_PEERS), prints one line
  *
  *   probe: rank=R size=S boot=B key=K transport=T udp_peers=U udp_addr=A pmix_built=P
  *

@@ -73,11 +73,11 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0
 tmp=$(mktemp -d)
 # Every host's own TMPDIR is under it (rsh_agent.sh): Open MPI's session
 # directories go there and are removed with it.
-export ULN_MPIRUN_TMP=$tmp
+export ULNTEST_MPIRUN_TMP=$tmp
 mpirun_pid=""
 cleanup() {
     [[ -z $mpirun_pid ]] || kill -KILL "$mpirun_pid" 2>/dev/null || true
-    [[ -z ${ULN_NETNS:-} ]] || "$hosts_sh" down >/dev/null 2>&1 || true
+    [[ -z ${ULNTEST_NETNS:-} ]] || "$hosts_sh" down >/dev/null 2>&1 || true
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -98,7 +98,7 @@ mpi() {
     shift 4
     : >"$tmp/hostfile"
     for k in $list; do
-        local a=ULN_HOST_$k
+        local a=ULNTEST_HOST_$k
         echo "${!a} slots=$per" >>"$tmp/hostfile"
         n=$((n + per))
     done
@@ -108,7 +108,7 @@ mpi() {
     local st=0
     # In the background, so a signal to this script is handled at once.
     mkdir -p "$tmp/h0"
-    TMPDIR=$tmp/h0 ip netns exec "$ULN_HOST_0_NS" timeout -k 5 "$t" mpirun -np "$n" \
+    TMPDIR=$tmp/h0 ip netns exec "$ULNTEST_HOST_0_NS" timeout -k 5 "$t" mpirun -np "$n" \
         --hostfile "$tmp/hostfile" --map-by "ppr:$per:node" --bind-to none \
         --mca plm_rsh_agent "$here/rsh_agent.sh" --mca plm_rsh_no_tree_spawn 1 \
         --mca oob_tcp_if_include eth0 "${opts[@]}" "$@" >"$out" 2>"$out.err" &
@@ -122,8 +122,8 @@ mpi() {
         [[ $st != 124 ]] || echo "$me: mpirun still running after $t s: ended" >&2
         # What is left on each host (an orted that never called back, a rank
         # stuck in uln_open) says where the job broke.
-        for ((k = 0; k < ULN_HOSTS; k++)); do
-            local ns=ULN_HOST_${k}_NS pids
+        for ((k = 0; k < ULNTEST_HOSTS; k++)); do
+            local ns=ULNTEST_HOST_${k}_NS pids
             pids=$(ip netns pids "${!ns}" 2>/dev/null | tr '\n' ',')
             [[ -z $pids ]] || { echo "--- left on host $k:"; ps -o pid=,args= -p "${pids%,}" | cut -c1-160; }
         done
@@ -148,7 +148,7 @@ probe_field() { sed -n "s/^probe: .* $2=\([^ ]*\).*/\1/p" "$1" | sort -u; }
 # 10.200.0.(K+1)/24, and the default route via 10.200.0.254 on it. Nothing is
 # ever sent that way: the hosts' own subnet is on eth0.
 fake_default_route() {
-    local ns=ULN_HOST_${1}_NS
+    local ns=ULNTEST_HOST_${1}_NS
     ip -n "${!ns}" link add gw0 type veth peer name gw1
     ip -n "${!ns}" addr add "10.200.0.$(($1 + 1))/24" dev gw0
     ip -n "${!ns}" link set gw1 up
@@ -159,7 +159,7 @@ fake_default_route() {
 case $what in
 it)
     hosts_up 2
-    mpi "$tmp/it.out" 240 "0 1" 2 -x ULN_IT_EXPECT_UDP_PEERS=2 -x ULN_IT_EXPECT_BOOT=pmix -- "$@"
+    mpi "$tmp/it.out" 240 "0 1" 2 -x ULNTEST_IT_EXPECT_UDP_PEERS=2 -x ULNTEST_IT_EXPECT_BOOT=pmix -- "$@"
     all_passed "$tmp/it.out" 4
     grep -Eq "^rank0: size=4 boot=pmix transport=shm\+udp " "$tmp/it.out" ||
         die "rank 0 does not report size=4 boot=pmix transport=shm+udp"
@@ -170,7 +170,7 @@ probe)
     hosts_up 4
     # A: 2 hosts x 2: shm and udp peers; the barrier's contract. No default
     # route: each publishes its first interface's address, eth0's.
-    mpi "$tmp/a.out" 90 "0 1" 2 -x ULN_IT_EXPECT_UDP_PEERS=2 -x ULN_IT_EXPECT_BOOT=pmix \
+    mpi "$tmp/a.out" 90 "0 1" 2 -x ULNTEST_IT_EXPECT_UDP_PEERS=2 -x ULNTEST_IT_EXPECT_BOOT=pmix \
         -- "$probe" --barrier
     all_passed "$tmp/a.out" 4
     want="^probe: .* boot=pmix .* transport=shm\+udp udp_peers=2 udp_addr=10\.199\.0\.[12] "
@@ -179,7 +179,7 @@ probe)
     key_a=$(probe_field "$tmp/a.out" key)
     [[ $key_a =~ ^[0-9a-f]{16}$ ]] || die "job A: its ranks have different keys: $key_a"
     # B: 4 hosts x 1: every peer over udp, a separate job, so another key.
-    mpi "$tmp/b.out" 90 "0 1 2 3" 1 -x ULN_IT_EXPECT_UDP_PEERS=3 -x ULN_IT_EXPECT_BOOT=pmix \
+    mpi "$tmp/b.out" 90 "0 1 2 3" 1 -x ULNTEST_IT_EXPECT_UDP_PEERS=3 -x ULNTEST_IT_EXPECT_BOOT=pmix \
         -- "$probe" --barrier
     all_passed "$tmp/b.out" 4
     want="^probe: .* boot=pmix .* transport=udp udp_peers=3 udp_addr=10\.199\.0\.[1-4] "
@@ -193,8 +193,8 @@ probe)
     fake_default_route 3
     # C: ULN_JOB_KEY wins over the namespace's key (the probe checks it too);
     # ULN_UDP_IF=eth0 wins over the default route, else the job could not run.
-    mpi "$tmp/c.out" 60 "2 3" 1 -x ULN_JOB_KEY=00c0ffee0ddba11 -x ULN_IT_EXPECT_UDP_PEERS=1 \
-        -x ULN_IT_EXPECT_BOOT=pmix -x ULN_UDP_IF=eth0 -- "$probe"
+    mpi "$tmp/c.out" 60 "2 3" 1 -x ULN_JOB_KEY=00c0ffee0ddba11 -x ULNTEST_IT_EXPECT_UDP_PEERS=1 \
+        -x ULNTEST_IT_EXPECT_BOOT=pmix -x ULN_UDP_IF=eth0 -- "$probe"
     all_passed "$tmp/c.out" 2
     [[ $(probe_field "$tmp/c.out" key) == 000c0ffee0ddba11 ]] || die "job C: ULN_JOB_KEY ignored"
     [[ $(probe_field "$tmp/c.out" udp_addr | tr '\n' ' ') == "10.199.0.3 10.199.0.4 " ]] ||
@@ -202,17 +202,17 @@ probe)
     echo "job keys: A $key_a, B $key_b, C (ULN_JOB_KEY) 000c0ffee0ddba11"
     # D: 2 ranks on host 2 over udp: without ULN_UDP_IF they publish the
     # default route's source address.
-    mpi "$tmp/d.out" 60 "2" 2 -x ULN_TRANSPORT=udp -x ULN_IT_EXPECT_BOOT=pmix -- "$probe"
+    mpi "$tmp/d.out" 60 "2" 2 -x ULN_TRANSPORT=udp -x ULNTEST_IT_EXPECT_BOOT=pmix -- "$probe"
     all_passed "$tmp/d.out" 2
     [[ $(probe_field "$tmp/d.out" udp_addr) == 10.200.0.3 ]] ||
         die "job D: not the default route's source address: $(probe_field "$tmp/d.out" udp_addr)"
     # Without a PMIx server the same build runs as before: ulnrun's board...
-    ULN_IT_EXPECT_BOOT=ulnrun timeout 60 "$ulnrun" -n 2 --timeout 50 "$probe" --barrier \
+    ULNTEST_IT_EXPECT_BOOT=ulnrun timeout 60 "$ulnrun" -n 2 --timeout 50 "$probe" --barrier \
         >"$tmp/u.out"
     cat "$tmp/u.out"
     all_passed "$tmp/u.out" 2
     # ...and a job of one.
-    ULN_IT_EXPECT_BOOT=single ULN_RANK=0 timeout 30 "$probe" >"$tmp/e.out"
+    ULNTEST_IT_EXPECT_BOOT=single ULN_RANK=0 timeout 30 "$probe" >"$tmp/e.out"
     cat "$tmp/e.out"
     all_passed "$tmp/e.out" 1
     ;;
@@ -259,7 +259,7 @@ ulninfo)
 nopmix)
     # ULN_RANK=0: the rank each process will be, alone in its job.
     timeout -k 5 60 mpirun -np 2 --bind-to none --mca orte_tmpdir_base "$tmp" -x ULN_RANK=0 \
-        -x ULN_IT_EXPECT_BOOT=single "$1" >"$tmp/n.out" 2>"$tmp/n.err" || {
+        -x ULNTEST_IT_EXPECT_BOOT=single "$1" >"$tmp/n.out" 2>"$tmp/n.err" || {
         cat "$tmp/n.out" "$tmp/n.err"
         die "mpirun failed"
     }

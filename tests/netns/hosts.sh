@@ -5,7 +5,7 @@
 #   hosts.sh up N [--rate 1gbit] [--drop-pct P --drop-on hostK [--drop-dir in|out|both]]
 #                 [--subnet 10.199.0] [--run NAME]
 #       Prints, on stdout and nothing else, lines to eval:
-#         ULN_NETNS=<run>  ULN_HOSTS=N  ULN_HOST_<k>=<address>  ULN_HOST_<k>_NS=<namespace>
+#         ULNTEST_NETNS=<run>  ULNTEST_HOSTS=N  ULNTEST_HOST_<k>=<address>  ULNTEST_HOST_<k>_NS=<namespace>
 #       e.g.  set -a; eval "$(hosts.sh up 2)"; set +a   (exported, so exec
 #             and down find the run)
 #   hosts.sh exec [--run NAME] hostK CMD...   run CMD inside host K (hostK, hK or K)
@@ -13,7 +13,7 @@
 #   hosts.sh list                   runs present on this machine
 #   hosts.sh probe                  exit 0 if this machine can make namespaces
 #
-# The run is named by --run, else $ULN_NETNS, else (up) a fresh "uln<4 hex>".
+# The run is named by --run, else $ULNTEST_NETNS, else (up) a fresh "uln<4 hex>".
 # Its namespaces are <run>-h0 .. <run>-h(N-1) and <run>-br, so parallel runs
 # and leftovers of dead ones never collide.
 #
@@ -80,7 +80,7 @@ host_index() {
 
 cmd_up() {
     local n="" rate="" drop_pct="" drop_on="" drop_dir=both subnet=10.199.0 burst=""
-    run=${ULN_NETNS:-}
+    run=${ULNTEST_NETNS:-}
     while (($#)); do
         case $1 in
         --rate) rate=$2; shift 2 ;;
@@ -177,23 +177,23 @@ cmd_up() {
 
     trap - EXIT INT TERM
     log "run $run: $n hosts on $subnet.0/24${rate:+, tbf $rate}${drop_pct:+, dropping $drop_pct % on host $drop_on ($drop_dir)}"
-    echo "ULN_NETNS=$run"
-    echo "ULN_HOSTS=$n"
+    echo "ULNTEST_NETNS=$run"
+    echo "ULNTEST_HOSTS=$n"
     for ((k = 0; k < n; k++)); do
-        echo "ULN_HOST_$k=$subnet.$((k + 1))"
-        echo "ULN_HOST_${k}_NS=$run-h$k"
+        echo "ULNTEST_HOST_$k=$subnet.$((k + 1))"
+        echo "ULNTEST_HOST_${k}_NS=$run-h$k"
     done
 }
 
 cmd_down() {
-    run=${ULN_NETNS:-}
+    run=${ULNTEST_NETNS:-}
     while (($#)); do
         case $1 in
         --run) run=$2; shift 2 ;;
         *) die "unknown option $1" ;;
         esac
     done
-    [[ -n $run ]] || die "down: which run? (--run NAME or ULN_NETNS; 'hosts.sh list' shows them)"
+    [[ -n $run ]] || die "down: which run? (--run NAME or ULNTEST_NETNS; 'hosts.sh list' shows them)"
     need_root
     teardown "$run" || die "could not remove all of run $run: $(run_ns "$run" | tr '\n' ' ')"
     log "run $run removed"
@@ -204,7 +204,7 @@ cmd_exec() {
     local k
     k=$(host_index "$1")
     shift
-    [[ -n $run ]] || die "exec: which run? (--run NAME or ULN_NETNS)"
+    [[ -n $run ]] || die "exec: which run? (--run NAME or ULNTEST_NETNS)"
     ip netns list | awk '{print $1}' | grep -qx "$run-h$k" || die "no host $k in run $run"
     exec ip netns exec "$run-h$k" "$@"
 }
@@ -227,7 +227,7 @@ cmd_probe() {
     ((ok)) || { echo "no veth support"; exit 1; }
 }
 
-run=${ULN_NETNS:-}
+run=${ULNTEST_NETNS:-}
 (($#)) || die "usage: $me up N [options] | exec hostK CMD... | down | list | probe"
 verb=$1
 shift

@@ -15,7 +15,7 @@
 # interrupted. The first rank to fail ends the job; its status is ours.
 # --expect-status X: succeed iff some rank exited with X and none failed
 # otherwise (e.g. 137 for a rank that kills itself).
-# Each rank also gets ULN_IT_EXPECT_UDP_PEERS: how many of its peers are on
+# Each rank also gets ULNTEST_IT_EXPECT_UDP_PEERS: how many of its peers are on
 # other hosts, which the integration tests check against uln_query.
 # --root-any: rank 0 listens on ULN_ROOT=0.0.0.0:port (the others still reach
 # it at its host's address), so it must publish the address its route says.
@@ -54,7 +54,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-root_var=ULN_HOST_0
+root_var=ULNTEST_HOST_0
 port=$((20000 + RANDOM % 20000))
 key=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
 for ((r = 0; r < ranks; r++)); do
@@ -65,7 +65,7 @@ for ((r = 0; r < ranks; r++)); do
     root="${!root_var}:$port"
     ((r == 0 && root_any)) && root="0.0.0.0:$port"
     "$here/hosts.sh" exec "h$h" env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="$root" \
-        ULN_JOB_KEY="$key" ULN_IT_EXPECT_UDP_PEERS=$remote "${envs[@]}" "$@" &
+        ULN_JOB_KEY="$key" ULNTEST_IT_EXPECT_UDP_PEERS=$remote "${envs[@]}" "$@" &
     pids+=($!)
 done
 

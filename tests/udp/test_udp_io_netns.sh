@@ -65,11 +65,11 @@ stream() {
     local tmp
     tmp=$(mktemp)
     # shellcheck disable=SC2086
-    in_host 1 "$peer" sink --bind "$ULN_HOST_1" --port 9000 --peer "$ULN_HOST_0:9000" \
+    in_host 1 "$peer" sink --bind "$ULNTEST_HOST_1" --port 9000 --peer "$ULNTEST_HOST_0:9000" \
         --idle-ms 400 --max-ms 8000 $sink_args >"$tmp" 2>/dev/null &
     local sp=$!
     sleep 0.3
-    src=$(in_host 0 "$peer" source --bind "$ULN_HOST_0" --port 9000 --peer "$ULN_HOST_1:9000" \
+    src=$(in_host 0 "$peer" source --bind "$ULNTEST_HOST_0" --port 9000 --peer "$ULNTEST_HOST_1:9000" \
         "$@" 2>/dev/null)
     wait "$sp"
     snk=$(cat "$tmp")
@@ -81,13 +81,13 @@ stream() {
 t0=$SECONDS
 # 1. exchange across the bridge
 if up; then
-    echo "run $run: hosts $ULN_HOST_0, $ULN_HOST_1"
+    echo "run $run: hosts $ULNTEST_HOST_0, $ULNTEST_HOST_1"
     etmp=$(mktemp)
-    in_host 1 "$peer" echo --bind "$ULN_HOST_1" --port 9000 --peer "$ULN_HOST_0:9000" \
+    in_host 1 "$peer" echo --bind "$ULNTEST_HOST_1" --port 9000 --peer "$ULNTEST_HOST_0:9000" \
         --count 2080 --idle-ms 3000 >"$etmp" 2>/dev/null &
     ep=$!
     sleep 0.3
-    ping_out=$(in_host 0 "$peer" ping --bind "$ULN_HOST_0" --port 9000 --peer "$ULN_HOST_1:9000" 2>&1)
+    ping_out=$(in_host 0 "$peer" ping --bind "$ULNTEST_HOST_0" --port 9000 --peer "$ULNTEST_HOST_1:9000" 2>&1)
     ping_rc=$?
     wait "$ep"
     echo_rc=$?
