@@ -34,50 +34,17 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
     return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
 }
 
-static int env_int(const char *name, long lo, long hi, long *out)
-{
-    const char *s = getenv(name);
-    if (!s || !*s) return 0;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) {
-        fprintf(stderr, "ulnet: %s=%s is not a number in [%ld, %ld]\n", name, s, lo, hi);
-        return -EINVAL;
-    }
-    *out = v;
-    return 1;
-}
-
-/* ULN_JOB_KEY: exactly 1..16 hex digits - no sign, spaces, 0x or overflow.
- * 0 and *key untouched when unset. */
-static int env_job_key(uint64_t *key)
-{
-    const char *s = getenv("ULN_JOB_KEY");
-    if (!s || !*s) return 0;
-    size_t n = strspn(s, "0123456789abcdefABCDEF");
-    *key = n >= 1 && n <= 16 && !s[n] ? strtoull(s, NULL, 16) : 0;
-    if (*key) return 0;
-    fprintf(stderr, "ulnet: ULN_JOB_KEY=%s is not a nonzero hex number\n", s);
-    return -EINVAL;
-}
-
 /* Who we are: the configuration's values, else the launcher's variables. */
 struct boot_id {
     long rank, size, fd;
     uint64_t key;
 };
 
-static int boot_id(const struct uln_config *cfg, struct boot_id *id)
+static struct boot_id boot_id(const struct uln_config *cfg, const struct uln_params *p)
 {
-    *id = (struct boot_id){cfg->rank, cfg->size, cfg->boot_fd, cfg->job_key};
-    int rc = 0;
-    if (id->rank < 0 && (rc = env_int("ULN_RANK", 0, ULN_BOARD_MAX_RANKS - 1, &id->rank)) < 0)
-        return rc;
-    if (id->size <= 0 && (rc = env_int("ULN_SIZE", 1, ULN_BOARD_MAX_RANKS, &id->size)) < 0)
-        return rc;
-    if (id->fd < 0 && (rc = env_int("ULN_BOOT_FD", 0, INT_MAX, &id->fd)) < 0) return rc;
-    return id->key == 0 ? env_job_key(&id->key) : 0;
+    return (struct boot_id){
+        cfg->rank >= 0 ? cfg->rank : p->boot_rank, cfg->size > 0 ? cfg->size : p->boot_size,
+        cfg->boot_fd >= 0 ? cfg->boot_fd : p->boot_fd, cfg->job_key ? cfg->job_key : p->job_key};
 }
 
 /* Not started by a launcher: a job of one, on a board of our own. */
@@ -129,22 +96,16 @@ static int map_board(struct uln_ctx *ctx, const struct boot_id *id)
 
 int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg)
 {
-    struct boot_id id;
-    int rc = boot_id(cfg, &id);
-    if (rc) return rc;
-    const char *root = getenv("ULN_ROOT");
-    bool pmix = id.fd < 0 && !(root && *root) && uln_pmix_started();
-    long timeout_s = 60;
-    if (id.fd < 0 && ((root && *root) || pmix) &&
-        (rc = env_int("ULN_BOOT_TIMEOUT", 1, 86400, &timeout_s)) < 0)
-        return rc;
+    struct boot_id id = boot_id(cfg, &ctx->p);
+    int rc;
+    const char *root = ctx->p.root;
+    bool pmix = id.fd < 0 && !root && uln_pmix_started();
+    int timeout_s = (int)ctx->p.boot_timeout_s;
     /* ULN_BOOT_FD wins: a board from ulnrun is the cheaper way on one host.
      * ULN_ROOT then, as it is set on purpose, where PMIx's variables may only
      * have been inherited from a launcher further up. */
-    if (id.fd < 0 && root && *root)
-        return uln_root_init(ctx, root, id.rank, id.size, id.key, (int)timeout_s);
-    if (pmix && uln_pmix_built())
-        return uln_pmix_init(ctx, id.rank, id.size, id.key, (int)timeout_s);
+    if (id.fd < 0 && root) return uln_root_init(ctx, root, id.rank, id.size, id.key, timeout_s);
+    if (pmix && uln_pmix_built()) return uln_pmix_init(ctx, id.rank, id.size, id.key, timeout_s);
 
     ctx->board_fd = -1;
     if (id.fd < 0 && (rc = boot_alone(ctx, &id, pmix)) != 0) return rc;

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <limits.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,9 +292,56 @@ static int local_rank_setting(int *out)
     return 0;
 }
 
+/* A launcher's number: 0 and *out untouched when unset, 1 when read. */
+static int env_int(const char *name, long lo, long hi, long *out)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) {
+        fprintf(stderr, "ulnet: %s=%s is not a number in [%ld, %ld]\n", name, s, lo, hi);
+        return -EINVAL;
+    }
+    *out = v;
+    return 1;
+}
+
+/* ULN_JOB_KEY: exactly 1..16 hex digits - no sign, spaces, 0x or overflow.
+ * 0 and *key untouched when unset. */
+static int env_job_key(uint64_t *key)
+{
+    const char *s = getenv("ULN_JOB_KEY");
+    if (!s || !*s) return 0;
+    size_t n = strspn(s, "0123456789abcdefABCDEF");
+    *key = n >= 1 && n <= 16 && !s[n] ? strtoull(s, NULL, 16) : 0;
+    if (*key) return 0;
+    fprintf(stderr, "ulnet: ULN_JOB_KEY=%s is not a nonzero hex number\n", s);
+    return -EINVAL;
+}
+
+/* Who we are, as the launcher says: read only where struct uln_config leaves
+ * it open, so a program that names its own rank is not failed by a stale
+ * variable. Each rank's own values: every rank says what is wrong with its. */
+static int launcher_settings(const struct uln_config *cfg, struct uln_params *p)
+{
+    p->boot_rank = p->boot_fd = -1;
+    p->boot_size = 0;
+    p->job_key = 0;
+    p->root = string_setting("ULN_ROOT");
+    int rc = 0;
+    if (cfg->rank < 0 && (rc = env_int("ULN_RANK", 0, ULN_BOARD_MAX_RANKS - 1, &p->boot_rank)) < 0)
+        return rc;
+    if (cfg->size <= 0 && (rc = env_int("ULN_SIZE", 1, ULN_BOARD_MAX_RANKS, &p->boot_size)) < 0)
+        return rc;
+    if (cfg->boot_fd < 0 && (rc = env_int("ULN_BOOT_FD", 0, INT_MAX, &p->boot_fd)) < 0) return rc;
+    return cfg->job_key == 0 ? env_job_key(&p->job_key) : 0;
+}
+
 /* The settings that are not numbers, checked here so that a bad one fails
  * uln_open, not the first endpoint that would use it. */
-static int check_text_settings(void)
+static int check_text_settings(struct uln_params *p)
 {
     int rc = 0;
     const char *f = getenv("ULN_FAULT");
@@ -315,8 +363,7 @@ static int check_text_settings(void)
         setting_err("ulnet: ULN_UDP_IF=%s: no such interface\n", i);
         rc = -EINVAL;
     }
-    uint32_t boot_timeout;
-    rc |= setting("ULN_BOOT_TIMEOUT", 0, &boot_timeout); /* read again by the bootstrap */
+    rc |= setting("ULN_BOOT_TIMEOUT", 0, &p->boot_timeout_s);
     return rc;
 }
 
@@ -326,7 +373,11 @@ static int check_params(const struct uln_config *cfg, struct uln_params *p)
 {
     own_setting = false;
     pthread_once(&warn_once, warn_unknown_settings);
-    int rc = check_text_settings();
+    int rc = check_text_settings(p);
+    if (launcher_settings(cfg, p) < 0) {
+        own_setting = true; /* this rank's own value, and it said what is wrong */
+        return -EINVAL;
+    }
     rc |= setting("ULN_RING_BYTES", cfg->ring_bytes, &p->ring_bytes);
     rc |= setting("ULN_NAP_MAX", cfg->nap_max, &p->nap_max);
     rc |= setting("ULN_SQ_DEPTH", cfg->sq_depth, &p->sq_depth);

@@ -69,6 +69,13 @@ struct uln_params {
     const char *udp_if;   /* NULL or the interface to take it from (ULN_UDP_IF) */
     const char *fault;    /* NULL or the fault injector's spec (ULN_FAULT) */
     int progress_thread;  /* ULN_PROGRESS=thread */
+    /* Who we are, as the launcher says (ULN_RANK, ULN_SIZE, ULN_BOOT_FD,
+     * ULN_JOB_KEY, ULN_ROOT, ULN_BOOT_TIMEOUT), read only where struct
+     * uln_config leaves it open: -1, 0 or NULL where unset (boot.c). */
+    long boot_rank, boot_size, boot_fd;
+    uint64_t job_key;
+    const char *root;
+    uint32_t boot_timeout_s;
 };
 enum { ULN_TP_AUTO = 0, ULN_TP_SHM, ULN_TP_UDP };
 
