@@ -28,7 +28,7 @@ void perf_usage(FILE *f)
                "                          sequence checked (loss or duplication fails)\n"
                "  --op LIST       nap,nap-inline,put,get or all (default all)\n"
                "  --sizes SPEC    a-b: a, the powers of two between, b; or a list a,b,c\n"
-               "                  (K/M suffixes; default 1-16M; nap stops at nap_max,\n"
+               "                  (K/M/G suffixes; default 1-16M; nap stops at nap_max,\n"
                "                  nap-inline at inline_max)\n"
                "  --iters N       measured iterations per point (default: adapt so each\n"
                "                  point takes ~100 ms)\n"
