@@ -9,29 +9,13 @@
  * (ulnet's names are opaque: the test never builds one).
  * Usage: ulnrun -n 2 fi_ops DIR
  */
-#include <assert.h>
-#include <errno.h>
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_rma.h>
-#include <rdma/fi_tagged.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+#include "fi_common.h"
 
-static int rank;
-static struct fid_fabric *fab;
-static struct fid_domain *dom;
-static struct fid_av *av;
-static struct fid_cq *cq;
-static struct fid_cntr *cntr;
-static struct fid_ep *ep;
-static struct fi_info *info;
-static fi_addr_t peer, self;
+#include <errno.h>
+#include <rdma/fi_rma.h>
+
+static struct fic fx;
+static fi_addr_t self;
 static int failures;
 
 #define CHECK(c)                                                                                   \
@@ -41,16 +25,6 @@ static int failures;
             failures++;                                                                            \
         }                                                                                          \
     } while (0)
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        long _r = (long)(call);                                                                    \
-        if (_r < 0) {                                                                              \
-            fprintf(stderr, "rank %d: %s:%d: %s = %ld (%s)\n", rank, __FILE__, __LINE__, #call,    \
-                    _r, fi_strerror((int)-_r));                                                    \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static uint8_t pat(uint64_t seed, size_t i)
 {
     return (uint8_t)(seed * 131 + i * 7 + (i >> 9));
@@ -82,11 +56,11 @@ static int nstash;
 static void poll_one(void)
 {
     struct comp c = {0};
-    ssize_t n = fi_cq_readfrom(cq, &c.e, 1, &c.src);
+    ssize_t n = fi_cq_readfrom(fx.cq, &c.e, 1, &c.src);
     if (n == -FI_EAGAIN) return;
     if (n == -FI_EAVAIL) {
         struct fi_cq_err_entry err = {0};
-        OK(fi_cq_readerr(cq, &err, 0));
+        OK(fi_cq_readerr(fx.cq, &err, 0));
         c.e.op_context = err.op_context;
         c.e.flags = err.flags;
         c.e.len = err.len;
@@ -140,8 +114,8 @@ static void sync_peers(void)
 {
     static uint64_t n;
     struct fi_context c1, c2;
-    OK(fi_trecv(ep, NULL, 0, NULL, peer, SYNC_TAG | n, 0, &c1));
-    OK(fi_tsend(ep, NULL, 0, NULL, peer, SYNC_TAG | n, &c2));
+    OK(fi_trecv(fx.ep, NULL, 0, NULL, fx.peer, SYNC_TAG | n, 0, &c1));
+    OK(fi_tsend(fx.ep, NULL, 0, NULL, fx.peer, SYNC_TAG | n, &c2));
     n++;
     wait_ok(&c1);
     wait_ok(&c2);
@@ -150,7 +124,7 @@ static void sync_peers(void)
 static void tsend(const void *b, size_t n, uint64_t tag, void *ctx)
 {
     ssize_t r;
-    while ((r = fi_tsend(ep, b, n, NULL, peer, tag, ctx)) == -FI_EAGAIN)
+    while ((r = fi_tsend(fx.ep, b, n, NULL, fx.peer, tag, ctx)) == -FI_EAGAIN)
         poll_one();
     OK(r);
 }
@@ -166,13 +140,13 @@ static void test_sizes(void)
         fill(s, n, 100 + k + rank);
         memset(r, 0, n + 1);
         struct fi_context cs, cr;
-        OK(fi_trecv(ep, r, n, NULL, peer, 10 + k, 0, &cr));
+        OK(fi_trecv(fx.ep, r, n, NULL, fx.peer, 10 + k, 0, &cr));
         tsend(s, n, 10 + k, &cs);
         struct comp c = wait_ok(&cr);
         CHECK(c.e.len == n);
         CHECK(c.e.tag == 10 + k);
         CHECK((c.e.flags & (FI_RECV | FI_TAGGED)) == (FI_RECV | FI_TAGGED));
-        CHECK(c.src == peer);
+        CHECK(c.src == fx.peer);
         CHECK(bad_bytes(r, n, 100 + k + !rank) == 0);
         c = wait_ok(&cs);
         CHECK((c.e.flags & (FI_SEND | FI_TAGGED)) == (FI_SEND | FI_TAGGED));
@@ -192,8 +166,8 @@ static void test_unexpected(void)
             size_t n = i & 1 ? sizeof(big[i]) : (size_t)(100 + i); /* eager and rendezvous */
             fill(big[i], n, 500 + i);
             ssize_t r;
-            while ((r = fi_tsenddata(ep, big[i], n, NULL, 0xd000 + i, peer, 0x7000 + i, &cs[i])) ==
-                   -FI_EAGAIN)
+            while ((r = fi_tsenddata(fx.ep, big[i], n, NULL, 0xd000 + i, fx.peer, 0x7000 + i,
+                                     &cs[i])) == -FI_EAGAIN)
                 poll_one();
             OK(r);
         }
@@ -207,7 +181,7 @@ static void test_unexpected(void)
     /* take them in reverse: tag chooses, not arrival order */
     for (int i = N - 1; i >= 2; i--) {
         memset(big[i], 0, sizeof(big[i]));
-        OK(fi_trecv(ep, big[i], sizeof(big[i]), NULL, FI_ADDR_UNSPEC, 0x7000 + i, 0, &cr[i]));
+        OK(fi_trecv(fx.ep, big[i], sizeof(big[i]), NULL, FI_ADDR_UNSPEC, 0x7000 + i, 0, &cr[i]));
         struct comp c = wait_ok(&cr[i]);
         size_t n = i & 1 ? sizeof(big[i]) : (size_t)(100 + i);
         CHECK(c.e.len == n);
@@ -219,7 +193,7 @@ static void test_unexpected(void)
     /* tags 0x7000 and 0x7001 left: ignore bit 0 matches the older first */
     for (int i = 0; i < 2; i++) {
         memset(big[i], 0, sizeof(big[i]));
-        OK(fi_trecv(ep, big[i], sizeof(big[i]), NULL, peer, 0x7000, 0x1, &cr[i]));
+        OK(fi_trecv(fx.ep, big[i], sizeof(big[i]), NULL, fx.peer, 0x7000, 0x1, &cr[i]));
         struct comp c = wait_ok(&cr[i]);
         CHECK(c.e.tag == 0x7000u + i);
         CHECK(bad_bytes(big[i], c.e.len, 500 + i) == 0);
@@ -240,7 +214,7 @@ static void test_trunc(void)
             wait_ok(&cs);
         } else {
             memset(r, 0, sizeof(r));
-            OK(fi_trecv(ep, r, room[k], NULL, peer, 0x900 + k, 0, &cr));
+            OK(fi_trecv(fx.ep, r, room[k], NULL, fx.peer, 0x900 + k, 0, &cr));
             struct comp c = wait_ctx(&cr);
             CHECK(c.err == FI_ETRUNC);
             CHECK(c.olen == sizes[k] - room[k]);
@@ -264,7 +238,7 @@ static void test_iov_msg(void)
             fill(s, n, 700 + k);
             struct iovec iov[3] = {{s, 1}, {s + 1, n / 2}, {s + 1 + n / 2, n - 1 - n / 2}};
             ssize_t rc;
-            while ((rc = fi_sendv(ep, iov, NULL, 3, peer, &cs)) == -FI_EAGAIN)
+            while ((rc = fi_sendv(fx.ep, iov, NULL, 3, fx.peer, &cs)) == -FI_EAGAIN)
                 poll_one();
             OK(rc);
             struct comp c = wait_ok(&cs);
@@ -272,11 +246,11 @@ static void test_iov_msg(void)
         } else {
             memset(r, 0, sizeof(r));
             struct iovec iov[4] = {{r, 3}, {r + 3, 0}, {r + 3, n / 3}, {r + 3 + n / 3, n}};
-            OK(fi_recvv(ep, iov, NULL, 4, FI_ADDR_UNSPEC, &cr));
+            OK(fi_recvv(fx.ep, iov, NULL, 4, FI_ADDR_UNSPEC, &cr));
             struct comp c = wait_ok(&cr);
             CHECK(c.e.len == n);
             CHECK((c.e.flags & (FI_RECV | FI_MSG)) == (FI_RECV | FI_MSG));
-            CHECK(c.src == peer);
+            CHECK(c.src == fx.peer);
             CHECK(bad_bytes(r, n, 700 + k) == 0);
         }
         sync_peers();
@@ -286,12 +260,12 @@ static void test_iov_msg(void)
     if (rank == 1) {
         fill(s, 4000, 42);
         ssize_t rc;
-        while ((rc = fi_tinject(ep, s, 4000, peer, 0x4242)) == -FI_EAGAIN)
+        while ((rc = fi_tinject(fx.ep, s, 4000, fx.peer, 0x4242)) == -FI_EAGAIN)
             poll_one();
         OK(rc);
         memset(s, 0, 4000);
     } else {
-        OK(fi_trecv(ep, r, 4000, NULL, peer, 0x4242, 0, &cr));
+        OK(fi_trecv(fx.ep, r, 4000, NULL, fx.peer, 0x4242, 0, &cr));
         struct comp c = wait_ok(&cr);
         CHECK(c.e.len == 4000 && bad_bytes(r, 4000, 42) == 0);
     }
@@ -303,11 +277,11 @@ static void test_cancel_peek(void)
 {
     static uint8_t b[256];
     struct fi_context c;
-    OK(fi_trecv(ep, b, sizeof(b), NULL, peer, 0xcafe, 0, &c));
-    OK(fi_cancel(&ep->fid, &c));
+    OK(fi_trecv(fx.ep, b, sizeof(b), NULL, fx.peer, 0xcafe, 0, &c));
+    OK(fi_cancel(&fx.ep->fid, &c));
     struct comp e = wait_ctx(&c);
     CHECK(e.err == FI_ECANCELED);
-    CHECK(fi_cancel(&ep->fid, &c) == -FI_ENOENT);
+    CHECK(fi_cancel(&fx.ep->fid, &c) == -FI_ENOENT);
 
     struct fi_context cs, cp, cc;
     if (rank == 1) {
@@ -325,7 +299,7 @@ static void test_cancel_peek(void)
                                   .context = &cp};
         /* until it arrives, a peek finds nothing (FI_ENOMSG) */
         for (;;) {
-            OK(fi_trecvmsg(ep, &m, FI_PEEK | FI_CLAIM));
+            OK(fi_trecvmsg(fx.ep, &m, FI_PEEK | FI_CLAIM));
             e = wait_ctx(&cp);
             if (!e.err) break;
             CHECK(e.err == FI_ENOMSG);
@@ -333,15 +307,15 @@ static void test_cancel_peek(void)
         CHECK(e.e.len == 200 && e.e.tag == 0xbeef);
         /* claimed: a plain receive must not take it */
         struct fi_context cplain;
-        OK(fi_trecv(ep, b, sizeof(b), NULL, FI_ADDR_UNSPEC, 0xbeef, 0, &cplain));
+        OK(fi_trecv(fx.ep, b, sizeof(b), NULL, FI_ADDR_UNSPEC, 0xbeef, 0, &cplain));
         memset(b, 0, sizeof(b));
         struct iovec iov = {b, sizeof(b)};
         struct fi_msg_tagged mc = {
             .msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .tag = 0xbeef, .context = &cp};
-        OK(fi_trecvmsg(ep, &mc, FI_CLAIM));
+        OK(fi_trecvmsg(fx.ep, &mc, FI_CLAIM));
         e = wait_ok(&cp);
         CHECK(e.e.len == 200 && bad_bytes(b, 200, 77) == 0);
-        OK(fi_cancel(&ep->fid, &cplain));
+        OK(fi_cancel(&fx.ep->fid, &cplain));
         e = wait_ctx(&cplain);
         CHECK(e.err == FI_ECANCELED);
         (void)cc;
@@ -361,7 +335,7 @@ static void test_multi_recv(void)
         for (int i = 0; i < N; i++) {
             fill(s[i], LEN, 1200 + i);
             ssize_t r;
-            while ((r = fi_send(ep, s[i], LEN, NULL, peer, &cs[i])) == -FI_EAGAIN)
+            while ((r = fi_send(fx.ep, s[i], LEN, NULL, fx.peer, &cs[i])) == -FI_EAGAIN)
                 poll_one();
             OK(r);
         }
@@ -369,10 +343,10 @@ static void test_multi_recv(void)
             wait_ok(&cs[i]);
     } else {
         size_t min = 8192;
-        OK(fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)));
+        OK(fi_setopt(&fx.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)));
         struct iovec iov = {b, BUF};
         struct fi_msg m = {.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = &cr};
-        OK(fi_recvmsg(ep, &m, FI_MULTI_RECV));
+        OK(fi_recvmsg(fx.ep, &m, FI_MULTI_RECV));
         sync_peers();
         for (int i = 0; i < N; i++) {
             struct comp c = wait_ok(&cr);
@@ -403,24 +377,24 @@ static void test_sread_discard(void)
         return;
     }
     CHECK(nstash == 0);
-    CHECK(fi_cq_sread(cq, &e, 1, NULL, 20) == -FI_EAGAIN); /* nothing yet: times out */
-    OK(fi_trecv(ep, b, sizeof(b), NULL, peer, 0x5ead, 0, &cr));
-    ssize_t n = fi_cq_sread(cq, &e, 1, NULL, 10000);
+    CHECK(fi_cq_sread(fx.cq, &e, 1, NULL, 20) == -FI_EAGAIN); /* nothing yet: times out */
+    OK(fi_trecv(fx.ep, b, sizeof(b), NULL, fx.peer, 0x5ead, 0, &cr));
+    ssize_t n = fi_cq_sread(fx.cq, &e, 1, NULL, 10000);
     CHECK(n == 1 && e.op_context == &cr && e.len == 300 && bad_bytes(b, 300, 5) == 0);
     struct fi_msg_tagged m = {
         .msg_iov = NULL, .iov_count = 0, .addr = FI_ADDR_UNSPEC, .tag = 0xd15c, .context = &cp};
     for (;;) {
-        OK(fi_trecvmsg(ep, &m, FI_PEEK | FI_CLAIM));
+        OK(fi_trecvmsg(fx.ep, &m, FI_PEEK | FI_CLAIM));
         struct comp c = wait_ctx(&cp);
         if (!c.err) break;
         CHECK(c.err == FI_ENOMSG);
     }
-    OK(fi_trecvmsg(ep, &m, FI_CLAIM | FI_DISCARD));
+    OK(fi_trecvmsg(fx.ep, &m, FI_CLAIM | FI_DISCARD));
     struct comp c = wait_ok(&cp);
     CHECK(c.e.tag == 0xd15c);
     /* gone: a receive for it stays posted until cancelled */
-    OK(fi_trecv(ep, b, sizeof(b), NULL, peer, 0xd15c, 0, &cr));
-    OK(fi_cancel(&ep->fid, &cr));
+    OK(fi_trecv(fx.ep, b, sizeof(b), NULL, fx.peer, 0xd15c, 0, &cr));
+    OK(fi_cancel(&fx.ep->fid, &cr));
     c = wait_ctx(&cr);
     CHECK(c.err == FI_ECANCELED);
     sync_peers();
@@ -434,7 +408,8 @@ static void test_flood(void)
     if (rank == 1) {
         for (uint32_t i = 0; i < N; i++) {
             ssize_t r;
-            while ((r = fi_tinject(ep, &i, sizeof(i), peer, 0x66000000u + (i & 7))) == -FI_EAGAIN)
+            while ((r = fi_tinject(fx.ep, &i, sizeof(i), fx.peer, 0x66000000u + (i & 7))) ==
+                   -FI_EAGAIN)
                 poll_one();
             OK(r);
         }
@@ -450,7 +425,7 @@ static void test_flood(void)
         uint32_t v = ~0u;
         struct fi_context c;
         /* ignore the low tag bits: messages must come in send order */
-        OK(fi_trecv(ep, &v, sizeof(v), NULL, peer, 0x66000000u, 7, &c));
+        OK(fi_trecv(fx.ep, &v, sizeof(v), NULL, fx.peer, 0x66000000u, 7, &c));
         struct comp e = wait_ok(&c);
         if (v != i || e.e.tag != 0x66000000u + (i & 7)) {
             CHECK(v == i);
@@ -466,32 +441,32 @@ static void test_rma(void)
     enum { REG = 1 << 20 };
     uint8_t *win = calloc(1, REG), *loc = malloc(REG);
     struct fid_mr *mr;
-    OK(fi_mr_reg(dom, win, REG, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
+    OK(fi_mr_reg(fx.dom, win, REG, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
     uint64_t key = fi_mr_key(mr), pkey;
     /* keys cross by a message */
     struct fi_context cs, cr, c;
-    OK(fi_trecv(ep, &pkey, 8, NULL, peer, 0x3333, 0, &cr));
+    OK(fi_trecv(fx.ep, &pkey, 8, NULL, fx.peer, 0x3333, 0, &cr));
     tsend(&key, 8, 0x3333, &cs);
     wait_ok(&cr);
     wait_ok(&cs);
     if (rank == 1) {
         fill(loc, REG, 31);
-        OK(fi_write(ep, loc, 300000, NULL, peer, 4096, pkey, &c));
+        OK(fi_write(fx.ep, loc, 300000, NULL, fx.peer, 4096, pkey, &c));
         struct comp e = wait_ok(&c);
         CHECK((e.e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
-        OK(fi_writedata(ep, loc + 300000, 1000, NULL, 0x1234, peer, 4096 + 300000, pkey, &c));
+        OK(fi_writedata(fx.ep, loc + 300000, 1000, NULL, 0x1234, fx.peer, 4096 + 300000, pkey, &c));
         wait_ok(&c);
         memset(loc, 0, REG);
-        OK(fi_read(ep, loc, 301000, NULL, peer, 4096, pkey, &c));
+        OK(fi_read(fx.ep, loc, 301000, NULL, fx.peer, 4096, pkey, &c));
         e = wait_ok(&c);
         CHECK(bad_bytes(loc, 301000, 31) == 0);
         /* out of bounds, and a key that was never given */
-        OK(fi_read(ep, loc, 4096, NULL, peer, REG - 100, pkey, &c));
+        OK(fi_read(fx.ep, loc, 4096, NULL, fx.peer, REG - 100, pkey, &c));
         e = wait_ctx(&c);
         CHECK(e.err == FI_EACCES);
         CHECK(e.prov_errno == -ERANGE);
-        CHECK(strlen(fi_cq_strerror(cq, e.prov_errno, NULL, NULL, 0)) > 0);
-        OK(fi_write(ep, loc, 64, NULL, peer, 0, pkey ^ 0x5a5a0000ull, &c));
+        CHECK(strlen(fi_cq_strerror(fx.cq, e.prov_errno, NULL, NULL, 0)) > 0);
+        OK(fi_write(fx.ep, loc, 64, NULL, fx.peer, 0, pkey ^ 0x5a5a0000ull, &c));
         e = wait_ctx(&c);
         CHECK(e.err == FI_EKEYREJECTED);
         sync_peers();
@@ -501,7 +476,7 @@ static void test_rma(void)
         for (;;) {
             struct fi_cq_tagged_entry t;
             fi_addr_t src;
-            ssize_t n = fi_cq_readfrom(cq, &t, 1, &src);
+            ssize_t n = fi_cq_readfrom(fx.cq, &t, 1, &src);
             if (n == 1) {
                 e.e = t;
                 break;
@@ -521,38 +496,18 @@ static void test_rma(void)
     free(loc);
 }
 
+/* Beyond the common exchange: a name cannot be set, this rank's own name
+ * inserts, and a name of another job is refused, per fi_av(3). */
 static void exchange_names(const char *dir)
 {
-    char name[256], path[512];
-    size_t len = sizeof(name);
-    OK(fi_getname(&ep->fid, name, &len));
-    CHECK(fi_setname(&ep->fid, name, len) == -FI_ENOSYS);
-    snprintf(path, sizeof(path), "%s/name.%d.tmp", dir, rank);
-    FILE *f = fopen(path, "w");
-    if (!f || fwrite(name, 1, len, f) != len) exit(1);
-    fclose(f);
-    char final[512];
-    snprintf(final, sizeof(final), "%s/name.%d", dir, rank);
-    rename(path, final);
-    snprintf(path, sizeof(path), "%s/name.%d", dir, !rank);
-    char pname[256];
-    for (;;) {
-        f = fopen(path, "r");
-        if (f) {
-            size_t n = fread(pname, 1, sizeof(pname), f);
-            fclose(f);
-            if (n == len) break;
-        }
-        usleep(10000);
-    }
-    OK(fi_av_insert(av, pname, 1, &peer, 0, NULL));
-    OK(fi_av_insert(av, name, 1, &self, 0, NULL));
-    /* a name of another job is refused, per fi_av(3) */
+    fic_exchange(&fx, dir);
+    CHECK(fi_setname(&fx.ep->fid, fx.name, fx.namelen) == -FI_ENOSYS);
+    OK(fi_av_insert(fx.av, fx.name, 1, &self, 0, NULL));
     char bad[256];
-    memcpy(bad, pname, len);
+    memcpy(bad, fx.pname, fx.namelen);
     bad[8] ^= 0xff; /* inside the job key */
     fi_addr_t fa = 0;
-    CHECK(fi_av_insert(av, bad, 1, &fa, 0, NULL) < 0 || fa == FI_ADDR_NOTAVAIL);
+    CHECK(fi_av_insert(fx.av, bad, 1, &fa, 0, NULL) < 0 || fa == FI_ADDR_NOTAVAIL);
     CHECK(fa == FI_ADDR_NOTAVAIL);
 }
 
@@ -562,13 +517,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: fi_ops DIR (under ulnrun -n 2)\n");
         return 2;
     }
-    rank = atoi(getenv("ULN_RANK") ? getenv("ULN_RANK") : "0");
-    struct fi_info *hints = fi_allocinfo();
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV;
+    struct fi_info *hints =
+        fic_hints(FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV, NULL);
     hints->domain_attr->mr_mode = FI_MR_PROV_KEY | FI_MR_ALLOCATED | FI_MR_VIRT_ADDR;
-    hints->fabric_attr->prov_name = strdup("ulnet");
-    OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+    fic_open(&fx, hints, FI_AV_TABLE, 128);
     /* a hint the provider cannot meet means no info */
     struct fi_info *h2 = fi_dupinfo(hints), *none = NULL;
     h2->ep_attr->type = FI_EP_MSG;
@@ -577,22 +529,12 @@ int main(int argc, char **argv)
     h2->caps |= FI_ATOMIC;
     CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h2, &none) == -FI_ENODATA);
     fi_freeinfo(h2);
-    OK(fi_fabric(info->fabric_attr, &fab, NULL));
-    OK(fi_domain(fab, info, &dom, NULL));
-    struct fi_av_attr aa = {.type = FI_AV_TABLE};
-    OK(fi_av_open(dom, &aa, &av, NULL));
-    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .size = 128};
-    OK(fi_cq_open(dom, &ca, &cq, NULL));
-    OK(fi_endpoint(dom, info, &ep, NULL));
     char tmp[256];
     size_t tl = sizeof(tmp);
-    CHECK(fi_getname(&ep->fid, tmp, &tl) == -FI_EOPBADSTATE);
-    OK(fi_ep_bind(ep, &av->fid, 0));
-    OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+    CHECK(fi_getname(&fx.ep->fid, tmp, &tl) == -FI_EOPBADSTATE);
     struct fi_cntr_attr cta = {.events = FI_CNTR_EVENTS_COMP};
-    OK(fi_cntr_open(dom, &cta, &cntr, NULL));
-    OK(fi_ep_bind(ep, &cntr->fid, FI_SEND | FI_RECV));
-    OK(fi_enable(ep));
+    OK(fi_cntr_open(fx.dom, &cta, &fx.cntr, NULL));
+    fic_enable(&fx);
     exchange_names(argv[1]);
 
     test_sizes();
@@ -606,17 +548,10 @@ int main(int argc, char **argv)
     test_rma();
 
     /* every send and receive above counted; rank 0's truncated receives as errors */
-    uint64_t sends_recvs = fi_cntr_read(cntr), errs = fi_cntr_readerr(cntr);
+    uint64_t sends_recvs = fi_cntr_read(fx.cntr), errs = fi_cntr_readerr(fx.cntr);
     CHECK(sends_recvs >= 40);
     CHECK(rank == 1 || errs >= 2);
-    OK(fi_close(&ep->fid));
-    OK(fi_close(&cntr->fid));
-    OK(fi_close(&cq->fid));
-    OK(fi_close(&av->fid));
-    OK(fi_close(&dom->fid));
-    OK(fi_close(&fab->fid));
-    fi_freeinfo(info);
-    fi_freeinfo(hints);
+    fic_close(&fx);
     printf("rank %d: fi_ops %s\n", rank, failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }
