@@ -124,6 +124,8 @@ struct job {
     bool keep_going;  /* --keep-going: a rank's failure is reported, not acted on */
     int64_t kill_at;  /* when ending: monotonic deadline for SIGKILL */
     int exit_code;    /* decided by the first event that ends the job */
+    double timeout_s; /* --timeout, 0 if none */
+    int64_t stop_at;  /* --timeout's monotonic deadline, set once the ranks exist */
 };
 
 static void signal_all(struct job *job, int sig)
@@ -150,6 +152,38 @@ static int find_rank(const struct job *job, pid_t pid)
     return -1;
 }
 
+/* --keep-going: the survivors are meant to notice the death themselves (that
+ * is what the job tests); only remember the failure for the status. */
+static void note_keep_going(struct job *job, int r, pid_t pid, int st)
+{
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (code == 0) return;
+    fprintf(stderr, "%s: rank %d (pid %ld) %s %d; the others go on (--keep-going)\n", prog_name, r,
+            (long)pid, WIFEXITED(st) ? "exited with status" : "killed by signal",
+            WIFEXITED(st) ? code : WTERMSIG(st));
+    /* One failure, or several alike: that status. Failures that differ (a
+     * survivor failing after a rank was killed) must not hide behind the
+     * first one: then the status is 1. */
+    if (job->exit_code == 0)
+        job->exit_code = code;
+    else if (code != job->exit_code)
+        job->exit_code = EXIT_SETUP;
+}
+
+/* Without --keep-going a failing rank ends the job with its own status. */
+static void note_exit(struct job *job, int r, pid_t pid, int st)
+{
+    if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "%s: rank %d (pid %ld) exited with status %d; ending the job\n", prog_name,
+                r, (long)pid, WEXITSTATUS(st));
+        end_job(job, WEXITSTATUS(st));
+    } else if (WIFSIGNALED(st)) {
+        fprintf(stderr, "%s: rank %d (pid %ld) killed by signal %d; ending the job\n", prog_name, r,
+                (long)pid, WTERMSIG(st));
+        end_job(job, 128 + WTERMSIG(st));
+    }
+}
+
 /* Reap every child that has terminated. SIGCHLD is a standard signal and
  * coalesces, so one notification may stand for several exits: always drain. */
 static void reap(struct job *job)
@@ -167,33 +201,10 @@ static void reap(struct job *job)
         job->pids[r] = 0;
         job->running--;
         if (job->ending) continue; /* the job is already ending: deaths are expected now */
-        if (job->keep_going) {
-            /* The survivors are meant to notice the death themselves (that is
-             * what the job tests); remember the first failure for the status. */
-            int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            if (code != 0)
-                fprintf(stderr, "%s: rank %d (pid %ld) %s %d; the others go on (--keep-going)\n",
-                        prog_name, r, (long)pid,
-                        WIFEXITED(st) ? "exited with status" : "killed by signal",
-                        WIFEXITED(st) ? code : WTERMSIG(st));
-            /* One failure, or several alike: that status. Failures that
-             * differ (a survivor failing after a rank was killed) must not
-             * hide behind the first one: then the status is 1. */
-            if (code != 0 && job->exit_code == 0)
-                job->exit_code = code;
-            else if (code != 0 && code != job->exit_code)
-                job->exit_code = EXIT_SETUP;
-            continue;
-        }
-        if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "%s: rank %d (pid %ld) exited with status %d; ending the job\n",
-                    prog_name, r, (long)pid, WEXITSTATUS(st));
-            end_job(job, WEXITSTATUS(st));
-        } else if (WIFSIGNALED(st)) {
-            fprintf(stderr, "%s: rank %d (pid %ld) killed by signal %d; ending the job\n",
-                    prog_name, r, (long)pid, WTERMSIG(st));
-            end_job(job, 128 + WTERMSIG(st));
-        }
+        if (job->keep_going)
+            note_keep_going(job, r, pid, st);
+        else
+            note_exit(job, r, pid, st);
     }
 }
 
@@ -252,12 +263,39 @@ static void accept_np(int argc, char **argv)
     }
 }
 
-int main(int argc, char **argv)
-{
-    unsigned n = 0;
-    double timeout_s = 0;
-    bool keep_going = false;
+struct options {
+    unsigned n;       /* -n: number of ranks */
+    double timeout_s; /* --timeout, 0 if none */
+    bool keep_going;  /* --keep-going */
+    char **prog_argv; /* the program and its arguments */
+};
 
+static unsigned parse_ranks(const char *arg)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(arg, &end, 10);
+    /* strtoul accepts "-1" and wraps it; refuse any sign explicitly. */
+    if (errno || end == arg || *end || strchr(arg, '-') || v == 0 || v > ULN_BOARD_MAX_RANKS)
+        usage_error("-n wants a number of ranks from 1 to %u, not '%s'", ULN_BOARD_MAX_RANKS, arg);
+    return (unsigned)v;
+}
+
+static double parse_timeout(const char *arg)
+{
+    char *end;
+    errno = 0;
+    double s = strtod(arg, &end);
+    /* Upper bound keeps the nanosecond deadline far from overflow. */
+    if (errno || end == arg || *end || !isfinite(s) || s <= 0 || s > 1e9)
+        usage_error("--timeout wants a positive number of seconds, not '%s'", arg);
+    return s;
+}
+
+/* Fills *o from the command line. Returns -1 to go on, or the status to exit
+ * with at once (0 after --help, EXIT_USAGE on a bad option). */
+static int parse_options(int argc, char **argv, struct options *o)
+{
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"timeout", required_argument, NULL, 't'},
@@ -265,91 +303,96 @@ int main(int argc, char **argv)
         {"np", required_argument, NULL, 'n'},
         {NULL, 0, NULL, 0},
     };
+    *o = (struct options){0};
     accept_np(argc, argv);
     int opt;
     /* '+': stop at the first non-option, so prog's own options are left alone. */
     while ((opt = getopt_long(argc, argv, "+hn:", longopts, NULL)) != -1) {
-        char *end;
         switch (opt) {
         case 'h':
             usage(stdout);
             return 0;
-        case 'n': {
-            errno = 0;
-            unsigned long v = strtoul(optarg, &end, 10);
-            /* strtoul accepts "-1" and wraps it; refuse any sign explicitly. */
-            if (errno || end == optarg || *end || strchr(optarg, '-') || v == 0 ||
-                v > ULN_BOARD_MAX_RANKS)
-                usage_error("-n wants a number of ranks from 1 to %u, not '%s'",
-                            ULN_BOARD_MAX_RANKS, optarg);
-            n = (unsigned)v;
+        case 'n':
+            o->n = parse_ranks(optarg);
             break;
-        }
         case 't':
-            errno = 0;
-            timeout_s = strtod(optarg, &end);
-            /* Upper bound keeps the nanosecond deadline far from overflow. */
-            if (errno || end == optarg || *end || !isfinite(timeout_s) || timeout_s <= 0 ||
-                timeout_s > 1e9)
-                usage_error("--timeout wants a positive number of seconds, not '%s'", optarg);
+            o->timeout_s = parse_timeout(optarg);
             break;
         case 'k':
-            keep_going = true;
+            o->keep_going = true;
             break;
         default: /* getopt_long already said what was wrong */
             fprintf(stderr, "Try '%s --help'.\n", prog_name);
             return EXIT_USAGE;
         }
     }
-    if (n == 0) usage_error("missing -n N (the number of ranks)");
+    if (o->n == 0) usage_error("missing -n N (the number of ranks)");
     if (optind >= argc) usage_error("missing the program to run");
-    char **prog_argv = argv + optind;
+    o->prog_argv = argv + optind;
+    return -1;
+}
 
-    /* A nonzero key: 0 means "unset" to uln_config. */
-    uint64_t job_key = 0;
-    while (job_key == 0) {
-        ssize_t got = getrandom(&job_key, sizeof job_key, 0);
+/* ------------------------------------------------------------------------- */
+/* Setting the job up                                                         */
+/* ------------------------------------------------------------------------- */
+
+/* A random job key, never 0: 0 means "unset" to uln_config. */
+static int make_job_key(uint64_t *key)
+{
+    *key = 0;
+    while (*key == 0) {
+        ssize_t got = getrandom(key, sizeof *key, 0);
         if (got < 0 && errno != EINTR) {
             fprintf(stderr, "%s: getrandom: %s\n", prog_name, strerror(errno));
-            return EXIT_SETUP;
+            return -1;
         }
-        if (got != (ssize_t)sizeof job_key) job_key = 0;
+        if (got != (ssize_t)sizeof *key) *key = 0;
     }
+    return 0;
+}
 
+/* The bootstrap board for n ranks, as a descriptor the ranks inherit; -1 on
+ * failure (reported). */
+static int open_board(unsigned n)
+{
     int board = uln_board_create(n);
     if (board < 0) {
         fprintf(stderr, "%s: cannot create the bootstrap board: %s\n", prog_name, strerror(-board));
-        return EXIT_SETUP;
+        return -1;
     }
-    if (board <= STDERR_FILENO) {
-        /* Started with a standard descriptor closed: do not let a rank find
-         * the board on its stdin/stdout/stderr. F_DUPFD leaves close-on-exec off. */
-        int moved = fcntl(board, F_DUPFD, STDERR_FILENO + 1);
-        if (moved < 0) {
-            fprintf(stderr, "%s: fcntl: %s\n", prog_name, strerror(errno));
-            return EXIT_SETUP;
-        }
-        close(board);
-        board = moved;
+    if (board > STDERR_FILENO) return board;
+    /* Started with a standard descriptor closed: do not let a rank find the
+     * board on its stdin/stdout/stderr. F_DUPFD leaves close-on-exec off. */
+    int moved = fcntl(board, F_DUPFD, STDERR_FILENO + 1);
+    if (moved < 0) {
+        fprintf(stderr, "%s: fcntl: %s\n", prog_name, strerror(errno));
+        return -1;
     }
+    close(board);
+    return moved;
+}
 
-    /* Was SIGHUP ignored by whoever started us (nohup)? Then honour that. */
+/* Blocks the signals ulnrun acts on and returns a signalfd that reads them;
+ * -1 on failure (reported). *hup_ignored says whether SIGHUP was ignored by
+ * whoever started us (nohup): then it is honoured, left ignored, not watched. */
+static int watch_signals(bool *hup_ignored)
+{
     struct sigaction old_hup;
     sigaction(SIGHUP, NULL, &old_hup);
-    bool hup_ignored = old_hup.sa_handler == SIG_IGN;
+    *hup_ignored = old_hup.sa_handler == SIG_IGN;
 
     /* Every signal we act on is blocked and read from a signalfd before the
      * first fork, so none can be lost or arrive "between" checks: a child that
-     * exits at once still leaves SIGCHLD pending for the loop below. */
+     * exits at once still leaves SIGCHLD pending for the wait loop. */
     sigset_t watched;
     sigemptyset(&watched);
     sigaddset(&watched, SIGCHLD);
     sigaddset(&watched, SIGINT);
     sigaddset(&watched, SIGTERM);
-    if (!hup_ignored) sigaddset(&watched, SIGHUP);
+    if (!*hup_ignored) sigaddset(&watched, SIGHUP);
     if (sigprocmask(SIG_BLOCK, &watched, NULL) != 0) {
         fprintf(stderr, "%s: sigprocmask: %s\n", prog_name, strerror(errno));
-        return EXIT_SETUP;
+        return -1;
     }
     /* A shell starting us in the background leaves SIGINT ignored, and POSIX
      * lets a system discard an ignored signal even while it is blocked (Linux
@@ -359,129 +402,190 @@ int main(int argc, char **argv)
     sigemptyset(&dfl.sa_mask);
     sigaction(SIGINT, &dfl, NULL);
     sigaction(SIGTERM, &dfl, NULL);
-    if (!hup_ignored) sigaction(SIGHUP, &dfl, NULL);
+    if (!*hup_ignored) sigaction(SIGHUP, &dfl, NULL);
     /* SIGCHLD must not be SIG_IGN either: that would make the kernel reap the
      * ranks itself and waitpid could not report their status. */
     sigaction(SIGCHLD, &dfl, NULL);
 
     int sfd = signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sfd < 0) {
-        fprintf(stderr, "%s: signalfd: %s\n", prog_name, strerror(errno));
-        return EXIT_SETUP;
-    }
+    if (sfd < 0) fprintf(stderr, "%s: signalfd: %s\n", prog_name, strerror(errno));
+    return sfd;
+}
 
-    /* The environment for the ranks: ours, minus stale ULN_* job variables
-     * (e.g. when ulnrun is started from inside a rank), plus the job's. */
+/* The ranks' environment and the job variables' storage it points into. */
+struct rank_env {
+    char **envp;
+    char rank_var[32], size_var[32], key_var[48], fd_var[32];
+};
+
+/* The environment for the ranks: ours, minus stale ULN_* job variables (e.g.
+ * when ulnrun is started from inside a rank), plus the job's. ULN_RANK is left
+ * empty for start_ranks to write before each fork. envp[] is calloc'ed and
+ * sized exactly: our environment plus the four job variables and the NULL. */
+static void fill_env(struct rank_env *env, unsigned n, uint64_t job_key, int board)
+{
+    size_t k = 0;
+    for (size_t i = 0; environ[i]; i++)
+        if (!is_uln_var(environ[i])) env->envp[k++] = environ[i];
+    snprintf(env->size_var, sizeof env->size_var, "ULN_SIZE=%u", n);
+    snprintf(env->key_var, sizeof env->key_var, "ULN_JOB_KEY=%016" PRIx64, job_key);
+    snprintf(env->fd_var, sizeof env->fd_var, "ULN_BOOT_FD=%d", board);
+    env->rank_var[0] = '\0';
+    env->envp[k++] = env->rank_var;
+    env->envp[k++] = env->size_var;
+    env->envp[k++] = env->key_var;
+    env->envp[k++] = env->fd_var;
+    env->envp[k] = NULL;
+}
+
+/* Allocates the ranks' environment and the job's pid table; false (reported,
+ * nothing left allocated) when out of memory. */
+static bool alloc_job(struct job *job, struct rank_env *env, unsigned n)
+{
     size_t nenv = 0;
     while (environ[nenv])
         nenv++;
-    char **envp = calloc(nenv + 5, sizeof *envp);
-    char rank_var[32], size_var[32], key_var[48], fd_var[32];
-    struct job job = {.n = n, .exit_code = 0, .keep_going = keep_going};
-    job.pids = calloc(n, sizeof *job.pids);
-    if (!envp || !job.pids) {
-        fprintf(stderr, "%s: out of memory\n", prog_name);
-        free(envp);
-        free(job.pids);
-        return EXIT_SETUP;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < nenv; i++)
-        if (!is_uln_var(environ[i])) envp[k++] = environ[i];
-    snprintf(size_var, sizeof size_var, "ULN_SIZE=%u", n);
-    snprintf(key_var, sizeof key_var, "ULN_JOB_KEY=%016" PRIx64, job_key);
-    snprintf(fd_var, sizeof fd_var, "ULN_BOOT_FD=%d", board);
-    rank_var[0] = '\0';
-    envp[k++] = rank_var; /* rewritten before each fork */
-    envp[k++] = size_var;
-    envp[k++] = key_var;
-    envp[k++] = fd_var;
-    envp[k] = NULL;
+    env->envp = calloc(nenv + 5, sizeof *env->envp);
+    job->pids = calloc(n, sizeof *job->pids);
+    if (env->envp && job->pids) return true;
+    fprintf(stderr, "%s: out of memory\n", prog_name);
+    free(env->envp);
+    free(job->pids);
+    return false;
+}
 
+/* Forks and execs every rank. If one cannot be started, the job is ended. */
+static void start_ranks(struct job *job, struct rank_env *env, char **prog_argv, bool hup_ignored)
+{
     pid_t self = getpid();
     fflush(NULL); /* nothing buffered may be written twice by the children */
-    for (unsigned r = 0; r < n; r++) {
-        snprintf(rank_var, sizeof rank_var, "ULN_RANK=%u", r);
+    for (unsigned r = 0; r < job->n; r++) {
+        snprintf(env->rank_var, sizeof env->rank_var, "ULN_RANK=%u", r);
         pid_t pid = fork();
-        if (pid == 0) start_rank(r, self, prog_argv, envp, hup_ignored);
+        if (pid == 0) start_rank(r, self, prog_argv, env->envp, hup_ignored);
         if (pid < 0) {
             /* The ranks already started would wait forever for the missing
              * ones: end the job the usual way. */
             fprintf(stderr, "%s: cannot start rank %u: %s; ending the job\n", prog_name, r,
                     strerror(errno));
-            end_job(&job, EXIT_SETUP);
-            break;
+            end_job(job, EXIT_SETUP);
+            return;
         }
-        job.pids[r] = pid;
-        job.running++;
+        job->pids[r] = pid;
+        job->running++;
     }
+}
 
-    /* The timeout counts from the moment the ranks exist. */
-    bool has_timeout = timeout_s > 0;
-    int64_t timeout_at = has_timeout ? now_ns() + (int64_t)(timeout_s * 1e9) : 0;
+/* ------------------------------------------------------------------------- */
+/* Supervising the ranks                                                      */
+/* ------------------------------------------------------------------------- */
 
-    while (job.running > 0) {
-        reap(&job);
-        if (job.running == 0) break;
+/* Acts on the deadlines that have passed: --timeout ends the job, the grace
+ * period after SIGTERM running out brings SIGKILL. */
+static void check_deadlines(struct job *job, int64_t now)
+{
+    if (!job->ending && job->timeout_s > 0 && now >= job->stop_at) {
+        fprintf(stderr, "%s: timeout after %g s; ending the job\n", prog_name, job->timeout_s);
+        end_job(job, EXIT_TIMEOUT);
+    }
+    if (job->ending && !job->killed && now >= job->kill_at) {
+        fprintf(stderr, "%s: %u rank(s) still running %g s after SIGTERM; sending SIGKILL\n",
+                prog_name, job->running, GRACE_NS / 1e9);
+        signal_all(job, SIGKILL);
+        job->killed = true;
+    }
+}
 
-        int64_t now = now_ns();
-        if (!job.ending && has_timeout && now >= timeout_at) {
-            fprintf(stderr, "%s: timeout after %g s; ending the job\n", prog_name, timeout_s);
-            end_job(&job, EXIT_TIMEOUT);
-        }
-        if (job.ending && !job.killed && now >= job.kill_at) {
-            fprintf(stderr, "%s: %u rank(s) still running %g s after SIGTERM; sending SIGKILL\n",
-                    prog_name, job.running, GRACE_NS / 1e9);
-            signal_all(&job, SIGKILL);
-            job.killed = true;
-        }
+/* Sleeps until a signal arrives on sfd or the next deadline passes. */
+static void wait_event(const struct job *job, int sfd, int64_t now)
+{
+    int64_t until = -1;
+    if (job->ending && !job->killed)
+        until = job->kill_at;
+    else if (!job->ending && job->timeout_s > 0)
+        until = job->stop_at;
+    struct timespec ts, *tsp = NULL;
+    if (until >= 0) {
+        int64_t d = until > now ? until - now : 0;
+        ts.tv_sec = (time_t)(d / 1000000000LL);
+        ts.tv_nsec = (long)(d % 1000000000LL);
+        tsp = &ts;
+    }
+    struct pollfd pfd = {.fd = sfd, .events = POLLIN};
+    if (ppoll(&pfd, 1, tsp, NULL) < 0 && errno != EINTR) {
+        /* Cannot happen with one valid fd short of ENOMEM. Degrade to
+         * polling rather than spin or abandon the ranks. */
+        struct timespec nap = {0, 10 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
+}
 
-        /* Sleep until a signal or the next deadline. */
-        int64_t until = -1;
-        if (job.ending && !job.killed)
-            until = job.kill_at;
-        else if (!job.ending && has_timeout)
-            until = timeout_at;
-        struct timespec ts, *tsp = NULL;
-        if (until >= 0) {
-            int64_t d = until > now ? until - now : 0;
-            ts.tv_sec = (time_t)(d / 1000000000LL);
-            ts.tv_nsec = (long)(d % 1000000000LL);
-            tsp = &ts;
-        }
-        struct pollfd pfd = {.fd = sfd, .events = POLLIN};
-        if (ppoll(&pfd, 1, tsp, NULL) < 0 && errno != EINTR) {
-            /* Cannot happen with one valid fd short of ENOMEM. Degrade to
-             * polling rather than spin or abandon the ranks. */
-            struct timespec nap = {0, 10 * 1000000L};
-            nanosleep(&nap, NULL);
-        }
-
-        struct signalfd_siginfo si;
-        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-            int sig = (int)si.ssi_signo;
-            if (sig == SIGCHLD) continue; /* reap() at the top of the loop */
-            if (!job.signalled) {
-                /* The job may already be ending: Ctrl-C reaches the ranks as
-                 * well, and one of their deaths can be reaped before this
-                 * signal is read. Either way the ranks keep their grace. */
-                job.signalled = true;
-                if (!job.ending) {
-                    fprintf(stderr, "%s: caught %s; ending the job\n", prog_name, signame(sig));
-                    end_job(&job, 128 + sig);
-                }
-            } else if (!job.killed) {
-                /* Asked a second time (Ctrl-C again): stop waiting for them. */
-                fprintf(stderr, "%s: caught %s again; sending SIGKILL\n", prog_name, signame(sig));
-                signal_all(&job, SIGKILL);
-                job.killed = true;
+/* Acts on the signals read from sfd: the first request to stop ends the job,
+ * a second one kills the ranks outright. SIGCHLD only wakes the loop. */
+static void handle_signals(struct job *job, int sfd)
+{
+    struct signalfd_siginfo si;
+    while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD) continue; /* reap() at the top of the wait loop */
+        if (!job->signalled) {
+            /* The job may already be ending: Ctrl-C reaches the ranks as
+             * well, and one of their deaths can be reaped before this
+             * signal is read. Either way the ranks keep their grace. */
+            job->signalled = true;
+            if (!job->ending) {
+                fprintf(stderr, "%s: caught %s; ending the job\n", prog_name, signame(sig));
+                end_job(job, 128 + sig);
             }
+        } else if (!job->killed) {
+            /* Asked a second time (Ctrl-C again): stop waiting for them. */
+            fprintf(stderr, "%s: caught %s again; sending SIGKILL\n", prog_name, signame(sig));
+            signal_all(job, SIGKILL);
+            job->killed = true;
         }
     }
+}
+
+/* Waits until every started rank has been reaped. */
+static void supervise(struct job *job, int sfd)
+{
+    /* The timeout counts from the moment the ranks exist. */
+    if (job->timeout_s > 0) job->stop_at = now_ns() + (int64_t)(job->timeout_s * 1e9);
+    while (job->running > 0) {
+        reap(job);
+        if (job->running == 0) break;
+        int64_t now = now_ns();
+        check_deadlines(job, now);
+        wait_event(job, sfd, now);
+        handle_signals(job, sfd);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct options o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc >= 0) return rc;
+
+    uint64_t job_key;
+    if (make_job_key(&job_key) < 0) return EXIT_SETUP;
+    int board = open_board(o.n);
+    if (board < 0) return EXIT_SETUP;
+    bool hup_ignored;
+    int sfd = watch_signals(&hup_ignored);
+    if (sfd < 0) return EXIT_SETUP;
+
+    struct job job = {.n = o.n, .keep_going = o.keep_going, .timeout_s = o.timeout_s};
+    struct rank_env env;
+    if (!alloc_job(&job, &env, o.n)) return EXIT_SETUP;
+    fill_env(&env, o.n, job_key, board);
+
+    start_ranks(&job, &env, o.prog_argv, hup_ignored);
+    supervise(&job, sfd);
 
     close(sfd);
     close(board);
     free(job.pids);
-    free(envp);
+    free(env.envp);
     return job.exit_code;
 }
