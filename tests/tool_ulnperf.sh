@@ -161,6 +161,8 @@ for p in latency bandwidth rate load cache fair_shm_put; do
     fi
 done
 command -v gnuplot >/dev/null || grep -q "gnuplot is not installed" "$tmp/plot.err"
+# Their titles and legends name only what has a row, and the floor of the run.
+python3 "$(dirname "$plot")/../tests/bench/plot_titles.py" "$tmp/plots" "$tmp/ulnet.csv" "$tmp/load.csv" >/dev/null
 
 # Over UDP (loopback): the same CSV, with the transport column saying udp.
 ULN_TRANSPORT=udp "$ulnrun" -n 2 --timeout 90 "$ulnperf" --transport udp --quick --sizes 1-4096 \
