@@ -197,13 +197,7 @@ static int cq_signal(struct fid_cq *fcq)
 static const char *cq_strerror(struct fid_cq *fcq, int prov_errno, const void *err_data, char *buf,
                                size_t len)
 {
-    const char *s = uln_strerror(-(prov_errno < 0 ? -prov_errno : prov_errno));
-    if (buf && len) {
-        strncpy(buf, s, len - 1);
-        buf[len - 1] = '\0';
-        return buf;
-    }
-    return s;
+    return ulnfi_strerror(prov_errno, buf, len);
 }
 
 static struct fi_ops_cq cq_ops = {

@@ -92,13 +92,7 @@ static ssize_t eq_sread(struct fid_eq *feq, uint32_t *event, void *buf, size_t l
 static const char *eq_strerror(struct fid_eq *feq, int prov_errno, const void *err_data, char *buf,
                                size_t len)
 {
-    const char *s = uln_strerror(-(prov_errno < 0 ? -prov_errno : prov_errno));
-    if (buf && len) {
-        strncpy(buf, s, len - 1);
-        buf[len - 1] = '\0';
-        return buf;
-    }
-    return s;
+    return ulnfi_strerror(prov_errno, buf, len);
 }
 
 static struct fi_ops_eq eq_ops = {

@@ -348,6 +348,7 @@ void ulnfi_rndv_ack(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *hdr);
 int ulnfi_xfer_advance(struct ulnfi_op *op);
 void ulnfi_op_advance(struct ulnfi_op *op);
 
+const char *ulnfi_strerror(int prov_errno, char *buf, size_t len);
 size_t ulnfi_iov_len(const struct iovec *iov, size_t count);
 size_t ulnfi_copy_to_iov(const struct iovec *iov, size_t count, size_t off, const void *src,
                          size_t len);

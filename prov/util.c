@@ -50,6 +50,17 @@ int ulnfi_errno(int s)
     }
 }
 
+/* fi_cq_strerror and fi_eq_strerror: an entry's prov_errno is ulnet's
+ * -errno (either sign accepted), said in ulnet's words. */
+const char *ulnfi_strerror(int prov_errno, char *buf, size_t len)
+{
+    const char *s = uln_strerror(-(prov_errno < 0 ? -prov_errno : prov_errno));
+    if (!buf || !len) return s;
+    strncpy(buf, s, len - 1);
+    buf[len - 1] = '\0';
+    return buf;
+}
+
 size_t ulnfi_iov_len(const struct iovec *iov, size_t count)
 {
     size_t n = 0;
