@@ -108,25 +108,34 @@ static struct comp wait_ok(void *ctx)
     return c;
 }
 
-/* A barrier over the provider itself: a tagged 0-byte exchange. */
-#define SYNC_TAG 0x4000000000000000ull
-static void sync_peers(void)
-{
-    static uint64_t n;
-    struct fi_context c1, c2;
-    OK(fi_trecv(fx.ep, NULL, 0, NULL, fx.peer, SYNC_TAG | n, 0, &c1));
-    OK(fi_tsend(fx.ep, NULL, 0, NULL, fx.peer, SYNC_TAG | n, &c2));
-    n++;
-    wait_ok(&c1);
-    wait_ok(&c2);
-}
-
+/* -FI_EAGAIN is fi_msg(3)'s "progress, then try again": every post does so. */
 static void tsend(const void *b, size_t n, uint64_t tag, void *ctx)
 {
     ssize_t r;
     while ((r = fi_tsend(fx.ep, b, n, NULL, fx.peer, tag, ctx)) == -FI_EAGAIN)
         poll_one();
     OK(r);
+}
+
+static void trecv(void *b, size_t n, uint64_t tag, void *ctx)
+{
+    ssize_t r;
+    while ((r = fi_trecv(fx.ep, b, n, NULL, fx.peer, tag, 0, ctx)) == -FI_EAGAIN)
+        poll_one();
+    OK(r);
+}
+
+/* A barrier over the provider itself: a tagged 0-byte exchange. */
+#define SYNC_TAG 0x4000000000000000ull
+static void sync_peers(void)
+{
+    static uint64_t n;
+    struct fi_context c1, c2;
+    trecv(NULL, 0, SYNC_TAG | n, &c1);
+    tsend(NULL, 0, SYNC_TAG | n, &c2);
+    n++;
+    wait_ok(&c1);
+    wait_ok(&c2);
 }
 
 /* 1. sizes from 0 B through rendezvous, both ways, every byte checked */
