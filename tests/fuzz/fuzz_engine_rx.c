@@ -126,9 +126,15 @@ static void end(void)
     for (int i = 0; i < 4; i++)
         poll_once();
     fz_release_held();
-    refuse_waiting();
-    for (int i = 0; i < 20000 && F.ep->sq_head != F.ep->sq_tail; i++)
-        poll_once();
+    /* Answer in rounds: an operation queued behind others (a PUT larger than
+     * the in-call copy, or one after a full ring) is issued only as the ones
+     * ahead of it complete, and an answer that comes before its issue is
+     * ignored, as it must be. */
+    for (int round = 0; round < 100 && F.ep->sq_head != F.ep->sq_tail; round++) {
+        refuse_waiting();
+        for (int i = 0; i < 200 && F.ep->sq_head != F.ep->sq_tail; i++)
+            poll_once();
+    }
     if (F.ep->sq_head != F.ep->sq_tail) fz_die("our operations never completed, all answered");
     /* Everything rank 1 wrote consumed, every GET served, every ACK sent. */
     const struct uln_ep_peer *pp = &F.ep->peers[1];
