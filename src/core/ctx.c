@@ -339,28 +339,28 @@ static int launcher_settings(const struct uln_config *cfg, struct uln_params *p)
     return cfg->job_key == 0 ? env_job_key(&p->job_key) : 0;
 }
 
-/* The settings that are not numbers, checked here so that a bad one fails
- * uln_open, not the first endpoint that would use it. */
-static int check_text_settings(struct uln_params *p)
+/* The settings that are not numbers, resolved into p and checked here, so
+ * that a bad one fails uln_open, not the first endpoint that would use it. */
+static int text_settings(struct uln_params *p)
 {
     int rc = 0;
-    const char *f = getenv("ULN_FAULT");
     struct uln_link_fault fault;
     char why[160];
-    if (f && *f && uln_link_fault_parse(f, &fault, why, sizeof why) < 0) {
-        setting_err("ulnet: ULN_FAULT=%s: %s\n", f, why);
+    p->fault = string_setting("ULN_FAULT");
+    if (p->fault && uln_link_fault_parse(p->fault, &fault, why, sizeof why) < 0) {
+        setting_err("ulnet: ULN_FAULT=%s: %s\n", p->fault, why);
         rc = -EINVAL;
     }
-    const char *a = getenv("ULN_UDP_ADDR");
     struct sockaddr_storage ss;
     socklen_t sslen;
-    if (a && *a && uln_addr_parse_ip(a, &ss, &sslen) != 0) {
-        setting_err("ulnet: ULN_UDP_ADDR=%s is not an IP address\n", a);
+    p->udp_addr = string_setting("ULN_UDP_ADDR");
+    if (p->udp_addr && uln_addr_parse_ip(p->udp_addr, &ss, &sslen) != 0) {
+        setting_err("ulnet: ULN_UDP_ADDR=%s is not an IP address\n", p->udp_addr);
         rc = -EINVAL;
     }
-    const char *i = getenv("ULN_UDP_IF");
-    if (i && *i && !if_nametoindex(i)) {
-        setting_err("ulnet: ULN_UDP_IF=%s: no such interface\n", i);
+    p->udp_if = string_setting("ULN_UDP_IF");
+    if (p->udp_if && !if_nametoindex(p->udp_if)) {
+        setting_err("ulnet: ULN_UDP_IF=%s: no such interface\n", p->udp_if);
         rc = -EINVAL;
     }
     rc |= setting("ULN_BOOT_TIMEOUT", 0, &p->boot_timeout_s);
@@ -373,7 +373,7 @@ static int check_params(const struct uln_config *cfg, struct uln_params *p)
 {
     own_setting = false;
     pthread_once(&warn_once, warn_unknown_settings);
-    int rc = check_text_settings(p);
+    int rc = text_settings(p);
     if (launcher_settings(cfg, p) < 0) {
         own_setting = true; /* this rank's own value, and it said what is wrong */
         return -EINVAL;
@@ -393,9 +393,6 @@ static int check_params(const struct uln_config *cfg, struct uln_params *p)
     rc |= setting("ULN_UDP_DEAD_MS", 0, &p->udp_dead_ms);
     rc |= setting("ULN_UDP_PORT", 0, &p->udp_port);
     rc |= switch_setting("ULN_UDP_GRO", -1, &p->udp_gro);
-    p->udp_addr = string_setting("ULN_UDP_ADDR");
-    p->udp_if = string_setting("ULN_UDP_IF");
-    p->fault = string_setting("ULN_FAULT");
     rc |= local_rank_setting(&p->local_rank);
     const char *tp = getenv("ULN_TRANSPORT");
     if (!tp || !*tp || !strcmp(tp, "auto"))
