@@ -44,6 +44,10 @@
  *   -EBUSY       uln_cq_close with endpoints bound, uln_mem_free of registered memory
  *   -EADDRINUSE  a second uln_open in a process started by a launcher: a rank
  *                joins its job once (see uln_open)
+ *   -EADDRNOTAVAIL  uln_peer_insert: the address is malformed, forged, or names
+ *                an endpoint index it cannot have
+ *   -EHOSTUNREACH uln_peer_insert: no transport of ours reaches that address
+ *   -EOPNOTSUPP  a job-only call (uln_barrier) on a context with no job
  *
  * Limits (each tested at the limit; docs/limits.md has them all and why):
  *   ranks in a job 4096; regions per process max_regions (<= 2^24); endpoints
@@ -55,6 +59,12 @@
  *   order; the i-th endpoint a process opens (its index, uln_ep_index) talks to
  *   the i-th endpoint of every peer. A remote buffer is never named by a raw
  *   address: it is (peer rank, region key, byte offset in the region).
+ *   A context with no job (ULN_BOOT=none, or uln_config.boot) starts with no
+ *   peers but itself (peer 0, as rank 0 of a job of one): it learns others
+ *   from their addresses (uln_addr, handed over by any means) with
+ *   uln_peer_insert, which names one endpoint of that process and returns a
+ *   peer id usable with every operation, from any endpoint of ours. See
+ *   "Peers by address" below.
  *
  * Ordering
  *   - NAPs from one endpoint to one peer arrive in the order they were posted.
@@ -152,6 +162,11 @@ struct uln_ep;
  *                                         the target (the path other transports take)
  *   shm_cma      [ULN_SHM_CMA=1]          0: never use process_vm_readv/writev
  */
+/* uln_config.boot: how a context finds its peers. */
+#define ULN_BOOT_AUTO 0 /* ULN_BOOT, else a job: the launcher's, or a job of one */
+#define ULN_BOOT_JOB  1 /* a job (ulnrun, ULN_ROOT, PMIx), whatever ULN_BOOT says */
+#define ULN_BOOT_NONE 2 /* no job: peers by address only (uln_peer_insert) */
+
 struct uln_config {
     int rank;         /* -1: from the environment */
     int size;         /* 0: from the environment */
@@ -164,8 +179,10 @@ struct uln_config {
     uint32_t post_copy_max;
     uint32_t max_eps;
     uint32_t max_regions;
-    int shm_direct; /* -1: environment/default */
-    int shm_cma;    /* -1: environment/default */
+    int shm_direct;     /* -1: environment/default */
+    int shm_cma;        /* -1: environment/default */
+    int boot;           /* ULN_BOOT_*: 0 = ULN_BOOT=none|job|auto, default a job */
+    uint32_t max_peers; /* no job: peer ids 1..max_peers-1 (ULN_MAX_PEERS=1024, 2..4096) */
 };
 
 /* Fill *cfg with "everything from the environment". */
@@ -183,7 +200,12 @@ void uln_config_init(struct uln_config *cfg);
  * uln_open in a process started by a launcher fails, even after uln_close of
  * the first (a job of one, started without a launcher, may open again). An
  * unknown ULN_* variable (a misspelt setting) is not an error: it is
- * named on stderr once per process, with the closest known setting. */
+ * named on stderr once per process, with the closest known setting.
+ *
+ * With ULN_BOOT=none (or cfg->boot = ULN_BOOT_NONE) the context joins no job:
+ * it reads no launcher variable (no ulnrun board, no ULN_ROOT, no PMIx even
+ * under mpirun), returns at once, and a process may hold any number of such
+ * contexts, beside a job's or not, and close and open them again at will. */
 int uln_open(const struct uln_config *cfg, struct uln_ctx **ctx);
 
 /* Leave the job and free everything the context owns (regions, CQs, endpoints
@@ -207,6 +229,41 @@ uint64_t uln_job_key(const struct uln_ctx *ctx);
  * fails the same way at once. */
 int uln_barrier(struct uln_ctx *ctx, int timeout_ms);
 
+/* ------------------------------------------------------------------------- */
+/* Peers by address (contexts with no job; docs/security.md)                  */
+/* ------------------------------------------------------------------------- */
+
+/*
+ * uln_addr gives this context's address: an opaque byte string of at most
+ * ULN_ADDR_MAX bytes, to be copied to other processes by any means (a file, a
+ * socket, a PMIx key). It says how to reach us (this host's shared memory
+ * through our inbox; our UDP address and ports), carries the context's key -
+ * 64 random bits drawn at uln_open, which every packet and inbox access from
+ * a peer must show - and so names this life of the context: a restarted
+ * process has another key, and is another peer.
+ *
+ * uln_peer_insert turns (address, endpoint index) into a peer id: operations
+ * from ANY endpoint of ours to that id go to that endpoint of that process.
+ * Same host: shared memory; else udp. Both sides may insert each other in
+ * any order: traffic from a peer we have not inserted yet waits (in its ring,
+ * or resent by its sender) and arrives once we insert it, none lost. Inserting
+ * the same (address, index) again returns the same id (counted: it takes as
+ * many uln_peer_remove). uln_peer_remove ends the id: posts to it return
+ * -EINVAL, its outstanding operations complete with -ECANCELED, and its
+ * traffic waits unread until it is inserted again. Our own address is a peer
+ * like any other (loopback through shared memory).
+ *
+ * Neither may run while another thread drives an endpoint of the context
+ * (like uln_ep_open). Returns 0 or -EINVAL (bad arguments, a context in a
+ * job), -EADDRNOTAVAIL (not an address, or an index past the peer's
+ * endpoint limit), -EHOSTUNREACH (no transport reaches it), -ENOSPC (max_peers
+ * ids in use).
+ */
+#define ULN_ADDR_MAX 56
+int uln_addr(const struct uln_ctx *ctx, void *addr, size_t *len); /* in: room, out: length */
+int uln_peer_insert(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index, int *peer);
+int uln_peer_remove(struct uln_ctx *ctx, int peer);
+
 /* Limits and mechanisms in force. */
 struct uln_info {
     uint32_t nap_max;    /* largest NAP payload, bytes */
@@ -226,7 +283,9 @@ struct uln_info {
     uint32_t udp_dead_ms;  /* a peer silent this long while awaited is dead */
     int progress_thread;   /* ULN_PROGRESS=thread: a thread progresses in the background */
     const char *bootstrap; /* how the job was joined: "ulnrun" (the board ulnrun made),
-                              "root" (ULN_ROOT), "pmix", or "single" (a job of one) */
+                              "root" (ULN_ROOT), "pmix", "single" (a job of one), or
+                              "none" (no job: peers by address) */
+    uint32_t max_peers;    /* peer ids are below this (a job: its size) */
 };
 int uln_query(const struct uln_ctx *ctx, struct uln_info *info);
 

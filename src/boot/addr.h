@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 struct uln_ctx;
@@ -47,5 +48,9 @@ const char *uln_addr_str(const struct sockaddr_storage *ss, socklen_t len, char 
  *   otherwise      loopback (every rank on this host).
  * 0 or -EINVAL (a setting names no usable address: a message says which). */
 int uln_addr_local(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len);
+
+/* This host, as far as shared memory reaches: equal ids can map each other's
+ * inboxes (same kernel, pid and network namespace). Never 0. */
+uint64_t uln_host_id(void);
 
 #endif

@@ -94,8 +94,25 @@ static int map_board(struct uln_ctx *ctx, const struct boot_id *id)
     return 0;
 }
 
+/* No job: a private board with a slot per peer id, ours in slot 0; the
+ * others are filled by uln_peer_insert from the addresses it is given. The
+ * key is this context's own, fresh at every open: it names this life. */
+static int boot_none(struct uln_ctx *ctx)
+{
+    int rc = uln_boot_private_board(ctx, ctx->p.max_peers);
+    if (rc) return rc;
+    ctx->no_job = true;
+    ctx->rank = 0;
+    ctx->size = (int)ctx->p.max_peers;
+    do
+        if (getentropy(&ctx->job_key, sizeof ctx->job_key) != 0) return -errno;
+    while (ctx->job_key == 0);
+    return 0;
+}
+
 int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg)
 {
+    if (ctx->p.no_job) return boot_none(ctx);
     struct boot_id id = boot_id(cfg, &ctx->p);
     int rc;
     const char *root = ctx->p.root;
@@ -126,6 +143,13 @@ int uln_boot_publish(struct uln_ctx *ctx, const void *addr, size_t len)
     if (ctx->root) return uln_root_publish(ctx, addr, len);
     if (ctx->pmix) return uln_pmix_publish(ctx, addr, len);
     struct uln_board_slot *s = uln_board_slot(ctx->board, ctx->rank);
+    if (ctx->no_job) { /* our slot of a private board: nobody else reads it */
+        if (len > sizeof s->addr) return -EINVAL;
+        memcpy(s->addr, addr, len);
+        s->pid = (int32_t)getpid();
+        atomic_store_explicit(&s->ready, 1, memory_order_release);
+        return 0;
+    }
     if (len > sizeof s->addr) return -EINVAL;
     if (atomic_load_explicit(&s->ready, memory_order_acquire)) {
         fprintf(stderr, "ulnet: rank %d joined twice (or two processes have that rank)\n",
@@ -168,6 +192,7 @@ static struct timespec *deadline_in(int timeout_ms, struct timespec *ts)
 
 int uln_boot_wait_all(struct uln_ctx *ctx, int timeout_ms)
 {
+    if (ctx->no_job) return 0; /* nobody to wait for */
     if (ctx->root) return uln_root_wait_all(ctx, timeout_ms);
     if (ctx->pmix) return uln_pmix_wait_all(ctx, timeout_ms);
     struct timespec ts, *dl = deadline_in(timeout_ms, &ts);
@@ -225,6 +250,7 @@ ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
 {
     if (!ctx) return -EINVAL;
     if (uln_ctx_forked(ctx)) return -EPERM; /* the parent's, not ours */
+    if (ctx->no_job) return -EOPNOTSUPP;    /* no members to wait for */
     if (ctx->root) return uln_root_barrier(ctx, timeout_ms);
     if (ctx->pmix) return uln_pmix_barrier(ctx, timeout_ms);
     struct uln_board_hdr *b = ctx->board;
@@ -308,5 +334,6 @@ void uln_boot_fini(struct uln_ctx *ctx)
 const char *uln_boot_mode(const struct uln_ctx *ctx)
 {
     /* board_fd is open only on a board we made ourselves (a job of one). */
+    if (ctx->no_job) return "none";
     return ctx->root ? "root" : ctx->pmix ? "pmix" : ctx->board_fd >= 0 ? "single" : "ulnrun";
 }

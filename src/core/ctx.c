@@ -45,6 +45,10 @@ static const struct uln_setting settings_table[] = {
     {"ULN_BOOT_FD", NULL, 0, 0, "descriptor of ulnrun's bootstrap board (ulnrun)"},
     {"ULN_ROOT", NULL, 0, 0, "ip:port of rank 0's TCP rendezvous, for any launcher"},
     {"ULN_BOOT_TIMEOUT", "60", 1, 86400, "seconds uln_open waits for the ranks (ULN_ROOT, PMIx)"},
+    {"ULN_BOOT", "auto", 0, 0,
+     "none: join no job, peers by address (uln_peer_insert); job or auto: the launcher's job"},
+    {"ULN_MAX_PEERS", "1024", 2, ULN_BOARD_MAX_RANKS,
+     "with no job: peer ids per context (inbox slots; untouched ones cost no memory)"},
     /* Queues and rings. */
     {"ULN_RING_BYTES", "131072", 4096, 1u << 28, "NAP ring per (peer, endpoint), a power of two"},
     /* A NAP is one ring message, and a message header counts at most 65535
@@ -326,6 +330,7 @@ static int env_job_key(uint64_t *key)
  * variable. Each rank's own values: every rank says what is wrong with its. */
 static int launcher_settings(const struct uln_config *cfg, struct uln_params *p)
 {
+    if (p->no_job) return 0; /* no job: nothing a launcher says applies */
     p->boot_rank = p->boot_fd = -1;
     p->boot_size = 0;
     p->job_key = 0;
@@ -369,11 +374,31 @@ static int text_settings(struct uln_params *p)
 
 static pthread_once_t warn_once = PTHREAD_ONCE_INIT;
 
+/* ULN_BOOT and uln_config.boot: a job, or none. The config wins. */
+static int boot_setting(const struct uln_config *cfg, struct uln_params *p)
+{
+    p->boot_rank = p->boot_fd = -1;
+    if (cfg->boot < ULN_BOOT_AUTO || cfg->boot > ULN_BOOT_NONE) return -EINVAL;
+    const char *b = string_setting("ULN_BOOT");
+    if (cfg->boot == ULN_BOOT_AUTO && b && strcmp(b, "auto") && strcmp(b, "job") &&
+        strcmp(b, "none")) {
+        setting_err("ulnet: ULN_BOOT=%s: use auto, job or none\n", b);
+        return -EINVAL;
+    }
+    p->no_job =
+        cfg->boot == ULN_BOOT_NONE || (cfg->boot == ULN_BOOT_AUTO && b && !strcmp(b, "none"));
+    return setting("ULN_MAX_PEERS", cfg->max_peers, &p->max_peers);
+}
+
 static int check_params(const struct uln_config *cfg, struct uln_params *p)
 {
     own_setting = false;
     pthread_once(&warn_once, warn_unknown_settings);
     int rc = text_settings(p);
+    if (boot_setting(cfg, p) != 0) {
+        own_setting = true;
+        return -EINVAL;
+    }
     if (launcher_settings(cfg, p) < 0) {
         own_setting = true; /* this rank's own value, and it said what is wrong */
         return -EINVAL;
@@ -472,6 +497,7 @@ static void ctx_free(struct uln_ctx *ctx)
     uln_cq_close_all(ctx);
     if (ctx->keys) uln_mr_close_all(ctx);
     uln_transports_close(ctx);
+    uln_peers_close(ctx);
     uln_doorbell_close(ctx);
     uln_inbox_close(ctx);
     uln_boot_fini(ctx);
@@ -525,7 +551,7 @@ ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
                 ctx->size);
         goto fail;
     }
-    if ((rc = uln_transports_choose(ctx)) != 0) goto fail;
+    if ((rc = uln_peers_open(ctx)) != 0 || (rc = uln_transports_choose(ctx)) != 0) goto fail;
     if (ctx->p.progress_thread && (rc = uln_progress_start(ctx)) != 0) goto fail;
     *out = ctx;
     return 0;
@@ -570,7 +596,8 @@ ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
                               .max_regions = ctx->p.max_regions,
                               .transport = ctx->tp_names,
                               .progress_thread = ctx->progress_on,
-                              .bootstrap = uln_boot_mode(ctx)};
+                              .bootstrap = uln_boot_mode(ctx),
+                              .max_peers = (uint32_t)ctx->size};
     for (unsigned id = 0; uln_transports[id]; id++)
         if (uln_transports[id]->query) uln_transports[id]->query(ctx, info);
     return 0;

@@ -86,7 +86,7 @@ static void *out_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len)
     struct uln_ep_peer *pp = &ep->peers[peer];
     if (!(pp->tp->caps & ULN_TP_CAP_RINGS)) return pp->tp->reserve(ep, peer, ch, len);
     if (ULN_UNLIKELY(!pp->announced[ch])) {
-        uln_inbox_mark(pp->act_map[ch], ep->ctx->rank); /* the peer starts polling us */
+        uln_inbox_mark(pp->act_map[ch], pp->me_there); /* the peer starts polling us */
         pp->announced[ch] = true;
     }
     void *d = uln_ring_reserve(&pp->out[ch], len);
@@ -698,7 +698,8 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
 static inline void refresh_active(struct uln_ep *ep, int ch)
 {
     _Atomic uint64_t *map = ep->act_map[ch];
-    bool changed = false;
+    const struct uln_ctx *ctx = ep->ctx;
+    bool changed = ep->peers_gen != ctx->peers_gen; /* a peer inserted or removed */
     for (size_t w = 0; w < ep->act_words; w++) {
         /* Acquire: pairs with the producer's RMW in uln_inbox_mark. */
         uint64_t v = atomic_load_explicit(&map[w], memory_order_acquire);
@@ -708,9 +709,13 @@ static inline void refresh_active(struct uln_ep *ep, int ch)
         }
     }
     if (ULN_LIKELY(!changed)) return;
-    int n = 0, size = ep->ctx->size;
+    if (ch == 1) ep->peers_gen = ctx->peers_gen; /* both channels rebuilt */
+    /* Only peers we know: a slot another process claimed before we inserted
+     * it keeps its messages in the ring until we do. */
+    int n = 0, size = ctx->size;
     for (int src = 0; src < size; src++)
-        if (ep->act_seen[ch][src / 64] >> (src % 64) & 1) ep->act_list[ch][n++] = src;
+        if ((ep->act_seen[ch][src / 64] & ctx->peer_live[src / 64]) >> (src % 64) & 1)
+            ep->act_list[ch][n++] = src;
     ep->n_act[ch] = n;
 }
 

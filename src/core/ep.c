@@ -118,8 +118,13 @@ static int ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *r
         for (int ch = 0; ch < 2; ch++)
             uln_ring_cons_init(&ep->peers[src].in[ch], uln_inbox_ring_in(ctx, src, ep->index, ch),
                                uln_inbox_ring_bytes(ch, &ctx->p));
-    for (int p = 0; p < ctx->size; p++)
-        ep->peers[p].tp = ctx->peer_tp[p];
+    for (int p = 0; p < ctx->size; p++) {
+        struct uln_ep_peer *pp = &ep->peers[p];
+        int32_t dst = ctx->peer_recs[p].ep;
+        pp->tp = ctx->peer_tp[p];
+        pp->dst_ep = dst < 0 ? ep->index : dst; /* a job: the same index */
+        pp->me_there = ctx->no_job ? -1 : ctx->rank;
+    }
     int rc = ep_open_transports(ep);
     if (rc) {
         pthread_mutex_unlock(&ctx->lock);
@@ -238,7 +243,7 @@ static inline int complete_now(struct uln_ep *ep, uint8_t op, int peer, uint64_t
 
 static int check_peer(struct uln_ep *ep, int peer)
 {
-    return peer >= 0 && peer < ep->ctx->size ? 0 : -EINVAL;
+    return peer >= 0 && peer < ep->ctx->size && uln_peer_is_live(ep->ctx, peer) ? 0 : -EINVAL;
 }
 
 static int nap_post(struct uln_ep *ep, int peer, const void *buf, size_t len, uint64_t user_data,

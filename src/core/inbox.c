@@ -41,7 +41,9 @@ int uln_inbox_open(struct uln_ctx *ctx)
     size_t hazards_off = align_up(keys_off + (size_t)p->max_regions * 64, 4096);
     size_t active_off = align_up(hazards_off + (size_t)ctx->size * p->max_eps * 64, 4096);
     size_t active_len = (2 * (size_t)p->max_eps + 1) * active_words(ctx->size) * 8;
-    size_t rings_off = align_up(active_off + active_len, 4096);
+    size_t claims_off = align_up(active_off + active_len, 64);
+    size_t rings_off =
+        align_up(claims_off + (size_t)ctx->size * sizeof(struct uln_inbox_claim), 4096);
     size_t stride =
         align_up(uln_ring_footprint(p->ring_bytes) + uln_ring_footprint(ULN_REQ_RING_BYTES), 4096);
     size_t total = rings_off + stride * (size_t)ctx->size * p->max_eps;
@@ -70,6 +72,7 @@ int uln_inbox_open(struct uln_ctx *ctx)
                                       .hazards_off = hazards_off,
                                       .active_off = active_off,
                                       .rings_off = rings_off,
+                                      .claims_off = claims_off,
                                       .pair_stride = stride,
                                       .total = total,
                                       .pid = getpid()};
@@ -94,18 +97,57 @@ bool uln_inbox_hdr_ok(const struct uln_ctx *ctx, const struct uln_inbox_hdr *h, 
     /* Everything we will compute addresses from must stay inside the mapping. */
     uint64_t want_stride =
         uln_ring_footprint(h->ring_bytes) + uln_ring_footprint(ULN_REQ_RING_BYTES);
-    bool layout_ok = h->keys_off >= sizeof *h && h->max_regions <= (1u << 24) && h->max_eps <= 64 &&
-                     h->keys_off + (uint64_t)h->max_regions * 64 <= h->hazards_off &&
-                     h->hazards_off + (uint64_t)h->size * h->max_eps * 64 <= h->active_off &&
-                     h->active_off + 8ull * (2ull * h->max_eps + 1) * active_words((int)h->size) <=
-                         h->rings_off &&
-                     h->pair_stride >= want_stride &&
-                     h->rings_off + h->pair_stride * h->size * h->max_eps <= h->total &&
-                     h->req_ring_bytes == ULN_REQ_RING_BYTES && h->keys_off % 4096 == 0 &&
-                     h->hazards_off % 4096 == 0;
+    bool layout_ok =
+        h->keys_off >= sizeof *h && h->max_regions <= (1u << 24) && h->max_eps <= 64 &&
+        h->keys_off + (uint64_t)h->max_regions * 64 <= h->hazards_off &&
+        h->hazards_off + (uint64_t)h->size * h->max_eps * 64 <= h->active_off &&
+        h->active_off + 8ull * (2ull * h->max_eps + 1) * active_words((int)h->size) <=
+            h->claims_off &&
+        h->claims_off % 64 == 0 &&
+        h->claims_off + (uint64_t)h->size * sizeof(struct uln_inbox_claim) <= h->rings_off &&
+        h->pair_stride >= want_stride &&
+        h->rings_off + h->pair_stride * h->size * h->max_eps <= h->total &&
+        h->req_ring_bytes == ULN_REQ_RING_BYTES && h->keys_off % 4096 == 0 &&
+        h->hazards_off % 4096 == 0;
+    /* In a job every member has the job's size and settings; a context with
+     * no job only needs the ring size to match (our rings there are written
+     * with our ring_bytes), and any size up to a job's limit. */
+    bool size_ok = ctx->no_job ? h->size >= 2 && h->size <= ULN_BOARD_MAX_RANKS
+                               : h->size == (uint32_t)ctx->size && h->max_eps >= ctx->p.max_eps;
     return h->magic == ULN_INBOX_MAGIC && h->version == ULN_INBOX_VERSION &&
-           h->rank == (uint32_t)rank && h->size == (uint32_t)ctx->size && h->total == len &&
-           layout_ok && h->max_eps >= ctx->p.max_eps && h->ring_bytes == ctx->p.ring_bytes;
+           h->rank == (uint32_t)rank && size_ok && h->total == len && layout_ok &&
+           h->ring_bytes == ctx->p.ring_bytes;
+}
+
+struct uln_inbox_claim *uln_inbox_claim_at(uint8_t *base, const struct uln_inbox_hdr *h, int slot)
+{
+    return (struct uln_inbox_claim *)(base + h->claims_off) + slot;
+}
+
+int uln_inbox_claim(uint8_t *base, const struct uln_inbox_hdr *h, uint64_t key, int ep, int pid)
+{
+    uint64_t id = uln_inbox_ident(key, ep);
+    uint32_t n = h->size - 1; /* slots 1..size-1 */
+    /* Linear probing from a start both sides compute alike. Slots are never
+     * freed while the inbox lives, so a probe that meets a free slot knows
+     * the ident is nowhere further on: the first free slot is taken by CAS,
+     * and a racer for the same ident that loses the CAS finds it there. */
+    for (uint32_t i = 0; i < n; i++) {
+        int slot = 1 + (int)((id / 2 + i) % n);
+        struct uln_inbox_claim *c = uln_inbox_claim_at(base, h, slot);
+        /* Acquire: the slot's other fields, written after the CAS below, are
+         * not read here; acquire only orders our later ring accesses after
+         * seeing the claim (the ring is the slot's, whoever claimed it). */
+        uint64_t cur = atomic_load_explicit(&c->ident, memory_order_acquire);
+        if (cur == 0 && atomic_compare_exchange_strong(&c->ident, &cur, id)) {
+            c->key = key;
+            c->ep = ep;
+            c->pid = pid;
+            return slot;
+        }
+        if (cur == id) return slot;
+    }
+    return -ENOSPC;
 }
 
 void *uln_inbox_ring_at(uint8_t *base, const struct uln_inbox_hdr *h, int src, int ep, int ch)

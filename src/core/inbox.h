@@ -13,7 +13,12 @@
  *                   only their hazard slots (reading them all would cost every
  *                   process size x max_eps lines, and in shared memory even a
  *                   read of an untouched page allocates it)
- *   rings_off       per (source rank, endpoint): channel-0 ring, channel-1 ring
+ *   claims_off      per source slot: who writes it (a context with no job: its
+ *                   peers claim slots themselves, see uln_inbox_claim)
+ *   rings_off       per (source slot, endpoint): channel-0 ring, channel-1 ring.
+ *                   In a job a slot is a rank, and rank r's endpoint i writes
+ *                   the rings of our endpoint i; with no job a slot is one
+ *                   (process life, endpoint) of a peer, writing to any of ours
  *
  * A peer on this host maps the whole object and writes the rings itself
  * (transport/shm.c); a packet transport's receive path writes the same rings
@@ -35,13 +40,14 @@ struct uln_ctx;
 struct uln_params;
 
 #define ULN_INBOX_MAGIC   0x756c6e657473686dull /* "ulnetshm" */
-#define ULN_INBOX_VERSION 3u                    /* 3: refusal counters in the header */
+#define ULN_INBOX_VERSION 4u                    /* 4: claimed slots (no job) */
 
 struct uln_inbox_hdr {
     uint64_t magic, job_key;
     uint32_t version, rank, size, max_eps;
     uint32_t ring_bytes, req_ring_bytes, max_regions, pad0_;
     uint64_t keys_off, hazards_off, active_off, rings_off, pair_stride, total;
+    uint64_t claims_off;
     int32_t pid, pad1_;
     _Alignas(64) _Atomic uint32_t sleepers; /* own line: read by every producer (doorbell.c) */
     uint8_t pad2_[60];
@@ -62,6 +68,32 @@ struct uln_inbox {
     struct uln_inbox_hdr *hdr;
 };
 
+/* A slot's owner, in a context with no job. ident is written once, by a
+ * compare-and-swap from 0: whoever comes first for an (owner key, endpoint)
+ * - the inbox's owner inserting that peer, or the peer itself mapping the
+ * inbox - takes the slot, and the other finds it, so both sides agree on
+ * one slot with no message between them. */
+struct uln_inbox_claim {
+    _Atomic uint64_t ident; /* 0: free; else uln_inbox_ident(key, ep) */
+    uint64_t key;           /* the writer's context key */
+    int32_t ep;             /* the writer's endpoint index */
+    int32_t pid;            /* the writer's pid; 0: not on this host (udp) */
+    uint64_t pad_;
+};
+
+static inline uint64_t uln_inbox_ident(uint64_t key, int ep)
+{
+    uint64_t x = key ^ ((uint64_t)(uint32_t)ep + 1) * 0x9e3779b97f4a7c15ull;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    return x | 1; /* never 0, the free mark */
+}
+
+/* The slot of inbox (base, h) for (key, ep): found, or claimed now. Slot 0
+ * is the owner's own and never given out. -ENOSPC: every slot is taken. */
+int uln_inbox_claim(uint8_t *base, const struct uln_inbox_hdr *h, uint64_t key, int ep, int pid);
+
 /* Make this process's inbox (ctx->inbox, ctx->keys). */
 int uln_inbox_open(struct uln_ctx *ctx);
 void uln_inbox_close(struct uln_ctx *ctx);
@@ -72,6 +104,7 @@ void uln_inbox_close(struct uln_ctx *ctx);
  * counted.) */
 bool uln_inbox_hdr_ok(const struct uln_ctx *ctx, const struct uln_inbox_hdr *h, int rank,
                       size_t len);
+struct uln_inbox_claim *uln_inbox_claim_at(uint8_t *base, const struct uln_inbox_hdr *h, int slot);
 
 uint32_t uln_inbox_ring_bytes(int ch, const struct uln_params *p);
 void *uln_inbox_ring_at(uint8_t *base, const struct uln_inbox_hdr *h, int src, int ep, int ch);

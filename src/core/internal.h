@@ -69,6 +69,8 @@ struct uln_params {
     const char *udp_if;   /* NULL or the interface to take it from (ULN_UDP_IF) */
     const char *fault;    /* NULL or the fault injector's spec (ULN_FAULT) */
     int progress_thread;  /* ULN_PROGRESS=thread */
+    bool no_job;          /* ULN_BOOT=none or uln_config.boot: no launcher, no job */
+    uint32_t max_peers;   /* with no job: peer ids (ULN_MAX_PEERS) */
     /* Who we are, as the launcher says (ULN_RANK, ULN_SIZE, ULN_BOOT_FD,
      * ULN_JOB_KEY, ULN_ROOT, ULN_BOOT_TIMEOUT), read only where struct
      * uln_config leaves it open: -1, 0 or NULL where unset (boot.c). */
@@ -162,6 +164,21 @@ struct uln_mr {
 struct uln_root;
 struct uln_pmix;
 
+/* ---- peers (core/peer.c) --------------------------------------------------- */
+
+/* What the context knows of a peer id. In a job, peer p is rank p (filled at
+ * uln_open, ep -1); in a context with no job, an id is a slot of our inbox,
+ * claimed for one (process life, endpoint) by whoever came first: our
+ * uln_peer_insert, or that endpoint mapping our inbox to write to us. */
+enum { ULN_PEER_FREE = 0, ULN_PEER_LIVE, ULN_PEER_REMOVED };
+struct uln_peer_rec {
+    uint64_t key;  /* its context's key (in a job: the job key); its inbox and packets carry it */
+    int32_t rank;  /* its own number for itself: its rank; 0 in a context with no job */
+    int32_t ep;    /* the endpoint index the id names; -1: the sender's own (a job) */
+    uint32_t refs; /* uln_peer_insert calls not yet undone */
+    uint8_t state; /* ULN_PEER_* */
+};
+
 struct uln_ctx {
     int rank, size;
     uint64_t job_key;
@@ -196,6 +213,14 @@ struct uln_ctx {
     struct uln_mr **mr_grave; /* deregistered handles, oldest freed first (mr.c) */
     uint32_t grave_head, grave_n;
 
+    bool no_job;                    /* ULN_BOOT=none: peers come from uln_peer_insert */
+    struct uln_peer_rec *peer_recs; /* by peer id (core/peer.c) */
+    /* Peer ids whose traffic the engine takes (all of a job's; inserted ones
+     * otherwise), and a generation that changes with it so endpoints rebuild
+     * their lists. Written by uln_peer_insert/remove, read by the engine:
+     * the same thread, or apart in time (the rule in ulnet.h). */
+    uint64_t *peer_live;
+    uint32_t peers_gen;
     struct uln_ep **eps; /* open endpoints by index (NULL once closed) */
     unsigned n_eps;
     struct uln_ep *closed_eps; /* closed ones, kept so late calls get -EBADF */
@@ -237,6 +262,9 @@ struct uln_ep_peer {
     _Atomic uint64_t *act_map[2];       /* ... the peer's active maps our bit goes in */
     struct uln_ring_cons in[2];         /* from the peer, in our inbox */
     bool out_ready;                     /* connected */
+    int32_t me_there;                   /* our number at the peer: our rank in a job, else
+                                           the slot of its inbox we claimed (shm.c) */
+    int32_t dst_ep;                     /* the peer's endpoint index we talk to */
     bool announced[2];                  /* our bit is set in act_map[ch] */
     uint32_t direct_ops; /* direct PUT/GETs to this peer: every 1024th checks it lives */
     uint32_t gets_out;   /* our ring-path GETs the peer has not finished: each request
@@ -262,6 +290,7 @@ struct uln_ep {
     uint64_t sq_tail;  /* next free entry; op_id of an entry = its position */
     struct uln_ep_peer *peers;
     unsigned rr_peer;
+    uint32_t peers_gen; /* ctx->peers_gen when act_list was built */
     /* Peers that have used our rings, per channel (from the active bitmaps). */
     _Atomic uint64_t *act_map[2]; /* the bitmaps, in our inbox */
     uint64_t *act_seen[2];        /* their words as last seen */
@@ -447,6 +476,30 @@ int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len);
 bool uln_engine_op_open(struct uln_ep *ep, uint64_t op_id);
 void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op_offset,
                          int32_t status, const void *data, uint64_t n);
+
+/* peer.c */
+int uln_peers_open(struct uln_ctx *ctx); /* a job's records; after transports choose */
+void uln_peers_close(struct uln_ctx *ctx);
+/* Our number as the peer's packets name us: our rank, or our key's low bits. */
+static inline int32_t uln_self_ident(const struct uln_ctx *ctx)
+{
+    return ctx->no_job ? (int32_t)(uint32_t)ctx->job_key : ctx->rank;
+}
+/* ... and the peer's, as its packets must say it. */
+static inline int32_t uln_peer_ident(const struct uln_ctx *ctx, int peer)
+{
+    const struct uln_peer_rec *r = &ctx->peer_recs[peer];
+    return ctx->no_job ? (int32_t)(uint32_t)r->key : r->rank;
+}
+static inline bool uln_peer_is_live(const struct uln_ctx *ctx, int peer)
+{
+    return ctx->peer_live[peer / 64] >> (peer % 64) & 1;
+}
+/* Is peer this very context (a job: our rank; else our key)? */
+static inline bool uln_peer_is_self(const struct uln_ctx *ctx, int peer)
+{
+    return ctx->no_job ? ctx->peer_recs[peer].key == ctx->job_key : peer == ctx->rank;
+}
 
 /* boot.c */
 int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "core/internal.h"
@@ -180,6 +181,17 @@ ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned 
  * this process and the peers that have mapped our inbox can be inside a
  * region: their slots are the only ones read, so a dereg costs O(peers that
  * ever came near us), not O(ranks), and touches no page nobody wrote. */
+/* Has the process behind our inbox slot src died? A job's member, or a
+ * peer with no job we inserted: its transport knows; a slot claimed by a
+ * process we never inserted: the pid it claimed with. */
+static bool src_dead(struct uln_ctx *ctx, int src)
+{
+    if (ctx->peer_tp[src] && ctx->peer_recs[src].state != ULN_PEER_FREE)
+        return ctx->peer_tp[src]->peer_dead(ctx, NULL, src);
+    int32_t pid = uln_inbox_claim_at(ctx->inbox->base, ctx->inbox->hdr, src)->pid;
+    return pid <= 0 || kill(pid, 0) != 0;
+}
+
 static void wait_src(struct uln_ctx *ctx, uint32_t idx, int src)
 {
     for (uint32_t ep = 0; ep < ctx->p.max_eps; ep++) {
@@ -188,7 +200,7 @@ static void wait_src(struct uln_ctx *ctx, uint32_t idx, int src)
         /* Seq_cst: pairs with the initiator's seq_cst store of the slot. */
         while (atomic_load_explicit(hz, memory_order_seq_cst) == idx + 1) {
             if (++spins % 1024 == 0) {
-                if (src != ctx->rank && ctx->peer_tp[src]->peer_dead(ctx, NULL, src)) break;
+                if (src != ctx->rank && src_dead(ctx, src)) break;
                 sched_yield();
             }
         }

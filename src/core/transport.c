@@ -28,7 +28,7 @@ static void name_transports(struct uln_ctx *ctx)
     for (unsigned id = 0; uln_transports[id]; id++) {
         bool used = false;
         for (int p = 0; p < ctx->size && !used; p++)
-            used = p != ctx->rank && ctx->peer_tp[p] == uln_transports[id];
+            used = p != ctx->rank && ctx->peer_tp[p] && ctx->peer_tp[p] == uln_transports[id];
         if (!used) continue;
         int n = snprintf(o, room, "%s%s", o == ctx->tp_names ? "" : "+", uln_transports[id]->name);
         if (n < 0 || (size_t)n >= room) break;
@@ -39,6 +39,23 @@ static void name_transports(struct uln_ctx *ctx)
         snprintf(ctx->tp_names, sizeof ctx->tp_names, "%s", ctx->peer_tp[ctx->rank]->name);
 }
 
+int uln_transports_learn(struct uln_ctx *ctx, int p)
+{
+    int best = 0;
+    ctx->peer_tp[p] = NULL;
+    for (unsigned id = 0; uln_transports[id]; id++) {
+        const struct uln_transport_ops *t = uln_transports[id];
+        int rc = t->learn ? t->learn(ctx, p) : 0;
+        if (rc) return rc;
+        int r = t->reaches(ctx, p);
+        if (r > best) {
+            best = r;
+            ctx->peer_tp[p] = t;
+        }
+    }
+    return best ? 0 : -EHOSTUNREACH;
+}
+
 int uln_transports_choose(struct uln_ctx *ctx)
 {
     for (unsigned id = 0; uln_transports[id]; id++) {
@@ -47,19 +64,13 @@ int uln_transports_choose(struct uln_ctx *ctx)
     }
     ctx->peer_tp = calloc((size_t)ctx->size, sizeof *ctx->peer_tp);
     if (!ctx->peer_tp) return -ENOMEM;
-    for (int p = 0; p < ctx->size; p++) {
-        int best = 0;
-        for (unsigned id = 0; uln_transports[id]; id++) {
-            int r = uln_transports[id]->reaches(ctx, p);
-            if (r > best) {
-                best = r;
-                ctx->peer_tp[p] = uln_transports[id];
-            }
-        }
-        if (!best) {
+    /* With no job only our own slot is on the board yet (uln_peer_insert
+     * fills the others). */
+    for (int p = 0; p < (ctx->no_job ? 1 : ctx->size); p++) {
+        int rc = uln_transports_learn(ctx, p);
+        if (rc == -EHOSTUNREACH)
             fprintf(stderr, "ulnet: rank %d: no transport reaches rank %d\n", ctx->rank, p);
-            return -EHOSTUNREACH;
-        }
+        if (rc) return rc;
     }
     name_transports(ctx);
     return 0;

@@ -51,8 +51,19 @@ struct uln_transport_ops {
      * own part). A transport not needed in this job keeps no state and
      * reaches nobody. 0 or -errno. */
     int (*open)(struct uln_ctx *ctx, void *slot, size_t slot_len);
-    /* Once every rank's address is known: learn which peers it reaches. */
+    /* Once every rank's address is known: make the per-peer tables (ctx->size
+     * entries); learn is then called for every peer on the board. */
     int (*choose)(struct uln_ctx *ctx);
+    /* Peer's board slot is filled (at uln_open in a job; by uln_peer_insert
+     * otherwise, also again for an id reused): learn how to reach it, forget
+     * what was known of the id before. 0 or -errno. */
+    int (*learn)(struct uln_ctx *ctx, int peer);
+    /* uln_addr's parts (peer.c): write our part of this context's address,
+     * compactly, into out (at most room bytes); 0 bytes: nothing to say. */
+    size_t (*addr_pack)(const struct uln_ctx *ctx, uint8_t *out, size_t room);
+    /* ... and turn a peer's part back into its part of a board slot. host is
+     * the peer's uln_host_id. 0, or -EADDRNOTAVAIL if malformed. */
+    int (*addr_unpack)(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len);
     void (*close)(struct uln_ctx *ctx); /* also after a failed open */
     /* How well it reaches peer: 0 not at all, else the transport with the
      * highest number carries the peer. */
@@ -115,6 +126,9 @@ extern const struct uln_transport_ops *const uln_transports[];
  * best. */
 int uln_transports_open(struct uln_ctx *ctx, void *slot, size_t slot_len);
 int uln_transports_choose(struct uln_ctx *ctx);
+/* A peer's board slot changed (uln_peer_insert): every transport learns it and
+ * the best one is given the peer (ctx->peer_tp). 0 or -EHOSTUNREACH. */
+int uln_transports_learn(struct uln_ctx *ctx, int peer);
 void uln_transports_close(struct uln_ctx *ctx);
 
 #endif

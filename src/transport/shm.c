@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "transport/transports.h"
+#include "boot/addr.h"
 
 #define TCACHE_WAYS 64u /* translation cache entries per peer (direct-mapped) */
 
@@ -36,7 +37,8 @@
 struct shm_addr {
     int32_t inbox_fd;
     uint32_t pad_;
-    uint64_t inbox_bytes;
+    uint64_t inbox_bytes; /* 0: unknown (an address from uln_addr): the object's size */
+    uint64_t host;        /* uln_host_id: equal ones can map each other's inbox */
 };
 
 /* A mapped peer region: PNI's translation cache. Each endpoint has its own
@@ -115,7 +117,8 @@ static int uln_shm_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
      * can tell (see direct_cma); start hopeful unless told not to. */
     s->cma_ok = ctx->p.shm_cma != 0;
 
-    struct shm_addr addr = {.inbox_fd = ctx->inbox->fd, .inbox_bytes = ctx->inbox->len};
+    struct shm_addr addr = {
+        .inbox_fd = ctx->inbox->fd, .inbox_bytes = ctx->inbox->len, .host = uln_host_id()};
     if (slot_len < sizeof addr) return -EINVAL;
     memcpy(slot_addr, &addr, sizeof addr);
     return 0;
@@ -156,8 +159,9 @@ static int attach_locked(struct uln_ctx *ctx, int peer)
     int32_t pid;
     const struct shm_addr *a = uln_boot_peer(ctx, peer, &pid);
     if (!a) return -ECONNRESET;
+    const struct uln_peer_rec *rec = &ctx->peer_recs[peer];
 
-    if (peer == ctx->rank) {
+    if (uln_peer_is_self(ctx, peer)) {
         pp->inbox = ctx->inbox->base;
         pp->inbox_len = ctx->inbox->len;
     } else {
@@ -172,24 +176,26 @@ static int attach_locked(struct uln_ctx *ctx, int peer)
             return -e;
         }
         struct stat st;
-        if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != a->inbox_bytes) {
+        uint64_t bytes = a->inbox_bytes;
+        if (fstat(fd, &st) == 0 && bytes == 0) bytes = (uint64_t)st.st_size;
+        if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != bytes || bytes < 4096) {
             close(fd);
             return -EPROTO;
         }
-        void *m = mmap(NULL, a->inbox_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         close(fd); /* the mapping keeps the object alive */
         if (m == MAP_FAILED) return -errno;
         pp->inbox = m;
-        pp->inbox_len = a->inbox_bytes;
+        pp->inbox_len = bytes;
     }
     struct uln_inbox_hdr *h = (struct uln_inbox_hdr *)pp->inbox;
-    if (!uln_inbox_hdr_ok(ctx, h, peer, pp->inbox_len)) {
+    if (!uln_inbox_hdr_ok(ctx, h, rec->rank, pp->inbox_len)) {
         fprintf(stderr, "ulnet: rank %d's inbox does not match ours (different settings?)\n", peer);
         if (pp->inbox != ctx->inbox->base) munmap(pp->inbox, pp->inbox_len);
         pp->inbox = NULL;
         return -EPROTO;
     }
-    if (h->job_key != ctx->job_key) {
+    if (h->job_key != rec->key) { /* another job, or another life of the peer */
         ULN_COUNT(&ctx->stats, refused_job, 1);
         if (pp->inbox != ctx->inbox->base) munmap(pp->inbox, pp->inbox_len);
         pp->inbox = NULL;
@@ -203,11 +209,11 @@ static int attach_locked(struct uln_ctx *ctx, int peer)
          * before any store to our hazard slot there: an owner that clears a
          * key and then reads this map (uln_mr_dereg) sees our bit if we can
          * have seen the key live. */
-        uln_inbox_mark(uln_inbox_attached_at(pp->inbox, h), ctx->rank);
+        if (!ctx->no_job) uln_inbox_mark(uln_inbox_attached_at(pp->inbox, h), ctx->rank);
     }
     pp->pid = pid;
     pp->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    uln_doorbell_addr(&pp->bell, ctx->job_key, peer);
+    uln_doorbell_addr(&pp->bell, rec->key, rec->rank);
     /* Release: other threads that see hdr set see the whole peer entry. */
     __atomic_store_n(&pp->hdr, h, __ATOMIC_RELEASE);
     return 0;
@@ -230,7 +236,7 @@ static bool uln_shm_peer_dead(struct uln_ctx *ctx, int peer)
 {
     struct shm_peer *pp = &shm_of(ctx)->peers[peer];
     if (atomic_load_explicit(&pp->dead, memory_order_relaxed)) return true;
-    if (peer == ctx->rank || pp->pidfd < 0) return false;
+    if (uln_peer_is_self(ctx, peer) || pp->pidfd < 0) return false;
     struct pollfd pf = {.fd = pp->pidfd, .events = POLLIN};
     if (poll(&pf, 1, 0) != 1) return false; /* a pidfd is readable once its process exits */
     /* Its memory stays mapped here (the mappings hold the objects), so a late
@@ -359,7 +365,8 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, 
         return rc;
     }
     const struct uln_key_entry *e = (const struct uln_key_entry *)(pp->inbox + h->keys_off) + idx;
-    _Atomic uint32_t *hz = uln_inbox_hazard_at(pp->inbox, h, ctx->rank, ep->index);
+    const struct uln_ep_peer *epp = &ep->peers[peer];
+    _Atomic uint32_t *hz = uln_inbox_hazard_at(pp->inbox, h, epp->me_there, epp->dst_ep);
 
     /* Seq_cst store then seq_cst load (Dekker with uln_mr_dereg, which clears
      * the key and then reads the hazards): either the owner sees us inside, or
@@ -376,7 +383,7 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, 
     /* Where the region is in our address space: ourselves, or a peer's memfd
      * mapped through the translation cache. NULL: not mappable here. */
     uint8_t *base = NULL;
-    if (peer == ctx->rank)
+    if (uln_peer_is_self(ctx, peer))
         base = (uint8_t *)(uintptr_t)e->addr;
     else if (e->memfd >= 0)
         base = tcache_lookup(&ep->peers[peer], pp, e, rkey, &ep->stats);
@@ -410,11 +417,23 @@ static int uln_shm_connect(struct uln_ep *ep, int peer)
     if (rc) return rc;
     struct shm_peer *sp = &shm_of(ctx)->peers[peer];
     struct uln_ep_peer *pp = &ep->peers[peer];
+    if ((uint32_t)pp->dst_ep >= sp->hdr->max_eps) return -EADDRNOTAVAIL;
+    if (ctx->no_job && pp->me_there < 0) {
+        /* Our slot there: claimed for this endpoint of this life of ours, or
+         * found if the peer inserted us first (inbox.h). */
+        int slot = uln_inbox_claim(sp->inbox, sp->hdr, ctx->job_key, ep->index, (int)getpid());
+        if (slot < 0) return slot;
+        /* Seq_cst RMW before our first hazard store there, as for a job's
+         * attach: its uln_mr_dereg then sees we may be inside a region. */
+        if (sp->inbox != ctx->inbox->base)
+            uln_inbox_mark(uln_inbox_attached_at(sp->inbox, sp->hdr), slot);
+        pp->me_there = slot;
+    }
     for (int ch = 0; ch < 2; ch++) {
         uln_ring_prod_init(&pp->out[ch],
-                           uln_inbox_ring_at(sp->inbox, sp->hdr, ctx->rank, ep->index, ch),
+                           uln_inbox_ring_at(sp->inbox, sp->hdr, pp->me_there, pp->dst_ep, ch),
                            uln_inbox_ring_bytes(ch, &ctx->p));
-        pp->act_map[ch] = uln_inbox_active_at(sp->inbox, sp->hdr, ch, ep->index);
+        pp->act_map[ch] = uln_inbox_active_at(sp->inbox, sp->hdr, ch, pp->dst_ep);
     }
     return 0;
 }
@@ -437,12 +456,44 @@ static int uln_shm_choose(struct uln_ctx *ctx)
 }
 
 /* Every peer whose board slot we can read: the fallback when no transport
- * claims a peer better (one host, or ULN_TRANSPORT=shm). */
+ * claims a peer better (one host, or ULN_TRANSPORT=shm). With no job, a peer
+ * on this host only (its address says where it runs). */
 static int uln_shm_reaches(const struct uln_ctx *ctx, int peer)
 {
-    (void)ctx;
-    (void)peer;
-    return 1;
+    if (!ctx->no_job || peer == ctx->rank) return 1;
+    int32_t pid;
+    const struct shm_addr *a = uln_boot_peer((struct uln_ctx *)ctx, peer, &pid);
+    return a && a->host == uln_host_id() && a->inbox_fd >= 0 ? 1 : 0;
+}
+
+/* A peer's id may be reused for another peer (uln_peer_insert): forget the
+ * one before. Only ids with no endpoint state are reused. */
+static int uln_shm_learn(struct uln_ctx *ctx, int peer)
+{
+    struct shm_peer *pp = &shm_of(ctx)->peers[peer];
+    if (!ctx->no_job || !pp->hdr) return 0;
+    return -EBUSY;
+}
+
+/* uln_addr's part: the inbox's descriptor number (the host is in the
+ * address's header). */
+static size_t uln_shm_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room)
+{
+    int32_t fd = ctx->inbox->fd;
+    if (room < 4) return 0;
+    memcpy(out, &fd, 4);
+    return 4;
+}
+
+static int uln_shm_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot,
+                               size_t slot_len)
+{
+    struct shm_addr a = {.inbox_bytes = 0, .host = host};
+    if (len != 4 || slot_len < sizeof a) return -EADDRNOTAVAIL;
+    memcpy(&a.inbox_fd, in, 4);
+    if (a.inbox_fd < 0) return -EADDRNOTAVAIL;
+    memcpy(slot, &a, sizeof a);
+    return 0;
 }
 
 static void uln_shm_query(const struct uln_ctx *ctx, struct uln_info *info)
@@ -463,6 +514,9 @@ const struct uln_transport_ops uln_tp_shm = {
     .id = ULN_TPID_SHM,
     .open = uln_shm_open,
     .choose = uln_shm_choose,
+    .learn = uln_shm_learn,
+    .addr_pack = uln_shm_addr_pack,
+    .addr_unpack = uln_shm_addr_unpack,
     .close = uln_shm_close,
     .reaches = uln_shm_reaches,
     .query = uln_shm_query,

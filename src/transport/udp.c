@@ -227,6 +227,49 @@ static void peer_sockaddr(const struct udp_addr *a, unsigned ep_index, struct so
     }
 }
 
+/* The socket address of peer's endpoint we talk to. */
+static void dst_sockaddr(const struct uln_ep *ep, int peer, struct sockaddr_storage *ss,
+                         socklen_t *len)
+{
+    peer_sockaddr(&udp_of(ep->ctx)->addrs[peer], (unsigned)ep->peers[peer].dst_ep, ss, len);
+}
+
+/* Put peer into the link's table: its id there. -ENOENT: udp does not
+ * reach it (yet: a context with no job learns peers as they are inserted). */
+static int link_peer(struct uln_ep *ep, int peer)
+{
+    struct uln_udp_ep *ue = udp_ep(ep);
+    if (ue->id_of_rank[peer] >= 0) return ue->id_of_rank[peer];
+    if (!udp_remote(ep->ctx, peer)) return -ENOENT;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    dst_sockaddr(ep, peer, &ss, &len);
+    int id = uln_link_add_peer(ue->io, (struct sockaddr *)&ss, len);
+    if (id < 0) return id;
+    ue->id_of_rank[peer] = id;
+    ue->rank_of_id[id] = peer;
+    return id;
+}
+
+/* A datagram from a source not in the link's table: with no job, a peer
+ * inserted since this endpoint opened, sending before we sent to it. The
+ * peers whose endpoint address it is are few; this runs once per peer. */
+static int link_peer_of(struct uln_ep *ep, const struct uln_link_rx *rx)
+{
+    struct uln_ctx *ctx = ep->ctx;
+    socklen_t alen;
+    const void *a = uln_link_rx_addr(udp_ep(ep)->io, rx->handle, &alen);
+    if (!ctx->no_job || !a) return -1;
+    for (int p = 1; p < ctx->size; p++) {
+        if (!udp_remote(ctx, p) || udp_ep(ep)->id_of_rank[p] >= 0) continue;
+        struct sockaddr_storage ss;
+        socklen_t len;
+        dst_sockaddr(ep, p, &ss, &len);
+        if (len == alen && !memcmp(&ss, a, len)) return link_peer(ep, p);
+    }
+    return -1;
+}
+
 static int uln_udp_ep_open(struct uln_ep *ep)
 {
     struct uln_ctx *ctx = ep->ctx;
@@ -258,18 +301,10 @@ static int uln_udp_ep_open(struct uln_ep *ep)
     ue->payload_max = uln_link_payload_max(ue->io);
     ue->stride = (ue->payload_max + 63u) & ~63u;
     ue->window = ctx->p.udp_window;
-    for (int p = 0; p < n; p++) {
-        ue->id_of_rank[p] = -1;
-        ue->rank_of_id[p] = -1;
-        if (!udp_remote(ctx, p)) continue;
-        struct sockaddr_storage ss;
-        socklen_t len;
-        peer_sockaddr(&u->addrs[p], (unsigned)ep->index, &ss, &len);
-        int id = uln_link_add_peer(ue->io, (struct sockaddr *)&ss, len);
-        if (id < 0) return id;
-        ue->id_of_rank[p] = id;
-        ue->rank_of_id[id] = p;
-    }
+    for (int p = 0; p < n; p++)
+        ue->id_of_rank[p] = ue->rank_of_id[p] = -1;
+    for (int p = 0; p < n; p++)
+        if ((rc = link_peer(ep, p)) < 0 && rc != -ENOENT) return rc;
     return 0;
 }
 
@@ -354,7 +389,7 @@ static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
     if (ULN_LIKELY(udp_peer(ep, rank) != NULL)) return udp_peer(ep, rank);
     struct uln_ctx *ctx = ep->ctx;
     struct uln_udp_ep *ue = udp_ep(ep);
-    if (!ue || ue->id_of_rank[rank] < 0) return NULL;
+    if (!ue || link_peer(ep, rank) < 0) return NULL;
     struct uln_udp_peer *up = calloc(1, sizeof *up);
     if (!up) return NULL;
     struct uln_rel_cfg cfg;
@@ -458,13 +493,13 @@ static void send_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct u
                         .credit = p->fb.credit,
                         .seq = p->src_epoch,
                         .ack = p->fb.ack,
-                        .key = ep->ctx->job_key,
+                        .key = ep->ctx->peer_recs[up->rank].key, /* what it expects */
                         .offset = p->fb.sack};
     struct pkt_ctrl_body b = {.dst_epoch = p->dst_epoch,
                               .lose = p->fb.lose,
                               .sack_off = p->fb.sack_off,
                               .reorder = p->fb.reorder,
-                              .rank = ep->ctx->rank};
+                              .rank = uln_self_ident(ep->ctx)};
     queue_pkt(ep, up->io_id, &h, &b, sizeof b, NULL, 0);
 }
 
@@ -482,7 +517,7 @@ static void send_data(struct uln_ep *ep, struct uln_udp_peer *up, struct tx_slot
     }
     h.flags = (uint8_t)((h.flags & (PKT_LAST | PKT_IMM)) |
                         (p->flags & (ULN_REL_DATA | ULN_REL_FB | ULN_REL_RETX)));
-    h.tag = conn_tag(ep->ctx->job_key, p->src_epoch, p->dst_epoch);
+    h.tag = conn_tag(ep->ctx->peer_recs[up->rank].key, p->src_epoch, p->dst_epoch);
     h.seq = p->seq;
     if (p->flags & ULN_REL_FB) {
         h.ack = p->fb.ack;
@@ -538,7 +573,8 @@ static void *uln_udp_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len)
     struct uln_udp_peer *up = udp_peer(ep, peer);
     udp_ep(ep)->now = uln_now_ns();
     if (!up || up->dead || len > udp_ep(ep)->stride || !can_send(ep, up, 1)) return NULL;
-    return slot_mem(ep, up, uln_rel_tx_next_seq(&up->rel)); /* the seq uln_rel_tx_assign gives next */
+    return slot_mem(ep, up,
+                    uln_rel_tx_next_seq(&up->rel)); /* the seq uln_rel_tx_assign gives next */
 }
 
 /* Send what the engine wrote into the reserved slot, as a packet. */
@@ -923,7 +959,8 @@ static void rx_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct pkt
         ULN_COUNT(&ep->stats, refused_job, 1);
         return;
     }
-    if (b->rank != up->rank || (h->flags & (ULN_REL_DATA | ULN_REL_RETX))) {
+    if (b->rank != uln_peer_ident(ep->ctx, up->rank) ||
+        (h->flags & (ULN_REL_DATA | ULN_REL_RETX))) {
         ULN_COUNT(&ep->stats, malformed, 1);
         return;
     }
@@ -945,8 +982,9 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     ULN_COUNT(&ep->stats, pkts_received, 1);
-    if (rx->peer < 0) {
-        ULN_COUNT(&ep->stats, refused_job, 1); /* not a rank of this job */
+    int32_t io_peer = rx->peer >= 0 ? rx->peer : link_peer_of(ep, rx);
+    if (io_peer < 0) {
+        ULN_COUNT(&ep->stats, refused_job, 1); /* not a rank of this job, nor inserted */
         return false;
     }
     struct pkt_hdr h;
@@ -961,7 +999,7 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
         ULN_COUNT(&ep->stats, malformed, 1);
         return false;
     }
-    struct uln_udp_peer *up = peer_get(ep, ue->rank_of_id[rx->peer]);
+    struct uln_udp_peer *up = peer_get(ep, ue->rank_of_id[io_peer]);
     if (!up) return false;
     if (up->dead) {
         ULN_COUNT(&ep->stats, stale, 1);
@@ -1123,13 +1161,13 @@ int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c)
     const struct uln_udp_peer *up = udp_peer(ep, rank);
     if (!up) return -ENOENT;
     const struct uln_rel *r = &up->rel;
-    uint64_t job = ep->ctx->job_key;
+    uint64_t job = ep->ctx->job_key, peer_key = ep->ctx->peer_recs[rank].key;
     *c = (struct uln_udp_conn){.state = uln_rel_state(r),
                                .dead = up->dead,
                                .local_epoch = r->local_epoch,
                                .peer_epoch = r->peer_epoch,
                                .tag_in = conn_tag(job, r->peer_epoch, r->local_epoch),
-                               .tag_out = conn_tag(job, r->local_epoch, r->peer_epoch),
+                               .tag_out = conn_tag(peer_key, r->local_epoch, r->peer_epoch),
                                .rcv_next = r->rcv_cum,
                                .snd_una = r->snd_una,
                                .snd_nxt = r->snd_nxt};
@@ -1160,7 +1198,8 @@ int uln_udp_ep_addr(struct uln_ep *ep, int rank, struct sockaddr_storage *ss, so
     if (!udp_ep(ep) || rank < 0 || rank >= ep->ctx->size) return -EINVAL;
     if (rank == ep->ctx->rank) return uln_link_local(udp_ep(ep)->io, ss, len);
     if (!udp_remote(ep->ctx, rank)) return -EINVAL;
-    peer_sockaddr(&u->addrs[rank], (unsigned)ep->index, ss, len);
+    (void)u;
+    dst_sockaddr(ep, rank, ss, len);
     return 0;
 }
 
@@ -1233,6 +1272,9 @@ const struct uln_transport_ops uln_tp_udp = {
     .id = ULN_TPID_UDP,
     .open = uln_udp_open,
     .choose = uln_udp_choose,
+    .learn = uln_udp_learn,
+    .addr_pack = uln_udp_addr_pack,
+    .addr_unpack = uln_udp_addr_unpack,
     .close = uln_udp_close,
     .reaches = uln_udp_reaches,
     .query = uln_udp_query,

@@ -21,36 +21,6 @@
 
 /* ---- context: sockets and addresses ---------------------------------------- */
 
-static void hash_file(const char *path, bool link, uint64_t *h)
-{
-    char buf[256];
-    ssize_t n;
-    if (link) {
-        n = readlink(path, buf, sizeof buf);
-    } else {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        n = fd < 0 ? -1 : read(fd, buf, sizeof buf);
-        if (fd >= 0) close(fd);
-    }
-    for (ssize_t i = 0; i < n; i++)
-        *h = mix64(*h ^ (uint8_t)buf[i]) + (uint64_t)i;
-}
-
-/* Two ranks can use shared memory when they run on the same kernel, see the
- * same processes (pidfds, /proc/PID/fd) and - so that network namespaces can
- * stand in for hosts in tests - share a network namespace. */
-static void host_id(uint8_t id[16])
-{
-    uint64_t a = 0x756c6e6574ull, b;
-    hash_file("/proc/sys/kernel/random/boot_id", false, &a);
-    b = a;
-    hash_file("/proc/self/ns/net", true, &a);
-    hash_file("/proc/self/ns/pid", true, &b);
-    hash_file("/proc/self/ns/net", true, &b);
-    memcpy(id, &a, 8);
-    memcpy(id + 8, &b, 8);
-}
-
 static void set_port(struct sockaddr_storage *ss, unsigned port)
 {
     if (ss->ss_family == AF_INET)
@@ -142,7 +112,8 @@ static int bind_fixed(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t 
 static bool udp_needed(const struct uln_ctx *ctx)
 {
     return ctx->p.transport == ULN_TP_UDP ||
-           (ctx->p.transport == ULN_TP_AUTO && (ctx->root || ctx->pmix) && ctx->size > 1);
+           (ctx->p.transport == ULN_TP_AUTO &&
+            (((ctx->root || ctx->pmix) && ctx->size > 1) || ctx->no_job));
 }
 
 static void publish(struct uln_udp *u, const struct sockaddr_storage *ss, int base, void *slot_addr)
@@ -152,7 +123,9 @@ static void publish(struct uln_udp *u, const struct sockaddr_storage *ss, int ba
     me->family = ss->ss_family;
     me->port = (uint16_t)base;
     me->nports = (uint16_t)u->nfds;
-    host_id(me->host_id);
+    uint64_t host = uln_host_id();
+    memset(me->host_id, 0, sizeof me->host_id);
+    memcpy(me->host_id, &host, 8);
     if (ss->ss_family == AF_INET)
         memcpy(me->ip, &((const struct sockaddr_in *)ss)->sin_addr, 4);
     else
@@ -194,16 +167,57 @@ int uln_udp_choose(struct uln_ctx *ctx)
     u->addrs = calloc((size_t)ctx->size, sizeof *u->addrs);
     u->remote = calloc((size_t)ctx->size, 1);
     if (!u->addrs || !u->remote) return -ENOMEM;
-    for (int p = 0; p < ctx->size; p++) {
-        int32_t pid;
-        const uint8_t *slot = uln_boot_peer(ctx, p, &pid);
-        if (!slot || p == ctx->rank) continue; /* ourselves: always shared memory */
-        memcpy(&u->addrs[p], slot + UDP_ADDR_OFF, sizeof u->addrs[p]);
-        const struct udp_addr *a = &u->addrs[p];
-        if (a->magic != UDP_ADDR_MAGIC || a->nports < ctx->p.max_eps) continue;
-        bool same_host = memcmp(a->host_id, u->me.host_id, 16) == 0;
-        u->remote[p] = ctx->p.transport == ULN_TP_UDP || !same_host;
-    }
+    return 0;
+}
+
+int uln_udp_learn(struct uln_ctx *ctx, int p)
+{
+    struct uln_udp *u = udp_of(ctx);
+    if (!u) return 0;
+    int32_t pid;
+    const uint8_t *slot = uln_boot_peer(ctx, p, &pid);
+    u->remote[p] = 0;
+    memset(&u->addrs[p], 0, sizeof u->addrs[p]);
+    if (!slot || uln_peer_is_self(ctx, p)) return 0; /* ourselves: always shared memory */
+    memcpy(&u->addrs[p], slot + UDP_ADDR_OFF, sizeof u->addrs[p]);
+    const struct udp_addr *a = &u->addrs[p];
+    /* A job's members all have max_eps ports; a peer with no job has its
+     * own number, and the endpoint the id names must be one of them. */
+    int32_t ep = ctx->peer_recs[p].ep;
+    bool ports_ok = ctx->no_job ? ep >= 0 && ep < a->nports : a->nports >= ctx->p.max_eps;
+    if (a->magic != UDP_ADDR_MAGIC || !ports_ok) return 0;
+    bool same_host = memcmp(a->host_id, u->me.host_id, 16) == 0;
+    u->remote[p] = ctx->p.transport == ULN_TP_UDP || !same_host;
+    return 0;
+}
+
+/* uln_addr's part: family, first port, port count, IP (4 or 16 bytes). */
+size_t uln_udp_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room)
+{
+    const struct uln_udp *u = udp_of(ctx);
+    if (!u) return 0;
+    size_t iplen = u->me.family == AF_INET ? 4 : 16;
+    if (room < 4 + iplen) return 0;
+    out[0] = u->me.family == AF_INET ? 4 : 6;
+    out[1] = (uint8_t)u->me.nports;
+    memcpy(out + 2, &u->me.port, 2);
+    memcpy(out + 4, u->me.ip, iplen);
+    return 4 + iplen;
+}
+
+int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len)
+{
+    struct udp_addr a = {.magic = UDP_ADDR_MAGIC};
+    if (slot_len < UDP_ADDR_OFF + sizeof a || len < 4) return -EADDRNOTAVAIL;
+    size_t iplen = in[0] == 4 ? 4 : in[0] == 6 ? 16 : 0;
+    if (!iplen || len != 4 + iplen || in[1] == 0) return -EADDRNOTAVAIL;
+    a.family = in[0] == 4 ? AF_INET : AF_INET6;
+    a.nports = in[1];
+    memcpy(&a.port, in + 2, 2);
+    if (a.port == 0 || a.port + a.nports - 1u > 65535u) return -EADDRNOTAVAIL;
+    memcpy(a.ip, in + 4, iplen);
+    memcpy(a.host_id, &host, 8);
+    memcpy((uint8_t *)slot + UDP_ADDR_OFF, &a, sizeof a);
     return 0;
 }
 

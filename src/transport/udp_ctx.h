@@ -50,6 +50,9 @@ static inline struct uln_udp *udp_of(const struct uln_ctx *ctx)
  * address; once every rank's is known, learn which peers UDP reaches. */
 int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len);
 int uln_udp_choose(struct uln_ctx *ctx);
+int uln_udp_learn(struct uln_ctx *ctx, int peer);
+size_t uln_udp_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room);
+int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len);
 void uln_udp_close(struct uln_ctx *ctx);
 
 #endif

@@ -1,0 +1,221 @@
+/*
+ * peer.c - peer ids: a job's ranks, or, in a context with no job, the peers
+ * the application inserts by address (ulnet.h, "Peers by address").
+ *
+ * A peer id is a slot of our inbox (inbox.h): the rings it writes to us are
+ * the slot's, so the engine reads every peer the same way, job or not. With
+ * no job a slot is claimed for one (context key, endpoint index) by whoever
+ * comes first - our uln_peer_insert, or that endpoint mapping our inbox to
+ * send to us - so both sides agree on it without a word between them, in
+ * any order. What the transports need to reach the peer goes into the
+ * slot's entry of a private board (boot.c), exactly as a launcher's board
+ * holds a job's, and each transport learns it from there.
+ *
+ * The address (uln_addr), little-endian:
+ *   0  u8  magic 0xa7        1  u8  version 1
+ *   2  u8  total length      3  u8  number of parts
+ *   4  u32 pid               8  u64 context key       16 u64 host id
+ *   24 parts: u8 transport id, u8 length, that many bytes (the transport's)
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "boot/addr.h"
+
+#define ADDR_MAGIC   0xa7u
+#define ADDR_VERSION 1u
+#define ADDR_HDR     24u
+
+int uln_peers_open(struct uln_ctx *ctx)
+{
+    size_t words = ((size_t)ctx->size + 63) / 64;
+    ctx->peer_recs = calloc((size_t)ctx->size, sizeof *ctx->peer_recs);
+    ctx->peer_live = calloc(words, sizeof *ctx->peer_live);
+    if (!ctx->peer_recs || !ctx->peer_live) return -ENOMEM;
+    for (int p = 0; p < (ctx->no_job ? 1 : ctx->size); p++) {
+        ctx->peer_recs[p] = (struct uln_peer_rec){
+            .key = ctx->job_key, .rank = p, .ep = -1, .refs = 1, .state = ULN_PEER_LIVE};
+        ctx->peer_live[p / 64] |= 1ull << (p % 64);
+    }
+    return 0;
+}
+
+void uln_peers_close(struct uln_ctx *ctx)
+{
+    free(ctx->peer_recs);
+    free(ctx->peer_live);
+    ctx->peer_recs = NULL;
+    ctx->peer_live = NULL;
+}
+
+ULN_EXPORT int uln_addr(const struct uln_ctx *ctx, void *addr, size_t *len)
+{
+    if (!ctx || !addr || !len) return -EINVAL;
+    if (uln_ctx_forked(ctx)) return -EPERM;
+    uint8_t a[ULN_ADDR_MAX];
+    uint64_t key = ctx->job_key, host = uln_host_id();
+    uint32_t pid = (uint32_t)getpid();
+    size_t n = ADDR_HDR;
+    unsigned parts = 0;
+    for (unsigned id = 0; uln_transports[id]; id++) {
+        const struct uln_transport_ops *t = uln_transports[id];
+        if (!t->addr_pack || n + 2 > sizeof a) continue;
+        size_t k = t->addr_pack(ctx, a + n + 2, sizeof a - n - 2);
+        if (!k) continue;
+        a[n] = (uint8_t)id;
+        a[n + 1] = (uint8_t)k;
+        n += 2 + k;
+        parts++;
+    }
+    a[0] = ADDR_MAGIC;
+    a[1] = ADDR_VERSION;
+    a[2] = (uint8_t)n;
+    a[3] = (uint8_t)parts;
+    memcpy(a + 4, &pid, 4);
+    memcpy(a + 8, &key, 8);
+    memcpy(a + 16, &host, 8);
+    if (*len < n) {
+        *len = n;
+        return -ENOSPC;
+    }
+    memcpy(addr, a, n);
+    *len = n;
+    return 0;
+}
+
+/* An address, read back into a board slot (pid + each transport's part) and
+ * its key. Every length is checked against what was given. */
+static int addr_parse(const uint8_t *a, size_t len, struct uln_board_slot *slot, uint64_t *key)
+{
+    if (len < ADDR_HDR || len > ULN_ADDR_MAX || a[0] != ADDR_MAGIC || a[1] != ADDR_VERSION ||
+        a[2] != len)
+        return -EADDRNOTAVAIL;
+    uint32_t pid;
+    uint64_t host;
+    memcpy(&pid, a + 4, 4);
+    memcpy(key, a + 8, 8);
+    memcpy(&host, a + 16, 8);
+    if (*key == 0 || pid == 0 || pid > INT32_MAX) return -EADDRNOTAVAIL;
+    memset(slot, 0, sizeof *slot);
+    slot->pid = (int32_t)pid;
+    size_t off = ADDR_HDR;
+    for (unsigned i = 0; i < a[3]; i++) {
+        if (off + 2 > len || off + 2 + a[off + 1] > len) return -EADDRNOTAVAIL;
+        unsigned id = a[off];
+        const struct uln_transport_ops *t = NULL;
+        for (unsigned k = 0; uln_transports[k]; k++)
+            if (k == id) t = uln_transports[k];
+        /* A part of a transport we were built without is skipped: the peer
+         * may still be reached another way. */
+        if (t && t->addr_unpack &&
+            t->addr_unpack(a + off + 2, a[off + 1], host, slot->addr, sizeof slot->addr) != 0)
+            return -EADDRNOTAVAIL;
+        off += 2u + a[off + 1];
+    }
+    return off == len ? 0 : -EADDRNOTAVAIL;
+}
+
+static void set_live(struct uln_ctx *ctx, int p, bool live)
+{
+    if (live)
+        ctx->peer_live[p / 64] |= 1ull << (p % 64);
+    else
+        ctx->peer_live[p / 64] &= ~(1ull << (p % 64));
+    ctx->peers_gen++; /* endpoints rebuild their lists of peers to read */
+}
+
+/* Give every open endpoint the peer's transport and the index it names. */
+static void eps_learn(struct uln_ctx *ctx, int p)
+{
+    for (unsigned i = 0; i < ctx->n_eps; i++) {
+        struct uln_ep *ep = ctx->eps[i];
+        if (!ep) continue;
+        ep->peers[p].tp = ctx->peer_tp[p];
+        ep->peers[p].dst_ep = ctx->peer_recs[p].ep;
+    }
+}
+
+/* Fill the slot's board entry and let the transports learn it. */
+static int slot_fill(struct uln_ctx *ctx, int p, const struct uln_board_slot *s, uint64_t key,
+                     int ep_index)
+{
+    struct uln_board_slot *b = uln_board_slot(ctx->board, p);
+    atomic_store_explicit(&b->ready, 0, memory_order_relaxed);
+    b->pid = s->pid;
+    memcpy(b->addr, s->addr, sizeof b->addr);
+    /* Release: pairs with uln_boot_peer's acquire (a transport's lookup). */
+    atomic_store_explicit(&b->ready, 1, memory_order_release);
+    ctx->peer_recs[p] = (struct uln_peer_rec){.key = key, .rank = 0, .ep = ep_index};
+    int rc = uln_transports_learn(ctx, p);
+    if (rc) {
+        atomic_store_explicit(&b->ready, 0, memory_order_relaxed);
+        return rc;
+    }
+    eps_learn(ctx, p);
+    return 0;
+}
+
+static int peer_insert(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index)
+{
+    struct uln_board_slot s;
+    uint64_t key;
+    int rc = addr_parse(addr, len, &s, &key);
+    if (rc) return rc;
+    int p = uln_inbox_claim(ctx->inbox->base, ctx->inbox->hdr, key, ep_index, 0);
+    if (p < 0) return p;
+    struct uln_peer_rec *r = &ctx->peer_recs[p];
+    if (r->state != ULN_PEER_FREE && r->key == key && r->ep == ep_index) {
+        /* Inserted before (and maybe removed since): the same id, the same
+         * rings, so nothing in flight between us is lost or repeated. */
+        if (r->state == ULN_PEER_REMOVED) {
+            r->state = ULN_PEER_LIVE;
+            r->refs = 0;
+            set_live(ctx, p, true);
+        }
+        r->refs++;
+        return p;
+    }
+    if ((rc = slot_fill(ctx, p, &s, key, ep_index)) != 0) return rc;
+    r->refs = 1;
+    r->state = ULN_PEER_LIVE;
+    set_live(ctx, p, true);
+    return p;
+}
+
+ULN_EXPORT int uln_peer_insert(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index,
+                               int *peer)
+{
+    if (!ctx || !addr || !peer) return -EINVAL;
+    if (!ctx->no_job || ep_index < 0 || ep_index >= 64) return -EINVAL;
+    int rc = uln_api_enter(ctx);
+    if (rc) return rc;
+    pthread_mutex_lock(&ctx->lock);
+    rc = peer_insert(ctx, addr, len, ep_index);
+    pthread_mutex_unlock(&ctx->lock);
+    uln_api_unlock(ctx);
+    if (rc < 0) return rc;
+    *peer = rc;
+    return 0;
+}
+
+ULN_EXPORT int uln_peer_remove(struct uln_ctx *ctx, int peer)
+{
+    if (!ctx || !ctx->no_job || peer <= 0 || peer >= ctx->size) return -EINVAL;
+    int rc = uln_api_enter(ctx);
+    if (rc) return rc;
+    pthread_mutex_lock(&ctx->lock);
+    struct uln_peer_rec *r = &ctx->peer_recs[peer];
+    if (r->state != ULN_PEER_LIVE) {
+        rc = -EINVAL;
+    } else if (--r->refs == 0) {
+        r->state = ULN_PEER_REMOVED;
+        set_live(ctx, peer, false);
+        for (unsigned i = 0; i < ctx->n_eps; i++)
+            if (ctx->eps[i]) uln_engine_fail_peer(ctx->eps[i], peer, -ECANCELED);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    uln_api_unlock(ctx);
+    return rc;
+}
