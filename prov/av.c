@@ -2,12 +2,10 @@
  * av.c - address vectors (FI_AV_MAP and FI_AV_TABLE alike: an fi_addr_t is
  * the slot an address was inserted into, which a map may return too).
  *
- * Interim addressing: ulnet knows the ranks of its own job only, and an
- * endpoint reaches the peer's endpoint of the same index. An address of
- * another job is refused at insert (FI_ADDR_NOTAVAIL, -FI_EINVAL as
- * fi_av(3) asks); one of another endpoint index is accepted, and a send to
- * it from an endpoint of a different index fails with -FI_EADDRNOTAVAIL
- * (docs/provider.md).
+ * An address is an endpoint index and a ulnet context address; inserting
+ * it is uln_peer_insert, which gives the peer id every operation uses, from
+ * any endpoint. A malformed address, or one no transport reaches, gets
+ * FI_ADDR_NOTAVAIL (and -FI_EINVAL when none went in, as fi_av(3) asks).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +18,12 @@ static int av_close(struct fid *fid)
     struct ulnfi_av *av = ulnfi_container(fid, struct ulnfi_av, av.fid);
     if (av->refs) return -FI_EBUSY;
     av->dom->refs--;
+    for (size_t i = 0; i < av->count; i++)
+        if (av->used[i]) uln_peer_remove(av->dom->ctx, av->peer[i]);
     free(av->tab);
+    free(av->peer);
     free(av->used);
-    free(av->by_rank);
+    free(av->by_peer);
     free(av);
     return 0;
 }
@@ -46,6 +47,9 @@ static int grow(struct ulnfi_av *av)
     struct ulnfi_addr *t = realloc(av->tab, cap * sizeof(*t));
     if (!t) return -FI_ENOMEM;
     av->tab = t;
+    int *pe = realloc(av->peer, cap * sizeof(*pe));
+    if (!pe) return -FI_ENOMEM;
+    av->peer = pe;
     uint8_t *u = realloc(av->used, cap);
     if (!u) return -FI_ENOMEM;
     memset(u + av->cap, 0, cap - av->cap);
@@ -54,10 +58,15 @@ static int grow(struct ulnfi_av *av)
     return 0;
 }
 
-static bool valid(const struct ulnfi_av *av, const struct ulnfi_addr *a)
+/* The ulnet peer id of a name, or a negative errno. */
+static int insert_one(struct ulnfi_av *av, const struct ulnfi_addr *a)
 {
-    return a->magic == ULNFI_ADDR_MAGIC && a->version == ULNFI_ADDR_VERSION &&
-           a->job_key == av->dom->job_key && a->rank < (uint32_t)av->dom->size;
+    if (a->magic != ULNFI_ADDR_MAGIC || a->version != ULNFI_ADDR_VERSION ||
+        a->ulen > sizeof(a->uaddr))
+        return -EADDRNOTAVAIL;
+    int peer;
+    int rc = uln_peer_insert(av->dom->ctx, a->uaddr, a->ulen, a->ep, &peer);
+    return rc ? rc : peer;
 }
 
 static int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr_t *fi_addr,
@@ -70,25 +79,22 @@ static int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr
     int ok = 0, bad = 0;
     ulnfi_lock(av->dom);
     for (size_t i = 0; i < count; i++) {
-        if (!valid(av, &in[i])) {
+        int peer = av->count == av->cap && grow(av) ? -ENOMEM : insert_one(av, &in[i]);
+        if (peer < 0) {
             if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
-            bad++;
-            continue;
-        }
-        if (av->count == av->cap && grow(av)) {
-            if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
+            FI_WARN(&ulnfi_prov, FI_LOG_AV, "address %zu refused: %s\n", i, uln_strerror(peer));
             bad++;
             continue;
         }
         size_t slot = av->count++;
         av->tab[slot] = in[i];
+        av->peer[slot] = peer;
         av->used[slot] = 1;
-        av->by_rank[in[i].rank] = slot;
+        av->by_peer[peer] = slot;
         if (fi_addr) fi_addr[i] = slot;
         ok++;
     }
     ulnfi_unlock(av->dom);
-    if (bad) FI_WARN(&ulnfi_prov, FI_LOG_AV, "%d address(es) not of this ulnet job refused\n", bad);
     /* fi_av(3): the number inserted; without an EQ, an address that failed
      * makes the call fail as a whole only when none went in. */
     return ok ? ok : (count ? -FI_EINVAL : 0);
@@ -117,7 +123,9 @@ static int av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count, uint6
             continue;
         }
         av->used[a] = 0;
-        if (av->by_rank[av->tab[a].rank] == a) av->by_rank[av->tab[a].rank] = FI_ADDR_NOTAVAIL;
+        int peer = av->peer[a];
+        if (av->by_peer[peer] == a) av->by_peer[peer] = FI_ADDR_NOTAVAIL;
+        uln_peer_remove(av->dom->ctx, peer);
     }
     ulnfi_unlock(av->dom);
     return rc;
@@ -137,8 +145,10 @@ static const char *av_straddr(struct fid_av *fav, const void *addr, char *buf, s
 {
     const struct ulnfi_addr *a = addr;
     char s[96];
-    int n = snprintf(s, sizeof(s), "ulnet://%016llx/%u/%u", (unsigned long long)a->job_key,
-                     (unsigned)a->rank, (unsigned)a->ep);
+    /* The context's key (bytes 8..15 of uln_addr, its life) and the endpoint. */
+    unsigned long long key = 0;
+    if (a->ulen >= 16) memcpy(&key, a->uaddr + 8, 8);
+    int n = snprintf(s, sizeof(s), "ulnet://%016llx/%u", key, (unsigned)a->ep);
     if (*len) {
         size_t c = (size_t)n < *len - 1 ? (size_t)n : *len - 1;
         memcpy(buf, s, c);
@@ -177,13 +187,13 @@ int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid
     if (attr->rx_ctx_bits) return -FI_EINVAL;
     struct ulnfi_av *av = calloc(1, sizeof(*av));
     if (!av) return -FI_ENOMEM;
-    av->by_rank = malloc(sizeof(fi_addr_t) * (size_t)d->size);
-    if (!av->by_rank) {
+    av->by_peer = malloc(sizeof(fi_addr_t) * (size_t)d->size);
+    if (!av->by_peer) {
         free(av);
         return -FI_ENOMEM;
     }
     for (int i = 0; i < d->size; i++)
-        av->by_rank[i] = FI_ADDR_NOTAVAIL;
+        av->by_peer[i] = FI_ADDR_NOTAVAIL;
     av->dom = d;
     av->type = attr->type == FI_AV_UNSPEC ? FI_AV_MAP : attr->type;
     attr->type = av->type;
@@ -196,18 +206,17 @@ int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid
     return 0;
 }
 
-/* The rank of a destination, for an endpoint of index ep->index. */
-int ulnfi_av_peer(struct ulnfi_ep *ep, fi_addr_t addr, int *rank)
+/* The ulnet peer id of a destination (any endpoint may reach any). */
+int ulnfi_av_peer(struct ulnfi_ep *ep, fi_addr_t addr, int *peer)
 {
     struct ulnfi_av *av = ep->av;
     if (!av || addr >= av->count || !av->used[addr]) return -FI_EINVAL;
-    if (av->tab[addr].ep != ep->index) return -FI_EADDRNOTAVAIL;
-    *rank = (int)av->tab[addr].rank;
+    *peer = av->peer[addr];
     return 0;
 }
 
-fi_addr_t ulnfi_av_src(struct ulnfi_av *av, int rank)
+fi_addr_t ulnfi_av_src(struct ulnfi_av *av, int peer)
 {
-    if (!av || rank < 0 || rank >= av->dom->size) return FI_ADDR_NOTAVAIL;
-    return av->by_rank[rank];
+    if (!av || peer < 0 || peer >= av->dom->size) return FI_ADDR_NOTAVAIL;
+    return av->by_peer[peer];
 }

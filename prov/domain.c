@@ -2,10 +2,11 @@
  * domain.c - the domain: the process's ulnet context, progress, and the
  * factory of every object below it.
  *
- * ulnet joins one job per process and a second uln_open fails, so the context
- * is process-wide and refcounted: the first fi_domain opens it (never
- * fi_getinfo, which must stay cheap and side-effect free), the last close
- * closes it.
+ * The context joins no job (ULN_BOOT_NONE): libfabric clients connect by
+ * address (fi_getname, fi_av_insert), whatever launched them. It is shared
+ * by the process's domains and refcounted: the first fi_domain opens it
+ * (never fi_getinfo, which must stay cheap and side-effect free), the last
+ * close closes it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ static void config_from_params(struct uln_config *cfg)
 {
     int v;
     uln_config_init(cfg);
+    cfg->boot = ULN_BOOT_NONE;
     if (fi_param_get_int(&ulnfi_prov, "nap_max", &v) == FI_SUCCESS && v > 0)
         cfg->nap_max = (uint32_t)v;
     if (fi_param_get_int(&ulnfi_prov, "sq_depth", &v) == FI_SUCCESS && v > 0)
@@ -233,9 +235,7 @@ int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fi
         return ulnfi_errno(rc);
     }
     uln_query(d->ctx, &d->uinfo);
-    d->rank = uln_rank(d->ctx);
-    d->size = uln_size(d->ctx);
-    d->job_key = uln_job_key(d->ctx);
+    d->size = uln_size(d->ctx); /* peer ids are below it */
     d->threading = a && a->threading ? a->threading : FI_THREAD_SAFE;
     d->progress =
         a && (a->data_progress == FI_PROGRESS_AUTO || a->control_progress == FI_PROGRESS_AUTO)

@@ -387,11 +387,12 @@ static int ep_getname(fid_t fid, void *addr, size_t *addrlen)
     struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
     /* The endpoint index is ulnet's, known once the endpoint is enabled. */
     if (!ep->enabled) return -FI_EOPBADSTATE;
-    struct ulnfi_addr a = {.magic = ULNFI_ADDR_MAGIC,
-                           .version = ULNFI_ADDR_VERSION,
-                           .ep = (uint16_t)ep->index,
-                           .job_key = ep->dom->job_key,
-                           .rank = (uint32_t)ep->dom->rank};
+    struct ulnfi_addr a = {
+        .magic = ULNFI_ADDR_MAGIC, .version = ULNFI_ADDR_VERSION, .ep = (uint8_t)ep->index};
+    size_t ulen = sizeof(a.uaddr);
+    int rc = uln_addr(ep->dom->ctx, a.uaddr, &ulen);
+    if (rc) return ulnfi_errno(rc);
+    a.ulen = (uint8_t)ulen;
     size_t n = *addrlen;
     *addrlen = sizeof(a);
     if (n < sizeof(a)) return -FI_ETOOSMALL;

@@ -45,20 +45,18 @@ extern struct fi_provider ulnfi_prov;
 #define ulnfi_container(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
 
 /* ---- address: what fi_getname returns and fi_av_insert takes ---------------------------
- * Versioned and opaque to clients. ulnet reaches a peer by (job, rank) and the
- * endpoint of the same index, so that is all it holds today; the reserved tail
- * gives room for the core's future address blob (shm reachability, UDP address,
- * key, incarnation) without changing the size clients allocate. */
+ * Versioned and opaque to clients: the endpoint index and the context's
+ * ulnet address (uln_addr: how to reach the process, its key, its life).
+ * 64 bytes, FI_NAME_MAX, what clients such as Open MPI allocate. */
 #define ULNFI_ADDR_MAGIC   0x756c6e66u /* "ulnf" */
-#define ULNFI_ADDR_VERSION 1
+#define ULNFI_ADDR_VERSION 2
 struct ulnfi_addr {
     uint32_t magic;
-    uint16_t version;
-    uint16_t ep;      /* ulnet endpoint index */
-    uint64_t job_key; /* the job the rank belongs to */
-    uint32_t rank;
-    uint32_t resv0;
-    uint8_t resv[40]; /* zero: room for the core's address blob */
+    uint8_t version;
+    uint8_t ep;   /* ulnet endpoint index */
+    uint8_t ulen; /* bytes of uaddr in use */
+    uint8_t resv; /* zero */
+    uint8_t uaddr[ULN_ADDR_MAX];
 };
 _Static_assert(sizeof(struct ulnfi_addr) == 64, "address size is part of the wire");
 
@@ -110,8 +108,7 @@ struct ulnfi_domain {
     struct ulnfi_fabric *fab;
     struct uln_ctx *ctx;
     struct uln_info uinfo;
-    int rank, size;
-    uint64_t job_key;
+    int size; /* peer ids are below it */
     int threading;
     int progress;
     int refs; /* objects opened on it */
@@ -139,8 +136,9 @@ struct ulnfi_av {
     enum fi_av_type type;
     size_t count, cap;
     struct ulnfi_addr *tab;
+    int *peer; /* by fi_addr: the ulnet peer id uln_peer_insert gave */
     uint8_t *used;
-    fi_addr_t *by_rank; /* rank -> fi_addr of the last inserted name, for FI_SOURCE */
+    fi_addr_t *by_peer; /* peer id -> fi_addr of the last inserted name, for FI_SOURCE */
     int refs;
 };
 
