@@ -411,6 +411,24 @@ int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max);
  * Returns 0 when an entry is ready, -ETIMEDOUT, or -errno. */
 int uln_cq_wait(struct uln_cq *cq, int timeout_ms);
 
+/* Sleeping on a descriptor, with epoll/poll/select beside other work (as
+ * FI_WAIT_FD or ucp_worker_get_efd + ucp_worker_arm):
+ *   fd = uln_cq_fd(cq);                    once: a descriptor the CQ owns
+ *   loop: n = uln_cq_poll(cq, ...);        take what there is
+ *         if (!n && uln_cq_arm(cq, &ms) == 0)
+ *             poll(fd, POLLIN, ms);        sleep; any call on cq ends it
+ * uln_cq_arm makes one progress pass and returns -EAGAIN when entries are
+ * ready or work moved (poll again instead of sleeping); 0 when the caller
+ * may sleep on fd for at most *timeout_ms: a peer that gives the CQ work, or
+ * a packet for one of its endpoints, makes fd readable; the timeout is the
+ * endpoints' earliest timer (a resend, a dead peer's deadline), so the
+ * caller must then poll the CQ even if fd stayed quiet. fd may be readable
+ * with nothing for this CQ (a wake-up for another CQ of the context):
+ * poll, then arm again. The set is fixed up at each arm as endpoints are
+ * bound and closed. uln_cq_close closes fd. */
+int uln_cq_fd(struct uln_cq *cq);
+int uln_cq_arm(struct uln_cq *cq, int *timeout_ms);
+
 /* Give a NAP_RECV entry's ring space back (entries with ULN_CQE_MUST_RELEASE).
  * Entries may be released in any order; the ring space is reused in order. */
 int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe);

@@ -6,11 +6,22 @@
  * run. The engine never writes into a full CQ; work that would complete waits.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/internal.h"
+
+/* End the sleep uln_cq_arm announced (any call on the CQ does). */
+static void cq_disarm(struct uln_cq *cq)
+{
+    if (!cq->armed) return;
+    cq->armed = false;
+    uln_doorbell_sleep_end(cq->ctx);
+}
 
 ULN_EXPORT int uln_cq_open(struct uln_ctx *ctx, unsigned entries, struct uln_cq **out)
 {
@@ -25,6 +36,7 @@ ULN_EXPORT int uln_cq_open(struct uln_ctx *ctx, unsigned entries, struct uln_cq 
     }
     cq->ctx = ctx;
     cq->entries = entries;
+    cq->efd = -1;
     pthread_mutex_lock(&ctx->lock);
     cq->next = ctx->cqs;
     ctx->cqs = cq;
@@ -43,7 +55,10 @@ ULN_EXPORT int uln_cq_close(struct uln_cq *cq)
     if (uln_ctx_forked(ctx)) return -EPERM;
     if (cq->closed) return -EBADF;
     if (cq->n_eps) return -EBUSY; /* close its endpoints first */
+    cq_disarm(cq);
     pthread_mutex_lock(&ctx->lock);
+    if (cq->efd >= 0) close(cq->efd);
+    cq->efd = -1;
     cq->closed = true;
     free(cq->ring);
     cq->ring = NULL;
@@ -57,6 +72,8 @@ void uln_cq_close_all(struct uln_ctx *ctx)
     while (ctx->cqs) {
         struct uln_cq *cq = ctx->cqs;
         ctx->cqs = cq->next;
+        cq_disarm(cq);
+        if (cq->efd >= 0) close(cq->efd);
         free(cq->ring);
         free(cq);
     }
@@ -90,6 +107,7 @@ ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)
         uln_api_unlock(cq->ctx);
         return -EBADF;
     }
+    if (ULN_UNLIKELY(cq->armed)) cq_disarm(cq);
     /* Always progress, even with entries waiting: the fast path completes
      * posts straight into the CQ, so a rank that keeps posting would otherwise
      * never take its peers' messages. */
@@ -130,6 +148,7 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
     uint64_t start = uln_now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000u;
     uint64_t spin_until = start + (uint64_t)ctx->p.spin_us * 1000u;
+    cq_disarm(cq);
 
     for (;;) {
         /* Spin first: waking a sleeping process costs microseconds. */
@@ -195,5 +214,78 @@ ULN_EXPORT int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe)
     uln_api_lock(cq->ctx);
     uln_engine_release(ep, cqe->peer, c, m);
     uln_api_unlock(cq->ctx);
+    return 0;
+}
+
+/* ---- sleeping on a descriptor (uln_cq_fd, uln_cq_arm) ------------------------- */
+
+/* The doorbell and the sockets of the CQ's endpoints, in the CQ's epoll set.
+ * The set is brought up to date at each arm: endpoints come and go, and a
+ * closed socket leaves an epoll set by itself. */
+static int efd_sync(struct uln_cq *cq, int *timeout_ms)
+{
+    int fds[65], n = 0;
+    fds[n++] = cq->ctx->bell_fd;
+    for (unsigned i = 0; i < cq->n_eps; i++)
+        n += uln_ep_wait_fds(cq->eps[i], &fds[n], 65 - n, timeout_ms);
+    for (int i = 0; i < n; i++) {
+        bool known = false;
+        for (int k = 0; k < cq->n_efd_fds && !known; k++)
+            known = cq->efd_fds[k] == fds[i];
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+        if (!known && epoll_ctl(cq->efd, EPOLL_CTL_ADD, fds[i], &ev) != 0 && errno != EEXIST)
+            return -errno;
+    }
+    for (int k = 0; k < cq->n_efd_fds; k++) {
+        bool still = false;
+        for (int i = 0; i < n && !still; i++)
+            still = cq->efd_fds[k] == fds[i];
+        if (!still) epoll_ctl(cq->efd, EPOLL_CTL_DEL, cq->efd_fds[k], NULL);
+    }
+    memcpy(cq->efd_fds, fds, (size_t)n * sizeof(int));
+    cq->n_efd_fds = n;
+    return 0;
+}
+
+ULN_EXPORT int uln_cq_fd(struct uln_cq *cq)
+{
+    if (!cq) return -EINVAL;
+    if (uln_ctx_forked(cq->ctx)) return -EPERM;
+    if (cq->closed) return -EBADF;
+    pthread_mutex_lock(&cq->ctx->lock);
+    if (cq->efd < 0) cq->efd = epoll_create1(EPOLL_CLOEXEC);
+    int fd = cq->efd >= 0 ? cq->efd : -errno;
+    pthread_mutex_unlock(&cq->ctx->lock);
+    return fd;
+}
+
+ULN_EXPORT int uln_cq_arm(struct uln_cq *cq, int *timeout_ms)
+{
+    if (!cq || !timeout_ms) return -EINVAL;
+    struct uln_ctx *ctx = cq->ctx;
+    if (uln_ctx_forked(ctx)) return -EPERM;
+    if (cq->closed) return -EBADF;
+    if (cq->efd < 0) return -EINVAL; /* uln_cq_fd first */
+    cq_disarm(cq);
+    if (cq_step(cq)) return -EAGAIN;
+    /* Announce the sleep, then look once more (uln_doorbell_ring): from now
+     * on a peer that gives us work rings our doorbell, which is in the set. */
+    uln_doorbell_sleep_begin(ctx);
+    cq->armed = true;
+    if (cq_step(cq)) {
+        cq_disarm(cq);
+        return -EAGAIN;
+    }
+    uln_api_lock(ctx);
+    /* As uln_cq_wait: short slices while blocked on a peer's ring, else the
+     * transports' earliest timer, and never past 100 ms (dead peers). */
+    int slice = cq_busy(cq) ? 1 : 100;
+    int rc = efd_sync(cq, &slice);
+    uln_api_unlock(ctx);
+    if (rc) {
+        cq_disarm(cq);
+        return rc;
+    }
+    *timeout_ms = slice;
     return 0;
 }

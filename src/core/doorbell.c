@@ -78,7 +78,10 @@ void uln_doorbell_sleep_begin(struct uln_ctx *ctx)
 
 void uln_doorbell_sleep_end(struct uln_ctx *ctx)
 {
-    atomic_fetch_sub_explicit(own_sleepers(ctx), 1, memory_order_relaxed);
+    /* The last sleeper drains the doorbell: another one (a CQ armed with
+     * uln_cq_arm while a thread waits in uln_cq_wait) may still need it
+     * readable to wake. */
+    if (atomic_fetch_sub_explicit(own_sleepers(ctx), 1, memory_order_relaxed) != 1) return;
     char buf[64];
     while (recv(ctx->bell_fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {
     }

@@ -323,6 +323,10 @@ struct uln_cq {
     uint64_t head, tail;
     struct uln_ep *eps[64]; /* endpoints whose progress this CQ drives */
     unsigned n_eps, rr;
+    int efd;         /* uln_cq_fd's epoll set, -1 until asked for */
+    bool armed;      /* uln_cq_arm announced a sleep: the next call ends it */
+    int efd_fds[65]; /* what the set holds: the doorbell, the endpoints' sockets */
+    int n_efd_fds;
 };
 
 /* ---- functions shared between files -------------------------------------- */
