@@ -200,7 +200,7 @@ static inline struct uln_udp_peer *udp_peer(const struct uln_ep *ep, int rank)
 static inline bool udp_remote(const struct uln_ctx *ctx, int peer)
 {
     const struct uln_udp *u = udp_of(ctx);
-    return u && u->remote && u->remote[peer];
+    return u && u->remote && u->remote[peer] == UDP_REMOTE;
 }
 
 static void uln_udp_progress_rx(struct uln_ep *ep);
@@ -418,6 +418,7 @@ static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
 
 static int uln_udp_attach(struct uln_ep *ep, int peer)
 {
+    if (udp_of(ep->ctx)->remote[peer] == UDP_SUPERSEDED) return -ECONNRESET;
     struct uln_udp_peer *up = peer_get(ep, peer);
     if (!up) return udp_ep(ep) ? -ENOMEM : -EHOSTUNREACH;
     return up->dead ? -ECONNRESET : 0;
@@ -931,6 +932,27 @@ static void go_dead(struct uln_ep *ep, struct uln_udp_peer *up)
     void_peer(ep, up, -ECONNRESET);
 }
 
+void uln_udp_supersede(struct uln_ctx *ctx, int old, int now)
+{
+    for (unsigned i = 0; i < ctx->n_eps; i++) {
+        struct uln_ep *ep = ctx->eps[i];
+        struct uln_udp_ep *ue = ep ? udp_ep(ep) : NULL;
+        if (!ue) continue;
+        struct uln_udp_peer *up = udp_peer(ep, old);
+        if (up && !up->dead) go_dead(ep, up);
+        ep->peers[old].out_ready = false;
+        int id = ue->id_of_rank[old];
+        if (id < 0) continue;
+        /* The link's entry names the old life's socket address: the new
+         * life's if it is the same endpoint, else nobody's (a datagram from
+         * it is looked up again, link_peer_of). */
+        ue->id_of_rank[old] = -1;
+        bool same = ep->peers[old].dst_ep == ep->peers[now].dst_ep && ue->id_of_rank[now] < 0;
+        ue->rank_of_id[id] = same ? now : -1;
+        if (same) ue->id_of_rank[now] = id;
+    }
+}
+
 static void after_verdict(struct uln_ep *ep, struct uln_udp_peer *up, int v)
 {
     switch (v) {
@@ -983,6 +1005,7 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
     struct uln_udp_ep *ue = udp_ep(ep);
     ULN_COUNT(&ep->stats, pkts_received, 1);
     int32_t io_peer = rx->peer >= 0 ? rx->peer : link_peer_of(ep, rx);
+    if (io_peer >= 0 && ue->rank_of_id[io_peer] < 0) io_peer = link_peer_of(ep, rx);
     if (io_peer < 0) {
         ULN_COUNT(&ep->stats, refused_job, 1); /* not a rank of this job, nor inserted */
         return false;

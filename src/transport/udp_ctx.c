@@ -170,6 +170,23 @@ int uln_udp_choose(struct uln_ctx *ctx)
     return 0;
 }
 
+/* With no job, a process that restarts on the same ports (ULN_UDP_PORT) is
+ * a new peer with a new key at an address an inserted peer has: that one is
+ * an earlier life, gone. */
+static void supersede_older(struct uln_ctx *ctx, struct uln_udp *u, int p)
+{
+    const struct udp_addr *a = &u->addrs[p];
+    for (int q = 1; q < ctx->size; q++) {
+        const struct udp_addr *b = &u->addrs[q];
+        if (q == p || u->remote[q] != UDP_REMOTE || ctx->peer_recs[q].key == ctx->peer_recs[p].key)
+            continue;
+        if (b->family == a->family && b->port == a->port && !memcmp(b->ip, a->ip, 16)) {
+            uln_udp_supersede(ctx, q, p);
+            u->remote[q] = UDP_SUPERSEDED;
+        }
+    }
+}
+
 int uln_udp_learn(struct uln_ctx *ctx, int p)
 {
     struct uln_udp *u = udp_of(ctx);
@@ -187,7 +204,8 @@ int uln_udp_learn(struct uln_ctx *ctx, int p)
     bool ports_ok = ctx->no_job ? ep >= 0 && ep < a->nports : a->nports >= ctx->p.max_eps;
     if (a->magic != UDP_ADDR_MAGIC || !ports_ok) return 0;
     bool same_host = memcmp(a->host_id, u->me.host_id, 16) == 0;
-    u->remote[p] = ctx->p.transport == ULN_TP_UDP || !same_host;
+    u->remote[p] = ctx->p.transport == ULN_TP_UDP || !same_host ? UDP_REMOTE : 0;
+    if (u->remote[p] == UDP_REMOTE && ctx->no_job) supersede_older(ctx, u, p);
     return 0;
 }
 

@@ -37,7 +37,7 @@ struct uln_udp { /* ctx->tp_ctx[ULN_TPID_UDP] */
     unsigned nfds;
     struct udp_addr me;
     struct udp_addr *addrs; /* by rank */
-    uint8_t *remote;        /* by rank: 1 = reached over UDP (uln_udp_choose) */
+    uint8_t *remote;        /* by rank: UDP_REMOTE = reached over UDP (uln_udp_learn) */
     uint64_t rng;
 };
 
@@ -51,6 +51,10 @@ static inline struct uln_udp *udp_of(const struct uln_ctx *ctx)
 int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len);
 int uln_udp_choose(struct uln_ctx *ctx);
 int uln_udp_learn(struct uln_ctx *ctx, int peer);
+enum { UDP_REMOTE = 1, UDP_SUPERSEDED = 2 }; /* uln_udp.remote[] besides 0 */
+/* udp.c: peer `now` is a later life of `old` on the same ports: `old` is
+ * dead, and the endpoints' link entries for that address are `now`'s. */
+void uln_udp_supersede(struct uln_ctx *ctx, int old, int now);
 size_t uln_udp_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room);
 int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len);
 void uln_udp_close(struct uln_ctx *ctx);

@@ -188,7 +188,23 @@ static int peer_main(int in, int out)
     return summary();
 }
 
-static pid_t start_peer(int *to, int *from)
+/* B's next life: the same program started again, a new context key. */
+static int peer2_main(int in, int out)
+{
+    struct node b = {0};
+    node_open(&b, 1);
+    say_hello(out, &b);
+    struct hello a;
+    get_blob(in, &a, sizeof a);
+    int pa0;
+    CHECK_EQ(uln_peer_insert(b.ctx, a.addr, a.addr_len, 0, &pa0), 0);
+    send_nap(&b, 0, pa0, "B's next life");
+    expect_nap(&b, "bye again", 0);
+    uln_close(b.ctx);
+    return summary();
+}
+
+static pid_t start_peer(const char *role, int *to, int *from)
 {
     int a[2], b[2];
     if (pipe(a) || pipe(b)) exit(2);
@@ -199,7 +215,7 @@ static pid_t start_peer(int *to, int *from)
         char in[16], out[16];
         snprintf(in, sizeof in, "%d", a[0]);
         snprintf(out, sizeof out, "%d", b[1]);
-        execl("/proc/self/exe", "test_peers", "peer", in, out, (char *)NULL);
+        execl("/proc/self/exe", "test_peers", role, in, out, (char *)NULL);
         _exit(127);
     }
     close(a[0]);
@@ -223,7 +239,7 @@ static void test_two_processes(void)
     struct node a = {0};
     node_open(&a, 2);
     int to, from;
-    pid_t pid = start_peer(&to, &from);
+    pid_t pid = start_peer("peer", &to, &from);
     say_hello(to, &a);
     struct hello b;
     get_blob(from, &b, sizeof b);
@@ -261,25 +277,44 @@ static void test_two_processes(void)
     CHECK(expect_nap_fd(&a, "B still here") > 0); /* it slept, and was woken */
     send_nap(&a, 0, pb, "bye");
     CHECK_EQ(reap(pid), 0);
-    /* B is gone: its address is stale. An operation to it fails, it does not
-     * hang (shm: the process is gone; udp: silent past ULN_UDP_DEAD_MS). */
-    CHECK_EQ(uln_nap(a.ep[0], pb, "late", 5, 0, ULN_INLINE), 0);
-    int st = 0;
-    for (int i = 0; i < 3 && st == 0; i++) {
-        CHECK_EQ(wait_op(&a, ULN_OP_NAP, &e, 20000), 0);
-        st = e.status;
-        if (!st) uln_nap(a.ep[0], pb, "late", 5, 0, ULN_INLINE);
+    if (!getenv("ULNTEST_RESTART_FIRST")) {
+        /* B is gone: its address is stale. An operation to it fails, it does not
+         * hang (shm: the process is gone; udp: silent past ULN_UDP_DEAD_MS). */
+        CHECK_EQ(uln_nap(a.ep[0], pb, "late", 5, 0, ULN_INLINE), 0);
+        int st = 0;
+        for (int i = 0; i < 3 && st == 0; i++) {
+            CHECK_EQ(wait_op(&a, ULN_OP_NAP, &e, 20000), 0);
+            st = e.status;
+            if (!st) uln_nap(a.ep[0], pb, "late", 5, 0, ULN_INLINE);
+        }
+        /* A NAP may complete on leaving, and over shm a PUT to mapped memory
+         * asks whether its owner lives only every 1024th time: within a few
+         * thousand PUTs one must fail. */
+        st = 0;
+        for (int i = 0; i < 5000 && st == 0; i++) {
+            CHECK_EQ(uln_put(a.ep[0], pb, msg, 4, b.key, 0, 5, 0), 0);
+            CHECK_EQ(wait_op(&a, ULN_OP_PUT, &e, 30000), 0);
+            st = e.status;
+        }
+        CHECK(st == -ECONNRESET || st == -ENOKEY); /* gone, or closed cleanly first */
     }
-    /* A NAP may complete on leaving, and over shm a PUT to mapped memory
-     * asks whether its owner lives only every 1024th time: within a few
-     * thousand PUTs one must fail. */
-    st = 0;
-    for (int i = 0; i < 5000 && st == 0; i++) {
-        CHECK_EQ(uln_put(a.ep[0], pb, msg, 4, b.key, 0, 5, 0), 0);
-        CHECK_EQ(wait_op(&a, ULN_OP_PUT, &e, 30000), 0);
-        st = e.status;
-    }
-    CHECK(st == -ECONNRESET || st == -ENOKEY); /* gone, or closed cleanly first */
+    close(to);
+    close(from);
+
+    /* B starts again (with ULN_UDP_PORT set, on the same ports): a new key,
+     * so a new peer; the old id stays dead. */
+    pid = start_peer("peer2", &to, &from);
+    say_hello(to, &a);
+    get_blob(from, &b, sizeof b);
+    int pnew;
+    CHECK_EQ(uln_peer_insert(a.ctx, b.addr, b.addr_len, 0, &pnew), 0);
+    CHECK(pnew != pb);
+    expect_nap(&a, "B's next life", 0);
+    send_nap(&a, 0, pnew, "bye again");
+    CHECK_EQ(uln_put(a.ep[0], pb, msg, 4, b.key, 0, 6, 0), 0);
+    CHECK_EQ(wait_op(&a, ULN_OP_PUT, &e, 30000), 0);
+    CHECK(e.status == -ECONNRESET || e.status == -ENOKEY);
+    CHECK_EQ(reap(pid), 0);
     close(to);
     close(from);
     uln_close(a.ctx);
@@ -389,7 +424,15 @@ static void test_addresses(void)
 int main(int argc, char **argv)
 {
     if (argc == 4 && !strcmp(argv[1], "peer")) return peer_main(atoi(argv[2]), atoi(argv[3]));
+    if (argc == 4 && !strcmp(argv[1], "peer2")) return peer2_main(atoi(argv[2]), atoi(argv[3]));
     signal(SIGPIPE, SIG_IGN);
+    /* ULNTEST_RESTART_FIRST: B's next life comes on B's ports (ULN_UDP_PORT)
+     * before B is found dead, so it is the new life that ends the old. */
+    if (getenv("ULNTEST_RESTART_FIRST")) {
+        char port[16];
+        snprintf(port, sizeof port, "%d", 20000 + getpid() % 20000);
+        setenv("ULN_UDP_PORT", port, 1);
+    }
     /* No launcher: the test must also hold when one's variables are around. */
     setenv("PMIX_RANK", "0", 1);
     test_addresses();
