@@ -257,7 +257,7 @@ static void udp_seeds(void)
         rec(U_DGRAM, M_POLL, pkt, 20);                                             /* short */
         h.vt = 2 << 4 | UW_NAP;
         rec(U_DGRAM, M_TAG | M_SEQ | M_POLL, pkt, uw_build(pkt, &h, NULL, 0, NULL, 0));
-        h.vt = uw_vt(9);
+        h.vt = uw_vt(11); /* no such type */
         rec(U_DGRAM, M_TAG | M_SEQ | M_POLL, pkt, uw_build(pkt, &h, NULL, 0, NULL, 0));
         h = (struct uw_hdr){.vt = uw_vt(UW_PUT), .flags = UW_DATA};
         rec(U_DGRAM, M_TAG | M_SEQ | M_POLL, pkt, sizeof h + 10); /* extension cut short */
