@@ -99,7 +99,8 @@
  *   and at post time when the endpoint's send queue was empty (a small operation
  *   is then done before the post returns). Queued work - also ULN_SILENT work -
  *   moves only while the initiator polls. Over shared memory, PUT and GET to
- *   peer-accessible memory complete without the target calling ulnet at all.
+ *   peer-accessible memory, and atomics on memory from uln_mem_alloc, complete
+ *   without the target calling ulnet at all.
  *   A NAP to an endpoint index the peer has not opened yet waits in that
  *   endpoint's ring (and, once the ring is full, holds the sender back) until
  *   the peer opens it; call uln_barrier after opening endpoints to avoid this.

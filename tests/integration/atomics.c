@@ -485,6 +485,71 @@ static void test_refused(struct ctx3 *c)
     t_barrier(&c->job);
 }
 
+/* ---- passive: who applies an atomic ----------------------------------------- */
+
+/* Rank 1 sleeps without calling ulnet while rank 0 fetch-adds on its words:
+ * on mapped memory (uln_mem_alloc, shm direct) the initiator applies it, so
+ * it completes meanwhile; on malloc'd memory, through the rings and over udp
+ * the target's engine must, so it cannot (unless a progress thread runs).
+ * The mapped one is posted first: completions retire in order. */
+static void test_passive(struct ctx3 *c)
+{
+    int rank = c->job.rank;
+    struct t_region r[T_NKINDS];
+    uint64_t keys[T_NKINDS] = {0}, pk[2 * T_NKINDS];
+    if (rank == 1)
+        for (int k = 0; k < T_NKINDS; k++) {
+            t_region_new(&c->job, &r[k], k, 64, ULN_ACCESS_REMOTE_ATOMIC);
+            memset(r[k].buf, 0, 64);
+            keys[k] = r[k].key;
+        }
+    t_exchange(&c->job, c->ep, c->cq, keys, T_NKINDS, pk);
+    if (rank == 1) {
+        t_sleep_ms(700); /* no ulnet call meanwhile */
+    } else {
+        uint64_t old[T_NKINDS];
+        bool early[T_NKINDS] = {false};
+        for (int k = 0; k < T_NKINDS; k++)
+            post(c, 1, ULN_ATOMIC_ADD, 8, pk[T_NKINDS + k], 8, 7, 0, &old[k], (uint64_t)k, 0);
+        double t0 = t_now();
+        int got = 0;
+        while (got < T_NKINDS && t_now() - t0 < 0.3) {
+            struct uln_cqe e;
+            int n = uln_cq_poll(c->cq, &e, 1);
+            CHECK(n >= 0);
+            if (n == 1) {
+                CHECK_CQE(&e, e.status == 0 && e.op == ULN_OP_ATOMIC && e.user_data < T_NKINDS);
+                early[e.user_data] = true;
+                got++;
+            } else {
+                CHECK(uln_cq_wait(c->cq, 5) != -EBADF);
+            }
+        }
+        CHECKF(t_now() - t0 < 0.55, "the window overran into rank 1's polling");
+        bool thread = c->job.info.progress_thread;
+        bool direct = c->job.info.shm_direct && c->job.info.udp_peers == 0;
+        printf("rank0: done while the target slept: mapped %d, malloc %d\n", early[0], early[1]);
+        CHECKF(early[T_KIND_SHM] == (direct || thread), "atomic on mapped memory: %s",
+               early[T_KIND_SHM] ? "done by a sleeping target" : "not done by the initiator");
+        CHECKF(early[T_KIND_MALLOC] == thread,
+               "atomic on malloc'd memory %s while the target slept",
+               early[T_KIND_MALLOC] ? "applied" : "not applied");
+        for (; got < T_NKINDS; got++) {
+            struct uln_cqe e = t_cq_take1(c->cq, 30000, "the atomics once rank 1 polls");
+            CHECK_CQE(&e, e.status == 0 && e.op == ULN_OP_ATOMIC);
+        }
+        for (int k = 0; k < T_NKINDS; k++)
+            CHECK(old[k] == 0);
+    }
+    t_barrier(&c->job);
+    if (rank == 1)
+        for (int k = 0; k < T_NKINDS; k++) {
+            CHECK(((uint64_t *)r[k].buf)[1] == 7);
+            t_region_free(&c->job, &r[k]);
+        }
+    t_barrier(&c->job);
+}
+
 int main(int argc, char **argv)
 {
     struct ctx3 c;
@@ -498,6 +563,9 @@ int main(int argc, char **argv)
         test_cas(&c, (int)n);
     } else if (!strcmp(what, "ops")) {
         test_ops(&c, (int)n);
+    } else if (!strcmp(what, "passive")) {
+        CHECK(c.job.size == 2);
+        test_passive(&c);
     } else if (!strcmp(what, "refused")) {
         CHECK(c.job.size >= 2);
         test_refused(&c);
