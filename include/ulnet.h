@@ -447,8 +447,9 @@ int uln_get(struct uln_ep *ep, int peer, void *dst, size_t len, uint64_t rkey, u
  * aligned to width in memory from uln_mem_alloc, which is page aligned).
  * Every op fetches: when result is not NULL the word's value from before
  * the op is written there (width bytes, as a uint32_t or uint64_t) before
- * the completion; ULN_ATOMIC_ADD with result NULL is a plain add. For width
- * 4 only the low 32 bits of operand and compare count.
+ * the completion (so it must stay valid until then); ULN_ATOMIC_ADD with
+ * result NULL is a plain add. For width 4 only the low 32 bits of operand
+ * and compare count.
  *
  * Atomicity: an op is atomic against every other ulnet atomic on the same
  * word, from any peer and over any transport at once, and against the
@@ -456,18 +457,19 @@ int uln_get(struct uln_ep *ep, int peer, void *dst, size_t len, uint64_t rkey, u
  * ulnet applies it with a CPU atomic instruction on the word itself, done by
  * the initiator on mapped memory (shm, memory from uln_mem_alloc) or by the
  * target's engine (other memory, ULN_SHM_DIRECT=0, udp) when it progresses.
- * Plain (non-atomic) loads and stores by the owner may see it half done only
- * in the sense the C memory model gives any racing access: do not mix them.
- * Each op is a full barrier on the target word (sequentially consistent).
+ * The owner's plain loads and stores of a word peers may be changing race
+ * with them, as with any atomic: use __atomic ops on it meanwhile (or read it
+ * plainly once a barrier says the peers are done). Each op is sequentially
+ * consistent (a full barrier on the target's memory).
  * Over udp a lost or duplicated packet never applies an op twice.
  *
  * Returns 0 or -errno at post: -EINVAL (op or width unknown, peer out of
  * range), -EAGAIN; the completion's status is 0, -ENOKEY, -ERANGE (the word
  * not inside the region), -EACCES (no ULN_ACCESS_REMOTE_ATOMIC), -EDOM (not
- * aligned), -ECONNRESET, -ECANCELED. A refused atomic writes nothing, leaves
- * *result alone, and is counted at the owner (refused_*). ULN_SILENT and
- * ULN_FENCE apply; ULN_INLINE is accepted and means nothing (the operands
- * travel by value).
+ * aligned), -ECONNRESET, -ECANCELED, -EPROTO (the peer's answer was
+ * malformed). A refused atomic writes nothing, leaves *result alone, and is
+ * counted at the owner (refused_*). ULN_SILENT and ULN_FENCE apply;
+ * ULN_INLINE is accepted and means nothing (the operands travel by value).
  */
 enum uln_atomic_op {
     ULN_ATOMIC_ADD = 1, /* word += operand (wraps) */
