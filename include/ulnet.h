@@ -10,6 +10,9 @@
  *   PUT  one-sided remote write to (peer, key, offset), optionally raising a
  *        completion with 64-bit immediate data at the target.
  *   GET  one-sided remote read from (peer, key, offset).
+ *   ATOMIC  one-sided read-modify-write of one 32- or 64-bit word at (peer,
+ *        key, offset): add, swap, compare-and-swap, and/or/xor, min/max, the
+ *        old value fetched into a local buffer (uln_atomic).
  *
  * Conventions
  *   - Every function that can fail returns 0 (or a count) on success and a
@@ -48,6 +51,8 @@
  *                an endpoint index it cannot have
  *   -EHOSTUNREACH uln_peer_insert: no transport of ours reaches that address
  *   -EOPNOTSUPP  a job-only call (uln_barrier) on a context with no job
+ *   -EDOM        an atomic's word is not naturally aligned in the target's
+ *                address space (uln_atomic)
  *
  * Limits (each tested at the limit; docs/limits.md has them all and why):
  *   ranks in a job 4096; regions per process max_regions (<= 2^24); endpoints
@@ -74,6 +79,11 @@
  *   - A PUT's local completion means its data is visible at the target.
  *   - GET is not ordered after earlier PUTs to the same peer; post uln_ep_flush
  *     and wait for it first when a GET must see them.
+ *   - Atomics from one endpoint to one peer are applied in the order they were
+ *     posted. Like GET, an atomic is not ordered against the endpoint's PUT,
+ *     GET and NAP: post it with ULN_FENCE to apply it after they completed,
+ *     or post the later operation with ULN_FENCE to start it after the atomic
+ *     completed. An atomic's completion means it was applied at the target.
  *
  * Buffers and handles
  *   Local buffers (the source of a NAP or PUT, the destination of a GET) are
@@ -99,7 +109,8 @@
  *   and at post time when the endpoint's send queue was empty (a small operation
  *   is then done before the post returns). Queued work - also ULN_SILENT work -
  *   moves only while the initiator polls. Over shared memory, PUT and GET to
- *   peer-accessible memory complete without the target calling ulnet at all.
+ *   peer-accessible memory, and atomics on memory from uln_mem_alloc, complete
+ *   without the target calling ulnet at all.
  *   A NAP to an endpoint index the peer has not opened yet waits in that
  *   endpoint's ring (and, once the ring is full, holds the sender back) until
  *   the peer opens it; call uln_barrier after opening endpoints to avoid this.
@@ -314,9 +325,14 @@ struct uln_counters {
     uint64_t retransmits;              /* udp: packets sent again (lost or timed out) */
     uint64_t duplicates;               /* udp: packets that arrived twice, dropped */
     uint64_t stale;                    /* udp: packets of a peer's earlier life, dropped */
-    uint64_t peers_dead;   /* peers this process found dead, on every transport: shm: the
-                              process exited; udp: silent past udp_dead_ms */
-    uint64_t pkts_dropped; /* udp: ahead of order with no buffer free: dropped, resent */
+    uint64_t peers_dead;     /* peers this process found dead, on every transport: shm: the
+                                process exited; udp: silent past udp_dead_ms */
+    uint64_t pkts_dropped;   /* udp: ahead of order with no buffer free: dropped, resent */
+    uint64_t atomics;        /* this process's atomics that succeeded (as puts, gets) */
+    uint64_t atomics_served; /* atomics this process applied for a peer (the rings, udp);
+                                one done by the initiator on mapped memory is not here */
+    uint64_t refused_align;  /* accesses to THIS process's memory refused, as refused_key:
+                                an atomic's word not naturally aligned (-EDOM) */
 };
 int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *out);
 
@@ -344,9 +360,10 @@ int uln_mem_alloc(struct uln_ctx *ctx, size_t len, void **ptr);
 int uln_mem_free(struct uln_ctx *ctx, void *ptr);
 
 /* Access rights of a region. Local access is always allowed. */
-#define ULN_ACCESS_LOCAL        0x0u
-#define ULN_ACCESS_REMOTE_READ  0x1u /* peers may GET from it */
-#define ULN_ACCESS_REMOTE_WRITE 0x2u /* peers may PUT into it */
+#define ULN_ACCESS_LOCAL         0x0u
+#define ULN_ACCESS_REMOTE_READ   0x1u /* peers may GET from it */
+#define ULN_ACCESS_REMOTE_WRITE  0x2u /* peers may PUT into it */
+#define ULN_ACCESS_REMOTE_ATOMIC 0x4u /* peers may apply uln_atomic to its words */
 
 /* Register [addr, addr+len) with the given rights. The region's key names it to
  * peers; a key is never reused after uln_mr_dereg (a fresh random magic each
@@ -375,6 +392,8 @@ enum uln_op {
     ULN_OP_PUT_REMOTE, /* a peer's PUT with immediate data landed here */
     ULN_OP_GET,        /* a GET completed: data is in the local buffer */
     ULN_OP_FLUSH,      /* every operation posted before the flush completed */
+    ULN_OP_ATOMIC,     /* an atomic was applied at the target; the old value is in
+                          its result buffer (len: the width, 4 or 8) */
 };
 
 struct uln_cqe {
@@ -497,6 +516,53 @@ int uln_put_imm(struct uln_ep *ep, int peer, const void *src, size_t len, uint64
 /* Read len bytes from the peer's region rkey at roff into dst. */
 int uln_get(struct uln_ep *ep, int peer, void *dst, size_t len, uint64_t rkey, uint64_t roff,
             uint64_t user_data, unsigned flags);
+
+/*
+ * Remote atomics. One read-modify-write of the 4- or 8-byte word at (peer,
+ * rkey, roff), which the region must allow (ULN_ACCESS_REMOTE_ATOMIC). The
+ * word must be naturally aligned in the target's address space (roff
+ * aligned to width in memory from uln_mem_alloc, which is page aligned).
+ * Every op fetches: when result is not NULL the word's value from before
+ * the op is written there (width bytes, as a uint32_t or uint64_t) before
+ * the completion (so it must stay valid until then); ULN_ATOMIC_ADD with
+ * result NULL is a plain add. For width 4 only the low 32 bits of operand
+ * and compare count.
+ *
+ * Atomicity: an op is atomic against every other ulnet atomic on the same
+ * word, from any peer and over any transport at once, and against the
+ * owner's own __atomic / <stdatomic.h> operations on it (of the same width):
+ * ulnet applies it with a CPU atomic instruction on the word itself, done by
+ * the initiator on mapped memory (shm, memory from uln_mem_alloc) or by the
+ * target's engine (other memory, ULN_SHM_DIRECT=0, udp) when it progresses.
+ * The owner's plain loads and stores of a word peers may be changing race
+ * with them, as with any atomic: use __atomic ops on it meanwhile (or read it
+ * plainly once a barrier says the peers are done). Each op is sequentially
+ * consistent (a full barrier on the target's memory).
+ * Over udp a lost or duplicated packet never applies an op twice.
+ *
+ * Returns 0 or -errno at post: -EINVAL (op or width unknown, peer out of
+ * range), -EAGAIN; the completion's status is 0, -ENOKEY, -ERANGE (the word
+ * not inside the region), -EACCES (no ULN_ACCESS_REMOTE_ATOMIC), -EDOM (not
+ * aligned), -ECONNRESET, -ECANCELED, -EPROTO (the peer's answer was
+ * malformed). A refused atomic writes nothing, leaves *result alone, and is
+ * counted at the owner (refused_*). ULN_SILENT and ULN_FENCE apply;
+ * ULN_INLINE is accepted and means nothing (the operands travel by value).
+ */
+enum uln_atomic_op {
+    ULN_ATOMIC_ADD = 1, /* word += operand (wraps) */
+    ULN_ATOMIC_SWAP,    /* word = operand */
+    ULN_ATOMIC_CSWAP,   /* if (word == compare) word = operand */
+    ULN_ATOMIC_AND,     /* word &= operand */
+    ULN_ATOMIC_OR,      /* word |= operand */
+    ULN_ATOMIC_XOR,     /* word ^= operand */
+    ULN_ATOMIC_MIN,     /* word = min(word, operand), unsigned */
+    ULN_ATOMIC_MAX,     /* word = max(word, operand), unsigned */
+    ULN_ATOMIC_SMIN,    /* word = min(word, operand), signed (two's complement) */
+    ULN_ATOMIC_SMAX,    /* word = max(word, operand), signed */
+};
+int uln_atomic(struct uln_ep *ep, int peer, unsigned op, unsigned width, uint64_t rkey,
+               uint64_t roff, uint64_t operand, uint64_t compare, void *result, uint64_t user_data,
+               unsigned flags);
 
 /* Complete (ULN_OP_FLUSH) once every operation posted on ep before it has
  * completed. Takes no send-queue entry: also with the queue full it is

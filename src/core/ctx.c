@@ -610,7 +610,7 @@ static void add_stats(struct uln_counters *o, const struct uln_stats *s)
     ADD(eagain), ADD(refused_key), ADD(refused_bounds), ADD(refused_access), ADD(refused_job);
     ADD(malformed), ADD(cache_hits), ADD(cache_misses), ADD(sleeps), ADD(wakeups_sent);
     ADD(pkts_sent), ADD(pkts_received), ADD(retransmits), ADD(duplicates), ADD(stale);
-    ADD(peers_dead), ADD(pkts_dropped);
+    ADD(peers_dead), ADD(pkts_dropped), ADD(atomics), ADD(atomics_served), ADD(refused_align);
 #undef ADD
 }
 
@@ -624,6 +624,7 @@ ULN_EXPORT int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *
     out->refused_key += atomic_load_explicit(&h->refused[0], memory_order_relaxed);
     out->refused_bounds += atomic_load_explicit(&h->refused[1], memory_order_relaxed);
     out->refused_access += atomic_load_explicit(&h->refused[2], memory_order_relaxed);
+    out->refused_align += atomic_load_explicit(&h->refused[3], memory_order_relaxed);
     struct uln_ctx *c = (struct uln_ctx *)ctx;
     pthread_mutex_lock(&c->lock);
     for (unsigned i = 0; i < ctx->n_eps; i++)
@@ -667,6 +668,8 @@ ULN_EXPORT const char *uln_strerror(int status)
         return "still in use";
     case -EBADF:
         return "the endpoint, CQ or region was already closed";
+    case -EDOM:
+        return "an atomic's word is not naturally aligned";
     default:
         return status < 0 ? strerror(-status) : "not a ulnet status";
     }

@@ -44,14 +44,19 @@ static inline struct uln_sqe *sqe_at(struct uln_ep *ep, uint64_t pos)
 static inline uint32_t get_credit(void)
 {
     const uint32_t cells = ULN_REQ_RING_BYTES / ULN_CELL;
-    const uint32_t per = uln_ring_cells_for((uint32_t)sizeof(struct uln_get_req));
+    /* GET and atomic requests share the ring and the credit: count the larger. */
+    const uint32_t req = sizeof(struct uln_atomic_req) > sizeof(struct uln_get_req)
+                             ? (uint32_t)sizeof(struct uln_atomic_req)
+                             : (uint32_t)sizeof(struct uln_get_req);
+    const uint32_t per = uln_ring_cells_for(req);
     return (cells - (per - 1)) / per;
 }
 
 static inline void sqe_finish(struct uln_ep *ep, struct uln_sqe *s, int status)
 {
-    if (s->holds_credit) { /* a ring-path GET: its request is served or void */
+    if (s->holds_credit) { /* a ring-path GET or atomic: its request is served or void */
         ep->peers[s->peer].gets_out--;
+        if (s->op == ULN_OP_ATOMIC) ep->peers[s->peer].atomics_out--;
         s->holds_credit = 0;
     }
     s->status = status;
@@ -180,6 +185,23 @@ int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, ui
     int rc = pp->tp->direct(ep, peer, write, local, len, rkey, roff);
     if (ULN_UNLIKELY(rc == ULN_NO_DIRECT)) return 1;
     if (rc == 0) count_rdma(ep, write, len);
+    return rc;
+}
+
+/* An atomic straight on the peer's mapped word at once. Returns its status
+ * (0 or -errno), or 1 when it has to be queued (the target must apply it,
+ * first use of the peer, or earlier atomics to it still on the ring path). */
+int uln_engine_atomic_now(struct uln_ep *ep, int peer, const struct uln_atomic_req *r, void *result)
+{
+    const struct uln_ep_peer *pp = &ep->peers[peer];
+    if (ULN_UNLIKELY(!pp->out_ready || !pp->tp->atomic || pp->atomics_out)) return 1;
+    uint64_t old;
+    int rc = pp->tp->atomic(ep, peer, r, &old);
+    if (ULN_UNLIKELY(rc == ULN_NO_DIRECT)) return 1;
+    if (rc == 0) {
+        uln_atomic_result(result, r->width, old);
+        ULN_COUNT(&ep->stats, atomics, 1);
+    }
     return rc;
 }
 
@@ -333,6 +355,57 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     return true;
 }
 
+static struct uln_atomic_req atomic_req_of(const struct uln_sqe *s)
+{
+    return (struct uln_atomic_req){.key = s->rkey,
+                                   .offset = s->roff,
+                                   .op_id = s->op_id,
+                                   .operand = s->imm,
+                                   .compare = s->compare,
+                                   .op = s->aop,
+                                   .width = s->width};
+}
+
+/* An atomic: on the mapped word if the transport can, else one request on
+ * channel 1 (it shares the GETs' credit), answered by ATOMIC_RESP. */
+static bool issue_atomic(struct uln_ep *ep, struct uln_sqe *s)
+{
+    struct uln_ep_peer *pp;
+    int rc = out_rings(ep, s->peer, &pp);
+    if (rc) {
+        sqe_finish(ep, s, rc);
+        return true;
+    }
+    struct uln_atomic_req req = atomic_req_of(s);
+    if (pp->tp->atomic && !pp->atomics_out) {
+        uint64_t old;
+        rc = pp->tp->atomic(ep, s->peer, &req, &old);
+        if (rc != ULN_NO_DIRECT) {
+            if (rc == 0) {
+                uln_atomic_result(s->dst, s->width, old);
+                ULN_COUNT(&ep->stats, atomics, 1);
+            }
+            sqe_finish(ep, s, rc);
+            return true;
+        }
+    }
+    s->ring_path = 1;
+    if (pp->gets_out >= get_credit()) {
+        ep->blocked = true; /* an answer gives the credit back */
+        return false;
+    }
+    struct uln_atomic_req *r = out_reserve(ep, s->peer, 1, sizeof *r);
+    if (!r) return false;
+    *r = req;
+    out_commit(ep, s->peer, 1, ULN_MSG_ATOMIC_REQ, 0, sizeof *r);
+    pp->gets_out++;
+    pp->atomics_out++;
+    s->holds_credit = 1;
+    peer_wake(ep, s->peer);
+    s->state = SQE_WAIT; /* counted when its answer comes */
+    return true;
+}
+
 /* Start queued operations in order until the budget (bytes) is spent or one
  * has to wait for room. */
 void uln_engine_issue(struct uln_ep *ep, uint32_t budget)
@@ -358,6 +431,9 @@ void uln_engine_issue(struct uln_ep *ep, uint32_t budget)
                 break;
             case ULN_OP_GET:
                 moved = issue_get(ep, s, &budget);
+                break;
+            case ULN_OP_ATOMIC:
+                moved = issue_atomic(ep, s);
                 break;
             default:
                 sqe_finish(ep, s, 0); /* no other op takes an entry */
@@ -567,6 +643,22 @@ static void take_get_resp(struct uln_ep *ep, int src, struct uln_msg *m)
     uln_engine_get_data(ep, src, r->op_id, r->op_offset, r->status, r + 1, m->len - sizeof *r);
 }
 
+/* The answer to one of our ring-path atomics: applied (the old value), or
+ * refused. */
+static void take_atomic_resp(struct uln_ep *ep, int src, struct uln_msg *m)
+{
+    const struct uln_atomic_resp *r = (const void *)(m + 1);
+    if (m->len < sizeof *r) return malformed(ep);
+    struct uln_sqe *s = waiting_op(ep, src, r->op_id, ULN_OP_ATOMIC);
+    if (!s) return; /* it failed already (the peer was given up) */
+    int32_t st = peer_status(ep, r->status);
+    if (st == 0) {
+        uln_atomic_result(s->dst, s->width, r->old);
+        ULN_COUNT(&ep->stats, atomics, 1);
+    }
+    sqe_finish(ep, s, st);
+}
+
 /* Handle one channel-0 message. The caller has made sure the receive CQ and
  * the ACK queue have room. Returns true if the message was released. */
 static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct uln_msg *m)
@@ -606,6 +698,9 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
     case ULN_MSG_GET_RESP:
         take_get_resp(ep, src, m);
         break;
+    case ULN_MSG_ATOMIC_RESP:
+        take_atomic_resp(ep, src, m);
+        break;
     case ULN_MSG_PUT_DONE: {
         /* Written by our own receive path (a transport without rings in our
          * inbox): all of a PUT is placed (or it was refused). Answer the
@@ -638,8 +733,23 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
     return true;
 }
 
-/* Serve GET requests from src: answer with data from our own regions, at most
- * *budget bytes this pass. A request stays in the ring until fully answered,
+/* An atomic request from src, in its turn among src's requests: applied
+ * once, here, and answered. The answer's room is reserved first, so a
+ * request is never applied and then left to be applied again. False: no
+ * room to answer yet (the request stays in the ring). */
+static bool serve_atomic(struct uln_ep *ep, int src, struct uln_msg *m)
+{
+    struct uln_atomic_resp *a = out_reserve(ep, src, 0, sizeof *a);
+    if (!a) return false;
+    uln_atomic_serve(ep, (const struct uln_atomic_req *)(m + 1), a);
+    out_commit(ep, src, 0, ULN_MSG_ATOMIC_RESP, 0, sizeof *a);
+    peer_wake(ep, src);
+    ep->taken++;
+    return true;
+}
+
+/* Serve GET and atomic requests from src, in order: answer with data from our
+ * own regions, at most *budget bytes this pass. A request stays in the ring until fully answered,
  * so the request ring itself limits how much the peer can ask at once. */
 static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint32_t *budget)
 {
@@ -651,7 +761,9 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
             struct uln_msg *m = uln_ring_peek(&pp->in[1], &bad);
             if (bad) malformed(ep);
             if (!m) return;
-            if (m->type != ULN_MSG_GET_REQ || m->len != sizeof(struct uln_get_req)) {
+            bool atomic = m->type == ULN_MSG_ATOMIC_REQ;
+            if (atomic ? m->len != sizeof(struct uln_atomic_req)
+                       : m->type != ULN_MSG_GET_REQ || m->len != sizeof(struct uln_get_req)) {
                 malformed(ep);
                 uln_engine_release(ep, src, &pp->in[1], m);
                 continue;
@@ -659,9 +771,15 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
             pp->get_req = m;
             pp->get_sent = 0;
         }
-        const struct uln_get_req *r = (const void *)(pp->get_req + 1);
         struct uln_ep_peer *o;
         if (out_rings(ep, src, &o)) return;
+        if (pp->get_req->type == ULN_MSG_ATOMIC_REQ) {
+            if (!serve_atomic(ep, src, pp->get_req)) return; /* no room to answer yet */
+            uln_engine_release(ep, src, &pp->in[1], pp->get_req);
+            pp->get_req = NULL;
+            continue;
+        }
+        const struct uln_get_req *r = (const void *)(pp->get_req + 1);
         bool finished = false;
         struct uln_frag fc = uln_frag_start(&pp->get_sent, r->len, frag_max, budget);
         do {

@@ -348,6 +348,52 @@ ULN_EXPORT int uln_get(struct uln_ep *ep, int peer, void *dst, size_t len, uint6
     return post_locked(ep, ULN_OP_GET, peer, dst, len, rkey, roff, 0, user_data, flags);
 }
 
+/* An atomic takes the fast path like a small PUT: on mapped memory with
+ * nothing queued it is applied inside the post call. */
+static int atomic_post(struct uln_ep *ep, int peer, const struct uln_atomic_req *r, void *result,
+                       uint64_t user_data, unsigned flags)
+{
+    if (ULN_UNLIKELY(check_peer(ep, peer) || !uln_atomic_valid(r->op, r->width))) return -EINVAL;
+    if (fast_ok(ep)) {
+        int rc = uln_engine_atomic_now(ep, peer, r, result);
+        if (rc <= 0) return complete_now(ep, ULN_OP_ATOMIC, peer, r->width, user_data, flags, rc);
+    }
+    struct uln_sqe *s = sq_take(ep);
+    if (ULN_UNLIKELY(!s)) return -EAGAIN;
+    s->op = ULN_OP_ATOMIC;
+    s->flags = flags & ~(unsigned)(ULN_INLINE | ULN_REMOTE_CQ);
+    s->peer = peer;
+    s->len = r->width;
+    s->rkey = r->key;
+    s->roff = r->offset;
+    s->imm = r->operand;
+    s->compare = r->compare;
+    s->aop = r->op;
+    s->width = r->width;
+    s->dst = result;
+    s->user_data = user_data;
+    return sq_ring(ep);
+}
+
+ULN_EXPORT int uln_atomic(struct uln_ep *ep, int peer, unsigned op, unsigned width, uint64_t rkey,
+                          uint64_t roff, uint64_t operand, uint64_t compare, void *result,
+                          uint64_t user_data, unsigned flags)
+{
+    if (ULN_UNLIKELY(!ep)) return -EINVAL;
+    int rc = uln_api_enter(ep->ctx);
+    if (ULN_UNLIKELY(rc)) return rc;
+    struct uln_atomic_req r = {.key = rkey,
+                               .offset = roff,
+                               .operand = operand,
+                               .compare = compare,
+                               .op = (uint8_t)op,
+                               .width = (uint8_t)width};
+    if (op > 255 || width > 255) r.op = 0; /* not valid: refused below */
+    rc = ULN_UNLIKELY(ep->closed) ? -EBADF : atomic_post(ep, peer, &r, result, user_data, flags);
+    uln_api_unlock(ep->ctx);
+    return rc;
+}
+
 static int flush_post(struct uln_ep *ep, uint64_t user_data);
 
 ULN_EXPORT int uln_ep_flush(struct uln_ep *ep, uint64_t user_data)

@@ -55,9 +55,9 @@ struct uln_inbox_hdr {
      * on our key table (the direct path) and refused: counted here, at the
      * owner, as the ring path counts at the target (uln_counters: refused_*
      * means "to this process's memory" on every transport). Key, bounds,
-     * access. Peers add with a relaxed fetch_add: many writers, so it must
-     * be an atomic RMW, and nothing is ordered by it (a statistic). */
-    _Alignas(64) _Atomic uint64_t refused[3];
+     * access, alignment (an atomic's word). Peers add with a relaxed fetch_add: many writers, so it
+     * must be an atomic RMW, and nothing is ordered by it (a statistic). */
+    _Alignas(64) _Atomic uint64_t refused[4];
 };
 _Static_assert(sizeof(struct uln_inbox_hdr) <= 4096, "header fits its page");
 

@@ -50,7 +50,7 @@ struct uln_stats {
     _Atomic uint64_t refused_key, refused_bounds, refused_access, refused_job, malformed;
     _Atomic uint64_t cache_hits, cache_misses, sleeps, wakeups_sent;
     _Atomic uint64_t pkts_sent, pkts_received, retransmits, duplicates, stale, peers_dead;
-    _Atomic uint64_t pkts_dropped;
+    _Atomic uint64_t pkts_dropped, atomics, atomics_served, refused_align;
 };
 
 struct uln_params {
@@ -113,13 +113,15 @@ static inline void uln_count_refusal(struct uln_stats *s, int rc)
         ULN_COUNT(s, refused_bounds, 1);
     else if (rc == -EACCES)
         ULN_COUNT(s, refused_access, 1);
+    else if (rc == -EDOM)
+        ULN_COUNT(s, refused_align, 1);
 }
 
 /* A refusal the initiator found on the owner's key table (the direct path):
  * counted in the owner's inbox header, where uln_counters_get finds it. */
 static inline void uln_count_refusal_at(struct uln_inbox_hdr *owner, int rc)
 {
-    int i = rc == -ENOKEY ? 0 : rc == -ERANGE ? 1 : rc == -EACCES ? 2 : -1;
+    int i = rc == -ENOKEY ? 0 : rc == -ERANGE ? 1 : rc == -EACCES ? 2 : rc == -EDOM ? 3 : -1;
     if (i >= 0) atomic_fetch_add_explicit(&owner->refused[i], 1, memory_order_relaxed);
 }
 
@@ -242,6 +244,7 @@ struct uln_sqe {
     uint8_t ring_path : 1;    /* this PUT/GET goes through the rings */
     uint8_t holds_credit : 1; /* a ring-path GET counted in its peer's gets_out */
     uint8_t notified;         /* direct PUT with imm: notification sent */
+    uint8_t aop, width;       /* ATOMIC: enum uln_atomic_op, 4 or 8 */
     uint32_t flags;
     int32_t peer;
     int32_t status;
@@ -249,8 +252,9 @@ struct uln_sqe {
     uint64_t issued;   /* bytes handed on (copied, or sent as fragments) */
     uint64_t received; /* ring-path GET: bytes arrived */
     const void *src;
-    void *dst;
-    uint64_t rkey, roff, imm, user_data, op_id;
+    void *dst;                                  /* GET: the buffer; ATOMIC: the result, or NULL */
+    uint64_t rkey, roff, imm, user_data, op_id; /* ATOMIC: imm is the operand */
+    uint64_t compare;                           /* ATOMIC: ULN_ATOMIC_CSWAP's */
     uint8_t inl[ULN_INLINE_MAX];
 };
 
@@ -266,12 +270,15 @@ struct uln_ep_peer {
                                            the slot of its inbox we claimed (shm.c) */
     int32_t dst_ep;                     /* the peer's endpoint index we talk to */
     bool announced[2];                  /* our bit is set in act_map[ch] */
-    uint32_t direct_ops; /* direct PUT/GETs to this peer: every 1024th checks it lives */
-    uint32_t gets_out;   /* our ring-path GETs the peer has not finished: each request
-                            sits in its request ring until served (engine.c: get_credit) */
+    uint32_t direct_ops;  /* direct PUT/GETs to this peer: every 1024th checks it lives */
+    uint32_t gets_out;    /* our ring-path GETs and atomics the peer has not finished: each
+                             request sits in its request ring until served (engine.c:
+                             get_credit) */
+    uint32_t atomics_out; /* ... of them atomics: while any is out, later ones take the
+                             ring path too, so one endpoint's are applied in order */
     /* Ring-path target side. */
     struct uln_refused_put refused; /* a PUT already answered with an error */
-    struct uln_msg *get_req;        /* GET request being served (still in ring) */
+    struct uln_msg *get_req;        /* GET or atomic request being served (in the ring) */
     uint64_t get_sent;              /* bytes of it answered so far */
     struct uln_ack *acks;           /* answers waiting for room on channel 0 */
     uint32_t ack_head, ack_tail, ack_cap;
@@ -429,6 +436,22 @@ int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, ui
 bool uln_engine_busy(const struct uln_ep *ep); /* work that waits on a peer */
 void uln_engine_fail_peer(struct uln_ep *ep, int peer, int status);
 void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, struct uln_msg *m);
+
+/* atomic.c */
+/* Is (op, width) an atomic ulnet knows? */
+bool uln_atomic_valid(unsigned op, unsigned width);
+/* Apply r's op to the word (naturally aligned, width r->width): the value
+ * before it. */
+uint64_t uln_atomic_apply(void *word, const struct uln_atomic_req *r);
+/* Target side: check r against our own key table, apply it, answer in *out.
+ * Counts refusals and what it served. */
+void uln_atomic_serve(struct uln_ep *ep, const struct uln_atomic_req *r,
+                      struct uln_atomic_resp *out);
+/* Initiator side: the old value into the result buffer. */
+void uln_atomic_result(void *result, unsigned width, uint64_t old);
+/* engine.c */
+int uln_engine_atomic_now(struct uln_ep *ep, int peer, const struct uln_atomic_req *r,
+                          void *result);
 
 /* mr.c */
 void uln_mr_close_all(struct uln_ctx *ctx);

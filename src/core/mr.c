@@ -131,7 +131,8 @@ ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned 
 {
     if (!ctx || !out || (!addr && len)) return -EINVAL;
     if (uln_ctx_forked(ctx)) return -EPERM;
-    if (access & ~(ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE)) return -EINVAL;
+    if (access & ~(ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE | ULN_ACCESS_REMOTE_ATOMIC))
+        return -EINVAL;
     int rc = range_mapped(addr, len);
     if (rc) return rc;
     struct uln_mr *mr = calloc(1, sizeof *mr);

@@ -26,6 +26,7 @@ struct uln_ep;
 struct uln_ep_peer;
 struct uln_sqe;
 struct uln_info;
+struct uln_atomic_req;
 
 /* PUT/GET copy straight to/from the target's memory (ops->direct), with no
  * work for the target. */
@@ -101,6 +102,11 @@ struct uln_transport_ops {
      * way (the operation takes the ring path). */
     int (*direct)(struct uln_ep *ep, int peer, bool write, void *local, uint64_t len, uint64_t rkey,
                   uint64_t roff);
+    /* Optional, with ULN_TP_CAP_DIRECT_RMA: apply atomic r to the peer's
+     * word now, with a CPU atomic on the mapped word, the old value into
+     * *old. 0, -errno, or ULN_NO_DIRECT: not this way (the target's engine
+     * applies it: the ring path). */
+    int (*atomic)(struct uln_ep *ep, int peer, const struct uln_atomic_req *r, uint64_t *old);
     /* After sending to peer: make it see what was sent (ring its doorbell,
      * send the batched packets). */
     void (*kick)(struct uln_ep *ep, int peer);

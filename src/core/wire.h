@@ -9,9 +9,9 @@
  * later, packet transports.
  *
  * Channels: each (initiator endpoint, target endpoint) pair has two rings.
- *   channel 0 (data):    NAP, PUT_FRAG, PUT_NOTIFY, GET_RESP, ACK
- *   channel 1 (request): GET_REQ
- * GET requests have their own channel because serving a GET makes the target
+ *   channel 0 (data):    NAP, PUT_FRAG, PUT_NOTIFY, GET_RESP, ACK, ATOMIC_RESP
+ *   channel 1 (request): GET_REQ, ATOMIC_REQ
+ * Requests have their own channel because serving one makes the target
  * send; if requests queued behind data, two ranks GETting from each other with
  * full data rings would each wait for the other forever (cHPP's virtual channel).
  */
@@ -22,15 +22,17 @@
 #include <stdint.h>
 
 enum uln_msg_type {
-    ULN_MSG_NAP = 1,    /* payload = user data */
-    ULN_MSG_PUT_FRAG,   /* struct uln_put_frag + data: place at (key, offset) */
-    ULN_MSG_PUT_NOTIFY, /* struct uln_put_notify: a direct PUT landed, raise a CQE */
-    ULN_MSG_GET_REQ,    /* struct uln_get_req (channel 1) */
-    ULN_MSG_GET_RESP,   /* struct uln_get_resp + data */
-    ULN_MSG_ACK,        /* struct uln_ack: a ring-path PUT is placed, or refused */
-    ULN_MSG_PUT_DONE,   /* struct uln_put_done: packet transports only, written by the
-                           receive path into our own ring when a PUT's last fragment
-                           comes up in order (its data was placed on arrival) */
+    ULN_MSG_NAP = 1,     /* payload = user data */
+    ULN_MSG_PUT_FRAG,    /* struct uln_put_frag + data: place at (key, offset) */
+    ULN_MSG_PUT_NOTIFY,  /* struct uln_put_notify: a direct PUT landed, raise a CQE */
+    ULN_MSG_GET_REQ,     /* struct uln_get_req (channel 1) */
+    ULN_MSG_GET_RESP,    /* struct uln_get_resp + data */
+    ULN_MSG_ACK,         /* struct uln_ack: a ring-path PUT is placed, or refused */
+    ULN_MSG_PUT_DONE,    /* struct uln_put_done: packet transports only, written by the
+                            receive path into our own ring when a PUT's last fragment
+                            comes up in order (its data was placed on arrival) */
+    ULN_MSG_ATOMIC_REQ,  /* struct uln_atomic_req (channel 1): apply it, answer */
+    ULN_MSG_ATOMIC_RESP, /* struct uln_atomic_resp: the old value, or the refusal */
 };
 
 /* One table says what each type is, for every transport, so none translates
@@ -46,7 +48,7 @@ struct uln_msg_desc {
     uint8_t ext_imm; /* ... when it carries immediate data (PUT with IMM) */
 };
 
-#define ULN_MSG_TYPES 8 /* types are below this */
+#define ULN_MSG_TYPES 10 /* types are below this */
 
 static const struct uln_msg_desc uln_msg_table[ULN_MSG_TYPES] = {
     [ULN_MSG_NAP] = {.channel = 0, .ordered = true, .packet = true},
@@ -56,6 +58,11 @@ static const struct uln_msg_desc uln_msg_table[ULN_MSG_TYPES] = {
     [ULN_MSG_GET_RESP] = {.channel = 0, .ordered = false, .packet = true, .ext = 8, .ext_imm = 8},
     [ULN_MSG_ACK] = {.channel = 0, .ordered = true, .packet = true},
     [ULN_MSG_PUT_DONE] = {.channel = 0, .ordered = true},
+    /* An atomic is applied once, when its request comes up in order: a
+     * resent or duplicated packet never reaches the engine twice (rel). */
+    [ULN_MSG_ATOMIC_REQ] =
+        {.channel = 1, .ordered = true, .packet = true, .ext = 32, .ext_imm = 32},
+    [ULN_MSG_ATOMIC_RESP] = {.channel = 0, .ordered = true, .packet = true, .ext = 8, .ext_imm = 8},
 };
 
 /* The description of type, or NULL for a type that is none of the above. */
@@ -111,6 +118,26 @@ struct uln_put_done {
     uint64_t op_len;
     int32_t status; /* nonzero: the PUT was refused */
     uint32_t flags; /* ULN_FRAG_IMM: raise PUT_REMOTE */
+};
+
+/* An atomic (ulnet.h: uln_atomic) for the target to apply; also what the
+ * engine hands a transport that applies one itself (ops->atomic). */
+struct uln_atomic_req {
+    uint64_t key;
+    uint64_t offset;
+    uint64_t op_id;
+    uint64_t operand;
+    uint64_t compare; /* ULN_ATOMIC_CSWAP */
+    uint8_t op;       /* enum uln_atomic_op */
+    uint8_t width;    /* 4 or 8 */
+    uint8_t pad_[6];
+};
+
+struct uln_atomic_resp {
+    uint64_t op_id;
+    uint64_t old;   /* the word before the op (width 4: the low 32 bits) */
+    int32_t status; /* nonzero: refused, nothing was written */
+    uint32_t pad_;
 };
 
 struct uln_ack {

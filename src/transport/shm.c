@@ -406,6 +406,56 @@ out:
     return rc;
 }
 
+/* An atomic on the peer's word, with a CPU atomic on our mapping of it (the
+ * same physical word the owner and every other peer use). Only memory from
+ * uln_mem_alloc (and our own) is mapped: other memory is reached with
+ * process_vm_* only, which cannot be atomic, so the owner applies those
+ * (ULN_NO_DIRECT: the ring path). Checked and counted as uln_shm_direct. */
+static int uln_shm_atomic(struct uln_ep *ep, int peer, const struct uln_atomic_req *r,
+                          uint64_t *old)
+{
+    struct uln_ctx *ctx = ep->ctx;
+    struct shm_peer *pp = &shm_of(ctx)->peers[peer];
+    struct uln_inbox_hdr *h = pp->hdr;
+    uint64_t idx = r->key >> ULN_KEY_INDEX_SHIFT;
+    if (ULN_UNLIKELY(!ctx->p.shm_direct)) return ULN_NO_DIRECT;
+    if (ULN_UNLIKELY(atomic_load_explicit(&pp->dead, memory_order_relaxed))) return -ECONNRESET;
+    if (ULN_UNLIKELY((++ep->peers[peer].direct_ops & 1023) == 0) && uln_shm_peer_dead(ctx, peer))
+        return -ECONNRESET;
+    if (idx >= h->max_regions) {
+        uln_count_refusal_at(h, -ENOKEY);
+        return -ENOKEY;
+    }
+    const struct uln_key_entry *e = (const struct uln_key_entry *)(pp->inbox + h->keys_off) + idx;
+    const struct uln_ep_peer *epp = &ep->peers[peer];
+    _Atomic uint32_t *hz = uln_inbox_hazard_at(pp->inbox, h, epp->me_there, epp->dst_ep);
+    /* The hazard protocol of uln_shm_direct (Dekker with uln_mr_dereg). */
+    atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
+    uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
+    int rc = uln_key_check(e, live, r->key, r->offset, r->width, ULN_ACCESS_REMOTE_ATOMIC);
+    /* Natural alignment in the owner's address space; a mapping keeps the
+     * offset within the page, so the word is aligned alike here. */
+    if (rc == 0 && ((e->addr + r->offset) & (r->width - 1u))) rc = -EDOM;
+    if (rc) {
+        uln_count_refusal_at(h, rc);
+        goto out;
+    }
+    uint8_t *base = NULL;
+    if (uln_peer_is_self(ctx, peer))
+        base = (uint8_t *)(uintptr_t)e->addr;
+    else if (e->memfd >= 0)
+        base = tcache_lookup(&ep->peers[peer], pp, e, r->key, &ep->stats);
+    if (!base) {
+        rc = ULN_NO_DIRECT;
+        goto out;
+    }
+    *old = uln_atomic_apply(base + r->offset, r);
+out:
+    /* Release: our access is complete before the owner may reuse the memory. */
+    atomic_store_explicit(hz, 0, memory_order_release);
+    return rc;
+}
+
 /* ---- the transport's ops ------------------------------------------------------ */
 
 /* First use of peer from ep: map its inbox, and point the endpoint's
@@ -523,6 +573,7 @@ const struct uln_transport_ops uln_tp_shm = {
     .peer_free = uln_shm_peer_free,
     .connect = uln_shm_connect,
     .direct = uln_shm_direct,
+    .atomic = uln_shm_atomic,
     .kick = uln_shm_kick,
     .peer_dead = uln_shm_dead,
     .frag_max = uln_shm_frag_max,

@@ -62,10 +62,12 @@ enum {
     PKT_GET_REQ = ULN_MSG_GET_REQ,
     PKT_GET_RESP = ULN_MSG_GET_RESP,
     PKT_ACK = ULN_MSG_ACK,
-    PKT_CTRL = 7
+    PKT_CTRL = 7,
+    PKT_ATOMIC_REQ = ULN_MSG_ATOMIC_REQ,
+    PKT_ATOMIC_RESP = ULN_MSG_ATOMIC_RESP,
 };
 _Static_assert(PKT_NAP == 1 && PKT_PUT == 2 && PKT_GET_REQ == 4 && PKT_GET_RESP == 5 &&
-                   PKT_ACK == 6,
+                   PKT_ACK == 6 && PKT_ATOMIC_REQ == 8 && PKT_ATOMIC_RESP == 9,
                "the wire's type numbers (docs/protocol.md)");
 /* flags: the low five bits are rel's (ULN_REL_DATA, FB, LOSE, PROBE, RETX) */
 #define PKT_LAST 0x20u /* NAP, PUT: last packet of the message */
@@ -79,10 +81,12 @@ struct pkt_hdr {
     uint32_t tag;    /* data: job key and both lives, hashed; ctrl: unused */
     uint32_t seq;    /* data: sequence number; ctrl: the sender's epoch */
     uint32_t ack;    /* with ULN_REL_FB: every seq before it arrived */
-    uint64_t key;    /* PUT, GET_REQ: region key; NAP: message length; GET_RESP,
-                        ACK: the initiator's op id; ctrl: the job key */
-    uint64_t offset; /* PUT, GET_REQ: offset in the region; NAP, GET_RESP: offset in
-                        the message; ACK: status; ctrl: SACK bitmap */
+    uint64_t key;    /* PUT, GET_REQ, ATOMIC_REQ: region key; NAP: message length;
+                        GET_RESP, ACK, ATOMIC_RESP: the initiator's op id; ctrl: the
+                        job key */
+    uint64_t offset; /* PUT, GET_REQ, ATOMIC_REQ: offset in the region; NAP, GET_RESP:
+                        offset in the message; ACK: status; ATOMIC_RESP: the old
+                        value; ctrl: SACK bitmap */
 };
 _Static_assert(sizeof(struct pkt_hdr) == 32, "the header is 32 bytes");
 
@@ -95,6 +99,15 @@ struct pkt_get_req_ext {
 };
 struct pkt_get_resp_ext {
     int32_t status; /* nonzero: refused, no data */
+    uint32_t pad_;
+};
+struct pkt_atomic_req_ext {
+    uint64_t op_id, operand, compare;
+    uint8_t op, width; /* enum uln_atomic_op; 4 or 8 */
+    uint8_t pad_[6];
+};
+struct pkt_atomic_resp_ext {
+    int32_t status; /* nonzero: refused, the word was not touched */
     uint32_t pad_;
 };
 struct pkt_ctrl_body { /* hello, feedback, probe */
@@ -111,6 +124,8 @@ _Static_assert(sizeof(struct pkt_put_ext) == 32 && offsetof(struct pkt_put_ext, 
                "PUT's extension as wire.h's table has it");
 _Static_assert(sizeof(struct pkt_get_req_ext) == 16 && sizeof(struct pkt_get_resp_ext) == 8,
                "GET's extensions as wire.h's table has them");
+_Static_assert(sizeof(struct pkt_atomic_req_ext) == 32 && sizeof(struct pkt_atomic_resp_ext) == 8,
+               "the atomics' extensions as wire.h's table has them");
 
 /* The extension a packet of this type and flags carries; -1: no such type. */
 static int ext_len(unsigned type, unsigned flags)
@@ -620,6 +635,28 @@ static void uln_udp_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, ui
         t->len = len - (uint32_t)sizeof *g;
         break;
     }
+    case ULN_MSG_ATOMIC_REQ: {
+        const struct uln_atomic_req *r = (const void *)m;
+        struct pkt_atomic_req_ext x = {.op_id = r->op_id,
+                                       .operand = r->operand,
+                                       .compare = r->compare,
+                                       .op = r->op,
+                                       .width = r->width};
+        t->h.key = r->key;
+        t->h.offset = r->offset;
+        memcpy(t->ext, &x, sizeof x);
+        break;
+    }
+    case ULN_MSG_ATOMIC_RESP: {
+        /* Kept in the slot until acknowledged: a resend carries the same old
+         * value, and the op is never applied again for it. */
+        const struct uln_atomic_resp *a = (const void *)m;
+        struct pkt_atomic_resp_ext x = {.status = a->status};
+        t->h.key = a->op_id;
+        t->h.offset = a->old;
+        memcpy(t->ext, &x, sizeof x);
+        break;
+    }
     default:
         /* PUT_NOTIFY, PUT_FRAG and NAP never take this path over UDP. */
         memset(&t->h, 0, sizeof t->h);
@@ -857,6 +894,31 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
         *r = (struct uln_get_req){
             .key = h->key, .offset = h->offset, .len = x.len, .op_id = x.op_id};
         uln_inbox_feed_commit(&up->feed, 1, ULN_MSG_GET_REQ, sizeof *r);
+        return true;
+    }
+    case PKT_ATOMIC_REQ: {
+        struct pkt_atomic_req_ext x;
+        memcpy(&x, s->ext, sizeof x);
+        struct uln_atomic_req *r = uln_inbox_feed_reserve(&up->feed, 1, sizeof *r);
+        if (!r) return false;
+        *r = (struct uln_atomic_req){.key = h->key,
+                                     .offset = h->offset,
+                                     .op_id = x.op_id,
+                                     .operand = x.operand,
+                                     .compare = x.compare,
+                                     .op = x.op,
+                                     .width = x.width};
+        uln_inbox_feed_commit(&up->feed, 1, ULN_MSG_ATOMIC_REQ, sizeof *r);
+        return true;
+    }
+    case PKT_ATOMIC_RESP: {
+        if (up->nap_dst) nap_abandon(up);
+        struct pkt_atomic_resp_ext x;
+        memcpy(&x, s->ext, sizeof x);
+        struct uln_atomic_resp *a = uln_inbox_feed_reserve(&up->feed, 0, sizeof *a);
+        if (!a) return false;
+        *a = (struct uln_atomic_resp){.op_id = h->key, .old = h->offset, .status = x.status};
+        uln_inbox_feed_commit(&up->feed, 0, ULN_MSG_ATOMIC_RESP, sizeof *a);
         return true;
     }
     case PKT_PUT: {

@@ -2,7 +2,7 @@
 """plot_titles.py DIR CSV...: checks the scripts bench/plot wrote into DIR
 from CSV... say only what they draw.
 
-A title or legend naming an op (NAP, PUT, GET), a kind of row (bidirectional,
+A title or legend naming an op (NAP, PUT, GET, fetch-add), a kind of row (bidirectional,
 p99, first touch, warm, Jain's index) or a peer (UCX, fi_pingpong, NetPIPE,
 sockperf, iperf3) must have a row of that kind among the tests the plot draws;
 every title carries the cache-line floor of the CSVs (or says there is none);
@@ -22,6 +22,7 @@ WORDS = [
     (r"\bNAP\b", lambda r: r[1].startswith("nap")),
     (r"\bPUT\b", lambda r: r[1] == "put"),
     (r"\bGET\b", lambda r: r[1] == "get"),
+    (r"fetch-add", lambda r: r[1] == "atomic"),
     (r"bidirectional|\bbibw\b", lambda r: r[2] == "bibw"),
     (r"\bp99\b", lambda r: r[2].endswith("_p99")),
     (r"first touch", lambda r: r[2] == "cache_cold"),

@@ -148,12 +148,13 @@ static inline void fz_report(void)
             "naps_sent %llu naps_received %llu puts %llu gets %llu bytes_put %llu bytes_got %llu "
             "refused_key %llu refused_bounds %llu refused_access %llu refused_job %llu "
             "malformed %llu pkts_received %llu duplicates %llu stale %llu pkts_dropped %llu "
-            "sq %llu ops\n",
+            "atomics %llu atomics_served %llu refused_align %llu sq %llu ops\n",
             (ULLONG)c.naps_sent, (ULLONG)c.naps_received, (ULLONG)c.puts, (ULLONG)c.gets,
             (ULLONG)c.bytes_put, (ULLONG)c.bytes_got, (ULLONG)c.refused_key,
             (ULLONG)c.refused_bounds, (ULLONG)c.refused_access, (ULLONG)c.refused_job,
             (ULLONG)c.malformed, (ULLONG)c.pkts_received, (ULLONG)c.duplicates, (ULLONG)c.stale,
-            (ULLONG)c.pkts_dropped, (ULLONG)(F.ep->sq_tail - F.op_base));
+            (ULLONG)c.pkts_dropped, (ULLONG)c.atomics, (ULLONG)c.atomics_served,
+            (ULLONG)c.refused_align, (ULLONG)(F.ep->sq_tail - F.op_base));
 }
 
 /* ---- the job -------------------------------------------------------------------- */
@@ -230,9 +231,12 @@ static void fz_open(const char *transport, int shm_direct)
     struct uln_ctx *ctx = F.ctx[0];
     if ((rc = uln_cq_open(ctx, FZ_CQ, &F.cq)) || (rc = uln_ep_open(ctx, F.cq, F.cq, &F.ep)))
         fz_die("cq/ep open: %s", uln_strerror(rc));
-    static const unsigned acc[FZ_NREG] = {ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE,
-                                          ULN_ACCESS_REMOTE_READ, ULN_ACCESS_REMOTE_WRITE,
-                                          ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE};
+    /* Only the read-write region allows atomics: an atomic on any other is
+     * refused and must leave it as it was. */
+    static const unsigned acc[FZ_NREG] = {
+        ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE | ULN_ACCESS_REMOTE_ATOMIC,
+        ULN_ACCESS_REMOTE_READ, ULN_ACCESS_REMOTE_WRITE,
+        ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE | ULN_ACCESS_REMOTE_ATOMIC};
     for (unsigned r = 0; r < FZ_NREG; r++) {
         F.reg_mem[r] = fz_alloc(FZ_RLEN + 2 * FZ_GUARD);
         F.reg_ref[r] = fz_alloc(FZ_RLEN + 2 * FZ_GUARD);
@@ -281,7 +285,10 @@ static void fz_cqe_check(const struct uln_cqe *e, bool remote_checked)
         if (remote_checked && (e->offset > FZ_RLEN || e->len > FZ_RLEN - e->offset))
             fz_die("PUT_REMOTE names [%llu, +%llu), outside every region", (ULLONG)e->offset,
                    (ULLONG)e->len);
-    } else if (e->op < ULN_OP_NAP || e->op > ULN_OP_FLUSH) {
+    } else if (e->op == ULN_OP_ATOMIC) {
+        if (e->status == 0 && e->len != 4 && e->len != 8)
+            fz_die("ATOMIC completion of %llu bytes", (ULLONG)e->len);
+    } else if (e->op < ULN_OP_NAP || e->op > ULN_OP_ATOMIC) {
         fz_die("entry with op %u", e->op);
     }
 }
@@ -346,11 +353,14 @@ static uint64_t fz_le(const uint8_t *b, size_t n, size_t at, unsigned bytes)
 }
 
 /* An operation of ours to rank 1: b[0] op and flags, b[1..2] length, b[3..10]
- * remote offset, b[11..18] remote key. Its answers come from the input. */
+ * remote offset, b[11..18] remote key. Its answers come from the input. An
+ * atomic takes its op from the length (1 + len % 11: 11 is one past the
+ * last, refused at post), its width from bit 8 (4, else 8), and fetches
+ * into the GET destination. */
 static void fz_post(const uint8_t *b, size_t n)
 {
     if (n == 0) return;
-    unsigned op = b[0] % 5, flags = 0;
+    unsigned op = b[0] % 6, flags = 0;
     if (b[0] & 0x80) flags |= ULN_SILENT;
     if (b[0] & 0x40) flags |= ULN_INLINE;
     uint64_t len = fz_le(b, n, 1, 2), roff = fz_le(b, n, 3, 8), rkey = fz_le(b, n, 11, 8);
@@ -368,8 +378,12 @@ static void fz_post(const uint8_t *b, size_t n)
     case 3:
         uln_get(F.ep, 1, dst, len % (FZ_GET_LEN + 1), rkey, roff, 0x400, flags & ULN_SILENT);
         break;
-    default:
+    case 4:
         uln_ep_flush(F.ep, 0x500);
+        break;
+    default:
+        uln_atomic(F.ep, 1, 1 + (unsigned)(len % 11), (len & 0x100) ? 4 : 8, rkey, roff,
+                   0x0102030405060708ull, roff, dst, 0x600, flags);
         break;
     }
 }

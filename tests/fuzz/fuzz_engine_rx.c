@@ -2,7 +2,8 @@
  * fuzz_engine_rx.c - fuzz target: arbitrary engine messages in the inbox
  * rings, as a peer on the same host writes them, into the receive side of
  * src/core/engine.c - take_data (NAP, PUT_FRAG placement, PUT_NOTIFY,
- * GET_RESP, ACK, PUT_DONE, unknown types) and serve_gets - on a real context
+ * GET_RESP, ACK, PUT_DONE, ATOMIC_RESP, unknown types) and serve_gets (GET
+ * and atomic requests) - on a real context
  * (fuzz_common.h) whose peer, rank 1, is reached over shared memory.
  *
  * Rank 1 is a real context that nobody drives: the harness writes rank 1's
@@ -23,9 +24,10 @@
  *             3  post an operation of ours to rank 1 (fz_post)
  *             4  from now on keep NAP_RECV entries (a slow application)
  * mods of a message:
- *   0x10  ACK, GET_RESP, PUT_DONE: the op id (first 8 payload bytes) += this
- *         input's first op id
- *   0x20  PUT_FRAG, GET_REQ: the key (first 8 payload bytes) := region key
+ *   0x10  ACK, GET_RESP, PUT_DONE, ATOMIC_RESP: the op id (first 8 payload
+ *         bytes) += this input's first op id
+ *   0x20  PUT_FRAG, GET_REQ, ATOMIC_REQ: the key (first 8 payload bytes) :=
+ *         region key
  *         (rw, ro, wo, deregistered)[key % 4]
  *   0x80  a progress pass afterwards
  *
@@ -88,10 +90,11 @@ static void message(int ch, unsigned mods, const uint8_t *b, size_t n)
     uint64_t first;
     if (len >= 8) {
         memcpy(&first, p, 8);
-        if ((mods & 0x10) &&
-            (type == ULN_MSG_ACK || type == ULN_MSG_GET_RESP || type == ULN_MSG_PUT_DONE))
+        if ((mods & 0x10) && (type == ULN_MSG_ACK || type == ULN_MSG_GET_RESP ||
+                              type == ULN_MSG_PUT_DONE || type == ULN_MSG_ATOMIC_RESP))
             first += F.op_base;
-        if ((mods & 0x20) && (type == ULN_MSG_PUT_FRAG || type == ULN_MSG_GET_REQ))
+        if ((mods & 0x20) &&
+            (type == ULN_MSG_PUT_FRAG || type == ULN_MSG_GET_REQ || type == ULN_MSG_ATOMIC_REQ))
             first = F.keys[first % FZ_NREG];
         memcpy(p, &first, 8);
     }
@@ -99,15 +102,20 @@ static void message(int ch, unsigned mods, const uint8_t *b, size_t n)
 }
 
 /* Answer every operation of ours still waiting with a refusal (an ACK for a
- * PUT, GET data with a status for a GET: the other one is ignored). */
+ * PUT, GET data with a status for a GET, ATOMIC_RESP for an atomic: the
+ * others are ignored). */
 static void refuse_waiting(void)
 {
     for (uint64_t pos = F.ep->sq_head; pos != F.ep->sq_tail; pos++) {
         struct uln_ack a = {.op_id = pos, .status = -ECANCELED};
         struct uln_get_resp g = {.op_id = pos, .status = -ECANCELED};
+        struct uln_atomic_resp r = {.op_id = pos, .status = -ECANCELED};
         for (int i = 0; i < 1000 && !forge_msg(0, ULN_MSG_ACK, 0, (void *)&a, sizeof a); i++)
             poll_once();
         for (int i = 0; i < 1000 && !forge_msg(0, ULN_MSG_GET_RESP, 0, (void *)&g, sizeof g); i++)
+            poll_once();
+        for (int i = 0; i < 1000 && !forge_msg(0, ULN_MSG_ATOMIC_RESP, 0, (void *)&r, sizeof r);
+             i++)
             poll_once();
     }
 }

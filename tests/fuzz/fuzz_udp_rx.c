@@ -2,9 +2,9 @@
  * fuzz_udp_rx.c - fuzz target: arbitrary datagrams into the UDP transport's
  * receive path - rx_one (src/transport/udp.c) and everything behind it: the
  * rel state machine, the CTRL handshake, PUT placement, GET requests and GET
- * data, NAP assembly, delivery into the inbox rings and the engine that takes
- * them from there (ACKs, PUT_DONE, serving GETs) - on a real context (see
- * fuzz_common.h) whose peer, rank 1, is reached over UDP.
+ * data, atomic requests and answers, NAP assembly, delivery into the inbox rings and the engine
+ * that takes them from there (ACKs, PUT_DONE, serving GETs) - on a real context (see fuzz_common.h)
+ * whose peer, rank 1, is reached over UDP.
  *
  * An input is a sequence of records  kind:u8 mods:u8 len:u16le bytes[len]
  * (the last may be cut short by the end of the input):
@@ -23,8 +23,10 @@
  *   0x08  data: seq += the next seq expected in order, ack += our oldest
  *         unacknowledged seq; CTRL: seq (the sender's epoch) += rank 1's
  *         current epoch, ack += our oldest unacknowledged seq
- *   0x10  GET_RESP, ACK: key (our op id) += this input's first op id
- *   0x20  PUT, GET_REQ: key := region key (rw, ro, wo, deregistered)[key % 4]
+ *   0x10  GET_RESP, ACK, ATOMIC_RESP: key (our op id) += this input's first
+ *         op id
+ *   0x20  PUT, GET_REQ, ATOMIC_REQ: key := region key (rw, ro, wo,
+ *         deregistered)[key % 4]
  *   0x80  a progress pass afterwards
  *
  * Per input: our side starts a fresh life with the fixed epoch FZ_EPOCH (near
@@ -71,8 +73,9 @@ static void patch(uint8_t *p, size_t n, unsigned mods)
     } else {
         if (mods & 0x01) h.tag = c.tag_in;
         if (mods & 0x08) h.seq += c.rcv_next, h.ack += c.snd_una;
-        if ((mods & 0x10) && (type == UW_GET_RESP || type == UW_ACK)) h.key += F.op_base;
-        if ((mods & 0x20) && (type == UW_PUT || type == UW_GET_REQ))
+        if ((mods & 0x10) && (type == UW_GET_RESP || type == UW_ACK || type == UW_ATOMIC_RESP))
+            h.key += F.op_base;
+        if ((mods & 0x20) && (type == UW_PUT || type == UW_GET_REQ || type == UW_ATOMIC_REQ))
             h.key = F.keys[h.key % FZ_NREG];
     }
     memcpy(p, &h, sizeof h);

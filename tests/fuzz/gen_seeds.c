@@ -34,7 +34,7 @@ enum { U_DGRAM, U_STRANGER, U_RESTART, U_POLL, U_POST, U_HOLD };
 /* fuzz_engine_rx kinds */
 enum { E_CH0, E_CH1, E_POLL, E_POST, E_HOLD };
 /* fz_post's first byte */
-enum { P_NAP, P_PUT, P_PUT_IMM, P_GET, P_FLUSH };
+enum { P_NAP, P_PUT, P_PUT_IMM, P_GET, P_FLUSH, P_ATOMIC };
 
 #define PEER_EPOCH 0x70000000u /* rank 1's life in the seeds */
 #define REG_RW     0u          /* with M_RKEY: key % 4 picks the region */
@@ -199,6 +199,33 @@ static void udp_seeds(void)
     data(UW_ACK, 0, 1, (uint64_t)(int64_t)-ENOKEY, NULL, 0, NULL, 0, M_OPID);
     save(T, "put-ack");
 
+    /* Rank 1's atomics on our regions: applied, misaligned, bounds, no
+     * right, an unknown op; then an answer to an atomic of ours (len 2:
+     * CSWAP, 8 bytes). */
+    handshake();
+    {
+        struct uw_atomic_req_ext x = {.op_id = 31, .operand = 5, .op = 1, .width = 8};
+        data(UW_ATOMIC_REQ, 0, REG_RW, 64, &x, sizeof x, NULL, 0, M_RKEY);
+        ctrl(M_EPOCH | M_SEQ | M_POLL, 0, UW_FB, 1, 16, 0, 0); /* ack our answer */
+        x.op_id = 32, x.width = 4;
+        data(UW_ATOMIC_REQ, 0, REG_RW, 66, &x, sizeof x, NULL, 0, M_RKEY);
+        x.op_id = 33;
+        data(UW_ATOMIC_REQ, 0, REG_RW, 4096, &x, sizeof x, NULL, 0, M_RKEY);
+        x.op_id = 34, x.op = 3;
+        data(UW_ATOMIC_REQ, 0, REG_RO, 0, &x, sizeof x, NULL, 0, M_RKEY);
+        x.op_id = 35, x.op = 99;
+        data(UW_ATOMIC_REQ, 0, REG_RW, 0, &x, sizeof x, NULL, 0, M_RKEY);
+    }
+    save(T, "atomic-req");
+
+    post(P_ATOMIC, 2, 8, 0x1234);
+    handshake();
+    {
+        struct uw_atomic_resp_ext r = {0};
+        data(UW_ATOMIC_RESP, 0, 0, 0x1122334455667788ull, &r, sizeof r, NULL, 0, M_OPID);
+    }
+    save(T, "atomic-resp");
+
     /* Our NAPs in flight; rank 1's feedback acknowledges some, reports one
      * lost (SACK + LOSE), then probes. */
     handshake();
@@ -230,7 +257,7 @@ static void udp_seeds(void)
         rec(U_DGRAM, M_POLL, pkt, 20);                                             /* short */
         h.vt = 2 << 4 | UW_NAP;
         rec(U_DGRAM, M_TAG | M_SEQ | M_POLL, pkt, uw_build(pkt, &h, NULL, 0, NULL, 0));
-        h.vt = uw_vt(9);
+        h.vt = uw_vt(11); /* no such type */
         rec(U_DGRAM, M_TAG | M_SEQ | M_POLL, pkt, uw_build(pkt, &h, NULL, 0, NULL, 0));
         h = (struct uw_hdr){.vt = uw_vt(UW_PUT), .flags = UW_DATA};
         rec(U_DGRAM, M_TAG | M_SEQ | M_POLL, pkt, sizeof h + 10); /* extension cut short */
@@ -355,6 +382,35 @@ static void engine_seeds(void)
         msg(E_CH1, M_RKEY, ULN_MSG_GET_REQ, 0, &g, sizeof g - 8); /* short */
     }
     save(T, "get-req");
+
+    {
+        struct uln_atomic_req a = {
+            .key = REG_RW, .offset = 16, .op_id = 7, .operand = 9, .op = 1, .width = 8};
+        msg(E_CH1, M_RKEY, ULN_MSG_ATOMIC_REQ, 0, &a, sizeof a);
+        a.offset = 20, a.width = 4, a.op = 10, a.op_id = 8; /* signed max, 32 bits */
+        msg(E_CH1, M_RKEY, ULN_MSG_ATOMIC_REQ, 0, &a, sizeof a);
+        a.offset = 4, a.width = 8, a.op_id = 9; /* misaligned */
+        msg(E_CH1, M_RKEY, ULN_MSG_ATOMIC_REQ, 0, &a, sizeof a);
+        a.offset = 4092, a.op_id = 10; /* half outside */
+        msg(E_CH1, M_RKEY, ULN_MSG_ATOMIC_REQ, 0, &a, sizeof a);
+        a.key = REG_WO, a.offset = 0, a.op_id = 11; /* no atomic right */
+        msg(E_CH1, M_RKEY, ULN_MSG_ATOMIC_REQ, 0, &a, sizeof a);
+        a.key = REG_RW, a.op = 0, a.op_id = 12; /* no such op */
+        msg(E_CH1, M_RKEY, ULN_MSG_ATOMIC_REQ, 0, &a, sizeof a);
+        msg(E_CH1, M_RKEY, ULN_MSG_ATOMIC_REQ, 0, &a, sizeof a - 8); /* short */
+    }
+    save(T, "atomic-req");
+
+    engine_post(P_ATOMIC, 2);
+    engine_post(P_ATOMIC, 0x104); /* 32-bit AND */
+    {
+        struct uln_atomic_resp r = {.op_id = 0, .old = 0x1122334455667788ull};
+        msg(E_CH0, M_OPID, ULN_MSG_ATOMIC_RESP, 0, &r, sizeof r);
+        r = (struct uln_atomic_resp){.op_id = 1, .status = -EDOM};
+        msg(E_CH0, M_OPID, ULN_MSG_ATOMIC_RESP, 0, &r, sizeof r);
+        msg(E_CH0, M_OPID, ULN_MSG_ATOMIC_RESP, 0, &r, sizeof r - 8); /* short */
+    }
+    save(T, "atomic-resp");
 
     {
         struct uln_put_done d = {.op_id = 1, .flags = ULN_FRAG_IMM};

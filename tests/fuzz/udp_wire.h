@@ -18,7 +18,16 @@
 #endif
 
 #define UW_VERSION 1u
-enum { UW_NAP = 1, UW_PUT = 2, UW_GET_REQ = 4, UW_GET_RESP = 5, UW_ACK = 6, UW_CTRL = 7 };
+enum {
+    UW_NAP = 1,
+    UW_PUT = 2,
+    UW_GET_REQ = 4,
+    UW_GET_RESP = 5,
+    UW_ACK = 6,
+    UW_CTRL = 7,
+    UW_ATOMIC_REQ = 8,
+    UW_ATOMIC_RESP = 9
+};
 
 /* flags: the reliability layer's five, then the message's own */
 #define UW_DATA  0x01u
@@ -51,6 +60,15 @@ struct uw_get_resp_ext {
     int32_t status;
     uint32_t pad;
 };
+struct uw_atomic_req_ext { /* 32 bytes */
+    uint64_t op_id, operand, compare;
+    uint8_t op, width;
+    uint8_t pad[6];
+};
+struct uw_atomic_resp_ext {
+    int32_t status;
+    uint32_t pad;
+};
 struct uw_ctrl {
     uint32_t dst_epoch, lose;
     uint16_t sack_off, reorder;
@@ -75,7 +93,10 @@ static inline int uw_ext_len(unsigned type, unsigned flags)
     case UW_GET_REQ:
         return 16;
     case UW_GET_RESP:
+    case UW_ATOMIC_RESP:
         return 8;
+    case UW_ATOMIC_REQ:
+        return 32;
     case UW_CTRL:
         return 16;
     default:

@@ -149,6 +149,10 @@ static inline const char *t_errname(int rc)
         return "-EMFILE";
     case -EBUSY:
         return "-EBUSY";
+    case -EDOM:
+        return "-EDOM";
+    case -EPROTO:
+        return "-EPROTO";
     default:
         return rc < 0 ? "-E?" : "positive";
     }
@@ -169,6 +173,8 @@ static inline const char *t_opname(int op)
         return "GET";
     case ULN_OP_FLUSH:
         return "FLUSH";
+    case ULN_OP_ATOMIC:
+        return "ATOMIC";
     default:
         return "?";
     }

@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-const uint16_t done_op[NOPS] = {ULN_OP_NAP, ULN_OP_NAP, ULN_OP_PUT, ULN_OP_GET};
+const uint16_t done_op[NOPS] = {ULN_OP_NAP, ULN_OP_NAP, ULN_OP_PUT, ULN_OP_GET, ULN_OP_ATOMIC};
 
 /* Bandwidth data check: the first and last 8 bytes of a message carry bytes
  * derived from a per-phase pattern. Checking 16 bytes per point costs nothing

@@ -33,7 +33,8 @@ void die(struct perf *pf, const char *fmt, ...)
 
 const char *op_str(unsigned op)
 {
-    static const char *const n[] = {"?", "NAP", "NAP_RECV", "PUT", "PUT_REMOTE", "GET", "FLUSH"};
+    static const char *const n[] = {"?",          "NAP", "NAP_RECV", "PUT",
+                                    "PUT_REMOTE", "GET", "FLUSH",    "ATOMIC"};
     return op < sizeof n / sizeof n[0] ? n[op] : "?";
 }
 

@@ -224,7 +224,7 @@ static void fair_plan(struct perf *pf, struct plan *pl, int t)
 {
     for (int op = 0; op < NOPS; op++)
         /* nap-inline streams are the same NAPs, only smaller. */
-        if (pf->opt->ops >> op & 1 && op != OP_NAP_INLINE)
+        if (pf->opt->ops >> op & 1 && op != OP_NAP_INLINE && op != OP_ATOMIC)
             plan_add(pf, pl, t, op, fair_size(pf, op), 0);
 }
 

@@ -93,7 +93,8 @@ static void job_regions(struct perf *pf)
     size_t maxs = 0;
     for (int i = 0; i < o->nsizes; i++)
         if (o->sizes[i] > maxs) maxs = o->sizes[i];
-    bool pg = o->ops & (1u << OP_PUT | 1u << OP_GET), fair = o->tests >> T_FAIR & 1;
+    bool pg = o->ops & (1u << OP_PUT | 1u << OP_GET | 1u << OP_ATOMIC),
+         fair = o->tests >> T_FAIR & 1;
     unsigned big = 1u << T_LAT | 1u << T_BW | 1u << T_BIBW | 1u << T_RATE | 1u << T_CACHE;
     pf->buf_len = 4096;
     if (pg && (o->tests & big) && maxs > pf->buf_len) pf->buf_len = maxs;
@@ -103,7 +104,8 @@ static void job_regions(struct perf *pf)
     pf->tgt = buf_alloc(pf, pf->buf_len);
     pf->loc = buf_alloc(pf, pf->buf_len);
     int rc = uln_mr_reg(pf->ctx, pf->tgt, pf->buf_len,
-                        ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE, &pf->mr);
+                        ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE | ULN_ACCESS_REMOTE_ATOMIC,
+                        &pf->mr);
     if (rc) die(pf, "uln_mr_reg(%zu B): %s", pf->buf_len, uln_strerror(rc));
 }
 
@@ -216,7 +218,7 @@ static void job_header(struct perf *pf, const struct pins *pn)
         fprintf(hdr, "# timer: clock_gettime(CLOCK_MONOTONIC)\n");
     fprintf(hdr,
             "# mem=%s window=%u %s; lat: nap/nap-inline/put one-way = RTT/2, "
-            "get = full GET time (a round trip)\n",
+            "get, atomic = the whole operation (a round trip)\n",
             o->malloc_mem ? "malloc (aligned_alloc + uln_mr_reg)" : "ulnet (uln_mem_alloc)",
             o->window,
             o->iters   ? "fixed iterations"

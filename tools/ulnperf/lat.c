@@ -1,5 +1,5 @@
 /* ulnperf's latency family (--test lat): ping-pong over NAPs and PUTs, and
- * GETs one at a time, between ranks 0 and 1. */
+ * GETs and fetch-adds one at a time, between ranks 0 and 1. */
 #include "perf.h"
 
 /* Wait for the next data NAP (returned unreleased). On rank 1 it returns false
@@ -98,13 +98,15 @@ static uint64_t put_lat(struct perf *pf, const struct phase *p, uint64_t *sample
     return i - 1;
 }
 
+/* A GET or an atomic: each a round trip of its own, posted when the last one
+ * completed. */
 static uint64_t get_lat(struct perf *pf, const struct phase *p, uint64_t *samples)
 {
-    struct stall st = {.what = "a GET completion"};
+    struct stall st = {.what = p->op == OP_GET ? "a GET completion" : "an atomic's completion"};
     uint64_t t0 = ticks(pf), t = t0, i = 0;
     while (go_on(p, i, t0, t)) {
-        post_retry(pf, OP_GET, p->size, i, 0);
-        wait_own(pf, ULN_OP_GET, i, p->size, &st);
+        post_retry(pf, p->op, p->size, i, 0);
+        wait_own(pf, done_op[p->op], i, p->size, &st);
         uint64_t t1 = ticks(pf);
         samples[i++] = t1 - t;
         t = t1;
@@ -145,10 +147,11 @@ static void lat_point(struct perf *pf, const struct point *pt)
     struct ctl_msg done;
     uint64_t n = measure_two(pf, &p, point_ms(pf), &elapsed, &done);
     med_p99(pf->samples, n, &t50, &t99);
-    double div = op == OP_GET ? 1000.0 : 2000.0;
+    bool rt = op == OP_GET || op == OP_ATOMIC; /* a round trip by nature */
+    double div = rt ? 1000.0 : 2000.0;
     double med = ticks_to_ns(pf, (double)t50) / div;
     double p99 = ticks_to_ns(pf, (double)t99) / div;
-    table_row(pf, op, op == OP_GET ? "lat(rt)" : "lat", size, med, p99, 0, 0, n, NULL);
+    table_row(pf, op, rt ? "lat(rt)" : "lat", size, med, p99, 0, 0, n, NULL);
     csv_row(pf, op, "lat", size, med, "us");
     csv_row(pf, op, "lat_p99", size, p99, "us");
 }

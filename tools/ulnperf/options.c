@@ -3,14 +3,14 @@
 
 #include <stdlib.h>
 
-const char *const op_names[NOPS] = {"nap", "nap-inline", "put", "get"};
+const char *const op_names[NOPS] = {"nap", "nap-inline", "put", "get", "atomic"};
 const char *const test_names[NTESTS] = {"lat",   "bw",   "bibw", "rate",
                                         "cache", "fair", "load", "incast"};
 
 void perf_usage(FILE *f)
 {
     fprintf(f, "usage: ulnrun -n N [--timeout S] ulnperf [options]     (N >= 2)\n"
-               "Measures ulnet's primitives (NAP, NAP inline, PUT, GET) on this host.\n"
+               "Measures ulnet's primitives (NAP, NAP inline, PUT, GET, atomic) on this host.\n"
                "  --test LIST     lat,bw,bibw,rate,cache,fair,load,incast or all (default all)\n"
                "                    lat   one-way latency (median, p99), ranks 0 and 1\n"
                "                    bw    bandwidth rank 0 -> 1, --window outstanding\n"
@@ -26,7 +26,8 @@ void perf_usage(FILE *f)
                "                          into rank 0 for --incast-ms: aggregate msg/s,\n"
                "                          each sender's count; every NAP's sender and\n"
                "                          sequence checked (loss or duplication fails)\n"
-               "  --op LIST       nap,nap-inline,put,get or all (default all)\n"
+               "  --op LIST       nap,nap-inline,put,get,atomic or all (default all);\n"
+               "                  atomic: 8-byte fetch-add, in lat and rate only\n"
                "  --sizes SPEC    a-b: a, the powers of two between, b; or a list a,b,c\n"
                "                  (K/M/G suffixes; default 1-16M; nap stops at nap_max,\n"
                "                  nap-inline at inline_max)\n"
@@ -52,7 +53,7 @@ void perf_usage(FILE *f)
                "  --csv=FILE      table on stdout and CSV into FILE\n"
                "  -h, --help      this text\n"
                "Latency: nap, nap-inline and put report one-way time (RTT/2, ping-pong);\n"
-               "get reports the full GET time, which is a round trip by nature.\n"
+               "get and atomic report the full operation time, a round trip by nature.\n"
                "CSV columns: transport,op,test,size,value,unit (see docs/benchmarks.md).\n"
                "Plots (PNG, SVG) from such CSVs: bench/plot DIR CSV...\n");
 }

@@ -43,7 +43,7 @@
 /* Options (options.c)                                                        */
 /* ------------------------------------------------------------------------- */
 
-enum { OP_NAP, OP_NAP_INLINE, OP_PUT, OP_GET, NOPS };
+enum { OP_NAP, OP_NAP_INLINE, OP_PUT, OP_GET, OP_ATOMIC, NOPS };
 enum { T_LAT, T_BW, T_BIBW, T_RATE, T_CACHE, T_FAIR, T_LOAD, T_INCAST, NTESTS };
 extern const char *const op_names[NOPS];
 extern const char *const test_names[NTESTS];
@@ -312,8 +312,11 @@ static inline int post(struct perf *pf, int op, size_t size, uint64_t ud, unsign
         return uln_nap(pf->ep, peer, pf->napbuf, size, ud, flags | ULN_INLINE);
     case OP_PUT:
         return uln_put(pf->ep, peer, pf->loc, size, pf->peer_key, 0, ud, flags);
-    default:
+    case OP_GET:
         return uln_get(pf->ep, peer, pf->loc, size, pf->peer_key, 0, ud, flags);
+    default: /* a fetch-add of 1 on the peer's first word (size is always 8) */
+        return uln_atomic(pf->ep, peer, ULN_ATOMIC_ADD, 8, pf->peer_key, 0, 1, 0, pf->loc, ud,
+                          flags);
     }
 }
 

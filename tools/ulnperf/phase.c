@@ -157,6 +157,7 @@ static bool size_ok(const struct perf *pf, int op, int test, size_t s)
 {
     if (test == T_RATE && s > pf->opt->rate_max) return false;
     if (test == T_CACHE && is_nap(op)) return false;
+    if (op == OP_ATOMIC) return (test == T_LAT || test == T_RATE) && s == 8;
     if (op == OP_NAP) return s <= pf->info.nap_max;
     if (op == OP_NAP_INLINE) return s <= pf->info.inline_max && s <= pf->info.nap_max;
     return true;
@@ -184,10 +185,11 @@ void plan_sizes(struct perf *pf, struct plan *pl, int t, const unsigned *args, i
             for (int a = 0; a < nargs; a++)
                 plan_add(pf, pl, t, op, o->sizes[i], args[a]);
         }
-        if (!any && !(t == T_CACHE && is_nap(op)))
-            fprintf(pf->out.hdr, "# %s %s: skipped, no size fits (nap_max %u, inline_max %u%s)\n",
+        bool never = (t == T_CACHE && is_nap(op)) || (op == OP_ATOMIC && t != T_LAT && t != T_RATE);
+        if (!any && !never)
+            fprintf(pf->out.hdr, "# %s %s: skipped, no size fits (nap_max %u, inline_max %u%s%s)\n",
                     op_names[op], test_names[t], pf->info.nap_max, pf->info.inline_max,
-                    t == T_RATE ? ", --rate-max" : "");
+                    t == T_RATE ? ", --rate-max" : "", op == OP_ATOMIC ? ", atomic: 8" : "");
     }
 }
 
