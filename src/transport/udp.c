@@ -180,7 +180,6 @@ struct uln_udp_ep {
     int n_live;
     uint64_t now;
     uint64_t rx_quiet_next; /* no peer met: the socket's next read (progress_rx) */
-    unsigned rx_quiet_pass; /* ... and passes since the clock was read */
     unsigned nbatch;
     struct uln_link_pkt batch[ULN_LINK_BATCH];
     uint8_t scratch[ULN_LINK_BATCH][HDR_SPACE];
@@ -1023,18 +1022,19 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
  * none has spoken yet), a read of the socket is a system call that finds
  * nothing and costs more than a whole round trip over shm, which every
  * progress pass would pay, with two clock reads (slow in a VM) besides. Then
- * read it only every ULN_UDP_QUIET_RX_NS, looking at the clock every
- * ULN_UDP_QUIET_PASSES passes, and at the first pass after a sleep
- * (poll_setup), when the socket may be why it woke: a first packet waits in
- * the socket buffer a little, lost never. */
-#define ULN_UDP_QUIET_RX_NS  100000u
-#define ULN_UDP_QUIET_PASSES 64u
+ * read it when ULN_UDP_QUIET_RX_NS have passed on the coarse clock (a read
+ * of the vDSO's data, no timer: so at most once per tick, 1-4 ms), and at
+ * the first pass after a sleep (poll_setup), when the socket may be why it
+ * woke. Time, not a count of passes: passes can be milliseconds apart (a
+ * barrier's idle slices), and a peer that hears nothing for ULN_UDP_DEAD_MS
+ * gives us up. A first packet waits in the socket buffer a tick at most. */
+#define ULN_UDP_QUIET_RX_NS 100000u
 static bool rx_quiet_skip(struct uln_udp_ep *ue)
 {
     if (ue->n_live) return false;
-    if (ue->rx_quiet_next && ++ue->rx_quiet_pass < ULN_UDP_QUIET_PASSES) return true;
-    ue->rx_quiet_pass = 0;
-    uint64_t now = uln_now_ns();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     if (now < ue->rx_quiet_next) return true;
     ue->rx_quiet_next = now + ULN_UDP_QUIET_RX_NS;
     return false;
