@@ -33,7 +33,10 @@ void ulnfi_cq_put(struct ulnfi_cq *cq, void *context, uint64_t flags, size_t len
         cq->overflow++;
         return;
     }
-    struct ulnfi_cqent *e = &cq->ring[(cq->head + cq->count++) % cq->cap];
+    /* head < cap and count < cap here: one wrap at most, no division (this
+     * and take run for every completion; cap need not be a power of two) */
+    size_t at = cq->head + cq->count++;
+    struct ulnfi_cqent *e = &cq->ring[at < cq->cap ? at : at - cq->cap];
     e->e.op_context = context;
     e->e.flags = flags;
     e->e.len = len;
@@ -105,7 +108,7 @@ static ssize_t take(struct ulnfi_cq *cq, void *buf, size_t count, fi_addr_t *src
         const struct ulnfi_cqent *e = &cq->ring[cq->head];
         copy_out(cq, buf, n, e);
         if (src) src[n] = e->src;
-        cq->head = (cq->head + 1) % cq->cap;
+        cq->head = cq->head + 1 == cq->cap ? 0 : cq->head + 1;
         cq->count--;
     }
     return n ? (ssize_t)n : -FI_EAGAIN;

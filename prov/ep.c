@@ -193,6 +193,7 @@ static int ep_enable(struct ulnfi_ep *ep)
         return -FI_ENOSPC;
     }
     d->eps[ep->index] = ep;
+    d->live[d->nlive++] = ep;
     ep->enabled = true;
     return 0;
 }
@@ -256,6 +257,8 @@ static int ep_close(struct fid *fid)
         uln_ep_close(ep->uep);
         ulnfi_progress(d);
         d->eps[ep->index] = NULL;
+        for (int i = 0; i < d->nlive; i++)
+            if (d->live[i] == ep) d->live[i] = d->live[--d->nlive];
     }
     /* What no ulnet completion will bring back: sends waiting for an ACK, and
      * transfers waiting for send-queue room. */

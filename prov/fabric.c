@@ -65,6 +65,9 @@ static void define_params(void)
                     "send queue entries (ULN_SQ_DEPTH when unset)");
     fi_param_define(&ulnfi_prov, "ring_bytes", FI_PARAM_INT,
                     "NAP ring per peer and endpoint (ULN_RING_BYTES when unset)");
+    fi_param_define(&ulnfi_prov, "chunk_bytes", FI_PARAM_INT,
+                    "bytes an endpoint copies per progress pass (ULN_CHUNK_BYTES when unset; "
+                    "else 1 MiB, not ulnet's 128 KiB: docs/provider.md)");
     fi_param_define(&ulnfi_prov, "rndv_min", FI_PARAM_SIZE_T,
                     "messages of at least this size go by rendezvous (default: the switch-over "
                     "measured in docs/provider.md, capped by the eager limit)");

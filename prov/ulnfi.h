@@ -116,7 +116,9 @@ struct ulnfi_domain {
     pthread_t auto_thread; /* FI_PROGRESS_AUTO */
     _Atomic bool auto_stop;
     pthread_mutex_t lock;
-    struct ulnfi_ep *eps[ULNFI_MAX_EPS_FI]; /* by ulnet endpoint index */
+    struct ulnfi_ep *eps[ULNFI_MAX_EPS_FI];  /* by ulnet endpoint index */
+    struct ulnfi_ep *live[ULNFI_MAX_EPS_FI]; /* the enabled ones, dense, for progress */
+    int nlive;
     struct ulnfi_cq *cqs[ULNFI_MAX_EPS_FI * 2];
     int ncqs;
 };

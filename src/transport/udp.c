@@ -194,6 +194,7 @@ struct uln_udp_ep {
     int *live; /* ranks with peer state, for timers */
     int n_live;
     uint64_t now;
+    uint64_t rx_quiet_next; /* no peer met: the socket's next read (progress_rx) */
     unsigned nbatch;
     struct uln_link_pkt batch[ULN_LINK_BATCH];
     uint8_t scratch[ULN_LINK_BATCH][HDR_SPACE];
@@ -1140,9 +1141,32 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
     return kept;
 }
 
+/* Until a UDP peer has been met (a job whose peers are all on this host, or
+ * none has spoken yet), a read of the socket is a system call that finds
+ * nothing and costs more than a whole round trip over shm, which every
+ * progress pass would pay, with two clock reads (slow in a VM) besides. Then
+ * read it when ULN_UDP_QUIET_RX_NS have passed on the coarse clock (a read
+ * of the vDSO's data, no timer: so at most once per tick, 1-4 ms), and at
+ * the first pass after a sleep (poll_setup), when the socket may be why it
+ * woke. Time, not a count of passes: passes can be milliseconds apart (a
+ * barrier's idle slices), and a peer that hears nothing for ULN_UDP_DEAD_MS
+ * gives us up. A first packet waits in the socket buffer a tick at most. */
+#define ULN_UDP_QUIET_RX_NS 100000u
+static bool rx_quiet_skip(struct uln_udp_ep *ue)
+{
+    if (ue->n_live) return false;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (now < ue->rx_quiet_next) return true;
+    ue->rx_quiet_next = now + ULN_UDP_QUIET_RX_NS;
+    return false;
+}
+
 static void uln_udp_progress_rx(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
+    if (rx_quiet_skip(ue)) return;
     ue->now = uln_now_ns();
     /* Deliveries that waited for ring room (the application released NAPs). */
     for (int i = 0; i < ue->n_live; i++) {
@@ -1166,6 +1190,7 @@ static void uln_udp_progress_rx(struct uln_ep *ep)
 static void uln_udp_progress_tx(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
+    if (!ue->n_live && !ue->nbatch) return; /* no peer met: no timer, nothing to send */
     ue->now = uln_now_ns();
     for (int i = 0; i < ue->n_live; i++) {
         struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
@@ -1203,6 +1228,7 @@ static int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     *fd = uln_link_fd(ue->io);
+    ue->rx_quiet_next = 0; /* after the sleep, read what woke us (rx_quiet_skip) */
     uint64_t now = uln_now_ns(), next = UINT64_MAX;
     for (int i = 0; i < ue->n_live; i++) {
         const struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);

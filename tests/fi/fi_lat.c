@@ -2,11 +2,22 @@
  * fi_lat - ping-pong latency and streaming bandwidth through the provider's
  * fi_tsend/fi_trecv, two ranks under ulnrun; used to place the rendezvous
  * switch-over (docs/provider.md). Data are checked at the end of each size.
- * Usage: ulnrun -n 2 fi_lat DIR [sizes...]   (FI_ULNET_RNDV_MIN, FI_LAT_PROV: see docs)
+ * lat_us is the median one-way time (half a round trip) of samples of 10
+ * round trips (1 from 64 KiB), best_us the least.
+ * Usage: ulnrun -n 2 fi_lat DIR [sizes...]
+ *   (FI_ULNET_RNDV_MIN, FI_LAT_PROV, FI_LAT_INJECT: see docs/provider.md)
  */
+#include <stdbool.h>
+
 #include "fi_common.h"
 
 static struct fic fx;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
 static void reap(int n)
 {
@@ -25,19 +36,29 @@ static void reap(int n)
     }
 }
 
-static void send1(const void *b, size_t n, uint64_t tag)
+/* FI_LAT_INJECT=1: messages up to the inject size go by fi_tinject, as Open
+ * MPI's ofi MTL sends them, with no send completion. Returns the completions
+ * the send will bring (0 or 1). */
+static bool use_inject;
+static int send1(const void *b, size_t n, uint64_t tag)
 {
+    bool inj = use_inject && n <= fx.info->tx_attr->inject_size;
     ssize_t r;
-    while ((r = fi_tsend(fx.ep, b, n, NULL, fx.peer, tag, NULL)) == -FI_EAGAIN) {
+    for (;;) {
+        r = inj ? fi_tinject(fx.ep, b, n, fx.peer, tag)
+                : fi_tsend(fx.ep, b, n, NULL, fx.peer, tag, NULL);
+        if (r != -FI_EAGAIN) break;
         struct fi_cq_tagged_entry e;
         if (fi_cq_read(fx.cq, &e, 0) < -FI_EAGAIN) break;
     }
     OK(r);
+    return inj ? 0 : 1;
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) return 2;
+    use_inject = getenv("FI_LAT_INJECT") && atoi(getenv("FI_LAT_INJECT"));
     /* FI_LAT_PROV=shm: the same measurement over another provider */
     struct fi_info *hints = fic_hints(FI_TAGGED, getenv("FI_LAT_PROV"));
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -50,28 +71,35 @@ int main(int argc, char **argv)
     int nsz = argc > 2 ? argc - 2 : (int)(sizeof(def) / sizeof(def[0]));
     size_t maxsz = 16 << 20;
     uint8_t *s = malloc(maxsz), *r = malloc(maxsz);
-    if (!rank) printf("%10s %12s %12s\n", "bytes", "lat_us", "bw_MB/s");
+    if (!rank) printf("%10s %12s %12s %12s\n", "bytes", "lat_us", "best_us", "bw_MB/s");
     for (int k = 0; k < nsz; k++) {
         size_t n = argc > 2 ? strtoull(argv[2 + k], NULL, 0) : def[k];
         if (n > maxsz) continue;
         for (size_t i = 0; i < n; i++)
             s[i] = (uint8_t)(i * 7 + n);
         int iters = n < 65536 ? 2000 : n < (1 << 20) ? 200 : 20;
-        /* latency: ping-pong, half the round trip */
-        double t0 = 0;
-        for (int i = -10; i < iters; i++) {
-            if (i == 0) t0 = fic_now();
-            OK(fi_trecv(fx.ep, r, n, NULL, fx.peer, 1, 0, NULL));
-            if (rank == 0) {
-                send1(s, n, 1);
-                reap(2);
-            } else {
-                reap(1);
-                send1(s, n, 1);
-                reap(1);
+        /* latency: ping-pong, half the round trip; the median and the best
+         * of samples of `per` round trips (few clock reads: in a VM one costs
+         * tens of ns), which a machine shared with other jobs moves far less
+         * than the mean */
+        int per = n < 65536 ? 10 : 1, samples = iters / per;
+        double *rt = malloc((size_t)samples * sizeof(*rt));
+        for (int i = -1; i < samples; i++) {
+            double t0 = fic_now();
+            for (int j = 0; j < per; j++) {
+                OK(fi_trecv(fx.ep, r, n, NULL, fx.peer, 1, 0, NULL));
+                if (rank == 0) {
+                    reap(1 + send1(s, n, 1));
+                } else {
+                    reap(1);
+                    reap(send1(s, n, 1));
+                }
             }
+            if (i >= 0) rt[i] = (fic_now() - t0) / per / 2 * 1e6;
         }
-        double lat = (fic_now() - t0) / iters / 2 * 1e6;
+        qsort(rt, (size_t)samples, sizeof(*rt), cmp_double);
+        double lat = rt[samples / 2], best = rt[0];
+        free(rt);
         for (size_t i = 0; i < n; i++)
             if (r[i] != (uint8_t)(i * 7 + n)) {
                 fprintf(stderr, "rank %d: byte %zu wrong at size %zu\n", rank, i, n);
@@ -79,23 +107,23 @@ int main(int argc, char **argv)
             }
         /* bandwidth: a window of 16 from rank 0, one ack back */
         int win = 16, reps = iters / 4 + 1;
-        t0 = fic_now();
+        double t0 = fic_now();
         for (int i = 0; i < reps; i++) {
             if (rank == 1) {
                 for (int w = 0; w < win; w++)
                     OK(fi_trecv(fx.ep, r, n, NULL, fx.peer, 2, 0, NULL));
                 reap(win);
-                send1(s, 0, 3);
-                reap(1);
+                reap(send1(s, 0, 3));
             } else {
                 OK(fi_trecv(fx.ep, NULL, 0, NULL, fx.peer, 3, 0, NULL));
+                int c = 1;
                 for (int w = 0; w < win; w++)
-                    send1(s, n, 2);
-                reap(win + 1);
+                    c += send1(s, n, 2);
+                reap(c);
             }
         }
         double bw = (double)n * win * reps / (fic_now() - t0) / 1e6;
-        if (!rank) printf("%10zu %12.2f %12.1f\n", n, lat, bw);
+        if (!rank) printf("%10zu %12.3f %12.3f %12.1f\n", n, lat, best, bw);
     }
     fic_close(&fx);
     return 0;
