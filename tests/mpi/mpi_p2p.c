@@ -6,6 +6,7 @@
  * Every byte is checked. Any number of ranks >= 2 (tests/mpi/run.sh).
  */
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,7 @@ static void test_sizes(void)
     for (size_t n = 0; n <= max; n = n ? n * 4 : 1) {
         for (int odd = 0; odd < 2; odd++) {
             size_t len = odd && n > 3 ? n - 3 : n;
+            if (getenv("MPI_P2P_VERBOSE") && rank == 0) fprintf(stderr, "size %zu\n", len);
             fill(s, len, (unsigned)(rank * 7 + len));
             memset(r, 0, len);
             MPI_Status st;
@@ -223,12 +225,18 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    test_sizes();
-    test_wildcards();
-    test_truncate();
-    test_windows();
-    test_probe();
-    test_collectives();
+    /* MPI_P2P_VERBOSE=1: each rank says which part it starts (where a hang is). */
+    bool verbose = getenv("MPI_P2P_VERBOSE") != NULL;
+    static const struct {
+        const char *name;
+        void (*run)(void);
+    } parts[] = {{"sizes", test_sizes},       {"wildcards", test_wildcards},
+                 {"truncate", test_truncate}, {"windows", test_windows},
+                 {"probe", test_probe},       {"collectives", test_collectives}};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        if (verbose) fprintf(stderr, "rank %d: %s\n", rank, parts[i].name);
+        parts[i].run();
+    }
     int all = 0;
     MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) printf("mpi_p2p: %d ranks, %s\n", size, all ? "FAILED" : "ok");

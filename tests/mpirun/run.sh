@@ -19,6 +19,10 @@
 #                                   hosts: its CSV parses, transport udp, no zero
 #   run.sh ulninfo ULNINFO          ulninfo under mpirun, 4 ranks on 2 hosts: one
 #                                   output, showing the pmix bootstrap and peers
+#   run.sh mpi MPI_P2P PROVIDER_DIR Open MPI over the libfabric provider (cm PML,
+#                                   ofi MTL, provider ulnet), 4 ranks on 2 hosts:
+#                                   tests/mpi/mpi_p2p, every byte checked, peers
+#                                   on the same host over shm, the others udp
 #   run.sh nopmix PMIX_PROBE        a build without PMIx under mpirun (this host,
 #                                   no namespaces): every rank is a job of one
 #                                   and says why
@@ -157,6 +161,15 @@ fake_default_route() {
 }
 
 case $what in
+mpi)
+    prog=$1 provdir=$2
+    [[ -x $prog ]] || skip "no $prog (built only where mpicc is found)"
+    hosts_up 2
+    mpi "$tmp/mpi.out" ${ULNTEST_MPI_TIMEOUT:-240} "0 1" 2 --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include ulnet \
+        -x FI_PROVIDER_PATH="$provdir" -x MPI_P2P_VERBOSE -x ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" -- "$prog"
+    grep -q "^mpi_p2p: 4 ranks, ok$" "$tmp/mpi.out" || die "mpi_p2p did not pass on 2 hosts"
+    ;;
+
 it)
     hosts_up 2
     mpi "$tmp/it.out" 240 "0 1" 2 -x ULNTEST_IT_EXPECT_UDP_PEERS=2 -x ULNTEST_IT_EXPECT_BOOT=pmix -- "$@"
