@@ -256,13 +256,17 @@ int uln_barrier(struct uln_ctx *ctx, int timeout_ms);
  * uln_peer_insert turns (address, endpoint index) into a peer id: operations
  * from ANY endpoint of ours to that id go to that endpoint of that process.
  * Same host: shared memory; else udp. Both sides may insert each other in
- * any order: traffic from a peer we have not inserted yet waits (in its ring,
- * or resent by its sender) and arrives once we insert it, none lost. Inserting
- * the same (address, index) again returns the same id (counted: it takes as
- * many uln_peer_remove). uln_peer_remove ends the id: posts to it return
- * -EINVAL, its outstanding operations complete with -ECANCELED, and its
- * traffic waits unread until it is inserted again. Our own address is a peer
- * like any other (loopback through shared memory).
+ * any order, or only one side may: a peer that sends to us before we insert
+ * it is learnt from its contact (its address travels with its first message
+ * over shm, with its hello over udp), and its traffic arrives from the id
+ * that inserting its address later returns (as libfabric providers deliver
+ * from sources not in the AV, and MPI libraries insert peers lazily).
+ * Inserting the same (address, index) again returns the same id (counted:
+ * it takes as many uln_peer_remove). uln_peer_remove ends the id: posts to
+ * it return -EINVAL, its outstanding operations complete with -ECANCELED,
+ * and its traffic waits unread until it is inserted again (a peer only
+ * learnt from its contact was never inserted: -EINVAL). Our own address is
+ * a peer like any other (loopback through shared memory).
  *
  * Neither may run while another thread drives an endpoint of the context
  * (like uln_ep_open). Returns 0 or -EINVAL (bad arguments, a context in a

@@ -816,8 +816,11 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
 static inline void refresh_active(struct uln_ep *ep, int ch)
 {
     _Atomic uint64_t *map = ep->act_map[ch];
-    const struct uln_ctx *ctx = ep->ctx;
-    bool changed = ep->peers_gen != ctx->peers_gen; /* a peer inserted or removed */
+    struct uln_ctx *ctx = ep->ctx;
+    /* Acquire: pairs with set_live's release (peer.c): a peer's records are
+     * written before we see its generation. */
+    uint32_t gen = atomic_load_explicit(&ctx->peers_gen, memory_order_acquire);
+    bool changed = ep->peers_gen != gen; /* a peer inserted or removed */
     for (size_t w = 0; w < ep->act_words; w++) {
         /* Acquire: pairs with the producer's RMW in uln_inbox_mark. */
         uint64_t v = atomic_load_explicit(&map[w], memory_order_acquire);
@@ -827,13 +830,17 @@ static inline void refresh_active(struct uln_ep *ep, int ch)
         }
     }
     if (ULN_LIKELY(!changed)) return;
-    if (ch == 1) ep->peers_gen = ctx->peers_gen; /* both channels rebuilt */
-    /* Only peers we know: a slot another process claimed before we inserted
-     * it keeps its messages in the ring until we do. */
+    if (ch == 1) ep->peers_gen = gen; /* both channels rebuilt */
     int n = 0, size = ctx->size;
-    for (int src = 0; src < size; src++)
-        if ((ep->act_seen[ch][src / 64] & ctx->peer_live[src / 64]) >> (src % 64) & 1)
-            ep->act_list[ch][n++] = src;
+    for (int src = 0; src < size; src++) {
+        if (!(ep->act_seen[ch][src / 64] >> (src % 64) & 1)) continue;
+        /* A peer with no job that wrote to us before we knew it: learn it
+         * from its claim (a removed peer is not learnt again: its messages
+         * wait in the ring until the application inserts it). */
+        if (!uln_peer_is_live(ctx, src) && (!ctx->no_job || uln_peer_learn_slot(ctx, src) != 0))
+            continue;
+        ep->act_list[ch][n++] = src;
+    }
     ep->n_act[ch] = n;
 }
 

@@ -124,7 +124,8 @@ struct uln_inbox_claim *uln_inbox_claim_at(uint8_t *base, const struct uln_inbox
     return (struct uln_inbox_claim *)(base + h->claims_off) + slot;
 }
 
-int uln_inbox_claim(uint8_t *base, const struct uln_inbox_hdr *h, uint64_t key, int ep, int pid)
+int uln_inbox_claim(uint8_t *base, const struct uln_inbox_hdr *h, uint64_t key, int ep, int pid,
+                    const void *addr, size_t addr_len)
 {
     uint64_t id = uln_inbox_ident(key, ep);
     uint32_t n = h->size - 1; /* slots 1..size-1 */
@@ -143,6 +144,10 @@ int uln_inbox_claim(uint8_t *base, const struct uln_inbox_hdr *h, uint64_t key, 
             c->key = key;
             c->ep = ep;
             c->pid = pid;
+            c->addr_len = (uint8_t)(addr_len <= sizeof c->addr ? addr_len : 0);
+            memcpy(c->addr, addr, c->addr_len);
+            /* Release: the fields above are visible to whoever sees ready. */
+            atomic_store_explicit(&c->ready, 1, memory_order_release);
             return slot;
         }
         if (cur == id) return slot;

@@ -40,7 +40,7 @@ struct uln_ctx;
 struct uln_params;
 
 #define ULN_INBOX_MAGIC   0x756c6e657473686dull /* "ulnetshm" */
-#define ULN_INBOX_VERSION 4u                    /* 4: claimed slots (no job) */
+#define ULN_INBOX_VERSION 5u                    /* 5: claims carry the address */
 
 struct uln_inbox_hdr {
     uint64_t magic, job_key;
@@ -78,8 +78,14 @@ struct uln_inbox_claim {
     uint64_t key;           /* the writer's context key */
     int32_t ep;             /* the writer's endpoint index */
     int32_t pid;            /* the writer's pid; 0: not on this host (udp) */
-    uint64_t pad_;
+    _Atomic uint32_t ready; /* 1 once addr is written (release): the owner may learn
+                               the writer from it before inserting it (peer.c) */
+    uint8_t addr_len;
+    uint8_t pad0_[3];
+    uint8_t addr[56]; /* the writer's uln_addr (ULN_ADDR_MAX) */
+    uint8_t pad1_[40];
 };
+_Static_assert(sizeof(struct uln_inbox_claim) == 128, "two cache lines per slot");
 
 static inline uint64_t uln_inbox_ident(uint64_t key, int ep)
 {
@@ -92,7 +98,8 @@ static inline uint64_t uln_inbox_ident(uint64_t key, int ep)
 
 /* The slot of inbox (base, h) for (key, ep): found, or claimed now. Slot 0
  * is the owner's own and never given out. -ENOSPC: every slot is taken. */
-int uln_inbox_claim(uint8_t *base, const struct uln_inbox_hdr *h, uint64_t key, int ep, int pid);
+int uln_inbox_claim(uint8_t *base, const struct uln_inbox_hdr *h, uint64_t key, int ep, int pid,
+                    const void *addr, size_t addr_len);
 
 /* Make this process's inbox (ctx->inbox, ctx->keys). */
 int uln_inbox_open(struct uln_ctx *ctx);

@@ -221,8 +221,8 @@ struct uln_ctx {
      * otherwise), and a generation that changes with it so endpoints rebuild
      * their lists. Written by uln_peer_insert/remove, read by the engine:
      * the same thread, or apart in time (the rule in ulnet.h). */
-    uint64_t *peer_live;
-    uint32_t peers_gen;
+    _Atomic uint64_t *peer_live;
+    _Atomic uint32_t peers_gen;
     struct uln_ep **eps; /* open endpoints by index (NULL once closed) */
     unsigned n_eps;
     struct uln_ep *closed_eps; /* closed ones, kept so late calls get -EBADF */
@@ -520,8 +520,14 @@ static inline int32_t uln_peer_ident(const struct uln_ctx *ctx, int peer)
 }
 static inline bool uln_peer_is_live(const struct uln_ctx *ctx, int peer)
 {
-    return ctx->peer_live[peer / 64] >> (peer % 64) & 1;
+    return atomic_load_explicit(&ctx->peer_live[peer / 64], memory_order_relaxed) >> (peer % 64) &
+           1;
 }
+/* A peer that reached us before we inserted it: learn it from the address
+ * it left in its claim of our inbox slot (shm), or sent with its hello
+ * (udp); it gets the id uln_peer_insert will give. 0 / the id, or -errno. */
+int uln_peer_learn_slot(struct uln_ctx *ctx, int slot);
+int uln_peer_learn_addr(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index);
 /* Is peer this very context (a job: our rank; else our key)? */
 static inline bool uln_peer_is_self(const struct uln_ctx *ctx, int peer)
 {

@@ -37,7 +37,10 @@ int uln_peers_open(struct uln_ctx *ctx)
     for (int p = 0; p < (ctx->no_job ? 1 : ctx->size); p++) {
         ctx->peer_recs[p] = (struct uln_peer_rec){
             .key = ctx->job_key, .rank = p, .ep = -1, .refs = 1, .state = ULN_PEER_LIVE};
-        ctx->peer_live[p / 64] |= 1ull << (p % 64);
+        atomic_store_explicit(&ctx->peer_live[p / 64],
+                              atomic_load_explicit(&ctx->peer_live[p / 64], memory_order_relaxed) |
+                                  1ull << (p % 64),
+                              memory_order_relaxed);
     }
     return 0;
 }
@@ -119,11 +122,16 @@ static int addr_parse(const uint8_t *a, size_t len, struct uln_board_slot *slot,
 
 static void set_live(struct uln_ctx *ctx, int p, bool live)
 {
+    /* Relaxed: an endpoint driven by another thread reads the bit only to
+     * choose which rings to read; the generation's release below publishes
+     * the peer's records to it (it acquires the generation first). */
     if (live)
-        ctx->peer_live[p / 64] |= 1ull << (p % 64);
+        atomic_fetch_or_explicit(&ctx->peer_live[p / 64], 1ull << (p % 64), memory_order_relaxed);
     else
-        ctx->peer_live[p / 64] &= ~(1ull << (p % 64));
-    ctx->peers_gen++; /* endpoints rebuild their lists of peers to read */
+        atomic_fetch_and_explicit(&ctx->peer_live[p / 64], ~(1ull << (p % 64)),
+                                  memory_order_relaxed);
+    /* endpoints rebuild their lists of peers to read */
+    atomic_fetch_add_explicit(&ctx->peers_gen, 1, memory_order_release);
 }
 
 /* Give every open endpoint the peer's transport and the index it names. */
@@ -157,31 +165,67 @@ static int slot_fill(struct uln_ctx *ctx, int p, const struct uln_board_slot *s,
     return 0;
 }
 
-static int peer_insert(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index)
+/* The id of (address, endpoint): known already, or made now. by_app: the
+ * application's uln_peer_insert (counted); else a peer learnt from its own
+ * contact (its first message over shm, its hello over udp), known with no
+ * count, so the application's later insert gets the same id. */
+static int peer_learn(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index, bool by_app)
 {
     struct uln_board_slot s;
     uint64_t key;
     int rc = addr_parse(addr, len, &s, &key);
     if (rc) return rc;
-    int p = uln_inbox_claim(ctx->inbox->base, ctx->inbox->hdr, key, ep_index, 0);
+    int p = uln_inbox_claim(ctx->inbox->base, ctx->inbox->hdr, key, ep_index, 0, addr, len);
     if (p < 0) return p;
     struct uln_peer_rec *r = &ctx->peer_recs[p];
     if (r->state != ULN_PEER_FREE && r->key == key && r->ep == ep_index) {
-        /* Inserted before (and maybe removed since): the same id, the same
-         * rings, so nothing in flight between us is lost or repeated. */
+        /* Known before (and maybe removed since): the same id, the same
+         * rings, so nothing in flight between us is lost or repeated. A
+         * removed peer comes back only by the application's hand. */
         if (r->state == ULN_PEER_REMOVED) {
+            if (!by_app) return -EINVAL;
             r->state = ULN_PEER_LIVE;
             r->refs = 0;
             set_live(ctx, p, true);
         }
-        r->refs++;
+        r->refs += by_app;
         return p;
     }
     if ((rc = slot_fill(ctx, p, &s, key, ep_index)) != 0) return rc;
-    r->refs = 1;
+    r->refs = by_app;
     r->state = ULN_PEER_LIVE;
     set_live(ctx, p, true);
     return p;
+}
+
+int uln_peer_learn_addr(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index)
+{
+    if (!ctx->no_job || ep_index < 0 || ep_index >= 64) return -EINVAL;
+    pthread_mutex_lock(&ctx->lock);
+    int rc = peer_learn(ctx, addr, len, ep_index, false);
+    pthread_mutex_unlock(&ctx->lock);
+    return rc;
+}
+
+int uln_peer_learn_slot(struct uln_ctx *ctx, int slot)
+{
+    if (!ctx->no_job || slot <= 0 || slot >= ctx->size) return -EINVAL;
+    struct uln_inbox_claim *c = uln_inbox_claim_at(ctx->inbox->base, ctx->inbox->hdr, slot);
+    /* Acquire: pairs with the claimer's release of ready (inbox.c). */
+    if (!atomic_load_explicit(&c->ready, memory_order_acquire)) return -EAGAIN;
+    uint8_t addr[ULN_ADDR_MAX];
+    size_t len = c->addr_len <= sizeof addr ? c->addr_len : 0;
+    memcpy(addr, c->addr, len);
+    uint64_t key = 0;
+    if (len >= 16) memcpy(&key, addr + 8, 8);
+    int32_t ep = c->ep;
+    /* The address must be the claimer's own: the slot it claimed is the one
+     * its (key, endpoint) hashes to, else it is refused. */
+    if (key != c->key ||
+        uln_inbox_ident(key, ep) != atomic_load_explicit(&c->ident, memory_order_relaxed))
+        return -EADDRNOTAVAIL;
+    int rc = uln_peer_learn_addr(ctx, addr, len, ep);
+    return rc < 0 ? rc : rc == slot ? 0 : -EADDRNOTAVAIL;
 }
 
 ULN_EXPORT int uln_peer_insert(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index,
@@ -192,7 +236,7 @@ ULN_EXPORT int uln_peer_insert(struct uln_ctx *ctx, const void *addr, size_t len
     int rc = uln_api_enter(ctx);
     if (rc) return rc;
     pthread_mutex_lock(&ctx->lock);
-    rc = peer_insert(ctx, addr, len, ep_index);
+    rc = peer_learn(ctx, addr, len, ep_index, true);
     pthread_mutex_unlock(&ctx->lock);
     uln_api_unlock(ctx);
     if (rc < 0) return rc;
@@ -207,7 +251,7 @@ ULN_EXPORT int uln_peer_remove(struct uln_ctx *ctx, int peer)
     if (rc) return rc;
     pthread_mutex_lock(&ctx->lock);
     struct uln_peer_rec *r = &ctx->peer_recs[peer];
-    if (r->state != ULN_PEER_LIVE) {
+    if (r->state != ULN_PEER_LIVE || r->refs == 0) { /* never inserted, or removed */
         rc = -EINVAL;
     } else if (--r->refs == 0) {
         r->state = ULN_PEER_REMOVED;

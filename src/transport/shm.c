@@ -471,7 +471,12 @@ static int uln_shm_connect(struct uln_ep *ep, int peer)
     if (ctx->no_job && pp->me_there < 0) {
         /* Our slot there: claimed for this endpoint of this life of ours, or
          * found if the peer inserted us first (inbox.h). */
-        int slot = uln_inbox_claim(sp->inbox, sp->hdr, ctx->job_key, ep->index, (int)getpid());
+        uint8_t me[ULN_ADDR_MAX];
+        size_t me_len = sizeof me;
+        int slot = uln_addr(ctx, me, &me_len);
+        if (slot == 0)
+            slot = uln_inbox_claim(sp->inbox, sp->hdr, ctx->job_key, ep->index, (int)getpid(), me,
+                                   me_len);
         if (slot < 0) return slot;
         /* Seq_cst RMW before our first hazard store there, as for a job's
          * attach: its uln_mr_dereg then sees we may be inside a region. */

@@ -194,7 +194,9 @@ struct uln_udp_ep {
     int *live; /* ranks with peer state, for timers */
     int n_live;
     uint64_t now;
-    uint64_t rx_quiet_next; /* no peer met: the socket's next read (progress_rx) */
+    uint64_t rx_quiet_next;          /* no peer met: the socket's next read (progress_rx) */
+    uint8_t hello[1 + ULN_ADDR_MAX]; /* no job: our endpoint index and address (send_ctrl) */
+    uint32_t hello_len;
     unsigned nbatch;
     struct uln_link_pkt batch[ULN_LINK_BATCH];
     uint8_t scratch[ULN_LINK_BATCH][HDR_SPACE];
@@ -286,6 +288,29 @@ static int link_peer_of(struct uln_ep *ep, const struct uln_link_rx *rx)
     return -1;
 }
 
+/* With no job, a control packet from a source we do not know may carry its
+ * sender's address (send_ctrl): a peer that inserted us before we inserted
+ * it. If the packet shows our key and the address names its very source,
+ * the peer is learnt (peer.c) and gets the id uln_peer_insert will give. */
+static int link_peer_hello(struct uln_ep *ep, const struct uln_link_rx *rx, const struct pkt_hdr *h)
+{
+    struct uln_ctx *ctx = ep->ctx;
+    size_t at = sizeof *h + sizeof(struct pkt_ctrl_body);
+    if (!ctx->no_job || h->key != ctx->job_key || rx->len < at + 2) return -1;
+    const uint8_t *hello = rx->buf + at;
+    size_t alen = rx->len - at - 1;
+    int p = uln_peer_learn_addr(ctx, hello + 1, alen, hello[0]);
+    if (p < 0) return -1;
+    socklen_t slen;
+    const void *src = uln_link_rx_addr(udp_ep(ep)->io, rx->handle, &slen);
+    struct sockaddr_storage ss;
+    socklen_t len;
+    if (!udp_remote(ctx, p) || !src) return -1;
+    dst_sockaddr(ep, p, &ss, &len);
+    if (len != slen || memcmp(&ss, src, len)) return -1; /* not its own address */
+    return link_peer(ep, p);
+}
+
 static int uln_udp_ep_open(struct uln_ep *ep)
 {
     struct uln_ctx *ctx = ep->ctx;
@@ -314,6 +339,13 @@ static int uln_udp_ep_open(struct uln_ep *ep)
     u->rng = mix64(u->rng + 0x9e3779b97f4a7c15ull);
     ue->rng = u->rng;
     u->fds[ep->index] = -1; /* the io owns it now */
+    if (ctx->no_job) {
+        size_t alen = ULN_ADDR_MAX;
+        if (uln_addr(ctx, ue->hello + 1, &alen) == 0) {
+            ue->hello[0] = (uint8_t)ep->index;
+            ue->hello_len = (uint32_t)(1 + alen);
+        }
+    }
     ue->payload_max = uln_link_payload_max(ue->io);
     ue->stride = (ue->payload_max + 63u) & ~63u;
     ue->window = ctx->p.udp_window;
@@ -517,7 +549,10 @@ static void send_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct u
                               .sack_off = p->fb.sack_off,
                               .reorder = p->fb.reorder,
                               .rank = uln_self_ident(ep->ctx)};
-    queue_pkt(ep, up->io_id, &h, &b, sizeof b, NULL, 0);
+    /* With no job, our address rides along: the peer may not have inserted
+     * us yet, and learns us from it (link_peer_hello). */
+    struct uln_udp_ep *ue = udp_ep(ep);
+    queue_pkt(ep, up->io_id, &h, &b, sizeof b, ue->hello, ue->hello_len);
 }
 
 /* (Re)send the data packet in slot t with rel's fields from p. */
@@ -1067,12 +1102,6 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     ULN_COUNT(&ep->stats, pkts_received, 1);
-    int32_t io_peer = rx->peer >= 0 ? rx->peer : link_peer_of(ep, rx);
-    if (io_peer >= 0 && ue->rank_of_id[io_peer] < 0) io_peer = link_peer_of(ep, rx);
-    if (io_peer < 0) {
-        ULN_COUNT(&ep->stats, refused_job, 1); /* not a rank of this job, nor inserted */
-        return false;
-    }
     struct pkt_hdr h;
     if (rx->len < sizeof h) {
         ULN_COUNT(&ep->stats, malformed, 1);
@@ -1083,6 +1112,13 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
     int elen = ext_len(type, h.flags);
     if ((h.vt >> 4) != PKT_VERSION || elen < 0 || rx->len < sizeof h + (unsigned)elen) {
         ULN_COUNT(&ep->stats, malformed, 1);
+        return false;
+    }
+    int32_t io_peer = rx->peer >= 0 ? rx->peer : link_peer_of(ep, rx);
+    if (io_peer >= 0 && ue->rank_of_id[io_peer] < 0) io_peer = link_peer_of(ep, rx);
+    if (io_peer < 0 && type == PKT_CTRL) io_peer = link_peer_hello(ep, rx, &h);
+    if (io_peer < 0) {
+        ULN_COUNT(&ep->stats, refused_job, 1); /* not a rank of this job, nor a peer */
         return false;
     }
     struct uln_udp_peer *up = peer_get(ep, ue->rank_of_id[io_peer]);
