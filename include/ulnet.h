@@ -442,10 +442,10 @@ int uln_cq_wait(struct uln_cq *cq, int timeout_ms);
  *             poll(fd, POLLIN, ms);        sleep; any call on cq ends it
  * uln_cq_arm makes one progress pass and returns -EAGAIN when entries are
  * ready or work moved (poll again instead of sleeping); 0 when the caller
- * may sleep on fd for at most *timeout_ms: a peer that gives the CQ work, or
- * a packet for one of its endpoints, makes fd readable; the timeout is the
- * endpoints' earliest timer (a resend, a dead peer's deadline), so the
- * caller must then poll the CQ even if fd stayed quiet. fd may be readable
+ * may sleep on fd: a peer that gives the CQ work, or a packet for one of its
+ * endpoints, makes fd readable, and so does a timer in fd's set after
+ * *timeout_ms, the endpoints' earliest deadline (a resend, a dead peer), so
+ * sleeping on fd alone, with no timeout, is safe. fd may be readable
  * with nothing for this CQ (a wake-up for another CQ of the context):
  * poll, then arm again. The set is fixed up at each arm as endpoints are
  * bound and closed. uln_cq_close closes fd. */

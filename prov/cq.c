@@ -235,9 +235,30 @@ static int cq_close(struct fid *fid)
     return 0;
 }
 
+/* FI_GETWAIT on an FI_WAIT_FD CQ: ulnet's descriptor for the CQ (uln_cq_fd),
+ * to poll after fi_trywait says so. */
 static int cq_control(struct fid *fid, int command, void *arg)
 {
-    return -FI_ENOSYS; /* FI_GETWAIT: no wait object to hand out (FI_WAIT_FD needs the core) */
+    struct ulnfi_cq *cq = ulnfi_container(fid, struct ulnfi_cq, cq.fid);
+    if (command != FI_GETWAIT) return -FI_ENOSYS;
+    if (cq->wait_obj != FI_WAIT_FD) return -FI_ENODATA;
+    if (!arg) return -FI_EINVAL;
+    *(int *)arg = cq->fd;
+    return 0;
+}
+
+/* fi_trywait(3) for one CQ: -FI_EAGAIN while it has completions, or ulnet
+ * has work for it (read it instead of sleeping); else the CQ is armed and
+ * its descriptor will become readable. */
+int ulnfi_cq_trywait(struct fid *fid)
+{
+    if (fid->fclass != FI_CLASS_CQ) return -FI_EINVAL;
+    struct ulnfi_cq *cq = ulnfi_container(fid, struct ulnfi_cq, cq.fid);
+    if (cq->wait_obj != FI_WAIT_FD) return -FI_EINVAL;
+    ulnfi_lock(cq->dom);
+    int ms, rc = cq->count || cq->err_head ? -EAGAIN : uln_cq_arm(cq->ucq, &ms);
+    ulnfi_unlock(cq->dom);
+    return rc == -EAGAIN ? -FI_EAGAIN : rc ? ulnfi_errno(rc) : 0;
 }
 
 static struct fi_ops cq_fi_ops = {
@@ -254,8 +275,9 @@ int ulnfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid
     struct ulnfi_domain *d = ulnfi_container(domain, struct ulnfi_domain, dom);
     if (!attr) return -FI_EINVAL;
     if (attr->format > FI_CQ_FORMAT_TAGGED) return -FI_EINVAL;
-    if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
-        return -FI_ENOSYS; /* FI_WAIT_FD/SET/MUTEX_COND: docs/provider.md */
+    if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC &&
+        attr->wait_obj != FI_WAIT_FD)
+        return -FI_ENOSYS; /* FI_WAIT_SET/MUTEX_COND: docs/provider.md */
     if (attr->flags & FI_AFFINITY) return -FI_ENOSYS;
     if (attr->wait_cond != FI_CQ_COND_NONE) return -FI_ENOSYS;
     if (d->ncqs == (int)(sizeof(d->cqs) / sizeof(d->cqs[0]))) return -FI_ENOSPC;
@@ -273,6 +295,14 @@ int ulnfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid
     cq->dom = d;
     cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
     cq->wait_obj = attr->wait_obj;
+    cq->fd = -1;
+    if (cq->wait_obj == FI_WAIT_FD && (cq->fd = uln_cq_fd(cq->ucq)) < 0) {
+        rc = cq->fd;
+        uln_cq_close(cq->ucq);
+        free(cq->ring);
+        free(cq);
+        return ulnfi_errno(rc);
+    }
     cq->cq.fid.fclass = FI_CLASS_CQ;
     cq->cq.fid.context = context;
     cq->cq.fid.ops = &cq_fi_ops;

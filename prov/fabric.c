@@ -31,13 +31,24 @@ static struct fi_ops fabric_fi_ops = {
     .ops_open = ulnfi_no_ops_open,
 };
 
+/* fi_trywait(3): every object must be an FI_WAIT_FD CQ of ours; the first
+ * that has something to read makes it -FI_EAGAIN. */
+static int fabric_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
+{
+    for (int i = 0; i < count; i++) {
+        int rc = ulnfi_cq_trywait(fids[i]);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 static struct fi_ops_fabric fabric_ops = {
     .size = sizeof(struct fi_ops_fabric),
     .domain = ulnfi_domain_open,
     .passive_ep = ulnfi_no_passive_ep,
     .eq_open = ulnfi_eq_open,
     .wait_open = ulnfi_no_wait_open,
-    .trywait = ulnfi_no_trywait,
+    .trywait = fabric_trywait,
 };
 
 int ulnfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context)

@@ -161,6 +161,7 @@ struct ulnfi_cq {
     struct uln_cq *ucq;
     enum fi_cq_format format;
     enum fi_wait_obj wait_obj;
+    int fd;                  /* FI_WAIT_FD: uln_cq_fd */
     size_t cap, head, count; /* ring of entries */
     struct ulnfi_cqent *ring;
     struct ulnfi_cqerr *err_head, *err_tail;
@@ -294,6 +295,7 @@ int ulnfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid
                   void *context);
 int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av,
                   void *context);
+int ulnfi_cq_trywait(struct fid *fid); /* fi_trywait on one CQ (FI_WAIT_FD) */
 int ulnfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq,
                   void *context);
 int ulnfi_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_cntr **cntr,
@@ -362,6 +364,5 @@ int ulnfi_no_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct 
                         void *context);
 int ulnfi_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
                        struct fid_wait **waitset);
-int ulnfi_no_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
 
 #endif /* ULNFI_H */

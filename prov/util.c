@@ -123,7 +123,3 @@ int ulnfi_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
 {
     return -FI_ENOSYS;
 }
-int ulnfi_no_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
-{
-    return -FI_ENOSYS;
-}

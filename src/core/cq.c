@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +22,9 @@ static void cq_disarm(struct uln_cq *cq)
     if (!cq->armed) return;
     cq->armed = false;
     uln_doorbell_sleep_end(cq->ctx);
+    uint64_t ticks;
+    if (read(cq->tfd, &ticks, sizeof ticks) < 0) { /* EAGAIN: the timer had not fired */
+    }
 }
 
 ULN_EXPORT int uln_cq_open(struct uln_ctx *ctx, unsigned entries, struct uln_cq **out)
@@ -36,7 +40,7 @@ ULN_EXPORT int uln_cq_open(struct uln_ctx *ctx, unsigned entries, struct uln_cq 
     }
     cq->ctx = ctx;
     cq->entries = entries;
-    cq->efd = -1;
+    cq->efd = cq->tfd = -1;
     pthread_mutex_lock(&ctx->lock);
     cq->next = ctx->cqs;
     ctx->cqs = cq;
@@ -58,7 +62,8 @@ ULN_EXPORT int uln_cq_close(struct uln_cq *cq)
     cq_disarm(cq);
     pthread_mutex_lock(&ctx->lock);
     if (cq->efd >= 0) close(cq->efd);
-    cq->efd = -1;
+    if (cq->tfd >= 0) close(cq->tfd);
+    cq->efd = cq->tfd = -1;
     cq->closed = true;
     free(cq->ring);
     cq->ring = NULL;
@@ -74,6 +79,7 @@ void uln_cq_close_all(struct uln_ctx *ctx)
         ctx->cqs = cq->next;
         cq_disarm(cq);
         if (cq->efd >= 0) close(cq->efd);
+        if (cq->tfd >= 0) close(cq->tfd);
         free(cq->ring);
         free(cq);
     }
@@ -224,10 +230,11 @@ ULN_EXPORT int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe)
  * closed socket leaves an epoll set by itself. */
 static int efd_sync(struct uln_cq *cq, int *timeout_ms)
 {
-    int fds[65], n = 0;
+    int fds[66], n = 0;
     fds[n++] = cq->ctx->bell_fd;
+    fds[n++] = cq->tfd;
     for (unsigned i = 0; i < cq->n_eps; i++)
-        n += uln_ep_wait_fds(cq->eps[i], &fds[n], 65 - n, timeout_ms);
+        n += uln_ep_wait_fds(cq->eps[i], &fds[n], 66 - n, timeout_ms);
     for (int i = 0; i < n; i++) {
         bool known = false;
         for (int k = 0; k < cq->n_efd_fds && !known; k++)
@@ -253,7 +260,17 @@ ULN_EXPORT int uln_cq_fd(struct uln_cq *cq)
     if (uln_ctx_forked(cq->ctx)) return -EPERM;
     if (cq->closed) return -EBADF;
     pthread_mutex_lock(&cq->ctx->lock);
-    if (cq->efd < 0) cq->efd = epoll_create1(EPOLL_CLOEXEC);
+    if (cq->efd < 0) {
+        /* The set, and a timer in it: a sleeper on fd alone wakes when a
+         * transport's timer is due (uln_cq_arm sets it), so a caller that
+         * ignores the timeout still never misses a resend. */
+        cq->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        cq->efd = cq->tfd >= 0 ? epoll_create1(EPOLL_CLOEXEC) : -1;
+        if (cq->efd < 0 && cq->tfd >= 0) {
+            close(cq->tfd);
+            cq->tfd = -1;
+        }
+    }
     int fd = cq->efd >= 0 ? cq->efd : -errno;
     pthread_mutex_unlock(&cq->ctx->lock);
     return fd;
@@ -282,6 +299,9 @@ ULN_EXPORT int uln_cq_arm(struct uln_cq *cq, int *timeout_ms)
     int slice = cq_busy(cq) ? 1 : 100;
     int rc = efd_sync(cq, &slice);
     uln_api_unlock(ctx);
+    struct itimerspec its = {
+        .it_value = {.tv_sec = slice / 1000, .tv_nsec = (long)(slice % 1000) * 1000000 + 1}};
+    if (!rc && timerfd_settime(cq->tfd, 0, &its, NULL) != 0) rc = -errno;
     if (rc) {
         cq_disarm(cq);
         return rc;

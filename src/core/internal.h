@@ -331,8 +331,9 @@ struct uln_cq {
     struct uln_ep *eps[64]; /* endpoints whose progress this CQ drives */
     unsigned n_eps, rr;
     int efd;         /* uln_cq_fd's epoll set, -1 until asked for */
+    int tfd;         /* ... and the timer in it (uln_cq_arm) */
     bool armed;      /* uln_cq_arm announced a sleep: the next call ends it */
-    int efd_fds[65]; /* what the set holds: the doorbell, the endpoints' sockets */
+    int efd_fds[66]; /* what the set holds: doorbell, timer, the endpoints' sockets */
     int n_efd_fds;
 };
 
