@@ -500,6 +500,24 @@ int uln_ep_index(const struct uln_ep *ep);
  *  - uln_ep_flush takes no send-queue entry and is never refused for lack
  *    of room (only -ENOMEM): its completion follows every operation posted
  *    before it.
+ *
+ * When packets leave (udp; over shm a post is visible to the peer at once):
+ *  - A post to a peer with nothing in flight (every packet sent to it so
+ *    far acknowledged) sends its packets inside the post call: a lone
+ *    message never waits for a poll.
+ *  - A post while packets to that peer are in flight joins the endpoint's
+ *    batch, which leaves in one system call when it is full (64 packets)
+ *    or at the endpoint's next progress pass, whichever comes first: a
+ *    uln_cq_poll, a uln_cq_wait or uln_barrier that waits, or the progress
+ *    thread's next pass (ULN_PROGRESS=thread). A burst of posts followed by
+ *    a poll costs one system call, with equal-size packets to one peer as
+ *    one segmentation-offload run. So poll after a burst, as you must anyway
+ *    to see its completions; a post followed by sleep() may wait.
+ *  - Answers to a peer (a PUT's acknowledgement, delivery feedback) leave at
+ *    the end of the progress pass that made them, except on an endpoint that
+ *    posted within the last 200 us: there they wait for its next post (and
+ *    go in the same system call) or for its next progress pass, whichever
+ *    comes first. An idle target answers at once; a busy one saves a call.
  */
 
 /* Send len bytes (0..nap_max) to the peer's endpoint of the same index.

@@ -197,7 +197,11 @@ struct uln_udp_ep {
     uint64_t rx_quiet_next;          /* no peer met: the socket's next read (progress_rx) */
     uint8_t hello[1 + ULN_ADDR_MAX]; /* no job: our endpoint index and address (send_ctrl) */
     uint32_t hello_len;
+    uint64_t posted_at; /* when a post last queued a packet: answers may wait for the next */
     unsigned nbatch;
+    bool batch_data;   /* the batch holds more than answers (engine ACKs, feedback) */
+    bool answers_held; /* ... and the last pass left them there (hold_answers) */
+    bool kick_now;     /* the packet just committed went to an idle peer (uln_udp_kick) */
     struct uln_link_pkt batch[ULN_LINK_BATCH];
     uint8_t scratch[ULN_LINK_BATCH][HDR_SPACE];
     struct uln_link_rx rxv[ULN_LINK_BATCH];
@@ -503,12 +507,38 @@ static void uln_udp_flush(struct uln_ep *ep)
     ULN_COUNT(&ep->stats, pkts_sent, (unsigned)n);
     /* What the socket could not take now waits at the front for next time. */
     unsigned left = ue->nbatch - (unsigned)n;
+    if (left == 0) ue->batch_data = ue->answers_held = false;
     for (unsigned i = 0; i < left; i++) {
         ue->batch[i] = ue->batch[n + i];
         memcpy(ue->scratch[i], ue->scratch[n + i], HDR_SPACE);
         ue->batch[i].iov[0].iov_base = ue->scratch[i];
     }
     ue->nbatch = left;
+}
+
+/* Answers (the engine's ACKs, rel's feedback) made while the application is
+ * exchanging messages wait in the batch for its next post, to leave in the
+ * same system call (ulnet.h, "When packets leave"). "Exchanging" is a post
+ * within this long: a ping-pong's round trip between hosts is well inside. */
+#define ANSWER_HOLD_NS 200000u
+
+/* End of a progress pass: may the batch stay for the next post or pass? Only
+ * answers, only while the application posts, and only for one pass. */
+static bool hold_answers(const struct uln_udp_ep *ue)
+{
+    return ue->nbatch && !ue->batch_data && !ue->answers_held &&
+           ue->now - ue->posted_at < ANSWER_HOLD_NS;
+}
+
+/* A post's packets are queued. They leave now if the peer had nothing in
+ * flight (a lone message never waits for a poll) or if held answers wait to
+ * ride with them; else they wait until the burst fills the batch or the next
+ * progress pass, and a burst of posts becomes one system call. */
+static void post_sent(struct uln_ep *ep, bool lone)
+{
+    struct uln_udp_ep *ue = udp_ep(ep);
+    ue->posted_at = ue->now;
+    if (lone || ue->answers_held) uln_udp_flush(ep);
 }
 
 /* Room in the batch for n more packets, flushing if needed. */
@@ -525,6 +555,8 @@ static void queue_pkt(struct uln_ep *ep, int io_id, const struct pkt_hdr *h, con
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     if (!batch_room(ep, 1)) return; /* the socket is full: as if lost, rel resends */
+    unsigned type = h->vt & 15;
+    if (type != PKT_ACK && type != PKT_CTRL) ue->batch_data = true;
     unsigned i = ue->nbatch++;
     memcpy(ue->scratch[i], h, sizeof *h);
     if (elen) memcpy(ue->scratch[i] + sizeof *h, ext, elen);
@@ -635,8 +667,15 @@ static void uln_udp_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, ui
 {
     (void)flags;
     struct uln_udp_peer *up = udp_peer(ep, peer);
+    struct uln_udp_ep *ue = udp_ep(ep);
     struct uln_rel_pkt p;
     const uint8_t *m = slot_mem(ep, up, uln_rel_tx_next_seq(&up->rel));
+    if (type == ULN_MSG_GET_REQ) {
+        /* A post's packet (ACK and GET_RESP answer a peer): the kick that
+         * follows applies post_sent's rule. */
+        ue->posted_at = ue->now;
+        ue->kick_now |= uln_rel_tx_in_flight(&up->rel) == 0 || ue->answers_held;
+    }
     struct tx_slot *t = assign(ep, up, &p);
     if (!t) return;
     /* The packet type and extension are the table's; the two header fields
@@ -713,6 +752,7 @@ static bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t l
     /* All packets of a NAP go together, on consecutive seqs: the receiver
      * assembles them in its ring in order, with nothing in between. */
     if (!up || up->dead || !can_send(ep, up, n)) return false;
+    bool lone = uln_rel_tx_in_flight(&up->rel) == 0;
     uint64_t off = 0;
     uint32_t unlimited = 0; /* the NAP goes whole: the window was checked for all n */
     struct uln_frag fc = uln_frag_start(&off, len, cap, &unlimited);
@@ -732,7 +772,7 @@ static bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t l
         send_data(ep, up, t, &p);
         uln_frag_take(&fc, k);
     }
-    uln_udp_flush(ep);
+    post_sent(ep, lone);
     return true;
 }
 
@@ -742,7 +782,7 @@ static bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     struct uln_udp_ep *ue = udp_ep(ep);
     ue->now = uln_now_ns();
     uint32_t cap = ue->payload_max - (uint32_t)sizeof(struct pkt_hdr) - EXT_MAX;
-    bool sent_last = false;
+    bool sent_last = false, lone = up && uln_rel_tx_in_flight(&up->rel) == 0;
     struct uln_frag fc = uln_frag_start(&s->issued, s->len, cap, budget);
     do {
         if (!up || up->dead || !can_send(ep, up, 1)) break;
@@ -771,7 +811,7 @@ static bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         uln_frag_take(&fc, n);
         sent_last = last;
     } while (!sent_last && *budget > 0);
-    uln_udp_flush(ep);
+    post_sent(ep, lone);
     return sent_last;
 }
 
@@ -1204,6 +1244,8 @@ static void uln_udp_progress_rx(struct uln_ep *ep)
     struct uln_udp_ep *ue = udp_ep(ep);
     if (rx_quiet_skip(ue)) return;
     ue->now = uln_now_ns();
+    /* A poll or wait ends a burst of posts, and the answers held for one. */
+    uln_udp_flush(ep);
     /* Deliveries that waited for ring room (the application released NAPs). */
     for (int i = 0; i < ue->n_live; i++) {
         struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
@@ -1245,7 +1287,10 @@ static void uln_udp_progress_tx(struct uln_ep *ep)
         }
         if (uln_rel_ctrl(&up->rel, ue->now, &p)) send_ctrl(ep, up, &p);
     }
-    uln_udp_flush(ep);
+    if (hold_answers(ue))
+        ue->answers_held = true; /* the next post, or the next pass, sends them */
+    else
+        uln_udp_flush(ep);
 }
 
 static bool uln_udp_busy(const struct uln_ep *ep)
@@ -1273,6 +1318,7 @@ static int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
         if (d < next) next = d;
         if (up->pend_n) next = now + 1000000; /* waiting for ring room: look again soon */
     }
+    if (ue->nbatch) next = now; /* held packets go at the next pass */
     if (next != UINT64_MAX) {
         uint64_t ms = next <= now ? 0 : (next - now + 999999) / 1000000;
         if (ms < (uint64_t)*timeout_ms) *timeout_ms = (int)ms;
@@ -1407,9 +1453,14 @@ static void uln_udp_query(const struct uln_ctx *ctx, struct uln_info *info)
         info->udp_peers += ctx->peer_tp[p] == &uln_tp_udp;
 }
 
+/* After the engine committed packets: a GET request to an idle peer leaves at
+ * once (uln_udp_commit said so); answers go at the end of the pass, together. */
 static void uln_udp_kick(struct uln_ep *ep, int peer)
 {
     (void)peer; /* one batch for all peers of the endpoint */
+    struct uln_udp_ep *ue = udp_ep(ep);
+    if (!ue->kick_now) return;
+    ue->kick_now = false;
     uln_udp_flush(ep);
 }
 
