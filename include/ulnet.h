@@ -279,6 +279,15 @@ int uln_addr(const struct uln_ctx *ctx, void *addr, size_t *len); /* in: room, o
 int uln_peer_insert(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index, int *peer);
 int uln_peer_remove(struct uln_ctx *ctx, int peer);
 
+/* Has the peer died or left, as far as this endpoint can tell? 0, or
+ * -ECONNRESET; -EINVAL for a bad peer id. Sends nothing and costs about a
+ * system call: shm asks the peer's pidfd; udp says what it found, and finds
+ * a peer dead only while something sent to it awaits an answer
+ * (ULN_UDP_DEAD_MS), so to watch an idle peer, send it a small NAP now and
+ * then. For protocols on top that wait for a peer's answer with nothing of
+ * ulnet's outstanding (a rendezvous waiting for its ACK). */
+int uln_peer_alive(struct uln_ep *ep, int peer);
+
 /* Limits and mechanisms in force. */
 struct uln_info {
     uint32_t nap_max;    /* largest NAP payload, bytes */

@@ -153,6 +153,7 @@ void ulnfi_progress(struct ulnfi_domain *d)
         if (ep->own_cq) poll_ucq(d, ep->own_cq);
         if (ep->retry_head) retry(ep);
         if (ep->held_head) ulnfi_rx_retry(ep);
+        if (ep->rndv_out) ulnfi_rndv_watch(ep);
     }
 }
 

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "ulnfi.h"
 
@@ -17,7 +18,9 @@ static int slot_get(struct ulnfi_ep *ep, struct ulnfi_op *op)
         if (!ep->rndv_slot[s]) {
             ep->rndv_slot[s] = op;
             ep->rndv_next = s + 1;
+            ep->rndv_out++;
             op->slot = s;
+            op->ping_at = 0;
             return 0;
         }
     }
@@ -27,6 +30,7 @@ static int slot_get(struct ulnfi_ep *ep, struct ulnfi_op *op)
 static void slot_put(struct ulnfi_ep *ep, struct ulnfi_op *op)
 {
     ep->rndv_slot[op->slot] = NULL;
+    ep->rndv_out--;
     ep->rndv_gen[op->slot]++; /* a late or forged ACK for the old use is refused */
 }
 
@@ -158,4 +162,44 @@ void ulnfi_op_advance(struct ulnfi_op *op)
         }
     }
     if (!op->pending) ulnfi_op_complete(op);
+}
+
+/* ---- a receiver that dies before it ACKs ------------------------------------ */
+
+#define ULNFI_WATCH_MS 200  /* how often waiting sends look at their peers */
+#define ULNFI_PING_MS  1000 /* how often each pings its peer meanwhile */
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* A send whose request went (pending 1: only the ACK is missing) waits on
+ * the receiver alone, with nothing of ulnet's outstanding, so ulnet would
+ * never tell it the receiver died. Ask ulnet (uln_peer_alive: shm's pidfd),
+ * and ping the peer now and then so that udp, which finds a peer dead only
+ * while it awaits an answer, watches it too. */
+void ulnfi_rndv_watch(struct ulnfi_ep *ep)
+{
+    uint64_t now = now_ns();
+    if (now < ep->rndv_watch_at) return;
+    ep->rndv_watch_at = now + ULNFI_WATCH_MS * 1000000ull;
+    for (uint32_t s = 0; s < ULNFI_RNDV_SLOTS && ep->rndv_out; s++) {
+        struct ulnfi_op *op = ep->rndv_slot[s];
+        if (!op || op->pending != 1) continue;
+        if (uln_peer_alive(ep->uep, op->peer) == -ECONNRESET) {
+            slot_put(ep, op);
+            if (!op->status) op->status = -ECONNRESET;
+            op->pending = 0;
+            ulnfi_op_complete(op);
+            continue;
+        }
+        if (now < op->ping_at) continue;
+        op->ping_at = now + ULNFI_PING_MS * 1000000ull;
+        struct ulnfi_hdr p = {.pkt = ULNFI_PKT_PING, .seq = ep->tx_seq[op->peer]};
+        if (uln_nap(ep->uep, op->peer, &p, sizeof(p), 0, ULN_INLINE | ULN_SILENT) == 0)
+            ep->tx_seq[op->peer]++;
+    }
 }

@@ -65,6 +65,7 @@ enum ulnfi_pkt {
     ULNFI_PKT_EAGER = 1, /* payload follows */
     ULNFI_PKT_RTS,       /* rendezvous request: struct ulnfi_rts follows */
     ULNFI_PKT_ACK,       /* rendezvous done: hdr.data is the sender's cookie */
+    ULNFI_PKT_PING,      /* nothing: a sender waiting for an ACK makes ulnet watch the peer */
 };
 #define ULNFI_HF_TAGGED 0x1u
 #define ULNFI_HF_DATA   0x2u /* hdr.data is remote CQ data */
@@ -245,6 +246,7 @@ struct ulnfi_op {
     /* rendezvous send: the registrations peers read from */
     struct uln_mr *mrs[ULNFI_RNDV_SEGS];
     uint32_t nmr, slot;
+    uint64_t ping_at; /* rendezvous send: when to ping its peer next (ns) */
     /* eager send buffer (owned) */
     size_t buf_len;
     uint8_t *buf;
@@ -281,6 +283,8 @@ struct ulnfi_ep {
     struct ulnfi_held *held_head, *held_tail; /* in arrival order */
     /* rendezvous sends waiting for their ACK; cookie = slot | generation << 32 */
     struct ulnfi_op *rndv_slot[ULNFI_RNDV_SLOTS];
+    uint32_t rndv_out;      /* slots in use: sends waiting for their ACK */
+    uint64_t rndv_watch_at; /* next look at their peers (ns, ulnfi_rndv_watch) */
     uint32_t rndv_gen[ULNFI_RNDV_SLOTS];
     uint32_t rndv_next;
 };
@@ -345,6 +349,9 @@ ssize_t ulnfi_rndv_send(struct ulnfi_ep *ep, int peer, const struct iovec *iov, 
 void ulnfi_rndv_recv(struct ulnfi_ep *ep, struct ulnfi_op *op);
 void ulnfi_rndv_send_failed(struct ulnfi_op *op);
 void ulnfi_rndv_ack(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *hdr);
+/* Sends waiting for an ACK from a peer that died complete with
+ * -FI_ECONNRESET (progress calls it; it looks every ULNFI_WATCH_MS). */
+void ulnfi_rndv_watch(struct ulnfi_ep *ep);
 /* rma.c: post the next pieces of a multi-piece transfer; -FI_EAGAIN when not
  * even one could be posted and nothing is outstanding yet */
 int ulnfi_xfer_advance(struct ulnfi_op *op);

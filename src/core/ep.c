@@ -441,3 +441,19 @@ static int flush_post(struct uln_ep *ep, uint64_t user_data)
     uln_engine_retire(ep); /* everything before it may have completed already */
     return 0;
 }
+
+ULN_EXPORT int uln_peer_alive(struct uln_ep *ep, int peer)
+{
+    if (!ep) return -EINVAL;
+    struct uln_ctx *ctx = ep->ctx;
+    int rc = uln_api_enter(ctx);
+    if (rc) return rc;
+    if (ep->closed || check_peer(ep, peer)) {
+        uln_api_unlock(ctx);
+        return ep->closed ? -EBADF : -EINVAL;
+    }
+    const struct uln_ep_peer *pp = &ep->peers[peer];
+    rc = !uln_peer_is_self(ctx, peer) && pp->tp->peer_dead(ctx, ep, peer) ? -ECONNRESET : 0;
+    uln_api_unlock(ctx);
+    return rc;
+}
