@@ -120,6 +120,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -533,6 +534,18 @@ int uln_ep_index(const struct uln_ep *ep);
  * Unless ULN_INLINE, buf must stay unchanged until the NAP's completion. */
 int uln_nap(struct uln_ep *ep, int peer, const void *buf, size_t len, uint64_t user_data,
             unsigned flags);
+
+/* uln_nap whose payload is the concatenation of iovcnt segments (0..
+ * ULN_IOV_MAX; zero-length ones allowed): a header and a user's buffer, say,
+ * with no copy into one buffer first. The total is at most nap_max; it is
+ * gathered straight into the peer's ring (one copy, as for uln_nap; over udp
+ * into the packets). Unless ULN_INLINE, the segments must stay unchanged
+ * until the NAP's completion; a total of at most inline_max is gathered at
+ * post time anyway. -EINVAL for iovcnt outside 0..ULN_IOV_MAX or a NULL
+ * base with a length, -EMSGSIZE past nap_max. */
+#define ULN_IOV_MAX 16
+int uln_napv(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt, uint64_t user_data,
+             unsigned flags);
 
 /* Write len bytes from src into the peer's region rkey at roff. src must stay
  * unchanged until the completion (unless ULN_INLINE and len <= inline_max). */

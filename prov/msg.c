@@ -17,7 +17,7 @@ static uint64_t op_class(bool tagged)
 /* Post one eager NAP: header and payload copied together (ulnet's NAP takes
  * one buffer), inline in the send queue when small enough. */
 static ssize_t send_eager(struct ulnfi_ep *ep, int peer, const struct iovec *iov, size_t count,
-                          size_t len, struct ulnfi_hdr *h, struct ulnfi_op *op)
+                          size_t len, struct ulnfi_hdr *h, struct ulnfi_op *op, bool inject)
 {
     size_t total = sizeof(*h) + len;
     int rc;
@@ -27,6 +27,14 @@ static ssize_t send_eager(struct ulnfi_ep *ep, int peer, const struct iovec *iov
         ulnfi_copy_from_iov(b + sizeof(*h), iov, count, len);
         unsigned fl = ULN_INLINE | (op ? 0 : ULN_SILENT);
         rc = uln_nap(ep->uep, peer, b, total, (uintptr_t)op, fl);
+    } else if (!inject) {
+        /* The caller's buffers stay theirs until the completion (fi_msg(3)):
+         * ulnet gathers header and payload into the peer's ring, one copy. */
+        memcpy(op->buf, h, sizeof(*h));
+        struct iovec v[1 + ULNFI_IOV_LIMIT];
+        v[0] = (struct iovec){op->buf, sizeof(*h)};
+        memcpy(v + 1, iov, count * sizeof(*iov));
+        rc = uln_napv(ep->uep, peer, v, (int)(1 + count), (uintptr_t)op, 0);
     } else {
         memcpy(op->buf, h, sizeof(*h));
         ulnfi_copy_from_iov(op->buf + sizeof(*h), iov, count, len);
@@ -83,11 +91,11 @@ ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
     if (rndv) {
         rc = ulnfi_rndv_send(ep, peer, iov, count, &h, op);
     } else {
-        rc = send_eager(ep, peer, iov, count, len, &h, op);
+        rc = send_eager(ep, peer, iov, count, len, &h, op, inject);
         if (rc == -EAGAIN) {
             /* make room for the next try: completions free send-queue entries */
             ulnfi_progress(d);
-            rc = send_eager(ep, peer, iov, count, len, &h, op);
+            rc = send_eager(ep, peer, iov, count, len, &h, op, inject);
         }
         rc = ulnfi_errno((int)rc);
     }

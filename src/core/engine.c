@@ -151,6 +151,38 @@ static bool nap_send(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
     return true;
 }
 
+/* A NAP whose payload is several segments (uln_napv): gathered straight into
+ * the peer's ring, one copy as for a NAP; a transport that sends a NAP from
+ * one buffer gets it gathered into ours first. */
+static bool nap_sendv(struct uln_ep *ep, int peer, const struct iovec *iov, int n, uint32_t len)
+{
+    const struct uln_transport_ops *tp = ep->peers[peer].tp;
+    uint8_t *dst = NULL;
+    if (ULN_UNLIKELY(tp->send_nap != NULL)) {
+        if (!ep->gather_buf && !(ep->gather_buf = malloc(ep->ctx->p.nap_max + 1u))) return false;
+        dst = ep->gather_buf;
+    } else if (!(dst = out_reserve(ep, peer, 0, len))) {
+        return false; /* the receiver's ring is full: its credits hold us back */
+    }
+    uint8_t *p = dst;
+    for (int i = 0; i < n; i++)
+        if (iov[i].iov_len) {
+            memcpy(p, iov[i].iov_base, iov[i].iov_len);
+            p += iov[i].iov_len;
+        }
+    if (tp->send_nap) return nap_send(ep, peer, dst, len);
+    out_commit(ep, peer, 0, ULN_MSG_NAP, 0, len);
+    peer_wake(ep, peer);
+    ULN_COUNT(&ep->stats, naps_sent, 1);
+    return true;
+}
+
+int uln_engine_napv_now(struct uln_ep *ep, int peer, const struct iovec *iov, int n, uint32_t len)
+{
+    if (ULN_UNLIKELY(!ep->peers[peer].out_ready)) return 1;
+    return nap_sendv(ep, peer, iov, n, len) ? 0 : 1;
+}
+
 /* One PUT or GET done: the statistics. */
 static void count_rdma(struct uln_ep *ep, bool write, uint64_t len)
 {
@@ -215,7 +247,10 @@ static bool issue_nap(struct uln_ep *ep, struct uln_sqe *s)
         sqe_finish(ep, s, rc);
         return true;
     }
-    if (!nap_send(ep, s->peer, s->src, (uint32_t)s->len)) return false;
+    bool sent = s->gather ? nap_sendv(ep, s->peer, &ep->sq_iov[(s - ep->sq) * ULN_IOV_MAX],
+                                      (int)s->niov, (uint32_t)s->len)
+                          : nap_send(ep, s->peer, s->src, (uint32_t)s->len);
+    if (!sent) return false;
     sqe_finish(ep, s, 0);
     return true;
 }

@@ -31,6 +31,10 @@ static void ep_free_parts(struct uln_ep *ep)
     free(ep->peers);
     free(ep->sq);
     free(ep->fl);
+    free(ep->sq_iov);
+    free(ep->gather_buf);
+    ep->sq_iov = NULL;
+    ep->gather_buf = NULL;
     ep->peers = NULL;
     ep->sq = NULL;
     ep->fl = NULL;
@@ -202,6 +206,7 @@ static struct uln_sqe *sq_take(struct uln_ep *ep)
     s->state = SQE_QUEUED;
     s->ring_path = 0; /* until the transport says no direct path (engine.c) */
     s->holds_credit = 0;
+    s->gather = 0;
     s->notified = 0;
     s->issued = 0;
     s->received = 0;
@@ -271,6 +276,48 @@ static int nap_post(struct uln_ep *ep, int peer, const void *buf, size_t len, ui
     return sq_ring(ep);
 }
 
+/* uln_napv: a small payload is gathered at once (as ULN_INLINE), a larger
+ * one straight into the ring when it can go now, else its segments wait in
+ * the send queue's side table (the caller's buffers, as for uln_nap). */
+static int napv_post(struct uln_ep *ep, int peer, const struct iovec *iov, int n,
+                     uint64_t user_data, unsigned flags)
+{
+    if (ULN_UNLIKELY(!ep || check_peer(ep, peer) || n < 0 || n > ULN_IOV_MAX || (n && !iov)))
+        return -EINVAL;
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        if (!iov[i].iov_base && iov[i].iov_len) return -EINVAL;
+        if (iov[i].iov_len > ep->ctx->p.nap_max) return -EMSGSIZE;
+        len += iov[i].iov_len;
+    }
+    if (ULN_UNLIKELY(len > ep->ctx->p.nap_max)) return -EMSGSIZE;
+    if (ULN_UNLIKELY((flags & ULN_INLINE) && len > ULN_INLINE_MAX)) return -EMSGSIZE;
+    if (n == 1) return nap_post(ep, peer, iov[0].iov_base, len, user_data, flags);
+    if (len <= ULN_INLINE_MAX) {
+        uint8_t b[ULN_INLINE_MAX], *p = b;
+        for (int i = 0; i < n; i++) {
+            if (iov[i].iov_len) memcpy(p, iov[i].iov_base, iov[i].iov_len);
+            p += iov[i].iov_len;
+        }
+        return nap_post(ep, peer, b, len, user_data, flags | ULN_INLINE);
+    }
+    if (fast_ok(ep) && uln_engine_napv_now(ep, peer, iov, n, (uint32_t)len) == 0)
+        return complete_now(ep, ULN_OP_NAP, peer, len, user_data, flags, 0);
+    if (!ep->sq_iov && !(ep->sq_iov = calloc((size_t)ep->sq_depth * ULN_IOV_MAX, sizeof(*iov))))
+        return -ENOMEM;
+    struct uln_sqe *s = sq_take(ep);
+    if (ULN_UNLIKELY(!s)) return -EAGAIN;
+    s->op = ULN_OP_NAP;
+    s->flags = flags;
+    s->peer = peer;
+    s->len = len;
+    s->user_data = user_data;
+    s->gather = 1;
+    s->niov = (uint8_t)n;
+    memcpy(&ep->sq_iov[(s - ep->sq) * ULN_IOV_MAX], iov, (size_t)n * sizeof(*iov));
+    return sq_ring(ep);
+}
+
 static int post_rdma(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t len, uint64_t rkey,
                      uint64_t roff, uint64_t imm, uint64_t user_data, unsigned flags)
 {
@@ -310,6 +357,17 @@ ULN_EXPORT int uln_nap(struct uln_ep *ep, int peer, const void *buf, size_t len,
     int rc = uln_api_enter(ep->ctx);
     if (ULN_UNLIKELY(rc)) return rc;
     rc = ULN_UNLIKELY(ep->closed) ? -EBADF : nap_post(ep, peer, buf, len, user_data, flags);
+    uln_api_unlock(ep->ctx);
+    return rc;
+}
+
+ULN_EXPORT int uln_napv(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt,
+                        uint64_t user_data, unsigned flags)
+{
+    if (ULN_UNLIKELY(!ep)) return -EINVAL;
+    int rc = uln_api_enter(ep->ctx);
+    if (ULN_UNLIKELY(rc)) return rc;
+    rc = ULN_UNLIKELY(ep->closed) ? -EBADF : napv_post(ep, peer, iov, iovcnt, user_data, flags);
     uln_api_unlock(ep->ctx);
     return rc;
 }

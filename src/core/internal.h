@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -243,8 +244,10 @@ struct uln_sqe {
     uint8_t state;            /* enum uln_sqe_state */
     uint8_t ring_path : 1;    /* this PUT/GET goes through the rings */
     uint8_t holds_credit : 1; /* a ring-path GET counted in its peer's gets_out */
+    uint8_t gather : 1;       /* NAP from ep->sq_iov[its slot] (uln_napv), not src */
     uint8_t notified;         /* direct PUT with imm: notification sent */
     uint8_t aop, width;       /* ATOMIC: enum uln_atomic_op, 4 or 8 */
+    uint8_t niov;             /* gather: its segments */
     uint32_t flags;
     int32_t peer;
     int32_t status;
@@ -292,6 +295,11 @@ struct uln_ep {
     struct uln_cq *send_cq, *recv_cq;
     struct uln_sqe *sq;
     uint32_t sq_depth;
+    /* uln_napv: a queued NAP's segments, ULN_IOV_MAX per send-queue slot
+     * (made at the first one), and a buffer to gather into for a transport
+     * that sends a NAP from one buffer (ops->send_nap). */
+    struct iovec *sq_iov;
+    uint8_t *gather_buf;
     uint64_t sq_head;  /* oldest entry not yet retired */
     uint64_t sq_issue; /* oldest entry not yet fully issued */
     uint64_t sq_tail;  /* next free entry; op_id of an entry = its position */
@@ -432,6 +440,7 @@ void uln_engine_progress(struct uln_ep *ep);
 void uln_engine_issue(struct uln_ep *ep, uint32_t budget);
 void uln_engine_retire(struct uln_ep *ep);
 int uln_engine_nap_now(struct uln_ep *ep, int peer, const void *buf, uint32_t len);
+int uln_engine_napv_now(struct uln_ep *ep, int peer, const struct iovec *iov, int n, uint32_t len);
 int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, uint64_t len,
                         uint64_t rkey, uint64_t roff);
 bool uln_engine_busy(const struct uln_ep *ep); /* work that waits on a peer */
