@@ -47,58 +47,38 @@ static bool minmax_wins(unsigned op, uint64_t old, uint64_t v, unsigned width)
  */
 #define ORD __ATOMIC_SEQ_CST
 
-static uint64_t apply32(uint32_t *w, unsigned op, uint32_t v, uint32_t cmp)
-{
-    switch (op) {
-    case ULN_ATOMIC_ADD:
-        return __atomic_fetch_add(w, v, ORD);
-    case ULN_ATOMIC_SWAP:
-        return __atomic_exchange_n(w, v, ORD);
-    case ULN_ATOMIC_CSWAP:
-        /* On failure cmp receives the value found: the old value either way. */
-        __atomic_compare_exchange_n(w, &cmp, v, false, ORD, ORD);
-        return cmp;
-    case ULN_ATOMIC_AND:
-        return __atomic_fetch_and(w, v, ORD);
-    case ULN_ATOMIC_OR:
-        return __atomic_fetch_or(w, v, ORD);
-    case ULN_ATOMIC_XOR:
-        return __atomic_fetch_xor(w, v, ORD);
-    default: { /* min/max: no instruction; CAS until the word holds the winner */
-        uint32_t old = __atomic_load_n(w, ORD);
-        while (minmax_wins(op, old, v, 4) &&
-               !__atomic_compare_exchange_n(w, &old, v, true, ORD, ORD))
-            ;
-        return old;
+/* One op on a word of type T: the same body for both widths, so the 4- and
+ * 8-byte cases cannot drift apart. */
+#define DEFINE_APPLY(name, T)                                                                      \
+    static uint64_t name(T *w, unsigned op, T v, T cmp)                                            \
+    {                                                                                              \
+        switch (op) {                                                                              \
+        case ULN_ATOMIC_ADD:                                                                       \
+            return __atomic_fetch_add(w, v, ORD);                                                  \
+        case ULN_ATOMIC_SWAP:                                                                      \
+            return __atomic_exchange_n(w, v, ORD);                                                 \
+        case ULN_ATOMIC_CSWAP:                                                                     \
+            /* On failure cmp receives the value found: the old value either way. */               \
+            __atomic_compare_exchange_n(w, &cmp, v, false, ORD, ORD);                              \
+            return cmp;                                                                            \
+        case ULN_ATOMIC_AND:                                                                       \
+            return __atomic_fetch_and(w, v, ORD);                                                  \
+        case ULN_ATOMIC_OR:                                                                        \
+            return __atomic_fetch_or(w, v, ORD);                                                   \
+        case ULN_ATOMIC_XOR:                                                                       \
+            return __atomic_fetch_xor(w, v, ORD);                                                  \
+        default: { /* min/max: no instruction; CAS until the word holds the winner */              \
+            T old = __atomic_load_n(w, ORD);                                                       \
+            while (minmax_wins(op, old, v, sizeof(T)) &&                                           \
+                   !__atomic_compare_exchange_n(w, &old, v, true, ORD, ORD))                       \
+                ;                                                                                  \
+            return old;                                                                            \
+        }                                                                                          \
+        }                                                                                          \
     }
-    }
-}
 
-static uint64_t apply64(uint64_t *w, unsigned op, uint64_t v, uint64_t cmp)
-{
-    switch (op) {
-    case ULN_ATOMIC_ADD:
-        return __atomic_fetch_add(w, v, ORD);
-    case ULN_ATOMIC_SWAP:
-        return __atomic_exchange_n(w, v, ORD);
-    case ULN_ATOMIC_CSWAP:
-        __atomic_compare_exchange_n(w, &cmp, v, false, ORD, ORD);
-        return cmp;
-    case ULN_ATOMIC_AND:
-        return __atomic_fetch_and(w, v, ORD);
-    case ULN_ATOMIC_OR:
-        return __atomic_fetch_or(w, v, ORD);
-    case ULN_ATOMIC_XOR:
-        return __atomic_fetch_xor(w, v, ORD);
-    default: {
-        uint64_t old = __atomic_load_n(w, ORD);
-        while (minmax_wins(op, old, v, 8) &&
-               !__atomic_compare_exchange_n(w, &old, v, true, ORD, ORD))
-            ;
-        return old;
-    }
-    }
-}
+DEFINE_APPLY(apply32, uint32_t)
+DEFINE_APPLY(apply64, uint64_t)
 
 uint64_t uln_atomic_apply(void *word, const struct uln_atomic_req *r)
 {

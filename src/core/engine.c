@@ -164,12 +164,7 @@ static bool nap_sendv(struct uln_ep *ep, int peer, const struct iovec *iov, int 
     } else if (!(dst = out_reserve(ep, peer, 0, len))) {
         return false; /* the receiver's ring is full: its credits hold us back */
     }
-    uint8_t *p = dst;
-    for (int i = 0; i < n; i++)
-        if (iov[i].iov_len) {
-            memcpy(p, iov[i].iov_base, iov[i].iov_len);
-            p += iov[i].iov_len;
-        }
+    uln_iov_gather(dst, iov, n);
     if (tp->send_nap) return nap_send(ep, peer, dst, len);
     out_commit(ep, peer, 0, ULN_MSG_NAP, 0, len);
     peer_wake(ep, peer);

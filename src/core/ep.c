@@ -192,7 +192,10 @@ ULN_EXPORT int uln_ep_index(const struct uln_ep *ep)
 }
 
 /* Take the next send-queue entry, or NULL when the queue is full. */
-static struct uln_sqe *sq_take(struct uln_ep *ep)
+/* The next send-queue entry, for op to peer, its common fields set; NULL
+ * (counted) when the queue holds sq_depth entries. */
+static struct uln_sqe *sq_take(struct uln_ep *ep, uint8_t op, int peer, uint64_t len,
+                               uint64_t user_data, unsigned flags)
 {
     if (ULN_UNLIKELY(ep->sq_tail - ep->sq_head == ep->sq_depth)) {
         /* Completed work may only be waiting to be retired. */
@@ -212,6 +215,11 @@ static struct uln_sqe *sq_take(struct uln_ep *ep)
     s->received = 0;
     s->status = 0;
     s->op_id = ep->sq_tail;
+    s->op = op;
+    s->flags = flags;
+    s->peer = peer;
+    s->len = len;
+    s->user_data = user_data;
     return s;
 }
 
@@ -259,13 +267,8 @@ static int nap_post(struct uln_ep *ep, int peer, const void *buf, size_t len, ui
     if (ULN_UNLIKELY((flags & ULN_INLINE) && len > ULN_INLINE_MAX)) return -EMSGSIZE;
     if (fast_ok(ep) && uln_engine_nap_now(ep, peer, buf, (uint32_t)len) == 0)
         return complete_now(ep, ULN_OP_NAP, peer, len, user_data, flags, 0);
-    struct uln_sqe *s = sq_take(ep);
+    struct uln_sqe *s = sq_take(ep, ULN_OP_NAP, peer, len, user_data, flags);
     if (ULN_UNLIKELY(!s)) return -EAGAIN;
-    s->op = ULN_OP_NAP;
-    s->flags = flags;
-    s->peer = peer;
-    s->len = len;
-    s->user_data = user_data;
     if (flags & ULN_INLINE) {
         /* NAP-immediate: the payload travels in the descriptor. */
         if (len) memcpy(s->inl, buf, len);
@@ -294,24 +297,16 @@ static int napv_post(struct uln_ep *ep, int peer, const struct iovec *iov, int n
     if (ULN_UNLIKELY((flags & ULN_INLINE) && len > ULN_INLINE_MAX)) return -EMSGSIZE;
     if (n == 1) return nap_post(ep, peer, iov[0].iov_base, len, user_data, flags);
     if (len <= ULN_INLINE_MAX) {
-        uint8_t b[ULN_INLINE_MAX], *p = b;
-        for (int i = 0; i < n; i++) {
-            if (iov[i].iov_len) memcpy(p, iov[i].iov_base, iov[i].iov_len);
-            p += iov[i].iov_len;
-        }
+        uint8_t b[ULN_INLINE_MAX];
+        uln_iov_gather(b, iov, n);
         return nap_post(ep, peer, b, len, user_data, flags | ULN_INLINE);
     }
     if (fast_ok(ep) && uln_engine_napv_now(ep, peer, iov, n, (uint32_t)len) == 0)
         return complete_now(ep, ULN_OP_NAP, peer, len, user_data, flags, 0);
     if (!ep->sq_iov && !(ep->sq_iov = calloc((size_t)ep->sq_depth * ULN_IOV_MAX, sizeof(*iov))))
         return -ENOMEM;
-    struct uln_sqe *s = sq_take(ep);
+    struct uln_sqe *s = sq_take(ep, ULN_OP_NAP, peer, len, user_data, flags);
     if (ULN_UNLIKELY(!s)) return -EAGAIN;
-    s->op = ULN_OP_NAP;
-    s->flags = flags;
-    s->peer = peer;
-    s->len = len;
-    s->user_data = user_data;
     s->gather = 1;
     s->niov = (uint8_t)n;
     memcpy(&ep->sq_iov[(s - ep->sq) * ULN_IOV_MAX], iov, (size_t)n * sizeof(*iov));
@@ -328,16 +323,11 @@ static int post_rdma(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t 
         int rc = uln_engine_rdma_now(ep, op == ULN_OP_PUT, peer, buf, len, rkey, roff);
         if (rc <= 0) return complete_now(ep, op, peer, len, user_data, flags, rc);
     }
-    struct uln_sqe *s = sq_take(ep);
+    struct uln_sqe *s = sq_take(ep, op, peer, len, user_data, flags);
     if (ULN_UNLIKELY(!s)) return -EAGAIN;
-    s->op = op;
-    s->flags = flags;
-    s->peer = peer;
-    s->len = len;
     s->rkey = rkey;
     s->roff = roff;
     s->imm = imm;
-    s->user_data = user_data;
     if (flags & ULN_INLINE) {
         if (len) memcpy(s->inl, buf, len);
         s->src = s->inl;
@@ -416,12 +406,9 @@ static int atomic_post(struct uln_ep *ep, int peer, const struct uln_atomic_req 
         int rc = uln_engine_atomic_now(ep, peer, r, result);
         if (rc <= 0) return complete_now(ep, ULN_OP_ATOMIC, peer, r->width, user_data, flags, rc);
     }
-    struct uln_sqe *s = sq_take(ep);
+    struct uln_sqe *s = sq_take(ep, ULN_OP_ATOMIC, peer, r->width, user_data,
+                                flags & ~(unsigned)(ULN_INLINE | ULN_REMOTE_CQ));
     if (ULN_UNLIKELY(!s)) return -EAGAIN;
-    s->op = ULN_OP_ATOMIC;
-    s->flags = flags & ~(unsigned)(ULN_INLINE | ULN_REMOTE_CQ);
-    s->peer = peer;
-    s->len = r->width;
     s->rkey = r->key;
     s->roff = r->offset;
     s->imm = r->operand;
@@ -429,7 +416,6 @@ static int atomic_post(struct uln_ep *ep, int peer, const struct uln_atomic_req 
     s->aop = r->op;
     s->width = r->width;
     s->dst = result;
-    s->user_data = user_data;
     return sq_ring(ep);
 }
 

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/types.h>
@@ -346,6 +347,17 @@ struct uln_cq {
 };
 
 /* ---- functions shared between files -------------------------------------- */
+
+/* uln_napv: copy the segments one after the other into dst (a zero-length
+ * segment may have a NULL base). */
+static inline void uln_iov_gather(uint8_t *dst, const struct iovec *iov, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (iov[i].iov_len) {
+            memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+            dst += iov[i].iov_len;
+        }
+}
 
 /* ULN_PROGRESS=thread: the progress thread and the application's calls take
  * turns on the context's big lock. Without the thread this is one predictable

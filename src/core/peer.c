@@ -37,10 +37,7 @@ int uln_peers_open(struct uln_ctx *ctx)
     for (int p = 0; p < (ctx->no_job ? 1 : ctx->size); p++) {
         ctx->peer_recs[p] = (struct uln_peer_rec){
             .key = ctx->job_key, .rank = p, .ep = -1, .refs = 1, .state = ULN_PEER_LIVE};
-        atomic_store_explicit(&ctx->peer_live[p / 64],
-                              atomic_load_explicit(&ctx->peer_live[p / 64], memory_order_relaxed) |
-                                  1ull << (p % 64),
-                              memory_order_relaxed);
+        atomic_fetch_or_explicit(&ctx->peer_live[p / 64], 1ull << (p % 64), memory_order_relaxed);
     }
     return 0;
 }

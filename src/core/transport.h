@@ -55,9 +55,10 @@ struct uln_transport_ops {
     /* Once every rank's address is known: make the per-peer tables (ctx->size
      * entries); learn is then called for every peer on the board. */
     int (*choose)(struct uln_ctx *ctx);
-    /* Peer's board slot is filled (at uln_open in a job; by uln_peer_insert
-     * otherwise, also again for an id reused): learn how to reach it, forget
-     * what was known of the id before. 0 or -errno. */
+    /* Optional: peer's board slot is filled (at uln_open in a job; by
+     * uln_peer_insert, or a peer's first contact, otherwise): learn how to
+     * reach it. A peer id is never given to another peer (inbox.h: slots are
+     * never freed). 0 or -errno. */
     int (*learn)(struct uln_ctx *ctx, int peer);
     /* uln_addr's parts (peer.c): write our part of this context's address,
      * compactly, into out (at most room bytes); 0 bytes: nothing to say. */

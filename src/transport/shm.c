@@ -521,15 +521,6 @@ static int uln_shm_reaches(const struct uln_ctx *ctx, int peer)
     return a && a->host == uln_host_id() && a->inbox_fd >= 0 ? 1 : 0;
 }
 
-/* A peer's id may be reused for another peer (uln_peer_insert): forget the
- * one before. Only ids with no endpoint state are reused. */
-static int uln_shm_learn(struct uln_ctx *ctx, int peer)
-{
-    struct shm_peer *pp = &shm_of(ctx)->peers[peer];
-    if (!ctx->no_job || !pp->hdr) return 0;
-    return -EBUSY;
-}
-
 /* uln_addr's part: the inbox's descriptor number (the host is in the
  * address's header). */
 static size_t uln_shm_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room)
@@ -569,7 +560,7 @@ const struct uln_transport_ops uln_tp_shm = {
     .id = ULN_TPID_SHM,
     .open = uln_shm_open,
     .choose = uln_shm_choose,
-    .learn = uln_shm_learn,
+    /* no .learn: shm finds everything it needs on the board slot at connect */
     .addr_pack = uln_shm_addr_pack,
     .addr_unpack = uln_shm_addr_unpack,
     .close = uln_shm_close,

@@ -273,22 +273,28 @@ static int link_peer(struct uln_ep *ep, int peer)
     return id;
 }
 
+/* Did the datagram come from the socket address of peer's endpoint we talk
+ * to (a peer udp reaches)? */
+static bool sent_by(struct uln_ep *ep, int peer, const struct uln_link_rx *rx)
+{
+    socklen_t alen;
+    const void *a = uln_link_rx_addr(udp_ep(ep)->io, rx->handle, &alen);
+    if (!a || !udp_remote(ep->ctx, peer)) return false;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    dst_sockaddr(ep, peer, &ss, &len);
+    return len == alen && !memcmp(&ss, a, len);
+}
+
 /* A datagram from a source not in the link's table: with no job, a peer
  * inserted since this endpoint opened, sending before we sent to it. The
  * peers whose endpoint address it is are few; this runs once per peer. */
 static int link_peer_of(struct uln_ep *ep, const struct uln_link_rx *rx)
 {
     struct uln_ctx *ctx = ep->ctx;
-    socklen_t alen;
-    const void *a = uln_link_rx_addr(udp_ep(ep)->io, rx->handle, &alen);
-    if (!ctx->no_job || !a) return -1;
-    for (int p = 1; p < ctx->size; p++) {
-        if (!udp_remote(ctx, p) || udp_ep(ep)->id_of_rank[p] >= 0) continue;
-        struct sockaddr_storage ss;
-        socklen_t len;
-        dst_sockaddr(ep, p, &ss, &len);
-        if (len == alen && !memcmp(&ss, a, len)) return link_peer(ep, p);
-    }
+    if (!ctx->no_job) return -1;
+    for (int p = 1; p < ctx->size; p++)
+        if (udp_ep(ep)->id_of_rank[p] < 0 && sent_by(ep, p, rx)) return link_peer(ep, p);
     return -1;
 }
 
@@ -304,14 +310,7 @@ static int link_peer_hello(struct uln_ep *ep, const struct uln_link_rx *rx, cons
     const uint8_t *hello = rx->buf + at;
     size_t alen = rx->len - at - 1;
     int p = uln_peer_learn_addr(ctx, hello + 1, alen, hello[0]);
-    if (p < 0) return -1;
-    socklen_t slen;
-    const void *src = uln_link_rx_addr(udp_ep(ep)->io, rx->handle, &slen);
-    struct sockaddr_storage ss;
-    socklen_t len;
-    if (!udp_remote(ctx, p) || !src) return -1;
-    dst_sockaddr(ep, p, &ss, &len);
-    if (len != slen || memcmp(&ss, src, len)) return -1; /* not its own address */
+    if (p < 0 || !sent_by(ep, p, rx)) return -1; /* not its own address */
     return link_peer(ep, p);
 }
 

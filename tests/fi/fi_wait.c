@@ -37,6 +37,17 @@ static int wait_fd(struct fic *f, int fd, struct fi_cq_tagged_entry *e)
     }
 }
 
+/* Round r's payload arrived intact (both sides send the same pattern). */
+static bool round_ok(const char *in, int r)
+{
+    for (int i = 0; i < LEN; i++)
+        if (in[i] != (char)(r * 7 + i)) {
+            fprintf(stderr, "rank %d: round %d byte %d wrong\n", rank, r, i);
+            return false;
+        }
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) return 2;
@@ -61,11 +72,7 @@ int main(int argc, char **argv)
         if (!first) {
             int s = wait_fd(&f, fd, &e); /* the receive */
             slept += s;
-            for (int i = 0; i < LEN; i++)
-                if (in[i] != (char)(r * 7 + i)) {
-                    fprintf(stderr, "rank %d: round %d byte %d wrong\n", rank, r, i);
-                    return 1;
-                }
+            if (!round_ok(in, r)) return 1;
         } else {
             usleep(20000); /* the peer is asleep on its descriptor by now */
         }
@@ -75,11 +82,7 @@ int main(int argc, char **argv)
         wait_fd(&f, fd, &e); /* the send */
         if (first) {
             wait_fd(&f, fd, &e); /* the receive */
-            for (int i = 0; i < LEN; i++)
-                if (in[i] != (char)(r * 7 + i)) {
-                    fprintf(stderr, "rank %d: round %d byte %d wrong\n", rank, r, i);
-                    return 1;
-                }
+            if (!round_ok(in, r)) return 1;
         }
     }
     /* Half the rounds waited for a peer that paused first: most of them must

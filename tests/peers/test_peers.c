@@ -163,7 +163,7 @@ static int peer_main(int in, int out)
     struct hello a;
     get_blob(in, &a, sizeof a);
     /* B inserts A's endpoint 1 and speaks first, before A has inserted B:
-     * the NAP must wait for A, not be lost. */
+     * A must learn B from it and deliver it, not lose it. */
     int pa1, pa0;
     CHECK_EQ(uln_peer_insert(b.ctx, a.addr, a.addr_len, 1, &pa1), 0);
     CHECK_EQ(uln_peer_insert(b.ctx, a.addr, a.addr_len, 0, &pa0), 0);
