@@ -112,7 +112,9 @@ static const struct uln_setting *setting_of(const char *name)
  * all), so one saying what is wrong is enough: rank 0 (or a process whose
  * rank is not known yet: a job of one). The rank is read the way the
  * bootstrap will read it, before the bootstrap runs. */
-static int given_rank = -1; /* struct uln_config's, set by resolve_params */
+/* Thread-local, as own_setting below: two threads may be in uln_open at once
+ * (a provider's context beside a job's), each with its own config. */
+static _Thread_local int given_rank = -1; /* struct uln_config's, set by resolve_params */
 
 static bool reports_job_settings(void)
 {
@@ -124,7 +126,7 @@ static bool reports_job_settings(void)
 
 /* Set by resolve_params for the setting() calls it makes: the value is this
  * process's own (given in struct uln_config), so it says what is wrong. */
-static bool own_setting;
+static _Thread_local bool own_setting;
 
 #define setting_err(...)                                                                           \
     do {                                                                                           \
