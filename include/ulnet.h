@@ -279,6 +279,13 @@ int uln_barrier(struct uln_ctx *ctx, int timeout_ms);
 int uln_addr(const struct uln_ctx *ctx, void *addr, size_t *len); /* in: room, out: length */
 int uln_peer_insert(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index, int *peer);
 int uln_peer_remove(struct uln_ctx *ctx, int peer);
+/* An address as text, for logs and tools: "pid 4242 key 9c0e...f1 host
+ * 2b7f...08 shm udp 10.0.0.2:40000+4" (the parts it carries, each transport's
+ * way). snprintf's contract: the length the whole text needs, written as far
+ * as size allows and always terminated; -EADDRNOTAVAIL for bytes that are not
+ * a well-formed address (checked as uln_peer_insert checks them). Needs no
+ * context. */
+int uln_addr_str(const void *addr, size_t len, char *buf, size_t size);
 
 /* Has the peer died or left, as far as this endpoint can tell? 0, or
  * -ECONNRESET; -EINVAL for a bad peer id. Sends nothing and costs about a

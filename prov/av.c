@@ -144,11 +144,11 @@ static int av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr, size_t *
 static const char *av_straddr(struct fid_av *fav, const void *addr, char *buf, size_t *len)
 {
     const struct ulnfi_addr *a = addr;
-    char s[96];
-    /* The context's key (bytes 8..15 of uln_addr, its life) and the endpoint. */
-    unsigned long long key = 0;
-    if (a->ulen >= 16) memcpy(&key, a->uaddr + 8, 8);
-    int n = snprintf(s, sizeof(s), "ulnet://%016llx/%u", key, (unsigned)a->ep);
+    char u[160] = "not a ulnet address";
+    if (a->magic == ULNFI_ADDR_MAGIC && a->ulen <= ULN_ADDR_MAX)
+        uln_addr_str(a->uaddr, a->ulen, u, sizeof u); /* says what ulnet knows of it */
+    char s[192];
+    int n = snprintf(s, sizeof(s), "ulnet ep %u, %s", (unsigned)a->ep, u);
     if (*len) {
         size_t c = (size_t)n < *len - 1 ? (size_t)n : *len - 1;
         memcpy(buf, s, c);

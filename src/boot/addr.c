@@ -113,7 +113,7 @@ bool uln_addr_is_any(const struct sockaddr_storage *ss)
     return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
 }
 
-const char *uln_addr_str(const struct sockaddr_storage *ss, socklen_t len, char *buf, size_t n)
+const char *uln_sockaddr_str(const struct sockaddr_storage *ss, socklen_t len, char *buf, size_t n)
 {
     char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 1], port[8]; /* numeric: that is enough */
     if (getnameinfo((const struct sockaddr *)ss, len, host, sizeof host, port, sizeof port,

@@ -31,7 +31,7 @@ void uln_addr_host(const struct sockaddr_storage *ss, struct sockaddr_storage *o
 bool uln_addr_is_any(const struct sockaddr_storage *ss);
 
 /* "1.2.3.4:5" or "[::1]:5", for messages. */
-const char *uln_addr_str(const struct sockaddr_storage *ss, socklen_t len, char *buf, size_t n);
+const char *uln_sockaddr_str(const struct sockaddr_storage *ss, socklen_t len, char *buf, size_t n);
 
 /* The address this process binds and publishes (port 0), the first that applies:
  *   ULN_UDP_ADDR   as given;

@@ -320,7 +320,7 @@ static int judge(struct uln_ctx *ctx, struct pending *p, uint64_t own_key)
     }
     char from[96];
     fprintf(stderr, "ulnet: rank 0: refused %s as rank %u of %u: %s\n",
-            uln_addr_str(&p->from, p->from_len, from, sizeof from), rank, size, verdict_str(v));
+            uln_sockaddr_str(&p->from, p->from_len, from, sizeof from), rank, size, verdict_str(v));
     /* The socket is fresh and the reply small: it fits in the send buffer, so a
      * single try is enough; a peer that does not read it loses nothing of ours. */
     uint8_t m[REPLY_BYTES];

@@ -17,6 +17,7 @@
  *   4  u32 pid               8  u64 context key       16 u64 host id
  *   24 parts: u8 transport id, u8 length, that many bytes (the transport's)
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -85,6 +86,15 @@ ULN_EXPORT int uln_addr(const struct uln_ctx *ctx, void *addr, size_t *len)
     return 0;
 }
 
+/* The transport an address part's id names, or NULL (one we were built
+ * without). */
+static const struct uln_transport_ops *part_transport(unsigned id)
+{
+    for (unsigned k = 0; uln_transports[k]; k++)
+        if (k == id) return uln_transports[k];
+    return NULL;
+}
+
 /* An address, read back into a board slot (pid + each transport's part) and
  * its key. Every length is checked against what was given. */
 static int addr_parse(const uint8_t *a, size_t len, struct uln_board_slot *slot, uint64_t *key)
@@ -103,10 +113,7 @@ static int addr_parse(const uint8_t *a, size_t len, struct uln_board_slot *slot,
     size_t off = ADDR_HDR;
     for (unsigned i = 0; i < a[3]; i++) {
         if (off + 2 > len || off + 2 + a[off + 1] > len) return -EADDRNOTAVAIL;
-        unsigned id = a[off];
-        const struct uln_transport_ops *t = NULL;
-        for (unsigned k = 0; uln_transports[k]; k++)
-            if (k == id) t = uln_transports[k];
+        const struct uln_transport_ops *t = part_transport(a[off]);
         /* A part of a transport we were built without is skipped: the peer
          * may still be reached another way. */
         if (t && t->addr_unpack &&
@@ -115,6 +122,41 @@ static int addr_parse(const uint8_t *a, size_t len, struct uln_board_slot *slot,
         off += 2u + a[off + 1];
     }
     return off == len ? 0 : -EADDRNOTAVAIL;
+}
+
+/* Text a part at a time; n is what the whole text needs so far. */
+#define ADDR_PRINT(...)                                                                            \
+    do {                                                                                           \
+        int k_ = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, __VA_ARGS__);      \
+        if (k_ < 0) return -EINVAL;                                                                \
+        n += (size_t)k_;                                                                           \
+    } while (0)
+
+ULN_EXPORT int uln_addr_str(const void *addr, size_t len, char *buf, size_t size)
+{
+    struct uln_board_slot slot;
+    uint64_t key, host;
+    uint32_t pid;
+    if (!addr || (!buf && size)) return -EINVAL;
+    int rc = addr_parse(addr, len, &slot, &key); /* every length checked */
+    if (rc) return rc;
+    const uint8_t *a = addr;
+    memcpy(&pid, a + 4, 4);
+    memcpy(&host, a + 16, 8);
+    size_t n = 0;
+    if (size) buf[0] = '\0';
+    ADDR_PRINT("pid %u key %016llx host %016llx", pid, (unsigned long long)key,
+               (unsigned long long)host);
+    for (size_t i = 0, off = ADDR_HDR; i < a[3]; i++, off += 2u + a[off + 1]) {
+        const struct uln_transport_ops *t = part_transport(a[off]);
+        char part[64] = "";
+        if (t && t->addr_str) t->addr_str(a + off + 2, a[off + 1], part, sizeof part);
+        if (t)
+            ADDR_PRINT(" %s%s%s", t->name, part[0] ? " " : "", part);
+        else
+            ADDR_PRINT(" transport-%u", a[off]); /* not built into this library */
+    }
+    return n > INT32_MAX ? -EINVAL : (int)n;
 }
 
 static void set_live(struct uln_ctx *ctx, int p, bool live)

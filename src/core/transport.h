@@ -66,6 +66,9 @@ struct uln_transport_ops {
     /* ... and turn a peer's part back into its part of a board slot. host is
      * the peer's uln_host_id. 0, or -EADDRNOTAVAIL if malformed. */
     int (*addr_unpack)(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len);
+    /* ... and say what a (well-formed, unpacked without error) part holds,
+     * for people: snprintf's contract. */
+    int (*addr_str)(const uint8_t *in, size_t len, char *out, size_t room);
     void (*close)(struct uln_ctx *ctx); /* also after a failed open */
     /* How well it reaches peer: 0 not at all, else the transport with the
      * highest number carries the peer. */

@@ -542,6 +542,13 @@ static int uln_shm_addr_unpack(const uint8_t *in, size_t len, uint64_t host, voi
     return 0;
 }
 
+static int uln_shm_addr_str(const uint8_t *in, size_t len, char *out, size_t room)
+{
+    int32_t fd;
+    memcpy(&fd, in, 4);
+    return snprintf(out, room, "inbox fd %d", (int)fd); /* of the address's pid */
+}
+
 static void uln_shm_query(const struct uln_ctx *ctx, struct uln_info *info)
 {
     info->shm_direct = ctx->p.shm_direct;
@@ -563,6 +570,7 @@ const struct uln_transport_ops uln_tp_shm = {
     /* no .learn: shm finds everything it needs on the board slot at connect */
     .addr_pack = uln_shm_addr_pack,
     .addr_unpack = uln_shm_addr_unpack,
+    .addr_str = uln_shm_addr_str,
     .close = uln_shm_close,
     .reaches = uln_shm_reaches,
     .query = uln_shm_query,

@@ -1472,6 +1472,7 @@ const struct uln_transport_ops uln_tp_udp = {
     .learn = uln_udp_learn,
     .addr_pack = uln_udp_addr_pack,
     .addr_unpack = uln_udp_addr_unpack,
+    .addr_str = uln_udp_addr_str,
     .close = uln_udp_close,
     .reaches = uln_udp_reaches,
     .query = uln_udp_query,

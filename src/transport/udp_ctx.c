@@ -5,6 +5,7 @@
  * choose which peers are reached over UDP.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -237,6 +238,16 @@ int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot
     memcpy(a.host_id, &host, 8);
     memcpy((uint8_t *)slot + UDP_ADDR_OFF, &a, sizeof a);
     return 0;
+}
+
+int uln_udp_addr_str(const uint8_t *in, size_t len, char *out, size_t room)
+{
+    char ip[INET6_ADDRSTRLEN];
+    uint16_t port;
+    memcpy(&port, in + 2, 2);
+    if (!inet_ntop(in[0] == 4 ? AF_INET : AF_INET6, in + 4, ip, sizeof ip)) return -EINVAL;
+    /* IPv6 in brackets, as in a URL, so the port stands apart */
+    return snprintf(out, room, in[0] == 4 ? "%s:%u+%u" : "[%s]:%u+%u", ip, port, in[1]);
 }
 
 void uln_udp_close(struct uln_ctx *ctx)

@@ -57,6 +57,7 @@ enum { UDP_REMOTE = 1, UDP_SUPERSEDED = 2 }; /* uln_udp.remote[] besides 0 */
 void uln_udp_supersede(struct uln_ctx *ctx, int old, int now);
 size_t uln_udp_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room);
 int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len);
+int uln_udp_addr_str(const uint8_t *in, size_t len, char *out, size_t room);
 void uln_udp_close(struct uln_ctx *ctx);
 
 #endif

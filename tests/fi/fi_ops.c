@@ -518,6 +518,16 @@ static void exchange_names(const char *dir)
     fi_addr_t fa = 0;
     CHECK(fi_av_insert(fx.av, bad, 1, &fa, 0, NULL) < 0 || fa == FI_ADDR_NOTAVAIL);
     CHECK(fa == FI_ADDR_NOTAVAIL);
+    /* straddr says which process and endpoint a name is; cut to the room
+     * given, with the whole length returned */
+    char text[256], want[32], small[8];
+    size_t tl = sizeof text, sl = sizeof small;
+    fi_av_straddr(fx.av, fx.name, text, &tl);
+    snprintf(want, sizeof want, " pid %d key ", (int)getpid());
+    CHECK(!strncmp(text, "ulnet ep 0, ", 12) && strstr(text, want) != NULL);
+    CHECK(tl == strlen(text) + 1);
+    fi_av_straddr(fx.av, fx.name, small, &sl);
+    CHECK(sl == tl && small[7] == '\0' && !strncmp(small, text, 7));
 }
 
 int main(int argc, char **argv)
