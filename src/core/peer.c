@@ -124,10 +124,11 @@ static int addr_parse(const uint8_t *a, size_t len, struct uln_board_slot *slot,
     return off == len ? 0 : -EADDRNOTAVAIL;
 }
 
-/* Text a part at a time; n is what the whole text needs so far. */
+/* Text a part at a time; n is what the whole text needs so far. Once the
+ * room is used up, snprintf is given none (and no pointer: buf may be NULL). */
 #define ADDR_PRINT(...)                                                                            \
     do {                                                                                           \
-        int k_ = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, __VA_ARGS__);      \
+        int k_ = snprintf(n < size ? buf + n : NULL, n < size ? size - n : 0, __VA_ARGS__);        \
         if (k_ < 0) return -EINVAL;                                                                \
         n += (size_t)k_;                                                                           \
     } while (0)

@@ -5,12 +5,13 @@
  * messages of src/core/wire.h. Seeds start the fuzzer inside the protocol
  * instead of at its front door.
  *
- *   fuzz_seeds DIR   writes DIR/fuzz_udp_rx/seed-* and DIR/fuzz_engine_rx/seed-*
+ *   fuzz_seeds DIR   writes DIR/<target>/seed-* for each target
  *
  * tests/fuzz/run.sh --seeds regenerates tests/fuzz/corpus/ with it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,6 +437,56 @@ static void engine_seeds(void)
     save_as(T, "regress-answer-status");
 }
 
+/* ---- fuzz_addr ------------------------------------------------------------------- */
+
+/* An address as peer.c lays it out (0xa7, version 1, length, parts; pid,
+ * key, host), with the parts given: shm's inbox descriptor, udp's family,
+ * port count, first port and IP. */
+static void address(const char *name, bool shm, int family)
+{
+    uint8_t *a = in;
+    uint32_t pid = 4242, fd = 7;
+    uint64_t key = 0x9c0e5a11d00df1edull, host = 0x2b7f00c0ffee0008ull;
+    uint16_t port = 40000;
+    size_t n = 24;
+    a[3] = 0;
+    if (shm) {
+        a[n] = 0; /* ULN_TPID_SHM */
+        a[n + 1] = 4;
+        memcpy(a + n + 2, &fd, 4);
+        n += 6;
+        a[3]++;
+    }
+    if (family) {
+        size_t ip = family == 4 ? 4 : 16;
+        a[n] = 1; /* ULN_TPID_UDP */
+        a[n + 1] = (uint8_t)(4 + ip);
+        a[n + 2] = (uint8_t)family;
+        a[n + 3] = 4; /* ports */
+        memcpy(a + n + 4, &port, 2);
+        for (size_t i = 0; i < ip; i++)
+            a[n + 6 + i] = (uint8_t)(family == 4 ? 10 + i : i);
+        n += 6 + ip;
+        a[3]++;
+    }
+    a[0] = 0xa7;
+    a[1] = 1;
+    a[2] = (uint8_t)n;
+    memcpy(a + 4, &pid, 4);
+    memcpy(a + 8, &key, 8);
+    memcpy(a + 16, &host, 8);
+    in_len = n;
+    save("fuzz_addr", name);
+}
+
+static void addr_seeds(void)
+{
+    address("shm-udp4", true, 4);
+    address("shm-udp6", true, 6);
+    address("shm", true, 0);
+    address("udp4", false, 4);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -447,5 +498,6 @@ int main(int argc, char **argv)
     udp_seeds();
     udp_regressions();
     engine_seeds();
+    addr_seeds();
     return 0;
 }

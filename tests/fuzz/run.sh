@@ -8,7 +8,8 @@
 #   tests/fuzz/run.sh --long       10^7 executions per target (about an hour
 #                                  each on this machine: not for CI)
 #   tests/fuzz/run.sh --seeds      rewrite tests/fuzz/corpus/*/seed-* from gen_seeds.c
-#   ... [target ...]               only these targets (fuzz_udp_rx, fuzz_engine_rx)
+#   ... [target ...]               only these targets (fuzz_udp_rx, fuzz_engine_rx,
+#                                  fuzz_addr)
 #
 # Each target starts from its committed corpus (tests/fuzz/corpus/<target>:
 # seeds and regression inputs, read only) plus what earlier runs found
@@ -38,7 +39,7 @@ while (($#)); do
     esac
     shift
 done
-((${#targets[@]})) || targets=(fuzz_udp_rx fuzz_engine_rx)
+((${#targets[@]})) || targets=(fuzz_udp_rx fuzz_engine_rx fuzz_addr)
 
 build=$root/build-fuzz
 CC=clang cmake -S . -B "$build" -G Ninja -DULN_FUZZ=ON -DULN_WERROR=ON \
