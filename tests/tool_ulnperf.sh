@@ -112,6 +112,13 @@ PY
 grep -q "cache: skipped (--mem malloc" "$tmp/malloc.err"
 check "$tmp/malloc.csv" nap:lat put:bw get:bibw put:rate_w2 put:fair
 
+# --silent: bw and rate with ULN_SILENT posts and a flush per half window,
+# under their own test names (bibw keeps its own); every op still checked.
+"$ulnrun" -n 2 --timeout 90 "$ulnperf" --quick --sizes 8,4096 --test bw,rate,bibw --windows 1,8 \
+    --silent --csv >"$tmp/silent.csv"
+check "$tmp/silent.csv" nap:bw_silent put:bw_silent get:bw_silent put:bw_rate_silent \
+    put:rate_w1_silent get:rate_w8_silent nap-inline:rate_w8_silent put:bibw
+
 # load: 2 senders into rank 0, the table and its CPU note. 40 ms per level,
 # not --quick's 4: on a loaded machine the senders may not run at all in 4 ms,
 # and an accepted rate of 0 fails the check.

@@ -35,6 +35,9 @@ void perf_usage(FILE *f)
                "                  point takes ~100 ms)\n"
                "  --window W      operations outstanding in bw/bibw/fair (default 32)\n"
                "  --windows LIST  rate: outstanding operations (default 1,2,4,8,64)\n"
+               "  --silent        bw, rate: post ULN_SILENT with a uln_ep_flush per half\n"
+               "                  window (a completion per batch, as ucp_put_nbi + flush;\n"
+               "                  tests named *_silent in the CSV)\n"
                "  --rate-max S    rate: largest message size (default 64)\n"
                "  --load-size S   load: NAP payload (default 64, at least 16)\n"
                "  --load-levels L load: offered load in %% of the measured peak\n"
@@ -249,6 +252,8 @@ int perf_parse_args(struct perf_opts *o, int argc, char **argv, const char *who)
             return 1;
         else if (!strcmp(a, "--quick"))
             o->quick = true;
+        else if (!strcmp(a, "--silent"))
+            o->silent = true;
         else if (!strcmp(a, "--csv"))
             o->csv_stdout = true;
         else if (!strncmp(a, "--csv=", 6) && a[6])

@@ -68,6 +68,7 @@ struct perf_opts {
     bool quick;
     uint64_t iters; /* 0: adapt to the time budget */
     unsigned window;
+    bool silent; /* bw, rate: ULN_SILENT posts, a flush per half window */
     bool malloc_mem;
     bool csv_stdout;
     const char *csv_path;

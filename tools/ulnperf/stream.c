@@ -5,6 +5,16 @@
 
 #define BIBW_BATCH 1024
 
+/* --silent: the operations go ULN_SILENT and a flush follows every half
+ * window of them, so its completion (user_data: the posts it covers) stands
+ * for the batch - how a one-sided user works (put_nbi, then quiet). */
+static void bw_flush(struct perf *pf, uint64_t posted, uint64_t *flushed)
+{
+    int rc = uln_ep_flush(pf->ep, posted);
+    if (rc) die(pf, "uln_ep_flush: %s", uln_strerror(rc));
+    *flushed = posted;
+}
+
 /* Rank 0's side of bw: keep `window` operations outstanding, reposting as they
  * complete, until the budget is spent; then let the window drain. *elapsed is
  * first post to last completion; for NAP, to rank 1's DONE, which confirms
@@ -16,8 +26,10 @@ static uint64_t bw_sender(struct perf *pf, const struct phase *p, uint64_t *elap
 {
     struct uln_cqe ev[POLL_BATCH];
     struct stall st = {.what = "bw completions"};
-    uint64_t posted = 0, completed = 0;
-    uint16_t want = done_op[p->op];
+    uint64_t posted = 0, completed = 0, flushed = 0;
+    bool silent = pf->opt->silent;
+    uint16_t want = silent ? ULN_OP_FLUSH : done_op[p->op];
+    uint64_t batch = silent && p->window > 1 ? p->window / 2 : 1;
     bool more = true;
     uint64_t t0 = ticks(pf);
     while (more || completed < posted) {
@@ -25,20 +37,26 @@ static uint64_t bw_sender(struct perf *pf, const struct phase *p, uint64_t *elap
          * small post. */
         if (more && !go_on(p, posted, t0, ticks(pf))) {
             more = false;
+            if (silent && flushed < posted) bw_flush(pf, posted, &flushed);
             if (is_nap(p->op)) {
                 struct ctl_msg f = {.iters = posted};
                 ctl_send(pf, CTL_FIN, &f);
             }
         }
         while (more && posted - completed < p->window && posted < p->max_iters) {
-            int rc = post(pf, p->op, p->size, posted, 0);
+            int rc = post(pf, p->op, p->size, posted, silent ? ULN_SILENT : 0);
             if (rc == -EAGAIN) break; /* a queue is full: poll below, then post again */
             if (rc) die(pf, "posting %s of %zu B: %s", op_names[p->op], p->size, uln_strerror(rc));
             posted++;
+            if (silent && posted - flushed >= batch) bw_flush(pf, posted, &flushed);
         }
         int k = poll_some(pf, ev, POLL_BATCH, &st);
         for (int j = 0; j < k; j++) {
             if (ev[j].ep == pf->ep_idx && ev[j].op == want && !ev[j].status) {
+                if (silent) {
+                    completed = ev[j].user_data; /* flushes complete in order */
+                    continue;
+                }
                 if (ev[j].len != p->size)
                     die(pf, "%s completion says %" PRIu64 " B, expected %zu", op_str(want),
                         ev[j].len, p->size);
@@ -274,10 +292,11 @@ static void stream_point(struct perf *pf, const struct point *pt)
     double ms = point_ms(pf) * (test == T_RATE ? 0.3 : 1.0);
     struct phase p = {.op = op, .test = test, .size = size, .window = window};
     char tname[32], tl[32], note[64] = "";
+    const char *sfx = pf->opt->silent && test != T_BIBW ? "_silent" : "";
     if (test == T_RATE)
-        snprintf(tname, sizeof tname, "rate_w%u", window);
+        snprintf(tname, sizeof tname, "rate_w%u%s", window, sfx);
     else
-        snprintf(tname, sizeof tname, "%s", test_names[test]);
+        snprintf(tname, sizeof tname, "%s%s", test_names[test], sfx);
     snprintf(pf->where, sizeof pf->where, "%s %s %zu B", op_names[op], tname, size);
     uint64_t elapsed = 0;
     struct ctl_msg done;
@@ -286,7 +305,7 @@ static void stream_point(struct perf *pf, const struct point *pt)
     double ns = ticks_to_ns(pf, (double)elapsed);
     double gbs = (double)msgs * (double)size / ns; /* bytes per ns = GB/s */
     double mmsg = (double)msgs / ns * 1e3;
-    if (test == T_RATE) snprintf(tl, sizeof tl, "rate w=%u", window);
+    if (test == T_RATE) snprintf(tl, sizeof tl, "rate w=%u%s", window, *sfx ? " silent" : "");
     if (test == T_BIBW)
         snprintf(note, sizeof note, "%" PRIu64 " + %" PRIu64 " messages", n, done.iters);
     table_row(pf, op, test == T_RATE ? tl : tname, size, 0, 0, test == T_RATE ? 0 : gbs,
@@ -296,7 +315,7 @@ static void stream_point(struct perf *pf, const struct point *pt)
     } else {
         csv_row(pf, op, tname, size, gbs, "GB/s");
         if (test == T_BW && size <= BW_RATE_MAX_SIZE)
-            csv_row(pf, op, "bw_rate", size, mmsg, "Mmsg/s");
+            csv_row(pf, op, *sfx ? "bw_rate_silent" : "bw_rate", size, mmsg, "Mmsg/s");
     }
 }
 
