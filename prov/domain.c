@@ -253,6 +253,8 @@ int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fi
     }
     uln_query(d->ctx, &d->uinfo);
     d->size = uln_size(d->ctx); /* peer ids are below it */
+    /* FI_MR_BASIC (a pre-1.5 client) means FI_MR_VIRT_ADDR too (fi_mr(3)) */
+    d->mr_vaddr = a && (a->mr_mode == FI_MR_BASIC || (a->mr_mode & FI_MR_VIRT_ADDR));
     d->threading = a && a->threading ? a->threading : FI_THREAD_SAFE;
     d->progress =
         a && (a->data_progress == FI_PROGRESS_AUTO || a->control_progress == FI_PROGRESS_AUTO)

@@ -58,12 +58,13 @@ static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t
         return false;
     if (h->max_ep_stx_ctx || h->max_ep_srx_ctx) return false;
     if (h->caps && !subset(h->caps, FI_LOCAL_COMM | FI_REMOTE_COMM)) return false;
-    /* Memory registration: keys are chosen by ulnet (FI_MR_PROV_KEY). That
-     * matters only to a client that does RMA. */
-    if ((caps & FI_RMA) && FI_VERSION_GE(version, FI_VERSION(1, 5)) && h->mr_mode != FI_MR_UNSPEC &&
+    /* Memory registration: keys are chosen by ulnet (FI_MR_PROV_KEY; FI_MR_BASIC
+     * includes it). That matters only to a client that does RMA. */
+    bool mr = caps & FI_RMA, v15 = FI_VERSION_GE(version, FI_VERSION(1, 5));
+    if (mr && v15 && h->mr_mode != FI_MR_UNSPEC && h->mr_mode != FI_MR_BASIC &&
         !(h->mr_mode & FI_MR_PROV_KEY))
         return false;
-    if ((caps & FI_RMA) && FI_VERSION_GE(version, FI_VERSION(1, 5)) && h->mr_mode == FI_MR_UNSPEC)
+    if (mr && v15 && h->mr_mode == FI_MR_UNSPEC)
         return false; /* 0 from a >= 1.5 client: it supports no mode bit */
     return true;
 }
@@ -132,6 +133,17 @@ static uint64_t pick_caps(const struct fi_info *h)
     return c | ULNFI_SECONDARY;
 }
 
+/* The modes a client of RMA must follow: our keys, and remote
+ * addresses as the target's virtual addresses when it asked for that
+ * (FI_MR_VIRT_ADDR, or FI_MR_BASIC, which includes it), else offsets. */
+static int mr_mode(const struct fi_domain_attr *hd, uint64_t caps)
+{
+    if (!(caps & FI_RMA)) return 0;
+    if (hd && hd->mr_mode == FI_MR_BASIC) return FI_MR_BASIC;
+    if (hd && (hd->mr_mode & FI_MR_VIRT_ADDR)) return FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+    return FI_MR_PROV_KEY;
+}
+
 static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps)
 {
     fi->caps = caps;
@@ -182,7 +194,7 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps)
         hd && hd->data_progress == FI_PROGRESS_AUTO ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
     d->resource_mgmt = FI_RM_ENABLED;
     d->av_type = hd ? hd->av_type : FI_AV_UNSPEC;
-    d->mr_mode = (caps & FI_RMA) ? FI_MR_PROV_KEY : 0;
+    d->mr_mode = mr_mode(hd, caps);
     d->mr_key_size = 8;
     d->cq_data_size = 8;
     d->cq_cnt = ULNFI_MAX_EPS_FI * 2;

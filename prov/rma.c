@@ -1,9 +1,9 @@
 /*
  * rma.c - FI_RMA: fi_read/fi_write/fi_writedata onto ulnet GET/PUT/PUT_IMM.
  * Keys are ulnet region keys; the remote address is a byte offset in the
- * region (no FI_MR_VIRT_ADDR, mr.c says why). A transfer of several local or
- * remote pieces is a cursor walked by ulnfi_xfer_advance, which rendezvous
- * receives use as well.
+ * region or, with FI_MR_VIRT_ADDR, an address ulnet turns into one (mr.c).
+ * A transfer of several local or remote pieces is a cursor walked by
+ * ulnfi_xfer_advance, which rendezvous receives use as well.
  */
 #include <errno.h>
 #include <string.h>

@@ -112,7 +112,8 @@ struct ulnfi_domain {
     int size; /* peer ids are below it */
     int threading;
     int progress;
-    int refs; /* objects opened on it */
+    bool mr_vaddr; /* FI_MR_VIRT_ADDR: peers name our memory by address (mr.c) */
+    int refs;      /* objects opened on it */
     bool locking;
     pthread_t auto_thread; /* FI_PROGRESS_AUTO */
     _Atomic bool auto_stop;
