@@ -108,6 +108,7 @@ static void dispatch(struct ulnfi_domain *d, struct uln_cq *ucq, const struct ul
     case ULN_OP_NAP:
     case ULN_OP_PUT:
     case ULN_OP_GET:
+    case ULN_OP_ATOMIC:
         tx_done(c);
         break;
     default:
@@ -214,11 +215,6 @@ static int no_srx(struct fid_domain *d, struct fi_rx_attr *a, struct fid_ep **e,
 {
     return -FI_ENOSYS;
 }
-static int no_atomic(struct fid_domain *d, enum fi_datatype t, enum fi_op o,
-                     struct fi_atomic_attr *a, uint64_t f)
-{
-    return -FI_EOPNOTSUPP;
-}
 static int no_coll(struct fid_domain *d, enum fi_collective_op o, struct fi_collective_attr *a,
                    uint64_t f)
 {
@@ -235,7 +231,7 @@ static struct fi_ops_domain domain_ops = {
     .poll_open = no_poll,
     .stx_ctx = no_stx,
     .srx_ctx = no_srx,
-    .query_atomic = no_atomic,
+    .query_atomic = ulnfi_query_atomic,
     .query_collective = no_coll,
 };
 

@@ -38,6 +38,7 @@ static int post_piece(struct ulnfi_op *op, uint8_t *p, uint64_t n, const struct 
 
 int ulnfi_xfer_advance(struct ulnfi_op *op)
 {
+    if (op->kind == ULNFI_OP_ATOMIC) return ulnfi_atomic_advance(op); /* elements, not bytes */
     while (op->done < op->len && !op->status) {
         while (op->cur_seg < op->nrseg && op->cur_soff == op->rseg[op->cur_seg].len) {
             op->cur_seg++;

@@ -14,7 +14,7 @@ fi
 export FI_PROVIDER_PATH=$1
 out=$(fi_info -p ulnet -v)
 fi_info -p ulnet | grep -q "provider: ulnet" || { echo "fi_info does not list ulnet"; exit 1; }
-for want in "prov_name: ulnet" "type: FI_EP_RDM" "FI_TAGGED" "FI_REMOTE_CQ_DATA" \
+for want in "prov_name: ulnet" "type: FI_EP_RDM" "FI_TAGGED" "FI_REMOTE_CQ_DATA" "FI_ATOMIC" \
     "mr_mode: \[ FI_MR_VIRT_ADDR, FI_MR_PROV_KEY \]" "cq_data_size: 8" "inject_size: 8168" \
     "iov_limit: 4" "threading: FI_THREAD_SAFE" "msg_order: \[ FI_ORDER_SAS \]"; do
     echo "$out" | grep -q "$want" || { echo "fi_info -v lacks: $want"; exit 1; }

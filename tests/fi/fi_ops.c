@@ -539,7 +539,7 @@ int main(int argc, char **argv)
     h2->ep_attr->type = FI_EP_MSG;
     CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h2, &none) == -FI_ENODATA);
     h2->ep_attr->type = FI_EP_RDM;
-    h2->caps |= FI_ATOMIC;
+    h2->caps |= FI_RMA_EVENT;
     CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h2, &none) == -FI_ENODATA);
     fi_freeinfo(h2);
     char tmp[256];
