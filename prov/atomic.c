@@ -171,11 +171,15 @@ struct areq {
     bool inject; /* fi_inject_atomic: no completion */
 };
 
+/* Elements in an ioc list; SIZE_MAX when one entry alone is too many, so
+ * that no sum of counts can wrap around to a small one. */
 static size_t ioc_count(const struct fi_ioc *v, size_t n)
 {
     size_t c = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].count > ULNFI_ATOMIC_MAX) return SIZE_MAX;
         c += v[i].count;
+    }
     return c;
 }
 
@@ -190,8 +194,10 @@ static int areq_check(const struct areq *r, unsigned *uop, unsigned *w, size_t *
         r->ncmp > ULNFI_IOV_LIMIT || r->nres > ULNFI_IOV_LIMIT)
         return -FI_EINVAL;
     size_t n = 0;
-    for (size_t i = 0; i < m->rma_iov_count; i++)
+    for (size_t i = 0; i < m->rma_iov_count; i++) {
+        if (m->rma_iov[i].count > ULNFI_ATOMIC_MAX) return -FI_EINVAL; /* and no wrap-around */
         n += m->rma_iov[i].count;
+    }
     *count = n;
     if (!n || n > ULNFI_ATOMIC_MAX) return -FI_EINVAL;
     bool no_operand = r->k == FETCH && m->op == FI_ATOMIC_READ; /* buf ignored, may be NULL */

@@ -539,6 +539,21 @@ static void test_refused(void)
               -FI_EINVAL);
         CHECK(fi_atomic(fx.ep, v, 0, NULL, fx.peer, pbase, pkey, FI_UINT64, FI_SUM, &c) ==
               -FI_EINVAL);
+        /* counts whose sum wraps around to a small one */
+        struct fi_ioc wrap[2] = {{v, SIZE_MAX}, {v, 2}};
+        CHECK(fi_atomicv(fx.ep, wrap, NULL, 2, fx.peer, pbase, pkey, FI_UINT64, FI_SUM, &c) ==
+              -FI_EINVAL);
+        struct fi_rma_ioc rwrap[2] = {{pbase, SIZE_MAX, pkey}, {pbase, 2, pkey}};
+        struct fi_ioc one = {v, 1};
+        struct fi_msg_atomic mw = {.msg_iov = &one,
+                                   .iov_count = 1,
+                                   .addr = fx.peer,
+                                   .rma_iov = rwrap,
+                                   .rma_iov_count = 2,
+                                   .datatype = FI_UINT64,
+                                   .op = FI_SUM,
+                                   .context = &c};
+        CHECK(fi_atomicmsg(fx.ep, &mw, 0) == -FI_EINVAL);
         /* the most elements allowed: one completion for all */
         CHECK(fi_atomic(fx.ep, v, MAXCNT, NULL, fx.peer, pbase + 512, pkey, FI_UINT64, FI_SUM,
                         &c) == 0);
