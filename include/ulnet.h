@@ -63,7 +63,8 @@
  *   A job has `size` processes, ranks 0..size-1. Each process opens endpoints in
  *   order; the i-th endpoint a process opens (its index, uln_ep_index) talks to
  *   the i-th endpoint of every peer. A remote buffer is never named by a raw
- *   address: it is (peer rank, region key, byte offset in the region).
+ *   address: it is (peer rank, region key, byte offset in the region), or the
+ *   owner's address in it for a region registered with ULN_MR_VADDR.
  *   A context with no job (ULN_BOOT=none, or uln_config.boot) starts with no
  *   peers but itself (peer 0, as rank 0 of a job of one): it learns others
  *   from their addresses (uln_addr, handed over by any means) with
@@ -385,6 +386,14 @@ int uln_mem_free(struct uln_ctx *ctx, void *ptr);
 #define ULN_ACCESS_REMOTE_READ   0x1u /* peers may GET from it */
 #define ULN_ACCESS_REMOTE_WRITE  0x2u /* peers may PUT into it */
 #define ULN_ACCESS_REMOTE_ATOMIC 0x4u /* peers may apply uln_atomic to its words */
+/* Not a right but how peers address the region: with ULN_MR_VADDR, the remote
+ * offset of a PUT, GET or atomic on it is an address in the owner's address
+ * space (addr .. addr+len, as uln_mr_addr there returns), not a byte offset
+ * from its start. What libfabric calls FI_MR_VIRT_ADDR: a client that passes
+ * around pointers into its peers' buffers needs no base to subtract. Bounds
+ * and alignment are checked on the address as on an offset (-ERANGE below
+ * addr or past addr+len; -EDOM for a misaligned atomic word). */
+#define ULN_MR_VADDR 0x8u
 
 /* Register [addr, addr+len) with the given rights. The region's key names it to
  * peers; a key is never reused after uln_mr_dereg (a fresh random magic each
@@ -426,7 +435,8 @@ struct uln_cqe {
     uint32_t flags;     /* ULN_CQE_* */
     uint64_t len;       /* bytes moved (NAP_RECV: payload length) */
     uint64_t imm;       /* PUT_REMOTE: the initiator's immediate data */
-    uint64_t offset;    /* PUT_REMOTE: offset in the region that was written */
+    uint64_t offset;    /* PUT_REMOTE: the remote offset the initiator gave (an
+                           address for a ULN_MR_VADDR region) */
     const void *data;   /* NAP_RECV: payload in the receive ring, valid until
                            uln_cqe_release */
     uint64_t priv_;     /* internal: how to release the entry */

@@ -108,6 +108,7 @@ static void dispatch(struct ulnfi_domain *d, struct uln_cq *ucq, const struct ul
     case ULN_OP_NAP:
     case ULN_OP_PUT:
     case ULN_OP_GET:
+    case ULN_OP_ATOMIC:
         tx_done(c);
         break;
     default:
@@ -214,11 +215,6 @@ static int no_srx(struct fid_domain *d, struct fi_rx_attr *a, struct fid_ep **e,
 {
     return -FI_ENOSYS;
 }
-static int no_atomic(struct fid_domain *d, enum fi_datatype t, enum fi_op o,
-                     struct fi_atomic_attr *a, uint64_t f)
-{
-    return -FI_EOPNOTSUPP;
-}
 static int no_coll(struct fid_domain *d, enum fi_collective_op o, struct fi_collective_attr *a,
                    uint64_t f)
 {
@@ -235,7 +231,7 @@ static struct fi_ops_domain domain_ops = {
     .poll_open = no_poll,
     .stx_ctx = no_stx,
     .srx_ctx = no_srx,
-    .query_atomic = no_atomic,
+    .query_atomic = ulnfi_query_atomic,
     .query_collective = no_coll,
 };
 
@@ -253,6 +249,8 @@ int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fi
     }
     uln_query(d->ctx, &d->uinfo);
     d->size = uln_size(d->ctx); /* peer ids are below it */
+    /* FI_MR_BASIC (a pre-1.5 client) means FI_MR_VIRT_ADDR too (fi_mr(3)) */
+    d->mr_vaddr = a && (a->mr_mode == FI_MR_BASIC || (a->mr_mode & FI_MR_VIRT_ADDR));
     d->threading = a && a->threading ? a->threading : FI_THREAD_SAFE;
     d->progress =
         a && (a->data_progress == FI_PROGRESS_AUTO || a->control_progress == FI_PROGRESS_AUTO)

@@ -63,6 +63,8 @@ static struct ulnfi_cntr *op_cntr(const struct ulnfi_op *op)
         return op->ep->rd_cntr;
     case ULNFI_OP_WRITE:
         return op->ep->wr_cntr;
+    case ULNFI_OP_ATOMIC: /* fi_cntr(3): fetching atomics are reads, the others writes */
+        return op->flags & FI_READ ? op->ep->rd_cntr : op->ep->wr_cntr;
     default:
         return op->ep->tx_cntr;
     }
@@ -73,8 +75,8 @@ void ulnfi_op_complete(struct ulnfi_op *op)
 {
     struct ulnfi_ep *ep = op->ep;
     if (op->kind == ULNFI_OP_RNDV_RECV ||
-        ((op->kind == ULNFI_OP_READ || op->kind == ULNFI_OP_WRITE) && !op->status &&
-         op->done < op->len)) {
+        ((op->kind == ULNFI_OP_READ || op->kind == ULNFI_OP_WRITE || op->kind == ULNFI_OP_ATOMIC) &&
+         !op->status && op->done < op->len)) {
         ulnfi_op_advance(op); /* more pieces to post */
         return;
     }
@@ -492,6 +494,7 @@ int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
     ep->ep.msg = &ulnfi_msg_ops;
     ep->ep.tagged = &ulnfi_tagged_ops;
     ep->ep.rma = &ulnfi_rma_ops;
+    ep->ep.atomic = &ulnfi_atomic_ops;
     ulnfi_lock(d);
     d->refs++;
     ulnfi_unlock(d);

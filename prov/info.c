@@ -13,15 +13,17 @@
 #include "ulnfi.h"
 
 #define ULNFI_PRIMARY                                                                              \
-    (FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ |       \
-     FI_REMOTE_WRITE | FI_DIRECTED_RECV)
+    (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_RECV |            \
+     FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV)
+/* What needs registered memory and so the client's mr_mode (prov/atomic.c) */
+#define ULNFI_MR_CAPS (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
 #define ULNFI_SECONDARY                                                                            \
     (FI_SOURCE | FI_REMOTE_CQ_DATA | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_MULTI_RECV)
 #define ULNFI_CAPS    (ULNFI_PRIMARY | ULNFI_SECONDARY)
-#define ULNFI_TX_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND)
+#define ULNFI_TX_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND)
 #define ULNFI_RX_CAPS                                                                              \
-    (FI_MSG | FI_TAGGED | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | \
-     FI_SOURCE | FI_REMOTE_CQ_DATA)
+    (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE |        \
+     FI_DIRECTED_RECV | FI_SOURCE | FI_REMOTE_CQ_DATA)
 #define ULNFI_MSG_ORDER (FI_ORDER_SAS)
 /* Default op flags a client may ask for. Not FI_DELIVERY_COMPLETE: an eager
  * send completes when its NAP has left for the peer's ring, before the peer
@@ -58,12 +60,13 @@ static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t
         return false;
     if (h->max_ep_stx_ctx || h->max_ep_srx_ctx) return false;
     if (h->caps && !subset(h->caps, FI_LOCAL_COMM | FI_REMOTE_COMM)) return false;
-    /* Memory registration: keys are chosen by ulnet (FI_MR_PROV_KEY). That
-     * matters only to a client that does RMA. */
-    if ((caps & FI_RMA) && FI_VERSION_GE(version, FI_VERSION(1, 5)) && h->mr_mode != FI_MR_UNSPEC &&
+    /* Memory registration: keys are chosen by ulnet (FI_MR_PROV_KEY; FI_MR_BASIC
+     * includes it). That matters only to a client that does RMA or atomics. */
+    bool mr = caps & (FI_RMA | FI_ATOMIC), v15 = FI_VERSION_GE(version, FI_VERSION(1, 5));
+    if (mr && v15 && h->mr_mode != FI_MR_UNSPEC && h->mr_mode != FI_MR_BASIC &&
         !(h->mr_mode & FI_MR_PROV_KEY))
         return false;
-    if ((caps & FI_RMA) && FI_VERSION_GE(version, FI_VERSION(1, 5)) && h->mr_mode == FI_MR_UNSPEC)
+    if (mr && v15 && h->mr_mode == FI_MR_UNSPEC)
         return false; /* 0 from a >= 1.5 client: it supports no mode bit */
     return true;
 }
@@ -120,16 +123,26 @@ static uint64_t pick_caps(const struct fi_info *h)
 {
     if (!h || !(h->caps & ULNFI_PRIMARY)) {
         uint64_t c = ULNFI_CAPS;
-        /* a client with no mr_mode cannot use our keys: offer no RMA then */
-        if (h && h->domain_attr && h->domain_attr->mr_mode == FI_MR_UNSPEC)
-            c &= ~(FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+        /* a client with no mr_mode cannot use our keys: no RMA, no atomics then */
+        if (h && h->domain_attr && h->domain_attr->mr_mode == FI_MR_UNSPEC) c &= ~ULNFI_MR_CAPS;
         return c;
     }
     uint64_t c = h->caps & ULNFI_PRIMARY;
-    if (c & FI_RMA && !(c & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
+    if (c & (FI_RMA | FI_ATOMIC) && !(c & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
         c |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     if (c & (FI_MSG | FI_TAGGED) && !(c & (FI_SEND | FI_RECV))) c |= FI_SEND | FI_RECV;
     return c | ULNFI_SECONDARY;
+}
+
+/* The modes a client of RMA or atomics must follow: our keys, and remote
+ * addresses as the target's virtual addresses when it asked for that
+ * (FI_MR_VIRT_ADDR, or FI_MR_BASIC, which includes it), else offsets. */
+static int mr_mode(const struct fi_domain_attr *hd, uint64_t caps)
+{
+    if (!(caps & (FI_RMA | FI_ATOMIC))) return 0;
+    if (hd && hd->mr_mode == FI_MR_BASIC) return FI_MR_BASIC;
+    if (hd && (hd->mr_mode & FI_MR_VIRT_ADDR)) return FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+    return FI_MR_PROV_KEY;
 }
 
 static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps)
@@ -182,7 +195,7 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps)
         hd && hd->data_progress == FI_PROGRESS_AUTO ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
     d->resource_mgmt = FI_RM_ENABLED;
     d->av_type = hd ? hd->av_type : FI_AV_UNSPEC;
-    d->mr_mode = (caps & FI_RMA) ? FI_MR_PROV_KEY : 0;
+    d->mr_mode = mr_mode(hd, caps);
     d->mr_key_size = 8;
     d->cq_data_size = 8;
     d->cq_cnt = ULNFI_MAX_EPS_FI * 2;

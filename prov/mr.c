@@ -1,9 +1,10 @@
 /*
  * mr.c - memory registration: a ulnet region per fi_mr. The key is ulnet's
- * region key (FI_MR_PROV_KEY); remote addresses are byte offsets in the region
- * (no FI_MR_VIRT_ADDR: the initiator cannot turn a virtual address into an
- * offset without the region's base, which a 64-bit key has no room for; see
- * docs/provider.md). Local buffers need no registration (no FI_MR_LOCAL).
+ * region key (FI_MR_PROV_KEY). Remote addresses are byte offsets in the
+ * region, or with FI_MR_VIRT_ADDR the owner's virtual addresses: the region
+ * is registered with ULN_MR_VADDR, and ulnet's key check, which knows the
+ * region's base, turns them into offsets. Local buffers need no registration
+ * (no FI_MR_LOCAL).
  */
 #include <stdlib.h>
 
@@ -45,7 +46,12 @@ static int mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t f
     if (attr->offset) return -FI_EINVAL; /* offsets start at the region's first byte */
     unsigned acc = 0;
     if (attr->access & FI_REMOTE_READ) acc |= ULN_ACCESS_REMOTE_READ;
-    if (attr->access & FI_REMOTE_WRITE) acc |= ULN_ACCESS_REMOTE_WRITE;
+    /* fi_mr(3): FI_REMOTE_WRITE makes the buffer "the target buffer of an RMA
+     * write or atomic operation"; ulnet has one right for every atomic, so a
+     * fetching atomic on a region without FI_REMOTE_READ is not refused
+     * (docs/provider.md). */
+    if (attr->access & FI_REMOTE_WRITE) acc |= ULN_ACCESS_REMOTE_WRITE | ULN_ACCESS_REMOTE_ATOMIC;
+    if (d->mr_vaddr) acc |= ULN_MR_VADDR;
     struct ulnfi_mr *m = calloc(1, sizeof(*m));
     if (!m) return -FI_ENOMEM;
     ulnfi_lock(d);

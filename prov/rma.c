@@ -1,9 +1,9 @@
 /*
  * rma.c - FI_RMA: fi_read/fi_write/fi_writedata onto ulnet GET/PUT/PUT_IMM.
  * Keys are ulnet region keys; the remote address is a byte offset in the
- * region (no FI_MR_VIRT_ADDR, mr.c says why). A transfer of several local or
- * remote pieces is a cursor walked by ulnfi_xfer_advance, which rendezvous
- * receives use as well.
+ * region or, with FI_MR_VIRT_ADDR, an address ulnet turns into one (mr.c).
+ * A transfer of several local or remote pieces is a cursor walked by
+ * ulnfi_xfer_advance, which rendezvous receives use as well.
  */
 #include <errno.h>
 #include <string.h>
@@ -38,6 +38,7 @@ static int post_piece(struct ulnfi_op *op, uint8_t *p, uint64_t n, const struct 
 
 int ulnfi_xfer_advance(struct ulnfi_op *op)
 {
+    if (op->kind == ULNFI_OP_ATOMIC) return ulnfi_atomic_advance(op); /* elements, not bytes */
     while (op->done < op->len && !op->status) {
         while (op->cur_seg < op->nrseg && op->cur_soff == op->rseg[op->cur_seg].len) {
             op->cur_seg++;

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -112,7 +113,8 @@ struct ulnfi_domain {
     int size; /* peer ids are below it */
     int threading;
     int progress;
-    int refs; /* objects opened on it */
+    bool mr_vaddr; /* FI_MR_VIRT_ADDR: peers name our memory by address (mr.c) */
+    int refs;      /* objects opened on it */
     bool locking;
     pthread_t auto_thread; /* FI_PROGRESS_AUTO */
     _Atomic bool auto_stop;
@@ -212,6 +214,7 @@ enum ulnfi_op_kind {
     ULNFI_OP_RNDV_RECV,
     ULNFI_OP_READ,
     ULNFI_OP_WRITE,
+    ULNFI_OP_ATOMIC, /* its elements, one ulnet atomic each (atomic.c) */
 };
 struct ulnfi_rseg {
     uint64_t key, off, len;
@@ -247,6 +250,12 @@ struct ulnfi_op {
     struct uln_mr *mrs[ULNFI_RNDV_SEGS];
     uint32_t nmr, slot;
     uint64_t ping_at; /* rendezvous send: when to ping its peer next (ns) */
+    /* atomic: len elements of width bytes, done of them posted; operands (and
+     * compares after them) copied into buf, results into the caller's res */
+    uint8_t aop, awidth;
+    bool afence; /* FI_FENCE: the first element waits for what came before */
+    struct iovec res[ULNFI_IOV_LIMIT];
+    uint32_t nres;
     /* eager send buffer (owned) */
     size_t buf_len;
     uint8_t *buf;
@@ -310,6 +319,9 @@ extern struct fi_ops_mr ulnfi_mr_ops;
 extern struct fi_ops_msg ulnfi_msg_ops;
 extern struct fi_ops_tagged ulnfi_tagged_ops;
 extern struct fi_ops_rma ulnfi_rma_ops;
+extern struct fi_ops_atomic ulnfi_atomic_ops;
+int ulnfi_query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum fi_op op,
+                       struct fi_atomic_attr *attr, uint64_t flags);
 
 int ulnfi_errno(int uln_status); /* ulnet -errno -> -FI_E* */
 void ulnfi_progress(struct ulnfi_domain *d);
@@ -356,6 +368,8 @@ void ulnfi_rndv_watch(struct ulnfi_ep *ep);
  * even one could be posted and nothing is outstanding yet */
 int ulnfi_xfer_advance(struct ulnfi_op *op);
 void ulnfi_op_advance(struct ulnfi_op *op);
+/* atomic.c: post the next elements of an atomic; -FI_EAGAIN as above */
+int ulnfi_atomic_advance(struct ulnfi_op *op);
 
 const char *ulnfi_strerror(int prov_errno, char *buf, size_t len);
 size_t ulnfi_iov_len(const struct iovec *iov, size_t count);

@@ -21,6 +21,8 @@ int ulnfi_errno(int s)
         return -FI_EKEYREJECTED;
     case -ERANGE:
         return -FI_EACCES;
+    case -EDOM: /* an atomic's word not naturally aligned: a bad address */
+        return -FI_EINVAL;
     case -EACCES:
         return -FI_EACCES;
     case -ECONNRESET:

@@ -96,14 +96,22 @@ struct uln_key_entry {
 };
 _Static_assert(sizeof(struct uln_key_entry) == 64, "key entry is one cache line");
 
-/* Check an access of [off, off+len) with rights `need` against a snapshot of
- * entry e. Pure: no side effects. */
+/* Check an access of [*off, *off+len) with rights `need` against a snapshot of
+ * entry e. Pure: writes nothing but *off. A ULN_MR_VADDR region is addressed
+ * by the owner's addresses: *off comes in as one and leaves as the offset in
+ * the region, so every caller (direct path, rings, udp) translates alike. */
 static inline int uln_key_check(const struct uln_key_entry *e, uint64_t live_key, uint64_t key,
-                                uint64_t off, uint64_t len, unsigned need)
+                                uint64_t *off, uint64_t len, unsigned need)
 {
     if (key == 0 || live_key != key) return -ENOKEY;
-    if (off > e->len || len > e->len - off) return -ERANGE; /* no overflow */
+    uint64_t o = *off;
+    if (e->access & ULN_MR_VADDR) {
+        if (o < e->addr) return -ERANGE; /* below the region: no wrap-around */
+        o -= e->addr;
+    }
+    if (o > e->len || len > e->len - o) return -ERANGE; /* no overflow */
     if ((e->access & need) != need) return -EACCES;
+    *off = o;
     return 0;
 }
 

@@ -131,7 +131,8 @@ ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned 
 {
     if (!ctx || !out || (!addr && len)) return -EINVAL;
     if (uln_ctx_forked(ctx)) return -EPERM;
-    if (access & ~(ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE | ULN_ACCESS_REMOTE_ATOMIC))
+    if (access & ~(ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE | ULN_ACCESS_REMOTE_ATOMIC |
+                   ULN_MR_VADDR))
         return -EINVAL;
     int rc = range_mapped(addr, len);
     if (rc) return rc;
@@ -311,7 +312,7 @@ int uln_key_enter(struct uln_ctx *ctx, int ep_index, uint64_t key, uint64_t off,
     /* Same protocol as a peer's direct access (a transport's direct path): announce, then check. */
     atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
     uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
-    rc = uln_key_check(e, live, key, off, len, need);
+    rc = uln_key_check(e, live, key, &off, len, need);
     if (rc) {
         atomic_store_explicit(hz, 0, memory_order_release);
         uln_count_refusal(st, rc);

@@ -373,7 +373,7 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, 
      * we see the key gone. While we are inside, the entry cannot change. */
     atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
     uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
-    rc = uln_key_check(e, live, rkey, roff, len,
+    rc = uln_key_check(e, live, rkey, &roff, len,
                        write ? ULN_ACCESS_REMOTE_WRITE : ULN_ACCESS_REMOTE_READ);
     if (rc) {
         uln_count_refusal_at(h, rc);
@@ -432,10 +432,11 @@ static int uln_shm_atomic(struct uln_ep *ep, int peer, const struct uln_atomic_r
     /* The hazard protocol of uln_shm_direct (Dekker with uln_mr_dereg). */
     atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
     uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
-    int rc = uln_key_check(e, live, r->key, r->offset, r->width, ULN_ACCESS_REMOTE_ATOMIC);
+    uint64_t off = r->offset; /* an address for a ULN_MR_VADDR region: made an offset */
+    int rc = uln_key_check(e, live, r->key, &off, r->width, ULN_ACCESS_REMOTE_ATOMIC);
     /* Natural alignment in the owner's address space; a mapping keeps the
      * offset within the page, so the word is aligned alike here. */
-    if (rc == 0 && ((e->addr + r->offset) & (r->width - 1u))) rc = -EDOM;
+    if (rc == 0 && ((e->addr + off) & (r->width - 1u))) rc = -EDOM;
     if (rc) {
         uln_count_refusal_at(h, rc);
         goto out;
@@ -449,7 +450,7 @@ static int uln_shm_atomic(struct uln_ep *ep, int peer, const struct uln_atomic_r
         rc = ULN_NO_DIRECT;
         goto out;
     }
-    *old = uln_atomic_apply(base + r->offset, r);
+    *old = uln_atomic_apply(base + off, r);
 out:
     /* Release: our access is complete before the owner may reuse the memory. */
     atomic_store_explicit(hz, 0, memory_order_release);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # libfabric's fi_info (Debian's libfabric-bin) lists the provider from the
 # build tree, verbose, with the attributes a client will see; a hint the
-# provider cannot meet lists nothing; its settings are listed.
+# provider cannot meet lists nothing; its settings are listed. fi_info asks
+# for every mr_mode bit, so it sees FI_MR_VIRT_ADDR offered.
 # Usage: fi_info.sh PROVIDER_DIR [SANITIZER]     (77: no fi_info, or sanitized)
 set -eu
 command -v fi_info >/dev/null || { echo "no fi_info (libfabric-bin): skipped"; exit 77; }
@@ -13,9 +14,9 @@ fi
 export FI_PROVIDER_PATH=$1
 out=$(fi_info -p ulnet -v)
 fi_info -p ulnet | grep -q "provider: ulnet" || { echo "fi_info does not list ulnet"; exit 1; }
-for want in "prov_name: ulnet" "type: FI_EP_RDM" "FI_TAGGED" "FI_REMOTE_CQ_DATA" \
-    "mr_mode: \[ FI_MR_PROV_KEY \]" "cq_data_size: 8" "inject_size: 8168" "iov_limit: 4" \
-    "threading: FI_THREAD_SAFE" "msg_order: \[ FI_ORDER_SAS \]"; do
+for want in "prov_name: ulnet" "type: FI_EP_RDM" "FI_TAGGED" "FI_REMOTE_CQ_DATA" "FI_ATOMIC" \
+    "mr_mode: \[ FI_MR_VIRT_ADDR, FI_MR_PROV_KEY \]" "cq_data_size: 8" "inject_size: 8168" \
+    "iov_limit: 4" "threading: FI_THREAD_SAFE" "msg_order: \[ FI_ORDER_SAS \]"; do
     echo "$out" | grep -q "$want" || { echo "fi_info -v lacks: $want"; exit 1; }
 done
 if fi_info -p ulnet -t FI_EP_MSG >/dev/null 2>&1; then

@@ -444,38 +444,42 @@ static void test_flood(void)
     sync_peers();
 }
 
-/* 9. RMA: write, writedata, read at offsets; bad key and bounds fail */
+/* 9. RMA: write, writedata, read at offsets (addresses: FI_MR_VIRT_ADDR is
+ * asked for); bad key and bounds fail */
 static void test_rma(void)
 {
     enum { REG = 1 << 20 };
     uint8_t *win = calloc(1, REG), *loc = malloc(REG);
     struct fid_mr *mr;
     OK(fi_mr_reg(fx.dom, win, REG, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
-    uint64_t key = fi_mr_key(mr), pkey;
-    /* keys cross by a message */
+    uint64_t key[2] = {fi_mr_key(mr), (uintptr_t)win}, pk[2];
+    /* keys and windows cross by a message */
     struct fi_context cs, cr, c;
-    OK(fi_trecv(fx.ep, &pkey, 8, NULL, fx.peer, 0x3333, 0, &cr));
-    tsend(&key, 8, 0x3333, &cs);
+    OK(fi_trecv(fx.ep, pk, 16, NULL, fx.peer, 0x3333, 0, &cr));
+    tsend(key, 16, 0x3333, &cs);
     wait_ok(&cr);
     wait_ok(&cs);
+    CHECK(fx.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR);
+    uint64_t pkey = pk[0], at = pk[1]; /* remote addresses: the peer's window's */
     if (rank == 1) {
         fill(loc, REG, 31);
-        OK(fi_write(fx.ep, loc, 300000, NULL, fx.peer, 4096, pkey, &c));
+        OK(fi_write(fx.ep, loc, 300000, NULL, fx.peer, at + 4096, pkey, &c));
         struct comp e = wait_ok(&c);
         CHECK((e.e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
-        OK(fi_writedata(fx.ep, loc + 300000, 1000, NULL, 0x1234, fx.peer, 4096 + 300000, pkey, &c));
+        OK(fi_writedata(fx.ep, loc + 300000, 1000, NULL, 0x1234, fx.peer, at + 4096 + 300000, pkey,
+                        &c));
         wait_ok(&c);
         memset(loc, 0, REG);
-        OK(fi_read(fx.ep, loc, 301000, NULL, fx.peer, 4096, pkey, &c));
+        OK(fi_read(fx.ep, loc, 301000, NULL, fx.peer, at + 4096, pkey, &c));
         e = wait_ok(&c);
         CHECK(bad_bytes(loc, 301000, 31) == 0);
         /* out of bounds, and a key that was never given */
-        OK(fi_read(fx.ep, loc, 4096, NULL, fx.peer, REG - 100, pkey, &c));
+        OK(fi_read(fx.ep, loc, 4096, NULL, fx.peer, at + REG - 100, pkey, &c));
         e = wait_ctx(&c);
         CHECK(e.err == FI_EACCES);
         CHECK(e.prov_errno == -ERANGE);
         CHECK(strlen(fi_cq_strerror(fx.cq, e.prov_errno, NULL, NULL, 0)) > 0);
-        OK(fi_write(fx.ep, loc, 64, NULL, fx.peer, 0, pkey ^ 0x5a5a0000ull, &c));
+        OK(fi_write(fx.ep, loc, 64, NULL, fx.peer, at, pkey ^ 0x5a5a0000ull, &c));
         e = wait_ctx(&c);
         CHECK(e.err == FI_EKEYREJECTED);
         sync_peers();
@@ -545,7 +549,7 @@ int main(int argc, char **argv)
     h2->ep_attr->type = FI_EP_MSG;
     CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h2, &none) == -FI_ENODATA);
     h2->ep_attr->type = FI_EP_RDM;
-    h2->caps |= FI_ATOMIC;
+    h2->caps |= FI_RMA_EVENT;
     CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h2, &none) == -FI_ENODATA);
     fi_freeinfo(h2);
     char tmp[256];

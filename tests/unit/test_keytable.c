@@ -14,20 +14,47 @@
 
 #include "check.h"
 
+/* The check with the offset by value; *off's translation is vaddr_check's. */
+static int kc(const struct uln_key_entry *e, uint64_t live, uint64_t key, uint64_t off,
+              uint64_t len, unsigned need)
+{
+    return uln_key_check(e, live, key, &off, len, need);
+}
+
 static void pure_check(void)
 {
     struct uln_key_entry e = {.len = 100, .access = ULN_ACCESS_REMOTE_READ};
     uint64_t k = 5ull << ULN_KEY_INDEX_SHIFT | 77;
-    CHECK(uln_key_check(&e, k, k, 0, 100, ULN_ACCESS_REMOTE_READ) == 0);
-    CHECK(uln_key_check(&e, k, k, 100, 0, ULN_ACCESS_REMOTE_READ) == 0); /* empty, at end */
-    CHECK(uln_key_check(&e, k, k, 1, 100, ULN_ACCESS_REMOTE_READ) == -ERANGE);
-    CHECK(uln_key_check(&e, k, k, 101, 0, ULN_ACCESS_REMOTE_READ) == -ERANGE);
-    CHECK(uln_key_check(&e, k, k, 1, UINT64_MAX, ULN_ACCESS_REMOTE_READ) == -ERANGE);
-    CHECK(uln_key_check(&e, k, k, UINT64_MAX - 3, 8, ULN_ACCESS_REMOTE_READ) == -ERANGE);
-    CHECK(uln_key_check(&e, k, k, 0, 1, ULN_ACCESS_REMOTE_WRITE) == -EACCES);
-    CHECK(uln_key_check(&e, k, k ^ 1, 0, 1, ULN_ACCESS_REMOTE_READ) == -ENOKEY);
-    CHECK(uln_key_check(&e, 0, 0, 0, 1, ULN_ACCESS_REMOTE_READ) == -ENOKEY); /* no region */
-    CHECK(uln_key_check(&e, k, k, 0, 1, 0) == 0); /* local access needs no right */
+    CHECK(kc(&e, k, k, 0, 100, ULN_ACCESS_REMOTE_READ) == 0);
+    CHECK(kc(&e, k, k, 100, 0, ULN_ACCESS_REMOTE_READ) == 0); /* empty, at end */
+    CHECK(kc(&e, k, k, 1, 100, ULN_ACCESS_REMOTE_READ) == -ERANGE);
+    CHECK(kc(&e, k, k, 101, 0, ULN_ACCESS_REMOTE_READ) == -ERANGE);
+    CHECK(kc(&e, k, k, 1, UINT64_MAX, ULN_ACCESS_REMOTE_READ) == -ERANGE);
+    CHECK(kc(&e, k, k, UINT64_MAX - 3, 8, ULN_ACCESS_REMOTE_READ) == -ERANGE);
+    CHECK(kc(&e, k, k, 0, 1, ULN_ACCESS_REMOTE_WRITE) == -EACCES);
+    CHECK(kc(&e, k, k ^ 1, 0, 1, ULN_ACCESS_REMOTE_READ) == -ENOKEY);
+    CHECK(kc(&e, 0, 0, 0, 1, ULN_ACCESS_REMOTE_READ) == -ENOKEY); /* no region */
+    CHECK(kc(&e, k, k, 0, 1, 0) == 0);                            /* local access needs no right */
+}
+
+/* ULN_MR_VADDR: the offset is the owner's address, translated in place, with
+ * the same bounds on either side of the region and no wrap-around. */
+static void vaddr_check(void)
+{
+    uint64_t base = 0x7f0000001000ull, k = 6ull << ULN_KEY_INDEX_SHIFT | 9;
+    struct uln_key_entry e = {
+        .addr = base, .len = 100, .access = ULN_ACCESS_REMOTE_READ | ULN_MR_VADDR};
+    uint64_t off = base + 10;
+    CHECK(uln_key_check(&e, k, k, &off, 90, ULN_ACCESS_REMOTE_READ) == 0 && off == 10);
+    off = base + 100;
+    CHECK(uln_key_check(&e, k, k, &off, 0, ULN_ACCESS_REMOTE_READ) == 0 && off == 100);
+    off = 10; /* an offset is not an address here */
+    CHECK(uln_key_check(&e, k, k, &off, 1, ULN_ACCESS_REMOTE_READ) == -ERANGE && off == 10);
+    CHECK(kc(&e, k, k, base - 1, 2, ULN_ACCESS_REMOTE_READ) == -ERANGE);
+    CHECK(kc(&e, k, k, base + 91, 10, ULN_ACCESS_REMOTE_READ) == -ERANGE);
+    CHECK(kc(&e, k, k, base + 1, UINT64_MAX, ULN_ACCESS_REMOTE_READ) == -ERANGE);
+    CHECK(kc(&e, k, k, UINT64_MAX, 1, ULN_ACCESS_REMOTE_READ) == -ERANGE);
+    CHECK(kc(&e, k, k, base, 1, ULN_ACCESS_REMOTE_WRITE) == -EACCES);
 }
 
 struct hold {
@@ -140,6 +167,7 @@ static void with_context(void)
 int main(void)
 {
     pure_check();
+    vaddr_check();
     with_context();
     return summary();
 }
