@@ -213,6 +213,8 @@ struct uln_ctx {
     struct uln_key_entry *keys; /* this process's key table (in its inbox) */
     struct uln_mr **regions;    /* by key index */
     uint32_t region_hint;
+    uint64_t key_rand[32]; /* kernel random bytes for region keys, under lock (mr.c) */
+    uint32_t key_rand_left;
     struct uln_mem *mems;
     struct uln_mr **mr_grave; /* deregistered handles, oldest freed first (mr.c) */
     uint32_t grave_head, grave_n;
