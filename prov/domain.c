@@ -142,13 +142,13 @@ static void poll_ucq(struct ulnfi_domain *d, struct uln_cq *ucq)
     } while (n == 16);
 }
 
-/* Poll every ulnet CQ of the domain; caller holds the domain lock. The
- * endpoints are walked through the dense list of enabled ones: this runs in
- * every fi_cq_read of a polling loop. */
+/* Poll every ulnet CQ of the domain that an endpoint reports to; caller
+ * holds the domain lock. The endpoints are walked through the dense list of
+ * enabled ones: this runs in every fi_cq_read of a polling loop. */
 void ulnfi_progress(struct ulnfi_domain *d)
 {
     for (int i = 0; i < d->ncqs; i++)
-        poll_ucq(d, d->cqs[i]->ucq);
+        if (d->cqs[i]->drivers) poll_ucq(d, d->cqs[i]->ucq);
     for (int i = 0; i < d->nlive; i++) {
         struct ulnfi_ep *ep = d->live[i];
         if (ep->own_cq) poll_ucq(d, ep->own_cq);

@@ -175,8 +175,22 @@ static int ep_enable(struct ulnfi_ep *ep)
     if (ep->enabled) return 0;
     if (!ep->av) return -FI_ENOAV;
     if (!ep->tx_cq && !ep->rx_cq && !ep->tx_cntr && !ep->rx_cntr) return -FI_ENOCQ;
-    struct uln_cq *tx = ep->tx_cq ? ep->tx_cq->ucq : NULL;
-    struct uln_cq *rx = ep->rx_cq ? ep->rx_cq->ucq : NULL;
+    ep->utx_cq = ep->tx_cq;
+    ep->urx_cq = ep->rx_cq;
+    /* Each ulnet CQ an endpoint reports to costs a progress pass of it in
+     * every domain poll. Completions reach their fi_cq through the provider's
+     * own dispatch whichever ulnet CQ brings them, so both directions share
+     * one when a CQ cannot be waited on (FI_WAIT_NONE: fi_cq(3) forbids
+     * fi_cq_sread on it), as fi_pingpong's transmit CQ: its uln_cq stays
+     * without endpoints and progress skips it. */
+    if (ep->tx_cq && ep->rx_cq && ep->tx_cq != ep->rx_cq) {
+        if (ep->tx_cq->wait_obj == FI_WAIT_NONE)
+            ep->utx_cq = ep->rx_cq;
+        else if (ep->rx_cq->wait_obj == FI_WAIT_NONE)
+            ep->urx_cq = ep->tx_cq;
+    }
+    struct uln_cq *tx = ep->utx_cq ? ep->utx_cq->ucq : NULL;
+    struct uln_cq *rx = ep->urx_cq ? ep->urx_cq->ucq : NULL;
     if (!tx || !rx) {
         int rc = uln_cq_open(d->ctx, 1024, &ep->own_cq);
         if (rc) return ulnfi_errno(rc);
@@ -196,6 +210,8 @@ static int ep_enable(struct ulnfi_ep *ep)
     }
     d->eps[ep->index] = ep;
     d->live[d->nlive++] = ep;
+    if (ep->utx_cq) ep->utx_cq->drivers++;
+    if (ep->urx_cq && ep->urx_cq != ep->utx_cq) ep->urx_cq->drivers++;
     ep->enabled = true;
     return 0;
 }
@@ -261,6 +277,8 @@ static int ep_close(struct fid *fid)
         d->eps[ep->index] = NULL;
         for (int i = 0; i < d->nlive; i++)
             if (d->live[i] == ep) d->live[i] = d->live[--d->nlive];
+        if (ep->utx_cq) ep->utx_cq->drivers--;
+        if (ep->urx_cq && ep->urx_cq != ep->utx_cq) ep->urx_cq->drivers--;
     }
     /* What no ulnet completion will bring back: sends waiting for an ACK, and
      * transfers waiting for send-queue room. */

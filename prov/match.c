@@ -231,6 +231,7 @@ static void msg_take(struct ulnfi_match *m, struct ulnfi_match_msg *msg)
  * for an exact receive, the first of its bucket. */
 static struct ulnfi_match_msg *unexp_find(struct ulnfi_match *m, const struct ulnfi_match_recv *r)
 {
+    if (!m->n_unexp) return NULL; /* the common case of a receive posted ahead: no hashing */
     if (r->exact) {
         struct ulnfi_match_link *h = &m->ubucket[bucket(m, r->src, r->tag)];
         for (struct ulnfi_match_link *l = h->next; l != h; l = l->next) {
@@ -323,6 +324,23 @@ static int post_peek_claim(struct ulnfi_match *m, struct ulnfi_match_recv *e,
     return ULNFI_MATCH_FOUND;
 }
 
+/* The public fields of r, and of its iov only the entries in use: a receive
+ * is posted for every message, and the whole struct is four cache lines. */
+static void recv_copy(struct ulnfi_match_recv *e, const struct ulnfi_match_recv *r)
+{
+    e->src = r->src;
+    e->tag = r->tag;
+    e->ignore = r->ignore;
+    e->context = r->context;
+    e->flags = r->flags;
+    e->iov_count = r->iov_count;
+    e->owner = r->owner;
+    for (size_t i = 0; i < r->iov_count; i++) {
+        e->iov[i] = r->iov[i];
+        e->desc[i] = r->desc[i];
+    }
+}
+
 int ulnfi_match_post(struct ulnfi_match *m, const struct ulnfi_match_recv *r,
                      struct ulnfi_match_hit *hit)
 {
@@ -336,7 +354,7 @@ int ulnfi_match_post(struct ulnfi_match *m, const struct ulnfi_match_recv *r,
     struct ulnfi_match_recv *e = recv_get(m);
     if (!e) return -FI_EAGAIN;
     learn(m, r->ignore);
-    *e = *r;
+    recv_copy(e, r);
     e->len = len;
     e->used = 0;
     e->min_multi = m->min_multi_recv;
@@ -386,6 +404,7 @@ int ulnfi_match_pull(struct ulnfi_match *m, struct ulnfi_match_recv *r, struct u
 static struct ulnfi_match_recv *posted_find(struct ulnfi_match *m, fi_addr_t src, uint64_t tag)
 {
     struct ulnfi_match_recv *best = NULL;
+    if (!m->n_posted) return NULL; /* unexpected: no hashing */
     struct ulnfi_match_link *h = &m->rbucket[bucket(m, src, tag)];
     for (struct ulnfi_match_link *l = h->next; l != h; l = l->next) {
         struct ulnfi_match_recv *r = RECV_OF_B(l);

@@ -61,7 +61,8 @@ struct ulnfi_match_link {
 
 /*
  * A receive. The provider fills the public fields of one on its stack and
- * passes it to ulnfi_match_post, which copies it into a pool entry; every
+ * passes it to ulnfi_match_post, which copies them (iov and desc: the first
+ * iov_count entries; the rest need not be set) into a pool entry; every
  * struct ulnfi_match_recv * the matcher hands back is such an entry, valid
  * until the provider gives it to ulnfi_match_recv_free.
  */

@@ -186,16 +186,20 @@ ssize_t ulnfi_recv(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
 {
     if (count > ULNFI_IOV_LIMIT || (count && !iov)) return -FI_EINVAL;
     if ((flags & FI_MULTI_RECV) && tagged) return -FI_EINVAL;
-    struct ulnfi_match_recv r = {.src = src,
-                                 .tag = tag,
-                                 .ignore = ignore,
-                                 .context = context,
-                                 .flags = flags,
-                                 .iov_count = count,
-                                 .owner = ep};
-    if (!(ep->info->caps & FI_DIRECTED_RECV)) r.src = FI_ADDR_UNSPEC;
-    for (size_t i = 0; i < count; i++)
+    /* Field by field, not an initializer: that would zero all four cache
+     * lines of r for every receive; the matcher reads only what is set. */
+    struct ulnfi_match_recv r;
+    r.src = ep->info->caps & FI_DIRECTED_RECV ? src : FI_ADDR_UNSPEC;
+    r.tag = tag;
+    r.ignore = ignore;
+    r.context = context;
+    r.flags = flags;
+    r.iov_count = count;
+    r.owner = ep;
+    for (size_t i = 0; i < count; i++) {
         r.iov[i] = iov[i];
+        r.desc[i] = NULL;
+    }
     struct ulnfi_match *m = tagged ? &ep->mtag : &ep->mmsg;
     struct ulnfi_match_hit hit;
     ulnfi_lock(ep->dom);
@@ -248,11 +252,15 @@ static bool arrive(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, con
     bool is_rts = h->pkt == ULNFI_PKT_RTS;
     if (is_rts && (plen < offsetof(struct ulnfi_rts, seg) || rts->nseg > ULNFI_RNDV_SEGS))
         return true; /* malformed: dropped */
-    struct ulnfi_match_msg msg = {.src = ulnfi_av_src(ep->av, peer),
-                                  .tag = tagged ? h->tag : 0,
-                                  .data = h->data,
-                                  .has_data = h->flags & ULNFI_HF_DATA,
-                                  .len = is_rts ? rts->len : plen};
+    /* Field by field: an initializer would zero the matcher's private half
+     * too, for every message; ulnfi_match_unexp sets that half itself. */
+    struct ulnfi_match_msg msg;
+    msg.src = ulnfi_av_src(ep->av, peer);
+    msg.tag = tagged ? h->tag : 0;
+    msg.data = h->data;
+    msg.has_data = h->flags & ULNFI_HF_DATA;
+    msg.len = is_rts ? rts->len : plen;
+    msg.payload = msg.owner = NULL;
     struct ulnfi_match_hit hit;
     if (ulnfi_match_arrive(m, &msg, &hit) == ULNFI_MATCH_FOUND) {
         if (!is_rts)

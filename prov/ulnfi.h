@@ -170,6 +170,7 @@ struct ulnfi_cq {
     struct ulnfi_cqerr *err_head, *err_tail;
     size_t overflow; /* entries dropped because the ring was full (never should be) */
     int refs;
+    int drivers; /* enabled endpoints whose ulnet endpoint reports to ucq: polled only if > 0 */
     volatile int signaled;
 };
 
@@ -280,7 +281,8 @@ struct ulnfi_ep {
     bool tx_selective, rx_selective;
     uint64_t tx_op_flags, rx_op_flags;
     struct uln_ep *uep;
-    struct uln_cq *own_cq; /* when a direction has no fi_cq bound */
+    struct uln_cq *own_cq;            /* when a direction has no fi_cq bound */
+    struct ulnfi_cq *utx_cq, *urx_cq; /* whose ucq the ulnet endpoint reports to */
     int index;
     bool enabled;
     uint32_t *tx_seq, *rx_seq;     /* per peer */

@@ -91,7 +91,7 @@ static void *out_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len)
     struct uln_ep_peer *pp = &ep->peers[peer];
     if (!(pp->tp->caps & ULN_TP_CAP_RINGS)) return pp->tp->reserve(ep, peer, ch, len);
     if (ULN_UNLIKELY(!pp->announced[ch])) {
-        uln_inbox_mark(pp->act_map[ch], pp->me_there); /* the peer starts polling us */
+        uln_inbox_mark_active(pp->act_map[ch], pp->act_gen, pp->me_there); /* it polls us */
         pp->announced[ch] = true;
     }
     void *d = uln_ring_reserve(&pp->out[ch], len);
@@ -851,6 +851,11 @@ static inline void refresh_active(struct uln_ep *ep, int ch)
      * written before we see its generation. */
     uint32_t gen = atomic_load_explicit(&ctx->peers_gen, memory_order_acquire);
     bool changed = ep->peers_gen != gen; /* a peer inserted or removed */
+    /* Acquire: pairs with the producer's RMW in uln_inbox_mark_active; read
+     * before the words, so a bit set while we read them brings us back. */
+    uint32_t agen = atomic_load_explicit(ep->act_gen, memory_order_acquire);
+    if (ULN_LIKELY(!changed && agen == ep->act_gen_seen[ch])) return; /* no new bit anywhere */
+    ep->act_gen_seen[ch] = agen;
     for (size_t w = 0; w < ep->act_words; w++) {
         /* Acquire: pairs with the producer's RMW in uln_inbox_mark. */
         uint64_t v = atomic_load_explicit(&map[w], memory_order_acquire);

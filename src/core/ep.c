@@ -118,6 +118,8 @@ static int ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *r
     ep->index = (int)ctx->n_eps++;
     for (int ch = 0; ch < 2; ch++)
         ep->act_map[ch] = uln_inbox_active(ctx, ch, ep->index);
+    /* act_gen_seen starts at 0: act_gen is 0 only while no bit was ever set. */
+    ep->act_gen = &ctx->inbox->hdr->act_gen;
     for (int src = 0; src < ctx->size; src++)
         for (int ch = 0; ch < 2; ch++)
             uln_ring_cons_init(&ep->peers[src].in[ch], uln_inbox_ring_in(ctx, src, ep->index, ch),

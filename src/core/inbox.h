@@ -40,7 +40,7 @@ struct uln_ctx;
 struct uln_params;
 
 #define ULN_INBOX_MAGIC   0x756c6e657473686dull /* "ulnetshm" */
-#define ULN_INBOX_VERSION 5u                    /* 5: claims carry the address */
+#define ULN_INBOX_VERSION 6u                    /* 6: act_gen */
 
 struct uln_inbox_hdr {
     uint64_t magic, job_key;
@@ -58,6 +58,11 @@ struct uln_inbox_hdr {
      * access, alignment (an atomic's word). Peers add with a relaxed fetch_add: many writers, so it
      * must be an atomic RMW, and nothing is ordered by it (a statistic). */
     _Alignas(64) _Atomic uint64_t refused[4];
+    /* Bumped after each bit newly set in an active bitmap (uln_inbox_mark_active):
+     * an endpoint whose last look saw the same value skips reading its bitmaps,
+     * which with no job is max_peers / 64 words per channel, every pass. Own line:
+     * written a few times per peer in a life, read by every pass. */
+    _Alignas(64) _Atomic uint32_t act_gen;
 };
 _Static_assert(sizeof(struct uln_inbox_hdr) <= 4096, "header fits its page");
 
@@ -135,6 +140,17 @@ static inline void uln_inbox_mark(_Atomic uint64_t *map, int rank)
     atomic_fetch_or(&map[rank / 64], 1ull << (rank % 64));
 }
 
+/* The same for an active bitmap, and then, if the bit is new, the bump of
+ * the inbox's act_gen (seq_cst RMW, after the bit's: an owner that sees the
+ * new act_gen with its acquire load sees the bit; one that still sees the
+ * old value looks again at its next pass, before it can see the message
+ * that follows, which it finds only by visiting the ring). */
+static inline void uln_inbox_mark_active(_Atomic uint64_t *map, _Atomic uint32_t *gen, int rank)
+{
+    uint64_t bit = 1ull << (rank % 64);
+    if (!(atomic_fetch_or(&map[rank / 64], bit) & bit)) atomic_fetch_add(gen, 1);
+}
+
 /* A packet transport's way in: it hands the engine the messages whose order
  * matters by writing them, in order, into our own inbox rings for that peer
  * (the rings a peer on this host would write), so the engine's ring code
@@ -143,6 +159,7 @@ static inline void uln_inbox_mark(_Atomic uint64_t *map, int rank)
 struct uln_inbox_feed {
     struct uln_ring_prod prod[2];
     _Atomic uint64_t *active[2]; /* our active bitmaps of that endpoint */
+    _Atomic uint32_t *act_gen;   /* our inbox's */
     int src;
     bool marked[2];
 };
@@ -160,7 +177,7 @@ static inline void uln_inbox_feed_commit(struct uln_inbox_feed *f, int ch, uint8
 {
     uln_ring_commit(&f->prod[ch], type, 0, len, 0);
     if (__builtin_expect(!f->marked[ch], 0)) {
-        uln_inbox_mark(f->active[ch], f->src);
+        uln_inbox_mark_active(f->active[ch], f->act_gen, f->src);
         f->marked[ch] = true;
     }
 }

@@ -221,6 +221,8 @@ struct uln_ctx {
     struct uln_key_entry *keys; /* this process's key table (in its inbox) */
     struct uln_mr **regions;    /* by key index */
     uint32_t region_hint;
+    uint64_t key_rand[32]; /* kernel random bytes for region keys, under lock (mr.c) */
+    uint32_t key_rand_left;
     struct uln_mem *mems;
     struct uln_mr **mr_grave; /* deregistered handles, oldest freed first (mr.c) */
     uint32_t grave_head, grave_n;
@@ -276,6 +278,7 @@ struct uln_ep_peer {
     void *tp_peer;                      /* that transport's own state for it */
     struct uln_ring_prod out[2];        /* ULN_TP_CAP_RINGS: into the peer's inbox: ch 0, 1 */
     _Atomic uint64_t *act_map[2];       /* ... the peer's active maps our bit goes in */
+    _Atomic uint32_t *act_gen;          /* ... and the act_gen of the peer's inbox */
     struct uln_ring_cons in[2];         /* from the peer, in our inbox */
     bool out_ready;                     /* connected */
     int32_t me_there;                   /* our number at the peer: our rank in a job, else
@@ -318,6 +321,8 @@ struct uln_ep {
     /* Peers that have used our rings, per channel (from the active bitmaps). */
     _Atomic uint64_t *act_map[2]; /* the bitmaps, in our inbox */
     uint64_t *act_seen[2];        /* their words as last seen */
+    _Atomic uint32_t *act_gen;    /* our inbox's: bumped when a bit is set */
+    uint32_t act_gen_seen[2];     /* its value at the last look, per channel */
     size_t act_words;
     int *act_list[2];
     int n_act[2];

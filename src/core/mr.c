@@ -102,11 +102,25 @@ int uln_mem_lookup(struct uln_ctx *ctx, const void *addr, size_t len, int *fd, u
     return -ENOENT;
 }
 
-static uint64_t random_magic(void)
+/* A key's random part, drawn from the kernel 256 bytes at a time: one system
+ * call per 32 registrations, not one each (a rendezvous registers per
+ * message, and in a VM a system call is where a loaded host deschedules us).
+ * Bytes from getentropy are as unpredictable when kept a while; the pool is
+ * the context's, used under its lock, and never seen by a fork, where the
+ * context refuses every call. */
+static uint64_t random_magic(struct uln_ctx *ctx)
 {
     uint64_t v = 0;
-    while ((v & ULN_KEY_MAGIC_MASK) == 0)
-        if (getentropy(&v, sizeof v) != 0) v = (uint64_t)rand() << 20 ^ (uint64_t)rand();
+    while ((v & ULN_KEY_MAGIC_MASK) == 0) {
+        if (ctx->key_rand_left == 0 && getentropy(ctx->key_rand, sizeof ctx->key_rand) == 0)
+            ctx->key_rand_left = sizeof ctx->key_rand / sizeof ctx->key_rand[0];
+        if (ctx->key_rand_left) {
+            v = ctx->key_rand[--ctx->key_rand_left];
+            ctx->key_rand[ctx->key_rand_left] = 0; /* used once */
+        } else {
+            v = (uint64_t)rand() << 20 ^ (uint64_t)rand();
+        }
+    }
     return v & ULN_KEY_MAGIC_MASK;
 }
 
@@ -169,7 +183,7 @@ ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned 
     mr->len = len;
     mr->access = access;
     mr->index = idx;
-    mr->key = ((uint64_t)idx << ULN_KEY_INDEX_SHIFT) | random_magic();
+    mr->key = ((uint64_t)idx << ULN_KEY_INDEX_SHIFT) | random_magic(ctx);
     ctx->regions[idx] = mr;
     /* Release: the entry's fields are visible before a peer can match the key. */
     atomic_store_explicit(&e->key, mr->key, memory_order_release);

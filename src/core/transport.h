@@ -88,7 +88,7 @@ struct uln_transport_ops {
     /* -- a peer -- */
     /* First use of peer from this endpoint: reach it (map its inbox, make
      * the connection state). 0, or -errno: operations to it fail with that.
-     * With ULN_TP_CAP_RINGS it fills pp->out, pp->act_word and pp->act_bit. */
+     * With ULN_TP_CAP_RINGS it fills pp->out, pp->act_map and pp->act_gen. */
     int (*connect)(struct uln_ep *ep, int peer);
     /* Without ULN_TP_CAP_RINGS: room for a message of len bytes on channel
      * ch to peer, or NULL (no room now: the transport set ep->blocked), then

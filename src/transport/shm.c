@@ -491,6 +491,7 @@ static int uln_shm_connect(struct uln_ep *ep, int peer)
                            uln_inbox_ring_bytes(ch, &ctx->p));
         pp->act_map[ch] = uln_inbox_active_at(sp->inbox, sp->hdr, ch, pp->dst_ep);
     }
+    pp->act_gen = &sp->hdr->act_gen;
     return 0;
 }
 

@@ -6,6 +6,12 @@
  * round trips (1 from 64 KiB), best_us the least.
  * Usage: ulnrun -n 2 fi_lat DIR [sizes...]
  *   (FI_ULNET_RNDV_MIN, FI_LAT_PROV, FI_LAT_INJECT: see docs/provider.md)
+ *        FI_LAT_SELF=N fi_lat [size]
+ *   one process, no launcher: N round trips between two endpoints (each in its
+ *   own domain) through one-process loopback. Under callgrind
+ *   (--toggle-collect=self_loop) the instructions per round trip are the same
+ *   run after run, however loaded the machine: how the provider's own cost is
+ *   compared before and after a change (docs/provider.md, Performance).
  */
 #include <stdbool.h>
 
@@ -55,10 +61,79 @@ static int send1(const void *b, size_t n, uint64_t tag)
     return inj ? 0 : 1;
 }
 
+/* FI_LAT_SELF: a completion on f's CQ, whatever it is. */
+static void self_reap(struct fic *f, int n)
+{
+    struct fi_cq_tagged_entry e[4];
+    while (n > 0) {
+        ssize_t k = fi_cq_read(f->cq, e, 4);
+        if (k == -FI_EAGAIN) continue;
+        OK(k);
+        n -= (int)k;
+    }
+}
+
+/* n round trips of len bytes from a to b and back; each side posts its
+ * receive first, as fi_lat's ranks do. Not inlined: callgrind's
+ * --toggle-collect names it. */
+__attribute__((noinline)) void self_loop(struct fic *a, struct fic *b, int n, uint8_t *s,
+                                         uint8_t *r, size_t len)
+{
+    struct fic *side[2] = {a, b};
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 2; k++) {
+            struct fic *from = side[k], *to = side[!k];
+            OK(fi_trecv(to->ep, r, len, NULL, to->peer, 1, 0, NULL));
+            /* the receiver first: progress is per domain, and a rendezvous
+             * send completes only once the receiver has read it */
+            if (use_inject)
+                OK(fi_tinject(from->ep, s, len, from->peer, 1));
+            else
+                OK(fi_tsend(from->ep, s, len, NULL, from->peer, 1, NULL));
+            self_reap(to, 1);
+            if (!use_inject) self_reap(from, 1);
+        }
+}
+
+static int self_main(int n, size_t len)
+{
+    static struct fic a, b;
+    struct fic *f[2] = {&a, &b};
+    for (int k = 0; k < 2; k++) {
+        struct fi_info *hints = fic_hints(FI_TAGGED, getenv("FI_LAT_PROV"));
+        hints->domain_attr->threading = FI_THREAD_DOMAIN;
+        fic_open(f[k], hints, FI_AV_MAP, 1024);
+        fic_enable(f[k]);
+        f[k]->namelen = sizeof(f[k]->name);
+        OK(fi_getname(&f[k]->ep->fid, f[k]->name, &f[k]->namelen));
+    }
+    for (int k = 0; k < 2; k++)
+        OK(fi_av_insert(f[k]->av, f[!k]->name, 1, &f[k]->peer, 0, NULL));
+    uint8_t *s = calloc(1, len + 1), *r = calloc(1, len + 1);
+    for (size_t i = 0; i < len; i++)
+        s[i] = (uint8_t)(i * 7 + len);
+    self_loop(&a, &b, 100, s, r, len); /* warm up: first-use paths out of the count */
+    double t0 = fic_now();
+    self_loop(&a, &b, n, s, r, len);
+    double us = (fic_now() - t0) / n * 1e6;
+    if (len && memcmp(s, r, len)) {
+        fprintf(stderr, "self: data wrong\n");
+        return 1;
+    }
+    printf("%zu B: %d round trips in one process, %.3f us each\n", len, n, us);
+    fic_close(&a);
+    fic_close(&b);
+    free(s);
+    free(r);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2) return 2;
     use_inject = getenv("FI_LAT_INJECT") && atoi(getenv("FI_LAT_INJECT"));
+    if (getenv("FI_LAT_SELF"))
+        return self_main(atoi(getenv("FI_LAT_SELF")), argc > 1 ? strtoull(argv[1], NULL, 0) : 8);
+    if (argc < 2) return 2;
     /* FI_LAT_PROV=shm: the same measurement over another provider */
     struct fi_info *hints = fic_hints(FI_TAGGED, getenv("FI_LAT_PROV"));
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
