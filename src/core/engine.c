@@ -209,7 +209,7 @@ int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, ui
     if (ULN_UNLIKELY(!pp->out_ready || len > ctx->p.post_copy_max ||
                      !(pp->tp->caps & ULN_TP_CAP_DIRECT_RMA)))
         return 1;
-    int rc = pp->tp->direct(ep, peer, write, local, len, rkey, roff);
+    int rc = pp->tp->direct(ep, peer, write, local, len, len, rkey, roff);
     if (ULN_UNLIKELY(rc == ULN_NO_DIRECT)) return 1;
     if (rc == 0) count_rdma(ep, write, len);
     return rc;
@@ -261,8 +261,10 @@ static bool issue_direct(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     do {
         uint64_t n = s->len - s->issued;
         if (n > left) n = left;
-        int rc = ep->peers[s->peer].tp->direct(ep, s->peer, write, local + s->issued, n, s->rkey,
-                                               s->roff + s->issued);
+        /* The key is checked for all that is left, not just this chunk: a
+         * PUT or GET that would run past the region's end moves no byte. */
+        int rc = ep->peers[s->peer].tp->direct(ep, s->peer, write, local + s->issued, n,
+                                               s->len - s->issued, s->rkey, s->roff + s->issued);
         if (rc == ULN_NO_DIRECT) {
             s->ring_path = 1;
             break;

@@ -339,7 +339,7 @@ static int direct_cma(struct uln_ctx *ctx, struct shm_peer *pp, bool write, void
 }
 
 static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, uint64_t len,
-                          uint64_t rkey, uint64_t roff)
+                          uint64_t span, uint64_t rkey, uint64_t roff)
 {
     struct uln_ctx *ctx = ep->ctx;
     struct uln_shm *s = shm_of(ctx);
@@ -373,7 +373,7 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, 
      * we see the key gone. While we are inside, the entry cannot change. */
     atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
     uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
-    rc = uln_key_check(e, live, rkey, roff, len,
+    rc = uln_key_check(e, live, rkey, roff, span,
                        write ? ULN_ACCESS_REMOTE_WRITE : ULN_ACCESS_REMOTE_READ);
     if (rc) {
         uln_count_refusal_at(h, rc);
