@@ -380,9 +380,7 @@ static int post_rdmav(struct uln_ep *ep, uint8_t op, int peer, const struct iove
         return post_rdma(ep, op, peer, b, len, rkey, roff, imm, user_data, flags | ULN_INLINE);
     }
     if (!(flags & ULN_REMOTE_CQ) && fast_ok(ep)) {
-        struct iovec part[ULN_IOV_MAX];
-        int k = uln_iov_slice(iov, n, 0, len, part, ULN_IOV_MAX); /* the nonempty ones */
-        int rc = uln_engine_rdma_now(ep, op == ULN_OP_PUT, peer, part, k, len, rkey, roff);
+        int rc = uln_engine_rdma_now(ep, op == ULN_OP_PUT, peer, iov, n, len, rkey, roff);
         if (rc <= 0) return complete_now(ep, op, peer, len, user_data, flags, rc);
     }
     if (ULN_UNLIKELY(sq_iov_alloc(ep))) return -ENOMEM;

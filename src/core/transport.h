@@ -100,7 +100,8 @@ struct uln_transport_ops {
      * fragments the target places. True when its last fragment has gone. */
     bool (*send_put)(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget);
     /* With ULN_TP_CAP_DIRECT_RMA: copy len bytes between the local segments
-     * (nlocal of them, nonempty, len in all: one for uln_put/uln_get) and the
+     * (nlocal of them, len in all, empty ones with any base among them: one
+     * for uln_put/uln_get) and the
      * peer's region (rkey, roff) now, once the key allows span >= len bytes
      * from roff (the rest of the operation: one that would run past the end
      * moves no byte, not even its first chunks). 0, -errno, or ULN_NO_DIRECT:

@@ -397,7 +397,9 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
     if (ULN_LIKELY(base != NULL)) {
         uint8_t *at = base + roff;
         for (int i = 0; i < nlocal; at += local[i].iov_len, i++)
-            if (write)
+            if (!local[i].iov_len) /* an empty segment's base may be NULL */
+                continue;
+            else if (write)
                 memcpy(at, local[i].iov_base, local[i].iov_len);
             else
                 memcpy(local[i].iov_base, at, local[i].iov_len);
