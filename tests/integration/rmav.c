@@ -199,26 +199,56 @@ static void target(uint8_t *base[2])
     }
 }
 
+/* One completion of a burst: good, and after the one before it (entries
+ * complete in posting order). */
+static void burst_take(const struct uln_cqe *e, size_t each, int64_t *last)
+{
+    CHECK_CQE(e, e->status == 0 && e->len == each && e->user_data % 5 != 4 &&
+                     (int64_t)e->user_data > *last);
+    *last = (int64_t)e->user_data;
+}
+
+/* Post one gathered op of a burst, polling while the send queue is full. */
+static void burst_post(bool get, const struct iovec *v, int n, uint64_t key, uint64_t roff,
+                       uint64_t ud, unsigned fl, size_t each, int *done, int64_t *last)
+{
+    int rc;
+    while ((rc = get ? uln_getv(ep, 0, v, n, key, roff, ud, fl)
+                     : uln_putv(ep, 0, v, n, key, roff, ud, fl)) == -EAGAIN) {
+        struct uln_cqe e;
+        if (uln_cq_poll(scq, &e, 1) == 1) {
+            burst_take(&e, each, last);
+            (*done)++;
+        }
+    }
+    CHECK_OK(rc);
+}
+
 /* Bursts: up to 3 x sq_depth gathered ops posted without waiting (most queue
- * with their segments in the side table), every one checked after. */
+ * with their segments in the side table), every one checked after; a putv
+ * burst is read back by a getv posted at once with ULN_FENCE, which must see
+ * every PUT before it. */
 static void bursts(uint8_t *arena, uint8_t *win)
 {
     const int seg = 1000;
     const size_t each = 11 * seg; /* 11 segments, 1000 bytes each, some empty */
     int nb = (int)J.info.sq_depth * 3;
     if ((size_t)nb * each > big) nb = (int)(big / each);
+    const size_t all = (size_t)nb * each;
     uint64_t key = keys[0][T_KIND_MALLOC], seed = pat_seed(1, 9, 0);
     for (int round = 0; round < 2; round++) {
         bool get = round == 1;
         uint8_t *src = arena + GUARD;
-        memset(src, CANARY, (size_t)nb * each);
+        memset(src, CANARY, all);
+        memset(win, CANARY, all);
         if (get) {
-            pat_fill(win, (size_t)nb * each, seed, 0);
-            plain(true, win, (size_t)nb * each, key, GUARD);
+            pat_fill(win, all, seed, 0);
+            plain(true, win, all, key, GUARD);
         } else {
-            pat_fill(src, (size_t)nb * each, seed, 0);
+            pat_fill(src, all, seed, 0);
         }
         int posted = 0, done = 0;
+        int64_t last = -1;
         for (int b = 0; b < nb; b++) {
             struct iovec v[ULN_IOV_MAX];
             int n = 0;
@@ -226,33 +256,27 @@ static void bursts(uint8_t *arena, uint8_t *win)
                 if (i % 4 == 2) v[n++] = (struct iovec){NULL, 0};
                 v[n++] = (struct iovec){src + (size_t)b * each + (size_t)i * seg, seg};
             }
-            uint64_t roff = GUARD + (uint64_t)b * each;
             unsigned fl = b % 5 == 4 ? ULN_SILENT : 0;
-            int rc;
-            while ((rc = get ? uln_getv(ep, 0, v, n, key, roff, (uint64_t)b, fl)
-                             : uln_putv(ep, 0, v, n, key, roff, (uint64_t)b, fl)) == -EAGAIN) {
-                struct uln_cqe e;
-                if (uln_cq_poll(scq, &e, 1) == 1) {
-                    CHECK_CQE(&e, e.status == 0 && e.len == each && e.user_data % 5 != 4);
-                    done++;
-                }
-            }
-            CHECK_OK(rc);
+            burst_post(get, v, n, key, GUARD + (uint64_t)b * each, (uint64_t)b, fl, each, &done,
+                       &last);
             if (!fl) posted++;
+        }
+        if (!get) { /* fenced: starts once every PUT above is done */
+            struct iovec back[3] = {{win, all / 2}, {NULL, 0}, {win + all / 2, all - all / 2}};
+            burst_post(true, back, 3, key, GUARD, (uint64_t)nb, ULN_FENCE, all, &done, &last);
         }
         while (done < posted) {
             struct uln_cqe e = t_cq_take1(scq, 120000, "a burst's completion");
-            CHECK_CQE(&e, e.status == 0 && e.len == each && e.user_data % 5 != 4);
+            burst_take(&e, each, &last);
             done++;
         }
-        CHECK_OK(uln_ep_flush(ep, 99));
-        struct uln_cqe f = t_cq_take1(scq, 120000, "the flush after a burst");
-        CHECK_CQE(&f, f.op == ULN_OP_FLUSH && f.status == 0);
         if (get) {
-            CHECK_PAT(src, (size_t)nb * each, seed, 0, "getv bursts");
+            CHECK_PAT(src, all, seed, 0, "getv bursts");
         } else {
-            plain(false, win, (size_t)nb * each, key, GUARD);
-            CHECK_PAT(win, (size_t)nb * each, seed, 0, "putv bursts");
+            struct uln_cqe e = t_cq_take1(scq, 120000, "the fenced getv");
+            CHECK_CQE(&e, e.op == ULN_OP_GET && e.status == 0 && e.len == all &&
+                              e.user_data == (uint64_t)nb);
+            CHECK_PAT(win, all, seed, 0, "putv bursts, read back by a fenced getv");
         }
     }
 }
