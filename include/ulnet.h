@@ -578,6 +578,29 @@ int uln_put_imm(struct uln_ep *ep, int peer, const void *src, size_t len, uint64
 int uln_get(struct uln_ep *ep, int peer, void *dst, size_t len, uint64_t rkey, uint64_t roff,
             uint64_t user_data, unsigned flags);
 
+/* Gather and scatter lists: uln_put, uln_put_imm and uln_get whose local side
+ * is iovcnt segments (0..ULN_IOV_MAX; zero-length ones allowed, with a NULL
+ * base too) and whose remote side is one range of their total length at
+ * roff. uln_putv writes the concatenation of the segments there; uln_getv
+ * reads the range into the segments in order. One operation: the same
+ * checks (the whole range against key, bounds and rights: a refused one
+ * moves no byte), one completion (len: the total), the same flags, ordering
+ * and errors as the call it extends; a total of 0 is a 0-length PUT/GET.
+ * The segments must stay unchanged (uln_putv) or untouched (uln_getv) until
+ * the completion; the array itself is copied at post. A PUT of at most
+ * inline_max in all is gathered at post time, as with ULN_INLINE, which
+ * uln_getv refuses (-EMSGSIZE). Extra at post: -EINVAL for iovcnt outside
+ * 0..ULN_IOV_MAX or a NULL base with a length. Over shm each segment is
+ * copied straight to/from the peer's memory; over udp each packet gathers
+ * from (at most two of) the segments and GET data is scattered into them as
+ * it arrives, with no copy in between. */
+int uln_putv(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt, uint64_t rkey,
+             uint64_t roff, uint64_t user_data, unsigned flags);
+int uln_put_immv(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt, uint64_t rkey,
+                 uint64_t roff, uint64_t imm, uint64_t user_data, unsigned flags);
+int uln_getv(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt, uint64_t rkey,
+             uint64_t roff, uint64_t user_data, unsigned flags);
+
 /*
  * Remote atomics. One read-modify-write of the 4- or 8-byte word at (peer,
  * rkey, roff), which the region must allow (ULN_ACCESS_REMOTE_ATOMIC). The

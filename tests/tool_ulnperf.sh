@@ -119,6 +119,17 @@ check "$tmp/malloc.csv" nap:lat put:bw get:bibw put:rate_w2 put:fair
 check "$tmp/silent.csv" nap:bw_silent put:bw_silent get:bw_silent put:bw_rate_silent \
     put:rate_w1_silent get:rate_w8_silent nap-inline:rate_w8_silent put:bibw
 
+# --iov: PUT/GET as uln_putv/uln_getv of 3 segments, named putv3/getv3 (the
+# data marks still checked); cache and fair say they are skipped; 17 refused.
+"$ulnrun" -n 2 --timeout 90 "$ulnperf" --quick --iov 3 --op put,get --sizes 1-4096 --windows 2 \
+    --test lat,bw,bibw,rate,cache --csv >"$tmp/iov.csv" 2>"$tmp/iov.err"
+check "$tmp/iov.csv" putv3:lat getv3:lat putv3:bw getv3:bw putv3:bibw getv3:rate_w2
+grep -q "cache: skipped (--iov" "$tmp/iov.err"
+if "$ulnperf" --iov 17 2>/dev/null; then
+    echo "ulnperf accepted --iov 17" >&2
+    exit 1
+fi
+
 # load: 2 senders into rank 0, the table and its CPU note. 40 ms per level,
 # not --quick's 4: on a loaded machine the senders may not run at all in 4 ms,
 # and an accepted rate of 0 fails the check.

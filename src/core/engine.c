@@ -201,15 +201,15 @@ int uln_engine_nap_now(struct uln_ep *ep, int peer, const void *buf, uint32_t le
 /* A PUT or GET straight to/from mapped memory at once. Returns its status
  * (0 or -errno), or 1 when it has to be queued (the ring path, first use of
  * the peer, or more than one chunk). */
-int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, uint64_t len,
-                        uint64_t rkey, uint64_t roff)
+int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, const struct iovec *local,
+                        int nlocal, uint64_t len, uint64_t rkey, uint64_t roff)
 {
     struct uln_ctx *ctx = ep->ctx;
     const struct uln_ep_peer *pp = &ep->peers[peer];
     if (ULN_UNLIKELY(!pp->out_ready || len > ctx->p.post_copy_max ||
                      !(pp->tp->caps & ULN_TP_CAP_DIRECT_RMA)))
         return 1;
-    int rc = pp->tp->direct(ep, peer, write, local, len, rkey, roff);
+    int rc = pp->tp->direct(ep, peer, write, local, nlocal, len, len, rkey, roff);
     if (ULN_UNLIKELY(rc == ULN_NO_DIRECT)) return 1;
     if (rc == 0) count_rdma(ep, write, len);
     return rc;
@@ -242,9 +242,9 @@ static bool issue_nap(struct uln_ep *ep, struct uln_sqe *s)
         sqe_finish(ep, s, rc);
         return true;
     }
-    bool sent = s->gather ? nap_sendv(ep, s->peer, &ep->sq_iov[(s - ep->sq) * ULN_IOV_MAX],
-                                      (int)s->niov, (uint32_t)s->len)
-                          : nap_send(ep, s->peer, s->src, (uint32_t)s->len);
+    bool sent = s->gather
+                    ? nap_sendv(ep, s->peer, uln_sqe_iov(ep, s), (int)s->niov, (uint32_t)s->len)
+                    : nap_send(ep, s->peer, s->src, (uint32_t)s->len);
     if (!sent) return false;
     sqe_finish(ep, s, 0);
     return true;
@@ -256,13 +256,19 @@ static bool issue_nap(struct uln_ep *ep, struct uln_sqe *s)
 static bool issue_direct(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
 {
     bool write = s->op == ULN_OP_PUT;
-    uint8_t *local = write ? (uint8_t *)(uintptr_t)s->src : (uint8_t *)s->dst;
+    struct iovec one, part[ULN_IOV_MAX];
+    const struct iovec *local;
+    int nlocal = uln_sqe_local(ep, s, &one, &local);
     uint32_t left = *budget;
     do {
         uint64_t n = s->len - s->issued;
         if (n > left) n = left;
-        int rc = ep->peers[s->peer].tp->direct(ep, s->peer, write, local + s->issued, n, s->rkey,
-                                               s->roff + s->issued);
+        /* This chunk's part of the segments: no more of them than the whole. */
+        int k = uln_iov_slice(local, nlocal, s->issued, n, part, ULN_IOV_MAX);
+        /* The key is checked for all that is left, not just this chunk: a
+         * PUT or GET that would run past the region's end moves no byte. */
+        int rc = ep->peers[s->peer].tp->direct(ep, s->peer, write, part, k, n, s->len - s->issued,
+                                               s->rkey, s->roff + s->issued);
         if (rc == ULN_NO_DIRECT) {
             s->ring_path = 1;
             break;
@@ -332,7 +338,10 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
                                    .imm = s->imm,
                                    .op_offset = s->roff,
                                    .op_len = s->len};
-        memcpy(f + 1, (const uint8_t *)s->src + s->issued, n);
+        if (s->gather)
+            uln_iov_to_flat(f + 1, uln_sqe_iov(ep, s), s->niov, s->issued, n);
+        else if (n)
+            memcpy(f + 1, (const uint8_t *)s->src + s->issued, n);
         uint8_t fl = last ? ULN_FRAG_LAST : 0;
         if (last && (s->flags & ULN_REMOTE_CQ)) fl |= ULN_FRAG_IMM;
         out_commit(ep, s->peer, 0, ULN_MSG_PUT_FRAG, fl, (uint32_t)(sizeof *f + n));
@@ -658,7 +667,10 @@ void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op
         malformed(ep);
         return sqe_finish(ep, s, -EPROTO);
     }
-    if (n) memcpy((uint8_t *)s->dst + s->issued + op_offset, data, n);
+    if (s->gather) /* uln_getv: scattered into the segments as it comes */
+        uln_iov_from_flat(uln_sqe_iov(ep, s), s->niov, s->issued + op_offset, data, n);
+    else if (n)
+        memcpy((uint8_t *)s->dst + s->issued + op_offset, data, n);
     s->received += n;
     if (s->received >= want) {
         count_rdma(ep, false, s->len);

@@ -281,6 +281,24 @@ static int nap_post(struct uln_ep *ep, int peer, const void *buf, size_t len, ui
     return sq_ring(ep);
 }
 
+/* The side table of queued ops' segments, made at the first gathered op
+ * that has to queue (before its entry is taken: a failure takes none). */
+static int sq_iov_alloc(struct uln_ep *ep)
+{
+    if (ULN_LIKELY(ep->sq_iov != NULL)) return 0;
+    ep->sq_iov = calloc((size_t)ep->sq_depth * ULN_IOV_MAX, sizeof(struct iovec));
+    return ep->sq_iov ? 0 : -ENOMEM;
+}
+
+/* Entry s takes its local side from the segments (kept in its slot: the
+ * caller's array is theirs again when the post returns). */
+static void sqe_set_iov(struct uln_ep *ep, struct uln_sqe *s, const struct iovec *iov, int n)
+{
+    s->gather = 1;
+    s->niov = (uint8_t)n;
+    if (n) memcpy(uln_sqe_iov(ep, s), iov, (size_t)n * sizeof(*iov));
+}
+
 /* uln_napv: a small payload is gathered at once (as ULN_INLINE), a larger
  * one straight into the ring when it can go now, else its segments wait in
  * the send queue's side table (the caller's buffers, as for uln_nap). */
@@ -305,13 +323,10 @@ static int napv_post(struct uln_ep *ep, int peer, const struct iovec *iov, int n
     }
     if (fast_ok(ep) && uln_engine_napv_now(ep, peer, iov, n, (uint32_t)len) == 0)
         return complete_now(ep, ULN_OP_NAP, peer, len, user_data, flags, 0);
-    if (!ep->sq_iov && !(ep->sq_iov = calloc((size_t)ep->sq_depth * ULN_IOV_MAX, sizeof(*iov))))
-        return -ENOMEM;
+    if (ULN_UNLIKELY(sq_iov_alloc(ep))) return -ENOMEM;
     struct uln_sqe *s = sq_take(ep, ULN_OP_NAP, peer, len, user_data, flags);
     if (ULN_UNLIKELY(!s)) return -EAGAIN;
-    s->gather = 1;
-    s->niov = (uint8_t)n;
-    memcpy(&ep->sq_iov[(s - ep->sq) * ULN_IOV_MAX], iov, (size_t)n * sizeof(*iov));
+    sqe_set_iov(ep, s, iov, n);
     return sq_ring(ep);
 }
 
@@ -322,7 +337,9 @@ static int post_rdma(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t 
     if (ULN_UNLIKELY((flags & ULN_INLINE) && (op != ULN_OP_PUT || len > ULN_INLINE_MAX)))
         return -EMSGSIZE;
     if (!(flags & ULN_REMOTE_CQ) && fast_ok(ep)) {
-        int rc = uln_engine_rdma_now(ep, op == ULN_OP_PUT, peer, buf, len, rkey, roff);
+        struct iovec one = {buf, len};
+        int rc =
+            uln_engine_rdma_now(ep, op == ULN_OP_PUT, peer, &one, len ? 1 : 0, len, rkey, roff);
         if (rc <= 0) return complete_now(ep, op, peer, len, user_data, flags, rc);
     }
     struct uln_sqe *s = sq_take(ep, op, peer, len, user_data, flags);
@@ -338,6 +355,45 @@ static int post_rdma(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t 
     } else {
         s->dst = buf;
     }
+    return sq_ring(ep);
+}
+
+/* uln_putv, uln_getv, uln_put_immv: the checks and paths of post_rdma with
+ * the local side in segments. One segment (or none) is post_rdma itself; a
+ * PUT small enough is gathered at once and goes as ULN_INLINE; otherwise the
+ * fast path moves the whole list now (process_vm_* takes it as it is), or
+ * the segments wait in the send queue's side table. */
+static int post_rdmav(struct uln_ep *ep, uint8_t op, int peer, const struct iovec *iov, int n,
+                      uint64_t rkey, uint64_t roff, uint64_t imm, uint64_t user_data,
+                      unsigned flags)
+{
+    uint64_t len;
+    if (ULN_UNLIKELY(check_peer(ep, peer) || n < 0 || n > ULN_IOV_MAX || (n && !iov) ||
+                     !uln_iov_total(iov, n, &len)))
+        return -EINVAL;
+    if (n <= 1)
+        return post_rdma(ep, op, peer, n ? iov[0].iov_base : NULL, len, rkey, roff, imm, user_data,
+                         flags);
+    if (ULN_UNLIKELY((flags & ULN_INLINE) && (op != ULN_OP_PUT || len > ULN_INLINE_MAX)))
+        return -EMSGSIZE;
+    if (op == ULN_OP_PUT && len <= ULN_INLINE_MAX) {
+        uint8_t b[ULN_INLINE_MAX];
+        uln_iov_gather(b, iov, n);
+        return post_rdma(ep, op, peer, b, len, rkey, roff, imm, user_data, flags | ULN_INLINE);
+    }
+    if (!(flags & ULN_REMOTE_CQ) && fast_ok(ep)) {
+        int rc = uln_engine_rdma_now(ep, op == ULN_OP_PUT, peer, iov, n, len, rkey, roff);
+        if (rc <= 0) return complete_now(ep, op, peer, len, user_data, flags, rc);
+    }
+    if (ULN_UNLIKELY(sq_iov_alloc(ep))) return -ENOMEM;
+    struct uln_sqe *s = sq_take(ep, op, peer, len, user_data, flags);
+    if (ULN_UNLIKELY(!s)) return -EAGAIN;
+    s->rkey = rkey;
+    s->roff = roff;
+    s->imm = imm;
+    s->src = NULL;
+    s->dst = NULL;
+    sqe_set_iov(ep, s, iov, n);
     return sq_ring(ep);
 }
 
@@ -376,6 +432,41 @@ static int post_locked(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_
              : post_rdma(ep, op, peer, buf, len, rkey, roff, imm, user_data, flags);
     uln_api_unlock(ep->ctx);
     return rc;
+}
+
+static int postv_locked(struct uln_ep *ep, uint8_t op, int peer, const struct iovec *iov, int n,
+                        uint64_t rkey, uint64_t roff, uint64_t imm, uint64_t user_data,
+                        unsigned flags)
+{
+    if (ULN_UNLIKELY(!ep)) return -EINVAL;
+    int rc = uln_api_enter(ep->ctx);
+    if (ULN_UNLIKELY(rc)) return rc;
+    rc = ULN_UNLIKELY(ep->closed)
+             ? -EBADF
+             : post_rdmav(ep, op, peer, iov, n, rkey, roff, imm, user_data, flags);
+    uln_api_unlock(ep->ctx);
+    return rc;
+}
+
+ULN_EXPORT int uln_putv(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt,
+                        uint64_t rkey, uint64_t roff, uint64_t user_data, unsigned flags)
+{
+    return postv_locked(ep, ULN_OP_PUT, peer, iov, iovcnt, rkey, roff, 0, user_data,
+                        flags & ~ULN_REMOTE_CQ);
+}
+
+ULN_EXPORT int uln_put_immv(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt,
+                            uint64_t rkey, uint64_t roff, uint64_t imm, uint64_t user_data,
+                            unsigned flags)
+{
+    return postv_locked(ep, ULN_OP_PUT, peer, iov, iovcnt, rkey, roff, imm, user_data,
+                        flags | ULN_REMOTE_CQ);
+}
+
+ULN_EXPORT int uln_getv(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt,
+                        uint64_t rkey, uint64_t roff, uint64_t user_data, unsigned flags)
+{
+    return postv_locked(ep, ULN_OP_GET, peer, iov, iovcnt, rkey, roff, 0, user_data, flags);
 }
 
 ULN_EXPORT int uln_put(struct uln_ep *ep, int peer, const void *src, size_t len, uint64_t rkey,

@@ -25,6 +25,7 @@
 #include "core/doorbell.h"
 #include "core/frag.h"
 #include "core/inbox.h"
+#include "core/iov.h"
 #include "core/ring.h"
 #include "core/transport.h"
 #include "core/wire.h"
@@ -255,7 +256,8 @@ struct uln_sqe {
     uint8_t state;            /* enum uln_sqe_state */
     uint8_t ring_path : 1;    /* this PUT/GET goes through the rings */
     uint8_t holds_credit : 1; /* a ring-path GET counted in its peer's gets_out */
-    uint8_t gather : 1;       /* NAP from ep->sq_iov[its slot] (uln_napv), not src */
+    uint8_t gather : 1;       /* the local side is ep->sq_iov[its slot] (uln_napv,
+                                 uln_putv, uln_getv), not src/dst */
     uint8_t notified;         /* direct PUT with imm: notification sent */
     uint8_t aop, width;       /* ATOMIC: enum uln_atomic_op, 4 or 8 */
     uint8_t niov;             /* gather: its segments */
@@ -307,8 +309,8 @@ struct uln_ep {
     struct uln_cq *send_cq, *recv_cq;
     struct uln_sqe *sq;
     uint32_t sq_depth;
-    /* uln_napv: a queued NAP's segments, ULN_IOV_MAX per send-queue slot
-     * (made at the first one), and a buffer to gather into for a transport
+    /* uln_napv, uln_putv, uln_getv: a queued op's segments, ULN_IOV_MAX per
+     * send-queue slot (made at the first one), and a buffer to gather into for a transport
      * that sends a NAP from one buffer (ops->send_nap). */
     struct iovec *sq_iov;
     uint8_t *gather_buf;
@@ -361,15 +363,24 @@ struct uln_cq {
 
 /* ---- functions shared between files -------------------------------------- */
 
-/* uln_napv: copy the segments one after the other into dst (a zero-length
- * segment may have a NULL base). */
-static inline void uln_iov_gather(uint8_t *dst, const struct iovec *iov, int n)
+/* The segments of queued op s (s->gather): its slot's part of ep->sq_iov. */
+static inline struct iovec *uln_sqe_iov(const struct uln_ep *ep, const struct uln_sqe *s)
 {
-    for (int i = 0; i < n; i++)
-        if (iov[i].iov_len) {
-            memcpy(dst, iov[i].iov_base, iov[i].iov_len);
-            dst += iov[i].iov_len;
-        }
+    return &ep->sq_iov[(size_t)(s - ep->sq) * ULN_IOV_MAX];
+}
+
+/* The local side of PUT or GET s as a segment list: its segments (uln_putv,
+ * uln_getv), or its one buffer in *one. Returns the count. */
+static inline int uln_sqe_local(const struct uln_ep *ep, const struct uln_sqe *s, struct iovec *one,
+                                const struct iovec **iov)
+{
+    if (s->gather) {
+        *iov = uln_sqe_iov(ep, s);
+        return s->niov;
+    }
+    *one = (struct iovec){s->op == ULN_OP_PUT ? (void *)(uintptr_t)s->src : s->dst, s->len};
+    *iov = one;
+    return 1;
 }
 
 /* ULN_PROGRESS=thread: the progress thread and the application's calls take
@@ -466,8 +477,8 @@ void uln_engine_issue(struct uln_ep *ep, uint32_t budget);
 void uln_engine_retire(struct uln_ep *ep);
 int uln_engine_nap_now(struct uln_ep *ep, int peer, const void *buf, uint32_t len);
 int uln_engine_napv_now(struct uln_ep *ep, int peer, const struct iovec *iov, int n, uint32_t len);
-int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, void *local, uint64_t len,
-                        uint64_t rkey, uint64_t roff);
+int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, const struct iovec *local,
+                        int nlocal, uint64_t len, uint64_t rkey, uint64_t roff);
 bool uln_engine_busy(const struct uln_ep *ep); /* work that waits on a peer */
 void uln_engine_fail_peer(struct uln_ep *ep, int peer, int status);
 void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, struct uln_msg *m);

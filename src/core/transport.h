@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 struct uln_ctx;
 struct uln_ep;
@@ -101,11 +102,15 @@ struct uln_transport_ops {
     /* With ULN_TP_CAP_TARGET_CPU: send what the budget allows of PUT s as
      * fragments the target places. True when its last fragment has gone. */
     bool (*send_put)(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget);
-    /* With ULN_TP_CAP_DIRECT_RMA: copy len bytes between local and the
-     * peer's region (rkey, roff) now. 0, -errno, or ULN_NO_DIRECT: not this
-     * way (the operation takes the ring path). */
-    int (*direct)(struct uln_ep *ep, int peer, bool write, void *local, uint64_t len, uint64_t rkey,
-                  uint64_t roff);
+    /* With ULN_TP_CAP_DIRECT_RMA: copy len bytes between the local segments
+     * (nlocal of them, len in all, empty ones with any base among them: one
+     * for uln_put/uln_get) and the
+     * peer's region (rkey, roff) now, once the key allows span >= len bytes
+     * from roff (the rest of the operation: one that would run past the end
+     * moves no byte, not even its first chunks). 0, -errno, or ULN_NO_DIRECT:
+     * not this way (the operation takes the ring path). */
+    int (*direct)(struct uln_ep *ep, int peer, bool write, const struct iovec *local, int nlocal,
+                  uint64_t len, uint64_t span, uint64_t rkey, uint64_t roff);
     /* Optional, with ULN_TP_CAP_DIRECT_RMA: apply atomic r to the peer's
      * word now, with a CPU atomic on the mapped word, the old value into
      * *old. 0, -errno, or ULN_NO_DIRECT: not this way (the target's engine

@@ -304,15 +304,20 @@ static uint8_t *tcache_lookup(struct uln_ep_peer *epp, struct shm_peer *pp,
     return t->base;
 }
 
-static int direct_cma(struct uln_ctx *ctx, struct shm_peer *pp, bool write, void *local,
-                      uint64_t raddr, uint64_t len)
+/* process_vm_* takes the local segments as they are: one system call for
+ * the whole list, unless the kernel moves less (then on from there). */
+static int direct_cma(struct uln_ctx *ctx, struct shm_peer *pp, bool write,
+                      const struct iovec *local, int nlocal, uint64_t raddr, uint64_t len)
 {
     struct uln_shm *s = shm_of(ctx);
-    while (len) {
-        struct iovec l = {.iov_base = local, .iov_len = len};
-        struct iovec r = {.iov_base = (void *)(uintptr_t)raddr, .iov_len = len};
-        ssize_t n = write ? process_vm_writev(pp->pid, &l, 1, &r, 1, 0)
-                          : process_vm_readv(pp->pid, &l, 1, &r, 1, 0);
+    struct iovec rest[ULN_IOV_MAX];
+    const struct iovec *l = local;
+    int nl = nlocal;
+    uint64_t done = 0;
+    while (done < len) {
+        struct iovec r = {.iov_base = (void *)(uintptr_t)(raddr + done), .iov_len = len - done};
+        ssize_t n = write ? process_vm_writev(pp->pid, l, (unsigned long)nl, &r, 1, 0)
+                          : process_vm_readv(pp->pid, l, (unsigned long)nl, &r, 1, 0);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == ESRCH) return -ECONNRESET;
@@ -331,15 +336,17 @@ static int direct_cma(struct uln_ctx *ctx, struct shm_peer *pp, bool write, void
             return -errno; /* EFAULT: the owner registered memory it no longer has */
         }
         if (n == 0) return -EFAULT;
-        local = (uint8_t *)local + n;
-        raddr += (uint64_t)n;
-        len -= (uint64_t)n;
+        done += (uint64_t)n;
+        if (done < len) { /* a short transfer: the segments from where it stopped */
+            nl = uln_iov_slice(local, nlocal, done, len - done, rest, ULN_IOV_MAX);
+            l = rest;
+        }
     }
     return 0;
 }
 
-static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, uint64_t len,
-                          uint64_t rkey, uint64_t roff)
+static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct iovec *local,
+                          int nlocal, uint64_t len, uint64_t span, uint64_t rkey, uint64_t roff)
 {
     struct uln_ctx *ctx = ep->ctx;
     struct uln_shm *s = shm_of(ctx);
@@ -373,13 +380,13 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, 
      * we see the key gone. While we are inside, the entry cannot change. */
     atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
     uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
-    rc = uln_key_check(e, live, rkey, &roff, len,
+    rc = uln_key_check(e, live, rkey, &roff, span,
                        write ? ULN_ACCESS_REMOTE_WRITE : ULN_ACCESS_REMOTE_READ);
     if (rc) {
         uln_count_refusal_at(h, rc);
         goto out;
     }
-    if (len == 0) goto out; /* checked, nothing to move (local may be NULL) */
+    if (len == 0) goto out; /* checked, nothing to move (there may be no segment) */
     /* Where the region is in our address space: ourselves, or a peer's memfd
      * mapped through the translation cache. NULL: not mappable here. */
     uint8_t *base = NULL;
@@ -388,10 +395,14 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, 
     else if (e->memfd >= 0)
         base = tcache_lookup(&ep->peers[peer], pp, e, rkey, &ep->stats);
     if (ULN_LIKELY(base != NULL)) {
-        if (write)
-            memcpy(base + roff, local, len);
-        else
-            memcpy(local, base + roff, len);
+        uint8_t *at = base + roff;
+        for (int i = 0; i < nlocal; at += local[i].iov_len, i++)
+            if (!local[i].iov_len) /* an empty segment's base may be NULL */
+                continue;
+            else if (write)
+                memcpy(at, local[i].iov_base, local[i].iov_len);
+            else
+                memcpy(local[i].iov_base, at, local[i].iov_len);
         goto out;
     }
     /* Plain memory, or a memfd we could not map: process_vm_* */
@@ -399,7 +410,7 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, void *local, 
         rc = ULN_NO_DIRECT;
         goto out;
     }
-    rc = direct_cma(ctx, pp, write, local, e->addr + roff, len);
+    rc = direct_cma(ctx, pp, write, local, nlocal, e->addr + roff, len);
 out:
     /* Release: our copy is complete before the owner may reuse the memory. */
     atomic_store_explicit(hz, 0, memory_order_release);

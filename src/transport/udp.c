@@ -154,6 +154,8 @@ struct tx_slot {
     uint64_t op_id;
     const uint8_t *data; /* our slot memory, or the user's PUT buffer */
     uint32_t len;
+    uint32_t len2;        /* a PUT fragment over two of uln_putv's segments: */
+    const uint8_t *data2; /* ... the second piece, after data */
 };
 
 struct rx_slot {
@@ -548,12 +550,14 @@ static bool batch_room(struct uln_ep *ep, unsigned n)
     return ue->nbatch + n <= ULN_LINK_BATCH;
 }
 
-/* Queue one packet: the header from h/ext, then data. */
-static void queue_pkt(struct uln_ep *ep, int io_id, const struct pkt_hdr *h, const void *ext,
-                      unsigned elen, const void *data, uint32_t len)
+/* Queue one packet: the header from h/ext, then data. NULL when the socket
+ * is full (as if lost: rel resends), else the packet, for a second piece. */
+static struct uln_link_pkt *queue_pkt(struct uln_ep *ep, int io_id, const struct pkt_hdr *h,
+                                      const void *ext, unsigned elen, const void *data,
+                                      uint32_t len)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
-    if (!batch_room(ep, 1)) return; /* the socket is full: as if lost, rel resends */
+    if (!batch_room(ep, 1)) return NULL;
     unsigned type = h->vt & 15;
     if (type != PKT_ACK && type != PKT_CTRL) ue->batch_data = true;
     unsigned i = ue->nbatch++;
@@ -564,6 +568,7 @@ static void queue_pkt(struct uln_ep *ep, int io_id, const struct pkt_hdr *h, con
     p->niov = 1;
     p->iov[0] = (struct iovec){ue->scratch[i], sizeof *h + elen};
     if (len) p->iov[p->niov++] = (struct iovec){(void *)(uintptr_t)data, len};
+    return p;
 }
 
 static void send_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct uln_rel_pkt *p)
@@ -606,7 +611,9 @@ static void send_data(struct uln_ep *ep, struct uln_udp_peer *up, struct tx_slot
         h.ack = p->fb.ack;
         h.credit = p->fb.credit;
     }
-    queue_pkt(ep, up->io_id, &h, t->ext, t->ext_len, t->data, len);
+    struct uln_link_pkt *q = queue_pkt(ep, up->io_id, &h, t->ext, t->ext_len, t->data, len);
+    if (q && len && t->len2) /* len 0: the header only, as above */
+        q->iov[q->niov++] = (struct iovec){(void *)(uintptr_t)t->data2, t->len2};
     /* A data header has room for the cumulative ACK and credit only: a LOSE
      * report (and the SACK bitmap with it) goes in a control packet of its own. */
     if (p->flags & ULN_REL_LOSE) send_ctrl(ep, up, p);
@@ -634,6 +641,7 @@ static struct tx_slot *assign(struct uln_ep *ep, struct uln_udp_peer *up, struct
     t->user = false;
     t->data = NULL;
     t->len = 0;
+    t->len2 = 0;
     return t;
 }
 
@@ -775,6 +783,35 @@ static bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t l
     return true;
 }
 
+/* The data of PUT s's next fragment, n bytes. Zero copy: the packet gathers
+ * straight from the user's buffer, which stays theirs-but-untouchable until
+ * the PUT completes (at the ACK), in one piece or two (a packet's iovec
+ * takes the header and two). A fragment over more of uln_putv's segments is
+ * gathered into the slot's own memory (kept for resends like a NAP's). */
+static void put_data(struct uln_ep *ep, struct uln_udp_peer *up, const struct uln_sqe *s,
+                     struct tx_slot *t, uint32_t seq, uint32_t n)
+{
+    struct iovec one, part[ULN_LINK_IOV_MAX - 1];
+    const struct iovec *local;
+    int nlocal = uln_sqe_local(ep, s, &one, &local);
+    int k = uln_iov_slice(local, nlocal, s->issued, n, part, ULN_LINK_IOV_MAX - 1);
+    t->len = n;
+    if (k < 0) {
+        uint8_t *mem = slot_mem(ep, up, seq);
+        uln_iov_to_flat(mem, local, nlocal, s->issued, n);
+        t->data = mem;
+        return;
+    }
+    t->user = true;
+    t->op_id = s->op_id;
+    t->data = k ? part[0].iov_base : NULL;
+    t->len = k ? (uint32_t)part[0].iov_len : 0;
+    if (k == 2) {
+        t->data2 = part[1].iov_base;
+        t->len2 = (uint32_t)part[1].iov_len;
+    }
+}
+
 static bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
 {
     struct uln_udp_peer *up = udp_peer(ep, s->peer);
@@ -800,12 +837,7 @@ static bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
             .op_id = s->op_id, .op_offset = s->roff, .op_len = s->len, .imm = s->imm};
         t->ext_len = (uint8_t)ext_len(PKT_PUT, fl);
         memcpy(t->ext, &x, t->ext_len);
-        /* Zero copy: the packet gathers straight from the user's buffer, which
-         * stays theirs-but-untouchable until the PUT completes (at the ACK). */
-        t->data = (const uint8_t *)s->src + s->issued;
-        t->len = n;
-        t->user = true;
-        t->op_id = s->op_id;
+        put_data(ep, up, s, t, p.seq, n);
         send_data(ep, up, t, &p);
         uln_frag_take(&fc, n);
         sent_last = last;

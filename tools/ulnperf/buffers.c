@@ -68,6 +68,21 @@ void buf_free(struct perf *pf, void *p)
         uln_mem_free(pf->ctx, p);
 }
 
+/* --iov: a message of size bytes from (into) pf->loc as opt->iov segments
+ * of equal size, the last taking the remainder: one after the other in the
+ * buffer, so the bytes land where a contiguous PUT/GET puts them (the data
+ * checks hold) and only the per-segment cost differs. */
+const struct iovec *iov_cut(struct perf *pf, size_t size)
+{
+    unsigned n = pf->opt->iov;
+    size_t each = size / n;
+    for (unsigned i = 0; i < n; i++)
+        pf->iov[i] = (struct iovec){(uint8_t *)pf->loc + i * each,
+                                    i + 1 == n ? size - (size_t)(n - 1) * each : each};
+    pf->iov_size = size;
+    return pf->iov;
+}
+
 /* Post, polling while a queue is full. Only for loops where nothing but errors
  * and control traffic can complete in the meantime. */
 void post_retry(struct perf *pf, int op, size_t size, uint64_t ud, unsigned flags)

@@ -46,6 +46,8 @@ void perf_usage(FILE *f)
                "  --fair-size S   fair: message size (default 64K; NAP: at most nap_max)\n"
                "  --fair-ms T     fair: length of the run (default 10 points)\n"
                "  --incast-ms T   incast: length of each size's run (default 3 points)\n"
+               "  --iov N         put, get: uln_putv/uln_getv with the payload in N equal\n"
+               "                  segments (1..16; in lat, bw, bibw and rate)\n"
                "  --mem KIND      ulnet: PUT/GET buffers from uln_mem_alloc (peers map them)\n"
                "                  malloc: aligned_alloc + uln_mr_reg (peers use CMA)\n"
                "  --transport T   ask the library for transport T (sets ULN_TRANSPORT) and\n"
@@ -206,6 +208,7 @@ static int parse_valued(struct perf_opts *o, const char *a, const char *v)
         o->window = w;
         return 0;
     }
+    if (!strcmp(a, "--iov")) return parse_uints(v, &o->iov, 1, 1, ULN_IOV_MAX) == 1 ? 0 : -1;
     if (!strcmp(a, "--point-ms")) {
         o->point_ms = strtod(v, &x);
         return *x || !(o->point_ms > 0) ? -1 : 0;

@@ -43,9 +43,18 @@ void csv_row_s(struct perf *pf, const char *op, const char *test, uint64_t size,
     }
 }
 
+/* An op's name in the output: put and get with --iov N are putv/getv, with N. */
+static const char *op_label(const struct perf *pf, int op, char *buf, size_t n)
+{
+    if (!pf->opt->iov || (op != OP_PUT && op != OP_GET)) return op_names[op];
+    snprintf(buf, n, "%sv%u", op_names[op], pf->opt->iov);
+    return buf;
+}
+
 void csv_row(struct perf *pf, int op, const char *test, size_t size, double value, const char *unit)
 {
-    csv_row_s(pf, op_names[op], test, size, value, unit);
+    char l[16];
+    csv_row_s(pf, op_label(pf, op, l, sizeof l), test, size, value, unit);
 }
 
 void table_head(struct perf *pf)
@@ -66,7 +75,8 @@ void table_row(struct perf *pf, int op, const char *test, size_t size, double me
     if (gbs > 0) snprintf(c, sizeof c, "%.3f", gbs);
     if (mmsg > 0) snprintf(d, sizeof d, "%.3f", mmsg);
     progress_clear(pf);
-    printf("%-10s %-10s %6s %12s %12s %10s %10s %10" PRIu64 "  %s\n", op_names[op], test,
-           size_str(size, sz, sizeof sz), a, b, c, d, iters, note ? note : "");
+    char l[16];
+    printf("%-10s %-10s %6s %12s %12s %10s %10s %10" PRIu64 "  %s\n", op_label(pf, op, l, sizeof l),
+           test, size_str(size, sz, sizeof sz), a, b, c, d, iters, note ? note : "");
     fflush(stdout);
 }

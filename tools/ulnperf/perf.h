@@ -84,6 +84,7 @@ struct perf_opts {
     double fair_ms;
     double incast_ms; /* incast: length of a size's run; 0: 3 points */
     const char *transport;
+    unsigned iov; /* PUT/GET: 0 one buffer, else uln_putv/uln_getv of this many segments */
 };
 
 void perf_usage(FILE *f);
@@ -159,6 +160,10 @@ struct perf {
         double ticks_per_ns; /* 1 when ticks are clock_gettime nanoseconds */
     } tm;
     uint64_t pattern_seed;
+    /* --iov: pf->loc cut into opt->iov equal segments for a message of
+     * iov_size bytes (made again when the size changes). */
+    struct iovec iov[ULN_IOV_MAX];
+    size_t iov_size;
     /* Rank 0 only. */
     struct {
         FILE *csv;
@@ -303,9 +308,17 @@ void post_retry(struct perf *pf, int op, size_t size, uint64_t ud, unsigned flag
 
 extern const uint16_t done_op[NOPS];
 
+const struct iovec *iov_cut(struct perf *pf, size_t size);
+
 static inline int post(struct perf *pf, int op, size_t size, uint64_t ud, unsigned flags)
 {
     int peer = pf->peer;
+    int n = (int)pf->opt->iov;
+    if (n && (op == OP_PUT || op == OP_GET)) {
+        const struct iovec *v = pf->iov_size == size ? pf->iov : iov_cut(pf, size);
+        return op == OP_PUT ? uln_putv(pf->ep, peer, v, n, pf->peer_key, 0, ud, flags)
+                            : uln_getv(pf->ep, peer, v, n, pf->peer_key, 0, ud, flags);
+    }
     switch (op) {
     case OP_NAP:
         return uln_nap(pf->ep, peer, pf->napbuf, size, ud, flags);

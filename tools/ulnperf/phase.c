@@ -199,6 +199,9 @@ static void make_plan(struct perf *pf, struct plan *pl)
         if (!(pf->opt->tests >> t & 1)) continue;
         const struct perf_family *fam = perf_family(t);
         const char *why = fam->skip ? fam->skip(pf, t) : NULL;
+        /* cache and fair post their own single-buffer PUT/GETs. */
+        if (!why && pf->opt->iov && (t == T_CACHE || t == T_FAIR))
+            why = "--iov measures lat, bw, bibw and rate";
         if (why) {
             fprintf(pf->out.hdr, "# %s: skipped (%s)\n", test_names[t], why);
             continue;
