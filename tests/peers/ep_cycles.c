@@ -157,7 +157,7 @@ static void swap_hello(struct node *n, int to, int from, struct hello *other)
 }
 
 #if defined(__SANITIZE_ADDRESS__)
-#define CYCLES_DEFAULT 1000u /* each life costs ~10x more under ASan */
+#define CYCLES_DEFAULT 300u /* each life costs 10-50x more under ASan */
 #else
 #define CYCLES_DEFAULT 10000u
 #endif
