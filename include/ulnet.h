@@ -347,14 +347,16 @@ struct uln_counters {
     uint64_t retransmits;              /* udp: packets sent again (lost or timed out) */
     uint64_t duplicates;               /* udp: packets that arrived twice, dropped */
     uint64_t stale;                    /* udp: packets of a peer's earlier life, dropped */
-    uint64_t peers_dead;     /* peers this process found dead, on every transport: shm: the
-                                process exited; udp: silent past udp_dead_ms */
-    uint64_t pkts_dropped;   /* udp: ahead of order with no buffer free: dropped, resent */
-    uint64_t atomics;        /* this process's atomics that succeeded (as puts, gets) */
-    uint64_t atomics_served; /* atomics this process applied for a peer (the rings, udp);
-                                one done by the initiator on mapped memory is not here */
-    uint64_t refused_align;  /* accesses to THIS process's memory refused, as refused_key:
-                                an atomic's word not naturally aligned (-EDOM) */
+    uint64_t peers_dead;       /* peers this process found dead, on every transport: shm: the
+                                  process exited; udp: silent past udp_dead_ms */
+    uint64_t pkts_dropped;     /* udp: ahead of order with no buffer free: dropped, resent */
+    uint64_t atomics;          /* this process's atomics that succeeded (as puts, gets) */
+    uint64_t atomics_served;   /* atomics this process applied for a peer (the rings, udp);
+                                  one done by the initiator on mapped memory is not here */
+    uint64_t refused_align;    /* accesses to THIS process's memory refused, as refused_key:
+                                  an atomic's word not naturally aligned (-EDOM) */
+    uint64_t refused_stale_ep; /* messages for an endpoint's earlier life (sent to an index
+                                  before it was closed and opened again), refused here */
 };
 int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *out);
 
@@ -487,16 +489,22 @@ int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe);
 /* Endpoints and operations                                                   */
 /* ------------------------------------------------------------------------- */
 
-/* Open the next endpoint (index = number opened before it). Send completions go
- * to send_cq, received NAPs and remote PUT completions to recv_cq (may be the
- * same CQ). -ENOSPC once max_eps endpoints have been opened (closed ones
- * count: indices are never reused). */
+/* Open an endpoint at the lowest free index (the number opened before it,
+ * until one is closed). Send completions go to send_cq, received NAPs and
+ * remote PUT completions to recv_cq (may be the same CQ). -ENOSPC while
+ * max_eps endpoints are open. */
 int uln_ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *recv_cq,
                 struct uln_ep **ep);
 /* Close: every outstanding operation gets its completion first, with
  * -ECANCELED (one that had started may have moved part of its data). Then
- * posts, flush and a second close on ep return -EBADF. The index is not
- * reused: the next uln_ep_open gets a new one. */
+ * posts, flush and a second close on ep return -EBADF (for the context's
+ * next 64 closes; later the handle is as undefined as a freed pointer).
+ * The index is free: the next uln_ep_open may begin a new life of it. What
+ * peers sent to this life and it did not take is never delivered to a later
+ * one: refused and counted (refused_stale_ep); a peer's operations waiting
+ * on this life's answer end with -ECONNRESET, as for a dead peer; what
+ * peers post later reaches the next life. Received NAP entries of this life
+ * are void (uln_cqe_release: -EINVAL). */
 int uln_ep_close(struct uln_ep *ep);
 int uln_ep_index(const struct uln_ep *ep);
 

@@ -212,7 +212,10 @@ ULN_EXPORT int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe)
     for (unsigned i = 0; i < cq->n_eps; i++)
         if (cq->eps[i]->index == cqe->ep) ep = cq->eps[i];
     if (!ep) return -EINVAL;
-    struct uln_msg *m = (struct uln_msg *)(uintptr_t)cqe->priv_;
+    /* An entry of an earlier life of the index: its space was given back
+     * when that life closed. */
+    if ((cqe->priv_ & (ULN_CELL - 1)) != (ep->life & (ULN_CELL - 1))) return -EINVAL;
+    struct uln_msg *m = (struct uln_msg *)(uintptr_t)(cqe->priv_ & ~(uint64_t)(ULN_CELL - 1));
     struct uln_ring_cons *c = &ep->peers[cqe->peer].in[0];
     /* The entry must point into that ring, at a message we handed out. */
     if ((uint8_t *)m < c->cells || (uint8_t *)m >= c->cells + c->mask + 1 || m->type != ULN_MSG_NAP)

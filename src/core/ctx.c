@@ -613,6 +613,7 @@ static void add_stats(struct uln_counters *o, const struct uln_stats *s)
     ADD(malformed), ADD(cache_hits), ADD(cache_misses), ADD(sleeps), ADD(wakeups_sent);
     ADD(pkts_sent), ADD(pkts_received), ADD(retransmits), ADD(duplicates), ADD(stale);
     ADD(peers_dead), ADD(pkts_dropped), ADD(atomics), ADD(atomics_served), ADD(refused_align);
+    ADD(refused_stale_ep);
 #undef ADD
 }
 

@@ -82,6 +82,39 @@ static bool out_rings_ready(struct uln_ep *ep, int peer)
     return out_rings(ep, peer, &pp) == 0;
 }
 
+/* Operations to peer that an earlier life of its endpoint was to answer (or
+ * was being sent, fragment by fragment) end with -ECONNRESET, as when the
+ * peer dies: that life will not answer, and the next one refuses what was
+ * sent to the earlier one. Operations not yet started go to the new life. */
+static void peer_life_over(struct uln_ep *ep, int peer, uint32_t life)
+{
+    struct uln_ep_peer *pp = &ep->peers[peer];
+    pp->dst_life = life;
+    for (uint64_t pos = ep->sq_head; pos != ep->sq_tail; pos++) {
+        struct uln_sqe *s = sqe_at(ep, pos);
+        if (s->peer == peer &&
+            (s->state == SQE_WAIT || (s->state == SQE_QUEUED && s->ring_path && s->issued > 0)))
+            sqe_finish(ep, s, -ECONNRESET);
+    }
+}
+
+/* The peer's endpoint began another life since we last wrote this ring:
+ * mark the ring for it first (ULN_MSG_LIFE), so its consumer tells what
+ * follows from what an earlier life left unread. False: no room for the
+ * mark, or the life changed under waiting operations, which just failed:
+ * the caller retries on its next pass (the one it was sending may be among
+ * them). */
+static bool out_life_mark(struct uln_ep *ep, int peer, int ch, uint32_t life)
+{
+    struct uln_ep_peer *pp = &ep->peers[peer];
+    bool over = life != pp->dst_life;
+    if (over) peer_life_over(ep, peer, life);
+    if (!uln_ring_reserve(&pp->out[ch], 0)) return false;
+    uln_ring_commit(&pp->out[ch], ULN_MSG_LIFE, 0, 0, life);
+    pp->out_life[ch] = life;
+    return !over;
+}
+
 /* Room for a message to the peer, or NULL: then the endpoint is blocked on that
  * peer (a busy sleeper wakes in short slices) and the consumer is asked to
  * wake us when it gives space back. A transport with rings in the peer's
@@ -94,7 +127,12 @@ static void *out_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len)
         uln_inbox_mark_active(pp->act_map[ch], pp->act_gen, pp->me_there); /* it polls us */
         pp->announced[ch] = true;
     }
-    void *d = uln_ring_reserve(&pp->out[ch], len);
+    /* Acquire: pairs with the owner's release at uln_ep_close. A line that
+     * changes only then, so every producer keeps it cached. */
+    uint32_t life = atomic_load_explicit(pp->life_at, memory_order_acquire);
+    void *d = ULN_UNLIKELY(life != pp->out_life[ch]) && !out_life_mark(ep, peer, ch, life)
+                  ? NULL
+                  : uln_ring_reserve(&pp->out[ch], len);
     if (ULN_UNLIKELY(!d)) {
         ep->blocked = true;
         uln_ring_want_room(&pp->out[ch]);
@@ -701,6 +739,23 @@ static void take_atomic_resp(struct uln_ep *ep, int src, struct uln_msg *m)
     sqe_finish(ep, s, st);
 }
 
+/* A message in our ring from src that is a life mark, or follows one for an
+ * earlier life of our endpoint: the mark says whether what follows is ours;
+ * an earlier life's message is refused, counted, and given back. True if m
+ * was one of them (and released). */
+static bool life_take(struct uln_ep *ep, int src, int ch, struct uln_msg *m)
+{
+    struct uln_ep_peer *pp = &ep->peers[src];
+    if (m->type == ULN_MSG_LIFE)
+        pp->in_stale[ch] = m->aux != ep->life;
+    else if (pp->in_stale[ch])
+        ULN_COUNT(&ep->stats, refused_stale_ep, 1);
+    else
+        return false;
+    uln_engine_release(ep, src, &pp->in[ch], m);
+    return true;
+}
+
 /* Handle one channel-0 message. The caller has made sure the receive CQ and
  * the ACK queue have room. Returns true if the message was released. */
 static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct uln_msg *m)
@@ -721,7 +776,9 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
                               .flags = ULN_CQE_MUST_RELEASE,
                               .len = m->len,
                               .data = m + 1,
-                              .priv_ = (uint64_t)(uintptr_t)m};
+                              /* m is cell-aligned: the low bits tell this life's
+                               * entries from an earlier one's (cq.c) */
+                              .priv_ = (uint64_t)(uintptr_t)m | (ep->life & (ULN_CELL - 1))};
         ULN_COUNT(&ep->stats, naps_received, 1);
         return false;
     }
@@ -803,6 +860,9 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
             struct uln_msg *m = uln_ring_peek(&pp->in[1], &bad);
             if (bad) malformed(ep);
             if (!m) return;
+            if (ULN_UNLIKELY(m->type == ULN_MSG_LIFE || pp->in_stale[1]) &&
+                life_take(ep, src, 1, m))
+                continue;
             bool atomic = m->type == ULN_MSG_ATOMIC_REQ;
             if (atomic ? m->len != sizeof(struct uln_atomic_req)
                        : m->type != ULN_MSG_GET_REQ || m->len != sizeof(struct uln_get_req)) {
@@ -910,6 +970,9 @@ static void progress_recv(struct uln_ep *ep, uint32_t *budget)
             struct uln_msg *m = uln_ring_peek(&pp->in[0], &bad);
             if (ULN_UNLIKELY(bad)) malformed(ep);
             if (!m) break;
+            if (ULN_UNLIKELY(m->type == ULN_MSG_LIFE || pp->in_stale[0]) &&
+                life_take(ep, src, 0, m))
+                continue;
             take_data(ep, src, pp, m);
             ep->taken++;
         }
@@ -922,10 +985,22 @@ static void progress_recv(struct uln_ep *ep, uint32_t *budget)
     ep->rr_peer = start + 1;
 }
 
+/* Work that waits on a peer's answer while nothing is sent to it: has its
+ * endpoint begun another life meanwhile (so the answer will never come)? */
+static void check_life(struct uln_ep *ep, int peer)
+{
+    struct uln_ep_peer *pp = &ep->peers[peer];
+    if (!pp->out_ready || !(pp->tp->caps & ULN_TP_CAP_RINGS)) return;
+    /* Acquire: as in out_reserve. */
+    uint32_t life = atomic_load_explicit(pp->life_at, memory_order_acquire);
+    if (life != pp->dst_life) peer_life_over(ep, peer, life);
+}
+
 static void check_peers(struct uln_ep *ep)
 {
     for (uint64_t pos = ep->sq_head; pos != ep->sq_tail; pos++) {
         struct uln_sqe *s = sqe_at(ep, pos);
+        if (s->state == SQE_WAIT) check_life(ep, s->peer);
         if ((s->state == SQE_QUEUED || s->state == SQE_WAIT) && s->peer != ep->ctx->rank &&
             ep->peers[s->peer].tp->peer_dead(ep->ctx, ep, s->peer)) {
             /* Later posts take the slow path, where the connect check fails

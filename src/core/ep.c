@@ -13,13 +13,97 @@
 
 #include "core/internal.h"
 
-/* Everything an endpoint owns but the struct itself, which a closed endpoint
- * keeps (its index is never reused, so at most max_eps of them). */
-static void ep_free_parts(struct uln_ep *ep)
+/* Closed endpoints kept so that a late call on one gets -EBADF: the newest
+ * ULN_EP_GRAVE of them. Indices are reused, so without a bound an
+ * application that opens and closes endpoints without end would keep them
+ * all; a handle closed longer ago than that is as undefined as a freed
+ * pointer (as mr.c's deregistered regions). */
+#define ULN_EP_GRAVE 64u
+
+/* op_id = send-queue position: each life of an index starts its positions
+ * here, so an answer to an earlier life's operation (a GET's data, an ACK
+ * late in a peer's ring) names no operation of this one. */
+#define ULN_EP_LIFE_SHIFT 40
+
+void uln_ep_ring_drop(struct uln_ep *ep, int src, int ch, uint64_t upto)
 {
+    struct uln_ring_cons *c = &ep->peers[src].in[ch];
+    uint64_t nobody = 0;
+    /* Sent to this life but never taken: walked by the cell counts their
+     * producer (ourselves, for a packet transport) wrote. */
+    while (c->read != upto) {
+        struct uln_msg *m = uln_ring_at(c->cells, c->mask, c->read);
+        uint64_t room = (c->mask + 1) - (c->read & c->mask);
+        if (m->cells == 0 || (uint64_t)m->cells * ULN_CELL > room) break;
+        if (m->type != ULN_MSG_PAD && m->type != ULN_MSG_LIFE) nobody++;
+        c->read += (uint64_t)m->cells * ULN_CELL;
+    }
+    if (nobody) ULN_COUNT(&ep->stats, refused_stale_ep, nobody);
+    if (c->head == c->read) return; /* untouched: its pages stay unallocated */
+    /* Everything read is given back, taken or not (NAPs the application
+     * still holds, a GET being served): zero each cell's first word, the
+     * ring's rule for cells given back (ring.h). */
+    for (uint64_t pos = c->head; pos != c->read; pos += ULN_CELL)
+        atomic_store_explicit(&uln_ring_at(c->cells, c->mask, pos)->stamp, 0, memory_order_relaxed);
+    c->head = c->read;
+    /* Release: the zeroing is done before the producer, acquiring head,
+     * writes those cells again. */
+    atomic_store_explicit(&c->ctrl->head, c->head, memory_order_release);
+}
+
+/* A closing life leaves its rings where the next one finds them. False:
+ * no memory to keep them, and the index is retired for good. */
+static bool ep_rings_save(struct uln_ep *ep, struct uln_ep_slot *slot)
+{
+    struct uln_ctx *ctx = ep->ctx;
+    if (!slot->pos && !(slot->pos = calloc((size_t)ctx->size, sizeof *slot->pos))) return false;
+    for (int p = 0; p < ctx->size; p++) {
+        struct uln_ep_peer *pp = &ep->peers[p];
+        for (int ch = 0; ch < 2; ch++) {
+            uln_ep_ring_drop(ep, p, ch, pp->in[ch].read);
+            slot->pos[p].in[ch] = pp->in[ch].read;
+            /* A life that never wrote to p leaves the earlier life's mark. */
+            if (pp->out_ready && (pp->tp->caps & ULN_TP_CAP_RINGS))
+                slot->pos[p].out[ch] = pp->out[ch].tail;
+        }
+    }
+    return true;
+}
+
+/* What a closed endpoint counted stays in the context's counters. Other
+ * threads may count in ctx->stats meanwhile: an RMW, relaxed (statistics
+ * order nothing). */
+static void ep_stats_fold(struct uln_ep *ep)
+{
+    _Atomic uint64_t *from = (_Atomic uint64_t *)&ep->stats;
+    _Atomic uint64_t *to = (_Atomic uint64_t *)&ep->ctx->stats;
+    for (size_t i = 0; i < sizeof ep->stats / sizeof *from; i++)
+        atomic_fetch_add_explicit(&to[i], atomic_load_explicit(&from[i], memory_order_relaxed),
+                                  memory_order_relaxed);
+}
+
+/* Everything an endpoint owns but the struct itself, which a closed endpoint
+ * keeps a while (ULN_EP_GRAVE). Closing (not a failed open): the rings are
+ * left for the index's next life, which then begins for peers. */
+static void ep_free_parts(struct uln_ep *ep, bool closing)
+{
+    struct uln_ctx *ctx = ep->ctx;
     for (unsigned id = 0; uln_transports[id]; id++)
         if (ep->tp_ep[id]) uln_transports[id]->ep_close(ep);
-    for (int i = 0; ep->peers && i < ep->ctx->size; i++) {
+    if (closing) {
+        struct uln_ep_slot *slot = &ctx->ep_slots[ep->index];
+        bool kept = ep_rings_save(ep, slot);
+        ep_stats_fold(ep);
+        slot->life++;
+        /* Release: our ring positions given back (ctrl->head) are visible to
+         * a producer that sees the new life. */
+        atomic_store_explicit(&ctx->inbox->hdr->ep_life[ep->index], slot->life,
+                              memory_order_release);
+        pthread_mutex_lock(&ctx->lock);
+        slot->taken = !kept;
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    for (int i = 0; ep->peers && i < ctx->size; i++) {
         struct uln_ep_peer *pp = &ep->peers[i];
         free(pp->acks);
         if (pp->tp_peer && pp->tp->peer_free) pp->tp->peer_free(ep, pp);
@@ -42,11 +126,11 @@ static void ep_free_parts(struct uln_ep *ep)
 
 static void ep_free(struct uln_ep *ep)
 {
-    ep_free_parts(ep);
+    ep_free_parts(ep, false);
     free(ep);
 }
 
-/* uln_close: the structs of closed endpoints. */
+/* uln_close: the structs of closed endpoints, and what indices kept. */
 void uln_ep_free_closed(struct uln_ctx *ctx)
 {
     while (ctx->closed_eps) {
@@ -54,6 +138,59 @@ void uln_ep_free_closed(struct uln_ctx *ctx)
         ctx->closed_eps = ep->next_closed;
         free(ep);
     }
+    ctx->n_closed = 0;
+    for (unsigned i = 0; ctx->ep_slots && i < ctx->p.max_eps; i++)
+        free(ctx->ep_slots[i].pos);
+    free(ctx->ep_slots);
+    ctx->ep_slots = NULL;
+}
+
+/* Keep a closed endpoint's struct (called with ctx->lock held). */
+static void ep_bury(struct uln_ctx *ctx, struct uln_ep *ep)
+{
+    ep->next_closed = ctx->closed_eps;
+    ctx->closed_eps = ep;
+    if (++ctx->n_closed <= ULN_EP_GRAVE) return;
+    struct uln_ep **last = &ctx->closed_eps;
+    while ((*last)->next_closed)
+        last = &(*last)->next_closed;
+    free(*last); /* the oldest goes for good */
+    *last = NULL;
+    ctx->n_closed--;
+}
+
+/* The lowest free index (called with ctx->lock held), or -ENOSPC. */
+static int ep_index_take(struct uln_ctx *ctx)
+{
+    if (!ctx->ep_slots && !(ctx->ep_slots = calloc(ctx->p.max_eps, sizeof *ctx->ep_slots)))
+        return -ENOMEM;
+    for (unsigned i = 0; i < ctx->p.max_eps; i++)
+        if (!ctx->ep_slots[i].taken) {
+            ctx->ep_slots[i].taken = true;
+            if (i >= ctx->n_eps) ctx->n_eps = i + 1;
+            return (int)i;
+        }
+    return -ENOSPC;
+}
+
+/* Our side of the rings from every peer, where the index's last life left
+ * them. A peer writing our rings itself may still have messages in them
+ * for an earlier life: they are refused until its ULN_MSG_LIFE mark for
+ * this one (engine.c). Rings we feed ourselves were emptied at close, and
+ * their feed marks them too (inbox.h). */
+static void ep_rings_attach(struct uln_ep *ep)
+{
+    struct uln_ctx *ctx = ep->ctx;
+    const struct uln_ring_pos *pos = ctx->ep_slots[ep->index].pos;
+    for (int src = 0; src < ctx->size; src++)
+        for (int ch = 0; ch < 2; ch++) {
+            struct uln_ring_cons *c = &ep->peers[src].in[ch];
+            uln_ring_cons_init(c, uln_inbox_ring_in(ctx, src, ep->index, ch),
+                               uln_inbox_ring_bytes(ch, &ctx->p));
+            if (!pos) continue;
+            c->read = c->head = pos[src].in[ch];
+            ep->peers[src].in_stale[ch] = true;
+        }
 }
 
 static int ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *recv_cq,
@@ -108,22 +245,23 @@ static int ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *r
 
     pthread_mutex_lock(&ctx->lock);
     unsigned n_bind = send_cq == recv_cq ? 1 : 2;
-    if (ctx->n_eps >= ctx->p.max_eps || send_cq->n_eps + 1 > 64 || recv_cq->n_eps + n_bind > 65) {
+    int idx =
+        send_cq->n_eps + 1 > 64 || recv_cq->n_eps + n_bind > 65 ? -ENOSPC : ep_index_take(ctx);
+    if (idx < 0) {
         pthread_mutex_unlock(&ctx->lock);
         ep_free(ep);
-        return -ENOSPC;
+        return idx;
     }
-    /* Indices are never reused within a context: a peer may still have
-     * messages in flight for an endpoint that was closed. */
-    ep->index = (int)ctx->n_eps++;
+    /* A closed endpoint's index is free again: this is a new life of it,
+     * which peers tell apart from the earlier ones (ep_rings_attach). */
+    ep->index = idx;
+    ep->life = ctx->ep_slots[idx].life;
+    ep->sq_head = ep->sq_issue = ep->sq_tail = (uint64_t)ep->life << ULN_EP_LIFE_SHIFT;
     for (int ch = 0; ch < 2; ch++)
         ep->act_map[ch] = uln_inbox_active(ctx, ch, ep->index);
     /* act_gen_seen starts at 0: act_gen is 0 only while no bit was ever set. */
     ep->act_gen = &ctx->inbox->hdr->act_gen;
-    for (int src = 0; src < ctx->size; src++)
-        for (int ch = 0; ch < 2; ch++)
-            uln_ring_cons_init(&ep->peers[src].in[ch], uln_inbox_ring_in(ctx, src, ep->index, ch),
-                               uln_inbox_ring_bytes(ch, &ctx->p));
+    ep_rings_attach(ep);
     for (int p = 0; p < ctx->size; p++) {
         struct uln_ep_peer *pp = &ep->peers[p];
         int32_t dst = ctx->peer_recs[p].ep;
@@ -133,6 +271,7 @@ static int ep_open(struct uln_ctx *ctx, struct uln_cq *send_cq, struct uln_cq *r
     }
     int rc = ep_open_transports(ep);
     if (rc) {
+        ctx->ep_slots[idx].taken = false;
         pthread_mutex_unlock(&ctx->lock);
         ep_free(ep);
         return rc;
@@ -181,10 +320,11 @@ static int ep_close(struct uln_ep *ep)
     uln_cq_unbind(ep->send_cq, ep);
     if (ep->recv_cq != ep->send_cq) uln_cq_unbind(ep->recv_cq, ep);
     ep->closed = true;
-    ep->next_closed = ctx->closed_eps;
-    ctx->closed_eps = ep;
     pthread_mutex_unlock(&ctx->lock);
-    ep_free_parts(ep);
+    ep_free_parts(ep, true); /* the index is free once this life is over */
+    pthread_mutex_lock(&ctx->lock);
+    ep_bury(ctx, ep);
+    pthread_mutex_unlock(&ctx->lock);
     return 0;
 }
 

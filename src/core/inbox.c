@@ -201,7 +201,8 @@ _Atomic uint64_t *uln_inbox_attached(struct uln_ctx *ctx)
 
 void uln_inbox_feed_init(struct uln_inbox_feed *f, struct uln_ctx *ctx, int src, int ep)
 {
-    *f = (struct uln_inbox_feed){.src = src, .act_gen = &ctx->inbox->hdr->act_gen};
+    *f = (struct uln_inbox_feed){
+        .src = src, .act_gen = &ctx->inbox->hdr->act_gen, .life = ctx->ep_slots[ep].life};
     for (int ch = 0; ch < 2; ch++) {
         uln_ring_prod_init(&f->prod[ch], uln_inbox_ring_in(ctx, src, ep, ch),
                            uln_inbox_ring_bytes(ch, &ctx->p));

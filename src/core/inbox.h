@@ -35,12 +35,13 @@
 #include <stdint.h>
 
 #include "core/ring.h"
+#include "core/wire.h"
 
 struct uln_ctx;
 struct uln_params;
 
 #define ULN_INBOX_MAGIC   0x756c6e657473686dull /* "ulnetshm" */
-#define ULN_INBOX_VERSION 6u                    /* 6: act_gen */
+#define ULN_INBOX_VERSION 6u                    /* 6: act_gen, endpoint lives */
 
 struct uln_inbox_hdr {
     uint64_t magic, job_key;
@@ -63,6 +64,11 @@ struct uln_inbox_hdr {
      * which with no job is max_peers / 64 words per channel, every pass. Own line:
      * written a few times per peer in a life, read by every pass. */
     _Alignas(64) _Atomic uint32_t act_gen;
+    /* Each endpoint index's life (struct uln_ep_slot): lives ended so far,
+     * so the life that is open, or the next one. Written by the owner at
+     * uln_ep_close (release), read by every producer before it writes to the
+     * index (acquire, engine.c: out_reserve): read-mostly lines of their own. */
+    _Alignas(64) _Atomic uint32_t ep_life[64];
 };
 _Static_assert(sizeof(struct uln_inbox_hdr) <= 4096, "header fits its page");
 
@@ -162,12 +168,20 @@ struct uln_inbox_feed {
     _Atomic uint32_t *act_gen;   /* our inbox's */
     int src;
     bool marked[2];
+    uint32_t life; /* of the endpoint: the ULN_MSG_LIFE mark that goes first */
+    bool life_sent[2];
 };
 void uln_inbox_feed_init(struct uln_inbox_feed *f, struct uln_ctx *ctx, int src, int ep);
 /* Room for a message of len bytes on channel ch, or NULL (the engine has not
  * taken enough yet: try again later, the ring holds the sender back). */
 static inline void *uln_inbox_feed_reserve(struct uln_inbox_feed *f, int ch, uint32_t len)
 {
+    if (__builtin_expect(!f->life_sent[ch], 0)) {
+        /* What an earlier life of the endpoint left is not ours (ep.c). */
+        if (!uln_ring_reserve(&f->prod[ch], 0)) return NULL;
+        uln_ring_commit(&f->prod[ch], ULN_MSG_LIFE, 0, 0, f->life);
+        f->life_sent[ch] = true;
+    }
     return uln_ring_reserve(&f->prod[ch], len);
 }
 /* Publish the reserved message; the first one of a channel also makes the

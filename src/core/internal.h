@@ -54,6 +54,7 @@ struct uln_stats {
     _Atomic uint64_t cache_hits, cache_misses, sleeps, wakeups_sent;
     _Atomic uint64_t pkts_sent, pkts_received, retransmits, duplicates, stale, peers_dead;
     _Atomic uint64_t pkts_dropped, atomics, atomics_served, refused_align;
+    _Atomic uint64_t refused_stale_ep;
 };
 
 struct uln_params {
@@ -177,6 +178,27 @@ struct uln_mr {
 struct uln_root;
 struct uln_pmix;
 
+/* ---- endpoint indices and their lives (core/ep.c) -------------------------- */
+
+/* Where one life of an endpoint index left its rings with one peer, so the
+ * next life goes on from there: the rings stay where they are (in our inbox
+ * and in the peer's), and a producer or consumer restarted on a live ring
+ * must know its position. in: how far we consumed the peer's rings to us
+ * (all of it given back); out: how far we wrote, into the peer's rings (shm)
+ * or, for a peer reached by packets, into our own rings fed for it. */
+struct uln_ring_pos {
+    uint64_t in[2], out[2];
+};
+
+/* One endpoint index, across its lives. A life begins at uln_ep_open and
+ * ends at uln_ep_close; its number is the count of lives before it, also
+ * published in our inbox header (ep_life) where peers on this host read it. */
+struct uln_ep_slot {
+    uint32_t life;
+    bool taken;               /* an endpoint holds the index (or is still closing) */
+    struct uln_ring_pos *pos; /* by peer; NULL until the index's first close */
+};
+
 /* ---- peers (core/peer.c) --------------------------------------------------- */
 
 /* What the context knows of a peer id. In a job, peer p is rank p (filled at
@@ -236,11 +258,13 @@ struct uln_ctx {
      * the same thread, or apart in time (the rule in ulnet.h). */
     _Atomic uint64_t *peer_live;
     _Atomic uint32_t peers_gen;
-    struct uln_ep **eps; /* open endpoints by index (NULL once closed) */
-    unsigned n_eps;
-    struct uln_ep *closed_eps; /* closed ones, kept so late calls get -EBADF */
-    struct uln_cq *cqs;        /* every CQ, open or closed, so uln_close can free them */
-    struct uln_stats stats;    /* for things not owned by one endpoint */
+    struct uln_ep **eps;          /* open endpoints by index (NULL once closed) */
+    unsigned n_eps;               /* indices below this may be open */
+    struct uln_ep_slot *ep_slots; /* by index (max_eps), made at the first uln_ep_open */
+    struct uln_ep *closed_eps;    /* closed ones, newest first, kept so late calls get -EBADF */
+    unsigned n_closed;            /* ... at most ULN_EP_GRAVE of them (ep.c) */
+    struct uln_cq *cqs;           /* every CQ, open or closed, so uln_close can free them */
+    struct uln_stats stats;       /* for things not owned by one endpoint */
 };
 
 struct uln_flush_mark {
@@ -286,7 +310,13 @@ struct uln_ep_peer {
     int32_t me_there;                   /* our number at the peer: our rank in a job, else
                                            the slot of its inbox we claimed (shm.c) */
     int32_t dst_ep;                     /* the peer's endpoint index we talk to */
-    bool announced[2];                  /* our bit is set in act_map[ch] */
+    /* ULN_TP_CAP_RINGS: the life of the peer's endpoint dst_ep, as its inbox
+     * header says it (life_at), as our waiting operations knew it (dst_life),
+     * and as the last ULN_MSG_LIFE mark we wrote in each ring (out_life). */
+    _Atomic uint32_t *life_at;
+    uint32_t dst_life, out_life[2];
+    bool in_stale[2];     /* messages in our ring from it belong to an earlier life of ours */
+    bool announced[2];    /* our bit is set in act_map[ch] */
     uint32_t direct_ops;  /* direct PUT/GETs to this peer: every 1024th checks it lives */
     uint32_t gets_out;    /* our ring-path GETs and atomics the peer has not finished: each
                              request sits in its request ring until served (engine.c:
@@ -304,6 +334,7 @@ struct uln_ep_peer {
 struct uln_ep {
     struct uln_ctx *ctx;
     int index;
+    uint32_t life;              /* of the index: lives before this one (struct uln_ep_slot) */
     bool closed;                /* its queues are freed; calls on it return -EBADF */
     struct uln_ep *next_closed; /* in ctx->closed_eps */
     struct uln_cq *send_cq, *recv_cq;
@@ -431,6 +462,10 @@ const struct uln_setting *uln_settings(unsigned *n);
 
 /* ep.c: uln_close frees the structs that closed endpoints kept. */
 void uln_ep_free_closed(struct uln_ctx *ctx);
+/* ep.c: the closing endpoint gives back everything in its ring from src on
+ * channel ch up to position upto (a packet transport: where it fed the ring
+ * for that peer), counting the messages nobody took as refused_stale_ep. */
+void uln_ep_ring_drop(struct uln_ep *ep, int src, int ch, uint64_t upto);
 
 /* progress.c */
 int uln_progress_start(struct uln_ctx *ctx);

@@ -50,6 +50,12 @@ struct uln_msg_desc {
 
 #define ULN_MSG_TYPES 10 /* types are below this */
 
+/* A ring-only mark (never a packet, outside the table): the producer writes
+ * it, aux = the consumer endpoint's life it writes for, before its first
+ * message to that life. Messages after a mark for another life are an
+ * earlier life's: refused (ep.c, engine.c). */
+#define ULN_MSG_LIFE 0xfdu
+
 static const struct uln_msg_desc uln_msg_table[ULN_MSG_TYPES] = {
     [ULN_MSG_NAP] = {.channel = 0, .ordered = true, .packet = true},
     [ULN_MSG_PUT_FRAG] = {.channel = 0, .ordered = false, .packet = true, .ext = 24, .ext_imm = 32},

@@ -496,13 +496,22 @@ static int uln_shm_connect(struct uln_ep *ep, int peer)
             uln_inbox_mark(uln_inbox_attached_at(sp->inbox, sp->hdr), slot);
         pp->me_there = slot;
     }
+    const struct uln_ring_pos *pos = ctx->ep_slots[ep->index].pos;
     for (int ch = 0; ch < 2; ch++) {
-        uln_ring_prod_init(&pp->out[ch],
-                           uln_inbox_ring_at(sp->inbox, sp->hdr, pp->me_there, pp->dst_ep, ch),
+        struct uln_ring_prod *o = &pp->out[ch];
+        uln_ring_prod_init(o, uln_inbox_ring_at(sp->inbox, sp->hdr, pp->me_there, pp->dst_ep, ch),
                            uln_inbox_ring_bytes(ch, &ctx->p));
+        /* An earlier life of our endpoint wrote here: go on where it
+         * stopped (the consumer may not have taken all of it). */
+        if (pos && pos[peer].out[ch] > o->tail) o->tail = pos[peer].out[ch];
         pp->act_map[ch] = uln_inbox_active_at(sp->inbox, sp->hdr, ch, pp->dst_ep);
+        pp->out_life[ch] =
+            0; /* a mark goes first unless the peer's endpoint is in its first life */
     }
     pp->act_gen = &sp->hdr->act_gen;
+    pp->life_at = &sp->hdr->ep_life[pp->dst_ep];
+    /* Acquire: as in engine.c's out_reserve. Nothing of ours waits on it yet. */
+    pp->dst_life = atomic_load_explicit(pp->life_at, memory_order_acquire);
     return 0;
 }
 

@@ -329,8 +329,13 @@ static int uln_udp_ep_open(struct uln_ep *ep)
     ue->id_of_rank = malloc((size_t)n * sizeof(int));
     ue->live = malloc((size_t)n * sizeof(int));
     if (!ue->rank_of_id || !ue->id_of_rank || !ue->live) return -ENOMEM;
+    /* The index's socket stays the context's: the link gets its own
+     * descriptor of it, so every life of the index has the same port (the
+     * one peers know) and a closed life's packets stay refusable there. */
+    int fd = fcntl(u->fds[ep->index], F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return -errno;
     struct uln_link_udp_cfg cfg = {.adopt = true,
-                                   .fd = u->fds[ep->index],
+                                   .fd = fd,
                                    .mtu = ctx->p.udp_mtu,
                                    .rx_bufs =
                                        2 * ctx->p.udp_window < 512 ? 512 : 2 * ctx->p.udp_window,
@@ -343,7 +348,6 @@ static int uln_udp_ep_open(struct uln_ep *ep)
     /* uln_ep_open holds the context lock here: the context's generator is ours. */
     u->rng = mix64(u->rng + 0x9e3779b97f4a7c15ull);
     ue->rng = u->rng;
-    u->fds[ep->index] = -1; /* the io owns it now */
     if (ctx->no_job) {
         size_t alen = ULN_ADDR_MAX;
         if (uln_addr(ctx, ue->hello + 1, &alen) == 0) {
@@ -406,6 +410,10 @@ static void uln_udp_ep_close(struct uln_ep *ep)
     for (int p = 0; ep->peers && p < ep->ctx->size; p++) {
         struct uln_udp_peer *up = udp_peer(ep, p);
         if (!up) continue;
+        /* What we fed the engine and it never took belongs to this life
+         * only: the next one starts after it (ep.c). */
+        for (int ch = 0; ch < 2; ch++)
+            uln_ep_ring_drop(ep, p, ch, up->feed.prod[ch].tail);
         peer_free(ue, up);
         ep->peers[p].tp_peer = NULL;
     }
