@@ -178,8 +178,8 @@ static void test_nap_max(void)
 }
 
 /* 64 endpoints (the most a context takes, and a CQ drives) on one CQ; the
- * 65th is refused, and so is any after closing one: indices are never
- * reused, max_eps counts every endpoint the context ever opened. */
+ * 65th is refused. Closing one frees its index: the next open takes it (a
+ * new life of endpoint 10, which works), and the one after is refused again. */
 static void test_eps(void)
 {
     struct uln_config c = cfg_with(0, 0, 0, 64, 0);
@@ -206,7 +206,19 @@ static void test_eps(void)
         }
     }
     CHECK(uln_ep_close(ep[10]) == 0);
+    CHECK(uln_ep_open(ctx, cq, cq, &ep[10]) == 0);
+    CHECK(uln_ep_index(ep[10]) == 10);
     CHECK(uln_ep_open(ctx, cq, cq, &ep[64]) == -ENOSPC);
+    v = 0x10;
+    CHECK(uln_nap(ep[10], 0, &v, sizeof v, 8, ULN_INLINE) == 0);
+    CHECK(take(cq, e, 2) == 2);
+    for (int i = 0; i < 2; i++) {
+        CHECK(e[i].status == 0 && e[i].ep == 10);
+        if (e[i].op == ULN_OP_NAP_RECV) {
+            CHECK(e[i].len == 8 && memcmp(e[i].data, &v, 8) == 0);
+            CHECK(uln_cqe_release(cq, &e[i]) == 0);
+        }
+    }
     CHECK(uln_close(ctx) == 0);
 }
 
