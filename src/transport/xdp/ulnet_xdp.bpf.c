@@ -68,6 +68,10 @@ int ulnet_xdp(struct xdp_md *ctx)
     if (ihl < sizeof(*ip)) return XDP_PASS;
     struct udphdr *udp = (void *)ip + ihl;
     if ((void *)(udp + 1) > end) return XDP_PASS;
+    /* Not set up yet (no owner written): nothing is ours. The lookup also
+     * binds the map to the program, where the next open finds it. */
+    __u32 zero = 0, *owner = bpf_map_lookup_elem(&ulnet_owner, &zero);
+    if (!owner || !*owner) return XDP_PASS;
     struct uln_xdp_port_key k = {.addr = ip->daddr, .port = udp->dest};
     struct uln_xdp_port_val *v = bpf_map_lookup_elem(&ulnet_ports, &k);
     /* A socket takes frames only from the queue it is bound to; from any
