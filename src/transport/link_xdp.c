@@ -109,6 +109,7 @@ struct peer {
 struct xprog {
     int ifindex;
     struct xdp_program *prog;
+    struct bpf_object *obj; /* prog's: libxdp does not own an object it was given */
     enum xdp_attach_mode mode;
     int xsks_fd, ports_fd;
     unsigned refs;
@@ -575,21 +576,23 @@ static int prog_attach(struct xprog *xp, enum uln_xdp_hook hook, char *why, size
                                                 : "native or generic",
                  rc == -EPERM ? "no privilege (CAP_NET_ADMIN and CAP_BPF)" : strerror(-rc));
         xdp_program__close(prog);
+        bpf_object__close(obj);
         return rc;
     }
-    struct bpf_object *o2 = xdp_program__bpf_obj(prog);
-    xp->xsks_fd = bpf_object__find_map_fd_by_name(o2, "ulnet_xsks");
-    xp->ports_fd = bpf_object__find_map_fd_by_name(o2, "ulnet_ports");
-    int owner_fd = bpf_object__find_map_fd_by_name(o2, "ulnet_owner");
+    xp->xsks_fd = bpf_object__find_map_fd_by_name(obj, "ulnet_xsks");
+    xp->ports_fd = bpf_object__find_map_fd_by_name(obj, "ulnet_ports");
+    int owner_fd = bpf_object__find_map_fd_by_name(obj, "ulnet_owner");
     uint32_t k = 0, pid = (uint32_t)getpid();
     if (xp->xsks_fd < 0 || xp->ports_fd < 0 || owner_fd < 0 ||
         bpf_map_update_elem(owner_fd, &k, &pid, 0)) {
         xdp_program__detach(prog, xp->ifindex, xp->mode, 0);
         xdp_program__close(prog);
+        bpf_object__close(obj);
         snprintf(why, whylen, "the XDP program's maps are missing");
         return -EINVAL;
     }
     xp->prog = prog;
+    xp->obj = obj;
     return 0;
 }
 
@@ -624,6 +627,8 @@ static struct xprog *prog_get(int ifindex, enum uln_xdp_hook hook, uint32_t *slo
         if (!xp->refs) {
             xdp_program__detach(xp->prog, ifindex, xp->mode, 0);
             xdp_program__close(xp->prog);
+            bpf_object__close(xp->obj);
+            *xp = (struct xprog){0};
         }
         xp = NULL;
         goto out;
@@ -644,6 +649,7 @@ static void prog_put(struct xprog *xp, uint32_t slot)
     if (--xp->refs == 0) {
         xdp_program__detach(xp->prog, xp->ifindex, xp->mode, 0);
         xdp_program__close(xp->prog);
+        bpf_object__close(xp->obj);
         *xp = (struct xprog){0};
     }
     pthread_mutex_unlock(&progs_lock);
