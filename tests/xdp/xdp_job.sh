@@ -4,7 +4,8 @@
 # around it.
 #
 #   xdp_job.sh --built 0|1 [--hook native|generic] [--env VAR=value]...
-#              [--fallback REGEX] [--drop-caps] [--kill] [--mixed] [--timeout S]
+#              [--fallback REGEX] [--drop-caps] [--kill] [--mixed] [--forge]
+#              [--timeout S]
 #              -- PROGRAM ARGS...
 #
 # Each rank runs with ULN_TRANSPORT=xdp and ULN_XDP_HOOK=hook. Checked:
@@ -21,6 +22,8 @@
 #   - native: the veth counted frames redirected to the AF_XDP sockets;
 #   - --mixed: rank 1 runs the socket link (ULN_TRANSPORT=udp): the two
 #     links must understand each other; only host 0 is checked for AF_XDP;
+#   - --forge: while the job runs, host 0 sends host 1's endpoint thousands of
+#     malformed and forged frames as if from rank 0 (forge.py);
 #   - --drop-caps: the ranks run without CAP_NET_ADMIN, CAP_BPF, CAP_SYS_ADMIN
 #     and CAP_PERFMON (setpriv), as an unprivileged user would;
 #   - --kill: both ranks get SIGKILL mid-job; the interfaces still answer ping
@@ -32,7 +35,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 hosts_sh=$here/../netns/hosts.sh
-built="" hook=native fallback="" kill=0 timeout=120 envs=() prefix=() more_eps=0 mixed=0
+built="" hook=native fallback="" kill=0 timeout=120 envs=() prefix=() more_eps=0 mixed=0 forge=0
 while [[ $# -gt 0 ]]; do
     case $1 in
     --built) built=$2; shift 2 ;;
@@ -42,6 +45,7 @@ while [[ $# -gt 0 ]]; do
     --kill) kill=1; shift ;;
     --more-eps) more_eps=1; shift ;;
     --mixed) mixed=1; shift ;;
+    --forge) forge=1; envs+=(ULN_UDP_PORT=30000); shift ;; # endpoint 0 on port 30000
     --drop-caps)
         caps=-net_admin,-bpf,-sys_admin,-perfmon
         prefix=(setpriv --inh-caps="$caps" --bounding-set="$caps")
@@ -141,6 +145,21 @@ done
 # While it runs (the program is attached once the endpoints open).
 # ip's first line names the hook: "mtu 1500 xdp " (native) or "xdpgeneric".
 want=$([[ $hook == generic ]] && echo " xdpgeneric " || echo " xdp ")
+# Forged frames all along the job, from its first moments (a short job is
+# over before the checks below are).
+forge_pid=""
+if ((forge)); then
+    mac1=$(on 1 cat /sys/class/net/eth0/address)
+    (
+        for ((round = 0; round < 40; round++)); do
+            kill -0 "${pids[1]}" 2>/dev/null || break
+            on 0 python3 "$here/forge.py" eth0 "$ULNTEST_HOST_0" "$ULNTEST_HOST_1" "$mac1" 30000 1000 \
+                >>"$logs/forge.out" || exit 1
+        done
+    ) &
+    forge_pid=$!
+fi
+
 # Each AF_XDP host's program must be seen in the mode asked for, unless its
 # rank is over first (a short job; then the counters below are the proof).
 declare -A seen=()
@@ -199,6 +218,12 @@ for r in 0 1; do
     fi
 done
 pids=()
+if [[ -n $forge_pid ]]; then
+    wait "$forge_pid" || fail "forge.py failed"
+    n=$(awk '{s += $3} END {print s + 0}' "$logs/forge.out")
+    ((n > 0)) || fail "no forged frame was sent"
+    echo "xdp_job.sh: $n forged frames sent to host 1's endpoint while the job ran"
+fi
 for r in 0 1; do
     tail -n 2 "$logs/r$r.out"
     if [[ -n $fallback ]]; then
@@ -212,7 +237,9 @@ for r in 0 1; do
     # A few may come after the receiver closed (its peer's last ACKs):
     # the kernel answers those with ICMP, and that is all they can be.
     n=$(kernel_udp $r)
-    if [[ -z $fallback ]] && ((!more_eps && n > 8)) && [[ " ${xdp_hosts[*]} " == *" $r "* ]]; then
+    # (Forged fragments and cut headers are the kernel's: host 1 is not checked.)
+    if [[ -z $fallback ]] && ((!more_eps && n > 8 && (!forge || r == 0))) &&
+        [[ " ${xdp_hosts[*]} " == *" $r "* ]]; then
         fail "host $r's stack received $n UDP packets of the job: not all went to AF_XDP"
     fi
     echo "xdp_job.sh: host $r's stack received $n UDP packets of the job"
