@@ -26,6 +26,11 @@ if(ULN_PMIX_PC)
   list(JOIN PMIX_LDFLAGS " " _uln_pmix_ld)
   string(APPEND ULN_PC_LIBS_PRIVATE " ${_uln_pmix_ld}")
 endif()
+if(ULN_XDP_FOUND) # the AF_XDP link: libxdp and libbpf, and theirs (libelf, zlib)
+  list(TRANSFORM XDP_STATIC_LIBRARIES PREPEND "-l" OUTPUT_VARIABLE _uln_xdp_ld)
+  list(JOIN _uln_xdp_ld " " _uln_xdp_ld)
+  string(APPEND ULN_PC_LIBS_PRIVATE " ${_uln_xdp_ld}")
+endif()
 # The rpath is decided at install time, when the prefix is final: ulnet.pc.in
 # is configured once now, with @ULN_PC_RPATH@ kept for the install step.
 set(ULN_PC_RPATH "@ULN_PC_RPATH@")

@@ -16,10 +16,13 @@ root=$(pwd)
 # clang, libclang-rt-14-dev: libFuzzer for tests/fuzz; valgrind: memcheck stage;
 # man-db, groff-base: the installed man pages are checked; file: the static link;
 # libfabric-dev, libfabric-bin, libopenmpi-dev, netpipe-openmpi: the libfabric
-# provider (prov/) and its clients (tests/fi, tests/mpi).
+# provider (prov/) and its clients (tests/fi, tests/mpi); libxdp-dev,
+# libbpf-dev, xdp-tools: the AF_XDP link and its XDP program (clang builds it);
+# iputils-ping: tests/xdp checks the interface still answers.
 pkgs=(cmake ninja-build gcc make pkg-config libc6-dev procps iproute2 nftables ethtool python3
     libpmix-dev openmpi-bin clang libclang-rt-14-dev valgrind man-db groff-base file
-    libfabric-dev libfabric-bin libopenmpi-dev netpipe-openmpi)
+    libfabric-dev libfabric-bin libopenmpi-dev netpipe-openmpi libxdp-dev libbpf-dev xdp-tools
+    iputils-ping)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -36,6 +36,8 @@
 #include "core/internal.h"
 #include "transport/link_fault.h"
 #include "transport/link_udp.h"
+#include "transport/link_xdp.h"
+#include "transport/udp_ctx.h"
 #include "ulnet.h"
 
 /* Bytes of a datagram that are not ulnet payload: IPv4 or IPv6 header, UDP
@@ -112,7 +114,35 @@ static void print_interfaces(uint32_t mtu_setting)
     freeifaddrs(ifs);
 }
 
-static void print_transports(const struct uln_ctx *ctx, const struct uln_info *in)
+/* The link under udp's packets. Links open with endpoints, so with
+ * ULN_TRANSPORT=xdp one endpoint is opened to see what AF_XDP gives here:
+ * its mode, or why the socket link took over. */
+static void print_link(struct uln_ctx *ctx)
+{
+    printf("  AF_XDP link                      %s\n",
+           uln_link_xdp_built() ? "built in (ULN_TRANSPORT=xdp)"
+                                : "absent (built without libxdp/libbpf/clang)");
+    const struct uln_udp *u = udp_of(ctx);
+    if (!ctx->p.xdp || !u) {
+        printf("  link in use                      udp (a socket)\n");
+        return;
+    }
+    struct uln_cq *cq = NULL;
+    struct uln_ep *ep = NULL;
+    int rc = uln_cq_open(ctx, 64, &cq);
+    if (!rc) rc = uln_ep_open(ctx, cq, cq, &ep);
+    if (rc)
+        printf("  link in use                      unknown: uln_ep_open: %s\n", uln_strerror(rc));
+    else if (!strcmp(u->link_kind, "xdp"))
+        printf("  link in use                      xdp (%s)\n", u->xdp_mode);
+    else
+        printf("  link in use                      %s (xdp asked for: %s)\n", u->link_kind,
+               u->xdp_why[0] ? u->xdp_why : "?");
+    if (ep) uln_ep_close(ep);
+    if (cq) uln_cq_close(cq);
+}
+
+static void print_transports(struct uln_ctx *ctx, const struct uln_info *in)
 {
     printf("# Transports\n");
     printf("shm: available (every peer on this host)\n");
@@ -128,6 +158,7 @@ static void print_transports(const struct uln_ctx *ctx, const struct uln_info *i
     printf("  UDP_SEGMENT (send offload)       %s\n", udp_opt(UDP_SEGMENT, 1400));
     printf("  UDP_GRO (receive offload)        %s\n", udp_opt(UDP_GRO, 1));
     print_interfaces(ctx->p.udp_mtu); /* ULN_UDP_MTU as the library resolved it */
+    print_link(ctx);
     printf("\n# Limits\n");
     printf("nap_max        %10" PRIu32 "  largest NAP payload, bytes\n", in->nap_max);
     printf("inline_max     %10" PRIu32 "  largest ULN_INLINE payload\n", in->inline_max);

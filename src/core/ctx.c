@@ -70,7 +70,8 @@ static const struct uln_setting settings_table[] = {
     {"ULN_SHM_DIRECT", "1", 0, 1, "0: PUT/GET through the rings, placed by the target"},
     {"ULN_SHM_CMA", "1", 0, 1, "0: never use process_vm_readv/writev"},
     /* Transports and progress. */
-    {"ULN_TRANSPORT", "auto", 0, 0, "auto: shm on this host, udp to others; udp; shm"},
+    {"ULN_TRANSPORT", "auto", 0, 0,
+     "auto: shm on this host, udp to others; udp; shm; xdp: udp's protocol over AF_XDP"},
     {"ULN_PROGRESS", "caller", 0, 0, "thread: a progress thread serves peers in the background"},
     /* UDP. */
     {"ULN_UDP_WINDOW", "256", 4, 32768, "packets in flight per (endpoint, peer), a power of two"},
@@ -89,6 +90,12 @@ static const struct uln_setting settings_table[] = {
     {"ULN_UDP_IF", NULL, 0, 0,
      "publish and bind this interface's address (one name for every host, e.g. ib0)"},
     {"ULN_UDP_GRO", "1", 0, 0, "0: no UDP_GRO on receive (one datagram per buffer)"},
+    /* AF_XDP (ULN_TRANSPORT=xdp, docs/xdp.md). */
+    {"ULN_XDP_MODE", "auto", 0, 0, "auto: zero-copy where the driver can, else copy; copy; zc"},
+    {"ULN_XDP_HOOK", "auto", 0, 0,
+     "auto: native XDP where the driver has it, else generic; "
+     "native; generic"},
+    {"ULN_XDP_QUEUE", "0", 0, 1023, "the interface's receive queue the AF_XDP sockets bind"},
     {"ULN_FAULT", NULL, 0, 0, "tests: drop=P,dup=P,reorder=P,delay=US,seed=N at the socket"},
 };
 
@@ -346,6 +353,28 @@ static int launcher_settings(const struct uln_config *cfg, struct uln_params *p)
     return cfg->job_key == 0 ? env_job_key(&p->job_key) : 0;
 }
 
+/* One of names (NULL-terminated) or the first (unset): its index, -1 if none. */
+static int choice_setting(const char *name, const char *const *names)
+{
+    const char *v = string_setting(name);
+    if (!v) return 0;
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(v, names[i])) return i;
+    setting_err("ulnet: %s=%s: use %s, %s or %s\n", name, v, names[0], names[1], names[2]);
+    return -1;
+}
+
+/* AF_XDP's: read whatever the transport, so that a typo fails uln_open. */
+static int xdp_settings(struct uln_params *p)
+{
+    static const char *const modes[] = {"auto", "copy", "zc", NULL};
+    static const char *const hooks[] = {"auto", "native", "generic", NULL};
+    p->xdp_mode = choice_setting("ULN_XDP_MODE", modes);
+    p->xdp_hook = choice_setting("ULN_XDP_HOOK", hooks);
+    int rc = setting("ULN_XDP_QUEUE", 0, &p->xdp_queue);
+    return p->xdp_mode < 0 || p->xdp_hook < 0 ? -EINVAL : rc;
+}
+
 /* The settings that are not numbers, resolved into p and checked here, so
  * that a bad one fails uln_open, not the first endpoint that would use it. */
 static int text_settings(struct uln_params *p)
@@ -371,6 +400,7 @@ static int text_settings(struct uln_params *p)
         rc = -EINVAL;
     }
     rc |= setting("ULN_BOOT_TIMEOUT", 0, &p->boot_timeout_s);
+    rc |= xdp_settings(p);
     return rc;
 }
 
@@ -428,8 +458,10 @@ static int check_params(const struct uln_config *cfg, struct uln_params *p)
         p->transport = ULN_TP_SHM;
     else if (!strcmp(tp, "udp"))
         p->transport = ULN_TP_UDP;
+    else if (!strcmp(tp, "xdp")) /* udp everywhere, its packets over AF_XDP */
+        p->transport = ULN_TP_UDP, p->xdp = true;
     else {
-        setting_err("ulnet: ULN_TRANSPORT=%s: use auto, shm or udp\n", tp);
+        setting_err("ulnet: ULN_TRANSPORT=%s: use auto, shm, udp or xdp\n", tp);
         rc = -EINVAL;
     }
     const char *pr = getenv("ULN_PROGRESS");

@@ -72,6 +72,10 @@ struct uln_params {
     const char *udp_addr; /* NULL or the address to publish and bind (ULN_UDP_ADDR) */
     const char *udp_if;   /* NULL or the interface to take it from (ULN_UDP_IF) */
     const char *fault;    /* NULL or the fault injector's spec (ULN_FAULT) */
+    bool xdp;             /* ULN_TRANSPORT=xdp: transport is ULN_TP_UDP, over AF_XDP */
+    int xdp_mode;         /* enum uln_xdp_copy (ULN_XDP_MODE) */
+    int xdp_hook;         /* enum uln_xdp_hook (ULN_XDP_HOOK) */
+    uint32_t xdp_queue;   /* ULN_XDP_QUEUE */
     int progress_thread;  /* ULN_PROGRESS=thread */
     bool no_job;          /* ULN_BOOT=none or uln_config.boot: no launcher, no job */
     uint32_t max_peers;   /* with no job: peer ids (ULN_MAX_PEERS) */

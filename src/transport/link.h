@@ -6,6 +6,7 @@
  * with no change above.
  *
  *   link_udp.c    one UDP socket: sendmmsg/recvmmsg, GSO and GRO
+ *   link_xdp.c    an AF_XDP socket: UMEM frames, Ethernet/IPv4/UDP built here
  *   link_fault.c  drops, duplicates and reorders what it sends, seeded;
  *                 wraps any other link (opened when ULN_FAULT is set)
  *
@@ -80,6 +81,8 @@ struct uln_link_info {
     bool busy_poll;       /* SO_BUSY_POLL was accepted */
     bool fault;           /* a fault injector wraps the link */
     char ifname[16];      /* where the MTU came from; "" when configured */
+    char kind[8];         /* "udp" or "xdp" ("" from a link that does not say: udp) */
+    char xdp_mode[32];    /* with xdp: "native|generic, copy|zero-copy, queue Q" */
 };
 
 /* Everything moved, refused or dropped. Kernel-side drops (socket buffer
@@ -117,6 +120,8 @@ struct uln_link_stats {
     uint64_t rx_err;          /* recvmmsg errors other than EAGAIN */
     uint64_t rx_bad_release;  /* handles released twice or never lent */
     uint64_t rx_kernel_drops; /* the socket's own drop count (receive buffer full) */
+    uint64_t rx_bad_frame;    /* AF_XDP: frames that were not a whole, intact ulnet
+                                 datagram for us (headers, lengths, checksums): dropped */
 };
 
 struct uln_link;

@@ -342,7 +342,7 @@ static int uln_udp_ep_open(struct uln_ep *ep)
                                    .max_peers = (unsigned)n,
                                    .no_gro = !ctx->p.udp_gro,
                                    .fault = ctx->p.fault};
-    int rc = uln_link_udp_open(&cfg, &ue->io);
+    int rc = uln_udp_link_open(ctx, &cfg, &ue->io); /* udp_ctx.c: AF_XDP or the socket */
     if (rc) return rc;
     ue->pool_bufs = cfg.rx_bufs;
     /* uln_ep_open holds the context lock here: the context's generator is ours. */

@@ -18,6 +18,8 @@
 #include "core/internal.h"
 #include "boot/addr.h"
 #include "boot/root.h"
+#include "transport/link_udp.h"
+#include "transport/link_xdp.h"
 #include "transport/udp_ctx.h"
 
 /* ---- context: sockets and addresses ---------------------------------------- */
@@ -260,4 +262,52 @@ void uln_udp_close(struct uln_ctx *ctx)
     free(u->remote);
     free(u);
     ctx->tp_ctx[ULN_TPID_UDP] = NULL;
+}
+
+/* ---- the link under an endpoint ------------------------------------------------ */
+
+/* AF_XDP on the endpoint's address and port (the socket's). 0 or -errno,
+ * why saying what stood in the way. */
+static int open_xdp(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, struct uln_link **out,
+                    char *why, size_t whylen)
+{
+    struct uln_link_xdp_cfg xc = {.fd = cfg->fd,
+                                  .queue = ctx->p.xdp_queue,
+                                  .copy = (enum uln_xdp_copy)ctx->p.xdp_mode,
+                                  .hook = (enum uln_xdp_hook)ctx->p.xdp_hook,
+                                  .mtu = cfg->mtu,
+                                  .rx_bufs = cfg->rx_bufs,
+                                  .max_peers = cfg->max_peers,
+                                  .fault = cfg->fault};
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(cfg->fd, (struct sockaddr *)&ss, &len) < 0) {
+        int e = errno;
+        snprintf(why, whylen, "getsockname: %s", strerror(e));
+        return -e;
+    }
+    if (ss.ss_family == AF_INET) memcpy(&xc.local, &ss, sizeof xc.local);
+    return uln_link_xdp_open(&xc, out, why, whylen);
+}
+
+int uln_udp_link_open(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg,
+                      struct uln_link **out)
+{
+    struct uln_udp *u = udp_of(ctx);
+    if (ctx->p.xdp) {
+        char why[sizeof u->xdp_why];
+        if (open_xdp(ctx, cfg, out, why, sizeof why) == 0) {
+            struct uln_link_info in;
+            uln_link_info(*out, &in);
+            snprintf(u->link_kind, sizeof u->link_kind, "xdp");
+            snprintf(u->xdp_mode, sizeof u->xdp_mode, "%s", in.xdp_mode);
+            return 0;
+        }
+        /* Once per context: every endpoint meets the same obstacle. */
+        if (!u->xdp_why[0]) fprintf(stderr, "ulnet: xdp: %s; using udp\n", why);
+        snprintf(u->xdp_why, sizeof u->xdp_why, "%s", why);
+    }
+    int rc = uln_link_udp_open(cfg, out);
+    if (!rc && strcmp(u->link_kind, "xdp")) snprintf(u->link_kind, sizeof u->link_kind, "udp");
+    return rc;
 }

@@ -39,6 +39,11 @@ struct uln_udp { /* ctx->tp_ctx[ULN_TPID_UDP] */
     struct udp_addr *addrs; /* by rank */
     uint8_t *remote;        /* by rank: UDP_REMOTE = reached over UDP (uln_udp_learn) */
     uint64_t rng;
+    /* The link the endpoints took (uln_udp_link_open), for ulninfo: "udp" or
+     * "xdp", AF_XDP's mode, and why AF_XDP was asked for but not had. */
+    char link_kind[8];
+    char xdp_mode[32];
+    char xdp_why[160];
 };
 
 static inline struct uln_udp *udp_of(const struct uln_ctx *ctx)
@@ -59,5 +64,13 @@ size_t uln_udp_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room);
 int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len);
 int uln_udp_addr_str(const uint8_t *in, size_t len, char *out, size_t room);
 void uln_udp_close(struct uln_ctx *ctx);
+/* The link under an endpoint: AF_XDP where ULN_TRANSPORT=xdp asks for it and
+ * it can be had, else (one line on stderr says why) the socket link. cfg is
+ * the socket link's, its fd the endpoint's bound socket: either link owns it
+ * once this succeeds. */
+struct uln_link;
+struct uln_link_udp_cfg;
+int uln_udp_link_open(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg,
+                      struct uln_link **out);
 
 #endif

@@ -1,0 +1,1250 @@
+/*
+ * link_xdp.c - the AF_XDP link (link_xdp.h, link.h).
+ *
+ * One AF_XDP socket per link, bound to one receive queue of the interface
+ * that owns the link's address, with a UMEM of its own: receive frames live
+ * on the fill ring until the kernel fills one, then are lent to the caller
+ * where they lie (buf points past the frame's headers) and go back to the
+ * fill ring when released, in any order; send frames sit on a free stack,
+ * are built and put on the TX ring by send, and come back through the
+ * completion ring. libxdp's ring helpers carry the memory ordering the rings
+ * need (a release store of each producer index, an acquire load of the
+ * other side's), so the code here only touches descriptors between a
+ * reserve/peek and the submit/release that publishes them.
+ *
+ * Which frames come here is the XDP program's choice (xdp/ulnet_xdp.bpf.c):
+ * it is attached once per interface and process, through libxdp so other
+ * programs keep running beside it, and each link puts its (address, port) and
+ * its socket into the program's maps. The program goes when the last link on
+ * the interface closes; a killed process's program passes everything (its
+ * sockets left the XSKMAP with the process), and the next open removes it.
+ *
+ * Frames are ordinary Ethernet/IPv4/UDP with valid checksums: they cross
+ * switches and routers and reach a peer on the socket link as well. The
+ * next hop's MAC comes from the kernel's neighbour table (netlink); when it
+ * has none, an empty datagram to the peer's discard port makes the kernel
+ * resolve it, and packets to the peer are lost meanwhile (tx_err, last_tx_errno
+ * EHOSTUNREACH): the reliability layer sends them again.
+ */
+#define _GNU_SOURCE
+#include "transport/link_xdp.h"
+#include "transport/link_fault.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifndef ULN_HAVE_XDP
+
+bool uln_link_xdp_built(void)
+{
+    return false;
+}
+
+int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out, char *why,
+                      size_t whylen)
+{
+    (void)cfg;
+    *out = NULL;
+    snprintf(why, whylen, "this ulnet was built without libxdp/libbpf/clang");
+    return -EOPNOTSUPP;
+}
+
+#else /* ULN_HAVE_XDP */
+
+#include <net/if.h> /* before the linux/ headers, which define the same */
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <ifaddrs.h>
+#include <linux/if_arp.h>
+#include <linux/if_link.h>
+#include <linux/if_xdp.h>
+#include <linux/neighbour.h>
+#include <linux/rtnetlink.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <xdp/libxdp.h>
+#include <xdp/xsk.h>
+
+#include "transport/xdp/ulnet_xdp.h"
+
+/* The XDP program's object file, built by clang and embedded (CMakeLists.txt). */
+extern const unsigned char uln_xdp_obj[];
+extern const size_t uln_xdp_obj_len;
+
+#define HDR_LEN        42u /* Ethernet 14 + IPv4 20 + UDP 8, as we send them */
+#define RX_RING        2048u
+#define LEND_BUFS      64u          /* rx_lend's own buffers (tests) */
+#define NEIGH_RETRY_NS 2000000ull   /* look a missing MAC up again after 2 ms */
+#define NEIGH_PROBE_NS 200000000ull /* and make the kernel resolve it every 200 ms */
+#define DISCARD_PORT   9u
+#define KICKS_MAX      8u /* sendto kicks per send call while the TX ring drains */
+#define PROGS_MAX      8u /* interfaces with our program, per process */
+
+bool uln_link_xdp_built(void)
+{
+    return true;
+}
+
+struct peer {
+    uint32_t ip;   /* network order */
+    uint16_t port; /* network order */
+    bool have_mac;
+    uint8_t mac[6];
+    uint32_t nh;          /* next hop: the peer or its gateway */
+    int err;              /* why it cannot be reached, 0: it can (once the MAC is known) */
+    uint64_t next_lookup; /* when to look for the MAC again */
+    uint64_t next_probe;  /* when to ask the kernel to resolve it again */
+};
+
+/* The program attached to one interface by this process. */
+struct xprog {
+    int ifindex;
+    struct xdp_program *prog;
+    struct bpf_object *obj; /* prog's: libxdp does not own an object it was given */
+    enum xdp_attach_mode mode;
+    int xsks_fd, ports_fd;
+    unsigned refs;
+    uint64_t slots; /* ulnet_xsks entries taken */
+};
+
+static struct xprog progs[PROGS_MAX];
+static pthread_mutex_t progs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct link_xdp {
+    struct uln_link base; /* first: a struct uln_link * is one of these */
+    int udp_fd;           /* the bound UDP socket: keeps the port, resolves MACs */
+    int nl_fd;            /* netlink: routes and neighbours */
+    int ifindex;
+    unsigned queue;
+    uint32_t ip;   /* ours, network order */
+    uint16_t port; /* ours, network order */
+    uint8_t mac[6];
+    uint16_t ip_id;
+    struct uln_link_info info;
+    struct uln_link_stats st;
+
+    /* AF_XDP */
+    struct xsk_umem *umem;
+    struct xsk_socket *xsk;
+    int xsk_fd;
+    struct xsk_ring_prod fq, tx;
+    struct xsk_ring_cons cq, rx;
+    uint8_t *area;
+    size_t area_len;
+    unsigned nrx, ntx; /* frames [0, nrx) receive, [nrx, nrx + ntx) send */
+    uint32_t *tx_free;
+    unsigned ntx_free;
+    bool zerocopy;
+
+    /* the program and our entries in it */
+    struct xprog *xp;
+    uint32_t slot;
+    bool port_in_map;
+
+    /* receive: per frame, lent or not, and the source it came from */
+    uint8_t *lent;
+    struct sockaddr_in *rx_sa;
+    uint8_t *lend_mem; /* rx_lend: handles nrx + i */
+    uint8_t lend_used[LEND_BUFS];
+
+    /* peers: dense array, open-addressing index by (ip, port) */
+    struct peer *peers;
+    unsigned npeers, max_peers;
+    int32_t *htab;
+    uint32_t hmask;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t pkt_len(const struct uln_link_pkt *p)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < p->niov; i++)
+        n += p->iov[i].iov_len;
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Checksums (RFC 1071): 16-bit one's complement sums in host order, which    */
+/* give the right bytes when stored back in host order.                       */
+/* ------------------------------------------------------------------------- */
+
+static uint64_t csum_add(uint64_t sum, const uint8_t *p, size_t n)
+{
+    for (; n >= 4; p += 4, n -= 4) {
+        uint32_t w;
+        memcpy(&w, p, 4);
+        sum += w;
+    }
+    if (n >= 2) {
+        uint16_t w;
+        memcpy(&w, p, 2);
+        sum += w;
+        p += 2;
+        n -= 2;
+    }
+    if (n) {
+        uint16_t w = 0;
+        memcpy(&w, p, 1); /* the odd byte is the high half of a zero-padded word */
+        sum += w;
+    }
+    return sum;
+}
+
+static uint16_t csum_fold(uint64_t sum)
+{
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)sum;
+}
+
+/* The pseudo-header's part of a UDP checksum. */
+static uint64_t csum_pseudo(uint32_t src, uint32_t dst, uint16_t udp_len)
+{
+    uint8_t ph[12];
+    memcpy(ph, &src, 4);
+    memcpy(ph + 4, &dst, 4);
+    ph[8] = 0;
+    ph[9] = IPPROTO_UDP;
+    uint16_t l = htons(udp_len);
+    memcpy(ph + 10, &l, 2);
+    return csum_add(0, ph, sizeof(ph));
+}
+
+/* ------------------------------------------------------------------------- */
+/* Netlink: the route to a peer and its next hop's MAC                        */
+/* ------------------------------------------------------------------------- */
+
+/* Send one request and walk the answers: fn is called for each message of
+ * type `want` until it returns nonzero (its value is ours) or the answer ends
+ * (0). -errno on a netlink error. */
+static int nl_ask(int fd, void *req, size_t len, uint16_t want,
+                  int (*fn)(const struct nlmsghdr *, void *), void *arg)
+{
+    static uint32_t seq;
+    struct nlmsghdr *rh = req;
+    rh->nlmsg_seq = ++seq;
+    if (send(fd, req, len, 0) < 0) return -errno;
+    uint32_t buf[4096];
+    int found = 0;
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n < 0) return errno == EINTR ? found : -errno;
+        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+             h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_seq != rh->nlmsg_seq) continue;
+            if (h->nlmsg_type == NLMSG_DONE) return found;
+            if (h->nlmsg_type == NLMSG_ERROR) {
+                const struct nlmsgerr *e = NLMSG_DATA(h);
+                return e->error ? e->error : found;
+            }
+            if (h->nlmsg_type == want && !found) found = fn(h, arg);
+            if (!(h->nlmsg_flags & NLM_F_MULTI)) return found;
+        }
+    }
+}
+
+struct route_ans {
+    int oif;
+    uint32_t gw;
+};
+
+static int route_msg(const struct nlmsghdr *h, void *arg)
+{
+    struct route_ans *a = arg;
+    const struct rtmsg *rt = NLMSG_DATA(h);
+    int len = (int)RTM_PAYLOAD(h);
+    for (const struct rtattr *at = RTM_RTA(rt); RTA_OK(at, len); at = RTA_NEXT(at, len)) {
+        if (at->rta_type == RTA_OIF && RTA_PAYLOAD(at) >= 4) memcpy(&a->oif, RTA_DATA(at), 4);
+        if (at->rta_type == RTA_GATEWAY && RTA_PAYLOAD(at) == 4) memcpy(&a->gw, RTA_DATA(at), 4);
+    }
+    return 1;
+}
+
+/* The peer's next hop, and whether our interface leads there. */
+static int route_to(struct link_xdp *x, struct peer *p)
+{
+    struct {
+        struct nlmsghdr h;
+        struct rtmsg r;
+        char attrs[32];
+    } req;
+    memset(&req, 0, sizeof(req));
+    req.h.nlmsg_type = RTM_GETROUTE;
+    req.h.nlmsg_flags = NLM_F_REQUEST;
+    req.r.rtm_family = AF_INET;
+    req.r.rtm_dst_len = 32;
+    struct rtattr *at = (struct rtattr *)req.attrs;
+    at->rta_type = RTA_DST;
+    at->rta_len = RTA_LENGTH(4);
+    memcpy(RTA_DATA(at), &p->ip, 4);
+    req.h.nlmsg_len = NLMSG_LENGTH(sizeof(req.r)) + RTA_ALIGN(at->rta_len);
+    struct route_ans a = {0};
+    int rc = nl_ask(x->nl_fd, &req, req.h.nlmsg_len, RTM_NEWROUTE, route_msg, &a);
+    if (rc < 0) return rc;
+    if (rc == 0) return -ENETUNREACH;
+    if (a.oif != x->ifindex) return -ENETUNREACH; /* another interface: not this link's */
+    p->nh = a.gw ? a.gw : p->ip;
+    return 0;
+}
+
+struct neigh_ask {
+    int ifindex;
+    uint32_t ip;
+    uint8_t *mac;
+};
+
+static int neigh_msg(const struct nlmsghdr *h, void *arg)
+{
+    const struct neigh_ask *q = arg;
+    const struct ndmsg *nd = NLMSG_DATA(h);
+    if (nd->ndm_ifindex != q->ifindex || (nd->ndm_state & (NUD_INCOMPLETE | NUD_FAILED)) ||
+        nd->ndm_state == NUD_NONE)
+        return 0;
+    int len = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*nd)));
+    bool match = false;
+    const uint8_t *ll = NULL;
+    for (const struct rtattr *at =
+             (const struct rtattr *)((const char *)nd + NLMSG_ALIGN(sizeof(*nd)));
+         RTA_OK(at, len); at = RTA_NEXT(at, len)) {
+        if (at->rta_type == NDA_DST && RTA_PAYLOAD(at) == 4)
+            match = !memcmp(RTA_DATA(at), &q->ip, 4);
+        if (at->rta_type == NDA_LLADDR && RTA_PAYLOAD(at) == 6) ll = RTA_DATA(at);
+    }
+    if (!match || !ll) return 0;
+    memcpy(q->mac, ll, 6);
+    return 1;
+}
+
+/* The next hop's MAC from the neighbour table: 1 found, 0 not (yet). */
+static int neigh_lookup(struct link_xdp *x, struct peer *p)
+{
+    struct {
+        struct nlmsghdr h;
+        struct ndmsg n;
+    } req;
+    memset(&req, 0, sizeof(req));
+    req.h.nlmsg_len = sizeof(req);
+    req.h.nlmsg_type = RTM_GETNEIGH;
+    req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    req.n.ndm_family = AF_INET;
+    req.n.ndm_ifindex = x->ifindex;
+    struct neigh_ask q = {.ifindex = x->ifindex, .ip = p->nh, .mac = p->mac};
+    int rc = nl_ask(x->nl_fd, &req, sizeof(req), RTM_NEWNEIGH, neigh_msg, &q);
+    return rc > 0;
+}
+
+/* Find the peer's MAC, or have the kernel find it: an empty datagram from
+ * our port to the peer's discard port goes through the kernel's neighbour
+ * resolution (the XDP program passes the answer, ICMP, to the kernel). */
+static void peer_resolve(struct link_xdp *x, struct peer *p, uint64_t now)
+{
+    if (p->err || p->have_mac || now < p->next_lookup) return;
+    p->next_lookup = now + NEIGH_RETRY_NS;
+    if (neigh_lookup(x, p)) {
+        p->have_mac = true;
+        return;
+    }
+    if (now < p->next_probe) return;
+    p->next_probe = now + NEIGH_PROBE_NS;
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(DISCARD_PORT)};
+    to.sin_addr.s_addr = p->ip;
+    sendto(x->udp_fd, "", 0, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to));
+}
+
+/* ------------------------------------------------------------------------- */
+/* Peers                                                                      */
+/* ------------------------------------------------------------------------- */
+
+static uint32_t key_hash(uint32_t ip, uint16_t port)
+{
+    uint64_t h = ((uint64_t)ip << 16 | port) * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(h >> 32);
+}
+
+static int find_key(const struct link_xdp *x, uint32_t ip, uint16_t port)
+{
+    for (uint32_t i = key_hash(ip, port) & x->hmask;; i = (i + 1) & x->hmask) {
+        int32_t id = x->htab[i];
+        if (id < 0) return -1;
+        if (x->peers[id].ip == ip && x->peers[id].port == port) return id;
+    }
+}
+
+static void hash_insert(struct link_xdp *x, int32_t id)
+{
+    uint32_t i = key_hash(x->peers[id].ip, x->peers[id].port) & x->hmask;
+    while (x->htab[i] >= 0)
+        i = (i + 1) & x->hmask;
+    x->htab[i] = id;
+}
+
+/* Linear probing without tombstones: pull back the rest of the cluster. */
+static void hash_remove(struct link_xdp *x, int32_t id)
+{
+    uint32_t i = key_hash(x->peers[id].ip, x->peers[id].port) & x->hmask;
+    while (x->htab[i] != id)
+        i = (i + 1) & x->hmask;
+    x->htab[i] = -1;
+    for (uint32_t j = (i + 1) & x->hmask; x->htab[j] >= 0; j = (j + 1) & x->hmask) {
+        const struct peer *q = &x->peers[x->htab[j]];
+        uint32_t home = key_hash(q->ip, q->port) & x->hmask;
+        if (((j - home) & x->hmask) >= ((j - i) & x->hmask)) {
+            x->htab[i] = x->htab[j];
+            x->htab[j] = -1;
+            i = j;
+        }
+    }
+}
+
+/* An IPv4 sockaddr (or IPv4-mapped IPv6) as (ip, port). */
+static int sa_v4(const void *addr, socklen_t len, uint32_t *ip, uint16_t *port)
+{
+    const struct sockaddr *sa = addr;
+    if (!sa || len < (socklen_t)sizeof(sa_family_t)) return -EINVAL;
+    if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *in = addr;
+        *ip = in->sin_addr.s_addr;
+        *port = in->sin_port;
+        return 0;
+    }
+    if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *in6 = addr;
+        if (!IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) return -EAFNOSUPPORT;
+        memcpy(ip, in6->sin6_addr.s6_addr + 12, 4);
+        *port = in6->sin6_port;
+        return 0;
+    }
+    return sa->sa_family == AF_INET || sa->sa_family == AF_INET6 ? -EINVAL : -EAFNOSUPPORT;
+}
+
+static void peer_init(struct link_xdp *x, struct peer *p, uint32_t ip, uint16_t port)
+{
+    *p = (struct peer){.ip = ip, .port = port};
+    p->err = route_to(x, p);
+    peer_resolve(x, p, now_ns());
+}
+
+static int xdp_add_peer(struct uln_link *l, const void *addr, socklen_t len)
+{
+    struct link_xdp *x = (struct link_xdp *)l;
+    uint32_t ip;
+    uint16_t port;
+    int rc = sa_v4(addr, len, &ip, &port);
+    if (rc) return rc;
+    if (x->npeers == x->max_peers) return -ENOSPC;
+    if (find_key(x, ip, port) >= 0) return -EEXIST;
+    peer_init(x, &x->peers[x->npeers], ip, port);
+    hash_insert(x, (int32_t)x->npeers);
+    return (int)x->npeers++;
+}
+
+static int xdp_set_peer(struct uln_link *l, int peer, const void *addr, socklen_t len)
+{
+    struct link_xdp *x = (struct link_xdp *)l;
+    uint32_t ip;
+    uint16_t port;
+    if (peer < 0 || (unsigned)peer >= x->npeers) return -EINVAL;
+    int rc = sa_v4(addr, len, &ip, &port);
+    if (rc) return rc;
+    int other = find_key(x, ip, port);
+    if (other == peer) return 0;
+    if (other >= 0) return -EEXIST;
+    hash_remove(x, peer);
+    peer_init(x, &x->peers[peer], ip, port);
+    hash_insert(x, peer);
+    return 0;
+}
+
+static int xdp_find_peer(const struct uln_link *l, const void *addr, socklen_t len)
+{
+    const struct link_xdp *x = (const struct link_xdp *)l;
+    uint32_t ip;
+    uint16_t port;
+    if (sa_v4(addr, len, &ip, &port)) return -1;
+    return find_key(x, ip, port);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The XDP program: one per (process, interface)                              */
+/* ------------------------------------------------------------------------- */
+
+/* The fd of the map called name among prog_fd's maps, or -1. */
+static int prog_map(int prog_fd, const char *name)
+{
+    uint32_t ids[16];
+    struct bpf_prog_info pi;
+    memset(&pi, 0, sizeof(pi));
+    pi.nr_map_ids = 16;
+    pi.map_ids = (uint64_t)(uintptr_t)ids;
+    uint32_t pl = sizeof(pi);
+    if (bpf_obj_get_info_by_fd(prog_fd, &pi, &pl)) return -1;
+    for (uint32_t i = 0; i < pi.nr_map_ids && i < 16; i++) {
+        int fd = bpf_map_get_fd_by_id(ids[i]);
+        if (fd < 0) continue;
+        struct bpf_map_info mi;
+        memset(&mi, 0, sizeof(mi));
+        uint32_t ml = sizeof(mi);
+        if (!bpf_obj_get_info_by_fd(fd, &mi, &ml) && !strcmp(mi.name, name)) return fd;
+        close(fd);
+    }
+    return -1;
+}
+
+/* Ours, and its process is gone (killed before it could detach it). */
+static bool orphan(const struct xdp_program *p)
+{
+    if (!p || strcmp(xdp_program__name(p), "ulnet_xdp")) return false;
+    int fd = prog_map(xdp_program__fd(p), "ulnet_owner");
+    if (fd < 0) return false;
+    uint32_t k = 0, pid = 0;
+    bool gone = !bpf_map_lookup_elem(fd, &k, &pid) &&
+                (pid == 0 || (kill((pid_t)pid, 0) < 0 && errno == ESRCH));
+    close(fd);
+    return gone;
+}
+
+/* Detach the programs of dead ulnet processes from the interface. */
+static void reap_orphans(int ifindex)
+{
+    struct xdp_multiprog *mp = xdp_multiprog__get_from_ifindex(ifindex);
+    if (!mp || libxdp_get_error(mp)) return;
+    enum xdp_attach_mode mode = xdp_multiprog__attach_mode(mp);
+    struct xdp_program *dead[16];
+    unsigned n = 0;
+    if (xdp_multiprog__is_legacy(mp)) {
+        struct xdp_program *p = xdp_multiprog__main_prog(mp);
+        if (orphan(p)) dead[n++] = p;
+    } else {
+        for (struct xdp_program *p = xdp_multiprog__next_prog(NULL, mp); p && n < 16;
+             p = xdp_multiprog__next_prog(p, mp))
+            if (orphan(p)) dead[n++] = p;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (xdp_program__detach(dead[i], ifindex, mode, 0) == 0)
+            fprintf(stderr,
+                    "ulnet: xdp: removed the XDP program of a dead ulnet process from "
+                    "interface %d\n",
+                    ifindex);
+    xdp_multiprog__close(mp);
+}
+
+static int prog_attach(struct xprog *xp, enum uln_xdp_hook hook, char *why, size_t whylen)
+{
+    struct bpf_object *obj = bpf_object__open_mem(uln_xdp_obj, uln_xdp_obj_len, NULL);
+    if (!obj || libbpf_get_error(obj)) {
+        snprintf(why, whylen, "cannot open the XDP program object");
+        return -EINVAL;
+    }
+    DECLARE_LIBXDP_OPTS(xdp_program_opts, o, .obj = obj, .prog_name = "ulnet_xdp");
+    struct xdp_program *prog = xdp_program__create(&o);
+    long err = libxdp_get_error(prog);
+    if (!prog || err) {
+        bpf_object__close(obj);
+        snprintf(why, whylen, "cannot load the XDP program: %s", strerror((int)-err));
+        return err ? (int)err : -EINVAL;
+    }
+    int rc = -EINVAL;
+    enum xdp_attach_mode modes[2] = {XDP_MODE_NATIVE, XDP_MODE_SKB};
+    for (int i = 0; i < 2; i++) {
+        if ((hook == ULN_XDP_HOOK_NATIVE && i == 1) || (hook == ULN_XDP_HOOK_GENERIC && i == 0))
+            continue;
+        rc = xdp_program__attach(prog, xp->ifindex, modes[i], 0);
+        if (!rc) {
+            xp->mode = modes[i];
+            break;
+        }
+    }
+    if (rc) {
+        snprintf(why, whylen, "cannot attach the XDP program (%s): %s",
+                 hook == ULN_XDP_HOOK_NATIVE    ? "native"
+                 : hook == ULN_XDP_HOOK_GENERIC ? "generic"
+                                                : "native or generic",
+                 rc == -EPERM ? "no privilege (CAP_NET_ADMIN and CAP_BPF)" : strerror(-rc));
+        xdp_program__close(prog);
+        bpf_object__close(obj);
+        return rc;
+    }
+    xp->xsks_fd = bpf_object__find_map_fd_by_name(obj, "ulnet_xsks");
+    xp->ports_fd = bpf_object__find_map_fd_by_name(obj, "ulnet_ports");
+    int owner_fd = bpf_object__find_map_fd_by_name(obj, "ulnet_owner");
+    uint32_t k = 0, pid = (uint32_t)getpid();
+    if (xp->xsks_fd < 0 || xp->ports_fd < 0 || owner_fd < 0 ||
+        bpf_map_update_elem(owner_fd, &k, &pid, 0)) {
+        xdp_program__detach(prog, xp->ifindex, xp->mode, 0);
+        xdp_program__close(prog);
+        bpf_object__close(obj);
+        snprintf(why, whylen, "the XDP program's maps are missing");
+        return -EINVAL;
+    }
+    xp->prog = prog;
+    xp->obj = obj;
+    return 0;
+}
+
+/* This process's program on ifindex (attached now if it is the first link
+ * there) and a free slot in its XSKMAP. */
+static struct xprog *prog_get(int ifindex, enum uln_xdp_hook hook, uint32_t *slot, char *why,
+                              size_t whylen)
+{
+    pthread_mutex_lock(&progs_lock);
+    struct xprog *xp = NULL, *free_xp = NULL;
+    for (unsigned i = 0; i < PROGS_MAX; i++) {
+        if (progs[i].refs && progs[i].ifindex == ifindex) xp = &progs[i];
+        if (!progs[i].refs && !free_xp) free_xp = &progs[i];
+    }
+    if (xp && ((hook == ULN_XDP_HOOK_NATIVE && xp->mode != XDP_MODE_NATIVE) ||
+               (hook == ULN_XDP_HOOK_GENERIC && xp->mode != XDP_MODE_SKB))) {
+        snprintf(why, whylen, "the interface's program is attached in the other mode");
+        xp = NULL;
+        goto out;
+    }
+    if (!xp && free_xp) {
+        reap_orphans(ifindex);
+        *free_xp = (struct xprog){.ifindex = ifindex};
+        if (prog_attach(free_xp, hook, why, whylen) == 0) xp = free_xp;
+        if (!xp) goto out;
+    } else if (!xp) {
+        snprintf(why, whylen, "AF_XDP on more than %u interfaces", PROGS_MAX);
+        goto out;
+    }
+    if (xp->slots == UINT64_MAX) {
+        snprintf(why, whylen, "more than %u AF_XDP sockets on one interface", ULN_XDP_SLOTS);
+        if (!xp->refs) {
+            xdp_program__detach(xp->prog, ifindex, xp->mode, 0);
+            xdp_program__close(xp->prog);
+            bpf_object__close(xp->obj);
+            *xp = (struct xprog){0};
+        }
+        xp = NULL;
+        goto out;
+    }
+    *slot = (uint32_t)__builtin_ctzll(~xp->slots);
+    xp->slots |= 1ull << *slot;
+    xp->refs++;
+out:
+    pthread_mutex_unlock(&progs_lock);
+    return xp;
+}
+
+/* The last link on the interface takes the program away. */
+static void prog_put(struct xprog *xp, uint32_t slot)
+{
+    pthread_mutex_lock(&progs_lock);
+    xp->slots &= ~(1ull << slot);
+    if (--xp->refs == 0) {
+        xdp_program__detach(xp->prog, xp->ifindex, xp->mode, 0);
+        xdp_program__close(xp->prog);
+        bpf_object__close(xp->obj);
+        *xp = (struct xprog){0};
+    }
+    pthread_mutex_unlock(&progs_lock);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Sending                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* Frames the kernel has sent come back to the free stack. */
+static void reap_cq(struct link_xdp *x)
+{
+    uint32_t idx;
+    unsigned n = xsk_ring_cons__peek(&x->cq, x->ntx, &idx);
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t a = *xsk_ring_cons__comp_addr(&x->cq, idx + i);
+        x->tx_free[x->ntx_free++] = (uint32_t)(a / ULN_LINK_XDP_FRAME);
+    }
+    if (n) xsk_ring_cons__release(&x->cq, n);
+}
+
+/* Frames on the TX ring the kernel has not taken yet. */
+static unsigned tx_queued(const struct link_xdp *x)
+{
+    return x->tx.size - xsk_prod_nb_free((struct xsk_ring_prod *)&x->tx, x->tx.size);
+}
+
+/* Make the kernel send what is on the TX ring. In copy mode each sendto
+ * moves a bounded batch, so kick again while it keeps taking frames. */
+static void kick_tx(struct link_xdp *x)
+{
+    for (unsigned k = 0; k < KICKS_MAX && tx_queued(x); k++) {
+        if (!xsk_ring_prod__needs_wakeup(&x->tx) && x->zerocopy) return;
+        unsigned before = tx_queued(x);
+        if (sendto(x->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 && errno != EAGAIN &&
+            errno != EBUSY && errno != ENOBUFS && errno != EINTR) {
+            x->st.tx_err++;
+            x->st.last_tx_errno = errno;
+            return;
+        }
+        x->st.tx_calls++;
+        if (tx_queued(x) >= before) return; /* nothing taken: try at the next call */
+    }
+}
+
+/* Headers and payload of packet p into frame f; its length on the wire. */
+static uint32_t build_frame(struct link_xdp *x, uint8_t *f, const struct peer *pe,
+                            const struct uln_link_pkt *p)
+{
+    uint32_t plen = 0;
+    for (uint32_t j = 0; j < p->niov; j++) {
+        memcpy(f + HDR_LEN + plen, p->iov[j].iov_base, p->iov[j].iov_len);
+        plen += (uint32_t)p->iov[j].iov_len;
+    }
+    memcpy(f, pe->mac, 6);
+    memcpy(f + 6, x->mac, 6);
+    f[12] = 0x08, f[13] = 0x00; /* IPv4 */
+    uint8_t *ip = f + 14;
+    uint16_t tot = htons((uint16_t)(20 + 8 + plen)), id = htons(x->ip_id++),
+             df = htons(0x4000); /* never fragmented: payload_max fits the MTU */
+    ip[0] = 0x45, ip[1] = 0;
+    memcpy(ip + 2, &tot, 2);
+    memcpy(ip + 4, &id, 2);
+    memcpy(ip + 6, &df, 2);
+    ip[8] = 64, ip[9] = IPPROTO_UDP, ip[10] = ip[11] = 0;
+    memcpy(ip + 12, &x->ip, 4);
+    memcpy(ip + 16, &pe->ip, 4);
+    uint16_t c = (uint16_t)~csum_fold(csum_add(0, ip, 20));
+    memcpy(ip + 10, &c, 2);
+    uint8_t *udp = ip + 20;
+    uint16_t ulen = htons((uint16_t)(8 + plen));
+    memcpy(udp, &x->port, 2);
+    memcpy(udp + 2, &pe->port, 2);
+    memcpy(udp + 4, &ulen, 2);
+    udp[6] = udp[7] = 0;
+    c = (uint16_t)~csum_fold(
+        csum_add(csum_pseudo(x->ip, pe->ip, (uint16_t)(8 + plen)), udp, 8 + plen));
+    if (c == 0) c = 0xffff; /* 0 would say "no checksum" */
+    memcpy(udp + 6, &c, 2);
+    return HDR_LEN + plen;
+}
+
+static int check_pkts(const struct link_xdp *x, const struct uln_link_pkt *pkts, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        const struct uln_link_pkt *p = &pkts[i];
+        if (p->peer < 0 || (unsigned)p->peer >= x->npeers || p->niov == 0 ||
+            p->niov > ULN_LINK_IOV_MAX)
+            return -EINVAL;
+        if (pkt_len(p) > x->base.payload_max) return -EMSGSIZE;
+    }
+    return 0;
+}
+
+static int xdp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigned n)
+{
+    struct link_xdp *x = (struct link_xdp *)l;
+    int rc = check_pkts(x, pkts, n);
+    if (rc) return rc;
+    reap_cq(x);
+    unsigned want = n < x->ntx_free ? n : x->ntx_free;
+    uint32_t idx = 0;
+    unsigned got = want ? xsk_ring_prod__reserve(&x->tx, want, &idx) : 0;
+    unsigned done = 0, put = 0;
+    uint64_t now = 0;
+    for (; done < got; done++) {
+        const struct uln_link_pkt *p = &pkts[done];
+        struct peer *pe = &x->peers[p->peer];
+        if (!pe->have_mac) {
+            if (!now) now = now_ns();
+            peer_resolve(x, pe, now);
+        }
+        if (!pe->have_mac) { /* lost, as the contract allows: rel sends it again */
+            x->st.tx_err++;
+            x->st.last_tx_errno = pe->err ? -pe->err : EHOSTUNREACH;
+            continue;
+        }
+        uint32_t fr = x->tx_free[--x->ntx_free];
+        uint64_t a = (uint64_t)fr * ULN_LINK_XDP_FRAME;
+        uint32_t len = build_frame(x, x->area + a, pe, p);
+        struct xdp_desc *d = xsk_ring_prod__tx_desc(&x->tx, idx + put++);
+        d->addr = a;
+        d->len = len;
+        x->st.tx_pkts++;
+        x->st.tx_bytes += len - HDR_LEN;
+    }
+    /* Reserved slots that went unused (lost packets) are given back: the
+     * producer index only moves by what we submit. */
+    x->tx.cached_prod -= got - put;
+    if (put) xsk_ring_prod__submit(&x->tx, put);
+    if (done < n) x->st.tx_again++;
+    kick_tx(x);
+    return (int)done;
+}
+
+static int xdp_flush(struct uln_link *l)
+{
+    struct link_xdp *x = (struct link_xdp *)l;
+    reap_cq(x);
+    kick_tx(x);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Receiving                                                                  */
+/* ------------------------------------------------------------------------- */
+
+static void fill_frame(struct link_xdp *x, uint32_t fr)
+{
+    uint32_t idx;
+    /* The fill ring holds every receive frame (its size is at least nrx), so
+     * a frame always finds a place. */
+    if (xsk_ring_prod__reserve(&x->fq, 1, &idx) != 1) return;
+    *xsk_ring_prod__fill_addr(&x->fq, idx) = (uint64_t)fr * ULN_LINK_XDP_FRAME;
+    xsk_ring_prod__submit(&x->fq, 1);
+}
+
+/* A datagram's UDP checksum is right, or was left for an offload to finish
+ * (CHECKSUM_PARTIAL: the field holds the pseudo-header's sum) by a kernel
+ * sender on a virtual path (veth) where nothing finishes it, as a real NIC
+ * would on the wire: that much trust the kernel's own stack gives such
+ * datagrams too. */
+static bool udp_csum_ok(uint32_t src, uint32_t dst, const uint8_t *udp, uint16_t ulen, uint16_t ucs)
+{
+    uint64_t ph = csum_pseudo(src, dst, ulen);
+    return csum_fold(csum_add(ph, udp, ulen)) == 0xffff || ucs == csum_fold(ph);
+}
+
+/* The UDP payload of frame p[0..len) if it is an intact datagram to us: its
+ * offset, the payload length in *plen, the source in *sa. 0: not one. */
+static uint32_t parse_frame(const struct link_xdp *x, const uint8_t *p, uint32_t len,
+                            uint32_t *plen, struct sockaddr_in *sa)
+{
+    if (len < HDR_LEN || p[12] != 0x08 || p[13] != 0x00) return 0;
+    const uint8_t *ip = p + 14;
+    uint32_t ihl = (ip[0] & 0xfu) * 4u;
+    if ((ip[0] >> 4) != 4 || ihl < 20 || ip[9] != IPPROTO_UDP || 14 + ihl + 8 > len) return 0;
+    uint16_t tot, frag, ulen, ucs;
+    memcpy(&tot, ip + 2, 2);
+    memcpy(&frag, ip + 6, 2);
+    tot = ntohs(tot);
+    if (tot < ihl + 8 || 14u + tot > len || (ntohs(frag) & 0x3fff)) return 0;
+    if (memcmp(ip + 16, &x->ip, 4) || csum_fold(csum_add(0, ip, ihl)) != 0xffff) return 0;
+    const uint8_t *udp = ip + ihl;
+    memcpy(&ulen, udp + 4, 2);
+    memcpy(&ucs, udp + 6, 2);
+    ulen = ntohs(ulen);
+    if (ulen < 8 || ulen > tot - ihl || memcmp(udp + 2, &x->port, 2)) return 0;
+    uint32_t src;
+    memcpy(&src, ip + 12, 4);
+    if (ucs && !udp_csum_ok(src, x->ip, udp, ulen, ucs)) return 0;
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_addr.s_addr = src;
+    memcpy(&sa->sin_port, udp, 2);
+    *plen = ulen - 8u;
+    return 14u + ihl + 8u;
+}
+
+static int xdp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
+{
+    struct link_xdp *x = (struct link_xdp *)l;
+    if (tx_queued(x)) kick_tx(x); /* copy mode sends only when asked */
+    uint32_t idx;
+    unsigned n = xsk_ring_cons__peek(&x->rx, max, &idx);
+    x->st.rx_calls++;
+    if (!n) {
+        x->st.rx_empty++;
+        /* A driver that sleeps (need_wakeup) fills frames only when asked. */
+        if (xsk_ring_prod__needs_wakeup(&x->fq))
+            recvfrom(x->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+        return 0;
+    }
+    unsigned got = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const struct xdp_desc *d = xsk_ring_cons__rx_desc(&x->rx, idx + i);
+        uint64_t a = xsk_umem__extract_addr(d->addr);
+        uint32_t fr = (uint32_t)(a / ULN_LINK_XDP_FRAME);
+        uint32_t plen = 0;
+        uint32_t off = fr < x->nrx ? parse_frame(x, x->area + a, d->len, &plen, &x->rx_sa[fr]) : 0;
+        if (!off || plen > x->base.payload_max) {
+            x->st.rx_bad_frame++;
+            if (fr < x->nrx) fill_frame(x, fr);
+            continue;
+        }
+        int32_t peer = find_key(x, x->rx_sa[fr].sin_addr.s_addr, x->rx_sa[fr].sin_port);
+        if (peer < 0) x->st.rx_unknown++;
+        x->lent[fr] = 1;
+        out[got++] =
+            (struct uln_link_rx){.buf = x->area + a + off, .len = plen, .peer = peer, .handle = fr};
+        x->st.rx_pkts++;
+        x->st.rx_bytes += plen;
+    }
+    xsk_ring_cons__release(&x->rx, n);
+    return (int)got;
+}
+
+static int xdp_rx_release(struct uln_link *l, uint32_t handle)
+{
+    struct link_xdp *x = (struct link_xdp *)l;
+    if (handle >= x->nrx && handle - x->nrx < LEND_BUFS && x->lend_used[handle - x->nrx]) {
+        x->lend_used[handle - x->nrx] = 0;
+        return 0;
+    }
+    if (handle >= x->nrx || !x->lent[handle]) {
+        x->st.rx_bad_release++;
+        return -EINVAL;
+    }
+    x->lent[handle] = 0;
+    fill_frame(x, handle);
+    return 0;
+}
+
+static const void *xdp_rx_addr(const struct uln_link *l, uint32_t handle, socklen_t *len)
+{
+    const struct link_xdp *x = (const struct link_xdp *)l;
+    bool lend = handle >= x->nrx && handle - x->nrx < LEND_BUFS && x->lend_used[handle - x->nrx];
+    if (!lend && (handle >= x->nrx || !x->lent[handle])) return NULL;
+    if (len) *len = sizeof(struct sockaddr_in);
+    return &x->rx_sa[handle];
+}
+
+#ifdef ULN_TEST_HOOKS
+/* Tests and fuzzing: bytes lent as if received, from buffers of their own
+ * (the UMEM's receive frames all belong to the fill ring). */
+static int xdp_rx_lend(struct uln_link *l, int32_t peer, const void *buf, uint32_t len,
+                       struct uln_link_rx *out)
+{
+    struct link_xdp *x = (struct link_xdp *)l;
+    if (len > x->base.payload_max) return -EMSGSIZE;
+    if (peer < -1 || peer >= (int32_t)x->npeers) return -EINVAL;
+    unsigned i = 0;
+    while (i < LEND_BUFS && x->lend_used[i])
+        i++;
+    if (i == LEND_BUFS) {
+        x->st.rx_pool_empty++;
+        return -ENOBUFS;
+    }
+    x->lend_used[i] = 1;
+    uint32_t h = x->nrx + i;
+    memset(&x->rx_sa[h], 0, sizeof(x->rx_sa[h]));
+    if (peer >= 0) {
+        x->rx_sa[h].sin_family = AF_INET;
+        x->rx_sa[h].sin_addr.s_addr = x->peers[peer].ip;
+        x->rx_sa[h].sin_port = x->peers[peer].port;
+    } else {
+        x->st.rx_unknown++;
+    }
+    uint8_t *dst = x->lend_mem + (size_t)i * ULN_LINK_XDP_FRAME;
+    if (len) memcpy(dst, buf, len);
+    *out = (struct uln_link_rx){.buf = dst, .len = len, .peer = peer, .handle = h};
+    x->st.rx_pkts++;
+    x->st.rx_bytes += len;
+    return 0;
+}
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* The rest                                                                   */
+/* ------------------------------------------------------------------------- */
+
+static int xdp_fd(const struct uln_link *l)
+{
+    return ((const struct link_xdp *)l)->xsk_fd;
+}
+
+static int xdp_wait(struct uln_link *l, int timeout_ms)
+{
+    struct link_xdp *x = (struct link_xdp *)l;
+    if (xsk_cons_nb_avail(&x->rx, 1)) return 1; /* frames wait: no sleep */
+    struct pollfd p = {.fd = x->xsk_fd, .events = POLLIN};
+    int r = poll(&p, 1, timeout_ms);
+    if (r < 0) return errno == EINTR ? 0 : -errno;
+    return r > 0;
+}
+
+static int xdp_local(const struct uln_link *l, struct sockaddr_storage *ss, socklen_t *len)
+{
+    const struct link_xdp *x = (const struct link_xdp *)l;
+    struct sockaddr_in *in = (struct sockaddr_in *)ss;
+    memset(ss, 0, sizeof(*ss));
+    in->sin_family = AF_INET;
+    in->sin_addr.s_addr = x->ip;
+    in->sin_port = x->port;
+    *len = sizeof(*in);
+    return 0;
+}
+
+static void xdp_info(const struct uln_link *l, struct uln_link_info *info)
+{
+    *info = ((const struct link_xdp *)l)->info;
+}
+
+static void xdp_stats(const struct uln_link *l, struct uln_link_stats *st)
+{
+    const struct link_xdp *x = (const struct link_xdp *)l;
+    *st = x->st;
+    struct xdp_statistics xs;
+    socklen_t sl = sizeof(xs);
+    if (getsockopt(x->xsk_fd, SOL_XDP, XDP_STATISTICS, &xs, &sl) == 0)
+        st->rx_kernel_drops = xs.rx_dropped + xs.rx_ring_full;
+}
+
+static void xdp_close(struct uln_link *l)
+{
+    struct link_xdp *x = (struct link_xdp *)l;
+    if (!x) return;
+    if (x->port_in_map) {
+        struct uln_xdp_port_key k = {.addr = x->ip, .port = x->port};
+        bpf_map_delete_elem(x->xp->ports_fd, &k);
+    }
+    if (x->xp) {
+        bpf_map_delete_elem(x->xp->xsks_fd, &x->slot);
+        prog_put(x->xp, x->slot);
+    }
+    if (x->xsk) xsk_socket__delete(x->xsk);
+    if (x->umem) xsk_umem__delete(x->umem);
+    if (x->area) munmap(x->area, x->area_len);
+    if (x->nl_fd >= 0) close(x->nl_fd);
+    if (x->udp_fd >= 0) close(x->udp_fd);
+    free(x->tx_free);
+    free(x->lent);
+    free(x->rx_sa);
+    free(x->lend_mem);
+    free(x->peers);
+    free(x->htab);
+    free(x);
+}
+
+static const struct uln_link_ops xdp_ops = {
+    .send = xdp_send,
+    .flush = xdp_flush,
+    .recv = xdp_recv,
+    .rx_release = xdp_rx_release,
+    .rx_addr = xdp_rx_addr,
+#ifdef ULN_TEST_HOOKS
+    .rx_lend = xdp_rx_lend,
+#endif
+    .add_peer = xdp_add_peer,
+    .set_peer = xdp_set_peer,
+    .find_peer = xdp_find_peer,
+    .fd = xdp_fd,
+    .wait = xdp_wait,
+    .local = xdp_local,
+    .info = xdp_info,
+    .stats = xdp_stats,
+    .close = xdp_close,
+};
+
+/* ------------------------------------------------------------------------- */
+/* Open                                                                       */
+/* ------------------------------------------------------------------------- */
+
+/* The interface that owns our address: its index, name, MAC and MTU. */
+static int find_iface(struct link_xdp *x, int fd, char *why, size_t whylen)
+{
+    struct ifaddrs *ifs;
+    if (getifaddrs(&ifs) < 0) return -errno;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+            ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == x->ip) {
+            snprintf(x->info.ifname, sizeof(x->info.ifname), "%s", i->ifa_name);
+            break;
+        }
+    freeifaddrs(ifs);
+    char a[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &x->ip, a, sizeof(a));
+    if (!x->info.ifname[0]) {
+        snprintf(why, whylen, "no interface has address %s", a);
+        return -ENODEV;
+    }
+    x->ifindex = (int)if_nametoindex(x->info.ifname);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", x->info.ifname);
+    if (ioctl(fd, SIOCGIFHWADDR, &ifr) < 0 || ifr.ifr_hwaddr.sa_family != ARPHRD_ETHER) {
+        snprintf(why, whylen, "%s (%s) is not an Ethernet interface", x->info.ifname, a);
+        return -EOPNOTSUPP;
+    }
+    memcpy(x->mac, ifr.ifr_hwaddr.sa_data, 6);
+    if (ioctl(fd, SIOCGIFMTU, &ifr) < 0) return -errno;
+    return ifr.ifr_mtu;
+}
+
+/* The UMEM and the AF_XDP socket on it, zero-copy or copy as asked. */
+static int open_xsk(struct link_xdp *x, const struct uln_link_xdp_cfg *cfg, char *why,
+                    size_t whylen)
+{
+    unsigned fill = 1;
+    while (fill < x->nrx)
+        fill <<= 1;
+    struct xsk_umem_config uc = {.fill_size = fill,
+                                 .comp_size = x->ntx,
+                                 .frame_size = ULN_LINK_XDP_FRAME,
+                                 .frame_headroom = 0,
+                                 .flags = 0};
+    int rc = -EINVAL;
+    for (int zc = 1; zc >= 0; zc--) {
+        if ((zc && cfg->copy == ULN_XDP_COPY_ONLY) || (!zc && cfg->copy == ULN_XDP_ZEROCOPY))
+            continue;
+        rc = xsk_umem__create(&x->umem, x->area, x->area_len, &x->fq, &x->cq, &uc);
+        if (rc) {
+            snprintf(why, whylen, "cannot register the UMEM (%zu KiB): %s", x->area_len >> 10,
+                     strerror(-rc));
+            return rc;
+        }
+        struct xsk_socket_config sc = {
+            .rx_size = RX_RING,
+            .tx_size = x->ntx,
+            .libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
+            .bind_flags = (uint16_t)(XDP_USE_NEED_WAKEUP | (zc ? XDP_ZEROCOPY : XDP_COPY))};
+        rc = xsk_socket__create(&x->xsk, x->info.ifname, cfg->queue, x->umem, &x->rx, &x->tx, &sc);
+        if (!rc) {
+            x->zerocopy = zc;
+            return 0;
+        }
+        xsk_umem__delete(x->umem);
+        x->umem = NULL;
+    }
+    snprintf(why, whylen, "cannot bind an AF_XDP socket to %s queue %u%s: %s", x->info.ifname,
+             cfg->queue, cfg->copy == ULN_XDP_ZEROCOPY ? " in zero-copy mode" : "",
+             rc == -EINVAL  ? "no such queue, or the mode is not supported"
+             : rc == -EBUSY ? "the queue has an AF_XDP socket already"
+                            : strerror(-rc));
+    return rc;
+}
+
+/* Memory: the UMEM, the per-frame receive state, the peer table. */
+static int alloc_link(struct link_xdp *x, unsigned rx_bufs, unsigned max_peers)
+{
+    x->nrx = rx_bufs + ULN_LINK_XDP_RX_SPARE;
+    x->ntx = ULN_LINK_XDP_TX_FRAMES;
+    x->area_len = (size_t)(x->nrx + x->ntx) * ULN_LINK_XDP_FRAME;
+    void *a = mmap(NULL, x->area_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a == MAP_FAILED) return -ENOMEM;
+    x->area = a;
+    x->info.rx_mem = x->area_len;
+    x->max_peers = max_peers;
+    uint32_t hsize = 4;
+    while (hsize < 2u * max_peers)
+        hsize <<= 1;
+    x->hmask = hsize - 1;
+    x->tx_free = malloc(x->ntx * sizeof(uint32_t));
+    x->lent = calloc(x->nrx, 1);
+    x->rx_sa = calloc(x->nrx + LEND_BUFS, sizeof(struct sockaddr_in));
+    x->lend_mem = malloc((size_t)LEND_BUFS * ULN_LINK_XDP_FRAME);
+    x->peers = calloc(max_peers, sizeof(struct peer));
+    x->htab = malloc(hsize * sizeof(int32_t));
+    if (!x->tx_free || !x->lent || !x->rx_sa || !x->lend_mem || !x->peers || !x->htab)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < hsize; i++)
+        x->htab[i] = -1;
+    for (unsigned i = 0; i < x->ntx; i++)
+        x->tx_free[x->ntx_free++] = x->nrx + x->ntx - 1 - i;
+    return 0;
+}
+
+/* Every receive frame on the fill ring; our socket and port into the
+ * program's maps (the port last: from then on frames come). */
+static int start(struct link_xdp *x, unsigned queue, char *why, size_t whylen)
+{
+    uint32_t idx;
+    if (xsk_ring_prod__reserve(&x->fq, x->nrx, &idx) != x->nrx) return -ENOMEM;
+    for (unsigned i = 0; i < x->nrx; i++)
+        *xsk_ring_prod__fill_addr(&x->fq, idx + i) = (uint64_t)i * ULN_LINK_XDP_FRAME;
+    xsk_ring_prod__submit(&x->fq, x->nrx);
+    int fd = xsk_socket__fd(x->xsk);
+    struct uln_xdp_port_key k = {.addr = x->ip, .port = x->port};
+    struct uln_xdp_port_val v = {.slot = x->slot, .queue = queue};
+    if (bpf_map_update_elem(x->xp->xsks_fd, &x->slot, &fd, 0) ||
+        bpf_map_update_elem(x->xp->ports_fd, &k, &v, BPF_NOEXIST)) {
+        int e = errno;
+        snprintf(why, whylen, "cannot enter the socket in the XDP program's maps: %s", strerror(e));
+        return -e;
+    }
+    x->port_in_map = true;
+    return 0;
+}
+
+static void describe(struct link_xdp *x, unsigned queue)
+{
+    snprintf(x->info.kind, sizeof(x->info.kind), "xdp");
+    snprintf(x->info.xdp_mode, sizeof(x->info.xdp_mode), "%s, %s, queue %u",
+             x->xp->mode == XDP_MODE_NATIVE ? "native" : "generic",
+             x->zerocopy ? "zero-copy" : "copy", queue);
+    x->info.family = AF_INET;
+}
+
+static int open_plain(const struct uln_link_xdp_cfg *cfg, struct link_xdp *x, char *why,
+                      size_t whylen)
+{
+    int m = find_iface(x, cfg->fd, why, whylen);
+    if (m < 0) return m;
+    unsigned mtu = cfg->mtu ? cfg->mtu : (unsigned)m;
+    if (mtu > ULN_LINK_XDP_MTU_MAX) mtu = ULN_LINK_XDP_MTU_MAX;
+    if (mtu < 576u) {
+        snprintf(why, whylen, "MTU %u is below 576", mtu);
+        return -EINVAL;
+    }
+    x->info.mtu = mtu;
+    x->base.payload_max = x->info.payload_max = mtu - 28u;
+    x->nl_fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (x->nl_fd < 0) return -errno;
+    int rc =
+        alloc_link(x, cfg->rx_bufs ? cfg->rx_bufs : 512, cfg->max_peers ? cfg->max_peers : 256);
+    if (rc) return rc;
+    if (!(x->xp = prog_get(x->ifindex, cfg->hook, &x->slot, why, whylen))) return -EPERM;
+    if ((rc = open_xsk(x, cfg, why, whylen)) != 0) return rc;
+    x->xsk_fd = xsk_socket__fd(x->xsk);
+    if ((rc = start(x, cfg->queue, why, whylen)) != 0) return rc;
+    describe(x, cfg->queue);
+    return 0;
+}
+
+int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out, char *why,
+                      size_t whylen)
+{
+    *out = NULL;
+    why[0] = '\0';
+    if (cfg->local.sin_family != AF_INET || cfg->local.sin_addr.s_addr == htonl(INADDR_ANY) ||
+        (ntohl(cfg->local.sin_addr.s_addr) >> 24) == 127) {
+        snprintf(why, whylen,
+                 "AF_XDP needs a specific IPv4 address on an Ethernet interface "
+                 "(ULN_UDP_ADDR, ULN_UDP_IF)");
+        return -EOPNOTSUPP;
+    }
+    struct uln_link_fault f;
+    char fwhy[128];
+    if (uln_link_fault_parse(cfg->fault, &f, fwhy, sizeof(fwhy)) < 0) {
+        snprintf(why, whylen, "fault spec '%s': %s", cfg->fault, fwhy);
+        return -EINVAL;
+    }
+    /* libxdp and libbpf would print their own view of every failure; the
+     * one line the caller prints says it. */
+    libxdp_set_print(NULL);
+    libbpf_set_print(NULL);
+    struct link_xdp *x = calloc(1, sizeof(*x));
+    if (!x) return -ENOMEM;
+    x->base.ops = &xdp_ops;
+    x->udp_fd = x->nl_fd = x->xsk_fd = -1;
+    x->ip = cfg->local.sin_addr.s_addr;
+    x->port = cfg->local.sin_port;
+    x->queue = cfg->queue;
+    int rc = open_plain(cfg, x, why, whylen);
+    if (rc) {
+        if (!why[0]) snprintf(why, whylen, "%s", strerror(-rc));
+        xdp_close(&x->base); /* udp_fd is still -1: the caller keeps its socket */
+        return rc;
+    }
+    x->udp_fd = cfg->fd;
+    if (!uln_link_fault_any(&f)) {
+        *out = &x->base;
+        return 0;
+    }
+    return uln_link_fault_open(&x->base, &f, out);
+}
+
+#endif /* ULN_HAVE_XDP */

@@ -1,0 +1,57 @@
+/*
+ * link_xdp.h - the AF_XDP link (link.h's contract): ulnet's datagrams as
+ * real Ethernet/IPv4/UDP frames through an AF_XDP socket's rings, the kernel's
+ * network stack out of the data path. Built only where libxdp, libbpf and
+ * clang were found (ULN_HAVE_XDP); elsewhere open says so and the caller
+ * takes the socket link. docs/xdp.md says how it works.
+ *
+ *   memory    one UMEM per link (per endpoint): rx_bufs + ULN_LINK_XDP_RX_SPARE
+ *             receive frames, ULN_LINK_XDP_TX_FRAMES send frames, of
+ *             ULN_LINK_XDP_FRAME bytes
+ *   send      each packet copied into a send frame behind its headers, IPv4
+ *             and UDP checksums computed; the peer's MAC from the kernel's
+ *             neighbour table (resolved by the kernel when missing)
+ *   recv      frames the XDP program redirected, lent where they lie; a
+ *             release puts the frame back on the fill ring
+ *   peers     sockaddr_in, as for the socket link: the MAC is the link's
+ *             business
+ */
+#ifndef ULN_LINK_XDP_H
+#define ULN_LINK_XDP_H
+
+#include <netinet/in.h>
+
+#include "transport/link.h"
+
+#define ULN_LINK_XDP_FRAME     4096u /* UMEM frame: one page */
+#define ULN_LINK_XDP_MTU_MAX   3072u /* a frame holds the XDP headroom and the packet */
+#define ULN_LINK_XDP_RX_SPARE  512u  /* receive frames beyond what the caller may keep */
+#define ULN_LINK_XDP_TX_FRAMES 512u  /* send frames (and the TX ring's size) */
+
+enum uln_xdp_copy { ULN_XDP_COPY_AUTO = 0, ULN_XDP_COPY_ONLY, ULN_XDP_ZEROCOPY };
+enum uln_xdp_hook { ULN_XDP_HOOK_AUTO = 0, ULN_XDP_HOOK_NATIVE, ULN_XDP_HOOK_GENERIC };
+
+struct uln_link_xdp_cfg {
+    struct sockaddr_in local; /* our address and port: a specific IPv4 address */
+    int fd;                   /* the UDP socket bound there: the link owns it once open
+                                 succeeds (it keeps the port ours); untouched on failure */
+    unsigned queue;           /* receive queue to bind (ULN_XDP_QUEUE) */
+    enum uln_xdp_copy copy;   /* ULN_XDP_MODE=auto|copy|zc */
+    enum uln_xdp_hook hook;   /* ULN_XDP_HOOK=auto|native|generic */
+    unsigned mtu;             /* 0: the interface's, capped to ULN_LINK_XDP_MTU_MAX */
+    unsigned rx_bufs;         /* datagrams the caller may keep; 0: 512 */
+    unsigned max_peers;       /* 0: 256 */
+    const char *fault;        /* as for the socket link (link_fault.h) */
+};
+
+/* True if this build has the AF_XDP link. */
+bool uln_link_xdp_built(void);
+
+/* 0, or -errno with a one-line reason in why (the caller prints it and takes
+ * the socket link): -EOPNOTSUPP (not built, not IPv4), -EPERM (no
+ * CAP_NET_ADMIN / CAP_BPF), -ENODEV, -EINVAL (no such queue), -EBUSY (queue
+ * taken), ... */
+int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out, char *why,
+                      size_t whylen);
+
+#endif

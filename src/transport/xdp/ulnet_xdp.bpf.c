@@ -1,0 +1,83 @@
+/*
+ * ulnet_xdp.bpf.c - the XDP program beneath link_xdp.c: it sends to an
+ * AF_XDP socket only ulnet's own frames, IPv4 UDP to an (address, port) a
+ * link put in ulnet_ports, and arriving on the queue that link's socket is
+ * bound to; every other frame (ARP, ICMP, ssh, other UDP, fragments, IPv6)
+ * goes on to the kernel untouched.
+ *
+ * Safe when its process is gone: a socket's entry leaves ulnet_xsks when the
+ * socket closes (the kernel does that, also for a killed process), and the
+ * redirect's fallback action is XDP_PASS, so a frame for a dead link goes to
+ * the kernel like any other (which answers with ICMP port unreachable). The
+ * next link opened on the interface detaches such orphans (ulnet_owner says
+ * whose they were).
+ *
+ * Loaded through libxdp, so it runs in the multi-program dispatcher beside
+ * other XDP programs; XDP_PASS lets the next one see the frame.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/udp.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+#include <xdp/xdp_helpers.h>
+
+#include "ulnet_xdp.h"
+
+struct {
+    __uint(type, BPF_MAP_TYPE_XSKMAP);
+    __uint(max_entries, ULN_XDP_SLOTS);
+    __type(key, __u32);
+    __type(value, __u32);
+} ulnet_xsks SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, ULN_XDP_SLOTS);
+    __type(key, struct uln_xdp_port_key);
+    __type(value, struct uln_xdp_port_val);
+} ulnet_ports SEC(".maps");
+
+/* [0]: the pid of the process that attached this instance. */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u32);
+} ulnet_owner SEC(".maps");
+
+/* In the dispatcher: after programs of higher priority; XDP_PASS goes on. */
+struct {
+    __uint(priority, 20);
+    __uint(XDP_PASS, 1);
+} XDP_RUN_CONFIG(ulnet_xdp);
+
+SEC("xdp")
+int ulnet_xdp(struct xdp_md *ctx)
+{
+    void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+    struct ethhdr *eth = data;
+    if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP)) return XDP_PASS;
+    struct iphdr *ip = (void *)(eth + 1);
+    if ((void *)(ip + 1) > end || ip->version != 4 || ip->protocol != IPPROTO_UDP) return XDP_PASS;
+    /* Fragments (MF or an offset) only the kernel can put together. */
+    if (ip->frag_off & bpf_htons(0x3fff)) return XDP_PASS;
+    __u32 ihl = (ip->ihl & 0xf) * 4u;
+    if (ihl < sizeof(*ip)) return XDP_PASS;
+    struct udphdr *udp = (void *)ip + ihl;
+    if ((void *)(udp + 1) > end) return XDP_PASS;
+    /* Not set up yet (no owner written): nothing is ours. The lookup also
+     * binds the map to the program, where the next open finds it. */
+    __u32 zero = 0, *owner = bpf_map_lookup_elem(&ulnet_owner, &zero);
+    if (!owner || !*owner) return XDP_PASS;
+    struct uln_xdp_port_key k = {.addr = ip->daddr, .port = udp->dest};
+    struct uln_xdp_port_val *v = bpf_map_lookup_elem(&ulnet_ports, &k);
+    /* A socket takes frames only from the queue it is bound to; from any
+     * other the kernel's UDP socket on that port gets them. */
+    if (!v || v->queue != ctx->rx_queue_index) return XDP_PASS;
+    return bpf_redirect_map(&ulnet_xsks, v->slot, XDP_PASS);
+}
+
+char _license[] SEC("license") = "GPL";

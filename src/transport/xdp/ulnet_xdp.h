@@ -1,0 +1,24 @@
+/*
+ * ulnet_xdp.h - what the XDP program (ulnet_xdp.bpf.c) and the link that
+ * loads it (link_xdp.c) share: the keys and values of its maps.
+ */
+#ifndef ULN_XDP_SHARED_H
+#define ULN_XDP_SHARED_H
+
+#include <linux/types.h>
+
+#define ULN_XDP_SLOTS 64 /* AF_XDP sockets per program instance (ULN_MAX_EPS's limit) */
+
+/* ulnet_ports: which frames are ulnet's. Network byte order, as on the wire. */
+struct uln_xdp_port_key {
+    __u32 addr; /* destination IPv4 address */
+    __u16 port; /* destination UDP port */
+    __u16 pad;
+};
+
+struct uln_xdp_port_val {
+    __u32 slot;  /* the socket's index in ulnet_xsks */
+    __u32 queue; /* the receive queue it is bound to */
+};
+
+#endif

@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# xdp_job.sh - one ulnet job of 2 ranks on 2 network-namespace hosts
+# (tests/netns/hosts.sh) over the AF_XDP link, and the interface's health
+# around it.
+#
+#   xdp_job.sh --built 0|1 [--hook native|generic] [--env VAR=value]...
+#              [--fallback REGEX] [--drop-caps] [--kill] [--mixed] [--forge]
+#              [--timeout S]
+#              -- PROGRAM ARGS...
+#
+# Each rank runs with ULN_TRANSPORT=xdp and ULN_XDP_HOOK=hook. Checked:
+#   - while the job runs: each host's eth0 has ulnet's XDP program attached
+#     in the mode asked for, and still answers ping and other UDP (a UDP echo
+#     on another port);
+#   - the job passes, every rank's stderr has no "ulnet: xdp:" fallback line,
+#     and the kernel's stack saw no UDP of the job (an nft counter at each
+#     eth0's ingress, after XDP): AF_XDP carried it all. --more-eps: the body
+#     opens several endpoints, and those beyond the first (one AF_XDP socket
+#     per queue) may take the socket link: their fallback lines and UDP are
+#     allowed. --fallback REGEX: every rank says why (REGEX) and the socket
+#     link carries the job;
+#   - native: the veth counted frames redirected to the AF_XDP sockets;
+#   - --mixed: rank 1 runs the socket link (ULN_TRANSPORT=udp): the two
+#     links must understand each other; only host 0 is checked for AF_XDP;
+#   - --forge: while the job runs, host 0 sends host 1's endpoint thousands of
+#     malformed and forged frames as if from rank 0 (forge.py);
+#   - --drop-caps: the ranks run without CAP_NET_ADMIN, CAP_BPF, CAP_SYS_ADMIN
+#     and CAP_PERFMON (setpriv), as an unprivileged user would;
+#   - --kill: both ranks get SIGKILL mid-job; the interfaces still answer ping
+#     and UDP with the dead process's program attached, and the next ulnet
+#     process on the host removes it (and its own when it closes).
+# Exit 77 (ctest's "skipped") when ulnet was built without the AF_XDP link
+# (--built 0) or this machine cannot make namespaces.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+hosts_sh=$here/../netns/hosts.sh
+built="" hook=native fallback="" kill=0 timeout=120 envs=() prefix=() more_eps=0 mixed=0 forge=0
+while [[ $# -gt 0 ]]; do
+    case $1 in
+    --built) built=$2; shift 2 ;;
+    --hook) hook=$2; shift 2 ;;
+    --env) envs+=("$2"); shift 2 ;;
+    --fallback) fallback=$2; shift 2 ;;
+    --kill) kill=1; shift ;;
+    --more-eps) more_eps=1; shift ;;
+    --mixed) mixed=1; shift ;;
+    --forge) forge=1; envs+=(ULN_UDP_PORT=30000); shift ;; # endpoint 0 on port 30000
+    --drop-caps)
+        caps=-net_admin,-bpf,-sys_admin,-perfmon
+        prefix=(setpriv --inh-caps="$caps" --bounding-set="$caps")
+        shift
+        ;;
+    --timeout) timeout=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "xdp_job.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+(($# > 0)) || { echo "xdp_job.sh: no program" >&2; exit 2; }
+[[ $built == 1 ]] || { echo "xdp_job.sh: ulnet built without the AF_XDP link: skipped"; exit 77; }
+"$hosts_sh" probe >/dev/null 2>&1 || { echo "xdp_job.sh: no network namespaces here: skipped"; exit 77; }
+ulninfo=$(dirname "$1")/../../ulninfo # the build tree's tools
+
+fail() {
+    echo "xdp_job.sh: FAIL: $*" >&2
+    for f in "$logs"/*; do [[ -s $f ]] && { echo "--- ${f##*/}:"; tail -n 5 "$f"; } >&2; done
+    exit 1
+}
+
+logs=$(mktemp -d)
+set -a
+eval "$("$hosts_sh" up 2)"
+set +a
+pids=() echo_pid=""
+cleanup() {
+    for p in "${pids[@]}" $echo_pid; do kill -KILL "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true # quietly: no "Killed" notices
+    "$hosts_sh" down >/dev/null 2>&1 || true
+    rm -rf "$logs"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+on() { local h=$1; shift; "$hosts_sh" exec "h$h" "$@"; }
+
+# Count the UDP (but the echo's) each host's stack receives on eth0: XDP runs
+# before the netdev ingress hook, so what AF_XDP takes is never counted.
+for h in 0 1; do
+    on $h nft "add table netdev ulnxdp; table netdev ulnxdp { chain in { type filter hook ingress device \"eth0\" priority 0; udp sport != 7 udp dport != 7 counter; }; }"
+done
+kernel_udp() { on "$1" nft list chain netdev ulnxdp in | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
+
+# A UDP echo on host 1, port 7 (not ulnet's): other UDP must keep working.
+"$hosts_sh" exec h1 python3 -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", 7))
+while True:
+    d, a = s.recvfrom(2048)
+    s.sendto(d, a)' &
+echo_pid=$!
+
+udp_echo() {
+    on 0 python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(1)
+for i in range(5):
+    s.sendto(b"ping %d" % i, (sys.argv[1], 7))
+    try:
+        if s.recvfrom(2048)[0] == b"ping %d" % i: sys.exit(0)
+    except socket.timeout:
+        pass
+sys.exit(1)' "$ULNTEST_HOST_1"
+}
+
+# The interface answers: ping both ways, and the UDP echo.
+healthy() {
+    on 0 ping -c 2 -i 0.2 -W 1 -q "$ULNTEST_HOST_1" >/dev/null || fail "$1: no ping reply from host 1"
+    on 1 ping -c 2 -i 0.2 -W 1 -q "$ULNTEST_HOST_0" >/dev/null || fail "$1: no ping reply from host 0"
+    udp_echo || fail "$1: no UDP echo from host 1 (port 7)"
+}
+
+# ip's view of host h's eth0 if ulnet's program is attached there, else nothing.
+prog_on() {
+    local s
+    s=$(on "$1" ip -d link show eth0 | tr '\n' ' ')
+    [[ $s == *"name ulnet_xdp"* ]] && echo "$s" || true
+}
+
+port=$((20000 + RANDOM % 20000))
+key=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
+xdp_hosts=(0 1)
+((mixed)) && xdp_hosts=(0)
+for r in 0 1; do
+    tp=xdp
+    ((mixed && r == 1)) && tp=udp
+    # hosts.sh directly (it execs the rank), so $! is the rank itself.
+    "$hosts_sh" exec "h$r" "${prefix[@]}" env ULN_RANK=$r ULN_SIZE=2 ULN_ROOT="$ULNTEST_HOST_0:$port" ULN_JOB_KEY="$key" \
+        ULN_TRANSPORT=$tp ULN_XDP_HOOK="$hook" ULNTEST_IT_EXPECT_UDP_PEERS=1 "${envs[@]}" "$@" \
+        >"$logs/r$r.out" 2>"$logs/r$r.err" &
+    pids+=($!)
+done
+
+# While it runs (the program is attached once the endpoints open).
+# ip's first line names the hook: "mtu 1500 xdp " (native) or "xdpgeneric".
+want=$([[ $hook == generic ]] && echo " xdpgeneric " || echo " xdp ")
+# Forged frames all along the job, from its first moments (a short job is
+# over before the checks below are).
+forge_pid=""
+if ((forge)); then
+    mac1=$(on 1 cat /sys/class/net/eth0/address)
+    (
+        for ((round = 0; round < 40; round++)); do
+            kill -0 "${pids[1]}" 2>/dev/null || break
+            on 0 python3 "$here/forge.py" eth0 "$ULNTEST_HOST_0" "$ULNTEST_HOST_1" "$mac1" 30000 1000 \
+                >>"$logs/forge.out" || exit 1
+        done
+    ) &
+    forge_pid=$!
+fi
+
+# Each AF_XDP host's program must be seen in the mode asked for, unless its
+# rank is over first (a short job; then the counters below are the proof).
+declare -A seen=()
+for ((t = 0; !${#fallback} && t < 200 && ${#seen[@]} < ${#xdp_hosts[@]}; t++)); do
+    for h in "${xdp_hosts[@]}"; do
+        [[ -n ${seen[$h]:-} ]] && continue
+        v=$(prog_on $h)
+        if [[ -n $v ]]; then
+            [[ $v == *"$want"* ]] || fail "host $h: ulnet_xdp attached, but not as ${want// /}: $v"
+            seen[$h]=1
+        elif ! kill -0 "${pids[h]}" 2>/dev/null; then
+            seen[$h]=over
+        fi
+    done
+    sleep 0.1
+done
+if [[ -z $fallback ]]; then
+    for h in "${xdp_hosts[@]}"; do
+        [[ -n ${seen[$h]:-} ]] ||
+            fail "host $h: ulnet_xdp not attached while the job runs: $(on $h ip -d link show eth0 | tr '\n' ' ')"
+    done
+    kill -0 "${pids[0]}" 2>/dev/null && kill -0 "${pids[1]}" 2>/dev/null && healthy "during the job"
+fi
+
+if ((kill)); then
+    sleep 0.5
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+    pids=()
+    [[ -n $(prog_on 1) ]] || fail "after kill -9: the dead process's program is gone already?"
+    healthy "after kill -9, the dead process's program attached"
+    # The next ulnet process on host 1 removes the orphan, and its own at exit.
+    on 1 env ULN_TRANSPORT=xdp ULN_XDP_HOOK="$hook" ULN_UDP_IF=eth0 "$ulninfo" -t >"$logs/info.out" 2>"$logs/info.err" ||
+        fail "ulninfo after kill -9: $(cat "$logs/info.err")"
+    grep -q "removed the XDP program of a dead ulnet process" "$logs/info.err" ||
+        fail "the next process did not remove the orphan: $(cat "$logs/info.err")"
+    grep -q "link in use *xdp" "$logs/info.out" || fail "ulninfo: $(grep 'link in use' "$logs/info.out")"
+    [[ -z $(prog_on 1) ]] || fail "a program is left on host 1 after the last ulnet process: $(prog_on 1)"
+    healthy "after the cleanup"
+    echo "xdp_job.sh: kill -9 mid-job: interface healthy throughout, orphan removed"
+    exit 0
+fi
+
+# Wait for the ranks.
+deadline=$((SECONDS + timeout))
+for r in 0 1; do
+    while kill -0 "${pids[r]}" 2>/dev/null; do
+        ((SECONDS < deadline)) || fail "job still running after $timeout s"
+        sleep 0.1
+    done
+    st=0
+    wait "${pids[r]}" || st=$?
+    if ((st)); then
+        cat "$logs/r$r.out" "$logs/r$r.err" >&2
+        fail "rank $r exited with $st"
+    fi
+done
+pids=()
+if [[ -n $forge_pid ]]; then
+    wait "$forge_pid" || fail "forge.py failed"
+    n=$(awk '{s += $3} END {print s + 0}' "$logs/forge.out")
+    ((n > 0)) || fail "no forged frame was sent"
+    echo "xdp_job.sh: $n forged frames sent to host 1's endpoint while the job ran"
+fi
+for r in 0 1; do
+    tail -n 2 "$logs/r$r.out"
+    if [[ -n $fallback ]]; then
+        grep -Eq "ulnet: xdp: .*$fallback" "$logs/r$r.err" || fail "rank $r: no fallback line matching '$fallback': $(cat "$logs/r$r.err")"
+    elif ((more_eps)); then
+        ! grep "ulnet: xdp:" "$logs/r$r.err" | grep -v "has an AF_XDP socket already" ||
+            fail "rank $r fell back to udp"
+    elif grep "ulnet: xdp:" "$logs/r$r.err"; then
+        fail "rank $r fell back to udp"
+    fi
+    # A few may come after the receiver closed (its peer's last ACKs):
+    # the kernel answers those with ICMP, and that is all they can be.
+    n=$(kernel_udp $r)
+    # (Forged fragments and cut headers are the kernel's: host 1 is not checked.)
+    if [[ -z $fallback ]] && ((!more_eps && n > 8 && (!forge || r == 0))) &&
+        [[ " ${xdp_hosts[*]} " == *" $r "* ]]; then
+        fail "host $r's stack received $n UDP packets of the job: not all went to AF_XDP"
+    fi
+    echo "xdp_job.sh: host $r's stack received $n UDP packets of the job"
+done
+for h in 0 1; do
+    [[ -z $(prog_on $h) ]] || fail "host $h: a program is left after the job: $(prog_on $h)"
+done
+if [[ $hook == native && -z $fallback ]]; then
+    n=$(on 0 ethtool -S eth0 | awk '/xdp_redirect/ {s += $2} END {print s + 0}')
+    ((n > 0)) || fail "host 0's veth redirected no frames to AF_XDP"
+    echo "xdp_job.sh: host 0's veth redirected $n frames to AF_XDP"
+fi
+healthy "after the job"
+echo "xdp_job.sh: passed"
