@@ -65,8 +65,9 @@ static void setup(void)
         uint32_t bytes = uln_inbox_ring_bytes(ch, &c0->p);
         uln_ring_prod_init(&forge[ch], uln_inbox_ring_in(c0, 1, 0, ch), bytes);
         uln_ring_cons_init(&sink[ch], uln_inbox_ring_in(c1, 0, 0, ch), bytes);
-        /* What rank 1's first message on a channel does: rank 0 polls it. */
-        atomic_fetch_or(&uln_inbox_active(c0, ch, 0)[0], 1ull << 1);
+        /* What rank 1's first message on a channel does: rank 0 polls it
+         * (the bit, and the bump that tells rank 0 to look at the bits). */
+        uln_inbox_mark_active(uln_inbox_active(c0, ch, 0), &c0->inbox->hdr->act_gen, 1);
     }
 }
 
