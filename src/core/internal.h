@@ -511,6 +511,9 @@ int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c);
  * protocol's reconnect does: what was in flight is void, ops fail with
  * -ECONNRESET, the peer sees a restart. */
 int uln_udp_peer_restart(struct uln_ep *ep, int rank, uint32_t epoch);
+/* How long after a post an endpoint holds its answers for the next one
+ * (ulnet.h, "When packets leave"); 0: the library's own 200 us. Process-wide. */
+void uln_udp_test_answer_hold(uint64_t ns);
 /* The UDP address of rank's endpoint of this index (our own: where it is
  * bound). */
 int uln_udp_ep_addr(struct uln_ep *ep, int rank, struct sockaddr_storage *ss, socklen_t *len);

@@ -573,13 +573,24 @@ static void uln_udp_flush(struct uln_ep *ep)
  * same system call (ulnet.h, "When packets leave"). "Exchanging" is a post
  * within this long: a ping-pong's round trip between hosts is well inside. */
 #define ANSWER_HOLD_NS 200000u
+#ifdef ULN_TEST_HOOKS
+/* Tests set it (uln_udp_test_answer_hold) to check the rule without racing
+ * the clock. */
+static uint64_t answer_hold_ns = ANSWER_HOLD_NS;
+void uln_udp_test_answer_hold(uint64_t ns)
+{
+    answer_hold_ns = ns ? ns : ANSWER_HOLD_NS;
+}
+#else
+#define answer_hold_ns ANSWER_HOLD_NS
+#endif
 
 /* End of a progress pass: may the batch stay for the next post or pass? Only
  * answers, only while the application posts, and only for one pass. */
 static bool hold_answers(const struct uln_udp_ep *ue)
 {
     return ue->nbatch && !ue->batch_data && !ue->answers_held &&
-           ue->now - ue->posted_at < ANSWER_HOLD_NS;
+           ue->now - ue->posted_at < answer_hold_ns;
 }
 
 /* A post's packets are queued. They leave now if the peer had nothing in
