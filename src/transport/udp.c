@@ -957,8 +957,8 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
     return false;
 }
 
-static bool put_done(struct uln_udp_peer *up, uint64_t op_id, uint64_t imm, uint64_t off,
-                     uint64_t len, int32_t status, uint32_t flags)
+static bool put_done(struct uln_ep *ep, struct uln_udp_peer *up, uint64_t op_id, uint64_t imm,
+                     uint64_t off, uint64_t len, int32_t status, uint32_t flags)
 {
     struct uln_put_done *d = uln_inbox_feed_reserve(&up->feed, 0, sizeof *d);
     if (!d) return false;
@@ -967,7 +967,8 @@ static bool put_done(struct uln_udp_peer *up, uint64_t op_id, uint64_t imm, uint
                                .op_offset = off,
                                .op_len = len,
                                .status = status,
-                               .flags = flags};
+                               .flags = flags,
+                               .life = ep->peers[up->rank].life};
     uln_inbox_feed_commit(&up->feed, 0, ULN_MSG_PUT_DONE, sizeof *d);
     return true;
 }
@@ -1068,12 +1069,12 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
             /* Refused: say so once per operation (as the ring path does). */
             if (uln_refused_is(&up->refused_sent, x.op_id, h->key, x.op_offset, x.op_len))
                 return true;
-            if (!put_done(up, x.op_id, 0, x.op_offset, x.op_len, s->status, 0)) return false;
+            if (!put_done(ep, up, x.op_id, 0, x.op_offset, x.op_len, s->status, 0)) return false;
             up->refused_sent = refusal(h, &x, s->status);
         } else if (last) {
             /* Every earlier fragment has come up in order, so all are placed. */
             uint32_t fl = (h->flags & PKT_IMM) ? ULN_FRAG_IMM : 0;
-            if (!put_done(up, x.op_id, x.imm, x.op_offset, x.op_len, 0, fl)) return false;
+            if (!put_done(ep, up, x.op_id, x.imm, x.op_offset, x.op_len, 0, fl)) return false;
         } else {
             return true;
         }
@@ -1119,6 +1120,7 @@ static void drop_held(struct uln_ep *ep, struct uln_udp_peer *up)
 static void void_peer(struct uln_ep *ep, struct uln_udp_peer *up, int status)
 {
     uln_engine_fail_peer(ep, up->rank, status);
+    uln_engine_forget_peer(ep, up->rank);
     drain_acked(up);
     for (uint32_t i = 0; i <= up->mask; i++)
         up->tx[i].used = false, up->tx[i].data = NULL;
