@@ -445,8 +445,10 @@ static uint32_t new_epoch(struct uln_udp_ep *ue)
  * taken back (rel's edge never moves back), so a sender joining the incast
  * may overfill the pool for a round trip: the drop rule stays as a counted
  * backstop (pkts_dropped). A peer quiet for ULN_UDP_ACTIVE_NS gives its
- * share back. */
-#define ULN_UDP_ACTIVE_NS 100000000u
+ * share back: a second, not less - on a loaded host a sender stalls for
+ * tens of ms, and each time one leaves and comes back, the others' raised
+ * credit overfills the pool for a round trip. */
+#define ULN_UDP_ACTIVE_NS 1000000000u
 #define ULN_UDP_SHARE_MIN 4u /* rel's smallest window: below it a sender stalls */
 static uint32_t pool_share(const struct uln_udp_ep *ue, unsigned senders)
 {
@@ -511,12 +513,15 @@ static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
         free(up);
         return NULL;
     }
-    /* Its credit is a share of the pool from the start: it would count as one
-     * more sender at its first packet. */
-    uln_rel_rx_limit(&up->rel, pool_share(ue, ue->n_active + 1), uln_now_ns());
     uln_inbox_feed_init(&up->feed, ctx, rank, ep->index);
     pp->tp_peer = up;
     ue->live[ue->n_live++] = rank;
+    /* A peer just met counts as a sender until it has been quiet a while: the
+     * first feedback gives it credit, and credit given is not taken back, so
+     * peers met together (an incast starting) must not each be promised the
+     * pool they will share. */
+    ue->now = uln_now_ns();
+    sender_seen(ep, up);
     return up;
 }
 
