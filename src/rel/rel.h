@@ -15,6 +15,7 @@
  *   receiving  uln_rel_rx              -> what to do with an arrived packet
  *              uln_rel_rx_next         -> a held packet whose turn has come
  *              uln_rel_rx_release      -> receive buffers given back
+ *              uln_rel_rx_limit        -> this peer's share of shared buffers
  *   control    uln_rel_ctrl            -> a packet without data to send now
  *                                         (hello, ACK/LOSE/STOP/GO, probe)
  *   time       uln_rel_next_deadline   -> when to call in again at the latest
