@@ -569,6 +569,20 @@ void uln_engine_fail_peer(struct uln_ep *ep, int peer, int status)
     }
 }
 
+void uln_engine_forget_peer(struct uln_ep *ep, int peer)
+{
+    struct uln_ep_peer *pp = &ep->peers[peer];
+    pp->ack_head = pp->ack_tail;
+    if (pp->get_req) uln_engine_release(ep, peer, &pp->in[1], pp->get_req);
+    pp->get_req = NULL;
+    int bad = 0;
+    for (struct uln_msg *m; (m = uln_ring_peek(&pp->in[1], &bad)) != NULL;)
+        uln_engine_release(ep, peer, &pp->in[1], m);
+    /* Channel 0 keeps the old life's NAPs (they came before it ended) in
+     * order: its PUT_DONEs are told apart by the life they carry. */
+    pp->life++;
+}
+
 /* ---- receive ----------------------------------------------------------------- */
 
 static bool ack_queue(struct uln_ep *ep, struct uln_ep_peer *pp, uint64_t op_id, int status)
@@ -809,6 +823,7 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
             malformed(ep);
             break;
         }
+        if (d->life != pp->life) break; /* owed to a life of the peer that ended */
         ack_queue(ep, pp, d->op_id, d->status);
         if (d->status == 0 && (d->flags & ULN_FRAG_IMM))
             put_remote(ep, src, d->op_len, d->imm, d->op_offset);

@@ -332,6 +332,7 @@ struct uln_ep_peer {
     struct uln_msg *get_req;        /* GET or atomic request being served (in the ring) */
     uint64_t get_sent;              /* bytes of it answered so far */
     struct uln_ack *acks;           /* answers waiting for room on channel 0 */
+    uint32_t life;                  /* the peer's lives we have seen end (uln_engine_forget_peer) */
     uint32_t ack_head, ack_tail, ack_cap;
 };
 
@@ -520,6 +521,11 @@ int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, const struct io
                         int nlocal, uint64_t len, uint64_t rkey, uint64_t roff);
 bool uln_engine_busy(const struct uln_ep *ep); /* work that waits on a peer */
 void uln_engine_fail_peer(struct uln_ep *ep, int peer, int status);
+/* The peer's life ended (a packet transport saw its next one, or its death):
+ * drop what we owe that life - queued ACKs, the GET or atomic being served,
+ * the requests in our ring, PUT_DONEs not yet answered - so that no answer of
+ * ours completes an operation of the next life that reuses its op id. */
+void uln_engine_forget_peer(struct uln_ep *ep, int peer);
 void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, struct uln_msg *m);
 
 /* atomic.c */
@@ -574,6 +580,9 @@ int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c);
  * protocol's reconnect does: what was in flight is void, ops fail with
  * -ECONNRESET, the peer sees a restart. */
 int uln_udp_peer_restart(struct uln_ep *ep, int rank, uint32_t epoch);
+/* How long after a post an endpoint holds its answers for the next one
+ * (ulnet.h, "When packets leave"); 0: the library's own 200 us. Process-wide. */
+void uln_udp_test_answer_hold(uint64_t ns);
 /* The UDP address of rank's endpoint of this index (our own: where it is
  * bound). */
 int uln_udp_ep_addr(struct uln_ep *ep, int rank, struct sockaddr_storage *ss, socklen_t *len);

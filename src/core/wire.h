@@ -124,6 +124,8 @@ struct uln_put_done {
     uint64_t op_len;
     int32_t status; /* nonzero: the PUT was refused */
     uint32_t flags; /* ULN_FRAG_IMM: raise PUT_REMOTE */
+    uint32_t life;  /* the peer's life it came from (uln_ep_peer.life) */
+    uint32_t pad_;
 };
 
 /* An atomic (ulnet.h: uln_atomic) for the target to apply; also what the

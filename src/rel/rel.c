@@ -13,15 +13,15 @@
 
 /* Sending-side state of one seq in flight. */
 enum { SLOT_FREE = 0, SLOT_INFLIGHT, SLOT_ACKED };
-enum { LOST_NO = 0, LOST_FAST, LOST_TIMEOUT };
+enum { LOST_NO = 0, LOST_FAST, LOST_TIMEOUT, LOST_PTO };
 
 struct uln_rel_slot {
     uint64_t tx_time; /* last (re)transmission */
     uint64_t xmit;    /* its transmission number */
     uint8_t state;    /* SLOT_*; FREE inside [una, nxt): acked and returned */
     uint8_t lost;     /* LOST_*: waiting to be sent again, and why */
-    uint8_t pad_;
-    uint16_t retx; /* times sent again (saturating) */
+    uint8_t probe;    /* a fast retransmission awaits its answer (on_pto) */
+    uint16_t retx;    /* times sent again (saturating) */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -124,6 +124,16 @@ static bool in_tomb(const struct uln_rel *r, uint32_t epoch)
 /* Set-up and connection lives                                                */
 /* ------------------------------------------------------------------------- */
 
+/* The caller's share of receive buffers for this peer, within rx_bufs. */
+static void rx_set_limit(struct uln_rel *r, uint32_t bufs)
+{
+    if (bufs == 0) bufs = 1; /* never shut for good: a STOP is the caller's to hold */
+    r->rx_limit = bufs < r->cfg.rx_bufs ? bufs : r->cfg.rx_bufs;
+    /* Announce freed buffers once a quarter of the share is back: often enough
+     * to keep a sender streaming, rarely enough not to send a packet per buffer. */
+    r->go_thresh = r->rx_limit / 4 ? r->rx_limit / 4 : 1;
+}
+
 void uln_rel_cfg_default(struct uln_rel_cfg *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -152,13 +162,14 @@ static void tx_reset(struct uln_rel *r)
     r->tx_blocked = false;
     r->backoff = 0;
     r->rto_at = ULN_REL_NEVER;
+    r->pto_at = ULN_REL_NEVER;
     r->ctrl_at = ULN_REL_NEVER;
     r->ctrl_backoff = 0;
     r->probe_out = false;
 }
 
 /* Forget the receiving side: the peer's sequence space starts at its epoch.
- * rx_free is left alone: the caller gives buffers back across lives. */
+ * rx_used is left alone: the caller gives buffers back across lives. */
 static void rx_reset(struct uln_rel *r, uint32_t isn)
 {
     r->rcv_cum = r->rcv_dlv = r->rcv_high = r->adv_edge = isn;
@@ -212,10 +223,8 @@ int uln_rel_init(struct uln_rel *r, const struct uln_rel_cfg *cfg, uint32_t loca
     r->now = now;
     r->rto = c.rto_init;
     r->reorder_tx = r->reorder_rx = c.reorder;
-    r->rx_free = c.rx_bufs;
-    /* Announce freed buffers once a quarter of them are back: often enough to
-     * keep a sender streaming, rarely enough not to send a packet per buffer. */
-    r->go_thresh = c.rx_bufs / 4 ? c.rx_bufs / 4 : 1;
+    r->rx_used = 0;
+    rx_set_limit(r, c.rx_bufs);
     tx_reset(r);
     rx_reset(r, 0);
     r->state = ULN_REL_CONNECTING;
@@ -256,29 +265,68 @@ static void mark_lost(struct uln_rel *r, uint32_t seq, struct uln_rel_slot *s, i
     if (seq_lt(seq, r->lost_hint)) r->lost_hint = seq;
 }
 
-/* The retransmission timer expired: every packet unacknowledged for a whole
- * timeout is lost (not just the first: after a burst loss the others would
- * otherwise wait one timeout each). Nothing timed out (the timer was armed
- * for a packet acknowledged since): re-arm for the oldest one instead. */
+/* The retransmission timer expired: the oldest packet unacknowledged for a
+ * whole timeout is lost, and only it. A timeout says the peer or the path
+ * went quiet, not that the whole flight was lost: a receiver descheduled
+ * past the timeout (a loaded host) has the rest waiting in its socket, and
+ * resending a window's worth into its backlog is what turns a stall into a
+ * collapse. The resend's answer describes the flight, and the order rule
+ * (detect_losses) then finds whatever else was really lost, in one round
+ * trip when anything beyond it arrived. Nothing timed out (the timer was
+ * armed for a packet acknowledged since): re-arm for the oldest one. */
 static void on_rto(struct uln_rel *r)
 {
-    uint64_t now = r->now, rto = rto_cur(r), next = ULN_REL_NEVER;
-    uint32_t n = 0;
+    uint64_t now = r->now, rto = rto_cur(r), oldest = ULN_REL_NEVER;
     for (uint32_t q = r->snd_una; q != r->snd_nxt; q++) {
         struct uln_rel_slot *s = slot(r, q);
         if (s->state != SLOT_INFLIGHT || s->lost) continue;
         if (s->tx_time + rto <= now) {
             mark_lost(r, q, s, LOST_TIMEOUT);
-            n++;
+            r->stats.rto_fired++;
+            r->backoff++; /* exponential backoff until a fresh RTT sample */
+            r->rto_at = now + rto_cur(r);
+            return;
+        }
+        oldest = min64(oldest, s->tx_time);
+    }
+    r->rto_at = oldest == ULN_REL_NEVER ? ULN_REL_NEVER : oldest + rto;
+}
+
+/* How long a retransmission waits for its answer before it is sent again: a
+ * receiver answers a retransmission at once (rx_data), so two round trips
+ * without one mean it was lost. Never above the timeout, never below half
+ * rto_min (a LAN round trip measured at tens of us says little about the
+ * receiver's scheduling). Before an RTT sample: the timeout. */
+static uint64_t pto(const struct uln_rel *r)
+{
+    if (!r->have_rtt) return rto_cur(r);
+    uint64_t t = max64(2 * r->srtt + r->cfg.ack_delay, r->cfg.rto_min / 2);
+    return min64(t, rto_cur(r));
+}
+
+/* The probe timer expired: a fast retransmission not answered within pto()
+ * is lost, and sent once more. This is the case the order rule cannot see:
+ * when the window or the credit is stuck behind a hole whose retransmission
+ * was lost, nothing later is sent whose arrival would show it, and without
+ * this only the timeout - backed off, and several times longer - would
+ * repair it. Once per fast retransmission: a peer that answers nothing is
+ * the timeout's business, with its backoff. First transmissions need no
+ * probe: LOSE and the order rule find their loss. */
+static void on_pto(struct uln_rel *r)
+{
+    uint64_t now = r->now, wait = pto(r), next = ULN_REL_NEVER;
+    for (uint32_t q = r->snd_una; q != r->snd_nxt; q++) {
+        struct uln_rel_slot *s = slot(r, q);
+        if (s->state != SLOT_INFLIGHT || s->lost || !s->probe) continue;
+        if (s->tx_time + wait <= now) {
+            s->probe = 0;
+            mark_lost(r, q, s, LOST_PTO);
+            r->stats.pto_fired++;
         } else {
-            next = min64(next, s->tx_time);
+            next = min64(next, s->tx_time + wait);
         }
     }
-    if (n) {
-        r->stats.rto_fired++;
-        r->backoff++; /* exponential backoff until a fresh RTT sample */
-    }
-    r->rto_at = next == ULN_REL_NEVER ? ULN_REL_NEVER : next + rto_cur(r);
+    r->pto_at = next;
 }
 
 static void advance(struct uln_rel *r, uint64_t now)
@@ -289,6 +337,7 @@ static void advance(struct uln_rel *r, uint64_t now)
         go_dead(r);
         return;
     }
+    if (r->state == ULN_REL_OPEN && r->pto_at != ULN_REL_NEVER && r->now >= r->pto_at) on_pto(r);
     if (r->state == ULN_REL_OPEN && r->rto_at != ULN_REL_NEVER && r->now >= r->rto_at) on_rto(r);
     /* Keep-alive: an idle peer is asked once in a while whether it is there. */
     if (r->state == ULN_REL_OPEN && r->cfg.keepalive && !waiting(r) &&
@@ -319,7 +368,7 @@ uint64_t uln_rel_next_deadline(const struct uln_rel *r)
     if (r->state == ULN_REL_OPEN) {
         if (r->fb_now || r->lost_count || r->ack_owed >= r->cfg.ack_every) return r->now;
         if (r->ack_owed) t = min64(t, r->ack_due_at);
-        t = min64(t, r->rto_at);
+        t = min64(t, min64(r->rto_at, r->pto_at));
         if (r->cfg.keepalive && !waiting(r) && r->ctrl_at == ULN_REL_NEVER)
             t = min64(t, r->last_heard + r->cfg.keepalive);
     }
@@ -331,12 +380,26 @@ uint64_t uln_rel_next_deadline(const struct uln_rel *r)
 /* Feedback out (receiving side)                                              */
 /* ------------------------------------------------------------------------- */
 
+/* Buffers the peer may still fill: its share (rx_limit) less those it holds.
+ * A share cut below what is held gives no credit until enough come back. */
+static uint32_t rx_free(const struct uln_rel *r)
+{
+    return r->rx_used < r->rx_limit ? r->rx_limit - r->rx_used : 0;
+}
+
 /* The right edge the buffers allow: cum + free buffers, and never so far that
  * two seqs held at once would share a receive slot. */
 static uint32_t potential_edge(const struct uln_rel *r)
 {
-    uint32_t room = r->rcv_dlv + r->mask + 1 - r->rcv_cum;
-    return r->rcv_cum + (r->rx_free < room ? r->rx_free : room);
+    uint32_t room = r->rcv_dlv + r->mask + 1 - r->rcv_cum, free = rx_free(r);
+    return r->rcv_cum + (free < room ? free : room);
+}
+
+/* GO (or a plain window update) once enough buffers are back to matter. */
+static void go_if_room(struct uln_rel *r)
+{
+    if (r->state == ULN_REL_OPEN && sdiff(potential_edge(r), r->adv_edge) >= r->go_thresh)
+        r->fb_now = true;
 }
 
 static void fill_fb(struct uln_rel *r, struct uln_rel_pkt *p)
@@ -464,6 +527,7 @@ int uln_rel_tx_assign(struct uln_rel *r, uint64_t now, struct uln_rel_pkt *p)
     r->snd_nxt = seq + 1;
     s->state = SLOT_INFLIGHT;
     s->lost = LOST_NO;
+    s->probe = 0;
     s->retx = 0;
     sent(r, s);
     r->stats.tx_data++;
@@ -479,8 +543,11 @@ bool uln_rel_tx_next_resend(struct uln_rel *r, uint64_t now, struct uln_rel_pkt 
     for (; q != r->snd_nxt; q++) {
         struct uln_rel_slot *s = slot(r, q);
         if (s->state != SLOT_INFLIGHT || !s->lost) continue;
+        s->probe = s->lost == LOST_FAST;
         if (s->lost == LOST_FAST)
             r->stats.tx_fast++;
+        else if (s->lost == LOST_PTO)
+            r->stats.tx_pto++;
         else
             r->stats.tx_timeout++;
         r->stats.tx_resend++;
@@ -489,6 +556,7 @@ bool uln_rel_tx_next_resend(struct uln_rel *r, uint64_t now, struct uln_rel_pkt 
         if (s->retx < UINT16_MAX) s->retx++;
         r->lost_hint = q + 1;
         sent(r, s);
+        if (s->probe) r->pto_at = min64(r->pto_at, r->now + pto(r)); /* its answer is due */
         data_hdr(r, q, p);
         p->flags |= ULN_REL_RETX;
         return true;
@@ -724,11 +792,13 @@ static int rx_data(struct uln_rel *r, uint32_t seq, bool retx)
         r->stats.rx_oow++;
         return ULN_REL_RX_OUT_OF_WINDOW;
     }
-    if (r->rx_free == 0) {
-        r->stats.rx_nobuf++; /* cannot happen with a sender honouring credit */
+    if (r->rx_used >= r->cfg.rx_bufs) {
+        /* Cannot happen with a sender honouring credit: every edge we gave
+         * was within rx_bufs, whatever share was cut since (uln_rel_rx_limit). */
+        r->stats.rx_nobuf++;
         return ULN_REL_RX_OUT_OF_WINDOW;
     }
-    r->rx_free--;
+    r->rx_used++;
     r->stats.rx_data++;
     rbit_set(r, seq);
     r->rcv_last = seq;
@@ -778,7 +848,7 @@ static int rx_data(struct uln_rel *r, uint32_t seq, bool retx)
         }
     }
     if (r->ack_owed++ == 0) r->ack_due_at = r->now + r->cfg.ack_delay;
-    if (r->rx_free == 0) r->fb_now = true; /* STOP */
+    if (r->rx_used == r->rx_limit) r->fb_now = true; /* STOP: the share is full */
     return v;
 }
 
@@ -865,13 +935,17 @@ bool uln_rel_rx_next(struct uln_rel *r, uint32_t *seq)
 void uln_rel_rx_release(struct uln_rel *r, uint32_t n, uint64_t now)
 {
     if (now > r->now) r->now = now;
-    uint32_t used = r->cfg.rx_bufs - r->rx_free;
-    if (n > used) {
+    if (n > r->rx_used) {
         r->stats.bad_release++;
-        n = used;
+        n = r->rx_used;
     }
-    r->rx_free += n;
-    /* GO (or a plain window update) once enough buffers are back to matter. */
-    if (r->state == ULN_REL_OPEN && sdiff(potential_edge(r), r->adv_edge) >= r->go_thresh)
-        r->fb_now = true;
+    r->rx_used -= n;
+    go_if_room(r);
+}
+
+void uln_rel_rx_limit(struct uln_rel *r, uint32_t bufs, uint64_t now)
+{
+    if (now > r->now) r->now = now;
+    rx_set_limit(r, bufs);
+    go_if_room(r);
 }

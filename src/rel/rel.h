@@ -15,6 +15,7 @@
  *   receiving  uln_rel_rx              -> what to do with an arrived packet
  *              uln_rel_rx_next         -> a held packet whose turn has come
  *              uln_rel_rx_release      -> receive buffers given back
+ *              uln_rel_rx_limit        -> this peer's share of shared buffers
  *   control    uln_rel_ctrl            -> a packet without data to send now
  *                                         (hello, ACK/LOSE/STOP/GO, probe)
  *   time       uln_rel_next_deadline   -> when to call in again at the latest
@@ -124,8 +125,9 @@ enum uln_rel_verdict {
 struct uln_rel_stats {
     /* sending side */
     uint64_t tx_data;     /* first transmissions */
-    uint64_t tx_resend;   /* retransmissions (tx_fast + tx_timeout) */
+    uint64_t tx_resend;   /* retransmissions (tx_fast + tx_pto + tx_timeout) */
     uint64_t tx_fast;     /* ... after LOSE or a SACK gap */
+    uint64_t tx_pto;      /* ... of a retransmission left unanswered (probe timer) */
     uint64_t tx_timeout;  /* ... after the retransmission timer */
     uint64_t tx_ctrl;     /* control packets (hellos, feedback, probes) */
     uint64_t tx_hello;    /* ... of which hellos */
@@ -134,7 +136,8 @@ struct uln_rel_stats {
     uint64_t fb_rcvd;     /* feedback accepted */
     uint64_t fb_old;      /* feedback older than the window, ignored */
     uint64_t lose_rcvd;   /* LOSE reports that marked a packet lost */
-    uint64_t rto_fired;   /* timer expiries that found packets to resend */
+    uint64_t rto_fired;   /* timer expiries that found a packet to resend */
+    uint64_t pto_fired;   /* retransmissions the probe timer found lost */
     uint64_t rtt_samples; /* Karn: only from packets sent once */
     /* receiving side */
     uint64_t rx_data;   /* new data packets taken */
@@ -183,6 +186,7 @@ struct uln_rel {
     bool have_rtt;
     uint32_t backoff;
     uint64_t srtt, rttvar, min_rtt, rto, rto_at;
+    uint64_t pto_at;  /* a retransmission's answer is overdue (probe timer) */
     uint64_t ctrl_at; /* next hello (CONNECTING) or probe (OPEN) */
     uint32_t ctrl_backoff;
     bool probe_out;
@@ -194,7 +198,9 @@ struct uln_rel {
     uint32_t rcv_high; /* one past the highest seq that arrived */
     uint32_t rcv_last; /* the seq that arrived last */
     uint32_t adv_edge; /* highest right edge ever advertised */
-    uint32_t rx_free, go_thresh;
+    uint32_t rx_used;  /* receive buffers the peer's packets hold */
+    uint32_t rx_limit; /* ... at most, for new credit (uln_rel_rx_limit) */
+    uint32_t go_thresh;
     uint32_t reorder_rx; /* LOSE threshold in seqs, adapted */
     uint64_t *rcv_bits;  /* arrived, for seqs >= rcv_cum */
     uint32_t ack_owed;
@@ -280,5 +286,12 @@ bool uln_rel_rx_next(struct uln_rel *r, uint32_t *seq);
 
 /* n receive buffers are free again (a packet was consumed or dropped). */
 void uln_rel_rx_release(struct uln_rel *r, uint32_t n, uint64_t now);
+
+/* The caller's receive buffers are shared by several peers: from now on give
+ * this one credit for at most `bufs` held at once (1..rx_bufs; rx_bufs at
+ * init). Credit already given is never taken back (the edge does not move
+ * back), so a cut takes effect as the peer's held buffers come back; a raise
+ * that opens a quarter of the share sends a window update at once. */
+void uln_rel_rx_limit(struct uln_rel *r, uint32_t bufs, uint64_t now);
 
 #endif

@@ -183,6 +183,8 @@ struct uln_udp_peer {
     uint32_t nap_total, nap_got;
     struct uln_refused_put refused_seen; /* the PUT last refused on arrival */
     struct uln_refused_put refused_sent; /* ... whose refusal was handed on */
+    uint64_t rx_last;                    /* when its last new data packet came */
+    bool rx_active;                      /* it sends to us: it has a share of the pool */
 };
 
 struct uln_udp_ep {
@@ -192,6 +194,7 @@ struct uln_udp_ep {
     uint64_t rng;       /* epochs of new peer lives: per endpoint, so threads share nothing */
     unsigned pool_bufs; /* the io's receive pool, shared by all peers */
     unsigned held;      /* pool buffers we hold for packets waiting for their turn */
+    unsigned n_active;  /* peers sending to us lately: they share the pool (pool_share) */
     int *rank_of_id, *id_of_rank;
     int *live; /* ranks with peer state, for timers */
     int n_live;
@@ -443,6 +446,55 @@ static uint32_t new_epoch(struct uln_udp_ep *ue)
     return epoch;
 }
 
+/* Incast: many peers sending to one endpoint share its receive pool, and rel
+ * gives each credit for what its own buffers hold. So that every packet a
+ * peer is given credit for finds a pool buffer, the credit of the peers that
+ * send to us lately adds up to at most half the pool - the half that the
+ * drop rule in rx_one lets wait out of order; the rest is for packets that
+ * come in order and for the link's reads. Credit a peer already has is not
+ * taken back (rel's edge never moves back), so a sender joining the incast
+ * may overfill the pool for a round trip: the drop rule stays as a counted
+ * backstop (pkts_dropped). A peer quiet for ULN_UDP_ACTIVE_NS gives its
+ * share back: a second, not less - on a loaded host a sender stalls for
+ * tens of ms, and each time one leaves and comes back, the others' raised
+ * credit overfills the pool for a round trip. */
+#define ULN_UDP_ACTIVE_NS 1000000000u
+#define ULN_UDP_SHARE_MIN 4u /* rel's smallest window: below it a sender stalls */
+static uint32_t pool_share(const struct uln_udp_ep *ue, unsigned senders)
+{
+    uint32_t share = ue->pool_bufs / 2 / (senders ? senders : 1);
+    return share < ULN_UDP_SHARE_MIN ? ULN_UDP_SHARE_MIN : share;
+}
+
+/* The number of active senders changed: every peer gets its new share. */
+static void pool_reshare(struct uln_ep *ep)
+{
+    struct uln_udp_ep *ue = udp_ep(ep);
+    uint32_t share = pool_share(ue, ue->n_active);
+    for (int i = 0; i < ue->n_live; i++)
+        uln_rel_rx_limit(&udp_peer(ep, ue->live[i])->rel, share, ue->now);
+}
+
+/* New data from up: a peer that was quiet joins the senders. */
+static void sender_seen(struct uln_ep *ep, struct uln_udp_peer *up)
+{
+    struct uln_udp_ep *ue = udp_ep(ep);
+    up->rx_last = ue->now;
+    if (up->rx_active) return;
+    up->rx_active = true;
+    ue->n_active++;
+    pool_reshare(ep);
+}
+
+/* A sender quiet for ULN_UDP_ACTIVE_NS leaves the senders (progress_tx). */
+static bool sender_quiet(struct uln_udp_ep *ue, struct uln_udp_peer *up)
+{
+    if (!up->rx_active || ue->now - up->rx_last < ULN_UDP_ACTIVE_NS) return false;
+    up->rx_active = false;
+    ue->n_active--;
+    return true;
+}
+
 /* The state for one peer, made on first contact in either direction. */
 static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
 {
@@ -474,6 +526,12 @@ static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
     uln_inbox_feed_init(&up->feed, ctx, rank, ep->index);
     pp->tp_peer = up;
     ue->live[ue->n_live++] = rank;
+    /* A peer just met counts as a sender until it has been quiet a while: the
+     * first feedback gives it credit, and credit given is not taken back, so
+     * peers met together (an incast starting) must not each be promised the
+     * pool they will share. */
+    ue->now = uln_now_ns();
+    sender_seen(ep, up);
     return up;
 }
 
@@ -530,13 +588,24 @@ static void uln_udp_flush(struct uln_ep *ep)
  * same system call (ulnet.h, "When packets leave"). "Exchanging" is a post
  * within this long: a ping-pong's round trip between hosts is well inside. */
 #define ANSWER_HOLD_NS 200000u
+#ifdef ULN_TEST_HOOKS
+/* Tests set it (uln_udp_test_answer_hold) to check the rule without racing
+ * the clock. */
+static uint64_t answer_hold_ns = ANSWER_HOLD_NS;
+void uln_udp_test_answer_hold(uint64_t ns)
+{
+    answer_hold_ns = ns ? ns : ANSWER_HOLD_NS;
+}
+#else
+#define answer_hold_ns ANSWER_HOLD_NS
+#endif
 
 /* End of a progress pass: may the batch stay for the next post or pass? Only
  * answers, only while the application posts, and only for one pass. */
 static bool hold_answers(const struct uln_udp_ep *ue)
 {
     return ue->nbatch && !ue->batch_data && !ue->answers_held &&
-           ue->now - ue->posted_at < ANSWER_HOLD_NS;
+           ue->now - ue->posted_at < answer_hold_ns;
 }
 
 /* A post's packets are queued. They leave now if the peer had nothing in
@@ -933,8 +1002,8 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
     return false;
 }
 
-static bool put_done(struct uln_udp_peer *up, uint64_t op_id, uint64_t imm, uint64_t off,
-                     uint64_t len, int32_t status, uint32_t flags)
+static bool put_done(struct uln_ep *ep, struct uln_udp_peer *up, uint64_t op_id, uint64_t imm,
+                     uint64_t off, uint64_t len, int32_t status, uint32_t flags)
 {
     struct uln_put_done *d = uln_inbox_feed_reserve(&up->feed, 0, sizeof *d);
     if (!d) return false;
@@ -943,7 +1012,8 @@ static bool put_done(struct uln_udp_peer *up, uint64_t op_id, uint64_t imm, uint
                                .op_offset = off,
                                .op_len = len,
                                .status = status,
-                               .flags = flags};
+                               .flags = flags,
+                               .life = ep->peers[up->rank].life};
     uln_inbox_feed_commit(&up->feed, 0, ULN_MSG_PUT_DONE, sizeof *d);
     return true;
 }
@@ -1044,12 +1114,12 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
             /* Refused: say so once per operation (as the ring path does). */
             if (uln_refused_is(&up->refused_sent, x.op_id, h->key, x.op_offset, x.op_len))
                 return true;
-            if (!put_done(up, x.op_id, 0, x.op_offset, x.op_len, s->status, 0)) return false;
+            if (!put_done(ep, up, x.op_id, 0, x.op_offset, x.op_len, s->status, 0)) return false;
             up->refused_sent = refusal(h, &x, s->status);
         } else if (last) {
             /* Every earlier fragment has come up in order, so all are placed. */
             uint32_t fl = (h->flags & PKT_IMM) ? ULN_FRAG_IMM : 0;
-            if (!put_done(up, x.op_id, x.imm, x.op_offset, x.op_len, 0, fl)) return false;
+            if (!put_done(ep, up, x.op_id, x.imm, x.op_offset, x.op_len, 0, fl)) return false;
         } else {
             return true;
         }
@@ -1095,6 +1165,7 @@ static void drop_held(struct uln_ep *ep, struct uln_udp_peer *up)
 static void void_peer(struct uln_ep *ep, struct uln_udp_peer *up, int status)
 {
     uln_engine_fail_peer(ep, up->rank, status);
+    uln_engine_forget_peer(ep, up->rank);
     drain_acked(up);
     for (uint32_t i = 0; i <= up->mask; i++)
         up->tx[i].used = false, up->tx[i].data = NULL;
@@ -1217,11 +1288,15 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
         return false;
     }
     struct uln_rel *r = &up->rel;
-    if (uln_msg_packet(type)->ordered && h.seq != r->rcv_cum && ue->held >= ue->pool_bufs / 2) {
+    if (uln_msg_packet(type)->ordered && (int32_t)(h.seq - r->rcv_cum) > 0 &&
+        ue->held >= ue->pool_bufs / 2) {
         /* A packet ahead of order that would have to wait in a pool buffer,
          * with half the pool already waiting: drop it before rel counts it,
          * as if the link had lost it (it will be resent). Holding it could
-         * leave no buffer for the very packet that fills the hole. */
+         * leave no buffer for the very packet that fills the hole. Only
+         * ahead: a copy of a seq we have costs no buffer, and rel answers
+         * it - dropped here, a sender whose ACK was lost would resend it
+         * into silence until it declared us dead. */
         ULN_COUNT(&ep->stats, pkts_dropped, 1);
         return false;
     }
@@ -1241,6 +1316,7 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
     drain_acked(up);
     bool kept = false;
     if (v == ULN_REL_RX_DELIVER || v == ULN_REL_RX_HOLD) {
+        sender_seen(ep, up);
         kept = arrive(ep, up, h.seq, rx, &h, (unsigned)elen);
         if (v == ULN_REL_RX_DELIVER) {
             if (up->pend_n == 0) up->pend_seq = h.seq;
@@ -1309,8 +1385,10 @@ static void uln_udp_progress_tx(struct uln_ep *ep)
     struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue->n_live && !ue->nbatch) return; /* no peer met: no timer, nothing to send */
     ue->now = uln_now_ns();
+    bool reshare = false;
     for (int i = 0; i < ue->n_live; i++) {
         struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
+        reshare |= sender_quiet(ue, up);
         if (up->dead) continue;
         drain_acked(up);
         if (uln_rel_tick(&up->rel, ue->now) == ULN_REL_DEAD) {
@@ -1326,6 +1404,7 @@ static void uln_udp_progress_tx(struct uln_ep *ep)
         }
         if (uln_rel_ctrl(&up->rel, ue->now, &p)) send_ctrl(ep, up, &p);
     }
+    if (reshare) pool_reshare(ep); /* its window updates go at the next pass */
     if (hold_answers(ue))
         ue->answers_held = true; /* the next post, or the next pass, sends them */
     else
@@ -1421,6 +1500,7 @@ int uln_udp_peer_restart(struct uln_ep *ep, int rank, uint32_t epoch)
     uln_rel_fini(&up->rel);
     up->rel = fresh;
     up->dead = false;
+    uln_rel_rx_limit(&up->rel, pool_share(udp_ep(ep), udp_ep(ep)->n_active), uln_now_ns());
     return 0;
 }
 
