@@ -177,6 +177,22 @@ static void test_nap_max(void)
     uln_close(ctx);
 }
 
+/* A NAP of v from ep to ourselves: both its entries (sent, received) come,
+ * from that endpoint, and the payload is v. */
+static void nap_to_self(struct uln_ep *ep, struct uln_cq *cq, uint64_t v)
+{
+    struct uln_cqe e[2];
+    CHECK(uln_nap(ep, 0, &v, sizeof v, 7, ULN_INLINE) == 0);
+    CHECK(take(cq, e, 2) == 2);
+    for (int i = 0; i < 2; i++) {
+        CHECK(e[i].status == 0 && e[i].ep == uln_ep_index(ep));
+        if (e[i].op == ULN_OP_NAP_RECV) {
+            CHECK(e[i].len == 8 && memcmp(e[i].data, &v, 8) == 0);
+            CHECK(uln_cqe_release(cq, &e[i]) == 0);
+        }
+    }
+}
+
 /* 64 endpoints (the most a context takes, and a CQ drives) on one CQ; the
  * 65th is refused. Closing one frees its index: the next open takes it (a
  * new life of endpoint 10, which works), and the one after is refused again. */
@@ -193,32 +209,12 @@ static void test_eps(void)
         CHECK(uln_ep_index(ep[i]) == i);
     }
     CHECK(uln_ep_open(ctx, cq, cq, &ep[64]) == -ENOSPC);
-    /* The last one works: a NAP from endpoint 63 to ourselves. */
-    uint64_t v = 0x63;
-    CHECK(uln_nap(ep[63], 0, &v, sizeof v, 7, ULN_INLINE) == 0);
-    struct uln_cqe e[2];
-    CHECK(take(cq, e, 2) == 2);
-    for (int i = 0; i < 2; i++) {
-        CHECK(e[i].status == 0 && e[i].ep == 63);
-        if (e[i].op == ULN_OP_NAP_RECV) {
-            CHECK(e[i].len == 8 && memcmp(e[i].data, &v, 8) == 0);
-            CHECK(uln_cqe_release(cq, &e[i]) == 0);
-        }
-    }
+    nap_to_self(ep[63], cq, 0x63); /* the last one works */
     CHECK(uln_ep_close(ep[10]) == 0);
     CHECK(uln_ep_open(ctx, cq, cq, &ep[10]) == 0);
     CHECK(uln_ep_index(ep[10]) == 10);
     CHECK(uln_ep_open(ctx, cq, cq, &ep[64]) == -ENOSPC);
-    v = 0x10;
-    CHECK(uln_nap(ep[10], 0, &v, sizeof v, 8, ULN_INLINE) == 0);
-    CHECK(take(cq, e, 2) == 2);
-    for (int i = 0; i < 2; i++) {
-        CHECK(e[i].status == 0 && e[i].ep == 10);
-        if (e[i].op == ULN_OP_NAP_RECV) {
-            CHECK(e[i].len == 8 && memcmp(e[i].data, &v, 8) == 0);
-            CHECK(uln_cqe_release(cq, &e[i]) == 0);
-        }
-    }
+    nap_to_self(ep[10], cq, 0x10); /* and so does the new life */
     CHECK(uln_close(ctx) == 0);
 }
 
