@@ -396,13 +396,16 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
         base = tcache_lookup(&ep->peers[peer], pp, e, rkey, &ep->stats);
     if (ULN_LIKELY(base != NULL)) {
         uint8_t *at = base + roff;
-        for (int i = 0; i < nlocal; at += local[i].iov_len, i++)
-            if (!local[i].iov_len) /* an empty segment's base may be NULL */
-                continue;
-            else if (write)
-                memcpy(at, local[i].iov_base, local[i].iov_len);
-            else
-                memcpy(local[i].iov_base, at, local[i].iov_len);
+        /* A contiguous PUT or GET, the common case, is one copy; a list is
+         * gathered or scattered segment by segment (iov.h). */
+        if (ULN_LIKELY(nlocal == 1) && write)
+            memcpy(at, local->iov_base, len);
+        else if (ULN_LIKELY(nlocal == 1))
+            memcpy(local->iov_base, at, len);
+        else if (write)
+            uln_iov_gather(at, local, nlocal);
+        else
+            uln_iov_from_flat(local, nlocal, 0, at, len);
         goto out;
     }
     /* Plain memory, or a memfd we could not map: process_vm_* */
