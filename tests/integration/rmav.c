@@ -263,7 +263,9 @@ static void bursts(uint8_t *arena, uint8_t *win)
         }
         if (!get) { /* fenced: starts once every PUT above is done */
             struct iovec back[3] = {{win, all / 2}, {NULL, 0}, {win + all / 2, all - all / 2}};
-            burst_post(true, back, 3, key, GUARD, (uint64_t)nb, ULN_FENCE, all, &done, &last);
+            /* While the send queue is full, what completes are the PUTs
+             * above (each bytes), never this GET, not posted yet. */
+            burst_post(true, back, 3, key, GUARD, (uint64_t)nb, ULN_FENCE, each, &done, &last);
         }
         while (done < posted) {
             struct uln_cqe e = t_cq_take1(scq, 120000, "a burst's completion");
