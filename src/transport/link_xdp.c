@@ -75,12 +75,13 @@ int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out,
 #include <xdp/xsk.h>
 
 #include "transport/xdp/ulnet_xdp.h"
+#include "transport/xdp_frame.h"
 
 /* The XDP program's object file, built by clang and embedded (CMakeLists.txt). */
 extern const unsigned char uln_xdp_obj[];
 extern const size_t uln_xdp_obj_len;
 
-#define HDR_LEN        42u /* Ethernet 14 + IPv4 20 + UDP 8, as we send them */
+#define HDR_LEN        ULN_XDP_HDR_LEN
 #define RX_RING        2048u
 #define LEND_BUFS      64u          /* rx_lend's own buffers (tests) */
 #define NEIGH_RETRY_NS 2000000ull   /* look a missing MAC up again after 2 ms */
@@ -176,53 +177,6 @@ static uint32_t pkt_len(const struct uln_link_pkt *p)
     for (uint32_t i = 0; i < p->niov; i++)
         n += p->iov[i].iov_len;
     return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-}
-
-/* ------------------------------------------------------------------------- */
-/* Checksums (RFC 1071): 16-bit one's complement sums in host order, which    */
-/* give the right bytes when stored back in host order.                       */
-/* ------------------------------------------------------------------------- */
-
-static uint64_t csum_add(uint64_t sum, const uint8_t *p, size_t n)
-{
-    for (; n >= 4; p += 4, n -= 4) {
-        uint32_t w;
-        memcpy(&w, p, 4);
-        sum += w;
-    }
-    if (n >= 2) {
-        uint16_t w;
-        memcpy(&w, p, 2);
-        sum += w;
-        p += 2;
-        n -= 2;
-    }
-    if (n) {
-        uint16_t w = 0;
-        memcpy(&w, p, 1); /* the odd byte is the high half of a zero-padded word */
-        sum += w;
-    }
-    return sum;
-}
-
-static uint16_t csum_fold(uint64_t sum)
-{
-    while (sum >> 16)
-        sum = (sum & 0xffff) + (sum >> 16);
-    return (uint16_t)sum;
-}
-
-/* The pseudo-header's part of a UDP checksum. */
-static uint64_t csum_pseudo(uint32_t src, uint32_t dst, uint16_t udp_len)
-{
-    uint8_t ph[12];
-    memcpy(ph, &src, 4);
-    memcpy(ph + 4, &dst, 4);
-    ph[8] = 0;
-    ph[9] = IPPROTO_UDP;
-    uint16_t l = htons(udp_len);
-    memcpy(ph + 10, &l, 2);
-    return csum_add(0, ph, sizeof(ph));
 }
 
 /* ------------------------------------------------------------------------- */
@@ -699,37 +653,11 @@ static void kick_tx(struct link_xdp *x)
 static uint32_t build_frame(struct link_xdp *x, uint8_t *f, const struct peer *pe,
                             const struct uln_link_pkt *p)
 {
-    uint32_t plen = 0;
-    for (uint32_t j = 0; j < p->niov; j++) {
-        memcpy(f + HDR_LEN + plen, p->iov[j].iov_base, p->iov[j].iov_len);
-        plen += (uint32_t)p->iov[j].iov_len;
-    }
-    memcpy(f, pe->mac, 6);
-    memcpy(f + 6, x->mac, 6);
-    f[12] = 0x08, f[13] = 0x00; /* IPv4 */
-    uint8_t *ip = f + 14;
-    uint16_t tot = htons((uint16_t)(20 + 8 + plen)), id = htons(x->ip_id++),
-             df = htons(0x4000); /* never fragmented: payload_max fits the MTU */
-    ip[0] = 0x45, ip[1] = 0;
-    memcpy(ip + 2, &tot, 2);
-    memcpy(ip + 4, &id, 2);
-    memcpy(ip + 6, &df, 2);
-    ip[8] = 64, ip[9] = IPPROTO_UDP, ip[10] = ip[11] = 0;
-    memcpy(ip + 12, &x->ip, 4);
-    memcpy(ip + 16, &pe->ip, 4);
-    uint16_t c = (uint16_t)~csum_fold(csum_add(0, ip, 20));
-    memcpy(ip + 10, &c, 2);
-    uint8_t *udp = ip + 20;
-    uint16_t ulen = htons((uint16_t)(8 + plen));
-    memcpy(udp, &x->port, 2);
-    memcpy(udp + 2, &pe->port, 2);
-    memcpy(udp + 4, &ulen, 2);
-    udp[6] = udp[7] = 0;
-    c = (uint16_t)~csum_fold(
-        csum_add(csum_pseudo(x->ip, pe->ip, (uint16_t)(8 + plen)), udp, 8 + plen));
-    if (c == 0) c = 0xffff; /* 0 would say "no checksum" */
-    memcpy(udp + 6, &c, 2);
-    return HDR_LEN + plen;
+    struct uln_xdp_flow fl = {
+        .src_ip = x->ip, .dst_ip = pe->ip, .src_port = x->port, .dst_port = pe->port};
+    memcpy(fl.src_mac, x->mac, 6);
+    memcpy(fl.dst_mac, pe->mac, 6);
+    return uln_xdp_frame_build(f, &fl, x->ip_id++, p->iov, p->niov);
 }
 
 static int check_pkts(const struct link_xdp *x, const struct uln_link_pkt *pkts, unsigned n)
@@ -807,48 +735,6 @@ static void fill_frame(struct link_xdp *x, uint32_t fr)
     xsk_ring_prod__submit(&x->fq, 1);
 }
 
-/* A datagram's UDP checksum is right, or was left for an offload to finish
- * (CHECKSUM_PARTIAL: the field holds the pseudo-header's sum) by a kernel
- * sender on a virtual path (veth) where nothing finishes it, as a real NIC
- * would on the wire: that much trust the kernel's own stack gives such
- * datagrams too. */
-static bool udp_csum_ok(uint32_t src, uint32_t dst, const uint8_t *udp, uint16_t ulen, uint16_t ucs)
-{
-    uint64_t ph = csum_pseudo(src, dst, ulen);
-    return csum_fold(csum_add(ph, udp, ulen)) == 0xffff || ucs == csum_fold(ph);
-}
-
-/* The UDP payload of frame p[0..len) if it is an intact datagram to us: its
- * offset, the payload length in *plen, the source in *sa. 0: not one. */
-static uint32_t parse_frame(const struct link_xdp *x, const uint8_t *p, uint32_t len,
-                            uint32_t *plen, struct sockaddr_in *sa)
-{
-    if (len < HDR_LEN || p[12] != 0x08 || p[13] != 0x00) return 0;
-    const uint8_t *ip = p + 14;
-    uint32_t ihl = (ip[0] & 0xfu) * 4u;
-    if ((ip[0] >> 4) != 4 || ihl < 20 || ip[9] != IPPROTO_UDP || 14 + ihl + 8 > len) return 0;
-    uint16_t tot, frag, ulen, ucs;
-    memcpy(&tot, ip + 2, 2);
-    memcpy(&frag, ip + 6, 2);
-    tot = ntohs(tot);
-    if (tot < ihl + 8 || 14u + tot > len || (ntohs(frag) & 0x3fff)) return 0;
-    if (memcmp(ip + 16, &x->ip, 4) || csum_fold(csum_add(0, ip, ihl)) != 0xffff) return 0;
-    const uint8_t *udp = ip + ihl;
-    memcpy(&ulen, udp + 4, 2);
-    memcpy(&ucs, udp + 6, 2);
-    ulen = ntohs(ulen);
-    if (ulen < 8 || ulen > tot - ihl || memcmp(udp + 2, &x->port, 2)) return 0;
-    uint32_t src;
-    memcpy(&src, ip + 12, 4);
-    if (ucs && !udp_csum_ok(src, x->ip, udp, ulen, ucs)) return 0;
-    memset(sa, 0, sizeof(*sa));
-    sa->sin_family = AF_INET;
-    sa->sin_addr.s_addr = src;
-    memcpy(&sa->sin_port, udp, 2);
-    *plen = ulen - 8u;
-    return 14u + ihl + 8u;
-}
-
 static int xdp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
 {
     struct link_xdp *x = (struct link_xdp *)l;
@@ -869,7 +755,9 @@ static int xdp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
         uint64_t a = xsk_umem__extract_addr(d->addr);
         uint32_t fr = (uint32_t)(a / ULN_LINK_XDP_FRAME);
         uint32_t plen = 0;
-        uint32_t off = fr < x->nrx ? parse_frame(x, x->area + a, d->len, &plen, &x->rx_sa[fr]) : 0;
+        uint32_t off = fr < x->nrx ? uln_xdp_frame_parse(x->ip, x->port, x->area + a, d->len, &plen,
+                                                         &x->rx_sa[fr])
+                                   : 0;
         if (!off || plen > x->base.payload_max) {
             x->st.rx_bad_frame++;
             if (fr < x->nrx) fill_frame(x, fr);

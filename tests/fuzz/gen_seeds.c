@@ -20,6 +20,7 @@
 #include "core/ring.h"
 #include "core/wire.h"
 #include "udp_wire.h"
+#include "../frame_sums.h"
 
 /* Record modifiers, as the targets define them. */
 #define M_TAG   0x01u
@@ -487,6 +488,45 @@ static void addr_seeds(void)
     address("udp4", false, 4);
 }
 
+/* ---- fuzz_xdp_frame -------------------------------------------------------------- */
+
+/* mods, then an Ethernet/IPv4/UDP frame from 10.0.0.1:4660 to the target's
+ * 10.0.0.2:22136 with a payload of n bytes: ihl 5 words (or more, options
+ * of NOPs), a UDP checksum or none, pad bytes after the datagram. */
+static void frame(const char *name, unsigned mods, unsigned ihl_words, size_t n, bool udp_sum,
+                  size_t pad)
+{
+    uint8_t *f = in + 1;
+    size_t ihl = ihl_words * 4u, len = 14 + ihl + 8 + n;
+    memset(f, 0, len + pad);
+    memcpy(f, "\x02\0\0\0\0\x02\x02\0\0\0\0\x01\x08\x00", 14);
+    uint8_t *ip = f + 14, *udp = ip + ihl;
+    ip[0] = (uint8_t)(0x40 | ihl_words);
+    ip[2] = (uint8_t)((ihl + 8 + n) >> 8), ip[3] = (uint8_t)(ihl + 8 + n);
+    ip[6] = 0x40; /* don't fragment */
+    ip[8] = 64, ip[9] = 17;
+    memcpy(ip + 12, "\x0a\0\0\x01\x0a\0\0\x02", 8);
+    memset(ip + 20, 1, ihl - 20);
+    udp[0] = 0x12, udp[1] = 0x34, udp[2] = 0x56, udp[3] = 0x78;
+    udp[4] = (uint8_t)((8 + n) >> 8), udp[5] = (uint8_t)(8 + n);
+    for (size_t i = 0; i < n; i++)
+        udp[8 + i] = (uint8_t)(i * 13 + 1);
+    frame_fix_sums(f);
+    if (!udp_sum) udp[6] = udp[7] = 0;
+    in[0] = (uint8_t)mods;
+    in_len = 1 + len + pad;
+    save("fuzz_xdp_frame", name);
+}
+
+static void frame_seeds(void)
+{
+    frame("datagram", 0, 5, 40, true, 0);
+    frame("empty-padded", 0, 5, 0, true, 18);
+    frame("options", 0, 7, 100, true, 0);
+    frame("no-udp-sum", 0, 5, 1, false, 0);
+    frame("fixed-by-mods", 3, 5, 1200, true, 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -499,5 +539,6 @@ int main(int argc, char **argv)
     udp_regressions();
     engine_seeds();
     addr_seeds();
+    frame_seeds();
     return 0;
 }
