@@ -7,7 +7,7 @@
  *   xdp_link_peer --link xdp|udp --bind A --port P --peer B:Q MODE [options]
  *
  *   echo    send every datagram back where it came from, a received batch as
- *           one send, until --idle-ms passes with nothing
+ *           one send, until --idle-ms passes with nothing after the first
  *   ping    --count N round trips of one --size S datagram; the median and
  *           mean one-way time (half the round trip)
  *   source  --count N numbered datagrams of --size S in sends of --batch B,
@@ -45,6 +45,7 @@
 
 #define MAGIC       0x786c6e75u
 #define CREDIT_EACH 64u
+#define START_MS    30000u /* echo, sink: the first datagram may take this long (a loaded host) */
 
 struct opts {
     const char *link, *bind, *peer, *mode, *hook;
@@ -233,7 +234,7 @@ static int run_echo(struct uln_link *l, const struct opts *o)
     unsigned long long n = 0;
     uint64_t t0 = 0, c0 = 0;
     for (;;) {
-        int r = recv_some(l, o, rx, ULN_LINK_BATCH, o->idle_ms);
+        int r = recv_some(l, o, rx, ULN_LINK_BATCH, t0 ? o->idle_ms : START_MS);
         if (r <= 0) break;
         if (!t0) t0 = now_ns(), c0 = cpu_ns();
         for (int i = 0; i < r; i++)
@@ -357,7 +358,7 @@ static int run_sink(struct uln_link *l, const struct opts *o)
     unsigned long long got = 0, bad = 0, lost = 0;
     uint64_t next = 0, t0 = 0, c0 = 0, t1 = 0;
     while (next < o->count) {
-        int r = recv_some(l, o, rx, ULN_LINK_BATCH, t0 ? 20 : o->idle_ms);
+        int r = recv_some(l, o, rx, ULN_LINK_BATCH, t0 ? 20 : START_MS);
         if (r < 0 || (r == 0 && (!t0 || now_ns() - t1 > (uint64_t)o->idle_ms * 1000000u))) break;
         if (r == 0) {
             send_credit(l, next);
