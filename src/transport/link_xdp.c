@@ -829,9 +829,10 @@ static void fill_flush(struct link_xdp *x)
     x->nstash = 0;
 }
 
-/* The stash is flushed before every read of the RX ring, before a sleep,
- * and when it holds a batch: the kernel never runs short of frames the
- * caller gave back. */
+/* The stash is flushed before every read of the RX ring, in wait, and when
+ * it holds a batch. A caller that sleeps on the fd itself (uln_cq_wait) may
+ * leave up to a batch stashed: the spare frames (ULN_LINK_XDP_RX_SPARE, far
+ * more) keep the kernel supplied meanwhile. */
 static void fill_frame(struct link_xdp *x, uint32_t fr)
 {
     x->fq_stash[x->nstash++] = fr;
