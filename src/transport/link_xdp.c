@@ -81,14 +81,22 @@ int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out,
 extern const unsigned char uln_xdp_obj[];
 extern const size_t uln_xdp_obj_len;
 
-#define HDR_LEN        ULN_XDP_HDR_LEN
-#define RX_RING        2048u
-#define LEND_BUFS      64u          /* rx_lend's own buffers (tests) */
-#define NEIGH_RETRY_NS 2000000ull   /* look a missing MAC up again after 2 ms */
-#define NEIGH_PROBE_NS 200000000ull /* and make the kernel resolve it every 200 ms */
-#define DISCARD_PORT   9u
-#define KICKS_MAX      8u /* sendto kicks per send call while the TX ring drains */
-#define PROGS_MAX      8u /* interfaces with our program, per process */
+#define HDR_LEN          ULN_XDP_HDR_LEN
+#define RX_RING          2048u
+#define LEND_BUFS        64u          /* rx_lend's own buffers (tests) */
+#define NEIGH_RETRY_NS   2000000ull   /* look a missing MAC up again after 2 ms */
+#define NEIGH_PROBE_NS   200000000ull /* and make the kernel resolve it every 200 ms */
+#define DISCARD_PORT     9u
+#define KICKS_MAX        8u /* sendto kicks per send call while the TX ring drains */
+#define PROGS_MAX        8u /* interfaces with our program, per process */
+#define BUSY_POLL_US     20 /* SO_BUSY_POLL: how long an empty read polls the queue */
+#define BUSY_POLL_BUDGET 64 /* SO_BUSY_POLL_BUDGET: frames per poll (a batch) */
+#ifndef SO_PREFER_BUSY_POLL
+#define SO_PREFER_BUSY_POLL 69
+#endif
+#ifndef SO_BUSY_POLL_BUDGET
+#define SO_BUSY_POLL_BUDGET 70
+#endif
 
 bool uln_link_xdp_built(void)
 {
@@ -145,6 +153,9 @@ struct link_xdp {
     uint32_t *tx_free;
     unsigned ntx_free;
     bool zerocopy;
+    bool busy_poll;     /* the caller spins: empty reads drive the queue's NAPI */
+    uint32_t *fq_stash; /* released frames waiting to go back to the fill ring */
+    unsigned nstash;
 
     /* the program and our entries in it */
     struct xprog *xp;
@@ -631,12 +642,15 @@ static unsigned tx_queued(const struct link_xdp *x)
     return x->tx.size - xsk_prod_nb_free((struct xsk_ring_prod *)&x->tx, x->tx.size);
 }
 
-/* Make the kernel send what is on the TX ring. In copy mode each sendto
- * moves a bounded batch, so kick again while it keeps taking frames. */
+/* Make the kernel send what is on the TX ring, only when it asks to be
+ * (need_wakeup: a zero-copy driver that is already draining the ring does
+ * not; copy mode always does, it sends only inside sendto). Each sendto
+ * moves a bounded batch (the kernel's, 32 frames in copy mode), so kick
+ * again while it keeps taking frames. */
 static void kick_tx(struct link_xdp *x)
 {
     for (unsigned k = 0; k < KICKS_MAX && tx_queued(x); k++) {
-        if (!xsk_ring_prod__needs_wakeup(&x->tx) && x->zerocopy) return;
+        if (!xsk_ring_prod__needs_wakeup(&x->tx)) return;
         unsigned before = tx_queued(x);
         if (sendto(x->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 && errno != EAGAIN &&
             errno != EBUSY && errno != ENOBUFS && errno != EINTR) {
@@ -725,29 +739,46 @@ static int xdp_flush(struct uln_link *l)
 /* Receiving                                                                  */
 /* ------------------------------------------------------------------------- */
 
-static void fill_frame(struct link_xdp *x, uint32_t fr)
+/* Released frames go back to the fill ring in bulk: one producer-index
+ * store (a release, libxdp's) per batch, not per frame, so the kernel sees
+ * the ring's cache line change once. The fill ring holds every receive frame
+ * (its size is at least nrx), so the whole stash always finds a place. */
+static void fill_flush(struct link_xdp *x)
 {
     uint32_t idx;
-    /* The fill ring holds every receive frame (its size is at least nrx), so
-     * a frame always finds a place. */
-    if (xsk_ring_prod__reserve(&x->fq, 1, &idx) != 1) return;
-    *xsk_ring_prod__fill_addr(&x->fq, idx) = (uint64_t)fr * ULN_LINK_XDP_FRAME;
-    xsk_ring_prod__submit(&x->fq, 1);
+    if (!x->nstash || xsk_ring_prod__reserve(&x->fq, x->nstash, &idx) != x->nstash) return;
+    for (unsigned i = 0; i < x->nstash; i++)
+        *xsk_ring_prod__fill_addr(&x->fq, idx + i) = (uint64_t)x->fq_stash[i] * ULN_LINK_XDP_FRAME;
+    xsk_ring_prod__submit(&x->fq, x->nstash);
+    x->nstash = 0;
+}
+
+/* The stash is flushed before every read of the RX ring, in wait, and when
+ * it holds a batch. A caller that sleeps on the fd itself (uln_cq_wait) may
+ * leave up to a batch stashed: the spare frames (ULN_LINK_XDP_RX_SPARE, far
+ * more) keep the kernel supplied meanwhile. */
+static void fill_frame(struct link_xdp *x, uint32_t fr)
+{
+    x->fq_stash[x->nstash++] = fr;
+    if (x->nstash >= ULN_LINK_BATCH) fill_flush(x);
 }
 
 static int xdp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
 {
     struct link_xdp *x = (struct link_xdp *)l;
     if (tx_queued(x)) kick_tx(x); /* copy mode sends only when asked */
+    fill_flush(x);
     uint32_t idx;
     unsigned n = xsk_ring_cons__peek(&x->rx, max, &idx);
     x->st.rx_calls++;
     if (!n) {
         x->st.rx_empty++;
-        /* A driver that sleeps (need_wakeup) fills frames only when asked. */
-        if (xsk_ring_prod__needs_wakeup(&x->fq))
-            recvfrom(x->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
-        return 0;
+        /* A driver that sleeps (need_wakeup) fills frames only when asked;
+         * a busy-polling socket runs the queue's NAPI in this call, on our
+         * CPU, instead of waiting for a softirq to do it. */
+        if (!x->busy_poll && !xsk_ring_prod__needs_wakeup(&x->fq)) return 0;
+        recvfrom(x->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+        if (!x->busy_poll || !(n = xsk_ring_cons__peek(&x->rx, max, &idx))) return 0;
     }
     unsigned got = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -848,6 +879,7 @@ static int xdp_wait(struct uln_link *l, int timeout_ms)
 {
     struct link_xdp *x = (struct link_xdp *)l;
     if (xsk_cons_nb_avail(&x->rx, 1)) return 1; /* frames wait: no sleep */
+    fill_flush(x);                              /* every frame the kernel's while we sleep */
     struct pollfd p = {.fd = x->xsk_fd, .events = POLLIN};
     int r = poll(&p, 1, timeout_ms);
     if (r < 0) return errno == EINTR ? 0 : -errno;
@@ -899,6 +931,7 @@ static void xdp_close(struct uln_link *l)
     if (x->nl_fd >= 0) close(x->nl_fd);
     if (x->udp_fd >= 0) close(x->udp_fd);
     free(x->tx_free);
+    free(x->fq_stash);
     free(x->lent);
     free(x->rx_sa);
     free(x->lend_mem);
@@ -1005,6 +1038,23 @@ static int open_xsk(struct link_xdp *x, const struct uln_link_xdp_cfg *cfg, char
     return rc;
 }
 
+/* A spinning caller polls the socket's queue itself (SO_PREFER_BUSY_POLL):
+ * each empty read runs the queue's NAPI for up to BUSY_POLL_US on our CPU,
+ * BUSY_POLL_BUDGET frames at a time. Where the interface defers its
+ * interrupts (napi_defer_hard_irqs, gro_flush_timeout), that moves the
+ * receive work - the XDP program, the copy into the UMEM - off the CPU that
+ * raised it (on veth, the sender's) to ours. Refused (no privilege, no
+ * busy polling in the kernel): the link works as without. */
+static void busy_poll_on(struct link_xdp *x)
+{
+    int one = 1, us = BUSY_POLL_US, budget = BUSY_POLL_BUDGET;
+    x->busy_poll =
+        setsockopt(x->xsk_fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one)) == 0 &&
+        setsockopt(x->xsk_fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us)) == 0 &&
+        setsockopt(x->xsk_fd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof(budget)) == 0;
+    x->info.busy_poll = x->busy_poll;
+}
+
 /* Memory: the UMEM, the per-frame receive state, the peer table. */
 static int alloc_link(struct link_xdp *x, unsigned rx_bufs, unsigned max_peers)
 {
@@ -1021,12 +1071,14 @@ static int alloc_link(struct link_xdp *x, unsigned rx_bufs, unsigned max_peers)
         hsize <<= 1;
     x->hmask = hsize - 1;
     x->tx_free = malloc(x->ntx * sizeof(uint32_t));
+    x->fq_stash = malloc(x->nrx * sizeof(uint32_t)); /* room for every frame: never full */
     x->lent = calloc(x->nrx, 1);
     x->rx_sa = calloc(x->nrx + LEND_BUFS, sizeof(struct sockaddr_in));
     x->lend_mem = malloc((size_t)LEND_BUFS * ULN_LINK_XDP_FRAME);
     x->peers = calloc(max_peers, sizeof(struct peer));
     x->htab = malloc(hsize * sizeof(int32_t));
-    if (!x->tx_free || !x->lent || !x->rx_sa || !x->lend_mem || !x->peers || !x->htab)
+    if (!x->tx_free || !x->fq_stash || !x->lent || !x->rx_sa || !x->lend_mem || !x->peers ||
+        !x->htab)
         return -ENOMEM;
     for (uint32_t i = 0; i < hsize; i++)
         x->htab[i] = -1;
@@ -1087,6 +1139,7 @@ static int open_plain(const struct uln_link_xdp_cfg *cfg, struct link_xdp *x, ch
     if (!(x->xp = prog_get(x->ifindex, cfg->hook, &x->slot, why, whylen))) return -EPERM;
     if ((rc = open_xsk(x, cfg, why, whylen)) != 0) return rc;
     x->xsk_fd = xsk_socket__fd(x->xsk);
+    if (cfg->busy_poll) busy_poll_on(x);
     if ((rc = start(x, cfg->queue, why, whylen)) != 0) return rc;
     describe(x, cfg->queue);
     return 0;

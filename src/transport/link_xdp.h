@@ -41,6 +41,7 @@ struct uln_link_xdp_cfg {
     unsigned mtu;             /* 0: the interface's, capped to ULN_LINK_XDP_MTU_MAX */
     unsigned rx_bufs;         /* datagrams the caller may keep; 0: 512 */
     unsigned max_peers;       /* 0: 256 */
+    bool busy_poll;           /* the caller spins: SO_PREFER_BUSY_POLL, SO_BUSY_POLL */
     const char *fault;        /* as for the socket link (link_fault.h) */
 };
 

@@ -10,27 +10,30 @@
 #include <arpa/inet.h>
 #include <string.h>
 
+/* Sixteen bytes per step as two 64-bit words into a 128-bit sum (add with
+ * carry): the one's complement sum of 16-bit words in any grouping, since
+ * 2^64 is 1 modulo 2^16 - 1. At a datagram's length this runs at several
+ * bytes per cycle, where 32-bit words ran at one: the receive side sums every
+ * payload byte. A tail shorter than 16 bytes is summed from a zero-padded
+ * copy (an odd last byte pads as the RFC says). */
 static uint64_t csum_add(uint64_t sum, const uint8_t *p, size_t n)
 {
-    /* 32-bit words into a 64-bit sum: the carries fold back in csum_fold. */
-    for (; n >= 4; p += 4, n -= 4) {
-        uint32_t w;
-        memcpy(&w, p, 4);
-        sum += w;
-    }
-    if (n >= 2) {
-        uint16_t w;
-        memcpy(&w, p, 2);
-        sum += w;
-        p += 2;
-        n -= 2;
+    unsigned __int128 acc = sum;
+    for (; n >= 16; p += 16, n -= 16) {
+        uint64_t w[2];
+        memcpy(w, p, 16);
+        acc += w[0];
+        acc += w[1];
     }
     if (n) {
-        uint16_t w = 0;
-        memcpy(&w, p, 1); /* the odd byte is the high half of a zero-padded word */
-        sum += w;
+        uint64_t w[2] = {0, 0};
+        memcpy(w, p, n);
+        acc += w[0];
+        acc += w[1];
     }
-    return sum;
+    uint64_t lo = (uint64_t)acc, hi = (uint64_t)(acc >> 64);
+    lo += hi;
+    return lo < hi ? lo + 1 : lo; /* the end-around carry */
 }
 
 static uint16_t csum_fold(uint64_t sum)
