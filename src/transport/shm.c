@@ -253,6 +253,14 @@ static void uln_shm_wake(struct uln_ctx *ctx, int peer)
 
 /* ---- direct PUT/GET --------------------------------------------------------- */
 
+/* May we announce ourselves in the owner h's hazard slots with a plain
+ * store? Only if its dereg fences with membarrier and our process is
+ * registered for it (mr.c has the argument). */
+static inline bool hz_light(const struct uln_ctx *ctx, const struct uln_inbox_hdr *h)
+{
+    return ctx->hz_light && h->dereg_fence;
+}
+
 static void uln_shm_peer_free(struct uln_ep *ep, struct uln_ep_peer *epp)
 {
     (void)ep;
@@ -374,12 +382,12 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
     const struct uln_key_entry *e = (const struct uln_key_entry *)(pp->inbox + h->keys_off) + idx;
     const struct uln_ep_peer *epp = &ep->peers[peer];
     _Atomic uint32_t *hz = uln_inbox_hazard_at(pp->inbox, h, epp->me_there, epp->dst_ep);
+    bool light = hz_light(ctx, h);
 
-    /* Seq_cst store then seq_cst load (Dekker with uln_mr_dereg, which clears
-     * the key and then reads the hazards): either the owner sees us inside, or
-     * we see the key gone. While we are inside, the entry cannot change. */
-    atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
-    uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
+    /* Announce, then check (the hazard protocol with uln_mr_dereg): either
+     * the owner sees us inside, or we see the key gone. While we are inside,
+     * the entry cannot change. */
+    uint64_t live = uln_hazard_enter(hz, (uint32_t)idx, light, &e->key);
     rc = uln_key_check(e, live, rkey, &roff, span,
                        write ? ULN_ACCESS_REMOTE_WRITE : ULN_ACCESS_REMOTE_READ);
     if (rc) {
@@ -415,8 +423,7 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
     }
     rc = direct_cma(ctx, pp, write, local, nlocal, e->addr + roff, len);
 out:
-    /* Release: our copy is complete before the owner may reuse the memory. */
-    atomic_store_explicit(hz, 0, memory_order_release);
+    uln_hazard_leave(hz);
     return rc;
 }
 
@@ -443,9 +450,8 @@ static int uln_shm_atomic(struct uln_ep *ep, int peer, const struct uln_atomic_r
     const struct uln_key_entry *e = (const struct uln_key_entry *)(pp->inbox + h->keys_off) + idx;
     const struct uln_ep_peer *epp = &ep->peers[peer];
     _Atomic uint32_t *hz = uln_inbox_hazard_at(pp->inbox, h, epp->me_there, epp->dst_ep);
-    /* The hazard protocol of uln_shm_direct (Dekker with uln_mr_dereg). */
-    atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
-    uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
+    /* The hazard protocol of uln_shm_direct (with uln_mr_dereg). */
+    uint64_t live = uln_hazard_enter(hz, (uint32_t)idx, hz_light(ctx, h), &e->key);
     uint64_t off = r->offset; /* an address for a ULN_MR_VADDR region: made an offset */
     int rc = uln_key_check(e, live, r->key, &off, r->width, ULN_ACCESS_REMOTE_ATOMIC);
     /* Natural alignment in the owner's address space; a mapping keeps the
@@ -466,8 +472,7 @@ static int uln_shm_atomic(struct uln_ep *ep, int peer, const struct uln_atomic_r
     }
     *old = uln_atomic_apply(base + off, r);
 out:
-    /* Release: our access is complete before the owner may reuse the memory. */
-    atomic_store_explicit(hz, 0, memory_order_release);
+    uln_hazard_leave(hz);
     return rc;
 }
 
