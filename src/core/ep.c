@@ -470,12 +470,89 @@ static int napv_post(struct uln_ep *ep, int peer, const struct iovec *iov, int n
     return sq_ring(ep);
 }
 
-static int post_rdma(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t len, uint64_t rkey,
-                     uint64_t roff, uint64_t imm, uint64_t user_data, unsigned flags)
+/* memcpy, with 8 to 16 bytes (a word, a pair of them: the common small
+ * PUT) moved by two overlapping 8-byte loads and stores in line, as memcpy
+ * does itself once past its call and its dispatch on the size. */
+static inline void copy_small(void *dst, const void *src, size_t len)
 {
-    if (ULN_UNLIKELY(!ep || check_peer(ep, peer) || (!buf && len))) return -EINVAL;
+    if (ULN_LIKELY(len - 8 <= 8)) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, (const uint8_t *)src + len - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy((uint8_t *)dst + len - 8, &b, 8);
+    } else {
+        memcpy(dst, src, len);
+    }
+}
+
+/* A PUT or GET to the region the endpoint reached last at this peer
+ * (struct uln_rkey_win): the hazard, the live key and the same check as the
+ * full path (uln_key_check on the entry as it was while that key lived),
+ * then the copy. 0 when done; 1 when it is not for here (another region,
+ * nothing or too much to copy, every 1024th access, which asks whether the
+ * peer lives, or a check failed): the full path then decides, refuses and
+ * counts, so a refusal costs nothing here. */
+static inline __attribute__((always_inline)) int rdma_win(struct uln_ep *ep, struct uln_ep_peer *pp,
+                                                          bool write, void *buf, size_t len,
+                                                          uint64_t rkey, uint64_t roff)
+{
+    struct uln_rkey_win *w = &pp->win;
+    /* Key 0 is no key, and an empty window's key: never through here. */
+    if (ULN_UNLIKELY(rkey != w->key || rkey == 0 || len - 1 >= ep->ctx->p.post_copy_max ||
+                     ((pp->direct_ops + 1) & 1023) == 0 || !pp->out_ready ||
+                     atomic_load_explicit(w->dead, memory_order_relaxed)))
+        return 1;
+    uint64_t live = uln_hazard_enter(w->hz, w->idx, w->light, w->live);
+    uint64_t off = roff;
+    if (ULN_UNLIKELY(uln_key_check(&w->entry, live, rkey, &off, len,
+                                   write ? ULN_ACCESS_REMOTE_WRITE : ULN_ACCESS_REMOTE_READ))) {
+        uln_hazard_leave(w->hz);
+        return 1;
+    }
+    if (write)
+        copy_small(w->base + off, buf, len);
+    else
+        copy_small(buf, w->base + off, len);
+    uln_hazard_leave(w->hz);
+    pp->direct_ops++;
+    ULN_COUNT(&ep->stats, cache_hits, w->mapped); /* the translation cache's front */
+    if (write) {
+        ULN_COUNT(&ep->stats, puts, 1);
+        ULN_COUNT(&ep->stats, bytes_put, len);
+    } else {
+        ULN_COUNT(&ep->stats, gets, 1);
+        ULN_COUNT(&ep->stats, bytes_got, len);
+    }
+    return 0;
+}
+
+static int post_rdma_slow(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t len,
+                          uint64_t rkey, uint64_t roff, uint64_t imm, uint64_t user_data,
+                          unsigned flags);
+
+/* Callers made sure ep is an endpoint. Inlined into each exported post, so
+ * that a PUT or GET through the window passes its arguments once: the rest
+ * is post_rdma_slow. */
+static inline __attribute__((always_inline)) int post_rdma(struct uln_ep *ep, uint8_t op, int peer,
+                                                           void *buf, size_t len, uint64_t rkey,
+                                                           uint64_t roff, uint64_t imm,
+                                                           uint64_t user_data, unsigned flags)
+{
+    if (ULN_UNLIKELY(check_peer(ep, peer) || (!buf && len))) return -EINVAL;
     if (ULN_UNLIKELY((flags & ULN_INLINE) && (op != ULN_OP_PUT || len > ULN_INLINE_MAX)))
         return -EMSGSIZE;
+    if (!(flags & ULN_REMOTE_CQ) && fast_ok(ep) &&
+        rdma_win(ep, &ep->peers[peer], op == ULN_OP_PUT, buf, len, rkey, roff) == 0)
+        return complete_now(ep, op, peer, len, user_data, flags, 0);
+    return post_rdma_slow(ep, op, peer, buf, len, rkey, roff, imm, user_data, flags);
+}
+
+/* Everything but the window: the full direct path, or the send queue. */
+static int post_rdma_slow(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t len,
+                          uint64_t rkey, uint64_t roff, uint64_t imm, uint64_t user_data,
+                          unsigned flags)
+{
     if (!(flags & ULN_REMOTE_CQ) && fast_ok(ep)) {
         struct iovec one = {buf, len};
         int rc =
@@ -560,9 +637,10 @@ ULN_EXPORT int uln_napv(struct uln_ep *ep, int peer, const struct iovec *iov, in
     return rc;
 }
 
-static int post_locked(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t len,
-                       uint64_t rkey, uint64_t roff, uint64_t imm, uint64_t user_data,
-                       unsigned flags)
+/* Inlined as post_rdma: in uln_put, op and flags are known. */
+static inline __attribute__((always_inline)) int
+post_locked(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t len, uint64_t rkey,
+            uint64_t roff, uint64_t imm, uint64_t user_data, unsigned flags)
 {
     if (ULN_UNLIKELY(!ep)) return -EINVAL;
     int rc = uln_api_enter(ep->ctx);

@@ -337,6 +337,28 @@ struct uln_sqe {
     uint8_t inl[ULN_INLINE_MAX];
 };
 
+/* The last region an endpoint reached directly at a peer, unpacked (as
+ * UCX's unpacked rkey): where its live key is, our hazard slot there, where
+ * the region is mapped here, and its entry's fields as they were. Filled by
+ * the transport after a direct access through a mapping succeeded (shm.c),
+ * emptied when that mapping goes. A copy of a live entry stays true while
+ * the entry's key is that key: the owner changes an entry only after
+ * clearing its key and waiting out our hazard (mr.c), and a new region gets
+ * a new key. So every use re-reads the live key under the hazard, and only
+ * that: the window is a cache, the key load is the check. */
+struct uln_rkey_win {
+    uint64_t key;                 /* 0: empty */
+    const _Atomic uint64_t *live; /* the entry's key, in the owner's table */
+    _Atomic uint32_t *hz;         /* our hazard slot at the owner */
+    uint8_t *base;                /* region offset 0, in our address space */
+    const _Atomic bool *dead;     /* the transport's "this peer died" */
+    uint32_t idx;                 /* the entry's table index */
+    bool light;                   /* uln_hazard_enter's */
+    bool mapped;                  /* base is a translation cache entry's (not our own memory) */
+    /* addr, len and access as they were (key unused): what uln_key_check reads. */
+    struct uln_key_entry entry;
+};
+
 /* What an endpoint keeps per peer. */
 struct uln_ep_peer {
     const struct uln_transport_ops *tp; /* the transport reaching it (ctx->peer_tp) */
@@ -362,6 +384,8 @@ struct uln_ep_peer {
                              get_credit) */
     uint32_t atomics_out; /* ... of them atomics: while any is out, later ones take the
                              ring path too, so one endpoint's are applied in order */
+    /* The last region reached directly (ep.c: the fast path). */
+    struct uln_rkey_win win;
     /* Ring-path target side. */
     struct uln_refused_put refused; /* a PUT already answered with an error */
     struct uln_msg *get_req;        /* GET or atomic request being served (in the ring) */

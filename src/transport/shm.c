@@ -266,6 +266,7 @@ static void uln_shm_peer_free(struct uln_ep *ep, struct uln_ep_peer *epp)
     (void)ep;
     struct uln_tcache *tc = epp->tp_peer;
     epp->tp_peer = NULL;
+    epp->win = (struct uln_rkey_win){0}; /* it may point into a mapping below */
     if (!tc) return;
     for (unsigned w = 0; w < TCACHE_WAYS; w++)
         tcache_drop(&tc[w]);
@@ -289,6 +290,7 @@ static uint8_t *tcache_lookup(struct uln_ep_peer *epp, struct shm_peer *pp,
     }
     /* Miss: map the region's memfd (first touch costs open + mmap + faults). */
     ULN_COUNT(st, cache_misses, 1);
+    if (t->key && epp->win.key == t->key) epp->win.key = 0; /* its mapping goes */
     tcache_drop(t);
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pp->pid, (int)e->memfd);
@@ -353,6 +355,26 @@ static int direct_cma(struct uln_ctx *ctx, struct shm_peer *pp, bool write,
     return 0;
 }
 
+/* The endpoint's window (internal.h) onto region e, at base (a mapping of
+ * the translation cache, or our own memory): filled under our hazard, with
+ * e's key checked live, so the copy is the entry. */
+static void win_fill(struct uln_rkey_win *w, uint64_t key, const struct uln_key_entry *e,
+                     _Atomic uint32_t *hz, uint8_t *base, bool mapped, struct shm_peer *pp,
+                     uint32_t idx, bool light)
+{
+    w->key = key;
+    w->live = &e->key;
+    w->hz = hz;
+    w->base = base;
+    w->dead = &pp->dead;
+    w->idx = idx;
+    w->light = light;
+    w->mapped = mapped;
+    w->entry.addr = e->addr;
+    w->entry.len = e->len;
+    w->entry.access = e->access;
+}
+
 static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct iovec *local,
                           int nlocal, uint64_t len, uint64_t span, uint64_t rkey, uint64_t roff)
 {
@@ -380,7 +402,7 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
         return rc;
     }
     const struct uln_key_entry *e = (const struct uln_key_entry *)(pp->inbox + h->keys_off) + idx;
-    const struct uln_ep_peer *epp = &ep->peers[peer];
+    struct uln_ep_peer *epp = &ep->peers[peer];
     _Atomic uint32_t *hz = uln_inbox_hazard_at(pp->inbox, h, epp->me_there, epp->dst_ep);
     bool light = hz_light(ctx, h);
 
@@ -414,6 +436,11 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
             uln_iov_gather(at, local, nlocal);
         else
             uln_iov_from_flat(local, nlocal, 0, at, len);
+        /* The next access with this key may skip all of the above but the
+         * hazard and the key load (ep.c). */
+        if (epp->win.key != rkey)
+            win_fill(&epp->win, rkey, e, hz, base, !uln_peer_is_self(ctx, peer), pp, (uint32_t)idx,
+                     light);
         goto out;
     }
     /* Plain memory, or a memfd we could not map: process_vm_* */
