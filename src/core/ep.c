@@ -707,6 +707,36 @@ ULN_EXPORT int uln_get(struct uln_ep *ep, int peer, void *dst, size_t len, uint6
     return post_locked(ep, ULN_OP_GET, peer, dst, len, rkey, roff, 0, user_data, flags);
 }
 
+/* An atomic through the window, as rdma_win: the hazard, the live key,
+ * uln_key_check on the copy with the atomic's right, and the word's natural
+ * alignment in the owner's address space (as the transport's atomic op).
+ * 0 when applied; 1: the full path (which refuses and counts), also while
+ * ring-path atomics to the peer are out (engine.c: they apply in order). */
+static inline int atomic_win(struct uln_ep *ep, struct uln_ep_peer *pp,
+                             const struct uln_atomic_req *r, void *result)
+{
+    struct uln_rkey_win *w = &pp->win;
+    if (ULN_UNLIKELY(r->key != w->key || r->key == 0 || pp->atomics_out ||
+                     ((pp->direct_ops + 1) & 1023) == 0 || !pp->out_ready ||
+                     atomic_load_explicit(w->dead, memory_order_relaxed)))
+        return 1;
+    uint64_t live = uln_hazard_enter(w->hz, w->idx, w->light, w->live);
+    uint64_t off = r->offset;
+    if (ULN_UNLIKELY(
+            uln_key_check(&w->entry, live, r->key, &off, r->width, ULN_ACCESS_REMOTE_ATOMIC) ||
+            ((w->entry.addr + off) & (r->width - 1u)))) {
+        uln_hazard_leave(w->hz);
+        return 1;
+    }
+    uint64_t old = uln_atomic_apply(w->base + off, r);
+    uln_hazard_leave(w->hz);
+    pp->direct_ops++;
+    uln_atomic_result(result, r->width, old);
+    ULN_COUNT(&ep->stats, cache_hits, w->mapped);
+    ULN_COUNT(&ep->stats, atomics, 1);
+    return 0;
+}
+
 /* An atomic takes the fast path like a small PUT: on mapped memory with
  * nothing queued it is applied inside the post call. */
 static int atomic_post(struct uln_ep *ep, int peer, const struct uln_atomic_req *r, void *result,
@@ -714,7 +744,8 @@ static int atomic_post(struct uln_ep *ep, int peer, const struct uln_atomic_req 
 {
     if (ULN_UNLIKELY(check_peer(ep, peer) || !uln_atomic_valid(r->op, r->width))) return -EINVAL;
     if (fast_ok(ep)) {
-        int rc = uln_engine_atomic_now(ep, peer, r, result);
+        int rc = atomic_win(ep, &ep->peers[peer], r, result);
+        if (rc) rc = uln_engine_atomic_now(ep, peer, r, result);
         if (rc <= 0) return complete_now(ep, ULN_OP_ATOMIC, peer, r->width, user_data, flags, rc);
     }
     struct uln_sqe *s = sq_take(ep, ULN_OP_ATOMIC, peer, r->width, user_data,

@@ -475,10 +475,11 @@ static int uln_shm_atomic(struct uln_ep *ep, int peer, const struct uln_atomic_r
         return -ENOKEY;
     }
     const struct uln_key_entry *e = (const struct uln_key_entry *)(pp->inbox + h->keys_off) + idx;
-    const struct uln_ep_peer *epp = &ep->peers[peer];
+    struct uln_ep_peer *epp = &ep->peers[peer];
     _Atomic uint32_t *hz = uln_inbox_hazard_at(pp->inbox, h, epp->me_there, epp->dst_ep);
+    bool light = hz_light(ctx, h);
     /* The hazard protocol of uln_shm_direct (with uln_mr_dereg). */
-    uint64_t live = uln_hazard_enter(hz, (uint32_t)idx, hz_light(ctx, h), &e->key);
+    uint64_t live = uln_hazard_enter(hz, (uint32_t)idx, light, &e->key);
     uint64_t off = r->offset; /* an address for a ULN_MR_VADDR region: made an offset */
     int rc = uln_key_check(e, live, r->key, &off, r->width, ULN_ACCESS_REMOTE_ATOMIC);
     /* Natural alignment in the owner's address space; a mapping keeps the
@@ -498,6 +499,9 @@ static int uln_shm_atomic(struct uln_ep *ep, int peer, const struct uln_atomic_r
         goto out;
     }
     *old = uln_atomic_apply(base + off, r);
+    if (epp->win.key != r->key) /* the next atomic or PUT with this key: ep.c */
+        win_fill(&epp->win, r->key, e, hz, base, !uln_peer_is_self(ctx, peer), pp, (uint32_t)idx,
+                 light);
 out:
     uln_hazard_leave(hz);
     return rc;
