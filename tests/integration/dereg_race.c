@@ -8,12 +8,12 @@
  *
  * Each round, rank 1 registers a region (new key; uln_mem_alloc memory on
  * even rounds, which the fast path maps, malloc'd memory on odd ones) and
- * sends the key; rank 0 streams 8-byte PUTs at it, ULN_SILENT with a flush
- * every few, as fast as it can. After a random pause rank 1 deregisters,
- * fills the region with FILL at once, and keeps checking it while rank 0 is
- * still streaming; rank 0 goes on until the refusals come (-ENOKEY, every
- * one of them), then a while longer, and says it stopped. Any byte not FILL
- * fails the round.
+ * sends the key; rank 0 streams 8-byte PUTs at it (every 4th an atomic
+ * add), ULN_SILENT with a flush every few, as fast as it can. After a random
+ * pause rank 1 deregisters, fills the region with FILL at once, and keeps
+ * checking it while rank 0 is still streaming; rank 0 goes on until the
+ * refusals come (-ENOKEY, every one of them), then a while longer, and says
+ * it stopped. Any byte not FILL fails the round.
  *
  *   ulnrun -n 2 it_dereg_race [rounds]
  */
@@ -49,7 +49,8 @@ static uint64_t take_nap(struct uln_cq *cq, size_t len)
 static bool owner_round(struct uln_ep *ep, struct uln_cq *cq, int round, uint64_t *rng)
 {
     struct t_region reg;
-    t_region_new(&J, &reg, round % 2 ? T_KIND_MALLOC : T_KIND_SHM, RLEN, ULN_ACCESS_REMOTE_WRITE);
+    t_region_new(&J, &reg, round % 2 ? T_KIND_MALLOC : T_KIND_SHM, RLEN,
+                 ULN_ACCESS_REMOTE_WRITE | ULN_ACCESS_REMOTE_ATOMIC);
     memset(reg.buf, 0, RLEN);
     send_key(ep, reg.key);
     /* 0 to ~500 us: early deregs race the first PUTs (the window's fill),
@@ -103,7 +104,7 @@ static int drain(struct uln_cq *cq, bool *end)
             if (e->user_data == FLUSH_END) *end = true;
             continue;
         }
-        CHECK_CQE(e, e->op == ULN_OP_PUT);
+        CHECK_CQE(e, e->op == ULN_OP_PUT || e->op == ULN_OP_ATOMIC);
         if (e->status == 0) {
             /* Posted once the key was seen dead, it must not succeed. */
             CHECK_CQE(e, e->user_data == LOUD_BEFORE);
@@ -127,7 +128,12 @@ static void stream_round(struct uln_ep *ep, struct uln_cq *cq)
         CHECKF(t_now() < deadline, "no -ENOKEY 30 s into the round (%" PRIu64 " posted)", posted);
         bool loud = posted % 16 == 15;
         uint64_t ud = !loud ? SILENT : refused ? LOUD_AFTER : LOUD_BEFORE;
-        int rc = uln_put(ep, 1, &v, sizeof v, key, (posted * 8) % RLEN, ud, loud ? 0 : ULN_SILENT);
+        uint64_t off = (posted * 8) % RLEN;
+        unsigned fl = loud ? 0 : ULN_SILENT;
+        /* Every 4th op an atomic add: it takes the same window. */
+        int rc = posted % 4 == 3
+                     ? uln_atomic(ep, 1, ULN_ATOMIC_ADD, 8, key, off, 1, 0, NULL, ud, fl)
+                     : uln_put(ep, 1, &v, sizeof v, key, off, ud, fl);
         if (rc != -EAGAIN) {
             CHECK_OK(rc);
             if (refused) after++;
