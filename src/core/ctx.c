@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 
 #include "core/internal.h"
 #include "boot/root.h"
@@ -69,6 +71,8 @@ static const struct uln_setting settings_table[] = {
     /* Shared memory. */
     {"ULN_SHM_DIRECT", "1", 0, 1, "0: PUT/GET through the rings, placed by the target"},
     {"ULN_SHM_CMA", "1", 0, 1, "0: never use process_vm_readv/writev"},
+    {"ULN_MEMBARRIER", "1", 0, 1,
+     "0: direct accesses announce themselves with a fence each, not membarrier at dereg"},
     /* Transports and progress. */
     {"ULN_TRANSPORT", "auto", 0, 0,
      "auto: shm on this host, udp to others; udp; shm; xdp: udp's protocol over AF_XDP"},
@@ -445,6 +449,7 @@ static int check_params(const struct uln_config *cfg, struct uln_params *p)
     rc |= setting("ULN_SPIN_US", 0, &p->spin_us);
     rc |= switch_setting("ULN_SHM_DIRECT", cfg->shm_direct, &p->shm_direct);
     rc |= switch_setting("ULN_SHM_CMA", cfg->shm_cma, &p->shm_cma);
+    rc |= switch_setting("ULN_MEMBARRIER", -1, &p->membarrier);
     rc |= setting("ULN_UDP_WINDOW", 0, &p->udp_window);
     rc |= setting("ULN_UDP_MTU", 0, &p->udp_mtu);
     rc |= setting("ULN_UDP_DEAD_MS", 0, &p->udp_dead_ms);
@@ -542,6 +547,20 @@ static void ctx_free(struct uln_ctx *ctx)
     free(ctx);
 }
 
+/* The asymmetric fence of the hazard protocol (mr.c: uln_mr_dereg): this
+ * process registers for membarrier(GLOBAL_EXPEDITED), so that an owner's
+ * dereg reaches our threads with it, and makes sure it can issue one itself.
+ * Registration is per process and idempotent; a kernel (or a seccomp
+ * filter) without the commands leaves every side on seq_cst fences. */
+static bool membarrier_setup(void)
+{
+    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    long need = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
+    if (cmds < 0 || (cmds & need) != need) return false;
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0 &&
+           syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
+}
+
 ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
 {
     struct uln_config dflt;
@@ -572,6 +591,9 @@ ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
     uint8_t addr[ULN_BOARD_SLOT_BYTES - 8];
     memset(addr, 0, sizeof addr);
     if ((rc = uln_inbox_open(ctx)) != 0 || (rc = uln_doorbell_open(ctx)) != 0) goto fail;
+    /* Before the inbox is published: peers read the flag when they map it. */
+    ctx->hz_light = ctx->p.membarrier && membarrier_setup();
+    ctx->inbox->hdr->dereg_fence = ctx->hz_light;
     if ((rc = uln_transports_open(ctx, addr, sizeof addr)) != 0) goto fail;
     if ((rc = uln_boot_publish(ctx, addr, sizeof addr)) != 0) goto fail;
     /* Everybody's address must be on the board before anyone sends. */

@@ -470,12 +470,89 @@ static int napv_post(struct uln_ep *ep, int peer, const struct iovec *iov, int n
     return sq_ring(ep);
 }
 
-static int post_rdma(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t len, uint64_t rkey,
-                     uint64_t roff, uint64_t imm, uint64_t user_data, unsigned flags)
+/* memcpy, with 8 to 16 bytes (a word, a pair of them: the common small
+ * PUT) moved by two overlapping 8-byte loads and stores in line, as memcpy
+ * does itself once past its call and its dispatch on the size. */
+static inline void copy_small(void *dst, const void *src, size_t len)
 {
-    if (ULN_UNLIKELY(!ep || check_peer(ep, peer) || (!buf && len))) return -EINVAL;
+    if (ULN_LIKELY(len - 8 <= 8)) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, (const uint8_t *)src + len - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy((uint8_t *)dst + len - 8, &b, 8);
+    } else {
+        memcpy(dst, src, len);
+    }
+}
+
+/* A PUT or GET to the region the endpoint reached last at this peer
+ * (struct uln_rkey_win): the hazard, the live key and the same check as the
+ * full path (uln_key_check on the entry as it was while that key lived),
+ * then the copy. 0 when done; 1 when it is not for here (another region,
+ * nothing or too much to copy, every 1024th access, which asks whether the
+ * peer lives, or a check failed): the full path then decides, refuses and
+ * counts, so a refusal costs nothing here. */
+static inline __attribute__((always_inline)) int rdma_win(struct uln_ep *ep, struct uln_ep_peer *pp,
+                                                          bool write, void *buf, size_t len,
+                                                          uint64_t rkey, uint64_t roff)
+{
+    struct uln_rkey_win *w = &pp->win;
+    /* Key 0 is no key, and an empty window's key: never through here. */
+    if (ULN_UNLIKELY(rkey != w->key || rkey == 0 || len - 1 >= ep->ctx->p.post_copy_max ||
+                     ((pp->direct_ops + 1) & 1023) == 0 || !pp->out_ready ||
+                     atomic_load_explicit(w->dead, memory_order_relaxed)))
+        return 1;
+    uint64_t live = uln_hazard_enter(w->hz, w->idx, w->light, w->live);
+    uint64_t off = roff;
+    if (ULN_UNLIKELY(uln_key_check(&w->entry, live, rkey, &off, len,
+                                   write ? ULN_ACCESS_REMOTE_WRITE : ULN_ACCESS_REMOTE_READ))) {
+        uln_hazard_leave(w->hz);
+        return 1;
+    }
+    if (write)
+        copy_small(w->base + off, buf, len);
+    else
+        copy_small(buf, w->base + off, len);
+    uln_hazard_leave(w->hz);
+    pp->direct_ops++;
+    ULN_COUNT(&ep->stats, cache_hits, w->mapped); /* the translation cache's front */
+    if (write) {
+        ULN_COUNT(&ep->stats, puts, 1);
+        ULN_COUNT(&ep->stats, bytes_put, len);
+    } else {
+        ULN_COUNT(&ep->stats, gets, 1);
+        ULN_COUNT(&ep->stats, bytes_got, len);
+    }
+    return 0;
+}
+
+static int post_rdma_slow(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t len,
+                          uint64_t rkey, uint64_t roff, uint64_t imm, uint64_t user_data,
+                          unsigned flags);
+
+/* Callers made sure ep is an endpoint. Inlined into each exported post, so
+ * that a PUT or GET through the window passes its arguments once: the rest
+ * is post_rdma_slow. */
+static inline __attribute__((always_inline)) int post_rdma(struct uln_ep *ep, uint8_t op, int peer,
+                                                           void *buf, size_t len, uint64_t rkey,
+                                                           uint64_t roff, uint64_t imm,
+                                                           uint64_t user_data, unsigned flags)
+{
+    if (ULN_UNLIKELY(check_peer(ep, peer) || (!buf && len))) return -EINVAL;
     if (ULN_UNLIKELY((flags & ULN_INLINE) && (op != ULN_OP_PUT || len > ULN_INLINE_MAX)))
         return -EMSGSIZE;
+    if (!(flags & ULN_REMOTE_CQ) && fast_ok(ep) &&
+        rdma_win(ep, &ep->peers[peer], op == ULN_OP_PUT, buf, len, rkey, roff) == 0)
+        return complete_now(ep, op, peer, len, user_data, flags, 0);
+    return post_rdma_slow(ep, op, peer, buf, len, rkey, roff, imm, user_data, flags);
+}
+
+/* Everything but the window: the full direct path, or the send queue. */
+static int post_rdma_slow(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t len,
+                          uint64_t rkey, uint64_t roff, uint64_t imm, uint64_t user_data,
+                          unsigned flags)
+{
     if (!(flags & ULN_REMOTE_CQ) && fast_ok(ep)) {
         struct iovec one = {buf, len};
         int rc =
@@ -560,9 +637,10 @@ ULN_EXPORT int uln_napv(struct uln_ep *ep, int peer, const struct iovec *iov, in
     return rc;
 }
 
-static int post_locked(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t len,
-                       uint64_t rkey, uint64_t roff, uint64_t imm, uint64_t user_data,
-                       unsigned flags)
+/* Inlined as post_rdma: in uln_put, op and flags are known. */
+static inline __attribute__((always_inline)) int
+post_locked(struct uln_ep *ep, uint8_t op, int peer, void *buf, size_t len, uint64_t rkey,
+            uint64_t roff, uint64_t imm, uint64_t user_data, unsigned flags)
 {
     if (ULN_UNLIKELY(!ep)) return -EINVAL;
     int rc = uln_api_enter(ep->ctx);
@@ -629,6 +707,36 @@ ULN_EXPORT int uln_get(struct uln_ep *ep, int peer, void *dst, size_t len, uint6
     return post_locked(ep, ULN_OP_GET, peer, dst, len, rkey, roff, 0, user_data, flags);
 }
 
+/* An atomic through the window, as rdma_win: the hazard, the live key,
+ * uln_key_check on the copy with the atomic's right, and the word's natural
+ * alignment in the owner's address space (as the transport's atomic op).
+ * 0 when applied; 1: the full path (which refuses and counts), also while
+ * ring-path atomics to the peer are out (engine.c: they apply in order). */
+static inline int atomic_win(struct uln_ep *ep, struct uln_ep_peer *pp,
+                             const struct uln_atomic_req *r, void *result)
+{
+    struct uln_rkey_win *w = &pp->win;
+    if (ULN_UNLIKELY(r->key != w->key || r->key == 0 || pp->atomics_out ||
+                     ((pp->direct_ops + 1) & 1023) == 0 || !pp->out_ready ||
+                     atomic_load_explicit(w->dead, memory_order_relaxed)))
+        return 1;
+    uint64_t live = uln_hazard_enter(w->hz, w->idx, w->light, w->live);
+    uint64_t off = r->offset;
+    if (ULN_UNLIKELY(
+            uln_key_check(&w->entry, live, r->key, &off, r->width, ULN_ACCESS_REMOTE_ATOMIC) ||
+            ((w->entry.addr + off) & (r->width - 1u)))) {
+        uln_hazard_leave(w->hz);
+        return 1;
+    }
+    uint64_t old = uln_atomic_apply(w->base + off, r);
+    uln_hazard_leave(w->hz);
+    pp->direct_ops++;
+    uln_atomic_result(result, r->width, old);
+    ULN_COUNT(&ep->stats, cache_hits, w->mapped);
+    ULN_COUNT(&ep->stats, atomics, 1);
+    return 0;
+}
+
 /* An atomic takes the fast path like a small PUT: on mapped memory with
  * nothing queued it is applied inside the post call. */
 static int atomic_post(struct uln_ep *ep, int peer, const struct uln_atomic_req *r, void *result,
@@ -636,7 +744,8 @@ static int atomic_post(struct uln_ep *ep, int peer, const struct uln_atomic_req 
 {
     if (ULN_UNLIKELY(check_peer(ep, peer) || !uln_atomic_valid(r->op, r->width))) return -EINVAL;
     if (fast_ok(ep)) {
-        int rc = uln_engine_atomic_now(ep, peer, r, result);
+        int rc = atomic_win(ep, &ep->peers[peer], r, result);
+        if (rc) rc = uln_engine_atomic_now(ep, peer, r, result);
         if (rc <= 0) return complete_now(ep, ULN_OP_ATOMIC, peer, r->width, user_data, flags, rc);
     }
     struct uln_sqe *s = sq_take(ep, ULN_OP_ATOMIC, peer, r->width, user_data,

@@ -49,7 +49,12 @@ struct uln_inbox_hdr {
     uint32_t ring_bytes, req_ring_bytes, max_regions, pad0_;
     uint64_t keys_off, hazards_off, active_off, rings_off, pair_stride, total;
     uint64_t claims_off;
-    int32_t pid, pad1_;
+    int32_t pid;
+    /* 1: our uln_mr_dereg issues membarrier(GLOBAL_EXPEDITED) between
+     * clearing a key and reading the hazard slots, so a peer registered for
+     * it may announce itself with a plain store (mr.c). Set before the
+     * inbox is published, never changed. */
+    int32_t dereg_fence;
     _Alignas(64) _Atomic uint32_t sleepers; /* own line: read by every producer (doorbell.c) */
     uint8_t pad2_[60];
     /* Accesses to our memory that an initiator on this host checked itself

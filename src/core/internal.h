@@ -62,6 +62,7 @@ struct uln_params {
     uint32_t post_copy_max; /* largest PUT/GET copied inside the post call */
     uint32_t spin_us;
     int shm_direct, shm_cma;
+    int membarrier;       /* 0: no asymmetric fence for the hazards (ULN_MEMBARRIER) */
     int transport;        /* ULN_TP_AUTO, ULN_TP_SHM or ULN_TP_UDP (ULN_TRANSPORT) */
     uint32_t udp_window;  /* packets in flight per (endpoint, peer) (ULN_UDP_WINDOW) */
     uint32_t udp_mtu;     /* 0: the interface's (ULN_UDP_MTU) */
@@ -119,6 +120,36 @@ static inline int uln_key_check(const struct uln_key_entry *e, uint64_t live_key
     if ((e->access & need) != need) return -EACCES;
     *off = o;
     return 0;
+}
+
+/* The accessor's half of the hazard protocol with uln_mr_dereg (mr.c has
+ * the whole argument): name region idx in our hazard slot (idx + 1), then
+ * read its live key. Either the owner sees us inside or we see the key gone.
+ * light: the owner follows its key clear with a membarrier that acts as a
+ * full fence in this thread, so a plain store suffices here; otherwise the
+ * store is seq_cst (a full fence of our own, the classic Dekker). */
+static inline uint64_t uln_hazard_enter(_Atomic uint32_t *hz, uint32_t idx, bool light,
+                                        const _Atomic uint64_t *live)
+{
+    if (ULN_LIKELY(light)) {
+        atomic_store_explicit(hz, idx + 1, memory_order_relaxed);
+        /* Only the compiler is kept from moving the key load above the store;
+         * the CPU may still (its store buffer): the owner's membarrier covers
+         * that. */
+        atomic_signal_fence(memory_order_seq_cst);
+    } else {
+        atomic_store_explicit(hz, idx + 1, memory_order_seq_cst);
+    }
+    /* Seq_cst: the load of the Dekker pair; it also acquires the entry's
+     * fields, written before the key's release store (uln_mr_reg). */
+    return atomic_load_explicit(live, memory_order_seq_cst);
+}
+
+/* Release: our access to the region is complete before the owner, reading
+ * the slot, may reuse the memory. */
+static inline void uln_hazard_leave(_Atomic uint32_t *hz)
+{
+    atomic_store_explicit(hz, 0, memory_order_release);
 }
 
 static inline void uln_count_refusal(struct uln_stats *s, int rc)
@@ -254,6 +285,10 @@ struct uln_ctx {
     struct uln_mr **mr_grave; /* deregistered handles, oldest freed first (mr.c) */
     uint32_t grave_head, grave_n;
 
+    /* This process is registered for membarrier(GLOBAL_EXPEDITED) (ctx.c):
+     * where the owner fences too (its inbox header says so), our hazard
+     * announcements may be plain stores (uln_hazard_enter). */
+    bool hz_light;
     bool no_job;                    /* ULN_BOOT=none: peers come from uln_peer_insert */
     struct uln_peer_rec *peer_recs; /* by peer id (core/peer.c) */
     /* Peer ids whose traffic the engine takes (all of a job's; inserted ones
@@ -302,6 +337,28 @@ struct uln_sqe {
     uint8_t inl[ULN_INLINE_MAX];
 };
 
+/* The last region an endpoint reached directly at a peer, unpacked (as
+ * UCX's unpacked rkey): where its live key is, our hazard slot there, where
+ * the region is mapped here, and its entry's fields as they were. Filled by
+ * the transport after a direct access through a mapping succeeded (shm.c),
+ * emptied when that mapping goes. A copy of a live entry stays true while
+ * the entry's key is that key: the owner changes an entry only after
+ * clearing its key and waiting out our hazard (mr.c), and a new region gets
+ * a new key. So every use re-reads the live key under the hazard, and only
+ * that: the window is a cache, the key load is the check. */
+struct uln_rkey_win {
+    uint64_t key;                 /* 0: empty */
+    const _Atomic uint64_t *live; /* the entry's key, in the owner's table */
+    _Atomic uint32_t *hz;         /* our hazard slot at the owner */
+    uint8_t *base;                /* region offset 0, in our address space */
+    const _Atomic bool *dead;     /* the transport's "this peer died" */
+    uint32_t idx;                 /* the entry's table index */
+    bool light;                   /* uln_hazard_enter's */
+    bool mapped;                  /* base is a translation cache entry's (not our own memory) */
+    /* addr, len and access as they were (key unused): what uln_key_check reads. */
+    struct uln_key_entry entry;
+};
+
 /* What an endpoint keeps per peer. */
 struct uln_ep_peer {
     const struct uln_transport_ops *tp; /* the transport reaching it (ctx->peer_tp) */
@@ -327,6 +384,8 @@ struct uln_ep_peer {
                              get_credit) */
     uint32_t atomics_out; /* ... of them atomics: while any is out, later ones take the
                              ring path too, so one endpoint's are applied in order */
+    /* The last region reached directly (ep.c: the fast path). */
+    struct uln_rkey_win win;
     /* Ring-path target side. */
     struct uln_refused_put refused; /* a PUT already answered with an error */
     struct uln_msg *get_req;        /* GET or atomic request being served (in the ring) */

@@ -19,6 +19,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 
 #include "core/internal.h"
 
@@ -213,7 +215,8 @@ static void wait_src(struct uln_ctx *ctx, uint32_t idx, int src)
     for (uint32_t ep = 0; ep < ctx->p.max_eps; ep++) {
         _Atomic uint32_t *hz = uln_inbox_hazard(ctx, src, (int)ep);
         unsigned spins = 0;
-        /* Seq_cst: pairs with the initiator's seq_cst store of the slot. */
+        /* Seq_cst: pairs with the initiator's seq_cst store of the slot, or
+         * reads a plain one made visible by dereg_fence (uln_mr_dereg). */
         while (atomic_load_explicit(hz, memory_order_seq_cst) == idx + 1) {
             if (++spins % 1024 == 0) {
                 if (src != ctx->rank && src_dead(ctx, src)) break;
@@ -237,6 +240,43 @@ static void wait_hazards(struct uln_ctx *ctx, uint32_t idx)
             if (src != ctx->rank) wait_src(ctx, idx, src);
         }
     }
+}
+
+/* Why nobody touches a region once uln_mr_dereg returns. An accessor (a
+ * peer's direct path, or our own engine placing data) does
+ *     H: store idx + 1 to its hazard slot;  K: load the entry's live key;
+ *        copy only if the key is the one it holds;  store 0 to the slot
+ * and the owner does
+ *     C: store 0 to the live key;  F;  R: read every hazard slot that may
+ *        be in use, waiting while one names the region.
+ * Classic Dekker: if both H->K and C->R are ordered (each side a full
+ * fence between its store and its load), at least one side sees the other:
+ * the owner sees the hazard and waits for the copy, or the accessor sees
+ * the key gone and copies nothing. A seq_cst store is such a fence, but a
+ * locked instruction per PUT is a large part of an 8-byte PUT's cost.
+ *
+ * So the fence moves to the rare side (an asymmetric fence): with
+ * hdr->dereg_fence set, F is membarrier(GLOBAL_EXPEDITED), which returns
+ * only after every running thread of every registered process has executed
+ * a full memory barrier (and a thread not running passed one when it was
+ * switched out). An accessor whose process registered (ctx.c) does H as a
+ * plain store with only a compiler barrier before K. Take the point B where
+ * the accessor's thread executes that barrier: if B comes before H, then C
+ * (before F began) is visible at B and K, after B, reads 0; if B comes
+ * after H, H is visible to all once F returns, and R sees it. Either way
+ * one of the two sees the other. An accessor whose process could not
+ * register, or an owner that cannot fence, keeps the seq_cst store (the
+ * owner's F is then nothing; its C is seq_cst either way). The bit a peer
+ * sets in our attached map before its first H (a seq_cst RMW, shm.c) is
+ * read by R after F as well, so the same argument covers it. */
+static void dereg_fence(struct uln_ctx *ctx)
+{
+    if (!ctx->inbox->hdr->dereg_fence) return;
+    /* uln_open issued one already: the kernel refuses only a command it
+     * does not know, which this is not. Should it ever fail, say so: the
+     * protocol would then rest on the accessor's store draining alone. */
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0)
+        fprintf(stderr, "ulnet: membarrier failed: %s\n", strerror(errno));
 }
 
 /* A deregistered handle is not freed at once but marked dead and kept in a
@@ -274,8 +314,9 @@ ULN_EXPORT int uln_mr_dereg(struct uln_mr *mr)
         return -EBADF;
     }
     struct uln_key_entry *e = &ctx->keys[mr->index];
-    /* Seq_cst: the key is gone before we read the hazard slots (see the direct path). */
+    /* Seq_cst: the key is gone before we read the hazard slots (see below). */
     atomic_store_explicit(&e->key, 0, memory_order_seq_cst);
+    dereg_fence(ctx);
     wait_hazards(ctx, mr->index);
     ctx->regions[mr->index] = NULL;
     mr->dead = true;
@@ -324,11 +365,10 @@ int uln_key_enter(struct uln_ctx *ctx, int ep_index, uint64_t key, uint64_t off,
     struct uln_key_entry *e = &ctx->keys[idx];
     _Atomic uint32_t *hz = uln_inbox_hazard(ctx, ctx->rank, ep_index);
     /* Same protocol as a peer's direct access (a transport's direct path): announce, then check. */
-    atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
-    uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
+    uint64_t live = uln_hazard_enter(hz, (uint32_t)idx, ctx->hz_light, &e->key);
     rc = uln_key_check(e, live, key, &off, len, need);
     if (rc) {
-        atomic_store_explicit(hz, 0, memory_order_release);
+        uln_hazard_leave(hz);
         uln_count_refusal(st, rc);
         return rc;
     }

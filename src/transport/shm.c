@@ -253,11 +253,20 @@ static void uln_shm_wake(struct uln_ctx *ctx, int peer)
 
 /* ---- direct PUT/GET --------------------------------------------------------- */
 
+/* May we announce ourselves in the owner h's hazard slots with a plain
+ * store? Only if its dereg fences with membarrier and our process is
+ * registered for it (mr.c has the argument). */
+static inline bool hz_light(const struct uln_ctx *ctx, const struct uln_inbox_hdr *h)
+{
+    return ctx->hz_light && h->dereg_fence;
+}
+
 static void uln_shm_peer_free(struct uln_ep *ep, struct uln_ep_peer *epp)
 {
     (void)ep;
     struct uln_tcache *tc = epp->tp_peer;
     epp->tp_peer = NULL;
+    epp->win = (struct uln_rkey_win){0}; /* it may point into a mapping below */
     if (!tc) return;
     for (unsigned w = 0; w < TCACHE_WAYS; w++)
         tcache_drop(&tc[w]);
@@ -281,6 +290,7 @@ static uint8_t *tcache_lookup(struct uln_ep_peer *epp, struct shm_peer *pp,
     }
     /* Miss: map the region's memfd (first touch costs open + mmap + faults). */
     ULN_COUNT(st, cache_misses, 1);
+    if (t->key && epp->win.key == t->key) epp->win.key = 0; /* its mapping goes */
     tcache_drop(t);
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pp->pid, (int)e->memfd);
@@ -345,6 +355,26 @@ static int direct_cma(struct uln_ctx *ctx, struct shm_peer *pp, bool write,
     return 0;
 }
 
+/* The endpoint's window (internal.h) onto region e, at base (a mapping of
+ * the translation cache, or our own memory): filled under our hazard, with
+ * e's key checked live, so the copy is the entry. */
+static void win_fill(struct uln_rkey_win *w, uint64_t key, const struct uln_key_entry *e,
+                     _Atomic uint32_t *hz, uint8_t *base, bool mapped, struct shm_peer *pp,
+                     uint32_t idx, bool light)
+{
+    w->key = key;
+    w->live = &e->key;
+    w->hz = hz;
+    w->base = base;
+    w->dead = &pp->dead;
+    w->idx = idx;
+    w->light = light;
+    w->mapped = mapped;
+    w->entry.addr = e->addr;
+    w->entry.len = e->len;
+    w->entry.access = e->access;
+}
+
 static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct iovec *local,
                           int nlocal, uint64_t len, uint64_t span, uint64_t rkey, uint64_t roff)
 {
@@ -372,14 +402,14 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
         return rc;
     }
     const struct uln_key_entry *e = (const struct uln_key_entry *)(pp->inbox + h->keys_off) + idx;
-    const struct uln_ep_peer *epp = &ep->peers[peer];
+    struct uln_ep_peer *epp = &ep->peers[peer];
     _Atomic uint32_t *hz = uln_inbox_hazard_at(pp->inbox, h, epp->me_there, epp->dst_ep);
+    bool light = hz_light(ctx, h);
 
-    /* Seq_cst store then seq_cst load (Dekker with uln_mr_dereg, which clears
-     * the key and then reads the hazards): either the owner sees us inside, or
-     * we see the key gone. While we are inside, the entry cannot change. */
-    atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
-    uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
+    /* Announce, then check (the hazard protocol with uln_mr_dereg): either
+     * the owner sees us inside, or we see the key gone. While we are inside,
+     * the entry cannot change. */
+    uint64_t live = uln_hazard_enter(hz, (uint32_t)idx, light, &e->key);
     rc = uln_key_check(e, live, rkey, &roff, span,
                        write ? ULN_ACCESS_REMOTE_WRITE : ULN_ACCESS_REMOTE_READ);
     if (rc) {
@@ -406,6 +436,11 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
             uln_iov_gather(at, local, nlocal);
         else
             uln_iov_from_flat(local, nlocal, 0, at, len);
+        /* The next access with this key may skip all of the above but the
+         * hazard and the key load (ep.c). */
+        if (epp->win.key != rkey)
+            win_fill(&epp->win, rkey, e, hz, base, !uln_peer_is_self(ctx, peer), pp, (uint32_t)idx,
+                     light);
         goto out;
     }
     /* Plain memory, or a memfd we could not map: process_vm_* */
@@ -415,8 +450,7 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
     }
     rc = direct_cma(ctx, pp, write, local, nlocal, e->addr + roff, len);
 out:
-    /* Release: our copy is complete before the owner may reuse the memory. */
-    atomic_store_explicit(hz, 0, memory_order_release);
+    uln_hazard_leave(hz);
     return rc;
 }
 
@@ -441,11 +475,11 @@ static int uln_shm_atomic(struct uln_ep *ep, int peer, const struct uln_atomic_r
         return -ENOKEY;
     }
     const struct uln_key_entry *e = (const struct uln_key_entry *)(pp->inbox + h->keys_off) + idx;
-    const struct uln_ep_peer *epp = &ep->peers[peer];
+    struct uln_ep_peer *epp = &ep->peers[peer];
     _Atomic uint32_t *hz = uln_inbox_hazard_at(pp->inbox, h, epp->me_there, epp->dst_ep);
-    /* The hazard protocol of uln_shm_direct (Dekker with uln_mr_dereg). */
-    atomic_store_explicit(hz, (uint32_t)idx + 1, memory_order_seq_cst);
-    uint64_t live = atomic_load_explicit(&e->key, memory_order_seq_cst);
+    bool light = hz_light(ctx, h);
+    /* The hazard protocol of uln_shm_direct (with uln_mr_dereg). */
+    uint64_t live = uln_hazard_enter(hz, (uint32_t)idx, light, &e->key);
     uint64_t off = r->offset; /* an address for a ULN_MR_VADDR region: made an offset */
     int rc = uln_key_check(e, live, r->key, &off, r->width, ULN_ACCESS_REMOTE_ATOMIC);
     /* Natural alignment in the owner's address space; a mapping keeps the
@@ -465,9 +499,11 @@ static int uln_shm_atomic(struct uln_ep *ep, int peer, const struct uln_atomic_r
         goto out;
     }
     *old = uln_atomic_apply(base + off, r);
+    if (epp->win.key != r->key) /* the next atomic or PUT with this key: ep.c */
+        win_fill(&epp->win, r->key, e, hz, base, !uln_peer_is_self(ctx, peer), pp, (uint32_t)idx,
+                 light);
 out:
-    /* Release: our access is complete before the owner may reuse the memory. */
-    atomic_store_explicit(hz, 0, memory_order_release);
+    uln_hazard_leave(hz);
     return rc;
 }
 
