@@ -59,6 +59,7 @@ struct ulnfi_addr {
     uint8_t resv; /* zero */
     uint8_t uaddr[ULN_ADDR_MAX];
 };
+#define ULNFI_EP_ANY 0xff /* fi_getinfo's src_addr: no endpoint yet (info.c) */
 _Static_assert(sizeof(struct ulnfi_addr) == 64, "address size is part of the wire");
 
 /* ---- the header in front of every NAP the provider sends ----------------------------- */
