@@ -28,12 +28,12 @@
     (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE |        \
      FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV)
 #define ULNFI_MSG_ORDER (FI_ORDER_SAS)
-/* Default op flags a client may ask for. Not FI_DELIVERY_COMPLETE: an eager
- * send completes when its NAP has left for the peer's ring, before the peer
- * has taken it (transmit complete); rendezvous sends and RMA do complete at
- * delivery, but a default must hold for every operation. */
+/* Default op flags a client may ask for. FI_DELIVERY_COMPLETE: a send so
+ * flagged goes by rendezvous, whose ACK comes once the data is in the receive
+ * buffer (msg.c); RMA and atomics complete at the target anyway. */
 #define ULNFI_OP_FLAGS                                                                             \
-    (FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_MULTI_RECV)
+    (FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |                       \
+     FI_DELIVERY_COMPLETE | FI_MULTI_RECV)
 #define ULNFI_HDR_BYTES (sizeof(struct ulnfi_hdr))
 /* ULN_NAP_MAX's default less the header: the eager limit and inject size. */
 #define ULNFI_INJECT  (8192 - ULNFI_HDR_BYTES)

@@ -68,13 +68,19 @@ ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
                           .seq = ep->tx_seq[peer],
                           .tag = tag,
                           .data = data};
-    bool rndv = len >= ep->rndv_min && !inject;
+    /* FI_DELIVERY_COMPLETE: an eager send completes when its NAP left, so
+     * such a send goes by rendezvous at any size, whose ACK says the data is
+     * in the receive buffer (fi_cq(3)); from a copy when FI_INJECT frees the
+     * caller's buffer at return. */
+    bool deliver = (flags & FI_DELIVERY_COMPLETE) && !silent;
+    bool rndv = deliver || (len >= ep->rndv_min && !inject);
     size_t total = sizeof(h) + len;
     /* An fi_inject with no counter to bump needs no completion at all. */
     bool need_op = rndv || !silent || ep->tx_cntr || total > ep->inline_max;
     struct ulnfi_op *op = NULL;
     if (need_op) {
-        op = ulnfi_op_get(ep, !rndv && total > ep->inline_max ? total : 0);
+        size_t own = rndv ? (inject ? len : 0) : (total > ep->inline_max ? total : 0);
+        op = ulnfi_op_get(ep, own);
         if (!op) {
             ulnfi_unlock(d);
             return -FI_ENOMEM;
@@ -89,6 +95,12 @@ ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
         op->pending = 1;
     }
     if (rndv) {
+        struct iovec copy = {op->buf, len};
+        if (inject) {
+            ulnfi_copy_from_iov(op->buf, iov, count, len);
+            iov = &copy;
+            count = 1;
+        }
         rc = ulnfi_rndv_send(ep, peer, iov, count, &h, op);
     } else {
         rc = send_eager(ep, peer, iov, count, len, &h, op, inject);

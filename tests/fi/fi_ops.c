@@ -274,6 +274,50 @@ static void test_inject_flag(uint8_t *s, uint8_t *r)
     CHECK(nstash == 0); /* the fi_inject raised nothing */
 }
 
+/* FI_DELIVERY_COMPLETE (fi_cq(3)): a send completes only once its data is in
+ * the receive buffer, so not while the receiver has posted no receive for it,
+ * even at a size that would go eager; with FI_INJECT its buffer is still free
+ * at return. The receiver posts only after the sender has looked. */
+static void test_delivery(uint8_t *s, uint8_t *r)
+{
+    struct fi_context cs[2], cr[2], go;
+    if (rank == 1) {
+        fill(s, 200, 44);
+        struct iovec iov = {s, 200};
+        struct fi_msg_tagged t = {
+            .msg_iov = &iov, .iov_count = 1, .addr = fx.peer, .tag = 0x4444, .context = &cs[0]};
+        ssize_t rc;
+        while ((rc = fi_tsendmsg(fx.ep, &t, FI_DELIVERY_COMPLETE)) == -FI_EAGAIN)
+            poll_one();
+        OK(rc);
+        /* the first send's buffer is ours again only at its completion */
+        memcpy(s + 200, s, 200);
+        iov.iov_base = s + 200;
+        t.context = &cs[1];
+        t.tag = 0x4445;
+        while ((rc = fi_tsendmsg(fx.ep, &t, FI_DELIVERY_COMPLETE | FI_INJECT)) == -FI_EAGAIN)
+            poll_one();
+        OK(rc);
+        memset(s + 200, 0, 200);
+        for (int i = 0; i < 20000; i++)
+            poll_one();
+        for (int i = 0; i < nstash; i++)
+            CHECK(stash[i].e.op_context != &cs[0] && stash[i].e.op_context != &cs[1]);
+        tsend(NULL, 0, 0x4446, &go);
+        wait_ok(&go);
+        wait_ok(&cs[0]);
+        wait_ok(&cs[1]);
+    } else {
+        trecv(NULL, 0, 0x4446, &go);
+        wait_ok(&go);
+        trecv(r, 200, 0x4444, &cr[0]);
+        trecv(r + 200, 200, 0x4445, &cr[1]);
+        CHECK(wait_ok(&cr[0]).e.len == 200 && bad_bytes(r, 200, 44) == 0);
+        CHECK(wait_ok(&cr[1]).e.len == 200 && bad_bytes(r + 200, 200, 44) == 0);
+    }
+    sync_peers();
+}
+
 /* 4. iov lists on both sides, untagged messages, inject, FI_SOURCE */
 static void test_iov_msg(void)
 {
@@ -319,6 +363,7 @@ static void test_iov_msg(void)
     }
     sync_peers();
     test_inject_flag(s, r);
+    test_delivery(s, r);
 }
 
 /* 5. fi_cancel and FI_PEEK/FI_CLAIM */
