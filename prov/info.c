@@ -19,18 +19,21 @@
 #define ULNFI_MR_CAPS (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
 #define ULNFI_SECONDARY                                                                            \
     (FI_SOURCE | FI_REMOTE_CQ_DATA | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_MULTI_RECV)
-#define ULNFI_CAPS    (ULNFI_PRIMARY | ULNFI_SECONDARY)
+#define ULNFI_CAPS (ULNFI_PRIMARY | ULNFI_SECONDARY)
+/* Of those, what fi_endpoint(3) says applies to a transmit or a receive
+ * context: a secondary capability such as FI_REMOTE_CQ_DATA or FI_LOCAL_COMM
+ * belongs to fi_info::caps only. */
 #define ULNFI_TX_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND)
 #define ULNFI_RX_CAPS                                                                              \
     (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE |        \
-     FI_DIRECTED_RECV | FI_SOURCE | FI_REMOTE_CQ_DATA)
+     FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV)
 #define ULNFI_MSG_ORDER (FI_ORDER_SAS)
-/* Default op flags a client may ask for. Not FI_DELIVERY_COMPLETE: an eager
- * send completes when its NAP has left for the peer's ring, before the peer
- * has taken it (transmit complete); rendezvous sends and RMA do complete at
- * delivery, but a default must hold for every operation. */
+/* Default op flags a client may ask for. FI_DELIVERY_COMPLETE: a send so
+ * flagged goes by rendezvous, whose ACK comes once the data is in the receive
+ * buffer (msg.c); RMA and atomics complete at the target anyway. */
 #define ULNFI_OP_FLAGS                                                                             \
-    (FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_MULTI_RECV)
+    (FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |                       \
+     FI_DELIVERY_COMPLETE | FI_MULTI_RECV)
 #define ULNFI_HDR_BYTES (sizeof(struct ulnfi_hdr))
 /* ULN_NAP_MAX's default less the header: the eager limit and inject size. */
 #define ULNFI_INJECT  (8192 - ULNFI_HDR_BYTES)
@@ -56,8 +59,12 @@ static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t
     if (h->av_type != FI_AV_UNSPEC && h->av_type != FI_AV_MAP && h->av_type != FI_AV_TABLE)
         return false;
     if (h->cq_data_size > 8 || h->mr_key_size > 8) return false;
-    if (h->tx_ctx_cnt > 1 || h->rx_ctx_cnt > 1 || h->max_ep_tx_ctx > 1 || h->max_ep_rx_ctx > 1)
+    /* tx/rx_ctx_cnt count the domain's contexts, one per endpoint; the
+     * per-endpoint limits are max_ep_*_ctx. */
+    if (h->tx_ctx_cnt > ULNFI_MAX_EPS_FI || h->rx_ctx_cnt > ULNFI_MAX_EPS_FI ||
+        h->max_ep_tx_ctx > 1 || h->max_ep_rx_ctx > 1)
         return false;
+    if (h->ep_cnt > ULNFI_MAX_EPS_FI || h->cq_cnt > ULNFI_MAX_EPS_FI * 2) return false;
     if (h->max_ep_stx_ctx || h->max_ep_srx_ctx) return false;
     if (h->caps && !subset(h->caps, FI_LOCAL_COMM | FI_REMOTE_COMM)) return false;
     /* Memory registration: keys are chosen by ulnet (FI_MR_PROV_KEY; FI_MR_BASIC
@@ -68,6 +75,8 @@ static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t
         return false;
     if (mr && v15 && h->mr_mode == FI_MR_UNSPEC)
         return false; /* 0 from a >= 1.5 client: it supports no mode bit */
+    if (mr && !v15 && h->mr_mode == FI_MR_SCALABLE)
+        return false; /* a pre-1.5 client's own keys: ours are chosen by ulnet */
     return true;
 }
 
@@ -137,22 +146,24 @@ static uint64_t pick_caps(const struct fi_info *h)
 /* The modes a client of RMA or atomics must follow: our keys, and remote
  * addresses as the target's virtual addresses when it asked for that
  * (FI_MR_VIRT_ADDR, or FI_MR_BASIC, which includes it), else offsets. */
-static int mr_mode(const struct fi_domain_attr *hd, uint64_t caps)
+static int mr_mode(const struct fi_domain_attr *hd, uint64_t caps, uint32_t version)
 {
     if (!(caps & (FI_RMA | FI_ATOMIC))) return 0;
+    /* a pre-1.5 client knows only BASIC and SCALABLE (fi_getinfo(3)): ours is BASIC */
+    if (!FI_VERSION_GE(version, FI_VERSION(1, 5))) return FI_MR_BASIC;
     if (hd && hd->mr_mode == FI_MR_BASIC) return FI_MR_BASIC;
     if (hd && (hd->mr_mode & FI_MR_VIRT_ADDR)) return FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
     return FI_MR_PROV_KEY;
 }
 
-static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps)
+static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint32_t version)
 {
     fi->caps = caps;
     fi->mode = 0;
     fi->addr_format = FI_FORMAT_UNSPEC;
 
     struct fi_tx_attr *tx = fi->tx_attr;
-    tx->caps = caps & (ULNFI_TX_CAPS | ULNFI_SECONDARY);
+    tx->caps = caps & ULNFI_TX_CAPS;
     tx->op_flags = h && h->tx_attr ? h->tx_attr->op_flags : 0;
     tx->msg_order = ULNFI_MSG_ORDER;
     tx->comp_order = FI_ORDER_NONE;
@@ -162,7 +173,7 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps)
     tx->rma_iov_limit = ULNFI_IOV_LIMIT;
 
     struct fi_rx_attr *rx = fi->rx_attr;
-    rx->caps = caps & (ULNFI_RX_CAPS | ULNFI_SECONDARY);
+    rx->caps = caps & ULNFI_RX_CAPS;
     rx->op_flags = h && h->rx_attr ? h->rx_attr->op_flags : 0;
     rx->msg_order = ULNFI_MSG_ORDER;
     rx->comp_order = FI_ORDER_NONE;
@@ -195,7 +206,7 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps)
         hd && hd->data_progress == FI_PROGRESS_AUTO ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
     d->resource_mgmt = FI_RM_ENABLED;
     d->av_type = hd ? hd->av_type : FI_AV_UNSPEC;
-    d->mr_mode = mr_mode(hd, caps);
+    d->mr_mode = mr_mode(hd, caps, version);
     d->mr_key_size = 8;
     d->cq_data_size = 8;
     d->cq_cnt = ULNFI_MAX_EPS_FI * 2;
@@ -215,6 +226,32 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps)
     f->prov_version = ULNFI_PROV_VER;
     f->api_version = ULNFI_FI_VER;
     if (!d->name || !f->name) return -FI_ENOMEM;
+    return 0;
+}
+
+/* dest_addr: the hints'. src_addr: the hints' when they name one, else "this process, the endpoint
+ * fi_endpoint will give": a name of ours whose context part is still empty
+ * (ulen 0), which no AV accepts. The real one is fi_getname's once the
+ * endpoint is enabled; the context that knows it opens only at fi_domain. */
+static int fill_addrs(struct fi_info *fi, const struct fi_info *h)
+{
+    struct ulnfi_addr *a = calloc(1, sizeof(*a));
+    if (!a) return -FI_ENOMEM;
+    if (h && h->src_addr) {
+        memcpy(a, h->src_addr, sizeof(*a));
+    } else {
+        a->magic = ULNFI_ADDR_MAGIC;
+        a->version = ULNFI_ADDR_VERSION;
+        a->ep = ULNFI_EP_ANY;
+    }
+    fi->src_addr = a;
+    fi->src_addrlen = sizeof(*a);
+    if (h && h->dest_addr) { /* check_addr made sure it is one of ours */
+        fi->dest_addr = malloc(sizeof(struct ulnfi_addr));
+        if (!fi->dest_addr) return -FI_ENOMEM;
+        memcpy(fi->dest_addr, h->dest_addr, sizeof(struct ulnfi_addr));
+        fi->dest_addrlen = sizeof(struct ulnfi_addr);
+    }
     return 0;
 }
 
@@ -246,16 +283,26 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
             return -FI_ENODATA;
         }
     }
-    /* node/service: ulnet has no name service and binds to no address the
-     * client names; an address comes only from fi_getname (a later core
-     * uln_addr may add one). They are accepted and have no effect. */
-    (void)node;
+    /* A destination by node name (no FI_SOURCE) would have to come back as
+     * dest_addr, and ulnet has no name service to make a ulnet address (with
+     * its key) out of a host name: an info without dest_addr would silently
+     * do less, so there is none. A source node or service is accepted and
+     * binds nothing: names come from fi_getname. */
+    if (node && !(flags & FI_SOURCE)) {
+        FI_INFO(&ulnfi_prov, FI_LOG_CORE, "node %s: no name resolution, exchange fi_getname\n",
+                node);
+        return -FI_ENODATA;
+    }
     (void)service;
-    (void)flags;
 
     struct fi_info *fi = fi_allocinfo();
     if (!fi) return -FI_ENOMEM;
-    int rc = fill(fi, hints, caps);
+    int rc = fill(fi, hints, caps, version);
+    if (rc) {
+        fi_freeinfo(fi);
+        return rc;
+    }
+    rc = fill_addrs(fi, hints);
     if (rc) {
         fi_freeinfo(fi);
         return rc;

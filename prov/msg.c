@@ -48,7 +48,7 @@ ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
 {
     if (count > ULNFI_IOV_LIMIT || (count && !iov)) return -FI_EINVAL;
     size_t len = ulnfi_iov_len(iov, count);
-    bool inject = flags & FI_INJECT;
+    bool inject = flags & FI_INJECT, silent = flags & ULNFI_INJECT_CALL;
     if (inject && len > ep->eager_max) return -FI_EINVAL;
     struct ulnfi_domain *d = ep->dom;
     ulnfi_lock(d);
@@ -68,13 +68,19 @@ ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
                           .seq = ep->tx_seq[peer],
                           .tag = tag,
                           .data = data};
-    bool rndv = len >= ep->rndv_min && !inject;
+    /* FI_DELIVERY_COMPLETE: an eager send completes when its NAP left, so
+     * such a send goes by rendezvous at any size, whose ACK says the data is
+     * in the receive buffer (fi_cq(3)); from a copy when FI_INJECT frees the
+     * caller's buffer at return. */
+    bool deliver = (flags & FI_DELIVERY_COMPLETE) && !silent;
+    bool rndv = deliver || (len >= ep->rndv_min && !inject);
     size_t total = sizeof(h) + len;
-    /* An inject with no counter to bump needs no completion at all. */
-    bool need_op = rndv || !inject || ep->tx_cntr || total > ep->inline_max;
+    /* An fi_inject with no counter to bump needs no completion at all. */
+    bool need_op = rndv || !silent || ep->tx_cntr || total > ep->inline_max;
     struct ulnfi_op *op = NULL;
     if (need_op) {
-        op = ulnfi_op_get(ep, !rndv && total > ep->inline_max ? total : 0);
+        size_t own = rndv ? (inject ? len : 0) : (total > ep->inline_max ? total : 0);
+        op = ulnfi_op_get(ep, own);
         if (!op) {
             ulnfi_unlock(d);
             return -FI_ENOMEM;
@@ -82,13 +88,19 @@ ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
         op->kind = rndv ? ULNFI_OP_RNDV_SEND : ULNFI_OP_SEND;
         op->context = context;
         op->flags = FI_SEND | op_class(tagged);
-        op->report = !inject && (!ep->tx_selective || (flags & FI_COMPLETION));
+        op->report = !silent && (!ep->tx_selective || (flags & FI_COMPLETION));
         op->tag = tag;
         op->len = len;
         op->peer = peer;
         op->pending = 1;
     }
     if (rndv) {
+        struct iovec copy = {op->buf, len};
+        if (inject) {
+            ulnfi_copy_from_iov(op->buf, iov, count, len);
+            iov = &copy;
+            count = 1;
+        }
         rc = ulnfi_rndv_send(ep, peer, iov, count, &h, op);
     } else {
         rc = send_eager(ep, peer, iov, count, len, &h, op, inject);
@@ -388,13 +400,13 @@ static ssize_t msg_sendmsg(struct fid_ep *fep, const struct fi_msg *msg, uint64_
 {
     struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
     return ulnfi_send(ep, msg->msg_iov, msg->iov_count, msg->addr, 0, msg->data, msg->context,
-                      flags, false);
+                      flags & ~ULNFI_INJECT_CALL, false);
 }
 static ssize_t msg_inject(struct fid_ep *fep, const void *buf, size_t len, fi_addr_t dest)
 {
     struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
     struct iovec iov = {(void *)buf, len};
-    return ulnfi_send(ep, &iov, 1, dest, 0, 0, NULL, FI_INJECT, false);
+    return ulnfi_send(ep, &iov, 1, dest, 0, 0, NULL, FI_INJECT | ULNFI_INJECT_CALL, false);
 }
 static ssize_t msg_senddata(struct fid_ep *fep, const void *buf, size_t len, void *desc,
                             uint64_t data, fi_addr_t dest, void *context)
@@ -409,7 +421,8 @@ static ssize_t msg_injectdata(struct fid_ep *fep, const void *buf, size_t len, u
 {
     struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
     struct iovec iov = {(void *)buf, len};
-    return ulnfi_send(ep, &iov, 1, dest, 0, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA, false);
+    return ulnfi_send(ep, &iov, 1, dest, 0, data, NULL,
+                      FI_INJECT | ULNFI_INJECT_CALL | FI_REMOTE_CQ_DATA, false);
 }
 
 struct fi_ops_msg ulnfi_msg_ops = {

@@ -92,7 +92,7 @@ static ssize_t rma(struct ulnfi_ep *ep, bool write, const struct iovec *iov, siz
     op->peer = peer;
     op->context = context;
     op->flags = FI_RMA | (write ? FI_WRITE : FI_READ);
-    op->report = !inject && (!ep->tx_selective || (flags & FI_COMPLETION));
+    op->report = !(flags & ULNFI_INJECT_CALL) && (!ep->tx_selective || (flags & FI_COMPLETION));
     op->has_imm = write && (flags & FI_REMOTE_CQ_DATA);
     op->data = data;
     op->len = len;
@@ -149,7 +149,7 @@ static ssize_t r_readv(struct fid_ep *fep, const struct iovec *iov, void **desc,
 static ssize_t r_readmsg(struct fid_ep *fep, const struct fi_msg_rma *m, uint64_t flags)
 {
     return rma(EP(fep), false, m->msg_iov, m->iov_count, m->addr, m->rma_iov, m->rma_iov_count, 0,
-               m->context, flags);
+               m->context, flags & ~ULNFI_INJECT_CALL);
 }
 static ssize_t r_write(struct fid_ep *fep, const void *buf, size_t len, void *desc, fi_addr_t dest,
                        uint64_t addr, uint64_t key, void *context)
@@ -167,14 +167,14 @@ static ssize_t r_writev(struct fid_ep *fep, const struct iovec *iov, void **desc
 static ssize_t r_writemsg(struct fid_ep *fep, const struct fi_msg_rma *m, uint64_t flags)
 {
     return rma(EP(fep), true, m->msg_iov, m->iov_count, m->addr, m->rma_iov, m->rma_iov_count,
-               m->data, m->context, flags);
+               m->data, m->context, flags & ~ULNFI_INJECT_CALL);
 }
 static ssize_t r_inject(struct fid_ep *fep, const void *buf, size_t len, fi_addr_t dest,
                         uint64_t addr, uint64_t key)
 {
     struct iovec iov = {(void *)buf, len};
     struct fi_rma_iov r = {addr, len, key};
-    return rma(EP(fep), true, &iov, 1, dest, &r, 1, 0, NULL, FI_INJECT);
+    return rma(EP(fep), true, &iov, 1, dest, &r, 1, 0, NULL, FI_INJECT | ULNFI_INJECT_CALL);
 }
 static ssize_t r_writedata(struct fid_ep *fep, const void *buf, size_t len, void *desc,
                            uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key,
@@ -190,7 +190,8 @@ static ssize_t r_injectdata(struct fid_ep *fep, const void *buf, size_t len, uin
 {
     struct iovec iov = {(void *)buf, len};
     struct fi_rma_iov r = {addr, len, key};
-    return rma(EP(fep), true, &iov, 1, dest, &r, 1, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA);
+    return rma(EP(fep), true, &iov, 1, dest, &r, 1, data, NULL,
+               FI_INJECT | ULNFI_INJECT_CALL | FI_REMOTE_CQ_DATA);
 }
 
 struct fi_ops_rma ulnfi_rma_ops = {

@@ -20,7 +20,7 @@ static ssize_t t_recvv(struct fid_ep *fep, const struct iovec *iov, void **desc,
 static ssize_t t_recvmsg(struct fid_ep *fep, const struct fi_msg_tagged *m, uint64_t flags)
 {
     return ulnfi_recv(EP(fep), m->msg_iov, m->iov_count, m->addr, m->tag, m->ignore, m->context,
-                      flags, true);
+                      flags & ~ULNFI_INJECT_CALL, true);
 }
 static ssize_t t_send(struct fid_ep *fep, const void *buf, size_t len, void *desc, fi_addr_t dest,
                       uint64_t tag, void *context)
@@ -36,13 +36,13 @@ static ssize_t t_sendv(struct fid_ep *fep, const struct iovec *iov, void **desc,
 static ssize_t t_sendmsg(struct fid_ep *fep, const struct fi_msg_tagged *m, uint64_t flags)
 {
     return ulnfi_send(EP(fep), m->msg_iov, m->iov_count, m->addr, m->tag, m->data, m->context,
-                      flags, true);
+                      flags & ~ULNFI_INJECT_CALL, true);
 }
 static ssize_t t_inject(struct fid_ep *fep, const void *buf, size_t len, fi_addr_t dest,
                         uint64_t tag)
 {
     struct iovec iov = {(void *)buf, len};
-    return ulnfi_send(EP(fep), &iov, 1, dest, tag, 0, NULL, FI_INJECT, true);
+    return ulnfi_send(EP(fep), &iov, 1, dest, tag, 0, NULL, FI_INJECT | ULNFI_INJECT_CALL, true);
 }
 static ssize_t t_senddata(struct fid_ep *fep, const void *buf, size_t len, void *desc,
                           uint64_t data, fi_addr_t dest, uint64_t tag, void *context)
@@ -55,7 +55,8 @@ static ssize_t t_injectdata(struct fid_ep *fep, const void *buf, size_t len, uin
                             fi_addr_t dest, uint64_t tag)
 {
     struct iovec iov = {(void *)buf, len};
-    return ulnfi_send(EP(fep), &iov, 1, dest, tag, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA, true);
+    return ulnfi_send(EP(fep), &iov, 1, dest, tag, data, NULL,
+                      FI_INJECT | ULNFI_INJECT_CALL | FI_REMOTE_CQ_DATA, true);
 }
 
 struct fi_ops_tagged ulnfi_tagged_ops = {

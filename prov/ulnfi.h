@@ -59,6 +59,7 @@ struct ulnfi_addr {
     uint8_t resv; /* zero */
     uint8_t uaddr[ULN_ADDR_MAX];
 };
+#define ULNFI_EP_ANY 0xff /* fi_getinfo's src_addr: no endpoint yet (info.c) */
 _Static_assert(sizeof(struct ulnfi_addr) == 64, "address size is part of the wire");
 
 /* ---- the header in front of every NAP the provider sends ----------------------------- */
@@ -299,6 +300,13 @@ struct ulnfi_ep {
     uint32_t rndv_gen[ULNFI_RNDV_SLOTS];
     uint32_t rndv_next;
 };
+
+/* Flag of the fi_inject* calls, which complete with no CQ entry (fi_msg(3)).
+ * FI_INJECT alone (fi_sendmsg, default op_flags) only means the buffer is
+ * the caller's again at return: such a send still reports its completion.
+ * Bits 60-63 of a flag word are the provider's (fabric.h); stripped from
+ * callers' flags. */
+#define ULNFI_INJECT_CALL (1ULL << 63)
 
 /* ---- cross-file helpers ------------------------------------------------------------------ */
 int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,

@@ -592,6 +592,69 @@ static void exchange_keys(struct fid_mr *mr, bool vaddr)
     pbase = theirs[1];
 }
 
+/* ---- rights: a region's access as fi_mr(3) gives it ------------------------------- *
+ * Atomics need FI_REMOTE_WRITE (the word changes) and FI_REMOTE_READ (a fetch
+ * returns it; ulnet has one right for every atomic, so every atomic needs
+ * both). A write-only region takes RMA writes and no atomic; a read-only one
+ * RMA reads and no atomic. Refused at the target, whatever the initiator. */
+static void refused_by(uint64_t key, uint64_t at, int kind)
+{
+    uint64_t v = 1, cmp = 0, old = 0x5a5a;
+    struct fi_context c;
+    if (kind == 0)
+        POST(fi_atomic(fx.ep, &v, 1, NULL, fx.peer, at, key, FI_UINT64, FI_SUM, &c));
+    else if (kind == 1)
+        POST(fi_fetch_atomic(fx.ep, &v, 1, NULL, &old, NULL, fx.peer, at, key, FI_UINT64,
+                             FI_ATOMIC_READ, &c));
+    else
+        POST(fi_compare_atomic(fx.ep, &v, 1, NULL, &cmp, NULL, &old, NULL, fx.peer, at, key,
+                               FI_UINT64, FI_CSWAP, &c));
+    struct comp e = wait_one();
+    if (e.err != FI_EACCES || e.prov_errno != -EACCES)
+        fprintf(stderr, "rank 1: rights kind %d: err %d prov %d\n", kind, e.err, e.prov_errno);
+    CHECK(e.ctx == &c && e.err == FI_EACCES && e.prov_errno == -EACCES);
+    CHECK(old == 0x5a5a);
+}
+
+static void test_rights(bool vaddr)
+{
+    enum { RW = 4096 };
+    uint64_t *wo = aligned_alloc(4096, RW), *ro = aligned_alloc(4096, RW);
+    memset(wo, 0, RW);
+    memset(ro, 0x11, RW);
+    struct fid_mr *mw, *mrd;
+    OK(fi_mr_reg(fx.dom, wo, RW, FI_REMOTE_WRITE, 0, 0, 0, &mw, NULL));
+    OK(fi_mr_reg(fx.dom, ro, RW, FI_REMOTE_READ, 0, 0, 0, &mrd, NULL));
+    uint64_t mine[4] = {fi_mr_key(mw), vaddr ? (uintptr_t)wo : 0, fi_mr_key(mrd),
+                        vaddr ? (uintptr_t)ro : 0},
+             theirs[4];
+    struct fi_context cs, cr;
+    POST(fi_trecv(fx.ep, theirs, sizeof theirs, NULL, fx.peer, 0x3334, 0, &cr));
+    POST(fi_tsend(fx.ep, mine, sizeof mine, NULL, fx.peer, 0x3334, &cs));
+    for (int i = 0; i < 2; i++)
+        CHECK(wait_one().err == 0);
+    if (rank == 1) {
+        for (int kind = 0; kind < 3; kind++) {
+            refused_by(theirs[0], theirs[1], kind); /* write-only */
+            refused_by(theirs[2], theirs[3], kind); /* read-only */
+        }
+        /* what each does grant */
+        uint64_t v = 0x77, got = 0;
+        struct fi_context c;
+        POST(fi_write(fx.ep, &v, 8, NULL, fx.peer, theirs[1] + 8, theirs[0], &c));
+        CHECK(wait_one().err == 0);
+        POST(fi_read(fx.ep, &got, 8, NULL, fx.peer, theirs[3], theirs[2], &c));
+        CHECK(wait_one().err == 0);
+        CHECK(got == 0x1111111111111111ull);
+    }
+    sync_peers();
+    if (rank == 0) CHECK(wo[0] == 0 && wo[1] == 0x77 && ro[0] == 0x1111111111111111ull);
+    OK(fi_close(&mw->fid));
+    OK(fi_close(&mrd->fid));
+    free(wo);
+    free(ro);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -637,6 +700,7 @@ int main(int argc, char **argv)
     test_count();
     test_cswap();
     test_refused();
+    test_rights(vaddr);
 
     OK(fi_close(&mr->fid));
     OK(fi_close(&fx.ep->fid));

@@ -235,6 +235,89 @@ static void test_trunc(void)
     }
 }
 
+/* FI_INJECT as a flag of fi_sendmsg/fi_tsendmsg: the buffer is free on
+ * return, and unlike fi_inject the send still completes (fi_msg(3)); an
+ * fi_inject before it leaves no entry behind. */
+static void test_inject_flag(uint8_t *s, uint8_t *r)
+{
+    struct fi_context cs[2], cr[2];
+    if (rank == 1) {
+        ssize_t rc;
+        fill(s, 3000, 43);
+        while ((rc = fi_inject(fx.ep, s, 100, fx.peer)) == -FI_EAGAIN)
+            poll_one();
+        OK(rc);
+        struct iovec iov = {s, 3000};
+        struct fi_msg m = {.msg_iov = &iov, .iov_count = 1, .addr = fx.peer, .context = &cs[0]};
+        while ((rc = fi_sendmsg(fx.ep, &m, FI_INJECT)) == -FI_EAGAIN)
+            poll_one();
+        OK(rc);
+        struct fi_msg_tagged t = {
+            .msg_iov = &iov, .iov_count = 1, .addr = fx.peer, .tag = 0x4343, .context = &cs[1]};
+        while ((rc = fi_tsendmsg(fx.ep, &t, FI_INJECT | FI_COMPLETION)) == -FI_EAGAIN)
+            poll_one();
+        OK(rc);
+        memset(s, 0, 3000);
+        CHECK((wait_ok(&cs[0]).e.flags & (FI_SEND | FI_MSG)) == (FI_SEND | FI_MSG));
+        CHECK((wait_ok(&cs[1]).e.flags & (FI_SEND | FI_TAGGED)) == (FI_SEND | FI_TAGGED));
+    } else {
+        OK(fi_recv(fx.ep, r, 100, NULL, fx.peer, &cr[0]));
+        CHECK(wait_ok(&cr[0]).e.len == 100 && bad_bytes(r, 100, 43) == 0);
+        OK(fi_recv(fx.ep, r, 3000, NULL, fx.peer, &cr[0]));
+        OK(fi_trecv(fx.ep, r + 3000, 3000, NULL, fx.peer, 0x4343, 0, &cr[1]));
+        CHECK(wait_ok(&cr[0]).e.len == 3000 && bad_bytes(r, 3000, 43) == 0);
+        CHECK(wait_ok(&cr[1]).e.len == 3000 && bad_bytes(r + 3000, 3000, 43) == 0);
+    }
+    sync_peers();
+    for (int i = 0; i < 1000; i++)
+        poll_one();
+    CHECK(nstash == 0); /* the fi_inject raised nothing */
+}
+
+/* FI_DELIVERY_COMPLETE (fi_cq(3)): a send completes only once its data is in
+ * the receive buffer, so not while the receiver has posted no receive for it,
+ * even at a size that would go eager; with FI_INJECT its buffer is still free
+ * at return. The receiver posts only after the sender has looked. */
+static void test_delivery(uint8_t *s, uint8_t *r)
+{
+    struct fi_context cs[2], cr[2], go;
+    if (rank == 1) {
+        fill(s, 200, 44);
+        struct iovec iov = {s, 200};
+        struct fi_msg_tagged t = {
+            .msg_iov = &iov, .iov_count = 1, .addr = fx.peer, .tag = 0x4444, .context = &cs[0]};
+        ssize_t rc;
+        while ((rc = fi_tsendmsg(fx.ep, &t, FI_DELIVERY_COMPLETE)) == -FI_EAGAIN)
+            poll_one();
+        OK(rc);
+        /* the first send's buffer is ours again only at its completion */
+        memcpy(s + 200, s, 200);
+        iov.iov_base = s + 200;
+        t.context = &cs[1];
+        t.tag = 0x4445;
+        while ((rc = fi_tsendmsg(fx.ep, &t, FI_DELIVERY_COMPLETE | FI_INJECT)) == -FI_EAGAIN)
+            poll_one();
+        OK(rc);
+        memset(s + 200, 0, 200);
+        for (int i = 0; i < 20000; i++)
+            poll_one();
+        for (int i = 0; i < nstash; i++)
+            CHECK(stash[i].e.op_context != &cs[0] && stash[i].e.op_context != &cs[1]);
+        tsend(NULL, 0, 0x4446, &go);
+        wait_ok(&go);
+        wait_ok(&cs[0]);
+        wait_ok(&cs[1]);
+    } else {
+        trecv(NULL, 0, 0x4446, &go);
+        wait_ok(&go);
+        trecv(r, 200, 0x4444, &cr[0]);
+        trecv(r + 200, 200, 0x4445, &cr[1]);
+        CHECK(wait_ok(&cr[0]).e.len == 200 && bad_bytes(r, 200, 44) == 0);
+        CHECK(wait_ok(&cr[1]).e.len == 200 && bad_bytes(r + 200, 200, 44) == 0);
+    }
+    sync_peers();
+}
+
 /* 4. iov lists on both sides, untagged messages, inject, FI_SOURCE */
 static void test_iov_msg(void)
 {
@@ -279,6 +362,8 @@ static void test_iov_msg(void)
         CHECK(c.e.len == 4000 && bad_bytes(r, 4000, 42) == 0);
     }
     sync_peers();
+    test_inject_flag(s, r);
+    test_delivery(s, r);
 }
 
 /* 5. fi_cancel and FI_PEEK/FI_CLAIM */
@@ -473,6 +558,26 @@ static void test_rma(void)
         OK(fi_read(fx.ep, loc, 301000, NULL, fx.peer, at + 4096, pkey, &c));
         e = wait_ok(&c);
         CHECK(bad_bytes(loc, 301000, 31) == 0);
+        /* FI_INJECT on fi_writemsg completes; fi_inject_write does not */
+        struct iovec iov = {loc, 512};
+        struct fi_rma_iov ri = {at + 4096, 512, pkey};
+        struct fi_msg_rma wm = {.msg_iov = &iov,
+                                .iov_count = 1,
+                                .addr = fx.peer,
+                                .rma_iov = &ri,
+                                .rma_iov_count = 1,
+                                .context = &c};
+        OK(fi_inject_write(fx.ep, loc, 512, fx.peer, at + 4096, pkey));
+        OK(fi_writemsg(fx.ep, &wm, FI_INJECT));
+        memset(loc, 0xee, 512);
+        CHECK((wait_ok(&c).e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
+        for (int i = 0; i < 1000; i++)
+            poll_one();
+        CHECK(nstash == 0);
+        memset(loc, 0, 512);
+        OK(fi_read(fx.ep, loc, 512, NULL, fx.peer, at + 4096, pkey, &c));
+        wait_ok(&c);
+        CHECK(bad_bytes(loc, 512, 31) == 0);
         /* out of bounds, and a key that was never given */
         OK(fi_read(fx.ep, loc, 4096, NULL, fx.peer, at + REG - 100, pkey, &c));
         e = wait_ctx(&c);

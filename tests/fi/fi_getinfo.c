@@ -1,0 +1,149 @@
+/*
+ * fi_getinfo - what the ulnet provider's fi_getinfo answers, per fi_getinfo(3)
+ * and fi_endpoint(3), in the cases libfabric's own conformance programs
+ * (fabtests: fi_getinfo_test, fi_multi_ep, the negative fi_rdm g00n13s) found
+ * wrong: an info given back as hints, the transmit and receive capabilities,
+ * the source address, a node name to resolve, and a pre-1.5 client's mr_mode.
+ * One process, no job: the provider needs no launcher.
+ * Usage: FI_PROVIDER_PATH=<build>/prov FI_PROVIDER=ulnet fi_getinfo
+ */
+#include "fi_common.h"
+
+#include <rdma/fi_rma.h>
+
+static int failures;
+
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                  \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+#define V FI_VERSION(1, 17)
+
+/* fi_endpoint(3): the capabilities that apply to a transmit / receive context */
+#define TX_CAPS                                                                                    \
+    (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_HMEM |            \
+     FI_TRIGGER | FI_FENCE | FI_MULTICAST | FI_RMA_PMEM | FI_NAMED_RX_CTX | FI_COLLECTIVE)
+#define RX_CAPS                                                                                    \
+    (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RECV |        \
+     FI_HMEM | FI_TRIGGER | FI_RMA_PMEM | FI_DIRECTED_RECV | FI_VARIABLE_MSG | FI_MULTI_RECV |     \
+     FI_SOURCE | FI_RMA_EVENT | FI_SOURCE_ERR | FI_COLLECTIVE)
+
+static struct fi_info *hints_for(uint64_t caps)
+{
+    struct fi_info *h = fi_allocinfo();
+    if (!h) exit(1);
+    h->caps = caps;
+    h->ep_attr->type = FI_EP_RDM;
+    h->domain_attr->mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED;
+    h->fabric_attr->prov_name = strdup("ulnet");
+    return h;
+}
+
+/* Every info: context caps within fi_endpoint(3)'s lists and the info's caps;
+ * a source address. */
+static void check_info(const struct fi_info *fi)
+{
+    CHECK((fi->tx_attr->caps & ~TX_CAPS) == 0);
+    CHECK((fi->rx_attr->caps & ~RX_CAPS) == 0);
+    CHECK((fi->tx_attr->caps & ~fi->caps) == 0 && (fi->rx_attr->caps & ~fi->caps) == 0);
+    CHECK(fi->src_addr && fi->src_addrlen > 0);
+}
+
+/* What fi_getinfo_test and fi_multi_ep do: no hints at all, and an info of
+ * ours (with or without its source address) given back as hints. */
+static void test_roundtrip(void)
+{
+    struct fi_info *fi = NULL, *again = NULL;
+    OK(fi_getinfo(V, NULL, NULL, 0, NULL, &fi));
+    for (struct fi_info *p = fi; p; p = p->next)
+        if (!strcmp(p->fabric_attr->prov_name, "ulnet")) check_info(p);
+    fi_freeinfo(fi);
+
+    struct fi_info *h = hints_for(FI_MSG | FI_TAGGED | FI_RMA);
+    OK(fi_getinfo(V, NULL, NULL, 0, h, &fi));
+    check_info(fi);
+    struct fi_info *back = fi_dupinfo(fi);
+    CHECK(fi_getinfo(V, NULL, NULL, 0, back, &again) == 0);
+    if (again) check_info(again);
+    fi_freeinfo(again);
+    again = NULL;
+    free(back->src_addr);
+    back->src_addr = NULL;
+    back->src_addrlen = 0;
+    CHECK(fi_getinfo(V, NULL, NULL, 0, back, &again) == 0);
+    fi_freeinfo(again);
+    fi_freeinfo(back);
+    fi_freeinfo(fi);
+    fi_freeinfo(h);
+}
+
+/* A node to resolve (no FI_SOURCE) would need a dest_addr, which ulnet cannot
+ * make from a host name: no info. A local node or service is accepted. */
+static void test_node(void)
+{
+    struct fi_info *h = hints_for(FI_MSG), *fi = NULL;
+    CHECK(fi_getinfo(V, "127.0.0.1", "9228", 0, h, &fi) == -FI_ENODATA && !fi);
+    CHECK(fi_getinfo(V, "g00n13s", NULL, 0, h, &fi) == -FI_ENODATA && !fi);
+    CHECK(fi_getinfo(V, "localhost", "9228", FI_SOURCE, h, &fi) == 0);
+    if (fi) check_info(fi);
+    fi_freeinfo(fi);
+    fi = NULL;
+    CHECK(fi_getinfo(V, NULL, "9228", FI_SOURCE, h, &fi) == 0);
+    fi_freeinfo(fi);
+    fi_freeinfo(h);
+}
+
+/* fi_getinfo(3): a pre-1.5 client knows FI_MR_BASIC and FI_MR_SCALABLE only;
+ * ours is BASIC (ulnet chooses keys), SCALABLE cannot be met. */
+static void test_mr_v1_0(void)
+{
+    struct fi_info *h = hints_for(FI_RMA), *fi = NULL;
+    h->domain_attr->mr_mode = FI_MR_UNSPEC;
+    CHECK(fi_getinfo(FI_VERSION(1, 0), NULL, NULL, 0, h, &fi) == 0);
+    CHECK(fi && fi->domain_attr->mr_mode == FI_MR_BASIC);
+    fi_freeinfo(fi);
+    fi = NULL;
+    h->domain_attr->mr_mode = FI_MR_SCALABLE;
+    CHECK(fi_getinfo(FI_VERSION(1, 0), NULL, NULL, 0, h, &fi) == -FI_ENODATA && !fi);
+    fi_freeinfo(h);
+}
+
+/* The source address fi_getinfo gives names no endpoint yet: an endpoint
+ * opens with it, and no AV takes it for a peer. */
+static void test_src_addr(void)
+{
+    struct fi_info *h = hints_for(FI_MSG | FI_TAGGED), *fi = NULL;
+    OK(fi_getinfo(V, NULL, NULL, 0, h, &fi));
+    struct fid_fabric *fab;
+    struct fid_domain *dom;
+    struct fid_av *av;
+    struct fid_ep *ep;
+    struct fi_av_attr aa = {.type = FI_AV_TABLE};
+    OK(fi_fabric(fi->fabric_attr, &fab, NULL));
+    OK(fi_domain(fab, fi, &dom, NULL));
+    OK(fi_av_open(dom, &aa, &av, NULL));
+    OK(fi_endpoint(dom, fi, &ep, NULL));
+    fi_addr_t fa = 0;
+    CHECK(fi_av_insert(av, fi->src_addr, 1, &fa, 0, NULL) < 0);
+    CHECK(fa == FI_ADDR_NOTAVAIL);
+    OK(fi_close(&ep->fid));
+    OK(fi_close(&av->fid));
+    OK(fi_close(&dom->fid));
+    OK(fi_close(&fab->fid));
+    fi_freeinfo(fi);
+    fi_freeinfo(h);
+}
+
+int main(void)
+{
+    test_roundtrip();
+    test_node();
+    test_mr_v1_0();
+    test_src_addr();
+    printf("fi_getinfo %s\n", failures ? "FAILED" : "ok");
+    return failures ? 1 : 0;
+}
