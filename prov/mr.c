@@ -46,15 +46,11 @@ static int mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t f
     if (attr->offset) return -FI_EINVAL; /* offsets start at the region's first byte */
     unsigned acc = 0;
     if (attr->access & FI_REMOTE_READ) acc |= ULN_ACCESS_REMOTE_READ;
-    if (attr->access & FI_REMOTE_WRITE) acc |= ULN_ACCESS_REMOTE_WRITE;
-    /* An atomic changes the word (FI_REMOTE_WRITE) and a fetching one returns
-     * it, which only FI_REMOTE_READ grants. ulnet has one right for every
-     * atomic, fetching or not, so the region takes atomics only with both:
-     * a write-only region refuses even a plain fi_atomic (FI_EACCES), rather
-     * than let a fetch read what the owner did not open for reading
-     * (docs/provider.md, Atomics). */
-    if ((attr->access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) == (FI_REMOTE_READ | FI_REMOTE_WRITE))
-        acc |= ULN_ACCESS_REMOTE_ATOMIC;
+    /* fi_mr(3): FI_REMOTE_WRITE makes the buffer "the target buffer of an RMA
+     * write or atomic operation"; ulnet has one right for every atomic, so a
+     * fetching atomic on a region without FI_REMOTE_READ is not refused
+     * (docs/provider.md). */
+    if (attr->access & FI_REMOTE_WRITE) acc |= ULN_ACCESS_REMOTE_WRITE | ULN_ACCESS_REMOTE_ATOMIC;
     if (d->mr_vaddr) acc |= ULN_MR_VADDR;
     struct ulnfi_mr *m = calloc(1, sizeof(*m));
     if (!m) return -FI_ENOMEM;

@@ -593,27 +593,25 @@ static void exchange_keys(struct fid_mr *mr, bool vaddr)
 }
 
 /* ---- rights: a region's access as fi_mr(3) gives it ------------------------------- *
- * Atomics need FI_REMOTE_WRITE (the word changes) and FI_REMOTE_READ (a fetch
- * returns it; ulnet has one right for every atomic, so every atomic needs
- * both). A write-only region takes RMA writes and no atomic; a read-only one
- * RMA reads and no atomic. Refused at the target, whatever the initiator. */
-static void refused_by(uint64_t key, uint64_t at, int kind)
+ * "FI_REMOTE_WRITE: the target buffer of an RMA write or atomic operation":
+ * every atomic, fetching ones too (as verbs gives REMOTE_ATOMIC with it). A
+ * read-only region takes RMA reads and no atomic, refused at the target
+ * (FI_EACCES), the word untouched and the fetch buffer too. */
+static struct comp atomic_kind(uint64_t key, uint64_t at, int kind, uint64_t v, uint64_t cmp,
+                               uint64_t *old)
 {
-    uint64_t v = 1, cmp = 0, old = 0x5a5a;
     struct fi_context c;
     if (kind == 0)
         POST(fi_atomic(fx.ep, &v, 1, NULL, fx.peer, at, key, FI_UINT64, FI_SUM, &c));
     else if (kind == 1)
-        POST(fi_fetch_atomic(fx.ep, &v, 1, NULL, &old, NULL, fx.peer, at, key, FI_UINT64,
+        POST(fi_fetch_atomic(fx.ep, &v, 1, NULL, old, NULL, fx.peer, at, key, FI_UINT64,
                              FI_ATOMIC_READ, &c));
     else
-        POST(fi_compare_atomic(fx.ep, &v, 1, NULL, &cmp, NULL, &old, NULL, fx.peer, at, key,
+        POST(fi_compare_atomic(fx.ep, &v, 1, NULL, &cmp, NULL, old, NULL, fx.peer, at, key,
                                FI_UINT64, FI_CSWAP, &c));
     struct comp e = wait_one();
-    if (e.err != FI_EACCES || e.prov_errno != -EACCES)
-        fprintf(stderr, "rank 1: rights kind %d: err %d prov %d\n", kind, e.err, e.prov_errno);
-    CHECK(e.ctx == &c && e.err == FI_EACCES && e.prov_errno == -EACCES);
-    CHECK(old == 0x5a5a);
+    CHECK(e.ctx == &c);
+    return e;
 }
 
 static void test_rights(bool vaddr)
@@ -634,11 +632,21 @@ static void test_rights(bool vaddr)
     for (int i = 0; i < 2; i++)
         CHECK(wait_one().err == 0);
     if (rank == 1) {
-        for (int kind = 0; kind < 3; kind++) {
-            refused_by(theirs[0], theirs[1], kind); /* write-only */
-            refused_by(theirs[2], theirs[3], kind); /* read-only */
+        /* write-only: word 0 goes 0 -> 1 (sum), read back 1, swapped 1 -> 5 */
+        uint64_t old = 0x5a5a;
+        CHECK(atomic_kind(theirs[0], theirs[1], 0, 1, 0, &old).err == 0);
+        CHECK(atomic_kind(theirs[0], theirs[1], 1, 0, 0, &old).err == 0 && old == 1);
+        old = 0x5a5a;
+        CHECK(atomic_kind(theirs[0], theirs[1], 2, 5, 1, &old).err == 0 && old == 1);
+        for (int kind = 0; kind < 3; kind++) { /* read-only: refused */
+            old = 0x5a5a;
+            struct comp e = atomic_kind(theirs[2], theirs[3], kind, 9, 0x1111111111111111ull, &old);
+            if (e.err != FI_EACCES || e.prov_errno != -EACCES)
+                fprintf(stderr, "rank 1: rights kind %d: err %d prov %d\n", kind, e.err,
+                        e.prov_errno);
+            CHECK(e.err == FI_EACCES && e.prov_errno == -EACCES && old == 0x5a5a);
         }
-        /* what each does grant */
+        /* and what each grants besides */
         uint64_t v = 0x77, got = 0;
         struct fi_context c;
         POST(fi_write(fx.ep, &v, 8, NULL, fx.peer, theirs[1] + 8, theirs[0], &c));
@@ -648,7 +656,7 @@ static void test_rights(bool vaddr)
         CHECK(got == 0x1111111111111111ull);
     }
     sync_peers();
-    if (rank == 0) CHECK(wo[0] == 0 && wo[1] == 0x77 && ro[0] == 0x1111111111111111ull);
+    if (rank == 0) CHECK(wo[0] == 5 && wo[1] == 0x77 && ro[0] == 0x1111111111111111ull);
     OK(fi_close(&mw->fid));
     OK(fi_close(&mrd->fid));
     free(wo);
