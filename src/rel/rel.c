@@ -285,7 +285,10 @@ static void mark_lost(struct uln_rel *r, uint32_t seq, struct uln_rel_slot *s, i
 {
     s->lost = (uint8_t)why;
     r->lost_count++;
-    r->round_lost++;
+    /* Only what the receiver's reports show lost is evidence of congestion:
+     * a timeout or a probe says the peer went quiet, which on a loaded host
+     * is mostly a receiver descheduled, not a queue overflowing. */
+    if (why == LOST_FAST) r->round_lost++;
     if (seq_lt(seq, r->lost_hint)) r->lost_hint = seq;
 }
 
@@ -643,19 +646,26 @@ bool uln_rel_tx_ready(struct uln_rel *r, uint64_t now, uint32_t n)
     advance(r, now);
     if (r->state != ULN_REL_OPEN || n == 0 || n > r->mask + 1) return false;
     uint32_t seq = r->snd_nxt, last = seq + n - 1;
-    if (last - r->snd_una > r->mask) return false; /* window */
-    if (r->in_flight >= r->cwnd && r->cwnd_grant < n) {
-        r->stats.blk_cwnd++;
+    if (last - r->snd_una > r->mask) {
+        r->stats.blk_window++;
         return false;
     }
     for (uint32_t q = seq; q != last + 1; q++)
-        if (slot(r, q)->state != SLOT_FREE) return false; /* acks not drained */
+        if (slot(r, q)->state != SLOT_FREE) {
+            r->stats.blk_window++; /* acks not drained */
+            return false;
+        }
     if (!seq_lt(last, r->snd_edge)) {
         /* Same bookkeeping as a refused uln_rel_tx_assign: without it a lost
          * GO would never be probed for. */
         r->tx_blocked = true;
+        r->stats.blk_credit++;
         if (r->snd_una == r->snd_nxt && r->ctrl_at == ULN_REL_NEVER)
             r->ctrl_at = r->now + rto_cur(r);
+        return false;
+    }
+    if (r->in_flight >= r->cwnd && r->cwnd_grant < n) {
+        r->stats.blk_cwnd++;
         return false;
     }
     if (r->cwnd_grant < n) r->cwnd_grant = n; /* the message goes whole, window or not */
