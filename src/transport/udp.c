@@ -1374,6 +1374,13 @@ static void uln_udp_progress_rx(struct uln_ep *ep)
     for (int round = 0; round < 4; round++) {
         int n = uln_link_recv(ue->io, ue->rxv, ULN_LINK_BATCH);
         if (n <= 0) break;
+        /* The read's own time, not the pass's: the flush above can sit in
+         * sendmmsg for milliseconds on a loaded host (the peer runs and
+         * answers meanwhile), and feedback stamped before it gave RTT
+         * samples of ~70 ns, a min_rtt that made every acknowledged
+         * retransmission look like a delivery (RACK) and the window's
+         * floor nothing. */
+        ue->now = uln_now_ns();
         for (int i = 0; i < n; i++)
             if (!rx_one(ep, &ue->rxv[i])) uln_link_rx_release(ue->io, ue->rxv[i].handle);
         /* A short batch means the socket is (nearly) drained: one more empty
