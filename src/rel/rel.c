@@ -16,12 +16,14 @@ enum { SLOT_FREE = 0, SLOT_INFLIGHT, SLOT_ACKED };
 enum { LOST_NO = 0, LOST_FAST, LOST_TIMEOUT, LOST_PTO };
 
 struct uln_rel_slot {
-    uint64_t tx_time; /* last (re)transmission */
-    uint64_t xmit;    /* its transmission number */
-    uint8_t state;    /* SLOT_*; FREE inside [una, nxt): acked and returned */
-    uint8_t lost;     /* LOST_*: waiting to be sent again, and why */
-    uint8_t probe;    /* a fast retransmission awaits its answer (on_pto) */
-    uint16_t retx;    /* times sent again (saturating) */
+    uint64_t tx_time;   /* last (re)transmission */
+    uint64_t xmit;      /* its transmission number */
+    uint8_t state;      /* SLOT_*; FREE inside [una, nxt): acked and returned */
+    uint8_t lost;       /* LOST_*: waiting to be sent again, and why */
+    uint8_t probe;      /* a fast retransmission awaits its answer (on_pto) */
+    uint16_t retx;      /* times sent again (saturating) */
+    uint32_t len;       /* bytes, for the congestion window */
+    uint64_t delivered; /* uln_rel.delivered at its first transmission (rate) */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -147,6 +149,21 @@ void uln_rel_cfg_default(struct uln_rel_cfg *cfg)
     cfg->ack_delay = 50000;           /* 50 us, well under rto_min */
     cfg->dead_after = 10000000000ull; /* 10 s */
     cfg->keepalive = 0;
+    cfg->mss = 1200;
+}
+
+/* A new life of the connection starts with the configured window: what the
+ * path showed the last one may not hold (the peer may have moved). */
+static void cwnd_reset(struct uln_rel *r, uint32_t isn)
+{
+    r->cwnd = r->cfg.cwnd_init;
+    r->ssthresh = r->cfg.cwnd_max;
+    r->in_flight = r->delivered = 0;
+    r->bw[0] = r->bw[1] = 0;
+    r->bw_at = r->now;
+    r->round_end = isn;
+    r->round_sent = r->round_lost = 0;
+    r->cwnd_grant = 0;
 }
 
 /* Forget the sending side: a fresh sequence space starting at our epoch. */
@@ -166,6 +183,7 @@ static void tx_reset(struct uln_rel *r)
     r->ctrl_at = ULN_REL_NEVER;
     r->ctrl_backoff = 0;
     r->probe_out = false;
+    cwnd_reset(r, isn);
 }
 
 /* Forget the receiving side: the peer's sequence space starts at its epoch.
@@ -209,6 +227,11 @@ int uln_rel_init(struct uln_rel *r, const struct uln_rel_cfg *cfg, uint32_t loca
     if (c.rto_min == 0 || c.rto_min > c.rto_max || c.rto_init < c.rto_min ||
         c.rto_init > c.rto_max || c.dead_after == 0 || local_epoch == 0)
         return -EINVAL;
+    if (c.mss == 0) c.mss = 1200;
+    if (c.cwnd_max == 0) c.cwnd_max = (uint64_t)c.window * c.mss;
+    if (c.cwnd_max < c.mss) return -EINVAL; /* not a single packet */
+    if (c.cwnd_init == 0) c.cwnd_init = 64ull * c.mss;
+    if (c.cwnd_init > c.cwnd_max) c.cwnd_init = c.cwnd_max;
 
     r->slots = calloc(c.window, sizeof(*r->slots));
     r->acked = calloc(c.window, sizeof(*r->acked));
@@ -262,6 +285,10 @@ static void mark_lost(struct uln_rel *r, uint32_t seq, struct uln_rel_slot *s, i
 {
     s->lost = (uint8_t)why;
     r->lost_count++;
+    /* Only what the receiver's reports show lost is evidence of congestion:
+     * a timeout or a probe says the peer went quiet, which on a loaded host
+     * is mostly a receiver descheduled, not a queue overflowing. */
+    if (why == LOST_FAST) r->round_lost++;
     if (seq_lt(seq, r->lost_hint)) r->lost_hint = seq;
 }
 
@@ -505,21 +532,31 @@ static void sent(struct uln_rel *r, struct uln_rel_slot *s)
     r->rto_at = min64(r->rto_at, r->now + rto_cur(r));
 }
 
-int uln_rel_tx_assign(struct uln_rel *r, uint64_t now, struct uln_rel_pkt *p)
+int uln_rel_tx_assign(struct uln_rel *r, uint64_t now, uint32_t bytes, struct uln_rel_pkt *p)
 {
     advance(r, now);
     if (r->state == ULN_REL_DEAD) return -ECONNRESET;
     if (r->state != ULN_REL_OPEN) return -EAGAIN;
     uint32_t seq = r->snd_nxt;
-    if (seq - r->snd_una > r->mask) return -EAGAIN; /* window full */
     struct uln_rel_slot *s = slot(r, seq);
-    if (s->state != SLOT_FREE) return -EAGAIN; /* caller has not drained acks */
+    if (seq - r->snd_una > r->mask || s->state != SLOT_FREE) {
+        r->stats.blk_window++; /* window full, or the caller has not drained acks */
+        return -EAGAIN;
+    }
     if (!seq_lt(seq, r->snd_edge)) {
         /* No credit (STOP). With nothing in flight no ACK will come to open
          * it, and the GO may be lost: probe the receiver after a timeout. */
         r->tx_blocked = true;
+        r->stats.blk_credit++;
         if (r->snd_una == r->snd_nxt && r->ctrl_at == ULN_REL_NEVER)
             r->ctrl_at = r->now + rto_cur(r);
+        return -EAGAIN;
+    }
+    if (r->cwnd_grant) {
+        r->cwnd_grant--; /* a message uln_rel_tx_ready let start goes whole */
+    } else if (r->in_flight >= r->cwnd) {
+        /* Something is in flight (cwnd >= one packet), so an ACK will come. */
+        r->stats.blk_cwnd++;
         return -EAGAIN;
     }
     r->tx_blocked = false;
@@ -529,6 +566,10 @@ int uln_rel_tx_assign(struct uln_rel *r, uint64_t now, struct uln_rel_pkt *p)
     s->lost = LOST_NO;
     s->probe = 0;
     s->retx = 0;
+    s->len = bytes;
+    s->delivered = r->delivered;
+    r->in_flight += bytes;
+    r->round_sent++;
     sent(r, s);
     r->stats.tx_data++;
     data_hdr(r, seq, p);
@@ -590,22 +631,44 @@ uint32_t uln_rel_tx_next_seq(const struct uln_rel *r)
     return r->snd_nxt;
 }
 
+uint64_t uln_rel_cwnd(const struct uln_rel *r)
+{
+    return r->cwnd;
+}
+
+uint64_t uln_rel_tx_bytes(const struct uln_rel *r)
+{
+    return r->in_flight;
+}
+
 bool uln_rel_tx_ready(struct uln_rel *r, uint64_t now, uint32_t n)
 {
     advance(r, now);
     if (r->state != ULN_REL_OPEN || n == 0 || n > r->mask + 1) return false;
     uint32_t seq = r->snd_nxt, last = seq + n - 1;
-    if (last - r->snd_una > r->mask) return false; /* window */
+    if (last - r->snd_una > r->mask) {
+        r->stats.blk_window++;
+        return false;
+    }
     for (uint32_t q = seq; q != last + 1; q++)
-        if (slot(r, q)->state != SLOT_FREE) return false; /* acks not drained */
+        if (slot(r, q)->state != SLOT_FREE) {
+            r->stats.blk_window++; /* acks not drained */
+            return false;
+        }
     if (!seq_lt(last, r->snd_edge)) {
         /* Same bookkeeping as a refused uln_rel_tx_assign: without it a lost
          * GO would never be probed for. */
         r->tx_blocked = true;
+        r->stats.blk_credit++;
         if (r->snd_una == r->snd_nxt && r->ctrl_at == ULN_REL_NEVER)
             r->ctrl_at = r->now + rto_cur(r);
         return false;
     }
+    if (r->in_flight >= r->cwnd && r->cwnd_grant < n) {
+        r->stats.blk_cwnd++;
+        return false;
+    }
+    if (r->cwnd_grant < n) r->cwnd_grant = n; /* the message goes whole, window or not */
     return true;
 }
 
@@ -616,7 +679,9 @@ bool uln_rel_tx_ready(struct uln_rel *r, uint64_t now, uint32_t n)
 struct ack_note {
     uint64_t sample_xmit; /* newest transmission, sent once, acked by this feedback */
     uint64_t sample_time;
-    uint64_t rack_xmit; /* newest transmission surely delivered */
+    uint64_t rack_xmit;        /* newest transmission surely delivered */
+    uint64_t sample_delivered; /* the sample's uln_rel_slot.delivered */
+    uint64_t acked_bytes;      /* newly acknowledged by this feedback */
 };
 
 static void ack_one(struct uln_rel *r, uint32_t seq, struct ack_note *n)
@@ -625,6 +690,9 @@ static void ack_one(struct uln_rel *r, uint32_t seq, struct ack_note *n)
     if (s->state != SLOT_INFLIGHT) return;
     s->state = SLOT_ACKED;
     r->acked[r->acked_tail++ & r->mask] = seq;
+    r->in_flight -= s->len < r->in_flight ? s->len : r->in_flight;
+    r->delivered += s->len;
+    n->acked_bytes += s->len;
     if (s->lost) {
         s->lost = LOST_NO;
         r->lost_count--;
@@ -635,6 +703,7 @@ static void ack_one(struct uln_rel *r, uint32_t seq, struct ack_note *n)
         if (s->xmit > n->sample_xmit) {
             n->sample_xmit = s->xmit;
             n->sample_time = s->tx_time;
+            n->sample_delivered = s->delivered;
         }
         if (s->xmit > n->rack_xmit) n->rack_xmit = s->xmit;
     } else if (r->have_rtt && r->now - s->tx_time >= r->min_rtt && s->xmit > n->rack_xmit) {
@@ -667,6 +736,81 @@ static void rtt_sample(struct uln_rel *r, uint64_t rtt)
     r->rto = rto;
     r->backoff = 0;
     r->stats.rtt_samples++;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The congestion window (bytes)                                              */
+/* ------------------------------------------------------------------------- */
+
+/* A round whose losses exceed this share of its packets was congestion: a
+ * queue overflowing drops a run of packets (half a window in slow start),
+ * random loss of a few percent almost never comes near it. BBRv2 reads 2 %
+ * as congestion; ulnet's links are LANs with little competing traffic, and
+ * the issue's yardstick is 5 % random loss, which must not shrink the window. */
+#define ROUND_LOSS_CONGESTED 8u /* lost * 8 > sent: more than 12.5 % */
+#define ROUND_LOSS_MIN       2u /* one loss is never congestion */
+
+/* The delivery rate seen at an RTT sample: the bytes acknowledged since the
+ * sampled packet left, over the time since. Kept as the maximum of two
+ * periods of 10 srtt (at least 1 ms), so it follows a path that slowed. */
+static void bw_sample(struct uln_rel *r, uint64_t delivered_then, uint64_t dt)
+{
+    uint64_t period = max64(10 * r->srtt, 1000000);
+    if (r->now - r->bw_at >= period) {
+        r->bw[1] = r->bw[0];
+        r->bw[0] = 0;
+        r->bw_at = r->now;
+    }
+    if (dt == 0) return;
+    /* bytes <= cwnd_max (a 2^32 window of 2^16-byte packets at most): no overflow */
+    uint64_t rate = (r->delivered - delivered_then) * 1000000000ull / dt;
+    if (rate > r->bw[0]) r->bw[0] = rate;
+}
+
+/* The least the window is cut to: the bandwidth-delay product the path has
+ * shown (max delivery rate x min RTT), so that a cut never leaves the pipe
+ * empty, and at least 4 packets; within cwnd_max. Not more than one BDP: a
+ * queue shorter than that would overflow every round at twice it. */
+static uint64_t cwnd_floor(const struct uln_rel *r)
+{
+    uint64_t bw = max64(r->bw[0], r->bw[1]);
+    uint64_t bdp = r->have_rtt ? bw / 1000 * r->min_rtt / 1000000 : 0; /* B/s * ns, no overflow */
+    uint64_t f = max64(bdp, 4ull * r->cfg.mss);
+    return min64(f, r->cfg.cwnd_max);
+}
+
+/* Acknowledged bytes open the window: doubling per round trip below
+ * ssthresh (slow start), one packet per round trip above (Reno's additive
+ * increase), never past cwnd_max. */
+static void cwnd_grow(struct uln_rel *r, uint64_t acked)
+{
+    if (acked == 0) return;
+    if (r->cwnd < r->ssthresh)
+        r->cwnd += acked;
+    else
+        r->cwnd += max64((uint64_t)r->cfg.mss * acked / r->cwnd, 1);
+    r->cwnd = min64(r->cwnd, r->cfg.cwnd_max);
+}
+
+/* Once every packet of a round is acknowledged, judge its losses: a share
+ * beyond random loss cuts the window once (x 0.7, CUBIC's beta: gentler
+ * than Reno's half on a LAN), never below the floor; otherwise the losses
+ * were random and are only repaired. One cut per round, however many losses
+ * it had, and none for a timeout alone: on a loaded host a timeout mostly
+ * means the receiver was descheduled, not that the path is full. */
+static void round_check(struct uln_rel *r)
+{
+    if (seq_lt(r->snd_una, r->round_end)) return;
+    if (r->round_lost >= ROUND_LOSS_MIN &&
+        (uint64_t)r->round_lost * ROUND_LOSS_CONGESTED > r->round_sent) {
+        r->cwnd = min64(r->cwnd, max64(r->cwnd / 10 * 7, cwnd_floor(r)));
+        r->ssthresh = r->cwnd;
+        r->stats.cwnd_cuts++;
+    } else if (r->round_lost) {
+        r->stats.rounds_lossy++;
+    }
+    r->round_end = r->snd_nxt;
+    r->round_sent = r->round_lost = 0;
 }
 
 /* Forward acknowledgement by transmission order: once a transmission sent
@@ -731,7 +875,7 @@ static void on_fb(struct uln_rel *r, const struct uln_rel_fb *fb, unsigned flags
     }
     r->stats.fb_rcvd++;
 
-    struct ack_note n = {0, 0, 0};
+    struct ack_note n = {0, 0, 0, 0, 0};
     bool advanced = false;
     if (!old && ack != r->snd_una) {
         for (uint32_t q = r->snd_una; q != ack; q++)
@@ -756,7 +900,11 @@ static void on_fb(struct uln_rel *r, const struct uln_rel_fb *fb, unsigned flags
             r->stats.lose_rcvd++;
         }
     }
-    if (n.sample_xmit) rtt_sample(r, r->now - n.sample_time);
+    if (n.sample_xmit) {
+        rtt_sample(r, r->now - n.sample_time);
+        bw_sample(r, n.sample_delivered, r->now - n.sample_time);
+    }
+    cwnd_grow(r, n.acked_bytes);
     if (fb->reorder > r->reorder_tx) {
         /* The receiver saw the path reorder this far: wait as long before
          * calling a packet lost (never less again: it is the path's). */
@@ -764,6 +912,7 @@ static void on_fb(struct uln_rel *r, const struct uln_rel_fb *fb, unsigned flags
     }
     if (n.rack_xmit > r->rack_xmit) r->rack_xmit = n.rack_xmit;
     if (!old) detect_losses(r, fb);
+    round_check(r);
     if (advanced) {
         /* RFC 6298 5.3: progress restarts the timer. */
         bool any = false;

@@ -62,10 +62,19 @@ struct uln_rel_cfg {
     uint64_t ack_delay;  /* longest an ACK is held back, ns */
     uint64_t dead_after; /* silence while waiting on the peer that makes it dead, ns */
     uint64_t keepalive;  /* idle silence after which a probe goes, ns; 0: never */
+    /* The congestion window, in bytes (the caller says each packet's size).
+     * It starts at cwnd_init, grows as data is acknowledged and is cut when a
+     * round trip loses more than random loss would (see docs/protocol.md),
+     * never below the bandwidth-delay product the path has shown, never
+     * above cwnd_max: the bytes the caller keeps for the peer. */
+    uint32_t mss;       /* bytes of a full packet: growth step and smallest window */
+    uint64_t cwnd_max;  /* 0: window * mss */
+    uint64_t cwnd_init; /* 0: min(cwnd_max, 64 * mss) */
 };
 
 /* window 256, rx_bufs = window, ack_every 8, reorder 3, rto 1 ms (0.2 ms..1 s),
- * ack_delay 50 us, dead_after 10 s, keepalive off. */
+ * ack_delay 50 us, dead_after 10 s, keepalive off, mss 1200, cwnd_max and
+ * cwnd_init from them. */
 void uln_rel_cfg_default(struct uln_rel_cfg *cfg);
 
 /* Packet flags: the part of a packet header this layer owns. */
@@ -124,21 +133,26 @@ enum uln_rel_verdict {
 /* Everything refused or repaired is counted. */
 struct uln_rel_stats {
     /* sending side */
-    uint64_t tx_data;     /* first transmissions */
-    uint64_t tx_resend;   /* retransmissions (tx_fast + tx_pto + tx_timeout) */
-    uint64_t tx_fast;     /* ... after LOSE or a SACK gap */
-    uint64_t tx_pto;      /* ... of a retransmission left unanswered (probe timer) */
-    uint64_t tx_timeout;  /* ... after the retransmission timer */
-    uint64_t tx_ctrl;     /* control packets (hellos, feedback, probes) */
-    uint64_t tx_hello;    /* ... of which hellos */
-    uint64_t tx_probe;    /* ... of which probes */
-    uint64_t fb_piggy;    /* feedback piggybacked on data packets */
-    uint64_t fb_rcvd;     /* feedback accepted */
-    uint64_t fb_old;      /* feedback older than the window, ignored */
-    uint64_t lose_rcvd;   /* LOSE reports that marked a packet lost */
-    uint64_t rto_fired;   /* timer expiries that found a packet to resend */
-    uint64_t pto_fired;   /* retransmissions the probe timer found lost */
-    uint64_t rtt_samples; /* Karn: only from packets sent once */
+    uint64_t tx_data;      /* first transmissions */
+    uint64_t tx_resend;    /* retransmissions (tx_fast + tx_pto + tx_timeout) */
+    uint64_t tx_fast;      /* ... after LOSE or a SACK gap */
+    uint64_t tx_pto;       /* ... of a retransmission left unanswered (probe timer) */
+    uint64_t tx_timeout;   /* ... after the retransmission timer */
+    uint64_t tx_ctrl;      /* control packets (hellos, feedback, probes) */
+    uint64_t tx_hello;     /* ... of which hellos */
+    uint64_t tx_probe;     /* ... of which probes */
+    uint64_t fb_piggy;     /* feedback piggybacked on data packets */
+    uint64_t fb_rcvd;      /* feedback accepted */
+    uint64_t fb_old;       /* feedback older than the window, ignored */
+    uint64_t lose_rcvd;    /* LOSE reports that marked a packet lost */
+    uint64_t rto_fired;    /* timer expiries that found a packet to resend */
+    uint64_t pto_fired;    /* retransmissions the probe timer found lost */
+    uint64_t rtt_samples;  /* Karn: only from packets sent once */
+    uint64_t cwnd_cuts;    /* rounds whose loss said congestion: the window cut */
+    uint64_t rounds_lossy; /* rounds with a loss that did not say congestion */
+    uint64_t blk_cwnd;     /* uln_rel_tx_assign refused: the congestion window */
+    uint64_t blk_window;   /* ... the window of slots (or slots not yet drained) */
+    uint64_t blk_credit;   /* ... the receiver's credit */
     /* receiving side */
     uint64_t rx_data;   /* new data packets taken */
     uint64_t rx_dup;    /* duplicates dropped */
@@ -186,8 +200,15 @@ struct uln_rel {
     bool have_rtt;
     uint32_t backoff;
     uint64_t srtt, rttvar, min_rtt, rto, rto_at;
-    uint64_t pto_at;  /* a retransmission's answer is overdue (probe timer) */
-    uint64_t ctrl_at; /* next hello (CONNECTING) or probe (OPEN) */
+    /* congestion window, bytes (docs/protocol.md, "Congestion") */
+    uint64_t cwnd, ssthresh, in_flight; /* in_flight: sent, not acknowledged */
+    uint64_t delivered;                 /* bytes acknowledged, ever */
+    uint64_t bw[2], bw_at;              /* delivery rate, bytes/s: max of two periods */
+    uint32_t round_end;                 /* a round ends when this seq is acknowledged */
+    uint32_t round_sent, round_lost;    /* packets of this round */
+    uint32_t cwnd_grant;                /* packets uln_rel_tx_ready promised */
+    uint64_t pto_at;                    /* a retransmission's answer is overdue (probe timer) */
+    uint64_t ctrl_at;                   /* next hello (CONNECTING) or probe (OPEN) */
     uint32_t ctrl_backoff;
     bool probe_out;
     uint64_t wait_start, last_heard; /* for the dead-peer rule */
@@ -231,13 +252,14 @@ uint64_t uln_rel_next_deadline(const struct uln_rel *r);
 /* Sending side                                                               */
 /* ------------------------------------------------------------------------- */
 
-/* Take the next sequence number for a new data packet and fill its header
- * (feedback may be piggybacked). The caller must send it now; a packet it
- * fails to send counts as lost and is recovered like one.
- * Returns 0, -EAGAIN (window full, no credit - STOP - , a slot not yet
- * returned by uln_rel_tx_next_acked, or still connecting) or -ECONNRESET
- * (dead). */
-int uln_rel_tx_assign(struct uln_rel *r, uint64_t now, struct uln_rel_pkt *p);
+/* Take the next sequence number for a new data packet of `bytes` bytes (what
+ * the congestion window counts) and fill its header (feedback may be
+ * piggybacked). The caller must send it now; a packet it fails to send counts
+ * as lost and is recovered like one.
+ * Returns 0, -EAGAIN (window full, congestion window full, no credit - STOP -,
+ * a slot not yet returned by uln_rel_tx_next_acked, or still connecting) or
+ * -ECONNRESET (dead). */
+int uln_rel_tx_assign(struct uln_rel *r, uint64_t now, uint32_t bytes, struct uln_rel_pkt *p);
 
 /* A packet to send again now (lost: LOSE, SACK gap, or timeout), lowest seq
  * first; fills its header. Call until it returns false. */
@@ -248,8 +270,9 @@ bool uln_rel_tx_next_resend(struct uln_rel *r, uint64_t now, struct uln_rel_pkt 
 bool uln_rel_tx_next_acked(struct uln_rel *r, uint32_t *seq);
 
 /* Whether the next n uln_rel_tx_assign calls would all succeed now: for a
- * message that must go as n packets or not at all. A "no" for want of credit
- * arms the persist probe, as a refused uln_rel_tx_assign does. */
+ * message that must go as n packets or not at all. The congestion window
+ * lets a message start while it has room, and go whole. A "no" for want of
+ * credit arms the persist probe, as a refused uln_rel_tx_assign does. */
 bool uln_rel_tx_ready(struct uln_rel *r, uint64_t now, uint32_t n);
 
 /* Ask for feedback to go at the next uln_rel_ctrl, due or not: before the
@@ -258,6 +281,11 @@ void uln_rel_want_fb(struct uln_rel *r);
 
 /* Packets sent and not yet acknowledged cumulatively. */
 uint32_t uln_rel_tx_in_flight(const struct uln_rel *r);
+
+/* The congestion window and the bytes in flight (not yet acknowledged,
+ * cumulatively or selectively), in bytes. */
+uint64_t uln_rel_cwnd(const struct uln_rel *r);
+uint64_t uln_rel_tx_bytes(const struct uln_rel *r);
 
 /* The seq the next uln_rel_tx_assign hands out: the caller writes that
  * packet's bytes into its slot seq & (window - 1) before asking for it. */

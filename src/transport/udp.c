@@ -432,6 +432,9 @@ static void rel_cfg(const struct uln_ep *ep, struct uln_rel_cfg *cfg)
 {
     uln_rel_cfg_default(cfg);
     cfg->window = udp_ep(ep)->window;
+    /* The congestion window counts datagram bytes; its bound is what the
+     * send slots hold (window x payload_max: docs/limits.md). */
+    cfg->mss = udp_ep(ep)->payload_max;
     cfg->dead_after = (uint64_t)ep->ctx->p.udp_dead_ms * 1000000u;
 }
 
@@ -708,9 +711,11 @@ static void drain_acked(struct uln_udp_peer *up)
 
 /* Take the next sequence number for slot memory already filled; t gets the
  * message's own header fields from the caller. */
-static struct tx_slot *assign(struct uln_ep *ep, struct uln_udp_peer *up, struct uln_rel_pkt *p)
+static struct tx_slot *assign(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t bytes,
+                              struct uln_rel_pkt *p)
 {
-    if (uln_rel_tx_assign(&up->rel, udp_ep(ep)->now, p) != 0) return NULL; /* checked before */
+    if (uln_rel_tx_assign(&up->rel, udp_ep(ep)->now, bytes, p) != 0)
+        return NULL; /* checked before */
     struct tx_slot *t = &up->tx[p->seq & up->mask];
     memset(&t->h, 0, sizeof t->h);
     t->ext_len = 0;
@@ -760,7 +765,7 @@ static void uln_udp_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, ui
         ue->posted_at = ue->now;
         ue->kick_now |= uln_rel_tx_in_flight(&up->rel) == 0 || ue->answers_held;
     }
-    struct tx_slot *t = assign(ep, up, &p);
+    struct tx_slot *t = assign(ep, up, (uint32_t)sizeof(struct pkt_hdr) + len, &p);
     if (!t) return;
     /* The packet type and extension are the table's; the two header fields
      * and the extension's contents are each message's own. */
@@ -844,7 +849,7 @@ static bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t l
         uint32_t k = uln_frag_next(&fc);
         uint8_t *mem = slot_mem(ep, up, uln_rel_tx_next_seq(&up->rel));
         struct uln_rel_pkt p;
-        struct tx_slot *t = assign(ep, up, &p);
+        struct tx_slot *t = assign(ep, up, (uint32_t)sizeof(struct pkt_hdr) + k, &p);
         if (!t) return false; /* cannot happen after can_send */
         if (k) memcpy(mem, (const uint8_t *)buf + off, k);
         t->h = (struct pkt_hdr){.vt = PKT_VERSION << 4 | PKT_NAP,
@@ -902,7 +907,7 @@ static bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         uint32_t n = uln_frag_next(&fc);
         bool last = uln_frag_last(&fc, n);
         struct uln_rel_pkt p;
-        struct tx_slot *t = assign(ep, up, &p);
+        struct tx_slot *t = assign(ep, up, (uint32_t)sizeof(struct pkt_hdr) + EXT_MAX + n, &p);
         if (!t) break;
         uint8_t fl = last ? PKT_LAST : 0;
         if (last && (s->flags & ULN_REMOTE_CQ)) fl |= PKT_IMM;
@@ -1369,6 +1374,13 @@ static void uln_udp_progress_rx(struct uln_ep *ep)
     for (int round = 0; round < 4; round++) {
         int n = uln_link_recv(ue->io, ue->rxv, ULN_LINK_BATCH);
         if (n <= 0) break;
+        /* The read's own time, not the pass's: the flush above can sit in
+         * sendmmsg for milliseconds on a loaded host (the peer runs and
+         * answers meanwhile), and feedback stamped before it gave RTT
+         * samples of ~70 ns, a min_rtt that made every acknowledged
+         * retransmission look like a delivery (RACK) and the window's
+         * floor nothing. */
+        ue->now = uln_now_ns();
         for (int i = 0; i < n; i++)
             if (!rx_one(ep, &ue->rxv[i])) uln_link_rx_release(ue->io, ue->rxv[i].handle);
         /* A short batch means the socket is (nearly) drained: one more empty
@@ -1543,7 +1555,7 @@ int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len)
     uint32_t n = (uint32_t)(len - sizeof h - (unsigned)el);
     uint8_t *mem = slot_mem(ep, up, uln_rel_tx_next_seq(&up->rel));
     struct uln_rel_pkt p;
-    struct tx_slot *t = assign(ep, up, &p);
+    struct tx_slot *t = assign(ep, up, (uint32_t)len, &p);
     if (!t) return -EAGAIN;
     t->h = h;
     memcpy(t->ext, (const uint8_t *)buf + sizeof h, (unsigned)el);

@@ -13,6 +13,10 @@
  *     window   the smallest (4) and a large (1024) window under loss and reordering
  *     shape    packets sent per message: < 1.1 at 1 % loss (selective repeat),
  *              exactly 1 at 0 % with under 1 ACK per 4 data packets
+ *     stuck    5 % loss behind a small window and credit: fast repair, few timeouts
+ *     cwnd     the congestion window on a 1 GB/s link of 200 us round trip: grows
+ *              to the bandwidth-delay product, shrinks when a short queue
+ *              overflows, holds under 5 % random loss, never passes cwnd_max
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -24,9 +28,10 @@
 #include "check.h"
 #include "rel/rel.h"
 
-#define US   1000ull
-#define MS   1000000ull
-#define NONE UINT64_MAX
+#define US        1000ull
+#define MS        1000000ull
+#define NONE      UINT64_MAX
+#define MSG_BYTES 1000u /* bytes of a message packet, for the congestion window */
 
 /* ------------------------------------------------------------------------- */
 /* Randomness and the wire                                                    */
@@ -182,6 +187,7 @@ struct scenario {
     uint64_t msgs[2]; /* messages side 0 / side 1 sends */
     double drop, dup, reorder, corrupt;
     uint64_t lat, jitter, reorder_extra, gap; /* ns */
+    uint32_t queue_max; /* packets waiting for the link beyond this are dropped (0: no limit) */
     uint32_t window, rx_bufs;
     uint32_t epoch[2];
     double stall_p; /* chance per consumed message that the consumer stalls */
@@ -199,6 +205,9 @@ struct side {
     uint64_t unreleased, stall_until;
     uint64_t link_busy;
     uint64_t sent_pkts, corrupt_drops, bad_verdicts, bookkeeping_errors;
+    uint64_t queue_drops;         /* the link's queue was full (queue_max) */
+    uint64_t tx_bytes_max;        /* most bytes in flight at once */
+    uint64_t cwnd_min, cwnd_last; /* the congestion window after the first tenth */
 };
 
 static const struct scenario *sc;
@@ -213,6 +222,10 @@ static void transmit(int from, const struct uln_rel_pkt *p, uint64_t msg)
     f.to = (uint8_t)(1 - from);
     f.len = (uint8_t)encode(p, msg, f.b);
     uint64_t depart = (now > s->link_busy ? now : s->link_busy) + sc->gap;
+    if (sc->queue_max && depart - now > (uint64_t)sc->queue_max * sc->gap) {
+        s->queue_drops++; /* drop-tail: the queue before the link is full */
+        return;
+    }
     s->link_busy = depart;
     int copies = chance(sc->dup) ? 2 : 1;
     if (chance(sc->drop)) copies--;
@@ -296,6 +309,15 @@ static void arrive(const struct flying *f)
     drain_acked(s);
 }
 
+/* The window's bounds, seen after every send. */
+static void watch_cwnd(struct side *s)
+{
+    uint64_t b = uln_rel_tx_bytes(&s->r), w = uln_rel_cwnd(&s->r);
+    if (b > s->tx_bytes_max) s->tx_bytes_max = b;
+    if (s->next_msg > s->n_send / 10 && w < s->cwnd_min) s->cwnd_min = w;
+    s->cwnd_last = w;
+}
+
 static void service(int i)
 {
     struct side *s = &sides[i];
@@ -310,12 +332,13 @@ static void service(int i)
         if (m == NONE) s->bookkeeping_errors++;
         transmit(i, &p, m);
     }
-    while (s->next_msg < s->n_send && uln_rel_tx_assign(&s->r, now, &p) == 0) {
+    while (s->next_msg < s->n_send && uln_rel_tx_assign(&s->r, now, MSG_BYTES, &p) == 0) {
         uint64_t *m = &s->tx_msg[p.seq & s->r.mask];
         if (*m != NONE || p.seq != s->isn + (uint32_t)s->next_msg) s->bookkeeping_errors++;
         *m = s->next_msg++;
         transmit(i, &p, *m);
     }
+    watch_cwnd(s);
     for (int k = 0; k < 4 && uln_rel_ctrl(&s->r, now, &p); k++)
         transmit(i, &p, NONE);
 }
@@ -333,6 +356,7 @@ struct result {
     double wall_s;
     struct uln_rel_stats st[2];
     uint64_t sent_pkts[2];
+    uint64_t queue_drops, tx_bytes_max, cwnd_min, cwnd_last; /* side 0's */
 };
 
 static bool run(const struct scenario *scn, struct result *res)
@@ -346,12 +370,14 @@ static bool run(const struct scenario *scn, struct result *res)
     uln_rel_cfg_default(&cfg);
     cfg.window = scn->window;
     cfg.rx_bufs = scn->rx_bufs;
+    cfg.mss = MSG_BYTES;
     for (int i = 0; i < 2; i++) {
         struct side *s = &sides[i];
         memset(s, 0, sizeof(*s));
         s->isn = scn->epoch[i];
         s->peer_isn = scn->epoch[1 - i];
         s->n_send = scn->msgs[i];
+        s->cwnd_min = UINT64_MAX;
         s->tx_msg = malloc(scn->window * sizeof(uint64_t));
         s->held = malloc(scn->window * sizeof(uint64_t));
         for (uint32_t k = 0; k < scn->window; k++)
@@ -409,6 +435,14 @@ static bool run(const struct scenario *scn, struct result *res)
         const struct uln_rel_stats *st = &s->r.stats;
         res->st[i] = *st;
         res->sent_pkts[i] = s->sent_pkts;
+        if (i == 0) {
+            res->queue_drops = s->queue_drops;
+            res->tx_bytes_max = s->tx_bytes_max;
+            res->cwnd_min = s->cwnd_min;
+            res->cwnd_last = s->cwnd_last;
+        }
+        /* The memory bound: never more bytes in flight than cwnd_max. */
+        CHECK(s->tx_bytes_max <= s->r.cfg.cwnd_max);
         CHECK_EQ(sides[1 - i].expect, s->n_send); /* all arrived, once, in order */
         CHECK_EQ(s->n_acked, s->n_send);
         CHECK_EQ(s->bookkeeping_errors, 0);
@@ -573,6 +607,68 @@ static void sc_stuck(void)
     CHECK(st->rto_fired * 100 < st->tx_fast);
 }
 
+/* The congestion window on a 1 GB/s link (1000 B packets, 1 us apart) with
+ * a 200 us round trip: a bandwidth-delay product of 200 KB, 200 packets;
+ * 1024 slots, so cwnd_max is 1 MB and only the window in bytes keeps the
+ * flight near what the path holds. */
+static struct scenario cwnd_link(const char *name)
+{
+    struct scenario s = base(name);
+    s.msgs[0] = scale / 5;
+    s.msgs[1] = 0;
+    s.lat = 100 * US;
+    s.gap = 1 * US;
+    s.window = 1024;
+    return s;
+}
+
+#define BDP_BYTES (200ull * MSG_BYTES)
+
+static double link_share(const struct scenario *s, const struct result *r)
+{
+    return (double)(s->msgs[0] * s->gap) / (double)r->sim_ns;
+}
+
+static void sc_cwnd(void)
+{
+    struct result r;
+    /* Grows: from 64 packets (cwnd_init) to the BDP and more, the link full. */
+    struct scenario s = cwnd_link("grow");
+    run(&s, &r);
+    printf("  grow    cwnd %" PRIu64 " B at the end, least %" PRIu64 " B; link %.3f full\n",
+           r.cwnd_last, r.cwnd_min, link_share(&s, &r));
+    CHECK(r.cwnd_min >= BDP_BYTES);
+    CHECK(link_share(&s, &r) > 0.9);
+    CHECK_EQ(r.st[0].cwnd_cuts, 0);
+
+    /* Shrinks: a queue of 50 packets before the link. Without the window in
+     * bytes the whole 1 MB flight would pile into it and 4 in 5 packets sent
+     * would be dropped, round after round. */
+    s = cwnd_link("congest");
+    s.queue_max = 50;
+    run(&s, &r);
+    double lost = (double)r.queue_drops / (double)s.msgs[0];
+    printf("  congest cwnd %" PRIu64 " B at the end (cwnd_max %u B), %" PRIu64
+           " cuts, %.4f of the packets dropped at the queue; link %.3f full\n",
+           r.cwnd_last, s.window * MSG_BYTES, r.st[0].cwnd_cuts, lost, link_share(&s, &r));
+    CHECK(r.st[0].cwnd_cuts > 0);
+    CHECK(r.cwnd_last < (uint64_t)s.window * MSG_BYTES / 2);
+    CHECK(lost < 0.08);
+    CHECK(link_share(&s, &r) > 0.7);
+
+    /* Holds: 5 % of all packets lost at random (data and feedback), no
+     * queue. The window never goes below the BDP, and the link stays busy. */
+    s = cwnd_link("random");
+    s.drop = 0.05;
+    run(&s, &r);
+    printf("  random  cwnd %" PRIu64 " B at the end, least %" PRIu64 " B; %" PRIu64
+           " cuts, %" PRIu64 " lossy rounds; link %.3f full (%.3f at most)\n",
+           r.cwnd_last, r.cwnd_min, r.st[0].cwnd_cuts, r.st[0].rounds_lossy, link_share(&s, &r),
+           0.95);
+    CHECK(r.cwnd_min >= BDP_BYTES);
+    CHECK(link_share(&s, &r) > 0.78);
+}
+
 int main(int argc, char **argv)
 {
     crc_init();
@@ -583,8 +679,8 @@ int main(int argc, char **argv)
     struct {
         const char *name;
         void (*fn)(void);
-    } t[] = {{"drop", sc_drop}, {"stuck", sc_stuck},   {"mixed", sc_mixed},
-             {"slow", sc_slow}, {"window", sc_window}, {"shape", sc_shape}};
+    } t[] = {{"drop", sc_drop},     {"stuck", sc_stuck}, {"mixed", sc_mixed}, {"slow", sc_slow},
+             {"window", sc_window}, {"shape", sc_shape}, {"cwnd", sc_cwnd}};
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         if (all || !strcmp(which, t[i].name)) {
             printf("%s:\n", t[i].name);

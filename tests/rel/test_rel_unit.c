@@ -13,8 +13,9 @@
 #include "check.h"
 #include "rel/rel.h"
 
-#define US 1000ull
-#define MS 1000000ull
+#define US  1000ull
+#define MS  1000000ull
+#define PKT 1000u /* bytes of a data packet, for the congestion window */
 
 static uint64_t T = 1000 * MS; /* virtual time; not 0, to catch "0 = unset" slips */
 
@@ -74,8 +75,8 @@ static void test_init_and_handshake(void)
     CHECK(uln_rel_init(&a, &c, 0x1111, T) == 0);
     CHECK(uln_rel_init(&b, &c, 0x2222, T) == 0);
     CHECK(uln_rel_state(&a) == ULN_REL_CONNECTING);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == -EAGAIN); /* no data before the handshake */
-    CHECK(uln_rel_ctrl(&a, T, &p));                 /* hello at once */
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN); /* no data before the handshake */
+    CHECK(uln_rel_ctrl(&a, T, &p));                      /* hello at once */
     CHECK(p.dst_epoch == 0 && p.src_epoch == 0x1111 && p.flags == 0);
     CHECK(!uln_rel_ctrl(&a, T, &p)); /* then not again before a timeout */
     CHECK_EQ(uln_rel_next_deadline(&a), T + 1 * MS);
@@ -90,13 +91,13 @@ static void test_init_and_handshake(void)
     CHECK(p.dst_epoch == 0x1111 && (p.flags & ULN_REL_FB) && p.fb.credit == 16);
     CHECK(uln_rel_rx(&a, &p, T) == ULN_REL_RX_NONE);
     CHECK(uln_rel_state(&a) == ULN_REL_OPEN);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == 0);       /* a has b's credit */
-    CHECK_EQ(p.seq, 0x1111);                        /* first seq = own epoch */
-    CHECK(uln_rel_tx_assign(&b, T, &d) == -EAGAIN); /* b has no credit yet */
-    CHECK(p.flags & ULN_REL_FB);                    /* a's answer rides on its first data packet */
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);       /* a has b's credit */
+    CHECK_EQ(p.seq, 0x1111);                             /* first seq = own epoch */
+    CHECK(uln_rel_tx_assign(&b, T, PKT, &d) == -EAGAIN); /* b has no credit yet */
+    CHECK(p.flags & ULN_REL_FB); /* a's answer rides on its first data packet */
     CHECK(!uln_rel_ctrl(&a, T, &d));
     CHECK(uln_rel_rx(&b, &p, T) == ULN_REL_RX_DELIVER);
-    CHECK(uln_rel_tx_assign(&b, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&b, T, PKT, &p) == 0);
     CHECK_EQ(p.seq, 0x2222);
     uln_rel_fini(&a);
     uln_rel_fini(&b);
@@ -111,7 +112,7 @@ static void test_loss_lose_fast_retransmit(void)
     cfg_base(&c);
     open_pair(&a, &b, &c, &c, ea, eb);
     for (int i = 0; i < 10; i++) {
-        CHECK(uln_rel_tx_assign(&a, T, &d[i]) == 0);
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
         CHECK_EQ(d[i].seq, ea + (uint32_t)i);
     }
     T += 10 * US;
@@ -174,7 +175,7 @@ static void test_timeout_backoff(void)
     cfg_base(&c); /* rto 1 ms, max 8 ms */
     open_pair(&a, &b, &c, &c, 0x100, 0x200);
     uint64_t t0 = T;
-    CHECK(uln_rel_tx_assign(&a, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);
     CHECK_EQ(uln_rel_next_deadline(&a), t0 + 1 * MS);
     /* Resends at 1, 3, 7, 15, 23, 31 ms: the timeout doubles, then stays at max. */
     uint64_t at[] = {1, 3, 7, 15, 23, 31}, next[] = {3, 7, 15, 23, 31, 39};
@@ -207,8 +208,8 @@ static void test_lost_retransmission_blocked(void)
     cfg_base(&c);                                /* window 16, rto 1 ms */
     open_pair(&a, &b, &c, &c, ea, eb);
     for (int i = 0; i < 16; i++)
-        CHECK(uln_rel_tx_assign(&a, T, &d[i]) == 0);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == -EAGAIN); /* window and credit full */
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN); /* window and credit full */
     T += 10 * US;
     for (int i = 0; i < 16; i++)
         if (i != 3) uln_rel_rx(&b, &d[i], T);
@@ -217,7 +218,7 @@ static void test_lost_retransmission_blocked(void)
     CHECK(uln_rel_tx_next_resend(&a, T, &p));
     CHECK_EQ(p.seq, ea + 3);
     CHECK(!uln_rel_tx_next_resend(&a, T, &p)); /* ... and it is lost */
-    CHECK(uln_rel_tx_assign(&a, T, &p) == -EAGAIN);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN);
     uint64_t t_retx = T;
     /* srtt 10 us: pto = max(2 srtt + ack_delay, rto_min / 2) = 500 us. */
     CHECK_EQ(uln_rel_next_deadline(&a), t_retx + 500 * US);
@@ -244,7 +245,7 @@ static void test_lost_retransmission_blocked(void)
         ;
     /* A probe goes once per fast retransmission: a silent peer is left to
      * the timeout and its backoff. */
-    CHECK(uln_rel_tx_assign(&a, T, &d[0]) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &d[0]) == 0);
     for (int i = 0; i < 3; i++) {
         T += 2 * MS;
         while (uln_rel_tx_next_resend(&a, T, &p))
@@ -267,7 +268,7 @@ static void test_timeout_resends_oldest(void)
     cfg_base(&c);
     open_pair(&a, &b, &c, &c, 0x100, 0x200);
     for (int i = 0; i < 8; i++)
-        CHECK(uln_rel_tx_assign(&a, T, &d[i]) == 0);
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
     T += 1 * MS; /* the receiver has not run for a whole timeout */
     CHECK(uln_rel_tx_next_resend(&a, T, &p));
     CHECK_EQ(p.seq, 0x100);
@@ -299,7 +300,7 @@ static void test_rx_limit(void)
     cfg_base(&c); /* window 16 */
     open_pair(&a, &b, &c, &c, 0x100, 0x200);
     for (int i = 0; i < 8; i++)
-        CHECK(uln_rel_tx_assign(&a, T, &d[i]) == 0);
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
     uln_rel_rx_limit(&b, 4, T); /* 8 in flight under the old edge (16) */
     T += 10 * US;
     for (int i = 1; i < 8; i++) /* 0 lost: 7 held */
@@ -317,8 +318,8 @@ static void test_rx_limit(void)
     flush_ctrl(&b, &a);
     CHECK_EQ(a.snd_edge, 0x100u + 16); /* cum 8 + share 4 = 12: still 16 */
     for (int i = 8; i < 16; i++)
-        CHECK(uln_rel_tx_assign(&a, T, &d[i]) == 0);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == -EAGAIN);
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN);
     for (int i = 8; i < 16; i++)
         uln_rel_rx(&b, &d[i], T);
     uln_rel_rx_release(&b, 6, T); /* 2 held: cum 16 + (4 - 2) */
@@ -344,7 +345,7 @@ static void test_karn(void)
     c.rto_min = 100 * US;
     c.rto_max = 1000 * MS;
     open_pair(&a, &b, &c, &c, 0x100, 0x200);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);
     T += 1 * MS; /* first transmission lost; timeout */
     CHECK(uln_rel_tx_next_resend(&a, T, &p));
     T += 10 * US;
@@ -357,7 +358,7 @@ static void test_karn(void)
     CHECK_EQ(a.stats.rtt_samples, 0); /* acked, but sent twice: no sample */
     /* The backed-off timeout stays until a clean sample: 2 ms now. */
     uint64_t t1 = T;
-    CHECK(uln_rel_tx_assign(&a, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);
     CHECK_EQ(uln_rel_next_deadline(&a), t1 + 2 * MS);
     T += 50 * US;
     CHECK(uln_rel_rx(&b, &p, T) == ULN_REL_RX_DELIVER);
@@ -368,7 +369,7 @@ static void test_karn(void)
     CHECK_EQ(a.stats.rtt_samples, 1);
     /* srtt 100 us, rttvar 50 us: rto = 100 + 4 * 50 = 300 us, backoff gone. */
     uint64_t t2 = T;
-    CHECK(uln_rel_tx_assign(&a, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);
     CHECK_EQ(uln_rel_next_deadline(&a), t2 + 300 * US);
     uln_rel_fini(&a);
     uln_rel_fini(&b);
@@ -382,7 +383,7 @@ static void test_delayed_ack(void)
     cfg_base(&c); /* ack_every 4, ack_delay 50 us */
     open_pair(&a, &b, &c, &c, 0x100, 0x200);
     for (int i = 0; i < 5; i++)
-        CHECK(uln_rel_tx_assign(&a, T, &d[i]) == 0);
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
     uint64_t t0 = T;
     CHECK(uln_rel_rx(&b, &d[0], T) == ULN_REL_RX_DELIVER);
     CHECK(!uln_rel_ctrl(&b, T, &p));
@@ -403,7 +404,7 @@ static void test_delayed_ack(void)
     /* Data going the other way carries the owed ACK: no ACK packet needed. */
     uln_rel_rx_release(&b, 5, T);
     CHECK(uln_rel_rx(&b, &d[0], T) == ULN_REL_RX_DUP); /* makes an ACK owed */
-    CHECK(uln_rel_tx_assign(&b, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&b, T, PKT, &p) == 0);
     CHECK((p.flags & ULN_REL_DATA) && (p.flags & ULN_REL_FB));
     CHECK_EQ(p.fb.ack, 0x105);
     CHECK(!uln_rel_ctrl(&b, T, &p));
@@ -422,9 +423,9 @@ static void test_stop_go(void)
     cb.rx_bufs = 4;
     open_pair(&a, &b, &ca, &cb, 0x100, 0x200);
     for (int i = 0; i < 4; i++)
-        CHECK(uln_rel_tx_assign(&a, T, &d[i]) == 0);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == -EAGAIN);  /* b's credit is 4 */
-    CHECK_EQ(uln_rel_next_deadline(&a), T + 1 * MS); /* in flight: the timer, no probe */
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN); /* b's credit is 4 */
+    CHECK_EQ(uln_rel_next_deadline(&a), T + 1 * MS);     /* in flight: the timer, no probe */
     for (int i = 0; i < 4; i++)
         CHECK(uln_rel_rx(&b, &d[i], T) == ULN_REL_RX_DELIVER); /* app keeps them */
     CHECK(uln_rel_ctrl(&b, T, &p));                            /* buffers full: STOP at once */
@@ -436,7 +437,7 @@ static void test_stop_go(void)
     /* Nothing in flight and stopped: a probe is due a timeout later, even if
      * the caller does not try to send again. */
     CHECK_EQ(uln_rel_next_deadline(&a), T + 1 * MS);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == -EAGAIN); /* stopped */
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN); /* stopped */
     /* Space returns: GO. */
     T += 10 * US;
     uln_rel_rx_release(&b, 4, T);
@@ -444,14 +445,14 @@ static void test_stop_go(void)
     CHECK_EQ(p.fb.credit, 4);
     uln_rel_rx(&a, &p, T);
     for (int i = 0; i < 4; i++)
-        CHECK(uln_rel_tx_assign(&a, T, &d[i]) == 0);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == -EAGAIN);
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN);
     for (int i = 0; i < 4; i++)
         CHECK(uln_rel_rx(&b, &d[i], T) == ULN_REL_RX_DELIVER);
     CHECK(uln_rel_ctrl(&b, T, &p)); /* STOP again */
     CHECK_EQ(p.fb.credit, 0);
     uln_rel_rx(&a, &p, T);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == -EAGAIN);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN);
     /* This time the GO is lost: the sender probes after a timeout. */
     uint64_t t0 = T;
     uln_rel_rx_release(&b, 4, T);
@@ -464,7 +465,7 @@ static void test_stop_go(void)
     CHECK(uln_rel_ctrl(&b, T, &p)); /* the probe is answered at once */
     CHECK_EQ(p.fb.credit, 4);
     uln_rel_rx(&a, &p, T);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);
     CHECK_EQ(a.stats.tx_probe, 1);
     /* A sender ignoring STOP gets nothing in. */
     struct uln_rel_pkt x = p;
@@ -486,7 +487,7 @@ static void test_reordering(void)
     c.ack_every = 1;
     open_pair(&a, &b, &c, &c, ea, 0x200);
     for (int i = 0; i < 14; i++)
-        CHECK(uln_rel_tx_assign(&a, T, &d[i]) == 0);
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
     T += 50 * US; /* round trip 50 us */
     int order[] = {0, 2, 3, 4, 5};
     for (int i = 0; i < 5; i++) {
@@ -536,8 +537,8 @@ static void test_window_full(void)
     c.window = 8;
     open_pair(&a, &b, &c, &c, 0x100, 0x200);
     for (int i = 0; i < 8; i++)
-        CHECK(uln_rel_tx_assign(&a, T, &d[i]) == 0);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == -EAGAIN);
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN);
     CHECK_EQ(uln_rel_tx_in_flight(&a), 8);
     for (int i = 0; i < 8; i++) {
         CHECK(uln_rel_rx(&b, &d[i], T) == ULN_REL_RX_DELIVER);
@@ -546,13 +547,13 @@ static void test_window_full(void)
     flush_ctrl(&b, &a);
     CHECK_EQ(uln_rel_tx_in_flight(&a), 0);
     /* Acked, but the slots were not handed back yet: still no new seq. */
-    CHECK(uln_rel_tx_assign(&a, T, &p) == -EAGAIN);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN);
     uint32_t s;
     int n = 0;
     while (uln_rel_tx_next_acked(&a, &s))
         n++;
     CHECK_EQ(n, 8);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);
     CHECK_EQ(p.seq, 0x108);
     uln_rel_fini(&a);
     uln_rel_fini(&b);
@@ -578,7 +579,7 @@ static void test_wrap(void)
                 want++, got++;
                 uln_rel_rx_release(&b, 1, T);
             }
-        while (sent < 100 && uln_rel_tx_assign(&a, T, &p) == 0) {
+        while (sent < 100 && uln_rel_tx_assign(&a, T, PKT, &p) == 0) {
             if (p.seq < 0x10) wrapped = true;
             if (sent++ % 5 == 4) continue; /* dropped */
             int v = uln_rel_rx(&b, &p, T);
@@ -616,7 +617,7 @@ static void test_duplicates(void)
     cfg_base(&c);
     open_pair(&a, &b, &c, &c, 0x100, 0x200);
     for (int i = 0; i < 3; i++)
-        CHECK(uln_rel_tx_assign(&a, T, &d[i]) == 0);
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
     CHECK(uln_rel_rx(&b, &d[0], T) == ULN_REL_RX_DELIVER);
     CHECK(uln_rel_rx(&b, &d[2], T) == ULN_REL_RX_HOLD);
     flush_ctrl(&b, &a);
@@ -652,8 +653,8 @@ static void test_stale_and_restart(void)
     cfg_base(&c);
     open_pair(&a, &b, &c, &c, ea, eb1);
     for (int i = 0; i < 3; i++)
-        CHECK(uln_rel_tx_assign(&a, T, &d[i]) == 0);
-    CHECK(uln_rel_tx_assign(&b, T, &old_b) == 0);
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
+    CHECK(uln_rel_tx_assign(&b, T, PKT, &old_b) == 0);
     CHECK(uln_rel_rx(&b, &d[0], T) == ULN_REL_RX_DELIVER);
     CHECK(uln_rel_rx(&b, &d[1], T) == ULN_REL_RX_DELIVER);
     T += c.ack_delay;
@@ -692,10 +693,10 @@ static void test_stale_and_restart(void)
     CHECK(uln_rel_state(&b) == ULN_REL_OPEN);
     CHECK(uln_rel_rx(&b, &d[2], T) == ULN_REL_RX_STALE); /* for b's old life */
     /* And the new lives talk from the start of their sequence spaces. */
-    CHECK(uln_rel_tx_assign(&a, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);
     CHECK_EQ(p.seq, ea);
     CHECK(uln_rel_rx(&b, &p, T) == ULN_REL_RX_DELIVER);
-    CHECK(uln_rel_tx_assign(&b, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&b, T, PKT, &p) == 0);
     CHECK_EQ(p.seq, eb2);
     CHECK(uln_rel_rx(&a, &p, T) == ULN_REL_RX_DELIVER);
     /* A late duplicate hello of the old life does not reset again. */
@@ -720,7 +721,7 @@ static void test_dead(void)
     CHECK(uln_rel_tick(&b, T) == ULN_REL_OPEN);
     /* Outstanding and unanswered: dead exactly dead_after after the send. */
     uint64_t t0 = T;
-    CHECK(uln_rel_tx_assign(&a, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);
     while (T < t0 + c.dead_after - 1) {
         T = uln_rel_next_deadline(&a);
         if (T > t0 + c.dead_after - 1) T = t0 + c.dead_after - 1;
@@ -731,13 +732,13 @@ static void test_dead(void)
     CHECK_EQ(uln_rel_next_deadline(&a), t0 + c.dead_after);
     T = t0 + c.dead_after;
     CHECK(uln_rel_tick(&a, T) == ULN_REL_DEAD);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == -ECONNRESET);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -ECONNRESET);
     CHECK(!uln_rel_tx_next_acked(&a, &s));
     CHECK(!uln_rel_ctrl(&a, T, &p));
     CHECK_EQ(uln_rel_next_deadline(&a), ULN_REL_NEVER);
     CHECK_EQ(a.stats.deaths, 1);
     /* The dead life's packets are dropped... */
-    CHECK(uln_rel_tx_assign(&b, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&b, T, PKT, &p) == 0);
     CHECK(uln_rel_rx(&a, &p, T) == ULN_REL_RX_STALE);
     /* ...and a new life of the peer revives the connection. */
     uln_rel_fini(&b);
@@ -745,7 +746,7 @@ static void test_dead(void)
     CHECK(uln_rel_ctrl(&b, T, &p));
     CHECK(uln_rel_rx(&a, &p, T) == ULN_REL_RX_RESET);
     connect_pair(&a, &b);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);
     CHECK(uln_rel_rx(&b, &p, T) == ULN_REL_RX_DELIVER);
     uln_rel_fini(&a);
     uln_rel_fini(&b);
@@ -763,16 +764,16 @@ static void test_dead(void)
     struct uln_rel_cfg cb = c;
     cb.rx_bufs = 1;
     open_pair(&a, &b, &c, &cb, 0x500, 0x600);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == 0);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);
     CHECK(uln_rel_rx(&b, &p, T) == ULN_REL_RX_DELIVER); /* never released */
     flush_ctrl(&b, &a);
-    CHECK(uln_rel_tx_assign(&a, T, &p) == -EAGAIN);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN);
     uint64_t t2 = T;
     while (T < t2 + 3 * c.dead_after) {
         T = uln_rel_next_deadline(&a);
         flush_ctrl(&a, &b);
         flush_ctrl(&b, &a);
-        CHECK(uln_rel_tx_assign(&a, T, &p) == -EAGAIN);
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN);
     }
     CHECK(uln_rel_tick(&a, T) == ULN_REL_OPEN);
     CHECK(a.stats.tx_probe >= 3);
@@ -824,7 +825,7 @@ static void test_forged(void)
     cfg_base(&c);
     open_pair(&a, &b, &c, &c, ea, eb);
     for (int i = 0; i < 4; i++)
-        CHECK(uln_rel_tx_assign(&a, T, &d[i]) == 0);
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
     struct uln_rel_pkt f = {.src_epoch = eb, .dst_epoch = ea, .flags = ULN_REL_FB};
     f.fb.ack = ea;
     f.fb.credit = 16;
@@ -947,7 +948,7 @@ static void test_fuzz(void)
     int resets = 0;
     for (int i = 0; i < 200000 && !broken; i++) {
         T += frand() % (20 * US);
-        if (frand() % 4 == 0 && sent < 4096 && uln_rel_tx_assign(&a, T, &p) == 0) {
+        if (frand() % 4 == 0 && sent < 4096 && uln_rel_tx_assign(&a, T, PKT, &p) == 0) {
             broken |= p.seq != ea + sent;
             sent++;
         }
@@ -1011,6 +1012,58 @@ static void test_fuzz(void)
     uln_rel_fini(&b);
 }
 
+/* The congestion window in bytes: assign stops once the bytes in flight
+ * reach it, an acknowledgement (selective too) frees its bytes and grows
+ * it, and tx_ready lets a message that starts within it go whole. */
+static void test_cwnd(void)
+{
+    struct uln_rel_cfg c;
+    struct uln_rel a, b;
+    struct uln_rel_pkt p, d[16];
+    cfg_base(&c);
+    c.mss = PKT;
+    c.cwnd_init = 3 * PKT;
+    open_pair(&a, &b, &c, &c, 0x100, 0x200);
+    CHECK_EQ(uln_rel_cwnd(&a), 3 * PKT);
+    for (int i = 0; i < 3; i++)
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
+    CHECK_EQ(uln_rel_tx_bytes(&a), 3 * PKT);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN); /* the window, not the slots */
+    CHECK_EQ(a.stats.blk_cwnd, 1);
+    CHECK(!uln_rel_tx_ready(&a, T, 1));
+
+    /* The second arrives, the first not yet: SACK frees its bytes. */
+    T += 100 * US;
+    uln_rel_rx(&b, &d[1], T);
+    uln_rel_want_fb(&b);
+    flush_ctrl(&b, &a);
+    CHECK_EQ(uln_rel_tx_bytes(&a), 2 * PKT);
+    CHECK_EQ(uln_rel_cwnd(&a), 4 * PKT); /* slow start: + the bytes acknowledged */
+    uint32_t seq;
+    while (uln_rel_tx_next_acked(&a, &seq))
+        ;
+    /* 2 KB of 4 in flight: a message of 5 packets may start, and goes whole. */
+    CHECK(uln_rel_tx_ready(&a, T, 5));
+    for (int i = 3; i < 8; i++)
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
+    CHECK_EQ(uln_rel_tx_bytes(&a), 7 * PKT);
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == -EAGAIN); /* the grant is spent */
+    CHECK(uln_rel_tx_bytes(&a) <= a.cfg.cwnd_max);
+    uln_rel_fini(&a);
+    uln_rel_fini(&b);
+
+    /* Bounds: cwnd_max below one packet is refused; cwnd_init above it is cut. */
+    cfg_base(&c);
+    c.mss = PKT;
+    c.cwnd_max = PKT - 1;
+    CHECK(uln_rel_init(&a, &c, 1, T) == -EINVAL);
+    c.cwnd_max = 8 * PKT;
+    c.cwnd_init = 100 * PKT;
+    CHECK(uln_rel_init(&a, &c, 1, T) == 0);
+    CHECK_EQ(uln_rel_cwnd(&a), 8 * PKT);
+    uln_rel_fini(&a);
+}
+
 int main(void)
 {
     test_init_and_handshake();
@@ -1024,6 +1077,7 @@ int main(void)
     test_stop_go();
     test_reordering();
     test_window_full();
+    test_cwnd();
     test_wrap();
     test_duplicates();
     test_stale_and_restart();
