@@ -396,6 +396,15 @@ int uln_mem_free(struct uln_ctx *ctx, void *ptr);
  * and alignment are checked on the address as on an offset (-ERANGE below
  * addr or past addr+len; -EDOM for a misaligned atomic word). */
 #define ULN_MR_VADDR 0x8u
+/* Not a right but how long the region lives: registered for one operation
+ * or a few (a rendezvous buffer) and deregistered soon after. A region's
+ * uln_mr_dereg must know that no peer is still copying from or into it;
+ * for most regions peers announce their accesses cheaply and the dereg
+ * pays for it with a fence across the machine (a system call that
+ * interrupts every CPU running a peer: tens of microseconds in a VM). Peers
+ * announce their accesses to a ULN_MR_TRANSIENT region with a full fence
+ * of their own instead (a few nanoseconds each), so its dereg is cheap. */
+#define ULN_MR_TRANSIENT 0x10u
 
 /* Register [addr, addr+len) with the given rights. The region's key names it to
  * peers; a key is never reused after uln_mr_dereg (a fresh random magic each

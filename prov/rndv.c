@@ -51,8 +51,8 @@ ssize_t ulnfi_rndv_send(struct ulnfi_ep *ep, int peer, const struct iovec *iov, 
     memset(&pkt, 0, sizeof(pkt));
     for (size_t i = 0; i < count; i++) {
         if (!iov[i].iov_len) continue;
-        int rc = uln_mr_reg(ep->dom->ctx, iov[i].iov_base, iov[i].iov_len, ULN_ACCESS_REMOTE_READ,
-                            &op->mrs[op->nmr]);
+        int rc = uln_mr_reg(ep->dom->ctx, iov[i].iov_base, iov[i].iov_len,
+                            ULN_ACCESS_REMOTE_READ | ULN_MR_TRANSIENT, &op->mrs[op->nmr]);
         if (rc) {
             unregister(op);
             return ulnfi_errno(rc);

@@ -122,6 +122,17 @@ static inline int uln_key_check(const struct uln_key_entry *e, uint64_t live_key
     return 0;
 }
 
+/* May an accessor announce itself with a plain store for entry e? Only where
+ * the owner fences at dereg (fence_ok: uln_hazard_enter's light) and the
+ * region is not ULN_MR_TRANSIENT, whose dereg does not fence. Read before
+ * the hazard store, so possibly of a later registration in e: then the key
+ * the caller holds is gone from e, the check after the hazard refuses, and
+ * the mode did not matter (mr.c). */
+static inline bool uln_hazard_light(bool fence_ok, const struct uln_key_entry *e)
+{
+    return fence_ok && !(__atomic_load_n(&e->access, __ATOMIC_RELAXED) & ULN_MR_TRANSIENT);
+}
+
 /* The accessor's half of the hazard protocol with uln_mr_dereg (mr.c has
  * the whole argument): name region idx in our hazard slot (idx + 1), then
  * read its live key. Either the owner sees us inside or we see the key gone.
@@ -449,10 +460,10 @@ struct uln_cq {
     uint64_t head, tail;
     struct uln_ep *eps[64]; /* endpoints whose progress this CQ drives */
     unsigned n_eps, rr;
-    int efd;         /* uln_cq_fd's epoll set, -1 until asked for */
-    int tfd;         /* ... and the timer in it (uln_cq_arm) */
-    bool armed;      /* uln_cq_arm announced a sleep: the next call ends it */
-    int efd_fds[66]; /* what the set holds: doorbell, timer, the endpoints' sockets */
+    int efd;              /* uln_cq_fd's epoll set, -1 until asked for */
+    int tfd;              /* ... and the timer in it (uln_cq_arm) */
+    bool armed;           /* uln_cq_arm announced a sleep: the next call ends it */
+    int efd_fds[66];      /* what the set holds: doorbell, timer, the endpoints' sockets */
     int n_efd_fds;
 };
 

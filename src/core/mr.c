@@ -148,7 +148,7 @@ ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned 
     if (!ctx || !out || (!addr && len)) return -EINVAL;
     if (uln_ctx_forked(ctx)) return -EPERM;
     if (access & ~(ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE | ULN_ACCESS_REMOTE_ATOMIC |
-                   ULN_MR_VADDR))
+                   ULN_MR_VADDR | ULN_MR_TRANSIENT))
         return -EINVAL;
     int rc = range_mapped(addr, len);
     if (rc) return rc;
@@ -268,7 +268,14 @@ static void wait_hazards(struct uln_ctx *ctx, uint32_t idx)
  * register, or an owner that cannot fence, keeps the seq_cst store (the
  * owner's F is then nothing; its C is seq_cst either way). The bit a peer
  * sets in our attached map before its first H (a seq_cst RMW, shm.c) is
- * read by R after F as well, so the same argument covers it. */
+ * read by R after F as well, so the same argument covers it.
+ *
+ * The fence costs the owner a system call that interrupts every CPU running
+ * a registered thread (tens of microseconds in a VM): too much for a region
+ * registered per message (a rendezvous buffer). A ULN_MR_TRANSIENT region
+ * skips F, and its accessors make H seq_cst again (uln_hazard_light reads
+ * the flag from the entry before H: if that is a later registration's, the
+ * key it holds is gone and K refuses whatever the mode). */
 static void dereg_fence(struct uln_ctx *ctx)
 {
     if (!ctx->inbox->hdr->dereg_fence) return;
@@ -316,7 +323,9 @@ ULN_EXPORT int uln_mr_dereg(struct uln_mr *mr)
     struct uln_key_entry *e = &ctx->keys[mr->index];
     /* Seq_cst: the key is gone before we read the hazard slots (see below). */
     atomic_store_explicit(&e->key, 0, memory_order_seq_cst);
-    dereg_fence(ctx);
+    /* A transient region's accessors announce with a seq_cst store (uln_hazard_light):
+     * the classic Dekker pair, no fence needed here. */
+    if (!(e->access & ULN_MR_TRANSIENT)) dereg_fence(ctx);
     wait_hazards(ctx, mr->index);
     ctx->regions[mr->index] = NULL;
     mr->dead = true;
@@ -365,7 +374,8 @@ int uln_key_enter(struct uln_ctx *ctx, int ep_index, uint64_t key, uint64_t off,
     struct uln_key_entry *e = &ctx->keys[idx];
     _Atomic uint32_t *hz = uln_inbox_hazard(ctx, ctx->rank, ep_index);
     /* Same protocol as a peer's direct access (a transport's direct path): announce, then check. */
-    uint64_t live = uln_hazard_enter(hz, (uint32_t)idx, ctx->hz_light, &e->key);
+    uint64_t live =
+        uln_hazard_enter(hz, (uint32_t)idx, uln_hazard_light(ctx->hz_light, e), &e->key);
     rc = uln_key_check(e, live, key, &off, len, need);
     if (rc) {
         uln_hazard_leave(hz);

@@ -404,7 +404,7 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
     const struct uln_key_entry *e = (const struct uln_key_entry *)(pp->inbox + h->keys_off) + idx;
     struct uln_ep_peer *epp = &ep->peers[peer];
     _Atomic uint32_t *hz = uln_inbox_hazard_at(pp->inbox, h, epp->me_there, epp->dst_ep);
-    bool light = hz_light(ctx, h);
+    bool light = uln_hazard_light(hz_light(ctx, h), e);
 
     /* Announce, then check (the hazard protocol with uln_mr_dereg): either
      * the owner sees us inside, or we see the key gone. While we are inside,
@@ -477,7 +477,7 @@ static int uln_shm_atomic(struct uln_ep *ep, int peer, const struct uln_atomic_r
     const struct uln_key_entry *e = (const struct uln_key_entry *)(pp->inbox + h->keys_off) + idx;
     struct uln_ep_peer *epp = &ep->peers[peer];
     _Atomic uint32_t *hz = uln_inbox_hazard_at(pp->inbox, h, epp->me_there, epp->dst_ep);
-    bool light = hz_light(ctx, h);
+    bool light = uln_hazard_light(hz_light(ctx, h), e);
     /* The hazard protocol of uln_shm_direct (with uln_mr_dereg). */
     uint64_t live = uln_hazard_enter(hz, (uint32_t)idx, light, &e->key);
     uint64_t off = r->offset; /* an address for a ULN_MR_VADDR region: made an offset */

@@ -11,9 +11,10 @@
  * sends the key; rank 0 streams 8-byte PUTs at it (every 4th an atomic
  * add), ULN_SILENT with a flush every few, as fast as it can. After a random
  * pause rank 1 deregisters, fills the region with FILL at once, and keeps
- * checking it while rank 0 is still streaming; rank 0 goes on until the
- * refusals come (-ENOKEY, every one of them), then a while longer, and says
- * it stopped. Any byte not FILL fails the round.
+ * checking it while rank 0 is still streaming (rounds 2-3 of every 4 with
+ * a ULN_MR_TRANSIENT region, whose dereg leaves the fence to its accessors); rank 0 goes on until
+ * the refusals come (-ENOKEY, every one of them), then a while longer, and says it stopped. Any
+ * byte not FILL fails the round.
  *
  *   ulnrun -n 2 it_dereg_race [rounds]
  */
@@ -49,8 +50,11 @@ static uint64_t take_nap(struct uln_cq *cq, size_t len)
 static bool owner_round(struct uln_ep *ep, struct uln_cq *cq, int round, uint64_t *rng)
 {
     struct t_region reg;
+    /* Every other pair of rounds the region is ULN_MR_TRANSIENT: its dereg
+     * does not fence, its accessors do. */
+    unsigned transient = round / 2 % 2 ? ULN_MR_TRANSIENT : 0;
     t_region_new(&J, &reg, round % 2 ? T_KIND_MALLOC : T_KIND_SHM, RLEN,
-                 ULN_ACCESS_REMOTE_WRITE | ULN_ACCESS_REMOTE_ATOMIC);
+                 ULN_ACCESS_REMOTE_WRITE | ULN_ACCESS_REMOTE_ATOMIC | transient);
     memset(reg.buf, 0, RLEN);
     send_key(ep, reg.key);
     /* 0 to ~500 us: early deregs race the first PUTs (the window's fill),
