@@ -94,6 +94,9 @@ void uln_cq_unbind(struct uln_cq *cq, struct uln_ep *ep)
         }
 }
 
+/* Polls in a row that may take waiting entries without a progress pass. */
+#define CQ_READY_POLLS 16u
+
 static void cq_progress(struct uln_cq *cq)
 {
     /* Round robin over the endpoints, starting one further each time, so that
@@ -114,10 +117,13 @@ ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)
         return -EBADF;
     }
     if (ULN_UNLIKELY(cq->armed)) cq_disarm(cq);
-    /* Always progress, even with entries waiting: the fast path completes
-     * posts straight into the CQ, so a rank that keeps posting would otherwise
-     * never take its peers' messages. */
-    cq_progress(cq);
+    /* Entries waiting (the fast path completes posts straight into the CQ):
+     * hand them over without a progress pass, the one cost a post-then-poll
+     * loop would otherwise pay each time - but not always, or a rank that
+     * keeps posting would never take its peers' messages or serve their
+     * requests: every CQ_READY_POLLS-th such poll still progresses. An empty
+     * CQ always progresses. */
+    if (cq->head == cq->tail || ++cq->ready_polls % CQ_READY_POLLS == 0) cq_progress(cq);
     int n = 0;
     while (n < max && cq->head != cq->tail)
         out[n++] = cq->ring[cq->head++ % cq->entries];

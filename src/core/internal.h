@@ -460,6 +460,7 @@ struct uln_cq {
     uint64_t head, tail;
     struct uln_ep *eps[64]; /* endpoints whose progress this CQ drives */
     unsigned n_eps, rr;
+    unsigned ready_polls; /* polls that found entries waiting and skipped progress */
     int efd;              /* uln_cq_fd's epoll set, -1 until asked for */
     int tfd;              /* ... and the timer in it (uln_cq_arm) */
     bool armed;           /* uln_cq_arm announced a sleep: the next call ends it */
