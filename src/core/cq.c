@@ -117,13 +117,17 @@ ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)
         return -EBADF;
     }
     if (ULN_UNLIKELY(cq->armed)) cq_disarm(cq);
-    /* Entries waiting (the fast path completes posts straight into the CQ):
-     * hand them over without a progress pass, the one cost a post-then-poll
-     * loop would otherwise pay each time - but not always, or a rank that
-     * keeps posting would never take its peers' messages or serve their
-     * requests: every CQ_READY_POLLS-th such poll still progresses. An empty
-     * CQ always progresses. */
-    if (cq->head == cq->tail || ++cq->ready_polls % CQ_READY_POLLS == 0) cq_progress(cq);
+    /* Entries waiting that this poll takes all of (the fast path completes
+     * posts straight into the CQ): hand them over without a progress pass,
+     * the one cost a post-then-poll loop would otherwise pay each time - but
+     * not always, or a rank that keeps posting would never take its peers'
+     * messages or serve their requests: every CQ_READY_POLLS-th such poll
+     * still progresses. An empty CQ, or one holding more than this poll
+     * takes (entries pile up: the rank posts faster than it polls), always
+     * progresses. */
+    uint64_t waiting = cq->tail - cq->head;
+    if (waiting == 0 || waiting > (uint64_t)max || ++cq->ready_polls % CQ_READY_POLLS == 0)
+        cq_progress(cq);
     int n = 0;
     while (n < max && cq->head != cq->tail)
         out[n++] = cq->ring[cq->head++ % cq->entries];
