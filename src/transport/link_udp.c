@@ -949,12 +949,15 @@ static void gro_wake(struct link_udp *io)
 }
 
 /* Our own wake-up: empty, from our address and port. The scope is not
- * compared: a link-local address sent to itself comes back through lo. */
+ * compared: a link-local address sent to itself comes back through lo. Not
+ * only while wake_out says one is on its way: loopback queues a datagram to
+ * the socket later, in a softirq, so a read may find the socket drained (and
+ * clear wake_out) before the wake-up lands. Nobody else sends from our port,
+ * so an empty datagram from it is always ours. */
 static bool is_wake(const struct link_udp *io, uint32_t b)
 {
     struct peer_key k;
-    if (!io->wake_out || io->gb[b].len != 0 || !sa_key(&io->gsa[b].sa, io->gsalen[b], &k))
-        return false;
+    if (io->gb[b].len != 0 || !sa_key(&io->gsa[b].sa, io->gsalen[b], &k)) return false;
     return k.port == io->wake_key.port && !memcmp(k.a, io->wake_key.a, 16);
 }
 
