@@ -216,18 +216,6 @@ int uln_engine_napv_now(struct uln_ep *ep, int peer, const struct iovec *iov, in
     return nap_sendv(ep, peer, iov, n, len) ? 0 : 1;
 }
 
-/* One PUT or GET done: the statistics. */
-static void count_rdma(struct uln_ep *ep, bool write, uint64_t len)
-{
-    if (write) {
-        ULN_COUNT(&ep->stats, puts, 1);
-        ULN_COUNT(&ep->stats, bytes_put, len);
-    } else {
-        ULN_COUNT(&ep->stats, gets, 1);
-        ULN_COUNT(&ep->stats, bytes_got, len);
-    }
-}
-
 /* Send a NAP at once, without a send-queue entry. Returns 0 when it went, 1
  * when it has to be queued (first use of the peer, or its ring is full). */
 int uln_engine_nap_now(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
@@ -249,7 +237,7 @@ int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, const struct io
         return 1;
     int rc = pp->tp->direct(ep, peer, write, local, nlocal, len, len, rkey, roff);
     if (ULN_UNLIKELY(rc == ULN_NO_DIRECT)) return 1;
-    if (rc == 0) count_rdma(ep, write, len);
+    if (rc == 0) uln_count_rdma(&ep->stats, write, len);
     return rc;
 }
 
@@ -353,7 +341,7 @@ static bool issue_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
             peer_wake(ep, s->peer);
             s->notified = 1;
         }
-        count_rdma(ep, true, s->len);
+        uln_count_rdma(&ep->stats, true, s->len);
         sqe_finish(ep, s, 0);
         return true;
     }
@@ -407,7 +395,7 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         if (!issue_direct(ep, s, budget)) return false;
         if (s->state == SQE_DONE) return true;
         if (!s->ring_path) {
-            count_rdma(ep, false, s->len);
+            uln_count_rdma(&ep->stats, false, s->len);
             sqe_finish(ep, s, 0);
             return true;
         }
@@ -725,7 +713,7 @@ void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op
         memcpy((uint8_t *)s->dst + s->issued + op_offset, data, n);
     s->received += n;
     if (s->received >= want) {
-        count_rdma(ep, false, s->len);
+        uln_count_rdma(&ep->stats, false, s->len);
         sqe_finish(ep, s, 0);
     }
 }
@@ -835,7 +823,7 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
         if (!s) break;
         int32_t st = peer_status(ep, a->status);
         /* puts/bytes_put count operations that succeeded, on every path. */
-        if (st == 0) count_rdma(ep, true, s->len);
+        if (st == 0) uln_count_rdma(&ep->stats, true, s->len);
         sqe_finish(ep, s, st);
         break;
     }

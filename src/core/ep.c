@@ -517,13 +517,7 @@ static inline __attribute__((always_inline)) int rdma_win(struct uln_ep *ep, str
     uln_hazard_leave(w->hz);
     pp->direct_ops++;
     ULN_COUNT(&ep->stats, cache_hits, w->mapped); /* the translation cache's front */
-    if (write) {
-        ULN_COUNT(&ep->stats, puts, 1);
-        ULN_COUNT(&ep->stats, bytes_put, len);
-    } else {
-        ULN_COUNT(&ep->stats, gets, 1);
-        ULN_COUNT(&ep->stats, bytes_got, len);
-    }
+    uln_count_rdma(&ep->stats, write, len);
     return 0;
 }
 

@@ -163,6 +163,18 @@ static inline void uln_hazard_leave(_Atomic uint32_t *hz)
     atomic_store_explicit(hz, 0, memory_order_release);
 }
 
+/* One PUT or GET done (every path: direct, the window, the ring, udp). */
+static inline void uln_count_rdma(struct uln_stats *s, bool write, uint64_t len)
+{
+    if (write) {
+        ULN_COUNT(s, puts, 1);
+        ULN_COUNT(s, bytes_put, len);
+    } else {
+        ULN_COUNT(s, gets, 1);
+        ULN_COUNT(s, bytes_got, len);
+    }
+}
+
 static inline void uln_count_refusal(struct uln_stats *s, int rc)
 {
     if (rc == -ENOKEY)
