@@ -1274,8 +1274,10 @@ static int open_plain(const struct uln_link_udp_cfg *cfg, struct uln_link **out)
     return 0;
 }
 
-/* With cfg->fault: the socket link without GSO and GRO (each datagram needs
- * a decision of its own), wrapped in the fault injector. */
+/* With cfg->fault: the socket link wrapped in the fault injector. GSO and GRO
+ * stay on: the injector decides each packet's fate before the socket link
+ * gathers what survives into GSO runs, so a run carries only packets that
+ * were meant to leave, and loss is measured on the path jobs really take. */
 int uln_link_udp_open(const struct uln_link_udp_cfg *cfg_in, struct uln_link **out)
 {
     struct uln_link_udp_cfg cfg;
@@ -1289,7 +1291,6 @@ int uln_link_udp_open(const struct uln_link_udp_cfg *cfg_in, struct uln_link **o
         return -EINVAL;
     }
     bool fault = uln_link_fault_any(&f);
-    if (fault) cfg.no_gso = cfg.no_gro = true;
     struct uln_link *l;
     int rc = open_plain(&cfg, &l);
     if (rc || !fault) {

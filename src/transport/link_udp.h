@@ -50,8 +50,8 @@ struct uln_link_udp_cfg {
     bool no_gro;           /* never use UDP_GRO (ULN_UDP_GRO=0) */
     const char *fault;     /* NULL or "": no faults; else a spec (link_fault.h) and
                               the socket is opened wrapped in the fault injector,
-                              without GSO and GRO: each datagram needs its own
-                              decision (ULN_FAULT) */
+                              which decides each datagram's fate before GSO
+                              gathers the survivors (ULN_FAULT) */
     bool adopt;            /* use `fd`, a UDP socket already bound by the caller (who
                               reserved its port); addr and port are then ignored */
     int fd;                /* with adopt: the link owns it from then on, and closes it */
