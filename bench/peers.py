@@ -188,6 +188,23 @@ def parse_sockperf(text):
     return r
 
 
+def parse_sockperf_tp(text):
+    """A `sockperf throughput` run, client and server output together: the
+    messages the client sent, over how many seconds, and the messages the
+    server received (it prints that only when ended by SIGINT). rate_Mmsgps
+    is the received count over the client's time: delivered messages, as
+    ulnperf's rate counts. None when either count is missing."""
+    t = _ANSI.sub("", text)
+    sent = re.search(r"Total of ([0-9]+) messages sent in ([0-9.]+) sec", t)
+    got = re.search(r"Total ([0-9]+) messages received", t)
+    if not sent or not got or float(sent.group(2)) <= 0:
+        return None
+    secs = float(sent.group(2))
+    return {"sent": int(sent.group(1)), "secs": secs, "received": int(got.group(1)),
+            "rate_Mmsgps": int(got.group(1)) / secs / 1e6,
+            "sent_Mmsgps": int(sent.group(1)) / secs / 1e6}
+
+
 def sockperf_error(text):
     """Why a sockperf run gave no statistics, in one line, or None."""
     t = _ANSI.sub("", text)

@@ -170,6 +170,18 @@ class Sockperf(unittest.TestCase):
         self.assertIsNone(peers.parse_sockperf(sample("sockperf_bad_size.txt")))
         self.assertIn("Invalid message size: 8 (min: 14)", peers.sockperf_error(sample("sockperf_bad_size.txt")))
         self.assertIsNone(peers.parse_sockperf(""))
+        self.assertIsNone(peers.parse_sockperf_tp(sample("sockperf_udp_spin_14.txt")))
+
+    def test_throughput_counts_what_the_server_received(self):
+        r = peers.parse_sockperf_tp(sample("sockperf_udp_tp_14.txt"))
+        # client: "Total of 168493 messages sent in 2.001 sec";
+        # server: "Total 132757 messages received and handled"
+        self.assertEqual((r["sent"], r["received"]), (168493, 132757))
+        self.assertAlmostEqual(r["rate_Mmsgps"], 132757 / 2.001 / 1e6)
+        self.assertAlmostEqual(r["sent_Mmsgps"], 168493 / 2.001 / 1e6)
+        # the client's part alone (a server ended without SIGINT) has no figure
+        text = sample("sockperf_udp_tp_14.txt")
+        self.assertIsNone(peers.parse_sockperf_tp(text[:text.index("[SERVER]")]))
         self.assertIsNone(peers.sockperf_error(sample("sockperf_udp_spin_14.txt")))
 
 
