@@ -51,6 +51,7 @@ static void *serve(void *arg)
     struct ulnfi_names *n = arg;
     struct pollfd p[2] = {{.fd = n->lfd, .events = POLLIN}, {.fd = n->stop, .events = POLLIN}};
     for (;;) {
+        p[0].revents = p[1].revents = 0; /* poll leaves them as they were when interrupted */
         if (poll(p, 2, -1) < 0 && errno != EINTR) break;
         if (p[1].revents) break;
         if (!(p[0].revents & POLLIN)) continue;
