@@ -9,13 +9,13 @@
  *
  * Server and client: the client's name travels in its first message; tagged
  * messages both ways, eager and rendezvous sizes, every byte checked; the
- * client's fi_av_insertsvc finds the same name as fi_getinfo. Then the
- * server closes its endpoint and opens another at the same index, publishing
- * on the same port: the client, still holding the old name, sends to it an
- * eager message and a rendezvous one, then to the new name (looked up again)
- * an eager one. The new endpoint must see only the last (NAPs from one
- * endpoint arrive in order, so the stale ones came first), and the stale
- * rendezvous send must fail with FI_ECONNRESET.
+ * client's fi_av_insertsvc (and fi_av_insertsym) finds the same name as
+ * fi_getinfo. Then the server closes its endpoint and opens another at the
+ * same index, publishing on the same port: the client, still holding the old
+ * name, sends to it an eager message and a rendezvous one, then to the new
+ * name (looked up again) an eager one. The new endpoint must see only the
+ * last (NAPs from one endpoint arrive in order, so the stale ones came
+ * first), and the stale rendezvous send must fail with FI_ECONNRESET.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -210,6 +210,15 @@ static int client(const char *host, const char *port)
     CHECK(fi_av_insertsvc(s.av, host, port, &fresh, 0, NULL) == 1);
     OK(fi_av_lookup(s.av, fresh, b, &bl));
     CHECK(memcmp(a, b, 64)); /* a new life: another name */
+    /* fi_av_insertsym: the port and the next (nothing there: refused after
+     * the lookup's timeout), one node: one in, one FI_ADDR_NOTAVAIL */
+    fi_addr_t sym[2];
+    char c[64];
+    size_t cl = sizeof(c);
+    CHECK(fi_av_insertsym(s.av, host, 1, port, 2, sym, 0, NULL) == 1);
+    CHECK(sym[1] == FI_ADDR_NOTAVAIL);
+    OK(fi_av_lookup(s.av, sym[0], c, &cl));
+    CHECK(!memcmp(b, c, 64));
     /* to the old name: an eager message, dropped; a rendezvous, failed */
     send_wait(&s, "stale", 6, srv, T_AFTER);
     int ctx;
