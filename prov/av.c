@@ -7,6 +7,8 @@
  * any endpoint. A malformed address, or one no transport reaches, gets
  * FI_ADDR_NOTAVAIL (and -FI_EINVAL when none went in, as fi_av(3) asks).
  */
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,11 +63,10 @@ static int grow(struct ulnfi_av *av)
 /* The ulnet peer id of a name, or a negative errno. */
 static int insert_one(struct ulnfi_av *av, const struct ulnfi_addr *a)
 {
-    if (a->magic != ULNFI_ADDR_MAGIC || a->version != ULNFI_ADDR_VERSION ||
-        a->ulen > sizeof(a->uaddr))
-        return -EADDRNOTAVAIL;
+    int rc = ulnfi_name_check(a);
+    if (rc) return rc;
     int peer;
-    int rc = uln_peer_insert(av->dom->ctx, a->uaddr, a->ulen, a->ep, &peer);
+    rc = uln_peer_insert(av->dom->ctx, a->uaddr, a->ulen, a->ep, &peer);
     return rc ? rc : peer;
 }
 
@@ -100,15 +101,60 @@ static int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr
     return ok ? ok : (count ? -FI_EINVAL : 0);
 }
 
-static int av_insertsvc(struct fid_av *av, const char *node, const char *service,
+/* fi_av(3): one address, found by the name service at node:service. */
+static int av_insertsvc(struct fid_av *fav, const char *node, const char *service,
                         fi_addr_t *fi_addr, uint64_t flags, void *context)
 {
-    return -FI_ENOSYS;
+    if (flags & ~(uint64_t)FI_MORE) return -FI_EBADFLAGS;
+    if (!node || !service) return -FI_EINVAL;
+    struct ulnfi_addr a;
+    if (ulnfi_names_lookup(node, service, &a)) {
+        if (fi_addr) *fi_addr = FI_ADDR_NOTAVAIL;
+        return -FI_EINVAL; /* none inserted: fi_av(3)'s failure without an EQ */
+    }
+    return av_insert(fav, &a, 1, fi_addr, flags, context);
 }
-static int av_insertsym(struct fid_av *av, const char *node, size_t nodecnt, const char *service,
+
+/* The i-th of a symmetric range: an IPv4 literal counts up its address, a
+ * name ending in digits its number, keeping the width (node09, node10). */
+static int sym_node(const char *base, size_t i, char *out, size_t n)
+{
+    struct in_addr ip;
+    if (inet_pton(AF_INET, base, &ip) == 1) {
+        ip.s_addr = htonl(ntohl(ip.s_addr) + (uint32_t)i);
+        return inet_ntop(AF_INET, &ip, out, (socklen_t)n) ? 0 : -FI_EINVAL;
+    }
+    size_t len = strlen(base), d = len;
+    while (d && isdigit((unsigned char)base[d - 1]))
+        d--;
+    if (d == len) return i ? -FI_EINVAL : (snprintf(out, n, "%s", base) < (int)n ? 0 : -FI_EINVAL);
+    unsigned long v = strtoul(base + d, NULL, 10) + i;
+    int w = snprintf(out, n, "%.*s%0*lu", (int)d, base, (int)(len - d), v);
+    return w > 0 && (size_t)w < n ? 0 : -FI_EINVAL;
+}
+
+/* fi_av(3): nodecnt nodes times svccnt services, node-major; each by
+ * insertsvc. Returns how many went in. */
+static int av_insertsym(struct fid_av *fav, const char *node, size_t nodecnt, const char *service,
                         size_t svccnt, fi_addr_t *fi_addr, uint64_t flags, void *context)
 {
-    return -FI_ENOSYS;
+    if (flags & ~(uint64_t)FI_MORE) return -FI_EBADFLAGS;
+    if (!node || !service || !nodecnt || !svccnt) return -FI_EINVAL;
+    char *end;
+    unsigned long port = strtoul(service, &end, 10);
+    if (*end || !port || port + svccnt - 1 > 65535) return -FI_EINVAL;
+    int ok = 0;
+    for (size_t i = 0; i < nodecnt; i++)
+        for (size_t k = 0; k < svccnt; k++) {
+            char h[256], s[8];
+            fi_addr_t *slot = fi_addr ? &fi_addr[i * svccnt + k] : NULL;
+            snprintf(s, sizeof(s), "%lu", port + k);
+            int rc = sym_node(node, i, h, sizeof(h));
+            if (!rc) rc = av_insertsvc(fav, h, s, slot, flags, context);
+            if (rc < 0 && slot) *slot = FI_ADDR_NOTAVAIL;
+            ok += rc > 0;
+        }
+    return ok ? ok : -FI_EINVAL;
 }
 
 static int av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count, uint64_t flags)
@@ -147,8 +193,9 @@ static const char *av_straddr(struct fid_av *fav, const void *addr, char *buf, s
     char u[160] = "not a ulnet address";
     if (a->magic == ULNFI_ADDR_MAGIC && a->ulen <= ULN_ADDR_MAX)
         uln_addr_str(a->uaddr, a->ulen, u, sizeof u); /* says what ulnet knows of it */
-    char s[192];
-    int n = snprintf(s, sizeof(s), "ulnet ep %u, %s", (unsigned)a->ep, u);
+    char s[200];
+    int n =
+        snprintf(s, sizeof(s), "ulnet ep %u, %s, life %u", (unsigned)a->ep, u, (unsigned)a->gen);
     if (*len) {
         size_t c = (size_t)n < *len - 1 ? (size_t)n : *len - 1;
         memcpy(buf, s, c);
@@ -213,6 +260,11 @@ int ulnfi_av_peer(struct ulnfi_ep *ep, fi_addr_t addr, int *peer)
     if (!av || addr >= av->count || !av->used[addr]) return -FI_EINVAL;
     *peer = av->peer[addr];
     return 0;
+}
+
+uint16_t ulnfi_av_gen(struct ulnfi_ep *ep, fi_addr_t addr)
+{
+    return ep->av->tab[addr].gen;
 }
 
 fi_addr_t ulnfi_av_src(struct ulnfi_av *av, int peer)

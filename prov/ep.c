@@ -3,6 +3,7 @@
  * once the CQs are known), names, cancel, options, and the life of the
  * operations they post.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,43 @@
 
 #define ULNFI_MAX_RECV  8192
 #define ULNFI_MAX_UNEXP 16384
+
+/* Lives of endpoint indices, process-wide (one ulnet context per process):
+ * each enable takes the next, so a name kept from an earlier endpoint at the
+ * same index (2^16 - 1 lives ago at the nearest) does not reach this one.
+ * Relaxed: only distinctness matters, not order with anything else. */
+static _Atomic uint32_t ep_lives;
+
+static uint16_t next_gen(void)
+{
+    uint16_t g;
+    while (!(g = (uint16_t)(atomic_fetch_add_explicit(&ep_lives, 1, memory_order_relaxed) + 1)))
+        ; /* 0 is no life: names of endpoints never carry it */
+    return g;
+}
+
+/* An EAGER or RTS for another life of this index: ulnet delivers what peers
+ * post to the index, and a peer that kept a closed endpoint's name posts to
+ * whichever endpoint holds the index now. Refused and counted; a rendezvous
+ * sender waits for an ACK, so it gets one that fails its send. */
+bool ulnfi_ep_stale(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, const void *p,
+                    size_t plen)
+{
+    if (h->dgen == ep->gen) return false;
+    if (!ep->stale_refused++)
+        FI_INFO(&ulnfi_prov, FI_LOG_EP_DATA,
+                "endpoint %d (life %u): refused a message for its life %u (a stale name)\n",
+                ep->index, (unsigned)ep->gen, (unsigned)h->dgen);
+    const struct ulnfi_rts *rts = p;
+    if (h->pkt == ULNFI_PKT_RTS && plen >= sizeof(rts->cookie)) {
+        struct ulnfi_hdr a = {.pkt = ULNFI_PKT_ACK,
+                              .flags = ULNFI_HF_ERR | ULNFI_HF_STALE,
+                              .seq = ep->tx_seq[peer],
+                              .data = rts->cookie};
+        if (!uln_nap(ep->uep, peer, &a, sizeof(a), 0, ULN_INLINE | ULN_SILENT)) ep->tx_seq[peer]++;
+    }
+    return true;
+}
 
 struct ulnfi_op *ulnfi_op_get(struct ulnfi_ep *ep, size_t buf_len)
 {
@@ -169,6 +207,20 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
     }
 }
 
+/* What fi_getname gives and the name service publishes. */
+static int make_name(struct ulnfi_ep *ep, struct ulnfi_addr *a)
+{
+    *a = (struct ulnfi_addr){.magic = ULNFI_ADDR_MAGIC,
+                             .version = ULNFI_ADDR_VERSION,
+                             .ep = (uint8_t)ep->index,
+                             .gen = ep->gen};
+    size_t ulen = sizeof(a->uaddr);
+    int rc = uln_addr(ep->dom->ctx, a->uaddr, &ulen);
+    if (rc) return ulnfi_errno(rc);
+    a->ulen = (uint8_t)ulen;
+    return 0;
+}
+
 static int ep_enable(struct ulnfi_ep *ep)
 {
     struct ulnfi_domain *d = ep->dom;
@@ -207,6 +259,18 @@ static int ep_enable(struct ulnfi_ep *ep)
         uln_ep_close(ep->uep);
         ep->uep = NULL;
         return -FI_ENOSPC;
+    }
+    ep->gen = next_gen();
+    const struct ulnfi_addr *src = ep->info->src_addr;
+    if (src && ep->info->src_addrlen == sizeof(*src) && src->flags & ULNFI_AF_SVC) {
+        struct ulnfi_addr name;
+        rc = make_name(ep, &name);
+        if (!rc) rc = ulnfi_names_start(ep, src, &name);
+        if (rc) {
+            uln_ep_close(ep->uep);
+            ep->uep = NULL;
+            return rc;
+        }
     }
     d->eps[ep->index] = ep;
     d->live[d->nlive++] = ep;
@@ -268,6 +332,7 @@ static int ep_close(struct fid *fid)
 {
     struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
     struct ulnfi_domain *d = ep->dom;
+    ulnfi_names_stop(ep); /* first: a client must not learn a name about to go */
     ulnfi_lock(d);
     if (ep->uep) {
         /* ulnet completes what is outstanding with -ECANCELED: let progress
@@ -410,12 +475,9 @@ static int ep_getname(fid_t fid, void *addr, size_t *addrlen)
     struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
     /* The endpoint index is ulnet's, known once the endpoint is enabled. */
     if (!ep->enabled) return -FI_EOPBADSTATE;
-    struct ulnfi_addr a = {
-        .magic = ULNFI_ADDR_MAGIC, .version = ULNFI_ADDR_VERSION, .ep = (uint8_t)ep->index};
-    size_t ulen = sizeof(a.uaddr);
-    int rc = uln_addr(ep->dom->ctx, a.uaddr, &ulen);
-    if (rc) return ulnfi_errno(rc);
-    a.ulen = (uint8_t)ulen;
+    struct ulnfi_addr a;
+    int rc = make_name(ep, &a);
+    if (rc) return rc;
     size_t n = *addrlen;
     *addrlen = sizeof(a);
     if (n < sizeof(a)) return -FI_ETOOSMALL;

@@ -82,6 +82,9 @@ static void define_params(void)
     fi_param_define(&ulnfi_prov, "rndv_min", FI_PARAM_SIZE_T,
                     "messages of at least this size go by rendezvous (default: the switch-over "
                     "measured in docs/provider.md, capped by the eager limit)");
+    fi_param_define(&ulnfi_prov, "name_timeout_ms", FI_PARAM_SIZE_T,
+                    "how long fi_getinfo(node, service) and fi_av_insertsvc wait for a name "
+                    "service's answer, server start-up included (default 2000)");
 }
 
 FI_EXT_INI

@@ -121,8 +121,7 @@ static bool check_addr(const struct fi_info *h)
     if (h->addr_format != FI_FORMAT_UNSPEC) return false;
     if (h->dest_addr && h->dest_addrlen != sizeof(struct ulnfi_addr)) return false;
     if (h->src_addr && h->src_addrlen != sizeof(struct ulnfi_addr)) return false;
-    if (h->dest_addr && ((const struct ulnfi_addr *)h->dest_addr)->magic != ULNFI_ADDR_MAGIC)
-        return false;
+    if (h->dest_addr && ulnfi_name_check(h->dest_addr)) return false;
     return true;
 }
 
@@ -229,30 +228,58 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint
     return 0;
 }
 
-/* dest_addr: the hints'. src_addr: the hints' when they name one, else "this process, the endpoint
- * fi_endpoint will give": a name of ours whose context part is still empty
- * (ulen 0), which no AV accepts. The real one is fi_getname's once the
- * endpoint is enabled; the context that knows it opens only at fi_domain. */
-static int fill_addrs(struct fi_info *fi, const struct fi_info *h)
+/* Where the addresses come from: node and service when given (fi_getinfo(3):
+ * they take precedence over the hints'), else the hints'. */
+struct addrs {
+    struct ulnfi_addr src, dest;
+    bool has_dest;
+};
+
+/* src_addr: "this process, the endpoint fi_endpoint will give": a name of
+ * ours whose context part is still empty (ulen 0), which no AV accepts, and
+ * which may say where the endpoint is to publish its name (names.c). The
+ * real one is fi_getname's once the endpoint is enabled; the context that
+ * knows it opens only at fi_domain. dest_addr: a name, looked up or given. */
+static int fill_addrs(struct fi_info *fi, const struct addrs *ad)
 {
-    struct ulnfi_addr *a = calloc(1, sizeof(*a));
+    struct ulnfi_addr *a = malloc(sizeof(*a));
     if (!a) return -FI_ENOMEM;
-    if (h && h->src_addr) {
-        memcpy(a, h->src_addr, sizeof(*a));
-    } else {
-        a->magic = ULNFI_ADDR_MAGIC;
-        a->version = ULNFI_ADDR_VERSION;
-        a->ep = ULNFI_EP_ANY;
-    }
+    *a = ad->src;
     fi->src_addr = a;
     fi->src_addrlen = sizeof(*a);
-    if (h && h->dest_addr) { /* check_addr made sure it is one of ours */
+    if (ad->has_dest) {
         fi->dest_addr = malloc(sizeof(struct ulnfi_addr));
         if (!fi->dest_addr) return -FI_ENOMEM;
-        memcpy(fi->dest_addr, h->dest_addr, sizeof(struct ulnfi_addr));
+        memcpy(fi->dest_addr, &ad->dest, sizeof(struct ulnfi_addr));
         fi->dest_addrlen = sizeof(struct ulnfi_addr);
     }
     return 0;
+}
+
+/* fi_getinfo(3): with FI_SOURCE, node and service name the source, which
+ * for ulnet means where the endpoint publishes its name; without it, the
+ * destination, whose name the name service there gives (-FI_ENODATA when
+ * none answers: an info without the dest_addr asked for would silently do
+ * less). A source node alone publishes nothing: names come from fi_getname. */
+static int resolve(const char *node, const char *service, uint64_t flags, const struct fi_info *h,
+                   struct addrs *ad)
+{
+    memset(ad, 0, sizeof(*ad));
+    if (h && h->src_addr) {
+        memcpy(&ad->src, h->src_addr, sizeof(ad->src));
+    } else {
+        ad->src.magic = ULNFI_ADDR_MAGIC;
+        ad->src.version = ULNFI_ADDR_VERSION;
+        ad->src.ep = ULNFI_EP_ANY;
+    }
+    if (h && h->dest_addr) { /* check_addr made sure it is one of ours */
+        memcpy(&ad->dest, h->dest_addr, sizeof(ad->dest));
+        ad->has_dest = true;
+    }
+    if (flags & FI_SOURCE) return service ? ulnfi_names_source(node, service, &ad->src) : 0;
+    if (!node && !service) return 0;
+    ad->has_dest = true;
+    return ulnfi_names_lookup(node, service, &ad->dest);
 }
 
 int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
@@ -283,26 +310,18 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
             return -FI_ENODATA;
         }
     }
-    /* A destination by node name (no FI_SOURCE) would have to come back as
-     * dest_addr, and ulnet has no name service to make a ulnet address (with
-     * its key) out of a host name: an info without dest_addr would silently
-     * do less, so there is none. A source node or service is accepted and
-     * binds nothing: names come from fi_getname. */
-    if (node && !(flags & FI_SOURCE)) {
-        FI_INFO(&ulnfi_prov, FI_LOG_CORE, "node %s: no name resolution, exchange fi_getname\n",
-                node);
-        return -FI_ENODATA;
-    }
-    (void)service;
+    struct addrs ad;
+    int rc = resolve(node, service, flags, hints, &ad);
+    if (rc) return rc;
 
     struct fi_info *fi = fi_allocinfo();
     if (!fi) return -FI_ENOMEM;
-    int rc = fill(fi, hints, caps, version);
+    rc = fill(fi, hints, caps, version);
     if (rc) {
         fi_freeinfo(fi);
         return rc;
     }
-    rc = fill_addrs(fi, hints);
+    rc = fill_addrs(fi, &ad);
     if (rc) {
         fi_freeinfo(fi);
         return rc;

@@ -65,6 +65,7 @@ ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
     struct ulnfi_hdr h = {.pkt = ULNFI_PKT_EAGER,
                           .flags = (tagged ? ULNFI_HF_TAGGED : 0) |
                                    (flags & FI_REMOTE_CQ_DATA ? ULNFI_HF_DATA : 0),
+                          .dgen = ulnfi_av_gen(ep, dest),
                           .seq = ep->tx_seq[peer],
                           .tag = tag,
                           .data = data};
@@ -310,9 +311,10 @@ static bool rx_one(struct ulnfi_ep *ep, const struct uln_cqe *c)
     ep->rx_seq[c->peer] = h->seq + 1;
     const void *p = (const uint8_t *)c->data + sizeof(*h);
     size_t plen = c->len - sizeof(*h);
+    bool msg = h->pkt == ULNFI_PKT_EAGER || h->pkt == ULNFI_PKT_RTS;
     if (h->pkt == ULNFI_PKT_ACK) {
         ulnfi_rndv_ack(ep, c->peer, h);
-    } else if ((h->pkt == ULNFI_PKT_EAGER || h->pkt == ULNFI_PKT_RTS) &&
+    } else if (msg && !ulnfi_ep_stale(ep, c->peer, h, p, plen) &&
                !arrive(ep, c->peer, h, p, plen)) {
         ep->rx_seq[c->peer] = seq; /* it comes again */
         return false;

@@ -100,7 +100,9 @@ void ulnfi_rndv_ack(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h)
     struct ulnfi_op *op = ep->rndv_slot[s];
     if (!op || ep->rndv_gen[s] != gen || op->peer != peer) return;
     slot_put(ep, op);
-    if (h->flags & ULNFI_HF_ERR && !op->status) op->status = -EIO;
+    /* STALE: the request named an endpoint closed since, as if its peer had died */
+    if (h->flags & ULNFI_HF_ERR && !op->status)
+        op->status = h->flags & ULNFI_HF_STALE ? -ECONNRESET : -EIO;
     if (--op->pending == 0) ulnfi_op_complete(op);
 }
 

@@ -45,22 +45,8 @@ extern struct fi_provider ulnfi_prov;
 
 #define ulnfi_container(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
 
-/* ---- address: what fi_getname returns and fi_av_insert takes ---------------------------
- * Versioned and opaque to clients: the endpoint index and the context's
- * ulnet address (uln_addr: how to reach the process, its key, its life).
- * 64 bytes, FI_NAME_MAX, what clients such as Open MPI allocate. */
-#define ULNFI_ADDR_MAGIC   0x756c6e66u /* "ulnf" */
-#define ULNFI_ADDR_VERSION 2
-struct ulnfi_addr {
-    uint32_t magic;
-    uint8_t version;
-    uint8_t ep;   /* ulnet endpoint index */
-    uint8_t ulen; /* bytes of uaddr in use */
-    uint8_t resv; /* zero */
-    uint8_t uaddr[ULN_ADDR_MAX];
-};
-#define ULNFI_EP_ANY 0xff /* fi_getinfo's src_addr: no endpoint yet (info.c) */
-_Static_assert(sizeof(struct ulnfi_addr) == 64, "address size is part of the wire");
+/* ---- address: what fi_getname returns and fi_av_insert takes (names.h) ------------- */
+#include "names.h"
 
 /* ---- the header in front of every NAP the provider sends ----------------------------- */
 enum ulnfi_pkt {
@@ -72,11 +58,12 @@ enum ulnfi_pkt {
 #define ULNFI_HF_TAGGED 0x1u
 #define ULNFI_HF_DATA   0x2u /* hdr.data is remote CQ data */
 #define ULNFI_HF_ERR    0x4u /* ACK: the receiver could not read the data */
+#define ULNFI_HF_STALE  0x8u /* ACK: with ERR, the request named an earlier life of the endpoint */
 struct ulnfi_hdr {
     uint8_t pkt;
     uint8_t flags;
-    uint16_t resv;
-    uint32_t seq; /* per (endpoint, peer), checked by the receiver: NAPs are ordered */
+    uint16_t dgen; /* EAGER, RTS: the destination endpoint's life (ulnfi_addr.gen), checked */
+    uint32_t seq;  /* per (endpoint, peer), checked by the receiver: NAPs are ordered */
     uint64_t tag;
     uint64_t data;
 };
@@ -299,6 +286,9 @@ struct ulnfi_ep {
     uint64_t rndv_watch_at; /* next look at their peers (ns, ulnfi_rndv_watch) */
     uint32_t rndv_gen[ULNFI_RNDV_SLOTS];
     uint32_t rndv_next;
+    uint16_t gen;              /* this life of the index: names carry it, arrivals must show it */
+    uint64_t stale_refused;    /* messages for an earlier life of the index (ulnfi_ep_stale) */
+    struct ulnfi_names *names; /* the name service, when the endpoint publishes its name */
 };
 
 /* Flag of the fi_inject* calls, which complete with no CQ entry (fi_msg(3)).
@@ -338,6 +328,7 @@ void ulnfi_progress(struct ulnfi_domain *d);
 
 /* av.c */
 int ulnfi_av_peer(struct ulnfi_ep *ep, fi_addr_t addr, int *rank);
+uint16_t ulnfi_av_gen(struct ulnfi_ep *ep, fi_addr_t addr); /* after ulnfi_av_peer succeeded */
 fi_addr_t ulnfi_av_src(struct ulnfi_av *av, int rank);
 
 /* cq.c / cntr.c */
@@ -356,6 +347,20 @@ void ulnfi_recv_report(struct ulnfi_ep *ep, const struct ulnfi_match_recv *r, ui
                        size_t len, size_t olen, uint64_t data, uint64_t tag, fi_addr_t src,
                        void *buf, int status);
 void ulnfi_retry_add(struct ulnfi_ep *ep, struct ulnfi_op *op);
+/* A message (EAGER or RTS) for an earlier life of the endpoint's index: true
+ * when refused (counted; a rendezvous sender is told by an error ACK). */
+bool ulnfi_ep_stale(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, const void *p,
+                    size_t plen);
+
+/* names.c: the name service (fi_getinfo with a service, fi_av_insertsvc) */
+int ulnfi_names_start(struct ulnfi_ep *ep, const struct ulnfi_addr *src,
+                      const struct ulnfi_addr *name);
+void ulnfi_names_stop(struct ulnfi_ep *ep);
+/* The name published at node:service (node NULL: this host), or -FI_ENODATA
+ * with an FI_INFO line saying why. */
+int ulnfi_names_lookup(const char *node, const char *service, struct ulnfi_addr *out);
+/* A source to publish at: node (NULL: every address) and service into src. */
+int ulnfi_names_source(const char *node, const char *service, struct ulnfi_addr *src);
 
 /* msg.c / tagged.c */
 ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,

@@ -10,6 +10,7 @@
  * tests/fuzz/run.sh --seeds regenerates tests/fuzz/corpus/ with it.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "core/wire.h"
 #include "udp_wire.h"
 #include "../frame_sums.h"
+#include "names.h"
 
 /* Record modifiers, as the targets define them. */
 #define M_TAG   0x01u
@@ -488,6 +490,42 @@ static void addr_seeds(void)
     address("udp4", false, 4);
 }
 
+/* ---- fuzz_fi_name ---------------------------------------------------------------- */
+
+/* A name service answer (prov/names.h) around the address address() made
+ * last (still in `in`), of endpoint ep in its life gen; cut to len bytes. */
+static void name_answer(const char *name, uint8_t ep, uint16_t gen, uint8_t flags, size_t len)
+{
+    struct ulnfi_names_msg m = {.magic = htonl(ULNFI_NAMES_MAGIC),
+                                .version = htons(ULNFI_NAMES_VERSION),
+                                .len = htons(sizeof(struct ulnfi_addr)),
+                                .name = {.magic = ULNFI_ADDR_MAGIC,
+                                         .version = ULNFI_ADDR_VERSION,
+                                         .ep = ep,
+                                         .flags = flags,
+                                         .gen = gen}};
+    if (ep != ULNFI_EP_ANY) {
+        m.name.ulen = (uint8_t)in[2];
+        memcpy(m.name.uaddr, in, in[2]);
+    }
+    memcpy(in, &m, sizeof(m));
+    in_len = len;
+    save("fuzz_fi_name", name);
+}
+
+static void name_seeds(void)
+{
+    address("shm-udp4", true, 4);
+    name_answer("shm-udp4", 0, 1, 0, sizeof(struct ulnfi_names_msg));
+    address("shm-udp6", true, 6);
+    name_answer("shm-udp6", 3, 7, 0, sizeof(struct ulnfi_names_msg));
+    address("udp4", false, 4);
+    name_answer("udp4", 63, 65535, 0, sizeof(struct ulnfi_names_msg));
+    /* refused: a source (fi_getinfo's src_addr) is no endpoint's name; cut short */
+    name_answer("source-name", ULNFI_EP_ANY, 0, ULNFI_AF_SVC, sizeof(struct ulnfi_names_msg));
+    name_answer("short", ULNFI_EP_ANY, 0, ULNFI_AF_SVC, 28);
+}
+
 /* ---- fuzz_xdp_frame -------------------------------------------------------------- */
 
 /* mods, then an Ethernet/IPv4/UDP frame from 10.0.0.1:4660 to the target's
@@ -539,6 +577,7 @@ int main(int argc, char **argv)
     udp_regressions();
     engine_seeds();
     addr_seeds();
+    name_seeds();
     frame_seeds();
     return 0;
 }

@@ -9,7 +9,7 @@
 #                                  each on this machine: not for CI)
 #   tests/fuzz/run.sh --seeds      rewrite tests/fuzz/corpus/*/seed-* from gen_seeds.c
 #   ... [target ...]               only these targets (fuzz_udp_rx, fuzz_engine_rx,
-#                                  fuzz_addr, fuzz_xdp_frame)
+#                                  fuzz_addr, fuzz_xdp_frame, fuzz_fi_name)
 #
 # Each target starts from its committed corpus (tests/fuzz/corpus/<target>:
 # seeds and regression inputs, read only) plus what earlier runs found
@@ -39,7 +39,7 @@ while (($#)); do
     esac
     shift
 done
-((${#targets[@]})) || targets=(fuzz_udp_rx fuzz_engine_rx fuzz_addr fuzz_xdp_frame)
+((${#targets[@]})) || targets=(fuzz_udp_rx fuzz_engine_rx fuzz_addr fuzz_xdp_frame fuzz_fi_name)
 
 build=$root/build-fuzz
 CC=clang cmake -S . -B "$build" -G Ninja -DULN_FUZZ=ON -DULN_WERROR=ON \

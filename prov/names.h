@@ -1,0 +1,66 @@
+/*
+ * names.h - the provider's endpoint name (what fi_getname returns and
+ * fi_av_insert takes) and the answer of its name service (names.c), which
+ * carries one name to a client that knows a host and a port. Needs neither
+ * libfabric nor a context: the fuzz target tests/fuzz/fuzz_fi_name feeds
+ * ulnfi_name_parse what a network peer could send.
+ */
+#ifndef ULNFI_NAMES_H
+#define ULNFI_NAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ulnet.h"
+
+/* Versioned and opaque to clients: the endpoint index and its life (gen),
+ * and the context's ulnet address (uln_addr: how to reach the process, its
+ * key, its life). 64 bytes, FI_NAME_MAX, what clients such as Open MPI
+ * allocate. Version 3 added gen, which took two bytes of the magic. */
+#define ULNFI_ADDR_MAGIC   0x6675u /* "uf" */
+#define ULNFI_ADDR_VERSION 3
+struct ulnfi_addr {
+    uint16_t magic;
+    uint8_t version;
+    uint8_t ep;    /* ulnet endpoint index */
+    uint8_t ulen;  /* bytes of uaddr in use */
+    uint8_t flags; /* ULNFI_AF_* */
+    uint16_t gen;  /* the endpoint's life: never 0 in a name of an endpoint */
+    uint8_t uaddr[ULN_ADDR_MAX];
+};
+_Static_assert(sizeof(struct ulnfi_addr) == 64, "address size is part of the wire");
+#define ULNFI_EP_ANY 0xff /* fi_getinfo's src_addr: no endpoint yet (info.c) */
+
+/* fi_getinfo(node, service, FI_SOURCE)'s src_addr: no endpoint yet (ep
+ * ULNFI_EP_ANY, ulen 0), and uaddr holds where the endpoint made from it
+ * publishes its name (names.c): a port and an address (all zero: any). */
+#define ULNFI_AF_SVC 0x1u
+struct ulnfi_svc {
+    uint16_t port;  /* network order */
+    uint8_t family; /* 4 or 6 */
+    uint8_t resv;
+    uint8_t ip[16];
+};
+_Static_assert(sizeof(struct ulnfi_svc) <= ULN_ADDR_MAX, "a service fits a name's uaddr");
+
+/* The name service's answer: a magic, a version, the name's length, the
+ * name; then the server closes the connection. Integers in network order. */
+#define ULNFI_NAMES_MAGIC   0x554c4e53u /* "ULNS" */
+#define ULNFI_NAMES_VERSION 1
+struct ulnfi_names_msg {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t len; /* sizeof(struct ulnfi_addr) */
+    struct ulnfi_addr name;
+};
+
+/* Is a an endpoint's name, well formed (what fi_av_insert accepts)? */
+int ulnfi_name_check(const struct ulnfi_addr *a);
+/* An answer of n bytes into *out: 0, or -EPROTO (not a ulnet name service,
+ * another version, a length that is not a name's) or -EADDRNOTAVAIL (the
+ * name inside is malformed). */
+int ulnfi_name_parse(const void *buf, size_t n, struct ulnfi_addr *out);
+/* The answer that carries name. */
+void ulnfi_name_answer(const struct ulnfi_addr *name, struct ulnfi_names_msg *m);
+
+#endif /* ULNFI_NAMES_H */

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# fi_names (fi_names.c): a server that publishes its name on a TCP port and a
+# client that finds it by host and port, as two unrelated processes; then a
+# stale name refused; then lookups that must fail in bounded time. With
+# --hosts, server and client run on two network-namespace hosts
+# (tests/netns/hosts.sh), so the data goes over udp. ULN_TRANSPORT from the
+# environment reaches both sides.
+# Usage: fi_names.sh PROGRAM PROVIDER_DIR [--hosts]      (77: no netns)
+set -euo pipefail
+prog=$1
+export FI_PROVIDER_PATH=$2 FI_PROVIDER=ulnet
+hosts=${3:-}
+here=$(cd "$(dirname "$0")" && pwd)
+H=$here/../netns/hosts.sh
+pass=(FI_PROVIDER_PATH="$FI_PROVIDER_PATH" FI_PROVIDER=ulnet)
+[[ -n ${ULN_TRANSPORT:-} ]] && pass+=(ULN_TRANSPORT="$ULN_TRANSPORT")
+run_srv() { "$@"; }
+run_cli() { "$@"; }
+srv_addr=127.0.0.1
+work=$(mktemp -d)
+cleanup() { rm -rf "$work"; }
+trap cleanup EXIT
+if [[ $hosts == --hosts ]]; then
+    "$H" probe || { echo "cannot make network namespaces: skipped"; exit 77; }
+    set -a
+    eval "$("$H" up 2)"
+    set +a
+    trap 'cleanup; "$H" down' EXIT
+    run_srv() { "$H" exec h0 env "${pass[@]}" "$@"; }
+    run_cli() { "$H" exec h1 env "${pass[@]}" "$@"; }
+    srv_addr=$ULNTEST_HOST_0
+fi
+port=$((20000 + RANDOM % 20000))
+run_srv timeout 120 "$prog" server "$port" >"$work/srv.out" 2>&1 &
+srv=$!
+# no sleep: the client's lookup retries while nothing listens yet
+if ! run_cli timeout 120 "$prog" client "$srv_addr" "$port" >"$work/cli.out" 2>&1; then
+    echo "client failed:"; cat "$work/cli.out"; echo "server:"; cat "$work/srv.out"
+    kill $srv 2>/dev/null || true
+    exit 1
+fi
+wait $srv || { echo "server failed:"; cat "$work/srv.out"; exit 1; }
+cat "$work/srv.out" "$work/cli.out"
+if [[ $hosts != --hosts ]]; then
+    FI_ULNET_NAME_TIMEOUT_MS=500 timeout 60 "$prog" refuse
+fi
