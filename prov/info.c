@@ -261,6 +261,19 @@ static int fill_addrs(struct fi_info *fi, const struct addrs *ad)
  * destination, whose name the name service there gives (-FI_ENODATA when
  * none answers: an info without the dest_addr asked for would silently do
  * less). A source node alone publishes nothing: names come from fi_getname. */
+/* Did the caller pick ulnet, in its hints or in FI_PROVIDER? A lookup asks
+ * the node's TCP port for a ulnet name: a client of another provider (whose
+ * fi_getinfo reaches every provider) must not pay a connect, maybe a wait for
+ * an answer that never comes, or have its own server's port dialled. */
+static bool chosen_by_name(const struct fi_info *h)
+{
+    if (h && h->fabric_attr && h->fabric_attr->prov_name &&
+        strstr(h->fabric_attr->prov_name, ULNFI_NAME))
+        return true;
+    const char *env = getenv("FI_PROVIDER");
+    return env && env[0] != '^' && strstr(env, ULNFI_NAME);
+}
+
 static int resolve(const char *node, const char *service, uint64_t flags, const struct fi_info *h,
                    struct addrs *ad)
 {
@@ -278,6 +291,12 @@ static int resolve(const char *node, const char *service, uint64_t flags, const 
     }
     if (flags & FI_SOURCE) return service ? ulnfi_names_source(node, service, &ad->src) : 0;
     if (!node && !service) return 0;
+    if (!chosen_by_name(h)) {
+        FI_INFO(&ulnfi_prov, FI_LOG_CORE,
+                "%s:%s: no name lookup unless ulnet is asked for by name\n", node ? node : "",
+                service ? service : "");
+        return -FI_ENODATA;
+    }
     ad->has_dest = true;
     return ulnfi_names_lookup(node, service, &ad->dest);
 }

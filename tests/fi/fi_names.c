@@ -299,7 +299,25 @@ static int refuse(void)
     refused(free_port, lim, "nothing listening");
     struct fake junk, mute;
     refused(fake_port(&junk, 0), lim, "not a name service");
-    refused(fake_port(&mute, 1), lim, "a server that never answers");
+    int mute_port = fake_port(&mute, 1);
+    refused(mute_port, lim, "a server that never answers");
+    /* A client that did not pick ulnet by name (hints or FI_PROVIDER) gets
+     * no lookup at all: its fi_getinfo reaches every provider, and must not
+     * wait on, or dial, a port that belongs to another one. The mute server
+     * would hold a lookup for the whole timeout. */
+    unsetenv("FI_PROVIDER"); /* libfabric read it at its start: ulnet stays the only one */
+    char mp[8];
+    snprintf(mp, sizeof(mp), "%d", mute_port);
+    struct fi_info *h = fic_hints(FI_TAGGED, NULL), *info = NULL;
+    free(h->fabric_attr->prov_name);
+    h->fabric_attr->prov_name = NULL;
+    double t0 = fic_now();
+    int rc = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", mp, 0, h, &info);
+    double took = fic_now() - t0;
+    printf("refuse: ulnet not named: %s after %.3f s\n", fi_strerror(-rc), took);
+    CHECK(rc == -FI_ENODATA && !info && took < 0.4);
+    fi_freeinfo(h);
+    setenv("FI_PROVIDER", "ulnet", 1);
     /* fi_av_insertsvc: the same lookups, the AV's failure */
     struct side s = {0};
     open_side(&s, NULL, NULL, 0);
