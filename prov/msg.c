@@ -131,7 +131,7 @@ ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
             ulnfi_progress(d);
             rc = send_eager(ep, peer, iov, count, len, &h, op, inject);
         }
-        rc = ulnfi_errno((int)rc);
+        if (rc) rc = ulnfi_errno((int)rc);
     }
     if (rc) {
         if (op) ulnfi_op_put(op);
@@ -277,7 +277,16 @@ static void deliver_eager(struct ulnfi_ep *ep, struct ulnfi_match *m, struct uln
     uint64_t fl = FI_RECV | op_class(m == &ep->mtag) | (msg->has_data ? FI_REMOTE_CQ_DATA : 0);
     void *buf = r->flags & FI_MULTI_RECV ? (uint8_t *)r->iov[0].iov_base + hit->offset : NULL;
     if (hit->recv_done && r->flags & FI_MULTI_RECV) fl |= FI_MULTI_RECV;
-    ulnfi_recv_report(ep, r, fl, n, olen, msg->data, msg->tag, msg->src, buf, 0);
+    if (olen) {
+        ulnfi_recv_report(ep, r, fl, n, olen, msg->data, msg->tag, msg->src, buf, 0);
+    } else {
+        /* Delivered whole, the case on every message's path: the entry is
+         * written here, as ulnfi_recv_report would, without the call and
+         * its error branches. */
+        if (ep->rx_cq && (!ep->rx_selective || (r->flags & FI_COMPLETION)))
+            ulnfi_cq_put(ep->rx_cq, r->context, fl, n, buf, msg->data, msg->tag, msg->src);
+        ulnfi_cntr_inc(ep->rx_cntr);
+    }
     if (hit->recv_done) ulnfi_match_recv_free(m, r);
 }
 
