@@ -29,7 +29,7 @@
 
 /* Where an entry is: in its pool's free list, in the matcher's queue, or
  * handed out to the provider. Checked by the free functions. */
-enum { ENTRY_FREE = 0, ENTRY_QUEUED, ENTRY_OUT };
+enum { ENTRY_FREE = 0, ENTRY_QUEUED, ENTRY_OUT, ENTRY_NEW /* ulnfi_match_recv_alloc's */ };
 
 #define RECV_OF(l)                                                                                 \
     ((struct ulnfi_match_recv *)((char *)(l)-offsetof(struct ulnfi_match_recv, link)))
@@ -348,20 +348,11 @@ static void recv_copy(struct ulnfi_match_recv *e, const struct ulnfi_match_recv 
     }
 }
 
-int ulnfi_match_post(struct ulnfi_match *m, const struct ulnfi_match_recv *r,
-                     struct ulnfi_match_hit *hit)
+/* A checked entry with its public fields set: match it or queue it. */
+static int post_entry(struct ulnfi_match *m, struct ulnfi_match_recv *e, size_t len,
+                      struct ulnfi_match_hit *hit)
 {
-    size_t len;
-    int ret = recv_check(r, &len);
-    hit_init(hit, NULL);
-    if (ret) {
-        m->stats.invalid++;
-        return ret;
-    }
-    struct ulnfi_match_recv *e = recv_get(m);
-    if (!e) return -FI_EAGAIN;
-    learn(m, r->ignore);
-    recv_copy(e, r);
+    learn(m, e->ignore);
     e->len = len;
     e->used = 0;
     e->min_multi = m->min_multi_recv;
@@ -387,6 +378,43 @@ int ulnfi_match_post(struct ulnfi_match *m, const struct ulnfi_match_recv *r,
     hit->recv_done = false;
     if (!msg) return ULNFI_MATCH_QUEUED;
     return ulnfi_match_pull(m, e, hit);
+}
+
+int ulnfi_match_post(struct ulnfi_match *m, const struct ulnfi_match_recv *r,
+                     struct ulnfi_match_hit *hit)
+{
+    size_t len;
+    int ret = recv_check(r, &len);
+    hit_init(hit, NULL);
+    if (ret) {
+        m->stats.invalid++;
+        return ret;
+    }
+    struct ulnfi_match_recv *e = recv_get(m);
+    if (!e) return -FI_EAGAIN;
+    recv_copy(e, r);
+    return post_entry(m, e, len, hit);
+}
+
+struct ulnfi_match_recv *ulnfi_match_recv_alloc(struct ulnfi_match *m)
+{
+    struct ulnfi_match_recv *e = recv_get(m);
+    if (e) e->state = ENTRY_NEW;
+    return e;
+}
+
+int ulnfi_match_post_entry(struct ulnfi_match *m, struct ulnfi_match_recv *e,
+                           struct ulnfi_match_hit *hit)
+{
+    size_t len;
+    int ret = e->state == ENTRY_NEW ? recv_check(e, &len) : -FI_EINVAL;
+    if (ret) {
+        m->stats.invalid++;
+        if (e->state == ENTRY_NEW) recv_put(m, e);
+        hit_init(hit, NULL);
+        return ret;
+    }
+    return post_entry(m, e, len, hit);
 }
 
 int ulnfi_match_pull(struct ulnfi_match *m, struct ulnfi_match_recv *r, struct ulnfi_match_hit *hit)

@@ -220,20 +220,6 @@ ssize_t ulnfi_recv(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
 {
     if (count > ULNFI_IOV_LIMIT || (count && !iov)) return -FI_EINVAL;
     if ((flags & FI_MULTI_RECV) && tagged) return -FI_EINVAL;
-    /* Field by field, not an initializer: that would zero all four cache
-     * lines of r for every receive; the matcher reads only what is set. */
-    struct ulnfi_match_recv r;
-    r.src = ep->info->caps & FI_DIRECTED_RECV ? src : FI_ADDR_UNSPEC;
-    r.tag = tag;
-    r.ignore = ignore;
-    r.context = context;
-    r.flags = flags;
-    r.iov_count = count;
-    r.owner = ep;
-    for (size_t i = 0; i < count; i++) {
-        r.iov[i] = iov[i];
-        r.desc[i] = NULL;
-    }
     struct ulnfi_match *m = tagged ? &ep->mtag : &ep->mmsg;
     struct ulnfi_match_hit hit;
     ulnfi_lock(ep->dom);
@@ -243,7 +229,31 @@ ssize_t ulnfi_recv(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
     }
     /* Let what has arrived be matched first: a peek must see it. */
     if (flags & (FI_PEEK | FI_CLAIM)) ulnfi_progress(ep->dom);
-    int rc = ulnfi_match_post(m, &r, &hit);
+    /* The matcher's entry filled in place, field by field: a copy built on
+     * the stack first, or an initializer, would move or zero all four cache
+     * lines of it for every receive; the matcher reads only what is set. */
+    struct ulnfi_match_recv *r = ulnfi_match_recv_alloc(m);
+    if (!r) {
+        ulnfi_unlock(ep->dom);
+        return -FI_EAGAIN;
+    }
+    r->src = ep->info->caps & FI_DIRECTED_RECV ? src : FI_ADDR_UNSPEC;
+    r->tag = tag;
+    r->ignore = ignore;
+    r->context = context;
+    r->flags = flags;
+    r->iov_count = count;
+    r->owner = ep;
+    if (count == 1) { /* by hand: gcc makes the loop two calls (memmove, memset) */
+        r->iov[0] = iov[0];
+        r->desc[0] = NULL;
+    } else {
+        for (size_t i = 0; i < count; i++) {
+            r->iov[i] = iov[i];
+            r->desc[i] = NULL;
+        }
+    }
+    int rc = ulnfi_match_post_entry(m, r, &hit);
     if (rc == -FI_ENOMSG) {
         /* fi_tagged(3): a peek (or claim) that finds nothing completes with FI_ENOMSG */
         if (ep->rx_cq)
