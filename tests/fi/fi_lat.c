@@ -85,14 +85,16 @@ static struct fid_cq *tx_cq[2];
  * read it). */
 static void self_one(struct fic *from, struct fic *to, int k, uint8_t *s, uint8_t *r, size_t len)
 {
+    /* as send1: inject only what fits the inject size */
+    bool inj = use_inject && len <= from->info->tx_attr->inject_size;
     if (use_msg) {
         OK(fi_recv(to->ep, r, len, NULL, to->peer, NULL));
-        if (use_inject)
+        if (inj)
             OK(fi_inject(from->ep, s, len, from->peer));
         else
             OK(fi_send(from->ep, s, len, NULL, from->peer, NULL));
         self_reap(to, 1);
-        if (!use_inject) {
+        if (!inj) {
             struct fi_cq_entry e;
             while (fi_cq_read(tx_cq[k], &e, 1) == -FI_EAGAIN)
                 ;
@@ -100,12 +102,12 @@ static void self_one(struct fic *from, struct fic *to, int k, uint8_t *s, uint8_
         return;
     }
     OK(fi_trecv(to->ep, r, len, NULL, to->peer, 1, 0, NULL));
-    if (use_inject)
+    if (inj)
         OK(fi_tinject(from->ep, s, len, from->peer, 1));
     else
         OK(fi_tsend(from->ep, s, len, NULL, from->peer, 1, NULL));
     self_reap(to, 1);
-    if (!use_inject) self_reap(from, 1);
+    if (!inj) self_reap(from, 1);
 }
 
 /* n round trips of len bytes from a to b and back; each side posts its
