@@ -407,10 +407,14 @@ int ulnfi_match_post_entry(struct ulnfi_match *m, struct ulnfi_match_recv *e,
                            struct ulnfi_match_hit *hit)
 {
     size_t len;
-    int ret = e->state == ENTRY_NEW ? recv_check(e, &len) : -FI_EINVAL;
+    /* The state ulnfi_match_recv_alloc set (ulnfi_match_recv_free's pool
+     * test, a division, would cost more than the rest of this check on the
+     * path of every receive; the provider is the only caller). */
+    bool ours = e->state == ENTRY_NEW;
+    int ret = ours ? recv_check(e, &len) : -FI_EINVAL;
     if (ret) {
         m->stats.invalid++;
-        if (e->state == ENTRY_NEW) recv_put(m, e);
+        if (ours) recv_put(m, e);
         hit_init(hit, NULL);
         return ret;
     }

@@ -218,8 +218,8 @@ int ulnfi_match_post(struct ulnfi_match *m, const struct ulnfi_match_recv *r,
  * empty: -FI_EAGAIN), the provider sets its public fields (iov and desc: the
  * first iov_count), and ulnfi_match_post_entry posts it with the same results
  * as ulnfi_match_post. On an error the entry is back in the pool; an entry
- * that did not come from ulnfi_match_recv_alloc (or was posted already) is
- * -FI_EINVAL, nothing done. Every entry taken must be posted: only that
+ * that did not come from ulnfi_match_recv_alloc (or was posted already: its
+ * state field says so) is -FI_EINVAL, nothing done. Every entry taken must be posted: only that
  * gives it back or queues it.
  */
 struct ulnfi_match_recv *ulnfi_match_recv_alloc(struct ulnfi_match *m);
