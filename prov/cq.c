@@ -11,12 +11,16 @@
 
 /* The ring never overflows the application: it grows. ulnet itself holds
  * back work once a uln_cq is full, but receives and rendezvous steps add
- * entries the uln_cq did not count. */
-static int ring_grow(struct ulnfi_cq *cq)
+ * entries the uln_cq did not count. ulnfi_cq_put (ulnfi.h, inline: it runs
+ * for every completion) calls this once the ring is full. */
+int ulnfi_cq_grow(struct ulnfi_cq *cq)
 {
     size_t cap = cq->cap * 2;
     struct ulnfi_cqent *r = malloc(cap * sizeof(*r));
-    if (!r) return -FI_ENOMEM;
+    if (!r) {
+        cq->overflow++;
+        return -FI_ENOMEM;
+    }
     for (size_t i = 0; i < cq->count; i++)
         r[i] = cq->ring[(cq->head + i) % cq->cap];
     free(cq->ring);
@@ -24,26 +28,6 @@ static int ring_grow(struct ulnfi_cq *cq)
     cq->cap = cap;
     cq->head = 0;
     return 0;
-}
-
-void ulnfi_cq_put(struct ulnfi_cq *cq, void *context, uint64_t flags, size_t len, void *buf,
-                  uint64_t data, uint64_t tag, fi_addr_t src)
-{
-    if (cq->count == cq->cap && ring_grow(cq)) {
-        cq->overflow++;
-        return;
-    }
-    /* head < cap and count < cap here: one wrap at most, no division (this
-     * and take run for every completion; cap need not be a power of two) */
-    size_t at = cq->head + cq->count++;
-    struct ulnfi_cqent *e = &cq->ring[at < cq->cap ? at : at - cq->cap];
-    e->e.op_context = context;
-    e->e.flags = flags;
-    e->e.len = len;
-    e->e.buf = buf;
-    e->e.data = data;
-    e->e.tag = tag;
-    e->src = src;
 }
 
 void ulnfi_cq_put_err(struct ulnfi_cq *cq, void *context, uint64_t flags, size_t len, uint64_t data,

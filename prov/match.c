@@ -29,7 +29,7 @@
 
 /* Where an entry is: in its pool's free list, in the matcher's queue, or
  * handed out to the provider. Checked by the free functions. */
-enum { ENTRY_FREE = 0, ENTRY_QUEUED, ENTRY_OUT };
+enum { ENTRY_FREE = 0, ENTRY_QUEUED, ENTRY_OUT, ENTRY_NEW /* ulnfi_match_recv_alloc's */ };
 
 #define RECV_OF(l)                                                                                 \
     ((struct ulnfi_match_recv *)((char *)(l)-offsetof(struct ulnfi_match_recv, link)))
@@ -335,10 +335,49 @@ static void recv_copy(struct ulnfi_match_recv *e, const struct ulnfi_match_recv 
     e->flags = r->flags;
     e->iov_count = r->iov_count;
     e->owner = r->owner;
+    /* One buffer, the common case, by hand: gcc turns the loop into two
+     * calls to memmove (e and r might overlap, for all it knows). */
+    if (r->iov_count == 1) {
+        e->iov[0] = r->iov[0];
+        e->desc[0] = r->desc[0];
+        return;
+    }
     for (size_t i = 0; i < r->iov_count; i++) {
         e->iov[i] = r->iov[i];
         e->desc[i] = r->desc[i];
     }
+}
+
+/* A checked entry with its public fields set: match it or queue it. */
+static int post_entry(struct ulnfi_match *m, struct ulnfi_match_recv *e, size_t len,
+                      struct ulnfi_match_hit *hit)
+{
+    learn(m, e->ignore);
+    e->len = len;
+    e->used = 0;
+    e->min_multi = m->min_multi_recv;
+    e->seq = m->recv_seq++;
+    e->exact = recv_exact(m, e);
+    e->state = ENTRY_OUT;
+    m->stats.posted++;
+    hit_init(hit, e);
+    if (e->flags & (FI_PEEK | FI_CLAIM)) return post_peek_claim(m, e, hit);
+
+    /* A receive posted ahead of its message, the common case, finds the
+     * unexpected queue empty: tested here, without the call. */
+    struct ulnfi_match_msg *msg = m->n_unexp ? unexp_find(m, e) : NULL;
+    if (msg && !(e->flags & FI_MULTI_RECV)) {
+        msg_take(m, msg);
+        hit->msg = msg;
+        hit->msg_taken = true;
+        return ULNFI_MATCH_FOUND;
+    }
+    /* Not matched, or a multi-receive buffer, which is posted before it takes
+     * its first message: then recv_take and ulnfi_match_pull see it queued. */
+    recv_queue(m, e);
+    hit->recv_done = false;
+    if (!msg) return ULNFI_MATCH_QUEUED;
+    return ulnfi_match_pull(m, e, hit);
 }
 
 int ulnfi_match_post(struct ulnfi_match *m, const struct ulnfi_match_recv *r,
@@ -353,31 +392,33 @@ int ulnfi_match_post(struct ulnfi_match *m, const struct ulnfi_match_recv *r,
     }
     struct ulnfi_match_recv *e = recv_get(m);
     if (!e) return -FI_EAGAIN;
-    learn(m, r->ignore);
     recv_copy(e, r);
-    e->len = len;
-    e->used = 0;
-    e->min_multi = m->min_multi_recv;
-    e->seq = m->recv_seq++;
-    e->exact = recv_exact(m, e);
-    e->state = ENTRY_OUT;
-    m->stats.posted++;
-    hit_init(hit, e);
-    if (e->flags & (FI_PEEK | FI_CLAIM)) return post_peek_claim(m, e, hit);
+    return post_entry(m, e, len, hit);
+}
 
-    struct ulnfi_match_msg *msg = unexp_find(m, e);
-    if (msg && !(e->flags & FI_MULTI_RECV)) {
-        msg_take(m, msg);
-        hit->msg = msg;
-        hit->msg_taken = true;
-        return ULNFI_MATCH_FOUND;
+struct ulnfi_match_recv *ulnfi_match_recv_alloc(struct ulnfi_match *m)
+{
+    struct ulnfi_match_recv *e = recv_get(m);
+    if (e) e->state = ENTRY_NEW;
+    return e;
+}
+
+int ulnfi_match_post_entry(struct ulnfi_match *m, struct ulnfi_match_recv *e,
+                           struct ulnfi_match_hit *hit)
+{
+    size_t len;
+    /* The state ulnfi_match_recv_alloc set (ulnfi_match_recv_free's pool
+     * test, a division, would cost more than the rest of this check on the
+     * path of every receive; the provider is the only caller). */
+    bool ours = e->state == ENTRY_NEW;
+    int ret = ours ? recv_check(e, &len) : -FI_EINVAL;
+    if (ret) {
+        m->stats.invalid++;
+        if (ours) recv_put(m, e);
+        hit_init(hit, NULL);
+        return ret;
     }
-    /* Not matched, or a multi-receive buffer, which is posted before it takes
-     * its first message: then recv_take and ulnfi_match_pull see it queued. */
-    recv_queue(m, e);
-    hit->recv_done = false;
-    if (!msg) return ULNFI_MATCH_QUEUED;
-    return ulnfi_match_pull(m, e, hit);
+    return post_entry(m, e, len, hit);
 }
 
 int ulnfi_match_pull(struct ulnfi_match *m, struct ulnfi_match_recv *r, struct ulnfi_match_hit *hit)

@@ -212,6 +212,21 @@ int ulnfi_match_post(struct ulnfi_match *m, const struct ulnfi_match_recv *r,
                      struct ulnfi_match_hit *hit);
 
 /*
+ * ulnfi_match_post in two steps, for a provider that fills the entry in place
+ * rather than copying one built on its stack (a receive is posted for every
+ * message): ulnfi_match_recv_alloc takes a free entry (NULL when the pool is
+ * empty: -FI_EAGAIN), the provider sets its public fields (iov and desc: the
+ * first iov_count), and ulnfi_match_post_entry posts it with the same results
+ * as ulnfi_match_post. On an error the entry is back in the pool; an entry
+ * that did not come from ulnfi_match_recv_alloc (or was posted already: its
+ * state field says so) is -FI_EINVAL, nothing done. Every entry taken must be posted: only that
+ * gives it back or queues it.
+ */
+struct ulnfi_match_recv *ulnfi_match_recv_alloc(struct ulnfi_match *m);
+int ulnfi_match_post_entry(struct ulnfi_match *m, struct ulnfi_match_recv *e,
+                           struct ulnfi_match_hit *hit);
+
+/*
  * For a posted FI_MULTI_RECV receive r (from a hit with !recv_done): takes
  * the next unexpected message that matches it and carves the next slice ->
  * ULNFI_MATCH_FOUND, or ULNFI_MATCH_QUEUED when none (r stays posted).

@@ -332,8 +332,25 @@ uint16_t ulnfi_av_gen(struct ulnfi_ep *ep, fi_addr_t addr); /* after ulnfi_av_pe
 fi_addr_t ulnfi_av_src(struct ulnfi_av *av, int rank);
 
 /* cq.c / cntr.c */
-void ulnfi_cq_put(struct ulnfi_cq *cq, void *context, uint64_t flags, size_t len, void *buf,
-                  uint64_t data, uint64_t tag, fi_addr_t src);
+int ulnfi_cq_grow(struct ulnfi_cq *cq); /* -FI_ENOMEM: counted in overflow */
+/* A completion into cq's ring. Inline: it runs for every completion, and a
+ * call cost more than its few stores. */
+static inline void ulnfi_cq_put(struct ulnfi_cq *cq, void *context, uint64_t flags, size_t len,
+                                void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
+{
+    if (cq->count == cq->cap && ulnfi_cq_grow(cq)) return;
+    /* head < cap and count < cap here: one wrap at most, no division (cap
+     * need not be a power of two) */
+    size_t at = cq->head + cq->count++;
+    struct ulnfi_cqent *e = &cq->ring[at < cq->cap ? at : at - cq->cap];
+    e->e.op_context = context;
+    e->e.flags = flags;
+    e->e.len = len;
+    e->e.buf = buf;
+    e->e.data = data;
+    e->e.tag = tag;
+    e->src = src;
+}
 void ulnfi_cq_put_err(struct ulnfi_cq *cq, void *context, uint64_t flags, size_t len, uint64_t data,
                       uint64_t tag, size_t olen, int fi_err, int prov_errno, fi_addr_t src);
 void ulnfi_cntr_inc(struct ulnfi_cntr *c);

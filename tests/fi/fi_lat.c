@@ -12,6 +12,8 @@
  *   (--toggle-collect=self_loop) the instructions per round trip are the same
  *   run after run, however loaded the machine: how the provider's own cost is
  *   compared before and after a change (docs/provider.md, Performance).
+ *   FI_LAT_MSG=1 there: fi_pingpong's shape instead, fi_recv and
+ *   fi_inject/fi_send (untagged) with a transmit and a receive CQ.
  */
 #include <stdbool.h>
 
@@ -73,6 +75,41 @@ static void self_reap(struct fic *f, int n)
     }
 }
 
+/* FI_LAT_MSG: fi_pingpong's shape, untagged, each endpoint with its own
+ * transmit CQ (f->cq takes the receives) */
+static bool use_msg;
+static struct fid_cq *tx_cq[2];
+
+/* One message from `from` to `to`, the receive posted first (progress is
+ * per domain, and a rendezvous send completes only once the receiver has
+ * read it). */
+static void self_one(struct fic *from, struct fic *to, int k, uint8_t *s, uint8_t *r, size_t len)
+{
+    /* as send1: inject only what fits the inject size */
+    bool inj = use_inject && len <= from->info->tx_attr->inject_size;
+    if (use_msg) {
+        OK(fi_recv(to->ep, r, len, NULL, to->peer, NULL));
+        if (inj)
+            OK(fi_inject(from->ep, s, len, from->peer));
+        else
+            OK(fi_send(from->ep, s, len, NULL, from->peer, NULL));
+        self_reap(to, 1);
+        if (!inj) {
+            struct fi_cq_entry e;
+            while (fi_cq_read(tx_cq[k], &e, 1) == -FI_EAGAIN)
+                ;
+        }
+        return;
+    }
+    OK(fi_trecv(to->ep, r, len, NULL, to->peer, 1, 0, NULL));
+    if (inj)
+        OK(fi_tinject(from->ep, s, len, from->peer, 1));
+    else
+        OK(fi_tsend(from->ep, s, len, NULL, from->peer, 1, NULL));
+    self_reap(to, 1);
+    if (!inj) self_reap(from, 1);
+}
+
 /* n round trips of len bytes from a to b and back; each side posts its
  * receive first, as fi_lat's ranks do. Not inlined: callgrind's
  * --toggle-collect names it. */
@@ -81,18 +118,8 @@ __attribute__((noinline)) void self_loop(struct fic *a, struct fic *b, int n, ui
 {
     struct fic *side[2] = {a, b};
     for (int i = 0; i < n; i++)
-        for (int k = 0; k < 2; k++) {
-            struct fic *from = side[k], *to = side[!k];
-            OK(fi_trecv(to->ep, r, len, NULL, to->peer, 1, 0, NULL));
-            /* the receiver first: progress is per domain, and a rendezvous
-             * send completes only once the receiver has read it */
-            if (use_inject)
-                OK(fi_tinject(from->ep, s, len, from->peer, 1));
-            else
-                OK(fi_tsend(from->ep, s, len, NULL, from->peer, 1, NULL));
-            self_reap(to, 1);
-            if (!use_inject) self_reap(from, 1);
-        }
+        for (int k = 0; k < 2; k++)
+            self_one(side[k], side[!k], k, s, r, len);
 }
 
 static int self_main(int n, size_t len)
@@ -100,10 +127,19 @@ static int self_main(int n, size_t len)
     static struct fic a, b;
     struct fic *f[2] = {&a, &b};
     for (int k = 0; k < 2; k++) {
-        struct fi_info *hints = fic_hints(FI_TAGGED, getenv("FI_LAT_PROV"));
+        struct fi_info *hints = fic_hints(use_msg ? FI_MSG : FI_TAGGED, getenv("FI_LAT_PROV"));
         hints->domain_attr->threading = FI_THREAD_DOMAIN;
         fic_open(f[k], hints, FI_AV_MAP, 1024);
-        fic_enable(f[k]);
+        if (use_msg) {
+            struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE};
+            OK(fi_cq_open(f[k]->dom, &ca, &tx_cq[k], NULL));
+            OK(fi_ep_bind(f[k]->ep, &f[k]->av->fid, 0));
+            OK(fi_ep_bind(f[k]->ep, &tx_cq[k]->fid, FI_TRANSMIT));
+            OK(fi_ep_bind(f[k]->ep, &f[k]->cq->fid, FI_RECV));
+            OK(fi_enable(f[k]->ep));
+        } else {
+            fic_enable(f[k]);
+        }
         f[k]->namelen = sizeof(f[k]->name);
         OK(fi_getname(&f[k]->ep->fid, f[k]->name, &f[k]->namelen));
     }
@@ -121,8 +157,21 @@ static int self_main(int n, size_t len)
         return 1;
     }
     printf("%zu B: %d round trips in one process, %.3f us each\n", len, n, us);
-    fic_close(&a);
-    fic_close(&b);
+    for (int k = 0; k < 2; k++) {
+        if (!tx_cq[k]) {
+            fic_close(f[k]);
+            continue;
+        }
+        /* fic_close's order, with the transmit CQ after the endpoint */
+        OK(fi_close(&f[k]->ep->fid));
+        OK(fi_close(&tx_cq[k]->fid));
+        OK(fi_close(&f[k]->cq->fid));
+        OK(fi_close(&f[k]->av->fid));
+        OK(fi_close(&f[k]->dom->fid));
+        OK(fi_close(&f[k]->fab->fid));
+        fi_freeinfo(f[k]->info);
+        fi_freeinfo(f[k]->hints);
+    }
     free(s);
     free(r);
     return 0;
@@ -131,6 +180,7 @@ static int self_main(int n, size_t len)
 int main(int argc, char **argv)
 {
     use_inject = getenv("FI_LAT_INJECT") && atoi(getenv("FI_LAT_INJECT"));
+    use_msg = getenv("FI_LAT_MSG") && atoi(getenv("FI_LAT_MSG"));
     if (getenv("FI_LAT_SELF"))
         return self_main(atoi(getenv("FI_LAT_SELF")), argc > 1 ? strtoull(argv[1], NULL, 0) : 8);
     if (argc < 2) return 2;

@@ -781,6 +781,60 @@ static void test_random(long n_ops, bool dir)
     ulnfi_match_fini(&m);
 }
 
+/* ulnfi_match_recv_alloc + ulnfi_match_post_entry (the provider's way):
+ * the same results as ulnfi_match_post; an entry refused goes back to the
+ * pool; an entry not taken from it, or posted already, is refused. */
+static void test_post_entry(void)
+{
+    struct ulnfi_match m;
+    struct ulnfi_match_hit h;
+    CHECK_EQ(ulnfi_match_init(&m, 2, 2, true, 0), 0);
+    struct ulnfi_match_recv *r = ulnfi_match_recv_alloc(&m), r0 = rv(3, 7, 0, 1, 0, 8);
+    CHECK(r != NULL);
+    if (!r) return;
+    memcpy(r, &r0, offsetof(struct ulnfi_match_recv, len)); /* the public fields */
+    CHECK_EQ(ulnfi_match_post_entry(&m, r, &h), ULNFI_MATCH_QUEUED);
+    CHECK(h.recv == r && !h.recv_done);
+    CHECK_EQ(ulnfi_match_post_entry(&m, r, &h), -FI_EINVAL); /* posted already */
+    CHECK_EQ(m.n_posted, 1);
+    CHECK_EQ(arrive(&m, 3, 7, 8, 100), 1);
+
+    /* a message waiting: the entry takes it */
+    CHECK_EQ(arrive(&m, 3, 9, 8, 101), 0);
+    r = ulnfi_match_recv_alloc(&m);
+    CHECK(r != NULL);
+    if (!r) return;
+    r0 = rv(3, 9, 0, 2, 0, 8);
+    memcpy(r, &r0, offsetof(struct ulnfi_match_recv, len));
+    CHECK_EQ(ulnfi_match_post_entry(&m, r, &h), ULNFI_MATCH_FOUND);
+    CHECK(h.msg_taken && h.recv_done && h.msg && h.msg->payload == CTX(101));
+    CHECK_EQ(ulnfi_match_msg_free(&m, h.msg), 0);
+    CHECK_EQ(ulnfi_match_recv_free(&m, h.recv), 0);
+
+    /* refused: bad flags; the entry is the pool's again (both fit) */
+    uint64_t before = m.stats.invalid;
+    r = ulnfi_match_recv_alloc(&m);
+    CHECK(r != NULL);
+    if (!r) return;
+    r0 = rv(ANY, 1, 0, 3, FI_DISCARD, 8);
+    memcpy(r, &r0, offsetof(struct ulnfi_match_recv, len));
+    CHECK_EQ(ulnfi_match_post_entry(&m, r, &h), -FI_EINVAL);
+    CHECK(h.recv == NULL);
+    struct ulnfi_match_recv *a = ulnfi_match_recv_alloc(&m), *b = ulnfi_match_recv_alloc(&m);
+    CHECK(a && b && ulnfi_match_recv_alloc(&m) == NULL);
+    if (!a || !b) return;
+    r0 = rv(ANY, 1, 0, 4, 0, 8);
+    memcpy(a, &r0, offsetof(struct ulnfi_match_recv, len));
+    memcpy(b, &r0, offsetof(struct ulnfi_match_recv, len));
+    CHECK_EQ(ulnfi_match_post_entry(&m, a, &h), ULNFI_MATCH_QUEUED);
+    CHECK_EQ(ulnfi_match_post_entry(&m, b, &h), ULNFI_MATCH_QUEUED);
+    struct ulnfi_match_recv stray = r0;
+    CHECK_EQ(ulnfi_match_post_entry(&m, &stray, &h), -FI_EINVAL); /* not from the pool */
+    CHECK_EQ(m.stats.invalid - before, 2);
+    drain(&m);
+    ulnfi_match_fini(&m);
+}
+
 int main(int argc, char **argv)
 {
     long n_ops = argc > 1 ? strtol(argv[1], NULL, 0) : 100000;
@@ -793,6 +847,7 @@ int main(int argc, char **argv)
     test_multi();
     test_peek_claim();
     test_cancel_full_invalid();
+    test_post_entry();
     test_random(n_ops, true);
     test_random(n_ops, false);
     return summary();
