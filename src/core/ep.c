@@ -701,56 +701,101 @@ ULN_EXPORT int uln_get(struct uln_ep *ep, int peer, void *dst, size_t len, uint6
     return post_locked(ep, ULN_OP_GET, peer, dst, len, rkey, roff, 0, user_data, flags);
 }
 
+/* Apply the op to the word at w. A fetch-add of a 64-bit word (counters,
+ * tickets: the common atomic) in line; the others through the table
+ * (atomic.c), whose memory order this shares: seq_cst, argued there. */
+static inline uint64_t atomic_apply_at(uint8_t *w, unsigned op, unsigned width, uint64_t operand,
+                                       uint64_t compare)
+{
+    if (ULN_LIKELY(op == ULN_ATOMIC_ADD) && ULN_LIKELY(width == 8))
+        return __atomic_fetch_add((uint64_t *)(void *)w, operand, __ATOMIC_SEQ_CST);
+    struct uln_atomic_req r = {
+        .operand = operand, .compare = compare, .op = (uint8_t)op, .width = (uint8_t)width};
+    return uln_atomic_apply(w, &r);
+}
+
 /* An atomic through the window, as rdma_win: the hazard, the live key,
  * uln_key_check on the copy with the atomic's right, and the word's natural
  * alignment in the owner's address space (as the transport's atomic op).
  * 0 when applied; 1: the full path (which refuses and counts), also while
- * ring-path atomics to the peer are out (engine.c: they apply in order). */
-static inline int atomic_win(struct uln_ep *ep, struct uln_ep_peer *pp,
-                             const struct uln_atomic_req *r, void *result)
+ * ring-path atomics to the peer are out (engine.c: they apply in order).
+ * The arguments come as scalars, never as a struct in memory: a struct's
+ * op and width written as two words and compared as one would stall the
+ * load on store forwarding, every op. */
+static inline __attribute__((always_inline)) int
+atomic_win(struct uln_ep *ep, struct uln_ep_peer *pp, unsigned op, unsigned width, uint64_t key,
+           uint64_t roff, uint64_t operand, uint64_t compare, void *result)
 {
     struct uln_rkey_win *w = &pp->win;
-    if (ULN_UNLIKELY(r->key != w->key || r->key == 0 || pp->atomics_out ||
+    if (ULN_UNLIKELY(key != w->key || key == 0 || pp->atomics_out ||
                      ((pp->direct_ops + 1) & 1023) == 0 || !pp->out_ready ||
                      atomic_load_explicit(w->dead, memory_order_relaxed)))
         return 1;
     uint64_t live = uln_hazard_enter(w->hz, w->idx, w->light, w->live);
-    uint64_t off = r->offset;
-    if (ULN_UNLIKELY(
-            uln_key_check(&w->entry, live, r->key, &off, r->width, ULN_ACCESS_REMOTE_ATOMIC) ||
-            ((w->entry.addr + off) & (r->width - 1u)))) {
+    uint64_t off = roff;
+    if (ULN_UNLIKELY(uln_key_check(&w->entry, live, key, &off, width, ULN_ACCESS_REMOTE_ATOMIC) ||
+                     ((w->entry.addr + off) & (width - 1u)))) {
         uln_hazard_leave(w->hz);
         return 1;
     }
-    uint64_t old = uln_atomic_apply(w->base + off, r);
+    uint64_t old = atomic_apply_at(w->base + off, op, width, operand, compare);
     uln_hazard_leave(w->hz);
     pp->direct_ops++;
-    uln_atomic_result(result, r->width, old);
+    uln_atomic_result(result, width, old);
     ULN_COUNT(&ep->stats, cache_hits, w->mapped);
     ULN_COUNT(&ep->stats, atomics, 1);
     return 0;
 }
 
+/* Out of line, and given the arguments by value: in uln_atomic, or given
+ * their address, it would make every op pay its stack frame. */
+static __attribute__((noinline)) int atomic_post_slow(struct uln_ep *ep, int peer, unsigned op,
+                                                      unsigned width, uint64_t key, uint64_t roff,
+                                                      uint64_t operand, uint64_t compare,
+                                                      void *result, uint64_t user_data,
+                                                      unsigned flags);
+
 /* An atomic takes the fast path like a small PUT: on mapped memory with
- * nothing queued it is applied inside the post call. */
-static int atomic_post(struct uln_ep *ep, int peer, const struct uln_atomic_req *r, void *result,
-                       uint64_t user_data, unsigned flags)
+ * nothing queued it is applied inside the post call. In line in
+ * uln_atomic, as post_rdma in uln_put: the window's op costs no call. */
+static inline __attribute__((always_inline)) int
+atomic_post(struct uln_ep *ep, int peer, unsigned op, unsigned width, uint64_t key, uint64_t roff,
+            uint64_t operand, uint64_t compare, void *result, uint64_t user_data, unsigned flags)
 {
-    if (ULN_UNLIKELY(check_peer(ep, peer) || !uln_atomic_valid(r->op, r->width))) return -EINVAL;
+    if (ULN_UNLIKELY(check_peer(ep, peer) || !uln_atomic_valid(op, width))) return -EINVAL;
+    if (fast_ok(ep) &&
+        atomic_win(ep, &ep->peers[peer], op, width, key, roff, operand, compare, result) == 0)
+        return complete_now(ep, ULN_OP_ATOMIC, peer, width, user_data, flags, 0);
+    return atomic_post_slow(ep, peer, op, width, key, roff, operand, compare, result, user_data,
+                            flags);
+}
+
+/* Everything but the window: the transport's direct op, or the send queue. */
+static __attribute__((noinline)) int atomic_post_slow(struct uln_ep *ep, int peer, unsigned op,
+                                                      unsigned width, uint64_t key, uint64_t roff,
+                                                      uint64_t operand, uint64_t compare,
+                                                      void *result, uint64_t user_data,
+                                                      unsigned flags)
+{
+    struct uln_atomic_req r = {.key = key,
+                               .offset = roff,
+                               .operand = operand,
+                               .compare = compare,
+                               .op = (uint8_t)op,
+                               .width = (uint8_t)width};
     if (fast_ok(ep)) {
-        int rc = atomic_win(ep, &ep->peers[peer], r, result);
-        if (rc) rc = uln_engine_atomic_now(ep, peer, r, result);
-        if (rc <= 0) return complete_now(ep, ULN_OP_ATOMIC, peer, r->width, user_data, flags, rc);
+        int rc = uln_engine_atomic_now(ep, peer, &r, result);
+        if (rc <= 0) return complete_now(ep, ULN_OP_ATOMIC, peer, width, user_data, flags, rc);
     }
-    struct uln_sqe *s = sq_take(ep, ULN_OP_ATOMIC, peer, r->width, user_data,
+    struct uln_sqe *s = sq_take(ep, ULN_OP_ATOMIC, peer, width, user_data,
                                 flags & ~(unsigned)(ULN_INLINE | ULN_REMOTE_CQ));
     if (ULN_UNLIKELY(!s)) return -EAGAIN;
-    s->rkey = r->key;
-    s->roff = r->offset;
-    s->imm = r->operand;
-    s->compare = r->compare;
-    s->aop = r->op;
-    s->width = r->width;
+    s->rkey = key;
+    s->roff = roff;
+    s->imm = operand;
+    s->compare = compare;
+    s->aop = r.op;
+    s->width = r.width;
     s->dst = result;
     return sq_ring(ep);
 }
@@ -762,14 +807,11 @@ ULN_EXPORT int uln_atomic(struct uln_ep *ep, int peer, unsigned op, unsigned wid
     if (ULN_UNLIKELY(!ep)) return -EINVAL;
     int rc = uln_api_enter(ep->ctx);
     if (ULN_UNLIKELY(rc)) return rc;
-    struct uln_atomic_req r = {.key = rkey,
-                               .offset = roff,
-                               .operand = operand,
-                               .compare = compare,
-                               .op = (uint8_t)op,
-                               .width = (uint8_t)width};
-    if (op > 255 || width > 255) r.op = 0; /* not valid: refused below */
-    rc = ULN_UNLIKELY(ep->closed) ? -EBADF : atomic_post(ep, peer, &r, result, user_data, flags);
+    /* op and width stay unsigned until uln_atomic_valid passed them: a
+     * value above 255 is refused, never truncated into a known one. */
+    rc = ULN_UNLIKELY(ep->closed) ? -EBADF
+                                  : atomic_post(ep, peer, op, width, rkey, roff, operand, compare,
+                                                result, user_data, flags);
     uln_api_unlock(ep->ctx);
     return rc;
 }
