@@ -488,14 +488,15 @@ static inline void copy_small(void *dst, const void *src, size_t len)
 
 /* A PUT or GET to the region the endpoint reached last at this peer
  * (struct uln_rkey_win): the hazard, the live key and the same check as the
- * full path (uln_key_check on the entry as it was while that key lived),
- * then the copy. 0 when done; 1 when it is not for here (another region,
+ * full path (uln_key_check on the entry as it was while that key lived).
+ * 0: *at is where the len bytes at roff are in our address space, the
+ * hazard held until win_close; 1 when it is not for here (another region,
  * nothing or too much to copy, every 1024th access, which asks whether the
  * peer lives, or a check failed): the full path then decides, refuses and
  * counts, so a refusal costs nothing here. */
-static inline __attribute__((always_inline)) int rdma_win(struct uln_ep *ep, struct uln_ep_peer *pp,
-                                                          bool write, void *buf, size_t len,
-                                                          uint64_t rkey, uint64_t roff)
+static inline __attribute__((always_inline)) int win_open(struct uln_ep *ep, struct uln_ep_peer *pp,
+                                                          bool write, uint64_t len, uint64_t rkey,
+                                                          uint64_t roff, uint8_t **at)
 {
     struct uln_rkey_win *w = &pp->win;
     /* Key 0 is no key, and an empty window's key: never through here. */
@@ -510,14 +511,48 @@ static inline __attribute__((always_inline)) int rdma_win(struct uln_ep *ep, str
         uln_hazard_leave(w->hz);
         return 1;
     }
-    if (write)
-        copy_small(w->base + off, buf, len);
-    else
-        copy_small(buf, w->base + off, len);
-    uln_hazard_leave(w->hz);
+    *at = w->base + off;
+    return 0;
+}
+
+/* The copy is done: the hazard goes, the access counts. */
+static inline __attribute__((always_inline)) void
+win_close(struct uln_ep *ep, struct uln_ep_peer *pp, bool write, uint64_t len)
+{
+    uln_hazard_leave(pp->win.hz);
     pp->direct_ops++;
-    ULN_COUNT(&ep->stats, cache_hits, w->mapped); /* the translation cache's front */
+    ULN_COUNT(&ep->stats, cache_hits, pp->win.mapped); /* the translation cache's front */
     uln_count_rdma(&ep->stats, write, len);
+}
+
+/* A PUT or GET of one buffer through the window: 0 when done, 1 when not
+ * for here (win_open). */
+static inline __attribute__((always_inline)) int rdma_win(struct uln_ep *ep, struct uln_ep_peer *pp,
+                                                          bool write, void *buf, size_t len,
+                                                          uint64_t rkey, uint64_t roff)
+{
+    uint8_t *at;
+    if (win_open(ep, pp, write, len, rkey, roff, &at)) return 1;
+    if (write)
+        copy_small(at, buf, len);
+    else
+        copy_small(buf, at, len);
+    win_close(ep, pp, write, len);
+    return 0;
+}
+
+/* uln_putv/uln_getv through the window: the list's len bytes checked as
+ * one range, as the full path checks them, then gathered or scattered. */
+static int rdma_winv(struct uln_ep *ep, struct uln_ep_peer *pp, bool write, const struct iovec *iov,
+                     int n, uint64_t len, uint64_t rkey, uint64_t roff)
+{
+    uint8_t *at;
+    if (win_open(ep, pp, write, len, rkey, roff, &at)) return 1;
+    if (write)
+        uln_iov_gather(at, iov, n);
+    else
+        uln_iov_scatter(iov, n, at);
+    win_close(ep, pp, write, len);
     return 0;
 }
 
@@ -572,8 +607,9 @@ static int post_rdma_slow(struct uln_ep *ep, uint8_t op, int peer, void *buf, si
 /* uln_putv, uln_getv, uln_put_immv: the checks and paths of post_rdma with
  * the local side in segments. One segment (or none) is post_rdma itself; a
  * PUT small enough is gathered at once and goes as ULN_INLINE; otherwise the
- * fast path moves the whole list now (process_vm_* takes it as it is), or
- * the segments wait in the send queue's side table. */
+ * fast path moves the whole list now (through the window, or the full
+ * direct path: process_vm_* takes it as it is), or the segments wait in the
+ * send queue's side table. */
 static int post_rdmav(struct uln_ep *ep, uint8_t op, int peer, const struct iovec *iov, int n,
                       uint64_t rkey, uint64_t roff, uint64_t imm, uint64_t user_data,
                       unsigned flags)
@@ -593,6 +629,8 @@ static int post_rdmav(struct uln_ep *ep, uint8_t op, int peer, const struct iove
         return post_rdma(ep, op, peer, b, len, rkey, roff, imm, user_data, flags | ULN_INLINE);
     }
     if (!(flags & ULN_REMOTE_CQ) && fast_ok(ep)) {
+        if (rdma_winv(ep, &ep->peers[peer], op == ULN_OP_PUT, iov, n, len, rkey, roff) == 0)
+            return complete_now(ep, op, peer, len, user_data, flags, 0);
         int rc = uln_engine_rdma_now(ep, op == ULN_OP_PUT, peer, iov, n, len, rkey, roff);
         if (rc <= 0) return complete_now(ep, op, peer, len, user_data, flags, rc);
     }
