@@ -3,7 +3,10 @@
  * Keys are ulnet region keys; the remote address is a byte offset in the
  * region or, with FI_MR_VIRT_ADDR, an address ulnet turns into one (mr.c).
  * A transfer of several local or remote pieces is a cursor walked by
- * ulnfi_xfer_advance, which rendezvous receives use as well.
+ * ulnfi_xfer_advance, which rendezvous receives use as well: one ulnet
+ * operation per remote piece, the local pieces under it a gather list
+ * (uln_putv/uln_getv), so one remote range is checked, moved and refused
+ * as a whole, as a contiguous fi_write is.
  */
 #include <errno.h>
 #include <string.h>
@@ -36,6 +39,45 @@ static int post_piece(struct ulnfi_op *op, uint8_t *p, uint64_t n, const struct 
     return uln_put(ep->uep, op->peer, p, n, s->key, roff, (uintptr_t)op, 0);
 }
 
+/* Several local pieces into one remote range: ulnet's gather list, one
+ * operation and one completion (uln_putv, uln_getv, uln_put_immv). */
+static int post_pieces(struct ulnfi_op *op, const struct iovec *v, int k, uint64_t n,
+                       const struct ulnfi_rseg *s, bool last)
+{
+    if (k == 1) return post_piece(op, v[0].iov_base, n, s, last);
+    struct ulnfi_ep *ep = op->ep;
+    uint64_t roff = s->off + op->cur_soff;
+    if (op->kind != ULNFI_OP_WRITE)
+        return uln_getv(ep->uep, op->peer, v, k, s->key, roff, (uintptr_t)op, 0);
+    if (last && op->has_imm)
+        return uln_put_immv(ep->uep, op->peer, v, k, s->key, roff, op->data, (uintptr_t)op, 0);
+    return uln_putv(ep->uep, op->peer, v, k, s->key, roff, (uintptr_t)op, 0);
+}
+
+/* The local pieces from the cursor on that fill the rest of remote segment
+ * s (or of the transfer), at most ULN_IOV_MAX of them, in v: their count
+ * (0: the local side ends first), their bytes in *n. */
+static int gather_local(const struct ulnfi_op *op, const struct ulnfi_rseg *s, struct iovec *v,
+                        uint64_t *n)
+{
+    uint64_t want = s->len - op->cur_soff, got = 0;
+    if (want > op->len - op->done) want = op->len - op->done;
+    int k = 0;
+    while (got < want && k < ULN_IOV_MAX) {
+        uint64_t room;
+        uint8_t *p = local_at(op, op->loff + op->done + got, &room);
+        if (!p) break;
+        if (room > want - got) room = want - got;
+        v[k++] = (struct iovec){p, room};
+        got += room;
+    }
+    *n = got;
+    return k;
+}
+
+/* Post what is left of op: one ulnet operation per remote segment, its
+ * local side gathered (a remote segment longer than ULN_IOV_MAX local
+ * pieces takes more than one). */
 int ulnfi_xfer_advance(struct ulnfi_op *op)
 {
     if (op->kind == ULNFI_OP_ATOMIC) return ulnfi_atomic_advance(op); /* elements, not bytes */
@@ -44,17 +86,15 @@ int ulnfi_xfer_advance(struct ulnfi_op *op)
             op->cur_seg++;
             op->cur_soff = 0;
         }
-        uint64_t room;
-        uint8_t *p = local_at(op, op->loff + op->done, &room);
-        if (op->cur_seg == op->nrseg || !p) {
+        struct iovec v[ULN_IOV_MAX];
+        uint64_t n = 0;
+        int k = op->cur_seg == op->nrseg ? 0 : gather_local(op, &op->rseg[op->cur_seg], v, &n);
+        if (k == 0) {
             op->status = -EINVAL; /* the two sides' lengths disagree */
             break;
         }
         const struct ulnfi_rseg *s = &op->rseg[op->cur_seg];
-        uint64_t n = s->len - op->cur_soff;
-        if (n > room) n = room;
-        if (n > op->len - op->done) n = op->len - op->done;
-        int rc = post_piece(op, p, n, s, op->done + n == op->len);
+        int rc = post_pieces(op, v, k, n, s, op->done + n == op->len);
         if (rc == -EAGAIN) return -FI_EAGAIN;
         if (rc) {
             op->status = rc;

@@ -10,14 +10,7 @@
  * and against the owner's own __atomic operations on it, with no lock and
  * no owner thread to serialise them.
  */
-#include <string.h>
-
 #include "core/internal.h"
-
-bool uln_atomic_valid(unsigned op, unsigned width)
-{
-    return op >= ULN_ATOMIC_ADD && op <= ULN_ATOMIC_SMAX && (width == 4 || width == 8);
-}
 
 /* The value min/max would store: true when v should replace old. */
 static bool minmax_wins(unsigned op, uint64_t old, uint64_t v, unsigned width)
@@ -84,17 +77,6 @@ uint64_t uln_atomic_apply(void *word, const struct uln_atomic_req *r)
 {
     if (r->width == 4) return apply32(word, r->op, (uint32_t)r->operand, (uint32_t)r->compare);
     return apply64(word, r->op, r->operand, r->compare);
-}
-
-void uln_atomic_result(void *result, unsigned width, uint64_t old)
-{
-    if (!result) return;
-    if (width == 4) {
-        uint32_t v = (uint32_t)old;
-        memcpy(result, &v, 4); /* the caller's buffer need not be aligned */
-    } else {
-        memcpy(result, &old, 8);
-    }
 }
 
 /* A request a peer sent: anything but a known op and width is malformed,

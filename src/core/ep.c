@@ -488,14 +488,15 @@ static inline void copy_small(void *dst, const void *src, size_t len)
 
 /* A PUT or GET to the region the endpoint reached last at this peer
  * (struct uln_rkey_win): the hazard, the live key and the same check as the
- * full path (uln_key_check on the entry as it was while that key lived),
- * then the copy. 0 when done; 1 when it is not for here (another region,
+ * full path (uln_key_check on the entry as it was while that key lived).
+ * 0: *at is where the len bytes at roff are in our address space, the
+ * hazard held until win_close; 1 when it is not for here (another region,
  * nothing or too much to copy, every 1024th access, which asks whether the
  * peer lives, or a check failed): the full path then decides, refuses and
  * counts, so a refusal costs nothing here. */
-static inline __attribute__((always_inline)) int rdma_win(struct uln_ep *ep, struct uln_ep_peer *pp,
-                                                          bool write, void *buf, size_t len,
-                                                          uint64_t rkey, uint64_t roff)
+static inline __attribute__((always_inline)) int win_open(struct uln_ep *ep, struct uln_ep_peer *pp,
+                                                          bool write, uint64_t len, uint64_t rkey,
+                                                          uint64_t roff, uint8_t **at)
 {
     struct uln_rkey_win *w = &pp->win;
     /* Key 0 is no key, and an empty window's key: never through here. */
@@ -510,14 +511,48 @@ static inline __attribute__((always_inline)) int rdma_win(struct uln_ep *ep, str
         uln_hazard_leave(w->hz);
         return 1;
     }
-    if (write)
-        copy_small(w->base + off, buf, len);
-    else
-        copy_small(buf, w->base + off, len);
-    uln_hazard_leave(w->hz);
+    *at = w->base + off;
+    return 0;
+}
+
+/* The copy is done: the hazard goes, the access counts. */
+static inline __attribute__((always_inline)) void
+win_close(struct uln_ep *ep, struct uln_ep_peer *pp, bool write, uint64_t len)
+{
+    uln_hazard_leave(pp->win.hz);
     pp->direct_ops++;
-    ULN_COUNT(&ep->stats, cache_hits, w->mapped); /* the translation cache's front */
+    ULN_COUNT(&ep->stats, cache_hits, pp->win.mapped); /* the translation cache's front */
     uln_count_rdma(&ep->stats, write, len);
+}
+
+/* A PUT or GET of one buffer through the window: 0 when done, 1 when not
+ * for here (win_open). */
+static inline __attribute__((always_inline)) int rdma_win(struct uln_ep *ep, struct uln_ep_peer *pp,
+                                                          bool write, void *buf, size_t len,
+                                                          uint64_t rkey, uint64_t roff)
+{
+    uint8_t *at;
+    if (win_open(ep, pp, write, len, rkey, roff, &at)) return 1;
+    if (write)
+        copy_small(at, buf, len);
+    else
+        copy_small(buf, at, len);
+    win_close(ep, pp, write, len);
+    return 0;
+}
+
+/* uln_putv/uln_getv through the window: the list's len bytes checked as
+ * one range, as the full path checks them, then gathered or scattered. */
+static int rdma_winv(struct uln_ep *ep, struct uln_ep_peer *pp, bool write, const struct iovec *iov,
+                     int n, uint64_t len, uint64_t rkey, uint64_t roff)
+{
+    uint8_t *at;
+    if (win_open(ep, pp, write, len, rkey, roff, &at)) return 1;
+    if (write)
+        uln_iov_gather(at, iov, n);
+    else
+        uln_iov_scatter(iov, n, at);
+    win_close(ep, pp, write, len);
     return 0;
 }
 
@@ -572,8 +607,9 @@ static int post_rdma_slow(struct uln_ep *ep, uint8_t op, int peer, void *buf, si
 /* uln_putv, uln_getv, uln_put_immv: the checks and paths of post_rdma with
  * the local side in segments. One segment (or none) is post_rdma itself; a
  * PUT small enough is gathered at once and goes as ULN_INLINE; otherwise the
- * fast path moves the whole list now (process_vm_* takes it as it is), or
- * the segments wait in the send queue's side table. */
+ * fast path moves the whole list now (through the window, or the full
+ * direct path: process_vm_* takes it as it is), or the segments wait in the
+ * send queue's side table. */
 static int post_rdmav(struct uln_ep *ep, uint8_t op, int peer, const struct iovec *iov, int n,
                       uint64_t rkey, uint64_t roff, uint64_t imm, uint64_t user_data,
                       unsigned flags)
@@ -593,6 +629,8 @@ static int post_rdmav(struct uln_ep *ep, uint8_t op, int peer, const struct iove
         return post_rdma(ep, op, peer, b, len, rkey, roff, imm, user_data, flags | ULN_INLINE);
     }
     if (!(flags & ULN_REMOTE_CQ) && fast_ok(ep)) {
+        if (rdma_winv(ep, &ep->peers[peer], op == ULN_OP_PUT, iov, n, len, rkey, roff) == 0)
+            return complete_now(ep, op, peer, len, user_data, flags, 0);
         int rc = uln_engine_rdma_now(ep, op == ULN_OP_PUT, peer, iov, n, len, rkey, roff);
         if (rc <= 0) return complete_now(ep, op, peer, len, user_data, flags, rc);
     }
@@ -701,56 +739,101 @@ ULN_EXPORT int uln_get(struct uln_ep *ep, int peer, void *dst, size_t len, uint6
     return post_locked(ep, ULN_OP_GET, peer, dst, len, rkey, roff, 0, user_data, flags);
 }
 
+/* Apply the op to the word at w. A fetch-add of a 64-bit word (counters,
+ * tickets: the common atomic) in line; the others through the table
+ * (atomic.c), whose memory order this shares: seq_cst, argued there. */
+static inline uint64_t atomic_apply_at(uint8_t *w, unsigned op, unsigned width, uint64_t operand,
+                                       uint64_t compare)
+{
+    if (ULN_LIKELY(op == ULN_ATOMIC_ADD) && ULN_LIKELY(width == 8))
+        return __atomic_fetch_add((uint64_t *)(void *)w, operand, __ATOMIC_SEQ_CST);
+    struct uln_atomic_req r = {
+        .operand = operand, .compare = compare, .op = (uint8_t)op, .width = (uint8_t)width};
+    return uln_atomic_apply(w, &r);
+}
+
 /* An atomic through the window, as rdma_win: the hazard, the live key,
  * uln_key_check on the copy with the atomic's right, and the word's natural
  * alignment in the owner's address space (as the transport's atomic op).
  * 0 when applied; 1: the full path (which refuses and counts), also while
- * ring-path atomics to the peer are out (engine.c: they apply in order). */
-static inline int atomic_win(struct uln_ep *ep, struct uln_ep_peer *pp,
-                             const struct uln_atomic_req *r, void *result)
+ * ring-path atomics to the peer are out (engine.c: they apply in order).
+ * The arguments come as scalars, never as a struct in memory: a struct's
+ * op and width written as two words and compared as one would stall the
+ * load on store forwarding, every op. */
+static inline __attribute__((always_inline)) int
+atomic_win(struct uln_ep *ep, struct uln_ep_peer *pp, unsigned op, unsigned width, uint64_t key,
+           uint64_t roff, uint64_t operand, uint64_t compare, void *result)
 {
     struct uln_rkey_win *w = &pp->win;
-    if (ULN_UNLIKELY(r->key != w->key || r->key == 0 || pp->atomics_out ||
+    if (ULN_UNLIKELY(key != w->key || key == 0 || pp->atomics_out ||
                      ((pp->direct_ops + 1) & 1023) == 0 || !pp->out_ready ||
                      atomic_load_explicit(w->dead, memory_order_relaxed)))
         return 1;
     uint64_t live = uln_hazard_enter(w->hz, w->idx, w->light, w->live);
-    uint64_t off = r->offset;
-    if (ULN_UNLIKELY(
-            uln_key_check(&w->entry, live, r->key, &off, r->width, ULN_ACCESS_REMOTE_ATOMIC) ||
-            ((w->entry.addr + off) & (r->width - 1u)))) {
+    uint64_t off = roff;
+    if (ULN_UNLIKELY(uln_key_check(&w->entry, live, key, &off, width, ULN_ACCESS_REMOTE_ATOMIC) ||
+                     ((w->entry.addr + off) & (width - 1u)))) {
         uln_hazard_leave(w->hz);
         return 1;
     }
-    uint64_t old = uln_atomic_apply(w->base + off, r);
+    uint64_t old = atomic_apply_at(w->base + off, op, width, operand, compare);
     uln_hazard_leave(w->hz);
     pp->direct_ops++;
-    uln_atomic_result(result, r->width, old);
+    uln_atomic_result(result, width, old);
     ULN_COUNT(&ep->stats, cache_hits, w->mapped);
     ULN_COUNT(&ep->stats, atomics, 1);
     return 0;
 }
 
+/* Out of line, and given the arguments by value: in uln_atomic, or given
+ * their address, it would make every op pay its stack frame. */
+static __attribute__((noinline)) int atomic_post_slow(struct uln_ep *ep, int peer, unsigned op,
+                                                      unsigned width, uint64_t key, uint64_t roff,
+                                                      uint64_t operand, uint64_t compare,
+                                                      void *result, uint64_t user_data,
+                                                      unsigned flags);
+
 /* An atomic takes the fast path like a small PUT: on mapped memory with
- * nothing queued it is applied inside the post call. */
-static int atomic_post(struct uln_ep *ep, int peer, const struct uln_atomic_req *r, void *result,
-                       uint64_t user_data, unsigned flags)
+ * nothing queued it is applied inside the post call. In line in
+ * uln_atomic, as post_rdma in uln_put: the window's op costs no call. */
+static inline __attribute__((always_inline)) int
+atomic_post(struct uln_ep *ep, int peer, unsigned op, unsigned width, uint64_t key, uint64_t roff,
+            uint64_t operand, uint64_t compare, void *result, uint64_t user_data, unsigned flags)
 {
-    if (ULN_UNLIKELY(check_peer(ep, peer) || !uln_atomic_valid(r->op, r->width))) return -EINVAL;
+    if (ULN_UNLIKELY(check_peer(ep, peer) || !uln_atomic_valid(op, width))) return -EINVAL;
+    if (fast_ok(ep) &&
+        atomic_win(ep, &ep->peers[peer], op, width, key, roff, operand, compare, result) == 0)
+        return complete_now(ep, ULN_OP_ATOMIC, peer, width, user_data, flags, 0);
+    return atomic_post_slow(ep, peer, op, width, key, roff, operand, compare, result, user_data,
+                            flags);
+}
+
+/* Everything but the window: the transport's direct op, or the send queue. */
+static __attribute__((noinline)) int atomic_post_slow(struct uln_ep *ep, int peer, unsigned op,
+                                                      unsigned width, uint64_t key, uint64_t roff,
+                                                      uint64_t operand, uint64_t compare,
+                                                      void *result, uint64_t user_data,
+                                                      unsigned flags)
+{
+    struct uln_atomic_req r = {.key = key,
+                               .offset = roff,
+                               .operand = operand,
+                               .compare = compare,
+                               .op = (uint8_t)op,
+                               .width = (uint8_t)width};
     if (fast_ok(ep)) {
-        int rc = atomic_win(ep, &ep->peers[peer], r, result);
-        if (rc) rc = uln_engine_atomic_now(ep, peer, r, result);
-        if (rc <= 0) return complete_now(ep, ULN_OP_ATOMIC, peer, r->width, user_data, flags, rc);
+        int rc = uln_engine_atomic_now(ep, peer, &r, result);
+        if (rc <= 0) return complete_now(ep, ULN_OP_ATOMIC, peer, width, user_data, flags, rc);
     }
-    struct uln_sqe *s = sq_take(ep, ULN_OP_ATOMIC, peer, r->width, user_data,
+    struct uln_sqe *s = sq_take(ep, ULN_OP_ATOMIC, peer, width, user_data,
                                 flags & ~(unsigned)(ULN_INLINE | ULN_REMOTE_CQ));
     if (ULN_UNLIKELY(!s)) return -EAGAIN;
-    s->rkey = r->key;
-    s->roff = r->offset;
-    s->imm = r->operand;
-    s->compare = r->compare;
-    s->aop = r->op;
-    s->width = r->width;
+    s->rkey = key;
+    s->roff = roff;
+    s->imm = operand;
+    s->compare = compare;
+    s->aop = r.op;
+    s->width = r.width;
     s->dst = result;
     return sq_ring(ep);
 }
@@ -762,14 +845,11 @@ ULN_EXPORT int uln_atomic(struct uln_ep *ep, int peer, unsigned op, unsigned wid
     if (ULN_UNLIKELY(!ep)) return -EINVAL;
     int rc = uln_api_enter(ep->ctx);
     if (ULN_UNLIKELY(rc)) return rc;
-    struct uln_atomic_req r = {.key = rkey,
-                               .offset = roff,
-                               .operand = operand,
-                               .compare = compare,
-                               .op = (uint8_t)op,
-                               .width = (uint8_t)width};
-    if (op > 255 || width > 255) r.op = 0; /* not valid: refused below */
-    rc = ULN_UNLIKELY(ep->closed) ? -EBADF : atomic_post(ep, peer, &r, result, user_data, flags);
+    /* op and width stay unsigned until uln_atomic_valid passed them: a
+     * value above 255 is refused, never truncated into a known one. */
+    rc = ULN_UNLIKELY(ep->closed) ? -EBADF
+                                  : atomic_post(ep, peer, op, width, rkey, roff, operand, compare,
+                                                result, user_data, flags);
     uln_api_unlock(ep->ctx);
     return rc;
 }

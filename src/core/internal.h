@@ -612,8 +612,11 @@ void uln_engine_forget_peer(struct uln_ep *ep, int peer);
 void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, struct uln_msg *m);
 
 /* atomic.c */
-/* Is (op, width) an atomic ulnet knows? */
-bool uln_atomic_valid(unsigned op, unsigned width);
+/* Is (op, width) an atomic ulnet knows? In line: every post asks. */
+static inline bool uln_atomic_valid(unsigned op, unsigned width)
+{
+    return op >= ULN_ATOMIC_ADD && op <= ULN_ATOMIC_SMAX && (width == 4 || width == 8);
+}
 /* Apply r's op to the word (naturally aligned, width r->width): the value
  * before it. */
 uint64_t uln_atomic_apply(void *word, const struct uln_atomic_req *r);
@@ -621,8 +624,18 @@ uint64_t uln_atomic_apply(void *word, const struct uln_atomic_req *r);
  * Counts refusals and what it served. */
 void uln_atomic_serve(struct uln_ep *ep, const struct uln_atomic_req *r,
                       struct uln_atomic_resp *out);
-/* Initiator side: the old value into the result buffer. */
-void uln_atomic_result(void *result, unsigned width, uint64_t old);
+/* Initiator side: the old value into the result buffer (in line: the
+ * window's fetch-add writes it on every op). */
+static inline void uln_atomic_result(void *result, unsigned width, uint64_t old)
+{
+    if (!result) return;
+    if (width == 4) {
+        uint32_t v = (uint32_t)old;
+        memcpy(result, &v, 4); /* the caller's buffer need not be aligned */
+    } else {
+        memcpy(result, &old, 8);
+    }
+}
 /* engine.c */
 int uln_engine_atomic_now(struct uln_ep *ep, int peer, const struct uln_atomic_req *r,
                           void *result);

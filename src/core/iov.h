@@ -107,4 +107,14 @@ static inline void uln_iov_gather(uint8_t *dst, const struct iovec *iov, int n)
         }
 }
 
+/* flat into the whole list, each segment in turn (uln_getv). */
+static inline void uln_iov_scatter(const struct iovec *iov, int n, const uint8_t *src)
+{
+    for (int i = 0; i < n; i++)
+        if (iov[i].iov_len) {
+            memcpy(iov[i].iov_base, src, iov[i].iov_len);
+            src += iov[i].iov_len;
+        }
+}
+
 #endif

@@ -614,6 +614,127 @@ static void test_rma(void)
     free(loc);
 }
 
+/* A completion carrying remote CQ data (an RMA write's, at its target). */
+static struct comp wait_remote_data(void)
+{
+    for (long spins = 0;; spins++) {
+        for (int i = 0; i < nstash; i++)
+            if (stash[i].e.flags & FI_REMOTE_CQ_DATA) {
+                struct comp c = stash[i];
+                stash[i] = stash[--nstash];
+                return c;
+            }
+        poll_one();
+        if (spins > 400000000L) {
+            fprintf(stderr, "rank %d: no remote CQ data\n", rank);
+            exit(1);
+        }
+    }
+}
+
+/* 10. RMA with several iov entries: fi_writev/fi_readv/fi_writemsg/
+ * fi_readmsg, a zero-length entry among them, every byte checked. Each
+ * remote range goes as one ulnet gather operation (uln_putv/uln_getv), so
+ * a list reaching past the region is refused whole: no piece of it lands,
+ * at the target or (a read) in the local buffers - where one operation per
+ * piece would have moved the pieces in bounds first. */
+static void test_rmav(void)
+{
+    enum { REG = 1 << 16 };
+    uint8_t *win = calloc(1, REG), *loc = malloc(REG), *back = malloc(REG);
+    struct fid_mr *mr;
+    OK(fi_mr_reg(fx.dom, win, REG, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
+    uint64_t key[2] = {fi_mr_key(mr), (uintptr_t)win}, pk[2];
+    struct fi_context cs, cr, c;
+    OK(fi_trecv(fx.ep, pk, 16, NULL, fx.peer, 0x3334, 0, &cr));
+    tsend(key, 16, 0x3334, &cs);
+    wait_ok(&cr);
+    wait_ok(&cs);
+    uint64_t pkey = pk[0], at = pk[1];
+    if (rank == 1) {
+        fill(loc, REG, 41);
+        /* writev: 1000 + 0 + 3000 + 5000 bytes to one range, read back in
+         * other pieces by readv */
+        struct iovec w[4] = {{loc, 1000}, {NULL, 0}, {loc + 1000, 3000}, {loc + 4000, 5000}};
+        OK(fi_writev(fx.ep, w, NULL, 4, fx.peer, at + 100, pkey, &c));
+        CHECK((wait_ok(&c).e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
+        memset(back, 0, REG);
+        struct iovec r[3] = {{back, 2000}, {back + 2000, 4000}, {back + 6000, 3000}};
+        OK(fi_readv(fx.ep, r, NULL, 3, fx.peer, at + 100, pkey, &c));
+        CHECK((wait_ok(&c).e.flags & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ));
+        CHECK(bad_bytes(back, 9000, 41) == 0);
+        /* writemsg: four local pieces over two remote ranges (one piece
+         * split between them), with remote CQ data; readmsg the same way */
+        struct iovec m[4] = {{loc, 700}, {loc + 700, 2500}, {NULL, 0}, {loc + 3200, 5800}};
+        struct fi_rma_iov ri[2] = {{at + 20000, 2000, pkey}, {at + 40000, 7000, pkey}};
+        struct fi_msg_rma msg = {.msg_iov = m,
+                                 .iov_count = 4,
+                                 .addr = fx.peer,
+                                 .rma_iov = ri,
+                                 .rma_iov_count = 2,
+                                 .context = &c,
+                                 .data = 0x5678};
+        OK(fi_writemsg(fx.ep, &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION));
+        wait_ok(&c);
+        memset(back, 0, REG);
+        struct iovec mr2[2] = {{back, 4500}, {back + 4500, 4500}};
+        msg.msg_iov = mr2;
+        msg.iov_count = 2;
+        OK(fi_readmsg(fx.ep, &msg, FI_COMPLETION));
+        wait_ok(&c);
+        CHECK(bad_bytes(back, 9000, 41) == 0);
+        /* refused whole: three pieces of 1000, the last 500 bytes past the
+         * region's end */
+        struct iovec o[3] = {{loc, 1000}, {loc + 1000, 1000}, {loc + 2000, 1000}};
+        OK(fi_writev(fx.ep, o, NULL, 3, fx.peer, at + REG - 2500, pkey, &c));
+        struct comp e = wait_ctx(&c);
+        CHECK(e.err == FI_EACCES && e.prov_errno == -ERANGE);
+        memset(back, 0xee, REG);
+        OK(fi_read(fx.ep, back, 2500, NULL, fx.peer, at + REG - 2500, pkey, &c));
+        wait_ok(&c);
+        size_t landed = 0;
+        for (size_t i = 0; i < 2500; i++)
+            landed += back[i] != 0;
+        CHECK(landed == 0);
+        struct iovec ob[3] = {{back, 1000}, {back + 1000, 1000}, {back + 2000, 1000}};
+        memset(back, 0xee, 3000);
+        OK(fi_readv(fx.ep, ob, NULL, 3, fx.peer, at + REG - 2500, pkey, &c));
+        e = wait_ctx(&c);
+        CHECK(e.err == FI_EACCES && e.prov_errno == -ERANGE);
+        size_t touched = 0;
+        for (size_t i = 0; i < 3000; i++)
+            touched += back[i] != 0xee;
+        CHECK(touched == 0);
+        sync_peers();
+    } else {
+        /* the writemsg's data: one completion here for the two ranges */
+        struct comp e = wait_remote_data();
+        CHECK(e.e.flags & FI_REMOTE_WRITE);
+        CHECK(e.e.data == 0x5678);
+        sync_peers();
+        for (int i = 0; i < 1000; i++)
+            poll_one();
+        for (int i = 0; i < nstash; i++)
+            CHECK(!(stash[i].e.flags & FI_REMOTE_CQ_DATA)); /* only one */
+        /* the writev's 9000 bytes at 100, the writemsg's split at 20000 and
+         * 40000, nothing between them, nothing of the refused writev */
+        CHECK(bad_bytes(win + 100, 9000, 41) == 0);
+        CHECK(win[99] == 0 && win[9100] == 0);
+        fill(loc, REG, 41);
+        CHECK(memcmp(win + 20000, loc, 2000) == 0 && memcmp(win + 40000, loc + 2000, 7000) == 0);
+        CHECK(win[19999] == 0 && win[22000] == 0 && win[47000] == 0);
+        size_t landed = 0;
+        for (size_t i = REG - 2500; i < REG; i++)
+            landed += win[i] != 0;
+        CHECK(landed == 0);
+    }
+    sync_peers();
+    OK(fi_close(&mr->fid));
+    free(win);
+    free(loc);
+    free(back);
+}
+
 /* Beyond the common exchange: a name cannot be set, this rank's own name
  * inserts, and a name of another job is refused, per fi_av(3). */
 static void exchange_names(const char *dir)
@@ -674,6 +795,7 @@ int main(int argc, char **argv)
     test_sread_discard();
     test_flood();
     test_rma();
+    test_rmav();
 
     /* every send and receive above counted; rank 0's truncated receives as errors */
     uint64_t sends_recvs = fi_cntr_read(fx.cntr), errs = fi_cntr_readerr(fx.cntr);
