@@ -20,10 +20,8 @@
  *       op are the total / (N + 100), the same run after run however loaded
  *       the machine.
  *
- * Build (not part of the CMake build: a measurement, not a test), from the
- * source tree after `ninja -C build`:
- *   cc -O2 -Iinclude bench/onesided_self.c -o build/onesided_self \
- *      -Lbuild -Wl,-rpath,$PWD/build -lulnet
+ * Built with the tools (build/onesided_self); a measurement, not a test:
+ * ctest runs it once (bench_onesided_self) only to see that it still runs.
  */
 #include <stdbool.h>
 #include <stdio.h>
