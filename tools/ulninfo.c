@@ -83,6 +83,16 @@ static const char *udp_opt(int opt, int val)
     return rc == 0 ? "yes" : "no";
 }
 
+/* What ULN_TRANSPORT=auto takes on an interface, and why. */
+static void print_auto(const char *ifname)
+{
+    char why[160];
+    if (uln_link_xdp_auto_verdict(ifname, why, sizeof why) == 0)
+        printf("  %-10s auto link: xdp (its driver runs AF_XDP zero-copy)\n", "");
+    else
+        printf("  %-10s auto link: udp (%s)\n", "", why);
+}
+
 static void print_interfaces(uint32_t mtu_setting)
 {
     struct ifaddrs *ifs;
@@ -109,22 +119,24 @@ static void print_interfaces(uint32_t mtu_setting)
         unsigned ip = fam == AF_INET ? 20 : 40;
         printf("  %-10s %-40s mtu %-6d payload per packet %u B\n", i->ifa_name, addr, mtu,
                use > ip + 8 + ULN_PKT_HDR ? use - ip - 8 - ULN_PKT_HDR : 0);
+        if (fam == AF_INET && !(i->ifa_flags & IFF_LOOPBACK)) print_auto(i->ifa_name);
     }
     if (fd >= 0) close(fd);
     freeifaddrs(ifs);
 }
 
-/* The link under udp's packets. Links open with endpoints, so with
- * ULN_TRANSPORT=xdp one endpoint is opened to see what AF_XDP gives here:
- * its mode, or why the socket link took over. */
+/* The link under udp's packets. Links open with endpoints, so where udp
+ * carries peers (or ULN_TRANSPORT=xdp asks for AF_XDP) one endpoint is
+ * opened to see what the link gives here: AF_XDP's mode, or why the socket
+ * link took over. */
 static void print_link(struct uln_ctx *ctx)
 {
     printf("  AF_XDP link                      %s\n",
-           uln_link_xdp_built() ? "built in (ULN_TRANSPORT=xdp)"
+           uln_link_xdp_built() ? "built in (ULN_TRANSPORT=xdp; auto where zero-copy)"
                                 : "absent (built without libxdp/libbpf/clang)");
     const struct uln_udp *u = udp_of(ctx);
-    if (!ctx->p.xdp || !u) {
-        printf("  link in use                      udp (a socket)\n");
+    if (!u || (!ctx->p.xdp && ctx->p.transport != ULN_TP_AUTO)) {
+        printf("  link in use                      %s\n", u ? "udp (a socket)" : "none (no udp)");
         return;
     }
     struct uln_cq *cq = NULL;
@@ -136,8 +148,8 @@ static void print_link(struct uln_ctx *ctx)
     else if (!strcmp(u->link_kind, "xdp"))
         printf("  link in use                      xdp (%s)\n", u->xdp_mode);
     else
-        printf("  link in use                      %s (xdp asked for: %s)\n", u->link_kind,
-               u->xdp_why[0] ? u->xdp_why : "?");
+        printf("  link in use                      %s (%s: %s)\n", u->link_kind,
+               ctx->p.xdp ? "xdp asked for" : "auto", u->xdp_why[0] ? u->xdp_why : "?");
     if (ep) uln_ep_close(ep);
     if (cq) uln_cq_close(cq);
 }

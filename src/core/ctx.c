@@ -75,10 +75,12 @@ static const struct uln_setting settings_table[] = {
      "0: direct accesses announce themselves with a fence each, not membarrier at dereg"},
     /* Transports and progress. */
     {"ULN_TRANSPORT", "auto", 0, 0,
-     "auto: shm on this host, udp to others; udp; shm; xdp: udp's protocol over AF_XDP"},
+     "auto: shm on this host, udp to others (AF_XDP where zero-copy); udp; shm; xdp: udp's "
+     "protocol over AF_XDP"},
     {"ULN_PROGRESS", "caller", 0, 0, "thread: a progress thread serves peers in the background"},
     /* UDP. */
-    {"ULN_UDP_WINDOW", "256", 4, 32768, "packets in flight per (endpoint, peer), a power of two"},
+    {"ULN_UDP_WINDOW", "1024", 4, 32768,
+     "packets in flight per (endpoint, peer), a power of two; buffers taken as used"},
     {"ULN_UDP_MTU", "0", 0, 65535, "datagram size limit; 0: the interface's (capped to 9000)"},
     {"ULN_UDP_DEAD_MS", "10000", 10, 3600000,
      "a peer silent this long while awaited is dead (-ECONNRESET)"},

@@ -173,7 +173,7 @@ static void tx_reset(struct uln_rel *r)
     r->snd_una = r->snd_nxt = r->snd_edge = isn; /* no credit until the peer speaks */
     r->lost_count = 0;
     r->lost_hint = isn;
-    r->rack_xmit = 0;
+    r->rack_xmit = r->rack_amb = 0;
     memset(r->slots, 0, sizeof(*r->slots) * (r->mask + 1));
     r->acked_head = r->acked_tail = 0;
     r->tx_blocked = false;
@@ -680,6 +680,7 @@ struct ack_note {
     uint64_t sample_xmit; /* newest transmission, sent once, acked by this feedback */
     uint64_t sample_time;
     uint64_t rack_xmit;        /* newest transmission surely delivered */
+    uint64_t rack_amb;         /* ... or maybe: a resent packet's, by RACK's rule */
     uint64_t sample_delivered; /* the sample's uln_rel_slot.delivered */
     uint64_t acked_bytes;      /* newly acknowledged by this feedback */
 };
@@ -706,14 +707,16 @@ static void ack_one(struct uln_rel *r, uint32_t seq, struct ack_note *n)
             n->sample_delivered = s->delivered;
         }
         if (s->xmit > n->rack_xmit) n->rack_xmit = s->xmit;
-    } else if (r->have_rtt && r->now - s->tx_time >= r->min_rtt && s->xmit > n->rack_xmit) {
+    } else if (r->have_rtt && r->now - s->tx_time >= r->min_rtt && s->xmit > n->rack_amb) {
         /* For loss detection it may say: acked sooner than any round trip
          * after the last transmission, it was an earlier one that arrived;
          * later, it was the last (RACK's rule; min_rtt only shrinks, so early
          * on this errs on the safe side). Without this a lost retransmission
          * waits for the timer whenever the window is stuck behind it - the
-         * case where only retransmissions are in flight. */
-        n->rack_xmit = s->xmit;
+         * case where only retransmissions are in flight. But it only may:
+         * a receiver descheduled past our timeout acknowledges the original
+         * long after the resend (detect_losses says where it counts). */
+        n->rack_amb = s->xmit;
     }
 }
 
@@ -820,27 +823,39 @@ static void round_check(struct uln_rel *r)
  * `reorder` after them, are lost once all after them arrived (early
  * retransmit, RFC 5827), so a loss at the tail needs no timeout.
  * Only seqs this feedback describes are judged - its cumulative hole and its
- * bitmap -, never seqs whose arrival it does not report. */
-static bool lost_by_order(const struct uln_rel *r, const struct uln_rel_slot *s)
+ * bitmap -, never seqs whose arrival it does not report.
+ * A resent packet's ACK (rack_amb) may be its original's: a receiver
+ * descheduled past our timeout reads the original first, and acknowledges
+ * it while the packets sent after it still wait unread in its socket. So
+ * that evidence only judges seqs below one the feedback reports arrived
+ * (`maybe`): a hole the receiver has seen past. Taken for all, it called
+ * every unread packet lost at each such stall (rel_sim_spurious). */
+static bool lost_by_order(const struct uln_rel *r, const struct uln_rel_slot *s, bool maybe)
 {
-    uint64_t need = s->xmit + r->reorder_tx;
+    uint64_t need = s->xmit + r->reorder_tx, rack = r->rack_xmit;
+    if (maybe && r->rack_amb > rack) rack = r->rack_amb;
     if (need > r->xmit_count) need = r->xmit_count;
-    return need <= r->rack_xmit && need > s->xmit;
+    return need <= rack && need > s->xmit;
 }
 
-static void judge(struct uln_rel *r, uint32_t q)
+static void judge(struct uln_rel *r, uint32_t q, bool maybe)
 {
     struct uln_rel_slot *s = slot(r, q);
-    if (s->state == SLOT_INFLIGHT && !s->lost && lost_by_order(r, s)) mark_lost(r, q, s, LOST_FAST);
+    if (s->state == SLOT_INFLIGHT && !s->lost && lost_by_order(r, s, maybe))
+        mark_lost(r, q, s, LOST_FAST);
 }
 
 static void detect_losses(struct uln_rel *r, const struct uln_rel_fb *fb)
 {
     if (r->snd_una == r->snd_nxt) return;
-    judge(r, r->snd_una); /* == fb->ack: the receiver's first missing seq */
     uint32_t q = fb->ack + 1 + fb->sack_off;
+    /* One past the highest seq the feedback reports arrived (on_fb checked
+     * it is below snd_nxt); the cumulative hole if none is. */
+    uint32_t top = fb->sack ? q + 64 - (uint32_t)__builtin_clzll(fb->sack) : fb->ack;
+    judge(r, r->snd_una, seq_lt(r->snd_una, top)); /* == fb->ack: the first missing seq */
     for (uint32_t i = 0; i < ULN_REL_SACK_BITS && seq_lt(q + i, r->snd_nxt); i++)
-        if (!((fb->sack >> i) & 1) && !seq_lt(q + i, r->snd_una)) judge(r, q + i);
+        if (!((fb->sack >> i) & 1) && !seq_lt(q + i, r->snd_una))
+            judge(r, q + i, seq_lt(q + i, top));
 }
 
 static void on_fb(struct uln_rel *r, const struct uln_rel_fb *fb, unsigned flags)
@@ -875,7 +890,7 @@ static void on_fb(struct uln_rel *r, const struct uln_rel_fb *fb, unsigned flags
     }
     r->stats.fb_rcvd++;
 
-    struct ack_note n = {0, 0, 0, 0, 0};
+    struct ack_note n = {0, 0, 0, 0, 0, 0};
     bool advanced = false;
     if (!old && ack != r->snd_una) {
         for (uint32_t q = r->snd_una; q != ack; q++)
@@ -911,6 +926,7 @@ static void on_fb(struct uln_rel *r, const struct uln_rel_fb *fb, unsigned flags
         r->reorder_tx = fb->reorder < (r->mask + 1) / 2 ? fb->reorder : (r->mask + 1) / 2;
     }
     if (n.rack_xmit > r->rack_xmit) r->rack_xmit = n.rack_xmit;
+    if (n.rack_amb > r->rack_amb) r->rack_amb = n.rack_amb;
     if (!old) detect_losses(r, fb);
     round_check(r);
     if (advanced) {

@@ -192,6 +192,7 @@ struct uln_rel {
     uint32_t lost_count, lost_hint;
     uint64_t xmit_count; /* every (re)transmission gets the next number */
     uint64_t rack_xmit;  /* newest transmission known to have arrived */
+    uint64_t rack_amb;   /* ... or maybe: a resent packet's (detect_losses) */
     uint32_t reorder_tx; /* loss threshold in transmissions, adapted */
     struct uln_rel_slot *slots;
     uint32_t *acked; /* seqs acknowledged, not yet returned to the caller */

@@ -48,6 +48,14 @@ struct uln_link_xdp_cfg {
 /* True if this build has the AF_XDP link. */
 bool uln_link_xdp_built(void);
 
+/* ULN_TRANSPORT=auto (docs/xdp.md). iface_of: the interface that owns the
+ * local IPv4 address ip (network order): 0, or -ENODEV. auto_verdict: 0 if
+ * auto should try AF_XDP on ifname - zero-copy, which its driver can do - or
+ * -errno with the one-line reason it keeps the socket link there (not
+ * Ethernet, a driver without zero-copy AF_XDP such as veth, not built). */
+int uln_link_xdp_iface_of(uint32_t ip, char *ifname, size_t len);
+int uln_link_xdp_auto_verdict(const char *ifname, char *why, size_t whylen);
+
 /* 0, or -errno with a one-line reason in why (the caller prints it and takes
  * the socket link): -EOPNOTSUPP (not built, not IPv4), -EPERM (no
  * CAP_NET_ADMIN / CAP_BPF), -ENODEV, -EINVAL (no such queue), -EBUSY (queue

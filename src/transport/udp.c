@@ -156,6 +156,7 @@ struct tx_slot {
     uint32_t len;
     uint32_t len2;        /* a PUT fragment over two of uln_putv's segments: */
     const uint8_t *data2; /* ... the second piece, after data */
+    uint32_t buf1;        /* 1 + the tx_mem buffer the slot holds (slot_mem); 0: none */
 };
 
 struct rx_slot {
@@ -175,7 +176,13 @@ struct uln_udp_peer {
     struct uln_rel rel;
     uint32_t mask;
     struct tx_slot *tx;
-    uint8_t *tx_mem; /* one stride per slot: messages we may have to send again */
+    /* Buffers for messages we may have to send again, one stride each, as
+     * many as slots. A slot takes one only when its packet's bytes are ours
+     * to keep (not a PUT's user buffer), from a LIFO stack: the pages touched
+     * are the most ever held at once - what the congestion window asked of
+     * this peer - not the window of slots the sequence numbers go round. */
+    uint8_t *tx_mem;
+    uint32_t *tx_free, n_free;
     struct rx_slot *rx;
     uint32_t pend_seq, pend_n;  /* in order from rel, not yet handed to the engine */
     struct uln_inbox_feed feed; /* in-order messages to the engine, through our inbox */
@@ -375,6 +382,7 @@ static void peer_free(struct uln_udp_ep *ue, struct uln_udp_peer *up)
     uln_rel_fini(&up->rel);
     free(up->tx);
     free(up->tx_mem);
+    free(up->tx_free);
     free(up->rx);
     free(up);
 }
@@ -516,16 +524,21 @@ static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
     up->mask = cfg.window - 1;
     up->tx = calloc(cfg.window, sizeof *up->tx);
     up->rx = calloc(cfg.window, sizeof *up->rx);
-    /* Untouched slot memory costs no RAM: the pages come as slots are used. */
+    /* Untouched buffer memory costs no RAM: the pages come as buffers are
+     * first taken (slot_mem), lowest first. */
     up->tx_mem = malloc((size_t)cfg.window * ue->stride);
-    if (!up->tx || !up->rx || !up->tx_mem ||
+    up->tx_free = malloc(cfg.window * sizeof *up->tx_free);
+    if (!up->tx || !up->rx || !up->tx_mem || !up->tx_free ||
         uln_rel_init(&up->rel, &cfg, epoch, uln_now_ns()) != 0) {
         free(up->tx);
         free(up->rx);
         free(up->tx_mem);
+        free(up->tx_free);
         free(up);
         return NULL;
     }
+    for (uint32_t i = 0; i < cfg.window; i++)
+        up->tx_free[up->n_free++] = cfg.window - 1 - i;
     uln_inbox_feed_init(&up->feed, ctx, rank, ep->index);
     pp->tp_peer = up;
     ue->live[ue->n_live++] = rank;
@@ -699,14 +712,21 @@ static void send_data(struct uln_ep *ep, struct uln_udp_peer *up, struct tx_slot
     if (p->flags & ULN_REL_LOSE) send_ctrl(ep, up, p);
 }
 
+/* A slot is free again, and its buffer (if it took one) with it. */
+static void tx_slot_clear(struct uln_udp_peer *up, struct tx_slot *t)
+{
+    t->used = false;
+    t->data = NULL;
+    if (t->buf1) up->tx_free[up->n_free++] = t->buf1 - 1;
+    t->buf1 = 0;
+}
+
 /* Slots the peer has acknowledged are free again. */
 static void drain_acked(struct uln_udp_peer *up)
 {
     uint32_t seq;
-    while (uln_rel_tx_next_acked(&up->rel, &seq)) {
-        up->tx[seq & up->mask].used = false;
-        up->tx[seq & up->mask].data = NULL;
-    }
+    while (uln_rel_tx_next_acked(&up->rel, &seq))
+        tx_slot_clear(up, &up->tx[seq & up->mask]);
 }
 
 /* Take the next sequence number for slot memory already filled; t gets the
@@ -727,9 +747,13 @@ static struct tx_slot *assign(struct uln_ep *ep, struct uln_udp_peer *up, uint32
     return t;
 }
 
+/* The buffer of the slot of seq, taken now if it has none: there are as
+ * many buffers as slots, so one is always free for a free slot. */
 static uint8_t *slot_mem(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq)
 {
-    return up->tx_mem + (size_t)(seq & up->mask) * udp_ep(ep)->stride;
+    struct tx_slot *t = &up->tx[seq & up->mask];
+    if (!t->buf1) t->buf1 = 1 + up->tx_free[--up->n_free];
+    return up->tx_mem + (size_t)(t->buf1 - 1) * udp_ep(ep)->stride;
 }
 
 /* Can n packets go to this peer now? Otherwise the endpoint is blocked. */
@@ -1173,7 +1197,7 @@ static void void_peer(struct uln_ep *ep, struct uln_udp_peer *up, int status)
     uln_engine_forget_peer(ep, up->rank);
     drain_acked(up);
     for (uint32_t i = 0; i <= up->mask; i++)
-        up->tx[i].used = false, up->tx[i].data = NULL;
+        tx_slot_clear(up, &up->tx[i]);
     drop_held(ep, up);
 }
 

@@ -40,7 +40,8 @@ struct uln_udp { /* ctx->tp_ctx[ULN_TPID_UDP] */
     uint8_t *remote;        /* by rank: UDP_REMOTE = reached over UDP (uln_udp_learn) */
     uint64_t rng;
     /* The link the endpoints took (uln_udp_link_open), for ulninfo: "udp" or
-     * "xdp", AF_XDP's mode, and why AF_XDP was asked for but not had. */
+     * "xdp", AF_XDP's mode, and why AF_XDP was asked for (xdp) or
+     * considered (auto) but not had. */
     char link_kind[8];
     char xdp_mode[32];
     char xdp_why[160];
@@ -64,8 +65,10 @@ size_t uln_udp_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room);
 int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len);
 int uln_udp_addr_str(const uint8_t *in, size_t len, char *out, size_t room);
 void uln_udp_close(struct uln_ctx *ctx);
-/* The link under an endpoint: AF_XDP where ULN_TRANSPORT=xdp asks for it and
- * it can be had, else (one line on stderr says why) the socket link. cfg is
+/* The link under an endpoint: AF_XDP where ULN_TRANSPORT=xdp asks for it
+ * and it can be had, or where ULN_TRANSPORT=auto finds a driver that runs it
+ * zero-copy; else (one line on stderr says why, unless the endpoint is on
+ * loopback or any address under auto) the socket link. cfg is
  * the socket link's, its fd the endpoint's bound socket: either link owns it
  * once this succeeds. */
 struct uln_link;

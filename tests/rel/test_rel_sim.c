@@ -17,6 +17,8 @@
  *     cwnd     the congestion window on a 1 GB/s link of 200 us round trip: grows
  *              to the bandwidth-delay product, shrinks when a short queue
  *              overflows, holds under 5 % random loss, never passes cwnd_max
+ *     spurious no loss, a receiver descheduled past the sender's timeout that
+ *              then reads its backlog 64 packets a pass: no fast retransmit
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -192,6 +194,11 @@ struct scenario {
     uint32_t epoch[2];
     double stall_p; /* chance per consumed message that the consumer stalls */
     uint64_t stall_len;
+    /* Side 1 descheduled for desched_len every desched_every (0: never): it
+     * neither reads, nor sends, nor runs its timers; what arrives meanwhile
+     * waits in its socket, read pass_batch packets a pass, pass_gap apart. */
+    uint64_t desched_every, desched_len, pass_gap;
+    uint32_t pass_batch;
     uint64_t seed;
 };
 
@@ -205,9 +212,12 @@ struct side {
     uint64_t unreleased, stall_until;
     uint64_t link_busy;
     uint64_t sent_pkts, corrupt_drops, bad_verdicts, bookkeeping_errors;
-    uint64_t queue_drops;         /* the link's queue was full (queue_max) */
-    uint64_t tx_bytes_max;        /* most bytes in flight at once */
-    uint64_t cwnd_min, cwnd_last; /* the congestion window after the first tenth */
+    uint64_t queue_drops;                      /* the link's queue was full (queue_max) */
+    uint64_t tx_bytes_max;                     /* most bytes in flight at once */
+    uint64_t cwnd_min, cwnd_last;              /* the congestion window after the first tenth */
+    uint64_t wake_at, next_desched, next_pass; /* descheduling (scenario.desched_*) */
+    struct flying *sock;                       /* arrived, not yet read: a FIFO */
+    uint32_t sock_head, sock_tail;
 };
 
 static const struct scenario *sc;
@@ -343,6 +353,47 @@ static void service(int i)
         transmit(i, &p, NONE);
 }
 
+/* Descheduling (scenario.desched_*): a side that is not running. */
+static bool awake(struct side *s)
+{
+    if (now >= s->next_desched) {
+        s->wake_at = now + sc->desched_len;
+        s->next_desched = now + sc->desched_every;
+    }
+    return now >= s->wake_at;
+}
+
+/* Arrivals wait in the receiver's socket, in order, until it reads them. */
+static void sock_push(const struct flying *f)
+{
+    struct side *s = &sides[f->to];
+    if (s->sock_tail - s->sock_head == HEAP_MAX) {
+        CHECK(!"socket overflow");
+        return;
+    }
+    s->sock[s->sock_tail++ % HEAP_MAX] = *f;
+    if (s->next_pass == NONE) s->next_pass = now;
+}
+
+/* A pass: one batch read (recvmmsg) and handled, the next pass_gap later. */
+static void sock_read(struct side *s)
+{
+    if (!s->sock || s->sock_head == s->sock_tail || now < s->next_pass) return;
+    for (uint32_t k = 0; k < sc->pass_batch && s->sock_head != s->sock_tail; k++)
+        arrive(&s->sock[s->sock_head++ % HEAP_MAX]);
+    s->next_pass = s->sock_head == s->sock_tail ? NONE : now + sc->pass_gap;
+}
+
+/* When the side must be looked at next: its timers only while it runs. */
+static uint64_t desched_deadline(struct side *s)
+{
+    if (now < s->wake_at) return s->wake_at;
+    uint64_t d = uln_rel_next_deadline(&s->r);
+    if (s->next_pass < d) d = s->next_pass < now ? now : s->next_pass;
+    if (s->next_desched < d) d = s->next_desched;
+    return d;
+}
+
 static bool finished(void)
 {
     for (int i = 0; i < 2; i++)
@@ -378,6 +429,8 @@ static bool run(const struct scenario *scn, struct result *res)
         s->peer_isn = scn->epoch[1 - i];
         s->n_send = scn->msgs[i];
         s->cwnd_min = UINT64_MAX;
+        s->next_desched = s->next_pass = NONE;
+        s->sock = scn->desched_every ? malloc(HEAP_MAX * sizeof(*s->sock)) : NULL;
         s->tx_msg = malloc(scn->window * sizeof(uint64_t));
         s->held = malloc(scn->window * sizeof(uint64_t));
         for (uint32_t k = 0; k < scn->window; k++)
@@ -388,10 +441,11 @@ static bool run(const struct scenario *scn, struct result *res)
     clock_gettime(CLOCK_MONOTONIC, &w0);
     uint64_t stuck = 0;
     bool ok = true;
+    sides[1].next_desched = scn->desched_every ? scn->desched_every : NONE;
     while (!finished()) {
         uint64_t t = heap_n ? heap[0].at : NONE;
         for (int i = 0; i < 2; i++) {
-            uint64_t d = uln_rel_next_deadline(&sides[i].r);
+            uint64_t d = desched_deadline(&sides[i]);
             if (d < t) t = d;
             if (sides[i].unreleased && sides[i].stall_until < t) t = sides[i].stall_until;
         }
@@ -411,10 +465,16 @@ static bool run(const struct scenario *scn, struct result *res)
         while (heap_n && heap[0].at <= now) {
             struct flying f;
             heap_pop(&f);
-            arrive(&f);
+            if (scn->desched_every)
+                sock_push(&f);
+            else
+                arrive(&f);
         }
-        service(0);
-        service(1);
+        for (int i = 0; i < 2; i++)
+            if (awake(&sides[i])) {
+                sock_read(&sides[i]);
+                service(i);
+            }
         if (sides[0].r.state == ULN_REL_DEAD || sides[1].r.state == ULN_REL_DEAD) {
             fprintf(stderr, "%s: a side declared the other dead\n", scn->name);
             ok = false;
@@ -462,6 +522,7 @@ static bool run(const struct scenario *scn, struct result *res)
         uln_rel_fini(&s->r);
         free(s->tx_msg);
         free(s->held);
+        free(s->sock);
     }
     printf("  %-7s %.1f ms simulated, %.2f s wall\n", scn->name, (double)res->sim_ns / 1e6,
            res->wall_s);
@@ -657,7 +718,8 @@ static void sc_cwnd(void)
     CHECK(link_share(&s, &r) > 0.7);
 
     /* Holds: 5 % of all packets lost at random (data and feedback), no
-     * queue. The window never goes below the BDP, and the link stays busy. */
+     * queue. The window never goes below the BDP the path shows, and the
+     * link stays busy. */
     s = cwnd_link("random");
     s.drop = 0.05;
     run(&s, &r);
@@ -665,8 +727,41 @@ static void sc_cwnd(void)
            " cuts, %" PRIu64 " lossy rounds; link %.3f full (%.3f at most)\n",
            r.cwnd_last, r.cwnd_min, r.st[0].cwnd_cuts, r.st[0].rounds_lossy, link_share(&s, &r),
            0.95);
-    CHECK(r.cwnd_min >= BDP_BYTES);
+    /* The floor is the delivery rate the path showed x its least RTT; with 5 %
+     * of the packets lost, what is delivered is 95 % of the link's rate. */
+    CHECK(r.cwnd_min >= BDP_BYTES / 100 * 95);
     CHECK(link_share(&s, &r) > 0.78);
+}
+
+/* No loss, but the receiver descheduled for 2 ms every 10 ms, as on a loaded
+ * host: the sender's timer fires and resends the oldest packet, while the
+ * originals wait in the receiver's socket. The receiver then reads its backlog
+ * a batch a pass, and acknowledges each: the ACK of the resent packet is the
+ * original's (it came first), so it says nothing of what was sent after the
+ * resend, and the packets still unread must not be called lost. The timer's
+ * resends cannot be told from losses; a fast retransmit can, so there must be
+ * none. */
+static void sc_spurious(void)
+{
+    struct scenario s = base("spurious");
+    s.msgs[0] = scale / 10;
+    s.msgs[1] = 0;
+    s.window = 1024;
+    s.gap = 1 * US; /* 1 M packets/s: a 2 ms stall leaves the window waiting */
+    s.desched_every = 10 * MS;
+    s.desched_len = 2 * MS;
+    s.pass_batch = 64;
+    s.pass_gap = 20 * US;
+    s.seed = 17;
+    struct result r;
+    run(&s, &r);
+    const struct uln_rel_stats *st = &r.st[0];
+    printf("  spurious %" PRIu64 " resent: fast %" PRIu64 ", probe %" PRIu64 ", timeout %" PRIu64
+           "; %" PRIu64 " duplicates at the receiver\n",
+           st->tx_resend, st->tx_fast, st->tx_pto, st->tx_timeout, r.st[1].rx_dup);
+    CHECK(st->rto_fired > 0); /* the case arose: the timer fired during a stall */
+    CHECK_EQ(st->tx_fast, 0);
+    CHECK_EQ(st->tx_pto, 0);
 }
 
 int main(int argc, char **argv)
@@ -679,8 +774,9 @@ int main(int argc, char **argv)
     struct {
         const char *name;
         void (*fn)(void);
-    } t[] = {{"drop", sc_drop},     {"stuck", sc_stuck}, {"mixed", sc_mixed}, {"slow", sc_slow},
-             {"window", sc_window}, {"shape", sc_shape}, {"cwnd", sc_cwnd}};
+    } t[] = {{"drop", sc_drop}, {"stuck", sc_stuck},      {"mixed", sc_mixed},
+             {"slow", sc_slow}, {"window", sc_window},    {"shape", sc_shape},
+             {"cwnd", sc_cwnd}, {"spurious", sc_spurious}};
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         if (all || !strcmp(which, t[i].name)) {
             printf("%s:\n", t[i].name);

@@ -5,7 +5,7 @@
 #
 #   xdp_job.sh --built 0|1 [--hook native|generic] [--env VAR=value]...
 #              [--fallback REGEX] [--drop-caps] [--kill] [--mixed] [--forge]
-#              [--timeout S]
+#              [--auto] [--expect-out REGEX] [--timeout S]
 #              -- PROGRAM ARGS...
 #
 # Each rank runs with ULN_TRANSPORT=xdp and ULN_XDP_HOOK=hook. Checked:
@@ -26,6 +26,11 @@
 #     malformed and forged frames as if from rank 0 (forge.py);
 #   - --drop-caps: the ranks run without CAP_NET_ADMIN, CAP_BPF, CAP_SYS_ADMIN
 #     and CAP_PERFMON (setpriv), as an unprivileged user would;
+#   - --auto: the ranks run with ULN_TRANSPORT=auto, which must keep the
+#     socket link on veth (no zero-copy AF_XDP): no program is ever attached
+#     and the kernel's stack carries the job; with --fallback, every rank's
+#     line says why. Runs also where the link is not built;
+#   - --expect-out REGEX (repeatable): rank 0's output must match each;
 #   - --kill: both ranks get SIGKILL mid-job; the interfaces still answer ping
 #     and UDP with the dead process's program attached, and the next ulnet
 #     process on the host removes it (and its own when it closes).
@@ -36,6 +41,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 hosts_sh=$here/../netns/hosts.sh
 built="" hook=native fallback="" kill=0 timeout=120 envs=() prefix=() more_eps=0 mixed=0 forge=0
+auto=0 expect_out=()
 while [[ $# -gt 0 ]]; do
     case $1 in
     --built) built=$2; shift 2 ;;
@@ -45,6 +51,8 @@ while [[ $# -gt 0 ]]; do
     --kill) kill=1; shift ;;
     --more-eps) more_eps=1; shift ;;
     --mixed) mixed=1; shift ;;
+    --auto) auto=1; shift ;;
+    --expect-out) expect_out+=("$2"); shift 2 ;;
     --forge) forge=1; envs+=(ULN_UDP_PORT=30000); shift ;; # endpoint 0 on port 30000
     --drop-caps)
         caps=-net_admin,-bpf,-sys_admin,-perfmon
@@ -57,7 +65,7 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 (($# > 0)) || { echo "xdp_job.sh: no program" >&2; exit 2; }
-[[ $built == 1 ]] || { echo "xdp_job.sh: ulnet built without the AF_XDP link: skipped"; exit 77; }
+[[ $built == 1 || $auto == 1 ]] || { echo "xdp_job.sh: ulnet built without the AF_XDP link: skipped"; exit 77; }
 "$hosts_sh" probe >/dev/null 2>&1 || { echo "xdp_job.sh: no network namespaces here: skipped"; exit 77; }
 ulninfo=$(dirname "$1")/../../ulninfo # the build tree's tools
 
@@ -135,6 +143,7 @@ xdp_hosts=(0 1)
 for r in 0 1; do
     tp=xdp
     ((mixed && r == 1)) && tp=udp
+    ((auto)) && tp=auto
     # hosts.sh directly (it execs the rank), so $! is the rank itself.
     "$hosts_sh" exec "h$r" "${prefix[@]}" env ULN_RANK=$r ULN_SIZE=2 ULN_ROOT="$ULNTEST_HOST_0:$port" ULN_JOB_KEY="$key" \
         ULN_TRANSPORT=$tp ULN_XDP_HOOK="$hook" ULNTEST_IT_EXPECT_UDP_PEERS=1 "${envs[@]}" "$@" \
@@ -163,7 +172,7 @@ fi
 # Each AF_XDP host's program must be seen in the mode asked for, unless its
 # rank is over first (a short job; then the counters below are the proof).
 declare -A seen=()
-for ((t = 0; !${#fallback} && t < 200 && ${#seen[@]} < ${#xdp_hosts[@]}; t++)); do
+for ((t = 0; !${#fallback} && !auto && t < 200 && ${#seen[@]} < ${#xdp_hosts[@]}; t++)); do
     for h in "${xdp_hosts[@]}"; do
         [[ -n ${seen[$h]:-} ]] && continue
         v=$(prog_on $h)
@@ -176,7 +185,17 @@ for ((t = 0; !${#fallback} && t < 200 && ${#seen[@]} < ${#xdp_hosts[@]}; t++)); 
     done
     sleep 0.1
 done
-if [[ -z $fallback ]]; then
+# auto on veth: never a program, from the first endpoint to the last.
+for ((t = 0; auto && t < 50; t++)); do
+    for h in 0 1; do
+        [[ -z $(prog_on $h) ]] || fail "auto: host $h has ulnet_xdp attached on veth: $(prog_on $h)"
+    done
+    kill -0 "${pids[0]}" 2>/dev/null || kill -0 "${pids[1]}" 2>/dev/null || break
+    sleep 0.1
+done
+if ((auto)); then
+    healthy "during the job"
+elif [[ -z $fallback ]]; then
     for h in "${xdp_hosts[@]}"; do
         [[ -n ${seen[$h]:-} ]] ||
             fail "host $h: ulnet_xdp not attached while the job runs: $(on $h ip -d link show eth0 | tr '\n' ' ')"
@@ -226,8 +245,12 @@ if [[ -n $forge_pid ]]; then
 fi
 for r in 0 1; do
     tail -n 2 "$logs/r$r.out"
+    for re in "${expect_out[@]}"; do
+        ((r == 0)) && ! grep -Eq -- "$re" "$logs/r0.out" &&
+            fail "rank 0's output does not match '$re': $(cat "$logs/r0.out")"
+    done
     if [[ -n $fallback ]]; then
-        grep -Eq "ulnet: xdp: .*$fallback" "$logs/r$r.err" || fail "rank $r: no fallback line matching '$fallback': $(cat "$logs/r$r.err")"
+        grep -Eq "ulnet: (xdp|auto): .*$fallback" "$logs/r$r.err" || fail "rank $r: no fallback line matching '$fallback': $(cat "$logs/r$r.err")"
     elif ((more_eps)); then
         ! grep "ulnet: xdp:" "$logs/r$r.err" | grep -v "has an AF_XDP socket already" ||
             fail "rank $r fell back to udp"
@@ -238,7 +261,10 @@ for r in 0 1; do
     # the kernel answers those with ICMP, and that is all they can be.
     n=$(kernel_udp $r)
     # (Forged fragments and cut headers are the kernel's: host 1 is not checked.)
-    if [[ -z $fallback ]] && ((!more_eps && n > 8 && (!forge || r == 0))) &&
+    if ((auto && n == 0)); then
+        fail "auto: host $r's stack received no UDP of the job: what carried it?"
+    fi
+    if [[ -z $fallback ]] && ((!auto && !more_eps && n > 8 && (!forge || r == 0))) &&
         [[ " ${xdp_hosts[*]} " == *" $r "* ]]; then
         fail "host $r's stack received $n UDP packets of the job: not all went to AF_XDP"
     fi
@@ -247,7 +273,7 @@ done
 for h in 0 1; do
     [[ -z $(prog_on $h) ]] || fail "host $h: a program is left after the job: $(prog_on $h)"
 done
-if [[ $hook == native && -z $fallback ]]; then
+if [[ $hook == native && -z $fallback ]] && ((!auto)); then
     n=$(on 0 ethtool -S eth0 | awk '/xdp_redirect/ {s += $2} END {print s + 0}')
     ((n > 0)) || fail "host 0's veth redirected no frames to AF_XDP"
     echo "xdp_job.sh: host 0's veth redirected $n frames to AF_XDP"
