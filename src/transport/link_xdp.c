@@ -83,7 +83,7 @@ static int driver_verdict(const char *ifname, const char *drv, char *why, size_t
              "%s (%s): no zero-copy AF_XDP; copy mode is slower than the socket link here "
              "(ULN_TRANSPORT=xdp forces it)",
              ifname, drv);
-    return -EOPNOTSUPP;
+    return -ENOENT;
 }
 
 int uln_link_xdp_auto_verdict(const char *ifname, char *why, size_t whylen)
@@ -101,11 +101,12 @@ int uln_link_xdp_auto_verdict(const char *ifname, char *why, size_t whylen)
     int rc;
     if (ioctl(fd, SIOCGIFHWADDR, &ifr) < 0 || ifr.ifr_hwaddr.sa_family != ARPHRD_ETHER) {
         snprintf(why, whylen, "%s: not an Ethernet interface", ifname);
-        rc = -EOPNOTSUPP;
+        rc = -ENOENT;
     } else if (ifr.ifr_data = (void *)&di, ioctl(fd, SIOCETHTOOL, &ifr) < 0) {
-        rc = -errno;
+        /* A driver that does not name itself is on no list of ours. */
         snprintf(why, whylen, "%s: its driver does not say its name (ETHTOOL_GDRVINFO: %s)", ifname,
-                 strerror(-rc));
+                 strerror(errno));
+        rc = -ENOENT;
     } else {
         di.driver[sizeof(di.driver) - 1] = '\0';
         rc = driver_verdict(ifname, di.driver, why, whylen);

@@ -292,9 +292,12 @@ static int open_xdp(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, enu
 }
 
 /* ULN_TRANSPORT=auto: AF_XDP where it can be zero-copy, else the socket
- * link (docs/xdp.md says why copy mode does not pay). *loud: the endpoint is
- * on an interface of its own, so the reason is worth a line on stderr; an
- * endpoint bound to loopback or any address is the socket link's by nature. */
+ * link (docs/xdp.md says why copy mode does not pay). *loud: AF_XDP was for
+ * this interface and did not come (refused, or not built), so the reason is
+ * worth a line on stderr. An interface that is simply not one for AF_XDP
+ * (veth, virtio_net: auto's own choice), loopback or the any address is the
+ * socket link's by nature: a line there would be printed by every process
+ * of every job and libfabric client, for nothing to fix; ulninfo has it. */
 static int open_auto(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, struct uln_link **out,
                      char *why, size_t whylen, bool *loud)
 {
@@ -309,8 +312,8 @@ static int open_auto(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, st
         snprintf(why, whylen, "not bound to an IPv4 address of an interface");
         return -EOPNOTSUPP;
     }
-    *loud = true;
     int rc = uln_link_xdp_auto_verdict(ifname, why, whylen);
+    *loud = rc != -ENOENT;
     return rc ? rc : open_xdp(ctx, cfg, ULN_XDP_ZEROCOPY, out, why, whylen);
 }
 

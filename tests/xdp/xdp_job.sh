@@ -5,7 +5,7 @@
 #
 #   xdp_job.sh --built 0|1 [--hook native|generic] [--env VAR=value]...
 #              [--fallback REGEX] [--drop-caps] [--kill] [--mixed] [--forge]
-#              [--auto] [--expect-out REGEX] [--timeout S]
+#              [--auto [--quiet]] [--expect-out REGEX] [--timeout S]
 #              -- PROGRAM ARGS...
 #
 # Each rank runs with ULN_TRANSPORT=xdp and ULN_XDP_HOOK=hook. Checked:
@@ -28,8 +28,9 @@
 #     and CAP_PERFMON (setpriv), as an unprivileged user would;
 #   - --auto: the ranks run with ULN_TRANSPORT=auto, which must keep the
 #     socket link on veth (no zero-copy AF_XDP): no program is ever attached
-#     and the kernel's stack carries the job; with --fallback, every rank's
-#     line says why. Runs also where the link is not built;
+#     and the kernel's stack carries the job; with --quiet, no rank prints
+#     an auto line (veth is auto's choice, not a failure; ulninfo says why).
+#     Runs also where the link is not built;
 #   - --expect-out REGEX (repeatable): rank 0's output must match each;
 #   - --kill: both ranks get SIGKILL mid-job; the interfaces still answer ping
 #     and UDP with the dead process's program attached, and the next ulnet
@@ -41,7 +42,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 hosts_sh=$here/../netns/hosts.sh
 built="" hook=native fallback="" kill=0 timeout=120 envs=() prefix=() more_eps=0 mixed=0 forge=0
-auto=0 expect_out=()
+auto=0 quiet=0 expect_out=()
 while [[ $# -gt 0 ]]; do
     case $1 in
     --built) built=$2; shift 2 ;;
@@ -52,6 +53,7 @@ while [[ $# -gt 0 ]]; do
     --more-eps) more_eps=1; shift ;;
     --mixed) mixed=1; shift ;;
     --auto) auto=1; shift ;;
+    --quiet) quiet=1; shift ;;
     --expect-out) expect_out+=("$2"); shift 2 ;;
     --forge) forge=1; envs+=(ULN_UDP_PORT=30000); shift ;; # endpoint 0 on port 30000
     --drop-caps)
@@ -249,6 +251,9 @@ for r in 0 1; do
         ((r == 0)) && ! grep -Eq -- "$re" "$logs/r0.out" &&
             fail "rank 0's output does not match '$re': $(cat "$logs/r0.out")"
     done
+    if ((quiet)) && grep "ulnet: auto:" "$logs/r$r.err"; then
+        fail "rank $r: auto printed a line where it only chose the socket link"
+    fi
     if [[ -n $fallback ]]; then
         grep -Eq "ulnet: (xdp|auto): .*$fallback" "$logs/r$r.err" || fail "rank $r: no fallback line matching '$fallback': $(cat "$logs/r$r.err")"
     elif ((more_eps)); then
