@@ -10,26 +10,9 @@ set -euo pipefail
 prog=$1
 export FI_PROVIDER_PATH=$2 FI_PROVIDER=ulnet
 hosts=${3:-}
-here=$(cd "$(dirname "$0")" && pwd)
-H=$here/../netns/hosts.sh
 pass=(FI_PROVIDER_PATH="$FI_PROVIDER_PATH" FI_PROVIDER=ulnet)
 [[ -n ${ULN_TRANSPORT:-} ]] && pass+=(ULN_TRANSPORT="$ULN_TRANSPORT")
-run_srv() { "$@"; }
-run_cli() { "$@"; }
-srv_addr=127.0.0.1
-work=$(mktemp -d)
-cleanup() { rm -rf "$work"; }
-trap cleanup EXIT
-if [[ $hosts == --hosts ]]; then
-    "$H" probe || { echo "cannot make network namespaces: skipped"; exit 77; }
-    set -a
-    eval "$("$H" up 2)"
-    set +a
-    trap 'cleanup; "$H" down' EXIT
-    run_srv() { "$H" exec h0 env "${pass[@]}" "$@"; }
-    run_cli() { "$H" exec h1 env "${pass[@]}" "$@"; }
-    srv_addr=$ULNTEST_HOST_0
-fi
+. "$(dirname "$0")/server_client.sh"
 port=$((20000 + RANDOM % 20000))
 run_srv timeout 120 "$prog" server "$port" >"$work/srv.out" 2>&1 &
 srv=$!

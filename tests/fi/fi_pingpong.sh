@@ -9,25 +9,9 @@ set -euo pipefail
 command -v fi_pingpong >/dev/null || { echo "no fi_pingpong (libfabric-bin): skipped"; exit 77; }
 export FI_PROVIDER_PATH=$1
 hosts=${2:-}
-here=$(cd "$(dirname "$0")" && pwd)
-H=$here/../netns/hosts.sh
-run_srv() { "$@"; }
-run_cli() { "$@"; }
-srv_addr=127.0.0.1
-work=$(mktemp -d)
+pass=(FI_PROVIDER_PATH="$FI_PROVIDER_PATH")
+. "$(dirname "$0")/server_client.sh"
 cd "$work"
-cleanup() { rm -rf "$work"; }
-trap cleanup EXIT
-if [[ $hosts == --hosts ]]; then
-    "$H" probe || { echo "cannot make network namespaces: skipped"; exit 77; }
-    set -a
-    eval "$("$H" up 2)"
-    set +a
-    trap 'cleanup; "$H" down' EXIT
-    run_srv() { "$H" exec h0 env FI_PROVIDER_PATH="$FI_PROVIDER_PATH" "$@"; }
-    run_cli() { "$H" exec h1 env FI_PROVIDER_PATH="$FI_PROVIDER_PATH" "$@"; }
-    srv_addr=$ULNTEST_HOST_0
-fi
 port=$((20000 + RANDOM % 20000))
 for mode in msg tagged; do
     # -S all: 0 B to the largest size it tries (eager and rendezvous); -c: every byte checked
