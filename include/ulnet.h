@@ -19,6 +19,7 @@
  *     negative errno value on failure. -EAGAIN means "a queue is full: poll the
  *     completion queue and try again"; nothing was posted.
  *   - An operation's outcome is in its completion entry's status: 0 or -errno.
+ *     A post with ULN_NOW returns 1 instead when it was done in the call.
  *   - Objects are not internally locked. A context may be shared by threads, but
  *     an endpoint and the completion queues bound to it are driven by one thread
  *     at a time (the thread that polls them). Endpoints that share no CQ can be
@@ -530,6 +531,15 @@ int uln_ep_index(const struct uln_ep *ep);
  * behind it (issue is in order). On an endpoint with nothing outstanding it
  * costs nothing. */
 #define ULN_FENCE 0x8u
+/* Complete in the call when it can: if the operation is done before the post
+ * returns (PUT, GET or atomic through the direct shm path, a NAP already in
+ * the peer's ring or handed to the network), the post returns 1 and writes
+ * no completion: the data are in place, an atomic's old value is in *result.
+ * Otherwise it returns 0 and completes as usual. What UCX calls an immediate
+ * completion: a fetch-add on a peer's mapped word then costs no poll. An
+ * error found in the call still completes with its status (the post returns
+ * 0), as with ULN_SILENT. */
+#define ULN_NOW 0x10u
 
 /*
  * Posting contract, the same on every transport:

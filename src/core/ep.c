@@ -391,7 +391,10 @@ static inline bool fast_ok(struct uln_ep *ep)
 static inline int complete_now(struct uln_ep *ep, uint8_t op, int peer, uint64_t len,
                                uint64_t user_data, unsigned flags, int status)
 {
-    if (ULN_LIKELY((flags & ULN_SILENT) && status == 0)) return 0;
+    /* ULN_NOW: the caller learns of the success from the return value (1)
+     * instead of an entry; ULN_SILENT: not at all. */
+    if (ULN_LIKELY(status == 0 && (flags & (ULN_SILENT | ULN_NOW))))
+        return (flags & ULN_NOW) ? 1 : 0;
     uln_cq_complete(ep->send_cq, ep->index, op, peer, len, user_data, status);
     return 0;
 }
