@@ -84,13 +84,14 @@ const struct iovec *iov_cut(struct perf *pf, size_t size)
 }
 
 /* Post, polling while a queue is full. Only for loops where nothing but errors
- * and control traffic can complete in the meantime. */
-void post_retry(struct perf *pf, int op, size_t size, uint64_t ud, unsigned flags)
+ * and control traffic can complete in the meantime. 1: done in the call (with
+ * ULN_NOW: no completion comes), 0: posted. */
+int post_retry(struct perf *pf, int op, size_t size, uint64_t ud, unsigned flags)
 {
     struct stall st = {.what = "room in the send queue"};
     for (;;) {
         int rc = post(pf, op, size, ud, flags);
-        if (rc == 0) return;
+        if (rc == 0 || (rc == 1 && (flags & ULN_NOW))) return rc;
         if (rc != -EAGAIN) die(pf, "posting %s of %zu B: %s", op_names[op], size, uln_strerror(rc));
         if (!pump(pf)) stall_tick(pf, &st);
     }

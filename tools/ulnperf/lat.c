@@ -104,9 +104,11 @@ static uint64_t get_lat(struct perf *pf, const struct phase *p, uint64_t *sample
 {
     struct stall st = {.what = p->op == OP_GET ? "a GET completion" : "an atomic's completion"};
     uint64_t t0 = ticks(pf), t = t0, i = 0;
+    unsigned flags = pf->opt->now ? ULN_NOW : 0;
     while (go_on(p, i, t0, t)) {
-        post_retry(pf, p->op, p->size, i, 0);
-        wait_own(pf, done_op[p->op], i, p->size, &st);
+        /* With ULN_NOW an op done in the call is done: nothing to wait for. */
+        if (post_retry(pf, p->op, p->size, i, flags) == 0)
+            wait_own(pf, done_op[p->op], i, p->size, &st);
         uint64_t t1 = ticks(pf);
         samples[i++] = t1 - t;
         t = t1;
@@ -151,9 +153,10 @@ static void lat_point(struct perf *pf, const struct point *pt)
     double div = rt ? 1000.0 : 2000.0;
     double med = ticks_to_ns(pf, (double)t50) / div;
     double p99 = ticks_to_ns(pf, (double)t99) / div;
-    table_row(pf, op, rt ? "lat(rt)" : "lat", size, med, p99, 0, 0, n, NULL);
-    csv_row(pf, op, "lat", size, med, "us");
-    csv_row(pf, op, "lat_p99", size, p99, "us");
+    bool now = rt && pf->opt->now;
+    table_row(pf, op, now ? "lat(now)" : rt ? "lat(rt)" : "lat", size, med, p99, 0, 0, n, NULL);
+    csv_row(pf, op, now ? "lat_now" : "lat", size, med, "us");
+    csv_row(pf, op, now ? "lat_now_p99" : "lat_p99", size, p99, "us");
 }
 
 const struct perf_family perf_latency = {

@@ -38,6 +38,9 @@ void perf_usage(FILE *f)
                "  --silent        bw, rate: post ULN_SILENT with a uln_ep_flush per half\n"
                "                  window (a completion per batch, as ucp_put_nbi + flush;\n"
                "                  tests named *_silent in the CSV)\n"
+               "  --now           lat of get and atomic: post with ULN_NOW, so an op done\n"
+               "                  in the call is timed without a completion (UCX's immediate\n"
+               "                  completion; tests named lat_now, lat_now_p99 in the CSV)\n"
                "  --rate-max S    rate: largest message size (default 64)\n"
                "  --load-size S   load: NAP payload (default 64, at least 16)\n"
                "  --load-levels L load: offered load in %% of the measured peak\n"
@@ -257,6 +260,8 @@ int perf_parse_args(struct perf_opts *o, int argc, char **argv, const char *who)
             o->quick = true;
         else if (!strcmp(a, "--silent"))
             o->silent = true;
+        else if (!strcmp(a, "--now"))
+            o->now = true;
         else if (!strcmp(a, "--csv"))
             o->csv_stdout = true;
         else if (!strncmp(a, "--csv=", 6) && a[6])

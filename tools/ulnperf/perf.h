@@ -69,6 +69,7 @@ struct perf_opts {
     uint64_t iters; /* 0: adapt to the time budget */
     unsigned window;
     bool silent; /* bw, rate: ULN_SILENT posts, a flush per half window */
+    bool now;    /* lat of get/atomic: ULN_NOW posts (tests lat_now, lat_now_p99) */
     bool malloc_mem;
     bool csv_stdout;
     const char *csv_path;
@@ -304,7 +305,7 @@ long marks_check(const uint8_t *b, size_t size, uint64_t pat);
 uint64_t next_pattern(struct perf *pf);
 void *buf_alloc(struct perf *pf, size_t len);
 void buf_free(struct perf *pf, void *p);
-void post_retry(struct perf *pf, int op, size_t size, uint64_t ud, unsigned flags);
+int post_retry(struct perf *pf, int op, size_t size, uint64_t ud, unsigned flags);
 
 extern const uint16_t done_op[NOPS];
 
