@@ -20,7 +20,7 @@
  *       op are the total / (N + 100), the same run after run however loaded
  *       the machine.
  *
- * Built with the tools (build/onesided_self); a measurement, not a test:
+ * Built with the tests, as build/onesided_self; a measurement, not a test:
  * ctest runs it once (bench_onesided_self) only to see that it still runs.
  */
 #include <stdbool.h>
