@@ -435,7 +435,7 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
         else if (write)
             uln_iov_gather(at, local, nlocal);
         else
-            uln_iov_from_flat(local, nlocal, 0, at, len);
+            uln_iov_scatter(local, nlocal, at);
         /* The next access with this key may skip all of the above but the
          * hazard and the key load (ep.c). */
         if (epp->win.key != rkey)
