@@ -95,6 +95,8 @@ static int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr
         if (fi_addr) fi_addr[i] = slot;
         ok++;
     }
+    for (int i = 0; ok && i < av->dom->nlive; i++)
+        if (av->dom->live[i]->av == av) ulnfi_rx_resolve(av->dom->live[i]);
     ulnfi_unlock(av->dom);
     /* fi_av(3): the number inserted; without an EQ, an address that failed
      * makes the call fail as a whole only when none went in. */

@@ -499,6 +499,28 @@ int ulnfi_match_unexp(struct ulnfi_match *m, const struct ulnfi_match_msg *msg,
     return 0;
 }
 
+size_t ulnfi_match_resolve(struct ulnfi_match *m,
+                           fi_addr_t (*src_of)(const struct ulnfi_match_msg *msg, void *arg),
+                           void *arg)
+{
+    size_t moved = 0, left = 0;
+    for (struct ulnfi_match_link *l = m->unexp.next; l != &m->unexp; l = l->next) {
+        struct ulnfi_match_msg *msg = MSG_OF(l);
+        if (msg->src != FI_ADDR_NOTAVAIL) continue;
+        msg->src = src_of(msg, arg);
+        if (msg->src == FI_ADDR_NOTAVAIL)
+            left++;
+        else
+            moved++;
+    }
+    /* The source is part of a message's bucket: rebuilding them all from the
+     * arrival-ordered queue puts each where exact receives look, ahead of
+     * the same peer's later messages. Rare (a peer inserted after it sent),
+     * so the plain way. */
+    if (moved && m->directed) rehash(m);
+    return left;
+}
+
 struct ulnfi_match_recv *ulnfi_match_cancel(struct ulnfi_match *m, void *context)
 {
     for (struct ulnfi_match_link *l = m->posted.next; l != &m->posted; l = l->next) {

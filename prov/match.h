@@ -257,6 +257,17 @@ int ulnfi_match_arrive(struct ulnfi_match *m, const struct ulnfi_match_msg *msg,
 int ulnfi_match_unexp(struct ulnfi_match *m, const struct ulnfi_match_msg *msg,
                       struct ulnfi_match_msg **out);
 
+/*
+ * The AV learnt addresses: every queued message whose src is
+ * FI_ADDR_NOTAVAIL (it came from a peer the AV did not hold yet) asks
+ * src_of for its address now, and takes it unless that is FI_ADDR_NOTAVAIL
+ * still. A receive directed at the new address then matches it, in arrival
+ * order with the peer's later messages. Returns how many still have none.
+ */
+size_t ulnfi_match_resolve(struct ulnfi_match *m,
+                           fi_addr_t (*src_of)(const struct ulnfi_match_msg *msg, void *arg),
+                           void *arg);
+
 /* fi_cancel: takes out the first posted receive whose context is context and
  * returns it (the provider completes it with FI_ECANCELED, then frees it), or
  * NULL if none is posted. */

@@ -345,7 +345,25 @@ static bool arrive(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, con
         ep->unexp_held++;
         return false;
     }
+    /* A peer may send before the application inserts it (Open MPI inserts
+     * peers at first use): its messages wait with no address until the AV
+     * gives them one (ulnfi_rx_resolve), else a receive directed at that
+     * address would never see them. */
+    if (msg.src == FI_ADDR_NOTAVAIL) ep->unexp_unknown++;
     return true;
+}
+
+static fi_addr_t unexp_src(const struct ulnfi_match_msg *msg, void *av)
+{
+    const struct ulnfi_unexp *u = msg->payload;
+    return ulnfi_av_src(av, u->peer);
+}
+
+void ulnfi_rx_resolve(struct ulnfi_ep *ep)
+{
+    if (!ep->unexp_unknown) return;
+    ep->unexp_unknown = ulnfi_match_resolve(&ep->mtag, unexp_src, ep->av) +
+                        ulnfi_match_resolve(&ep->mmsg, unexp_src, ep->av);
 }
 
 /* One received NAP; false: it must stay in the ring for now (see hold). */

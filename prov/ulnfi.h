@@ -279,6 +279,7 @@ struct ulnfi_ep {
     struct ulnfi_op *retry_head, *retry_tail; /* receives with GETs or an ACK to post */
     size_t eager_max, inline_max, rndv_min;
     uint64_t seq_errors, unexp_held;
+    size_t unexp_unknown; /* queued messages from peers not in the AV (at most: some taken since) */
     struct ulnfi_held *held_head, *held_tail; /* in arrival order */
     /* rendezvous sends waiting for their ACK; cookie = slot | generation << 32 */
     struct ulnfi_op *rndv_slot[ULNFI_RNDV_SLOTS];
@@ -386,6 +387,8 @@ ssize_t ulnfi_recv(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
                    uint64_t tag, uint64_t ignore, void *context, uint64_t flags, bool tagged);
 void ulnfi_rx_nap(struct ulnfi_ep *ep, const struct uln_cqe *cqe, struct uln_cq *ucq);
 void ulnfi_rx_retry(struct ulnfi_ep *ep);
+/* The AV learnt addresses: unexpected messages from peers it lacked take theirs. */
+void ulnfi_rx_resolve(struct ulnfi_ep *ep);
 
 /* rndv.c */
 ssize_t ulnfi_rndv_send(struct ulnfi_ep *ep, int peer, const struct iovec *iov, size_t count,

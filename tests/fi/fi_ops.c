@@ -12,6 +12,7 @@
 #include "fi_common.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <rdma/fi_rma.h>
 
 static struct fic fx;
@@ -529,6 +530,106 @@ static void test_flood(void)
     sync_peers();
 }
 
+/* 8b. A peer that sends before the receiver has it in its AV (as Open MPI,
+ * which inserts peers at first use): its messages wait unexpected with no
+ * source, and once the name goes into the AV, receives directed at it take
+ * them, eager and rendezvous, tagged and untagged, in order. Rank 1 sends
+ * from a second endpoint whose name rank 0 learns only from the first
+ * message. */
+#define LATE_TAG 0x5100u
+static bool wait_until(void *ctx, double secs, struct comp *out)
+{
+    double end = fic_now() + secs;
+    for (;;) {
+        for (int i = 0; i < nstash; i++)
+            if (stash[i].e.op_context == ctx) {
+                *out = stash[i];
+                stash[i] = stash[--nstash];
+                return true;
+            }
+        if (fic_now() > end) return false;
+        poll_one();
+    }
+}
+
+static void late_send(void)
+{
+    enum { BIG = 1 << 20 };
+    struct fid_av *av2;
+    struct fid_ep *ep2;
+    struct fi_av_attr aa = {.type = FI_AV_TABLE};
+    OK(fi_av_open(fx.dom, &aa, &av2, NULL));
+    OK(fi_endpoint(fx.dom, fx.info, &ep2, NULL));
+    OK(fi_ep_bind(ep2, &av2->fid, 0));
+    OK(fi_ep_bind(ep2, &fx.cq->fid, FI_TRANSMIT | FI_RECV));
+    OK(fi_enable(ep2));
+    fi_addr_t to;
+    OK(fi_av_insert(av2, fx.pname, 1, &to, 0, NULL));
+    char name[256];
+    size_t nl = sizeof name;
+    OK(fi_getname(&ep2->fid, name, &nl));
+    uint8_t *small = malloc(100), *big = malloc(BIG), *un = malloc(64);
+    fill(small, 100, 81);
+    fill(big, BIG, 82);
+    fill(un, 64, 83);
+    struct fi_context c[4];
+    OK(fi_send(ep2, un, 64, NULL, to, &c[0]));
+    OK(fi_tsend(ep2, name, nl, NULL, to, LATE_TAG, &c[1]));
+    OK(fi_tsend(ep2, small, 100, NULL, to, LATE_TAG + 1, &c[2]));
+    OK(fi_tsend(ep2, big, BIG, NULL, to, LATE_TAG + 2, &c[3]));
+    for (int i = 0; i < 4; i++)
+        wait_ok(&c[i]); /* the rendezvous one: once rank 0 read it */
+    sync_peers();
+    OK(fi_close(&ep2->fid));
+    OK(fi_close(&av2->fid));
+    free(small);
+    free(big);
+    free(un);
+}
+
+static void test_late_insert(void)
+{
+    enum { BIG = 1 << 20 };
+    if (rank == 1) {
+        late_send();
+        return;
+    }
+    char name[256];
+    uint8_t *small = calloc(1, 100), *big = calloc(1, BIG), *un = calloc(1, 64);
+    struct fi_context cn, cp, c[3];
+    OK(fi_trecv(fx.ep, name, sizeof name, NULL, FI_ADDR_UNSPEC, LATE_TAG, 0, &cn));
+    struct comp e = wait_ok(&cn);
+    CHECK(e.src == FI_ADDR_NOTAVAIL); /* fi_cq(3): a source not in the AV */
+    /* the rest has come once the last one has (one sender: in order) */
+    struct fi_msg_tagged m = {.addr = FI_ADDR_UNSPEC, .tag = LATE_TAG + 2, .context = &cp};
+    for (;;) {
+        OK(fi_trecvmsg(fx.ep, &m, FI_PEEK));
+        e = wait_ctx(&cp);
+        if (!e.err) break;
+        CHECK(e.err == FI_ENOMSG);
+    }
+    fi_addr_t from;
+    OK(fi_av_insert(fx.av, name, 1, &from, 0, NULL));
+    OK(fi_trecv(fx.ep, big, BIG, NULL, from, LATE_TAG + 2, 0, &c[0]));
+    OK(fi_trecv(fx.ep, small, 100, NULL, from, LATE_TAG + 1, 0, &c[1]));
+    OK(fi_recv(fx.ep, un, 64, NULL, from, &c[2]));
+    static const size_t len[3] = {BIG, 100, 64};
+    static const unsigned seed[3] = {82, 81, 83};
+    uint8_t *buf[3] = {big, small, un};
+    for (int i = 0; i < 3; i++) {
+        bool got = wait_until(&c[i], 10.0, &e);
+        CHECK(got);
+        if (!got) continue;
+        CHECK(!e.err && e.e.len == len[i] && e.src == from);
+        CHECK(bad_bytes(buf[i], len[i], seed[i]) == 0);
+    }
+    sync_peers();
+    OK(fi_av_remove(fx.av, &from, 1, 0));
+    free(small);
+    free(big);
+    free(un);
+}
+
 /* 9. RMA: write, writedata, read at offsets (addresses: FI_MR_VIRT_ADDR is
  * asked for); bad key and bounds fail */
 static void test_rma(void)
@@ -794,6 +895,7 @@ int main(int argc, char **argv)
     test_multi_recv();
     test_sread_discard();
     test_flood();
+    test_late_insert();
     test_rma();
     test_rmav();
 

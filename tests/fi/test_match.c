@@ -173,6 +173,39 @@ static void test_source(void)
     ulnfi_match_fini(&m);
 }
 
+/* A peer that sent before it was in the AV: its messages wait with no
+ * source (FI_ADDR_NOTAVAIL), which no directed receive matches. Once the AV
+ * has it, resolve gives them their source, and they come ahead of that
+ * peer's later messages, which had one already. */
+static fi_addr_t src_by_id(const struct ulnfi_match_msg *g, void *arg)
+{
+    uintptr_t id = (uintptr_t)g->payload;
+    return id < *(uintptr_t *)arg ? 3 : FI_ADDR_NOTAVAIL; /* the AV knows ids below arg */
+}
+
+static void test_resolve(void)
+{
+    struct ulnfi_match m;
+    CHECK_EQ(ulnfi_match_init(&m, 8, 8, true, 0), 0);
+    uintptr_t known = 0;
+    CHECK_EQ(arrive(&m, FI_ADDR_NOTAVAIL, 5, 0, 100), 0);
+    CHECK_EQ(arrive(&m, FI_ADDR_NOTAVAIL, 6, 0, 101), 0);
+    CHECK_EQ(arrive(&m, FI_ADDR_NOTAVAIL, 5, 0, 200), 0); /* another unknown peer */
+    CHECK_EQ(post(&m, rv(3, 5, 0, 1, 0, 8)), 0);          /* not before the insert */
+    CHECK_EQ(ulnfi_match_resolve(&m, src_by_id, &known), 3);
+    CHECK_EQ(arrive(&m, 3, 5, 0, 102), 1); /* the queued receive takes a new one */
+    CHECK_EQ(arrive(&m, 3, 5, 0, 103), 0);
+    known = 200; /* the AV learns the first peer (ids 100..199) */
+    CHECK_EQ(ulnfi_match_resolve(&m, src_by_id, &known), 1);
+    CHECK_EQ(post(&m, rv(3, 5, 0, 2, 0, 8)), 100); /* arrival order, not resolve order */
+    CHECK_EQ(post(&m, rv(3, 5, 0, 3, 0, 8)), 103);
+    CHECK_EQ(post(&m, rv(3, 6, 0, 4, 0, 8)), 101);
+    CHECK_EQ(post(&m, rv(3, 5, 0, 5, 0, 8)), 0); /* 200 is still nobody's */
+    CHECK_EQ(post(&m, rv(ANY, 5, 0, 6, 0, 8)), 200);
+    drain(&m);
+    ulnfi_match_fini(&m);
+}
+
 /* Exact receives live in hash buckets, wildcards in their own list: the
  * older of the two candidates must still win, both ways. */
 static void test_exact_vs_wild(bool dir)
@@ -841,6 +874,7 @@ int main(int argc, char **argv)
     if (argc > 2) rng = strtoull(argv[2], NULL, 0) | 1; /* another seed; never 0 */
     test_order();
     test_source();
+    test_resolve();
     test_exact_vs_wild(true);
     test_exact_vs_wild(false);
     test_learn();

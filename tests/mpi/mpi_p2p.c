@@ -58,6 +58,8 @@ static void test_sizes(void)
             MPI_Get_count(&st, MPI_BYTE, &cnt);
             CHECK((size_t)cnt == len);
             CHECK(bad(r, len, (unsigned)(from * 7 + len)) == 0);
+            if ((size_t)cnt != len)
+                fprintf(stderr, "rank %d: from %d: %d bytes for %zu\n", rank, from, cnt, len);
         }
     }
     free(s);
