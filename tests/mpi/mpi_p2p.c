@@ -39,6 +39,51 @@ static size_t bad(const uint8_t *b, size_t n, unsigned seed)
     return k;
 }
 
+/* A peer's first messages arrive before this rank has it in its AV (Open
+ * MPI's ofi MTL inserts a peer at first use): rank size-1 sends to rank 0 at
+ * once, while rank 0 progresses with rank 1 only, until a wildcard probe
+ * (which names no peer) sees both; then rank 0 receives them by source.
+ * Must run first: any earlier call naming rank size-1 would insert it. */
+static void test_first_contact(void)
+{
+    enum { BIG = 1 << 20 };
+    const int last = size - 1;
+    if (size < 3 || (rank != 0 && rank != 1 && rank != last)) return;
+    uint8_t *b = malloc(BIG);
+    if (rank == last) {
+        fill(b, 100, 500);
+        MPI_Send(b, 100, MPI_BYTE, 0, 21, MPI_COMM_WORLD);
+        fill(b, BIG, 501);
+        MPI_Send(b, BIG, MPI_BYTE, 0, 22, MPI_COMM_WORLD); /* rendezvous */
+    } else if (rank == 1) {
+        for (int go = 1; go;) {
+            MPI_Recv(&go, 1, MPI_INT, 0, 20, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(&go, 1, MPI_INT, 0, 20, MPI_COMM_WORLD);
+        }
+    } else {
+        int seen = 0, go = 1;
+        for (double end = MPI_Wtime() + 60; go;) {
+            int f1 = 0, f2 = 0;
+            MPI_Iprobe(MPI_ANY_SOURCE, 21, MPI_COMM_WORLD, &f1, MPI_STATUS_IGNORE);
+            MPI_Iprobe(MPI_ANY_SOURCE, 22, MPI_COMM_WORLD, &f2, MPI_STATUS_IGNORE);
+            seen = f1 && f2;
+            go = !seen && MPI_Wtime() < end;
+            MPI_Sendrecv_replace(&go, 1, MPI_INT, 1, 20, 1, 20, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
+        CHECK(seen);
+        MPI_Status st;
+        int cnt;
+        memset(b, 0, BIG);
+        MPI_Recv(b, 100, MPI_BYTE, last, 21, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_BYTE, &cnt);
+        CHECK(cnt == 100 && bad(b, 100, 500) == 0);
+        MPI_Recv(b, BIG, MPI_BYTE, last, 22, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_BYTE, &cnt);
+        CHECK(cnt == BIG && bad(b, BIG, 501) == 0);
+    }
+    free(b);
+}
+
 /* Ring exchange at every size from 0 B to 64 MiB (powers of 4, and odd ones). */
 static void test_sizes(void)
 {
@@ -232,9 +277,13 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         void (*run)(void);
-    } parts[] = {{"sizes", test_sizes},       {"wildcards", test_wildcards},
-                 {"truncate", test_truncate}, {"windows", test_windows},
-                 {"probe", test_probe},       {"collectives", test_collectives}};
+    } parts[] = {{"first contact", test_first_contact},
+                 {"sizes", test_sizes},
+                 {"wildcards", test_wildcards},
+                 {"truncate", test_truncate},
+                 {"windows", test_windows},
+                 {"probe", test_probe},
+                 {"collectives", test_collectives}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         if (verbose) fprintf(stderr, "rank %d: %s\n", rank, parts[i].name);
         parts[i].run();
