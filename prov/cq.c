@@ -3,6 +3,7 @@
  * an error list read by fi_cq_readerr, and the uln_cq its endpoints' ulnet
  * completions go to (so fi_cq_sread sleeps in uln_cq_wait).
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -127,11 +128,17 @@ static ssize_t cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf, uint6
     ulnfi_unlock(cq->dom);
     /* fi_cq(3), API >= 1.5: err_data may be the caller's buffer; ulnet has
      * no error data beyond prov_errno, so it is left alone and none is said
-     * to be there. */
+     * to be there. A caller of an older API has no err_data_size: its entry
+     * ends before it, and nothing past that is written. */
     void *err_data = buf->err_data;
-    *buf = e->e;
-    buf->err_data = err_data;
-    buf->err_data_size = 0;
+    if (FI_VERSION_GE(cq->dom->fab->fab.api_version, FI_VERSION(1, 5))) {
+        *buf = e->e;
+        buf->err_data = err_data;
+        buf->err_data_size = 0;
+    } else {
+        memcpy(buf, &e->e, offsetof(struct fi_cq_err_entry, err_data_size));
+        buf->err_data = NULL;
+    }
     free(e);
     return 1;
 }

@@ -3,7 +3,8 @@
  * and fi_endpoint(3), in the cases libfabric's own conformance programs
  * (fabtests: fi_getinfo_test, fi_multi_ep, the negative fi_rdm g00n13s) found
  * wrong: an info given back as hints, the transmit and receive capabilities,
- * the source address, a node name to resolve, and a pre-1.5 client's mr_mode.
+ * the source address, a node name to resolve, and a pre-1.5 client's mr_mode
+ * and error entries.
  * One process, no job: the provider needs no launcher.
  * Usage: FI_PROVIDER_PATH=<build>/prov FI_PROVIDER=ulnet fi_getinfo
  */
@@ -138,12 +139,69 @@ static void test_src_addr(void)
     fi_freeinfo(h);
 }
 
+/* fi_cq(3): err_data_size came with API 1.5; an older client's error entry
+ * ends before it, so fi_cq_readerr must not write there (it would be past
+ * the caller's struct), and err_data is the provider's (none: NULL). A 1.5
+ * client gets err_data_size 0 and its own err_data pointer back. */
+static void readerr_as(uint32_t version)
+{
+    struct fi_info *h = hints_for(FI_MSG | FI_TAGGED), *fi = NULL;
+    h->domain_attr->mr_mode = version < FI_VERSION(1, 5) ? FI_MR_UNSPEC : 0;
+    OK(fi_getinfo(version, NULL, NULL, 0, h, &fi));
+    struct fid_fabric *fab;
+    struct fid_domain *dom;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    struct fid_ep *ep;
+    struct fi_av_attr aa = {.type = FI_AV_TABLE};
+    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED};
+    OK(fi_fabric(fi->fabric_attr, &fab, NULL));
+    OK(fi_domain(fab, fi, &dom, NULL));
+    OK(fi_av_open(dom, &aa, &av, NULL));
+    OK(fi_cq_open(dom, &ca, &cq, NULL));
+    OK(fi_endpoint(dom, fi, &ep, NULL));
+    OK(fi_ep_bind(ep, &av->fid, 0));
+    OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+    OK(fi_enable(ep));
+    char b[8], mine[4];
+    struct fi_context c;
+    OK(fi_trecv(ep, b, sizeof b, NULL, FI_ADDR_UNSPEC, 1, 0, &c));
+    OK(fi_cancel(&ep->fid, &c));
+    struct fi_cq_tagged_entry e;
+    for (double end = fic_now() + 5; fi_cq_read(cq, &e, 1) != -FI_EAVAIL && fic_now() < end;)
+        ;
+    struct fi_cq_err_entry err;
+    memset(&err, 0, sizeof err);
+    err.err_data = mine;
+    err.err_data_size = 0x5a5a;
+    CHECK(fi_cq_readerr(cq, &err, 0) == 1);
+    CHECK(err.op_context == &c && err.err == FI_ECANCELED);
+    if (version < FI_VERSION(1, 5))
+        CHECK(err.err_data_size == 0x5a5a && err.err_data == NULL);
+    else
+        CHECK(err.err_data_size == 0 && err.err_data == mine);
+    OK(fi_close(&ep->fid));
+    OK(fi_close(&cq->fid));
+    OK(fi_close(&av->fid));
+    OK(fi_close(&dom->fid));
+    OK(fi_close(&fab->fid));
+    fi_freeinfo(fi);
+    fi_freeinfo(h);
+}
+
+static void test_readerr_versions(void)
+{
+    readerr_as(FI_VERSION(1, 4));
+    readerr_as(V);
+}
+
 int main(void)
 {
     test_roundtrip();
     test_node();
     test_mr_v1_0();
     test_src_addr();
+    test_readerr_versions();
     printf("fi_getinfo %s\n", failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }
