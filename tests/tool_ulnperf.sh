@@ -54,9 +54,9 @@ all2="lat,bw,bibw,rate,cache,fair"
 every_op() { # op:test for every op and the tests every op has
     local out=()
     for op in nap nap-inline put get; do
-        for t in lat lat_p99 bw bibw rate_w1 rate_w8; do out+=("$op:$t"); done
+        for t in lat lat_p99 lat_avg bw bibw rate_w1 rate_w8; do out+=("$op:$t"); done
     done
-    for t in lat lat_p99 rate_w1 rate_w8; do out+=("atomic:$t"); done # 8 B, lat and rate only
+    for t in lat lat_p99 lat_avg rate_w1 rate_w8; do out+=("atomic:$t"); done # 8 B, lat and rate only
     echo "${out[@]}"
 }
 

@@ -148,15 +148,22 @@ static void lat_point(struct perf *pf, const struct point *pt)
     uint64_t elapsed = 0, t50, t99;
     struct ctl_msg done;
     uint64_t n = measure_two(pf, &p, point_ms(pf), &elapsed, &done);
+    /* The mean as well: a peer that reports its mean (ucx_perftest's
+     * "average") is compared with this one. Summed before med_p99 reorders. */
+    double sum = 0;
+    for (uint64_t i = 0; i < n; i++)
+        sum += (double)pf->samples[i];
     med_p99(pf->samples, n, &t50, &t99);
     bool rt = op == OP_GET || op == OP_ATOMIC; /* a round trip by nature */
     double div = rt ? 1000.0 : 2000.0;
     double med = ticks_to_ns(pf, (double)t50) / div;
     double p99 = ticks_to_ns(pf, (double)t99) / div;
+    double avg = n ? ticks_to_ns(pf, sum / (double)n) / div : 0;
     bool now = rt && pf->opt->now;
     table_row(pf, op, now ? "lat(now)" : rt ? "lat(rt)" : "lat", size, med, p99, 0, 0, n, NULL);
     csv_row(pf, op, now ? "lat_now" : "lat", size, med, "us");
     csv_row(pf, op, now ? "lat_now_p99" : "lat_p99", size, p99, "us");
+    csv_row(pf, op, now ? "lat_now_avg" : "lat_avg", size, avg, "us");
 }
 
 const struct perf_family perf_latency = {
