@@ -366,14 +366,22 @@ void ulnfi_rx_resolve(struct ulnfi_ep *ep)
                         ulnfi_match_resolve(&ep->mmsg, unexp_src, ep->av);
 }
 
-/* One received NAP; false: it must stay in the ring for now (see hold). */
-static bool rx_one(struct ulnfi_ep *ep, const struct uln_cqe *c)
+static bool valid(const struct ulnfi_ep *ep, const struct uln_cqe *c)
+{
+    return c->len >= sizeof(struct ulnfi_hdr) && c->peer >= 0 && c->peer < ep->dom->size;
+}
+
+/* One received NAP; false: it must stay in the ring for now (see hold).
+ * taken: an ACK or PING already acted on (take_control): only its sequence
+ * number is checked, in order with the messages around it. */
+static bool rx_one(struct ulnfi_ep *ep, const struct uln_cqe *c, bool taken)
 {
     const struct ulnfi_hdr *h = c->data;
-    if (c->len < sizeof(*h) || c->peer < 0 || c->peer >= ep->dom->size) return true;
+    if (!valid(ep, c)) return true;
     uint32_t seq = ep->rx_seq[c->peer];
     if (h->seq != seq) ep->seq_errors++;
     ep->rx_seq[c->peer] = h->seq + 1;
+    if (taken) return true;
     const void *p = (const uint8_t *)c->data + sizeof(*h);
     size_t plen = c->len - sizeof(*h);
     bool msg = h->pkt == ULNFI_PKT_EAGER || h->pkt == ULNFI_PKT_RTS;
@@ -391,7 +399,7 @@ static bool rx_one(struct ulnfi_ep *ep, const struct uln_cqe *c)
  * unreleased) and so do all after it, in order: the ring fills and ulnet
  * holds the senders back. Nothing is dropped; receives posted later drain
  * the queue and ulnfi_rx_retry takes the held ones. */
-static void hold(struct ulnfi_ep *ep, const struct uln_cqe *c, struct uln_cq *ucq)
+static void hold(struct ulnfi_ep *ep, const struct uln_cqe *c, struct uln_cq *ucq, bool taken)
 {
     struct ulnfi_held *e = malloc(sizeof(*e));
     if (!e) { /* out of memory: the message is lost, and said so */
@@ -404,6 +412,7 @@ static void hold(struct ulnfi_ep *ep, const struct uln_cqe *c, struct uln_cq *uc
     e->next = NULL;
     e->c = *c;
     e->ucq = ucq;
+    e->taken = taken;
     if (ep->held_tail)
         ep->held_tail->next = e;
     else
@@ -411,10 +420,29 @@ static void hold(struct ulnfi_ep *ep, const struct uln_cqe *c, struct uln_cq *uc
     ep->held_tail = e;
 }
 
+/* Behind held messages, an ACK (or PING) is acted on at once: it needs no
+ * receive, and the application may wait for the send it completes before it
+ * posts the receives that would drain the held ones. It keeps its place in
+ * the held list, for the sequence check and the ring's release. */
+static bool take_control(struct ulnfi_ep *ep, const struct uln_cqe *c)
+{
+    const struct ulnfi_hdr *h = c->data;
+    if (!valid(ep, c)) return false;
+    if (h->pkt == ULNFI_PKT_ACK)
+        ulnfi_rndv_ack(ep, c->peer, h);
+    else if (h->pkt != ULNFI_PKT_PING)
+        return false;
+    return true;
+}
+
 void ulnfi_rx_nap(struct ulnfi_ep *ep, const struct uln_cqe *c, struct uln_cq *ucq)
 {
-    if (ep->held_head || !rx_one(ep, c)) {
-        hold(ep, c, ucq);
+    if (ep->held_head) {
+        hold(ep, c, ucq, take_control(ep, c));
+        return;
+    }
+    if (!rx_one(ep, c, false)) {
+        hold(ep, c, ucq, false);
         return;
     }
     if (c->flags & ULN_CQE_MUST_RELEASE) uln_cqe_release(ucq, c);
@@ -422,7 +450,7 @@ void ulnfi_rx_nap(struct ulnfi_ep *ep, const struct uln_cqe *c, struct uln_cq *u
 
 void ulnfi_rx_retry(struct ulnfi_ep *ep)
 {
-    while (ep->held_head && rx_one(ep, &ep->held_head->c)) {
+    while (ep->held_head && rx_one(ep, &ep->held_head->c, ep->held_head->taken)) {
         struct ulnfi_held *e = ep->held_head;
         ep->held_head = e->next;
         if (!ep->held_head) ep->held_tail = NULL;

@@ -257,6 +257,7 @@ struct ulnfi_held {
     struct ulnfi_held *next;
     struct uln_cqe c;
     struct uln_cq *ucq;
+    bool taken; /* an ACK or PING acted on at arrival: only its place is kept */
 };
 
 struct ulnfi_ep {

@@ -630,6 +630,54 @@ static void test_late_insert(void)
     free(un);
 }
 
+/* 8c. An ACK behind held messages: rank 1 fills rank 0's unexpected queue
+ * past the matcher's pool (16384), so a few wait in ulnet's ring, then
+ * receives rank 0's rendezvous message. Rank 0 waits for that send to
+ * complete before it posts any receive (a safe program: rank 1's sends are
+ * all done): the ACK must not wait behind the held messages. */
+static void test_held_ack(void)
+{
+    enum { N = 16384 + 200, BIG = 1 << 20, TAG = 0x67000000u };
+    uint8_t *big = malloc(BIG);
+    struct fi_context c;
+    if (rank == 1) {
+        for (uint32_t i = 0; i < N; i++) {
+            ssize_t r;
+            while ((r = fi_tinject(fx.ep, &i, sizeof(i), fx.peer, TAG)) == -FI_EAGAIN)
+                poll_one();
+            OK(r);
+        }
+        OK(fi_trecv(fx.ep, big, BIG, NULL, fx.peer, TAG + 1, 0, &c));
+        wait_ok(&c);
+        CHECK(bad_bytes(big, BIG, 91) == 0);
+        sync_peers();
+        free(big);
+        return;
+    }
+    for (int k = 0; k < 1000; k++) { /* the flood comes in as unexpected */
+        poll_one();
+        usleep(500);
+    }
+    fill(big, BIG, 91);
+    tsend(big, BIG, TAG + 1, &c);
+    struct comp e;
+    bool sent = wait_until(&c, 10.0, &e);
+    CHECK(sent && !e.err);
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t v = ~0u;
+        struct fi_context cr;
+        OK(fi_trecv(fx.ep, &v, sizeof(v), NULL, fx.peer, TAG, 0, &cr));
+        wait_ok(&cr);
+        if (v != i) {
+            CHECK(v == i);
+            break;
+        }
+    }
+    if (!sent) wait_ok(&c);
+    sync_peers();
+    free(big);
+}
+
 /* 9. RMA: write, writedata, read at offsets (addresses: FI_MR_VIRT_ADDR is
  * asked for); bad key and bounds fail */
 static void test_rma(void)
@@ -896,6 +944,7 @@ int main(int argc, char **argv)
     test_sread_discard();
     test_flood();
     test_late_insert();
+    test_held_ack();
     test_rma();
     test_rmav();
 
