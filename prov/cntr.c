@@ -36,12 +36,16 @@ static uint64_t cntr_readerr(struct fid_cntr *fc)
     return v;
 }
 
+/* fi_poll(3): a counter is an event when it moved since fi_poll named it or
+ * the application set or added to it; so these leave it seen. */
 #define SETTER(name, field, op)                                                                    \
     static int name(struct fid_cntr *fc, uint64_t v)                                               \
     {                                                                                              \
         struct ulnfi_cntr *c = ulnfi_container(fc, struct ulnfi_cntr, cntr);                       \
         ulnfi_lock(c->dom);                                                                        \
         c->field op v;                                                                             \
+        c->seen_value = c->value;                                                                  \
+        c->seen_err = c->err;                                                                      \
         ulnfi_unlock(c->dom);                                                                      \
         return 0;                                                                                  \
     }

@@ -203,10 +203,6 @@ static int no_sep(struct fid_domain *d, struct fi_info *i, struct fid_ep **e, vo
 {
     return -FI_ENOSYS;
 }
-static int no_poll(struct fid_domain *d, struct fi_poll_attr *a, struct fid_poll **p)
-{
-    return -FI_ENOSYS;
-}
 static int no_stx(struct fid_domain *d, struct fi_tx_attr *a, struct fid_stx **s, void *c)
 {
     return -FI_ENOSYS;
@@ -228,7 +224,7 @@ static struct fi_ops_domain domain_ops = {
     .endpoint = ulnfi_ep_open,
     .scalable_ep = no_sep,
     .cntr_open = ulnfi_cntr_open,
-    .poll_open = no_poll,
+    .poll_open = ulnfi_poll_open,
     .stx_ctx = no_stx,
     .srx_ctx = no_srx,
     .query_atomic = ulnfi_query_atomic,

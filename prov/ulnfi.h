@@ -166,6 +166,7 @@ struct ulnfi_cntr {
     struct fid_cntr cntr;
     struct ulnfi_domain *dom;
     uint64_t value, err;
+    uint64_t seen_value, seen_err; /* as fi_poll last named it, or set/add left it */
     int refs;
 };
 
@@ -313,6 +314,7 @@ int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid
 int ulnfi_cq_trywait(struct fid *fid); /* fi_trywait on one CQ (FI_WAIT_FD) */
 int ulnfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq,
                   void *context);
+int ulnfi_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr, struct fid_poll **out);
 int ulnfi_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_cntr **cntr,
                     void *context);
 int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
