@@ -273,6 +273,13 @@ static void bursts(uint8_t *arena, uint8_t *win)
             done++;
         }
         if (get) {
+            /* Every 5th getv is silent, the last one too (nb = 95 here):
+             * the completions above say nothing of a silent op posted after
+             * them. A flush completes once every op before it has, as a
+             * user of silent ops must wait. */
+            CHECK_OK(uln_ep_flush(ep, (uint64_t)nb));
+            struct uln_cqe e = t_cq_take1(scq, 120000, "the flush after the getv bursts");
+            CHECK_CQE(&e, e.op == ULN_OP_FLUSH && e.status == 0 && e.user_data == (uint64_t)nb);
             CHECK_PAT(src, all, seed, 0, "getv bursts");
         } else {
             struct uln_cqe e = t_cq_take1(scq, 120000, "the fenced getv");
