@@ -174,7 +174,13 @@ static int av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count, uint6
         int peer = av->peer[a];
         if (av->by_peer[peer] == a) av->by_peer[peer] = FI_ADDR_NOTAVAIL;
         uln_peer_remove(av->dom->ctx, peer);
+        /* Messages that wait from a no longer name it; a later insert of
+         * the same peer gives them its new address. */
+        for (int e = 0; e < av->dom->nlive; e++)
+            if (av->dom->live[e]->av == av) ulnfi_rx_forget(av->dom->live[e], a);
     }
+    for (int e = 0; e < av->dom->nlive; e++) /* the peer may still be in the AV at another slot */
+        if (av->dom->live[e]->av == av) ulnfi_rx_resolve(av->dom->live[e]);
     ulnfi_unlock(av->dom);
     return rc;
 }

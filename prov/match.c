@@ -521,6 +521,19 @@ size_t ulnfi_match_resolve(struct ulnfi_match *m,
     return left;
 }
 
+size_t ulnfi_match_forget(struct ulnfi_match *m, fi_addr_t src)
+{
+    size_t n = 0;
+    for (struct ulnfi_match_link *l = m->unexp.next; l != &m->unexp; l = l->next) {
+        struct ulnfi_match_msg *msg = MSG_OF(l);
+        if (msg->src != src) continue;
+        msg->src = FI_ADDR_NOTAVAIL;
+        n++;
+    }
+    if (n && m->directed) rehash(m); /* the source is part of the bucket */
+    return n;
+}
+
 struct ulnfi_match_recv *ulnfi_match_cancel(struct ulnfi_match *m, void *context)
 {
     for (struct ulnfi_match_link *l = m->posted.next; l != &m->posted; l = l->next) {

@@ -268,6 +268,10 @@ size_t ulnfi_match_resolve(struct ulnfi_match *m,
                            fi_addr_t (*src_of)(const struct ulnfi_match_msg *msg, void *arg),
                            void *arg);
 
+/* The AV forgot src (fi_av_remove): queued messages from it have no
+ * address until resolve gives them one. Returns how many. */
+size_t ulnfi_match_forget(struct ulnfi_match *m, fi_addr_t src);
+
 /* fi_cancel: takes out the first posted receive whose context is context and
  * returns it (the provider completes it with FI_ECANCELED, then frees it), or
  * NULL if none is posted. */

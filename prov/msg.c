@@ -359,6 +359,13 @@ static fi_addr_t unexp_src(const struct ulnfi_match_msg *msg, void *av)
     return ulnfi_av_src(av, u->peer);
 }
 
+/* The AV removed src: what waits from it is from nobody the AV knows, until
+ * that peer is inserted again (then resolve names it anew). */
+void ulnfi_rx_forget(struct ulnfi_ep *ep, fi_addr_t src)
+{
+    ep->unexp_unknown += ulnfi_match_forget(&ep->mtag, src) + ulnfi_match_forget(&ep->mmsg, src);
+}
+
 void ulnfi_rx_resolve(struct ulnfi_ep *ep)
 {
     if (!ep->unexp_unknown) return;

@@ -392,6 +392,7 @@ void ulnfi_rx_nap(struct ulnfi_ep *ep, const struct uln_cqe *cqe, struct uln_cq 
 void ulnfi_rx_retry(struct ulnfi_ep *ep);
 /* The AV learnt addresses: unexpected messages from peers it lacked take theirs. */
 void ulnfi_rx_resolve(struct ulnfi_ep *ep);
+void ulnfi_rx_forget(struct ulnfi_ep *ep, fi_addr_t src); /* fi_av_remove of src */
 
 /* rndv.c */
 ssize_t ulnfi_rndv_send(struct ulnfi_ep *ep, int peer, const struct iovec *iov, size_t count,

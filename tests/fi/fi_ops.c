@@ -580,6 +580,10 @@ static void late_send(void)
     for (int i = 0; i < 4; i++)
         wait_ok(&c[i]); /* the rendezvous one: once rank 0 read it */
     sync_peers();
+    /* one more, which rank 0 lets wait while it removes and re-inserts us */
+    OK(fi_tsend(ep2, small, 100, NULL, to, LATE_TAG + 3, &c[0]));
+    wait_ok(&c[0]);
+    sync_peers();
     OK(fi_close(&ep2->fid));
     OK(fi_close(&av2->fid));
     free(small);
@@ -624,7 +628,26 @@ static void test_late_insert(void)
         CHECK(bad_bytes(buf[i], len[i], seed[i]) == 0);
     }
     sync_peers();
+    /* Removed while a message from it waits: that message no longer names
+     * the old address, and a receive directed at the re-inserted name takes
+     * it, with the new address as its source. */
+    m.tag = LATE_TAG + 3;
+    for (;;) {
+        OK(fi_trecvmsg(fx.ep, &m, FI_PEEK));
+        e = wait_ctx(&cp);
+        if (!e.err) break;
+        CHECK(e.err == FI_ENOMSG);
+    }
     OK(fi_av_remove(fx.av, &from, 1, 0));
+    fi_addr_t again;
+    OK(fi_av_insert(fx.av, name, 1, &again, 0, NULL));
+    CHECK(again != from);
+    memset(small, 0, 100);
+    OK(fi_trecv(fx.ep, small, 100, NULL, again, LATE_TAG + 3, 0, &c[1]));
+    bool got = wait_until(&c[1], 10.0, &e);
+    CHECK(got && !e.err && e.src == again && bad_bytes(small, 100, 81) == 0);
+    sync_peers();
+    OK(fi_av_remove(fx.av, &again, 1, 0));
     free(small);
     free(big);
     free(un);

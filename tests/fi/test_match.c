@@ -202,6 +202,15 @@ static void test_resolve(void)
     CHECK_EQ(post(&m, rv(3, 6, 0, 4, 0, 8)), 101);
     CHECK_EQ(post(&m, rv(3, 5, 0, 5, 0, 8)), 0); /* 200 is still nobody's */
     CHECK_EQ(post(&m, rv(ANY, 5, 0, 6, 0, 8)), 200);
+    /* fi_av_remove of 3: its waiting message names it no more; inserted
+     * again, the peer's messages take the address the AV gives now */
+    CHECK_EQ(arrive(&m, 3, 9, 0, 150), 0);
+    CHECK_EQ(arrive(&m, 3, 9, 0, 151), 0);
+    CHECK_EQ(ulnfi_match_forget(&m, 3), 2);
+    CHECK_EQ(ulnfi_match_forget(&m, 3), 0);
+    CHECK_EQ(ulnfi_match_resolve(&m, src_by_id, &known), 0);
+    CHECK_EQ(post(&m, rv(3, 9, 0, 7, 0, 8)), 150);
+    CHECK_EQ(post(&m, rv(3, 9, 0, 8, 0, 8)), 151);
     drain(&m);
     ulnfi_match_fini(&m);
 }
