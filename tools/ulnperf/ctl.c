@@ -2,6 +2,8 @@
  * ranks. */
 #include "perf.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -38,9 +40,34 @@ const char *op_str(unsigned op)
     return op < sizeof n / sizeof n[0] ? n[op] : "?";
 }
 
+/* The CQ an entry came from. */
+static struct uln_cq *cq_of(const struct perf *pf, const struct uln_cqe *e)
+{
+    return e->ep == pf->ctl_idx ? pf->ctl_cq : pf->cq;
+}
+
+/* Control first, for at most half of max: a data CQ that always has max
+ * entries waiting (a receiver under incast) must not keep the control
+ * endpoint from ever being polled, and so from sending and taking FIN. */
+static int poll_both(struct perf *pf, struct uln_cqe *ev, int max)
+{
+    int k = uln_cq_poll(pf->ctl_cq, ev, max > 1 ? max / 2 : max);
+    if (k < 0 || k == max) return k;
+    int n = uln_cq_poll(pf->cq, ev + k, max - k);
+    return n < 0 ? n : k + n;
+}
+
+/* The hot loops' poll: the measured endpoints' CQ, and every CTL_POLL_EVERY
+ * calls the control CQ as well. */
+int perf_poll(struct perf *pf, struct uln_cqe *ev, int max)
+{
+    if (++pf->polls % CTL_POLL_EVERY) return uln_cq_poll(pf->cq, ev, max);
+    return poll_both(pf, ev, max);
+}
+
 int poll_some(struct perf *pf, struct uln_cqe *ev, int max, struct stall *st)
 {
-    int k = uln_cq_poll(pf->cq, ev, max);
+    int k = perf_poll(pf, ev, max);
     if (k < 0) die(pf, "uln_cq_poll: %s", uln_strerror(k));
     if (k)
         stall_reset(st);
@@ -63,7 +90,7 @@ static void check_status(struct perf *pf, const struct uln_cqe *e)
 void release(struct perf *pf, const struct uln_cqe *e)
 {
     if (e->flags & ULN_CQE_MUST_RELEASE) {
-        int rc = uln_cqe_release(pf->cq, e);
+        int rc = uln_cqe_release(cq_of(pf, e), e);
         if (rc) die(pf, "uln_cqe_release: %s", uln_strerror(rc));
     }
 }
@@ -105,7 +132,7 @@ void handle_other(struct perf *pf, const struct uln_cqe *e)
  * everything else on. Returns how many entries came. */
 int poll_count_naps(struct perf *pf, struct uln_cqe *ev, uint64_t *completed)
 {
-    int k = uln_cq_poll(pf->cq, ev, POLL_BATCH);
+    int k = perf_poll(pf, ev, POLL_BATCH);
     if (k < 0) die(pf, "uln_cq_poll: %s", uln_strerror(k));
     for (int j = 0; j < k; j++) {
         if (ev[j].ep == pf->ep_idx && ev[j].op == ULN_OP_NAP && !ev[j].status)
@@ -129,7 +156,7 @@ void wait_own(struct perf *pf, int want, uint64_t id, size_t size, struct stall 
 {
     struct uln_cqe ev[POLL_BATCH];
     for (bool done = false; !done;) {
-        int k = uln_cq_poll(pf->cq, ev, POLL_BATCH);
+        int k = perf_poll(pf, ev, POLL_BATCH);
         if (k < 0) die(pf, "uln_cq_poll: %s", uln_strerror(k));
         for (int j = 0; j < k; j++) {
             if (ev[j].ep == pf->ep_idx && ev[j].op == want && !ev[j].status &&
@@ -147,10 +174,11 @@ void wait_own(struct perf *pf, int want, uint64_t id, size_t size, struct stall 
     stall_reset(st);
 }
 
+/* Waiting for control: both CQs each time. */
 int pump(struct perf *pf)
 {
     struct uln_cqe ev[POLL_BATCH];
-    int n = uln_cq_poll(pf->cq, ev, POLL_BATCH);
+    int n = poll_both(pf, ev, POLL_BATCH);
     if (n < 0) die(pf, "uln_cq_poll: %s", uln_strerror(n));
     for (int i = 0; i < n; i++)
         handle_other(pf, &ev[i]);
@@ -183,7 +211,9 @@ void ctl_send_raw(struct perf *pf, int peer, const struct ctl_msg *m, bool best_
         }
         if (best_effort) {
             struct uln_cqe ev[POLL_BATCH];
-            uln_cq_poll(pf->cq, ev, POLL_BATCH);
+            int n = poll_both(pf, ev, POLL_BATCH);
+            for (int i = 0; i < n; i++)
+                if (ev[i].op == ULN_OP_NAP_RECV) uln_cqe_release(cq_of(pf, &ev[i]), &ev[i]);
         } else {
             pump(pf);
             stall_tick(pf, &st);
@@ -193,13 +223,13 @@ void ctl_send_raw(struct perf *pf, int peer, const struct ctl_msg *m, bool best_
         uint64_t t0 = mono_ns();
         struct uln_cqe ev[POLL_BATCH];
         while (pf->slot_busy[s] && mono_ns() - t0 < 100000000u) {
-            int n = uln_cq_poll(pf->cq, ev, POLL_BATCH);
+            int n = poll_both(pf, ev, POLL_BATCH);
             for (int i = 0; i < n; i++)
                 if (ev[i].ep == pf->ctl_idx && ev[i].op == ULN_OP_NAP &&
                     ev[i].user_data == (uint64_t)s)
                     pf->slot_busy[s] = false;
                 else if (ev[i].op == ULN_OP_NAP_RECV)
-                    uln_cqe_release(pf->cq, &ev[i]);
+                    uln_cqe_release(cq_of(pf, &ev[i]), &ev[i]);
         }
     }
 }
@@ -221,6 +251,26 @@ const char *ctl_name(uint32_t type)
     return type < CTL_NTYPES ? ctl_names[type] : "?";
 }
 
+/* Sleep until either CQ has work, at most timeout_ms: arm both (a progress
+ * pass each; -EAGAIN: something is ready, do not sleep) and poll their
+ * descriptors, as ulnet.h shows for a CQ beside other work. */
+static void wait_both(struct perf *pf, int timeout_ms)
+{
+    struct pollfd fds[2] = {{.fd = uln_cq_fd(pf->cq), .events = POLLIN},
+                            {.fd = uln_cq_fd(pf->ctl_cq), .events = POLLIN}};
+    int ms[2] = {timeout_ms, timeout_ms};
+    for (int i = 0; i < 2; i++) {
+        if (fds[i].fd < 0) die(pf, "uln_cq_fd: %s", uln_strerror(fds[i].fd));
+        int rc = uln_cq_arm(i ? pf->ctl_cq : pf->cq, &ms[i]);
+        if (rc == -EAGAIN) return;
+        if (rc) die(pf, "uln_cq_arm: %s", uln_strerror(rc));
+    }
+    int t = timeout_ms;
+    for (int i = 0; i < 2; i++)
+        if (ms[i] >= 0 && (t < 0 || ms[i] < t)) t = ms[i];
+    if (poll(fds, 2, t) < 0 && errno != EINTR) die(pf, "poll: %s", strerror(errno));
+}
+
 struct ctl_msg ctl_recv(struct perf *pf, uint32_t type)
 {
     char what[64];
@@ -231,9 +281,7 @@ struct ctl_msg ctl_recv(struct perf *pf, uint32_t type)
     while (!ctl_pending(pf)) {
         if (pump(pf)) continue;
         if (pf->sleep_wait) {
-            /* Off the CPU: other ranks may share it. */
-            int rc = uln_cq_wait(pf->cq, 100);
-            if (rc && rc != -ETIMEDOUT) die(pf, "uln_cq_wait: %s", uln_strerror(rc));
+            wait_both(pf, 100); /* off the CPU: other ranks may share it */
         } else {
             stall_tick(pf, &st);
         }
@@ -263,8 +311,7 @@ void ctl_wait(struct perf *pf)
     while (!ctl_pending(pf)) {
         if (pump(pf)) continue;
         if (pf->sleep_wait) {
-            int rc = uln_cq_wait(pf->cq, 100);
-            if (rc && rc != -ETIMEDOUT) die(pf, "uln_cq_wait: %s", uln_strerror(rc));
+            wait_both(pf, 100);
         } else if (pf->yield) {
             sched_yield();
         }

@@ -54,7 +54,7 @@ static int job_open(struct perf *pf)
     return 0;
 }
 
-/* One CQ for everything; the data and control endpoints; fair's endpoints. */
+/* The CQ of the measured endpoints (data, fair's) and the control endpoint's. */
 static void job_endpoints(struct perf *pf)
 {
     const struct perf_opts *o = pf->opt;
@@ -67,8 +67,10 @@ static void job_endpoints(struct perf *pf)
         if (rc != -EINVAL || entries <= 64)
             die(pf, "uln_cq_open(%u): %s", entries, uln_strerror(rc));
     }
+    if ((rc = uln_cq_open(pf->ctx, 4 * INBOX, &pf->ctl_cq)))
+        die(pf, "uln_cq_open (control): %s", uln_strerror(rc));
     if ((rc = uln_ep_open(pf->ctx, pf->cq, pf->cq, &pf->ep)) ||
-        (rc = uln_ep_open(pf->ctx, pf->cq, pf->cq, &pf->ctl)))
+        (rc = uln_ep_open(pf->ctx, pf->ctl_cq, pf->ctl_cq, &pf->ctl)))
         die(pf, "uln_ep_open: %s", uln_strerror(rc));
     pf->ep_idx = uln_ep_index(pf->ep);
     pf->ctl_idx = uln_ep_index(pf->ctl);
@@ -183,13 +185,10 @@ static void job_header_pins(struct perf *pf, const struct pins *pn)
     fprintf(hdr, "%s\n",
             !distinct && pf->yield ? " (spin loops yield; numbers are not meaningful)" : "");
     if (pf->size == 3)
-        fprintf(hdr,
-                "# rank 2 takes part in load and incast only, asleep in uln_cq_wait otherwise\n");
+        fprintf(hdr, "# rank 2 takes part in load and incast only, asleep otherwise\n");
     else if (pf->size > 3)
-        fprintf(
-            hdr,
-            "# ranks 2..%d take part in load and incast only, asleep in uln_cq_wait otherwise\n",
-            pf->size - 1);
+        fprintf(hdr, "# ranks 2..%d take part in load and incast only, asleep otherwise\n",
+                pf->size - 1);
     note_load_cpus(pf, pn->rcpu, pn->cpu);
 }
 

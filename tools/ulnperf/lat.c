@@ -4,13 +4,13 @@
 
 /* Wait for the next data NAP (returned unreleased). On rank 1 it returns false
  * instead when rank 0 ended the phase: control messages land in the inbox as
- * the CQ is polled, so noticing costs one comparison. */
+ * the CQs are polled, so noticing costs one comparison. */
 static inline bool wait_nap(struct perf *pf, struct uln_cqe *out, size_t size)
 {
     struct uln_cqe ev[POLL_BATCH];
     struct stall st = {.what = "the next NAP"};
     for (;;) {
-        int n = uln_cq_poll(pf->cq, ev, POLL_BATCH);
+        int n = perf_poll(pf, ev, POLL_BATCH);
         if (n < 0) die(pf, "uln_cq_poll: %s", uln_strerror(n));
         int got = -1;
         for (int i = 0; i < n; i++) {
@@ -77,7 +77,7 @@ static uint64_t put_lat(struct perf *pf, const struct phase *p, uint64_t *sample
             post_retry(pf, OP_PUT, size, i, ULN_SILENT);
         }
         while (ctr_read(mine, w) != (i & mask)) {
-            int k = uln_cq_poll(pf->cq, ev, POLL_BATCH);
+            int k = perf_poll(pf, ev, POLL_BATCH);
             if (k < 0) die(pf, "uln_cq_poll: %s", uln_strerror(k));
             for (int j = 0; j < k; j++)
                 handle_other(pf, &ev[j]);

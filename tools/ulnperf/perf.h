@@ -126,7 +126,13 @@ struct ctl_msg {
 #define CTL_SLOTS  8
 #define INBOX      128
 #define POLL_BATCH 16
-#define STALL_S    15 /* no op takes seconds; a longer wait is a hang */
+/* The control endpoint has a CQ of its own, which the hot loops poll only
+ * every CTL_POLL_EVERY polls: over udp each endpoint is a socket, and reading
+ * a second one in every pass would put a system call into every measured
+ * wait (and half of one into every latency point) that no user of one
+ * endpoint pays. A control message waits a few passes at most. */
+#define CTL_POLL_EVERY 16
+#define STALL_S        15 /* no op takes seconds; a longer wait is a hang */
 
 /* ------------------------------------------------------------------------- */
 /* The job's context                                                          */
@@ -137,7 +143,9 @@ struct perf {
     int rank, size;
     int peer; /* rank 0 <-> 1; load senders -> 0 */
     struct uln_ctx *ctx;
-    struct uln_cq *cq;
+    struct uln_cq *cq;     /* the measured endpoints' completions */
+    struct uln_cq *ctl_cq; /* the control endpoint's, looked at every CTL_POLL_EVERY polls */
+    unsigned polls;
     struct uln_ep *ep, *ctl;
     struct uln_ep *fair[MAX_FAIR];
     int ep_idx, ctl_idx, fair_idx0, nfair;
@@ -244,6 +252,7 @@ static inline void stall_reset(struct stall *s)
     s->start = 0;
 }
 
+int perf_poll(struct perf *pf, struct uln_cqe *ev, int max);
 int poll_some(struct perf *pf, struct uln_cqe *ev, int max, struct stall *st);
 void release(struct perf *pf, const struct uln_cqe *e);
 void handle_other(struct perf *pf, const struct uln_cqe *e);
