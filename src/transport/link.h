@@ -91,7 +91,7 @@ struct uln_link_stats {
     /* sending */
     uint64_t tx_pkts; /* datagrams handed to the kernel (faulty copies included) */
     uint64_t tx_bytes;
-    uint64_t tx_calls;    /* sendmmsg system calls */
+    uint64_t tx_calls;    /* send system calls (sendmmsg; sendto for a lone packet) */
     uint64_t tx_gso_msgs; /* ... messages that were a GSO run of several datagrams */
     uint64_t tx_gso_pkts; /* ... datagrams they carried */
     uint64_t tx_again;    /* sends cut short by a full socket (EAGAIN/ENOBUFS/EINTR) */
@@ -107,7 +107,7 @@ struct uln_link_stats {
     /* receiving */
     uint64_t rx_pkts; /* datagrams given to the caller (unknown sources included) */
     uint64_t rx_bytes;
-    uint64_t rx_calls;        /* recvmmsg system calls */
+    uint64_t rx_calls;        /* read system calls (recvmmsg; recvfrom when cold) */
     uint64_t rx_empty;        /* ... that found nothing */
     uint64_t rx_gro_msgs;     /* reads that brought several datagrams (GRO) */
     uint64_t rx_gro_segs;     /* ... datagrams they brought */

@@ -1387,6 +1387,72 @@ static void test_gro_edges(void)
     uln_link_close(b);
 }
 
+/* The latency path (link_udp.c: send_lone, recv_cold): a packet sent alone
+ * goes by sendto, gathered from its pieces (up to LONE_COPY_MAX) or straight
+ * from one; a plain socket found empty is read next by recvfrom, one
+ * datagram, and a burst after it by recvmmsg again. Alone or in bursts, cut
+ * (too long: counted, dropped) or whole, every datagram comes intact, in
+ * order, once, with its source. */
+static void test_lone(void)
+{
+    struct uln_link *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_link *b = open_io2("127.0.0.1", 1000, 0, false, NULL, true);
+    if (!a || !b) return;
+    int peer = link_to(a, b);
+    CHECK_EQ(link_to(b, a), 0);
+    unsigned pmax = uln_link_payload_max(b);
+    static struct uln_link_pkt pkts[40];
+    static struct thdr hdrs[40];
+    static uint8_t flat[40][2048];
+    static struct uln_link_rx rx[40];
+    uint32_t seq = 0;
+    unsigned bad = 0, sent = 0, cut = 0;
+    struct uln_link_stats sa0, sa, sb;
+    uln_link_stats(a, &sa0);
+    for (unsigned round = 0; round < 24; round++) {
+        /* alone: one to three pieces, small or up to the largest, or too long */
+        uint32_t len = round % 6 == 5 ? pmax + 1 + round : round % 3 == 2 ? pmax : 20 + round;
+        make_pkt(&pkts[0], peer, &hdrs[0], flat[0], seq, len, 1 + round % 3);
+        send_all(a, pkts, 1);
+        sent++;
+        if (len > pmax) { /* b drops it; the next alone one comes */
+            cut++;
+            seq++;
+            continue;
+        }
+        if (!recv_by(b, rx, 1, 1)) return;
+        struct thdr h;
+        if (!pkt_ok(&rx[0], &h) || h.seq != seq || rx[0].peer != 0 || rx[0].len != len) bad++;
+        socklen_t l;
+        CHECK(uln_link_rx_addr(b, rx[0].handle, &l) != NULL && l > 0);
+        CHECK_EQ(uln_link_rx_release(b, rx[0].handle), 0);
+        seq++;
+        if (round % 4 != 3) continue;
+        /* a burst after it: all of it, in order */
+        CHECK_EQ(recv_n(b, rx, 1, 0), 0); /* empty: the next read is the cheap one */
+        for (unsigned i = 0; i < 40; i++)
+            make_pkt(&pkts[i], peer, &hdrs[i], flat[i], seq + i, 100 + i, 1 + i % 3);
+        send_all(a, pkts, 40);
+        sent += 40;
+        if (!recv_by(b, rx, 40, 40)) return;
+        for (unsigned i = 0; i < 40; i++) {
+            if (!pkt_ok(&rx[i], &h) || h.seq != seq + i) bad++;
+            CHECK_EQ(uln_link_rx_release(b, rx[i].handle), 0);
+        }
+        seq += 40;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(recv_n(b, rx, 1, 20), 0);
+    uln_link_stats(a, &sa);
+    uln_link_stats(b, &sb);
+    CHECK_EQ(sa.tx_pkts - sa0.tx_pkts, sent);
+    CHECK_EQ(sb.rx_pkts, sent - cut);
+    CHECK_EQ(sb.rx_trunc, cut);
+    CHECK_EQ(sb.rx_unknown + sb.rx_bad_release + sb.rx_kernel_drops + sa.tx_err, 0);
+    uln_link_close(a);
+    uln_link_close(b);
+}
+
 /* GRO off: by no_gro (ULN_UDP_GRO=0), or faults; then a GSO run comes as
  * datagrams each in its own pool buffer, as before GRO. Receive memory as
  * documented. */
@@ -1504,5 +1570,6 @@ int main(int argc, char **argv)
     RUN("gro_mixed", test_gro_mixed());
     RUN("gro_edges", test_gro_edges());
     RUN("gro_off", test_gro_off());
+    RUN("lone", test_lone());
     return summary();
 }
