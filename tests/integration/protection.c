@@ -239,10 +239,9 @@ static void initiator(void)
     free(dst);
 }
 
-static void target(struct t_region (*reg)[NREG], struct t_region *rereg)
+/* cnt[0]: the counters before rank 0 could start (see main). */
+static void target(struct t_region (*reg)[NREG], struct t_region *rereg, struct uln_counters cnt[2])
 {
-    struct uln_counters cnt[2];
-    CHECK_OK(uln_counters_get(J.ctx, &cnt[0]));
     int remote = 0;
     for (;;) {
         struct uln_cqe e = t_cq_take1(cq, 120000, "rank 0's done NAP");
@@ -276,7 +275,7 @@ static void target(struct t_region (*reg)[NREG], struct t_region *rereg)
             }
         }
     }
-    CHECK_OK(uln_nap(ep, 0, cnt, sizeof cnt, 0xc0, 0));
+    CHECK_OK(uln_nap(ep, 0, cnt, 2 * sizeof cnt[0], 0xc0, 0));
     struct uln_cqe e = t_cq_take1(cq, 30000, "counters NAP completion");
     CHECK_CQE(&e, e.status == 0 && e.op == ULN_OP_NAP);
 }
@@ -318,13 +317,18 @@ int main(void)
                    rk[kind]);
         }
     }
+    /* Rank 1's counters before the exchange that lets rank 0 start: over shm
+     * with direct access rank 0 counts its refusals in rank 1's counters
+     * itself, possibly before rank 1 would get round to reading them. */
+    struct uln_counters cnt[2];
+    CHECK_OK(uln_counters_get(J.ctx, &cnt[0]));
     t_exchange(&J, ep, cq, rk, T_NKINDS, allrk);
     memcpy(rereg_key, allrk + T_NKINDS, sizeof rereg_key);
 
     if (J.rank == 0)
         initiator();
     else
-        target(reg, rereg);
+        target(reg, rereg, cnt);
 
     t_barrier(&J);
     if (J.rank == 1) {
