@@ -42,19 +42,30 @@ static long long now_ms(void)
 }
 
 /* A port nobody uses right now: bind port 0, read it, close. */
+/* A port below the kernel's ephemeral range (32768 and up by default) that
+ * binds now. One the kernel picked from that range could be handed out again
+ * at once as the local port of another test's connection (ctest runs two at
+ * a time), and then no rank 0 could listen on it. */
 static void fresh_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        perror("fresh_port");
-        exit(1);
+    static unsigned seed;
+    if (!seed) seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+    for (int tries = 0; tries < 1000; tries++) {
+        int p = 20000 + (int)(rand_r(&seed) % 12000u);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_port = htons((uint16_t)p),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (fd < 0) break;
+        int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        close(fd);
+        if (!ok) continue;
+        port = p;
+        snprintf(root_env, sizeof root_env, "127.0.0.1:%d", port);
+        return;
     }
-    close(fd);
-    port = ntohs(a.sin_port);
-    snprintf(root_env, sizeof root_env, "127.0.0.1:%d", port);
+    perror("fresh_port");
+    exit(1);
 }
 
 #define REQUIRE(c)                                                                                 \
