@@ -2,15 +2,16 @@
  * link_udp.c - the socket link (link_udp.h, link.h): one UDP socket.
  *
  * Sending gathers each packet's iovecs straight from the caller's memory into
- * one sendmmsg per ULN_LINK_BATCH packets (a packet alone: one sendto). Runs of equal-size packets
- * to one peer become one UDP_SEGMENT message: the kernel builds one big skb and cuts it into
- * datagrams as late as it can (on veth and loopback: only at the receiving socket), so the stack's
- * per-datagram cost is paid once per run. Measured between two namespaces over veth + bridge, one
- * stream of 1472-byte datagrams: 1.26 Gbit/s without GSO, 8.1 with; 64-byte: 123k -> 560k
- * datagrams/s. Without GSO the batch size hardly matters (sendmmsg of 1, 8,
- * 64: 1.21, 1.28, 1.26 Gbit/s): the stack, not the system call, costs. A
- * kernel that refuses GSO turns it off for good; one that refuses a single
- * message gets the run again as plain datagrams.
+ * one sendmmsg per ULN_LINK_BATCH packets (a packet alone: one sendto). Runs
+ * of equal-size packets to one peer become one UDP_SEGMENT message: the
+ * kernel builds one big skb and cuts it into datagrams as late as it can (on
+ * veth and loopback: only at the receiving socket), so the stack's
+ * per-datagram cost is paid once per run. Measured between two namespaces
+ * over veth + bridge, one stream of 1472-byte datagrams: 1.26 Gbit/s without
+ * GSO, 8.1 with; 64-byte: 123k -> 560k datagrams/s. Without GSO the batch size hardly matters
+ * (sendmmsg of 1, 8, 64: 1.21, 1.28, 1.26 Gbit/s): the stack, not the system call, costs. A kernel
+ * that refuses GSO turns it off for good; one that refuses a single message gets the run again as
+ * plain datagrams.
  *
  * Receiving lends pool buffers: recvmmsg fills the top of a LIFO free stack
  * (the buffers touched last are still in cache), and buffers come back in any
@@ -887,6 +888,18 @@ static void rx_entry(struct link_udp *io, unsigned j, void *buf, size_t len, uni
     h->msg_flags = 0;
 }
 
+/* A read that brought nothing, with errno e (EAGAIN for recvmmsg's 0): 0,
+ * counted as empty, when the socket was empty or a signal came; else -e. */
+static int rx_none(struct link_udp *io, int e)
+{
+    if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) {
+        io->st.rx_empty++;
+        return 0;
+    }
+    io->st.rx_err++;
+    return -e;
+}
+
 /* One recvmmsg into the k headers set up: how many came, 0 when none (or a
  * signal), or -errno. *drained: the socket said EAGAIN. */
 static int rx_mmsg(struct link_udp *io, unsigned k, bool *drained)
@@ -898,13 +911,7 @@ static int rx_mmsg(struct link_udp *io, unsigned k, bool *drained)
     /* Headers written by the kernel, or an odd error: set up again. An empty
      * call leaves them as they were. */
     if (r > 0 || (r < 0 && !*drained)) io->rprep = 0;
-    if (r > 0) return r;
-    if (*drained || e == EINTR) {
-        io->st.rx_empty++;
-        return 0;
-    }
-    io->st.rx_err++;
-    return -e;
+    return r > 0 ? r : rx_none(io, e);
 }
 
 /* Hand out pool slot b, which a read filled with len bytes from rx_sa[b]. */
@@ -933,16 +940,8 @@ static int recv_cold(struct link_udp *io, struct uln_link_rx *out)
     /* MSG_TRUNC: the datagram's real length, so a cut one is seen. */
     ssize_t r = recvfrom(io->fd, io->pool + (size_t)b * io->stride, io->payload_max,
                          MSG_DONTWAIT | MSG_TRUNC, &io->rx_sa[b].sa, &io->rx_salen[b]);
-    int e = r < 0 ? errno : 0;
     io->st.rx_calls++;
-    if (r < 0) {
-        if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) {
-            io->st.rx_empty++;
-            return 0;
-        }
-        io->st.rx_err++;
-        return -e;
-    }
+    if (r < 0) return rx_none(io, errno);
     io->cold = false;
     if ((size_t)r > io->payload_max) {
         io->st.rx_trunc++;
