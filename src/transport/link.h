@@ -92,6 +92,7 @@ struct uln_link_stats {
     uint64_t tx_pkts; /* datagrams handed to the kernel (faulty copies included) */
     uint64_t tx_bytes;
     uint64_t tx_calls;    /* send system calls (sendmmsg; sendto for a lone packet) */
+    uint64_t tx_lone;     /* ... sendto of one packet sent alone */
     uint64_t tx_gso_msgs; /* ... messages that were a GSO run of several datagrams */
     uint64_t tx_gso_pkts; /* ... datagrams they carried */
     uint64_t tx_again;    /* sends cut short by a full socket (EAGAIN/ENOBUFS/EINTR) */
@@ -109,6 +110,7 @@ struct uln_link_stats {
     uint64_t rx_bytes;
     uint64_t rx_calls;        /* read system calls (recvmmsg; recvfrom when cold) */
     uint64_t rx_empty;        /* ... that found nothing */
+    uint64_t rx_cold;         /* datagrams read by recvfrom, the read after an empty one */
     uint64_t rx_gro_msgs;     /* reads that brought several datagrams (GRO) */
     uint64_t rx_gro_segs;     /* ... datagrams they brought */
     uint64_t rx_copied;       /* datagrams copied out of a landing buffer (GRO) */

@@ -783,6 +783,7 @@ static int send_lone(struct link_udp *io, const struct uln_link_pkt *p)
     const struct peer *pe = &io->peers[p->peer];
     ssize_t r = sendto(io->fd, buf, len, MSG_DONTWAIT, &pe->sa.sa, pe->salen);
     io->st.tx_calls++;
+    io->st.tx_lone++;
     if (r >= 0) {
         io->st.tx_pkts++;
         io->st.tx_bytes += (uint64_t)r;
@@ -949,6 +950,7 @@ static int recv_cold(struct link_udp *io, struct uln_link_rx *out)
     }
     io->nfree--;
     io->rprep = 0; /* the free stack changed */
+    io->st.rx_cold++;
     rx_lend(io, b, (uint32_t)r, out);
     return 1;
 }

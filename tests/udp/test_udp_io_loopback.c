@@ -1406,7 +1406,7 @@ static void test_lone(void)
     static uint8_t flat[40][2048];
     static struct uln_link_rx rx[40];
     uint32_t seq = 0;
-    unsigned bad = 0, sent = 0, cut = 0;
+    unsigned bad = 0, sent = 0, cut = 0, lone = 0, bursts = 0;
     struct uln_link_stats sa0, sa, sb;
     uln_link_stats(a, &sa0);
     for (unsigned round = 0; round < 24; round++) {
@@ -1415,7 +1415,8 @@ static void test_lone(void)
         make_pkt(&pkts[0], peer, &hdrs[0], flat[0], seq, len, 1 + round % 3);
         send_all(a, pkts, 1);
         sent++;
-        if (len > pmax) { /* b drops it; the next alone one comes */
+        lone += pkts[0].niov == 1 || len <= 512; /* else gathered by sendmmsg */
+        if (len > pmax) {                        /* b drops it; the next alone one comes */
             cut++;
             seq++;
             continue;
@@ -1434,6 +1435,7 @@ static void test_lone(void)
             make_pkt(&pkts[i], peer, &hdrs[i], flat[i], seq + i, 100 + i, 1 + i % 3);
         send_all(a, pkts, 40);
         sent += 40;
+        bursts++;
         if (!recv_by(b, rx, 40, 40)) return;
         for (unsigned i = 0; i < 40; i++) {
             if (!pkt_ok(&rx[i], &h) || h.seq != seq + i) bad++;
@@ -1446,6 +1448,9 @@ static void test_lone(void)
     uln_link_stats(a, &sa);
     uln_link_stats(b, &sb);
     CHECK_EQ(sa.tx_pkts - sa0.tx_pkts, sent);
+    CHECK_EQ(sa.tx_lone - sa0.tx_lone, lone);
+    /* each burst's first datagram at least came by the read after an empty one */
+    CHECK(sb.rx_cold >= bursts && sb.rx_cold < sent - cut);
     CHECK_EQ(sb.rx_pkts, sent - cut);
     CHECK_EQ(sb.rx_trunc, cut);
     CHECK_EQ(sb.rx_unknown + sb.rx_bad_release + sb.rx_kernel_drops + sa.tx_err, 0);
