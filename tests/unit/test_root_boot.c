@@ -41,7 +41,6 @@ static long long now_ms(void)
     return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
-/* A port nobody uses right now: bind port 0, read it, close. */
 /* A port below the kernel's ephemeral range (32768 and up by default) that
  * binds now. One the kernel picked from that range could be handed out again
  * at once as the local port of another test's connection (ctest runs two at

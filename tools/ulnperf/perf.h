@@ -145,7 +145,7 @@ struct perf {
     struct uln_ctx *ctx;
     struct uln_cq *cq;     /* the measured endpoints' completions */
     struct uln_cq *ctl_cq; /* the control endpoint's, looked at every CTL_POLL_EVERY polls */
-    unsigned polls;
+    unsigned polls;        /* perf_poll calls: every CTL_POLL_EVERY-th takes ctl_cq too */
     struct uln_ep *ep, *ctl;
     struct uln_ep *fair[MAX_FAIR];
     int ep_idx, ctl_idx, fair_idx0, nfair;
