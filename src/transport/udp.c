@@ -72,6 +72,7 @@ _Static_assert(PKT_NAP == 1 && PKT_PUT == 2 && PKT_GET_REQ == 4 && PKT_GET_RESP 
 /* flags: the low five bits are rel's (ULN_REL_DATA, FB, LOSE, PROBE, RETX) */
 #define PKT_LAST 0x20u /* NAP, PUT: last packet of the message */
 #define PKT_IMM  0x40u /* PUT with LAST: raise PUT_REMOTE with imm at the target */
+#define PKT_MORE 0x80u /* ACK: another packet follows in the same datagram (a bundle) */
 
 /* Every packet starts with these 32 bytes, little-endian. */
 struct pkt_hdr {
@@ -119,6 +120,10 @@ struct pkt_ctrl_body { /* hello, feedback, probe */
 
 #define EXT_MAX   32u
 #define HDR_SPACE 64u /* header + the largest extension */
+/* A batch entry's header room: an ACK that rides in front of the packet
+ * (bundle_answers), then the packet's own header and extension. */
+#define LEAD_SPACE ((unsigned)sizeof(struct pkt_hdr))
+#define ROW_SPACE  (LEAD_SPACE + HDR_SPACE)
 
 _Static_assert(sizeof(struct pkt_put_ext) == 32 && offsetof(struct pkt_put_ext, imm) == 24,
                "PUT's extension as wire.h's table has it");
@@ -215,7 +220,7 @@ struct uln_udp_ep {
     bool answers_held; /* ... and the last pass left them there (hold_answers) */
     bool kick_now;     /* the packet just committed went to an idle peer (uln_udp_kick) */
     struct uln_link_pkt batch[ULN_LINK_BATCH];
-    uint8_t scratch[ULN_LINK_BATCH][HDR_SPACE];
+    uint8_t scratch[ULN_LINK_BATCH][ROW_SPACE];
     struct uln_link_rx rxv[ULN_LINK_BATCH];
 };
 
@@ -576,10 +581,63 @@ static uint32_t uln_udp_frag_max(struct uln_ep *ep, int peer)
 
 /* ---- sending ------------------------------------------------------------------ */
 
+/* Move batch entry from to slot to, its header row with it. */
+static void batch_move(struct uln_udp_ep *ue, unsigned to, unsigned from)
+{
+    size_t at = (size_t)((uint8_t *)ue->batch[from].iov[0].iov_base - ue->scratch[from]);
+    ue->batch[to] = ue->batch[from];
+    memcpy(ue->scratch[to], ue->scratch[from], ROW_SPACE);
+    ue->batch[to].iov[0].iov_base = ue->scratch[to] + at;
+}
+
+static size_t pkt_len(const struct uln_link_pkt *p)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < p->niov; i++)
+        n += p->iov[i].iov_len;
+    return n;
+}
+
+/* Is batch entry i a lone ACK (the header alone, no bundle yet)? */
+static bool batch_lone_ack(const struct uln_udp_ep *ue, unsigned i)
+{
+    const struct uln_link_pkt *p = &ue->batch[i];
+    const uint8_t *h = p->iov[0].iov_base;
+    return p->niov == 1 && p->iov[0].iov_len == sizeof(struct pkt_hdr) && (h[0] & 15) == PKT_ACK &&
+           h == ue->scratch[i] + LEAD_SPACE;
+}
+
+/* An ACK followed in the batch by another packet to the same peer rides in
+ * front of it, in one datagram: a PUT's answer and the application's reply
+ * cross the wire (and both kernels) once, not twice. The ACK keeps its own
+ * header and seq; PKT_MORE says a packet follows (rx_datagram splits it).
+ */
+static void bundle_answers(struct uln_udp_ep *ue)
+{
+    unsigned w = 0;
+    for (unsigned r = 0; r < ue->nbatch; r++) {
+        struct uln_link_pkt *next = &ue->batch[r + 1];
+        if (r + 1 < ue->nbatch && batch_lone_ack(ue, r) && next->peer == ue->batch[r].peer &&
+            next->iov[0].iov_base == ue->scratch[r + 1] + LEAD_SPACE &&
+            LEAD_SPACE + pkt_len(next) <= ue->payload_max) {
+            uint8_t *lead = ue->scratch[r + 1];
+            memcpy(lead, ue->scratch[r] + LEAD_SPACE, LEAD_SPACE);
+            lead[1] |= PKT_MORE; /* flags: the second byte */
+            next->iov[0].iov_base = lead;
+            next->iov[0].iov_len += LEAD_SPACE;
+            continue; /* entry r is now part of r + 1 */
+        }
+        if (w != r) batch_move(ue, w, r);
+        w++;
+    }
+    ue->nbatch = w;
+}
+
 static void uln_udp_flush(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue || ue->nbatch == 0) return;
+    bundle_answers(ue);
     int n = uln_link_send(ue->io, ue->batch, ue->nbatch);
     if (n < 0) {
         /* A malformed packet of ours: a bug, but never a hang. Count and drop
@@ -591,11 +649,8 @@ static void uln_udp_flush(struct uln_ep *ep)
     /* What the socket could not take now waits at the front for next time. */
     unsigned left = ue->nbatch - (unsigned)n;
     if (left == 0) ue->batch_data = ue->answers_held = false;
-    for (unsigned i = 0; i < left; i++) {
-        ue->batch[i] = ue->batch[n + i];
-        memcpy(ue->scratch[i], ue->scratch[n + i], HDR_SPACE);
-        ue->batch[i].iov[0].iov_base = ue->scratch[i];
-    }
+    for (unsigned i = 0; i < left; i++)
+        batch_move(ue, i, (unsigned)n + i);
     ue->nbatch = left;
 }
 
@@ -654,12 +709,13 @@ static struct uln_link_pkt *queue_pkt(struct uln_ep *ep, int io_id, const struct
     unsigned type = h->vt & 15;
     if (type != PKT_ACK && type != PKT_CTRL) ue->batch_data = true;
     unsigned i = ue->nbatch++;
-    memcpy(ue->scratch[i], h, sizeof *h);
-    if (elen) memcpy(ue->scratch[i] + sizeof *h, ext, elen);
+    uint8_t *row = ue->scratch[i] + LEAD_SPACE; /* room before it for a riding ACK */
+    memcpy(row, h, sizeof *h);
+    if (elen) memcpy(row + sizeof *h, ext, elen);
     struct uln_link_pkt *p = &ue->batch[i];
     p->peer = io_id;
     p->niov = 1;
-    p->iov[0] = (struct iovec){ue->scratch[i], sizeof *h + elen};
+    p->iov[0] = (struct iovec){row, sizeof *h + elen};
     if (len) p->iov[p->niov++] = (struct iovec){(void *)(uintptr_t)data, len};
     return p;
 }
@@ -1017,7 +1073,9 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
         uln_engine_get_data(ep, up->rank, h->key, h->offset, x.status, payload, x.status ? 0 : n);
         break;
     }
-    default: /* NAP, ACK, GET_REQ: their order matters; keep the bytes */
+    case PKT_ACK: /* its turn needs the header alone (s->h): no buffer held */
+        break;
+    default: /* NAP, GET_REQ, ATOMIC_REQ: their order matters; keep the bytes */
         s->held = true;
         udp_ep(ep)->held++;
         s->handle = rx->handle;
@@ -1280,7 +1338,6 @@ static void rx_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct pkt
 static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
-    ULN_COUNT(&ep->stats, pkts_received, 1);
     struct pkt_hdr h;
     if (rx->len < sizeof h) {
         ULN_COUNT(&ep->stats, malformed, 1);
@@ -1317,7 +1374,7 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
         return false;
     }
     struct uln_rel *r = &up->rel;
-    if (uln_msg_packet(type)->ordered && (int32_t)(h.seq - r->rcv_cum) > 0 &&
+    if (uln_msg_packet(type)->ordered && type != PKT_ACK && (int32_t)(h.seq - r->rcv_cum) > 0 &&
         ue->held >= ue->pool_bufs / 2) {
         /* A packet ahead of order that would have to wait in a pool buffer,
          * with half the pool already waiting: drop it before rel counts it,
@@ -1359,6 +1416,28 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
         after_verdict(ep, up, v);
     }
     return kept;
+}
+
+/* One datagram: a packet, or a bundle of ACKs, each with PKT_MORE, and the
+ * packet they rode in front of (bundle_answers). Each is a whole packet with
+ * its own header and seq, taken in the order sent. Returns true if the
+ * buffer is kept for later (only the last can keep it: an ACK holds none). */
+static bool rx_datagram(struct uln_ep *ep, const struct uln_link_rx *rx)
+{
+    ULN_COUNT(&ep->stats, pkts_received, 1);
+    struct uln_link_rx part = *rx;
+    while (part.len >= sizeof(struct pkt_hdr) && (part.buf[1] & PKT_MORE)) {
+        if ((part.buf[0] & 15) != PKT_ACK || part.len < 2 * sizeof(struct pkt_hdr)) {
+            ULN_COUNT(&ep->stats, malformed, 1); /* only a lone ACK rides in front */
+            return false;
+        }
+        struct uln_link_rx ack = part;
+        ack.len = sizeof(struct pkt_hdr);
+        rx_one(ep, &ack);
+        part.buf += sizeof(struct pkt_hdr);
+        part.len -= (uint32_t)sizeof(struct pkt_hdr);
+    }
+    return rx_one(ep, &part);
 }
 
 /* Until a UDP peer has been met (a job whose peers are all on this host, or
@@ -1406,7 +1485,7 @@ static void uln_udp_progress_rx(struct uln_ep *ep)
          * floor nothing. */
         ue->now = uln_now_ns();
         for (int i = 0; i < n; i++)
-            if (!rx_one(ep, &ue->rxv[i])) uln_link_rx_release(ue->io, ue->rxv[i].handle);
+            if (!rx_datagram(ep, &ue->rxv[i])) uln_link_rx_release(ue->io, ue->rxv[i].handle);
         /* A short batch means the socket is (nearly) drained: one more empty
          * system call would only add latency. A GRO read returns one run of
          * ~44 datagrams, so "short" is well below that. */
@@ -1497,7 +1576,7 @@ int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len)
     int rc = uln_link_rx_lend(ue->io, id, buf, (uint32_t)len, &rx);
     if (rc) return rc;
     ue->now = uln_now_ns();
-    if (!rx_one(ep, &rx)) uln_link_rx_release(ue->io, rx.handle);
+    if (!rx_datagram(ep, &rx)) uln_link_rx_release(ue->io, rx.handle);
     return 0;
 }
 

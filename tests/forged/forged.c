@@ -270,6 +270,21 @@ static void f_ext_short(uint64_t arg)
     send_raw(0, pkt, sizeof h + 10); /* 10 of the extension's 24 bytes */
 }
 
+/* MORE (a bundle: another packet follows) is an ACK's alone, and an ACK with
+ * it must have a whole header after it. */
+static void f_more_nap(uint64_t arg)
+{
+    struct uln_udp_conn c = conn(0);
+    send_raw(0, pkt, data_pkt(uw_vt(UW_NAP), UW_LAST | UW_MORE, c.tag_out, 40));
+}
+
+static void f_more_alone(uint64_t arg)
+{
+    struct uln_udp_conn c = conn(0);
+    data_pkt(uw_vt(UW_ACK), UW_MORE, c.tag_out, 0);
+    send_raw(0, pkt, sizeof(struct uw_hdr) + (size_t)arg); /* arg: bytes of a next header */
+}
+
 static void f_beyond_credit(uint64_t arg)
 {
     struct uln_udp_conn c = conn(0);
@@ -366,6 +381,9 @@ static const struct fcase cases[] = {
     {"data beyond the credit rank 0 gave", C_MALFORMED, NULL, f_beyond_credit, 0, 0},
     {"header cut short (20 bytes)", C_MALFORMED, NULL, f_truncated, 0, 0},
     {"PUT whose extension is cut short", C_MALFORMED, NULL, f_ext_short, 0, 0},
+    {"NAP marked as leading a bundle", C_MALFORMED, NULL, f_more_nap, 0, 0},
+    {"ACK leading a bundle, with nothing after it", C_MALFORMED, NULL, f_more_alone, 0, 0},
+    {"ACK leading a bundle, with half a header after it", C_MALFORMED, NULL, f_more_alone, 16, 0},
     {"unknown type 3", C_MALFORMED, NULL, f_type, 3, 0},
     {"unknown type 15", C_MALFORMED, NULL, f_type, 15, 0},
     {"version 2", C_MALFORMED, NULL, f_version, 2, 0},

@@ -17,6 +17,7 @@
  *             5  from now on keep NAP_RECV entries (a slow application)
  * mods of a datagram, so that the fuzzer gets past values it cannot guess
  * (random region keys, tags hashed from the job key and both epochs):
+ * Each packet of a bundle (an ACK with MORE in front of another) is patched.
  *   0x01  data: tag := the connection's
  *   0x02  CTRL: key := the job key, rank := 1
  *   0x04  CTRL: dst_epoch := our epoch
@@ -52,7 +53,7 @@ static void inject(int rank, const void *p, size_t n)
     if (rc && rc != -EMSGSIZE) fz_die("uln_udp_rx_inject: %s", uln_strerror(rc));
 }
 
-static void patch(uint8_t *p, size_t n, unsigned mods)
+static void patch_one(uint8_t *p, size_t n, unsigned mods)
 {
     struct uw_hdr h;
     if (n < sizeof h) return;
@@ -79,6 +80,18 @@ static void patch(uint8_t *p, size_t n, unsigned mods)
             h.key = F.keys[h.key % FZ_NREG];
     }
     memcpy(p, &h, sizeof h);
+}
+
+/* Every packet of a bundle (ACKs with UW_MORE in front of one more) is
+ * patched alike, so the fuzzer reaches the packets behind the first. */
+static void patch(uint8_t *p, size_t n, unsigned mods)
+{
+    for (;;) {
+        patch_one(p, n, mods);
+        if (n < 2 * sizeof(struct uw_hdr) || !(p[1] & UW_MORE)) return;
+        p += sizeof(struct uw_hdr);
+        n -= sizeof(struct uw_hdr);
+    }
 }
 
 static void ctrl_from_rank1(uint32_t src_epoch, uint32_t dst_epoch, unsigned flags, uint32_t ack,

@@ -203,6 +203,19 @@ static void udp_seeds(void)
     data(UW_ACK, 0, 1, (uint64_t)(int64_t)-ENOKEY, NULL, 0, NULL, 0, M_OPID);
     save(T, "put-ack");
 
+    /* The ACK of our PUT riding in front of rank 1's reply (a bundle). */
+    post(P_PUT, 100, 0, 0x1234);
+    handshake();
+    rec(U_POLL, 3, NULL, 0);
+    {
+        struct uw_hdr a = {.vt = uw_vt(UW_ACK), .flags = UW_DATA | UW_MORE};
+        struct uw_hdr n = {.vt = uw_vt(UW_NAP), .flags = UW_DATA | UW_LAST, .seq = 1, .key = 8};
+        memcpy(pkt, &a, sizeof a);
+        size_t len = sizeof a + uw_build(pkt + sizeof a, &n, NULL, 0, payload, 8);
+        rec(U_DGRAM, M_TAG | M_SEQ | M_OPID | M_POLL, pkt, len);
+    }
+    save(T, "put-ack-bundled");
+
     /* Rank 1's atomics on our regions: applied, misaligned, bounds, no
      * right, an unknown op; then an answer to an atomic of ours (len 2:
      * CSWAP, 8 bytes). */

@@ -37,6 +37,7 @@ enum {
 #define UW_RETX  0x10u
 #define UW_LAST  0x20u
 #define UW_IMM   0x40u
+#define UW_MORE  0x80u /* ACK: another packet follows in the datagram (a bundle) */
 
 struct uw_hdr {
     uint8_t vt; /* version << 4 | type */

@@ -9,13 +9,14 @@
  *   - a target that has not posted lately answers a PUT in the progress pass
  *     that placed it: the initiator's PUT completes while the target sleeps;
  *   - a target that posted lately holds the PUT's ACK for its next post, and
- *     both leave in one system call. "Lately" is 200 us of the clock, which a
- *     loaded machine can overrun between a post and the PUT's arrival, so the
- *     test widens it through a hook (uln_udp_test_answer_hold) and asserts the
- *     rule in every round, not in some.
+ *     both leave in one system call, as one datagram (the ACK in front).
+ *     "Lately" is 200 us of the clock, which a loaded machine can overrun
+ *     between a post and the PUT's arrival, so the test widens it through a
+ *     hook (uln_udp_test_answer_hold) and asserts the rule in every round.
  * Rank 1 also checks that every NAP arrived, in order.
  */
 #include "../integration/common.h"
+#include "../fuzz/udp_wire.h"
 
 #include <netinet/udp.h>
 #include <sys/socket.h>
@@ -41,8 +42,9 @@ static struct uln_cq *cq;
 static struct uln_ep *ep;
 static unsigned long calls; /* sendmmsg calls made */
 static struct {
-    unsigned dgrams; /* datagrams each one carried */
-    unsigned acks;   /* ... of them the engine's ACKs (a PUT's answer) */
+    unsigned dgrams;  /* datagrams each one carried */
+    unsigned acks;    /* ... of them the engine's ACKs (a PUT's answer) */
+    unsigned bundled; /* ... of those riding in front of another packet */
 } sent[LOG_MAX];
 
 /* Datagrams in one message: a UDP_SEGMENT run is cut at its segment size. */
@@ -64,15 +66,18 @@ static unsigned msg_dgrams(const struct mmsghdr *m)
 static int counting_sendmmsg(int fd, struct mmsghdr *m, unsigned int n, int flags)
 {
     int r = sendmmsg(fd, m, n, flags);
-    unsigned d = 0, a = 0;
+    unsigned d = 0, a = 0, bundled = 0;
     for (int i = 0; i < r; i++) {
         d += msg_dgrams(&m[i]);
         /* The packet's first byte: version << 4 | type (docs/protocol.md). */
         const uint8_t *b = m[i].msg_hdr.msg_iov[0].iov_base;
-        a += m[i].msg_hdr.msg_iov[0].iov_len > 0 && (b[0] & 15) == ULN_MSG_ACK;
+        bool ack = m[i].msg_hdr.msg_iov[0].iov_len > 1 && (b[0] & 15) == ULN_MSG_ACK;
+        a += ack;
+        bundled += ack && (b[1] & UW_MORE);
     }
     sent[calls % LOG_MAX].dgrams = d;
     sent[calls % LOG_MAX].acks = a;
+    sent[calls % LOG_MAX].bundled = bundled;
     calls++;
     return r;
 }
@@ -240,8 +245,9 @@ static void take_one(void)
 /* A busy target: rank 1 posts "go" (it is busy now), polls until rank 0's PUT
  * has landed - the pass that places it makes the ACK, and holds it since a
  * post came lately - and posts its reply: ACK and reply leave in one system
- * call. The hold is widened to 10 s, so however late the PUT comes (a loaded
- * machine), it comes "lately"; what is checked is the rule, every round. */
+ * call, as one datagram (the ACK rides in front of the reply: a bundle). The hold is widened to 10
+ * s, so however late the PUT comes (a loaded machine), it comes "lately"; what is checked is the
+ * rule, every round. */
 static void busy_target(uint64_t key)
 {
     if (J.rank == 1) uln_udp_test_answer_hold(10ull * 1000000000u);
@@ -256,6 +262,10 @@ static void busy_target(uint64_t key)
                    "round %" PRIu64 ": the reply made %lu system calls, the first with %u ACKs; "
                    "expected one, with the PUT's ACK",
                    r, calls - c, calls > c ? sent[c % LOG_MAX].acks : 0);
+            CHECKF(sent[c % LOG_MAX].dgrams == 1 && sent[c % LOG_MAX].bundled == 1,
+                   "round %" PRIu64 ": the reply went in %u datagrams, %u of them led by the "
+                   "ACK; expected one datagram, the ACK in front of the reply",
+                   r, sent[c % LOG_MAX].dgrams, sent[c % LOG_MAX].bundled);
         } else {
             while (go_seen < r)
                 take_one();
