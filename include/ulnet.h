@@ -571,7 +571,8 @@ int uln_ep_index(const struct uln_ep *ep);
  *    the end of the progress pass that made them, except on an endpoint that
  *    posted within the last 200 us: there they wait for its next post (and
  *    go in the same system call) or for its next progress pass, whichever
- *    comes first. An idle target answers at once; a busy one saves a call.
+ *    comes first. An idle target answers at once; a busy one saves a call,
+ *    and a PUT's acknowledgement rides in the same datagram as the reply.
  */
 
 /* Send len bytes (0..nap_max) to the peer's endpoint of the same index.
