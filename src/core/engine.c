@@ -886,6 +886,15 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
         }
         const struct uln_get_req *r = (const void *)(pp->get_req + 1);
         bool finished = false;
+        if (pp->tp->serve_get) {
+            uint64_t before = pp->get_sent;
+            finished = pp->tp->serve_get(ep, src, r, &pp->get_sent, budget);
+            if (finished || pp->get_sent != before) ep->taken++;
+            if (!finished) return;
+            uln_engine_release(ep, src, &pp->in[1], pp->get_req);
+            pp->get_req = NULL;
+            continue;
+        }
         struct uln_frag fc = uln_frag_start(&pp->get_sent, r->len, frag_max, budget);
         do {
             uint32_t n = uln_frag_next(&fc);

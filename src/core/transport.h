@@ -102,6 +102,14 @@ struct uln_transport_ops {
     /* With ULN_TP_CAP_TARGET_CPU: send what the budget allows of PUT s as
      * fragments the target places. True when its last fragment has gone. */
     bool (*send_put)(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget);
+    /* Optional: answer GET request r from peer itself, with the data of our
+     * region put on the wire without a copy into send slots, at most what
+     * the budget allows (*sent: bytes answered so far, advanced). It checks
+     * the key (uln_key_enter) and answers a refusal itself. True when the
+     * answer is complete (every byte sent, or refused); false: more later
+     * (budget spent, or no room now: the transport set ep->blocked). */
+    bool (*serve_get)(struct uln_ep *ep, int peer, const struct uln_get_req *r, uint64_t *sent,
+                      uint32_t *budget);
     /* With ULN_TP_CAP_DIRECT_RMA: copy len bytes between the local segments
      * (nlocal of them, len in all, empty ones with any base among them: one
      * for uln_put/uln_get) and the

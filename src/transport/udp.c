@@ -155,13 +155,16 @@ struct tx_slot {
     uint8_t ext[EXT_MAX];
     uint8_t ext_len;
     bool used;
-    bool user; /* data is the user's PUT buffer (op_id names the PUT) */
+    bool user;   /* data is the user's PUT buffer (op_id names the PUT) */
+    bool region; /* GET data sent from our region (uln_udp_serve_get): data is
+                    valid only while the key is held; a resend copies it */
     uint64_t op_id;
     const uint8_t *data; /* our slot memory, or the user's PUT buffer */
     uint32_t len;
     uint32_t len2;        /* a PUT fragment over two of uln_putv's segments: */
     const uint8_t *data2; /* ... the second piece, after data */
     uint32_t buf1;        /* 1 + the tx_mem buffer the slot holds (slot_mem); 0: none */
+    uint64_t rkey, roff;  /* with region: where the data is, for a resend */
 };
 
 struct rx_slot {
@@ -221,6 +224,7 @@ struct uln_udp_ep {
     bool kick_now;     /* the packet just committed went to an idle peer (uln_udp_kick) */
     bool in_pass;      /* inside a progress pass: now is fresh (see uln_udp_reserve) */
     struct uln_link_pkt batch[ULN_LINK_BATCH];
+    bool batch_region[ULN_LINK_BATCH]; /* its data is in a region under a key held now */
     uint8_t scratch[ULN_LINK_BATCH][ROW_SPACE];
     struct uln_link_rx rxv[ULN_LINK_BATCH];
 };
@@ -587,6 +591,7 @@ static void batch_move(struct uln_udp_ep *ue, unsigned to, unsigned from)
 {
     size_t at = (size_t)((uint8_t *)ue->batch[from].iov[0].iov_base - ue->scratch[from]);
     ue->batch[to] = ue->batch[from];
+    ue->batch_region[to] = ue->batch_region[from];
     memcpy(ue->scratch[to], ue->scratch[from], ROW_SPACE);
     ue->batch[to].iov[0].iov_base = ue->scratch[to] + at;
 }
@@ -715,6 +720,7 @@ static struct uln_link_pkt *queue_pkt(struct uln_ep *ep, int io_id, const struct
     memcpy(row, h, sizeof *h);
     if (elen) memcpy(row + sizeof *h, ext, elen);
     struct uln_link_pkt *p = &ue->batch[i];
+    ue->batch_region[i] = false;
     p->peer = io_id;
     p->niov = 1;
     p->iov[0] = (struct iovec){row, sizeof *h + elen};
@@ -742,10 +748,35 @@ static void send_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct u
     queue_pkt(ep, up->io_id, &h, &b, sizeof b, ue->hello, ue->hello_len);
 }
 
+/* A GET answer sent from our region is sent again (its first send is over,
+ * and the key with it): copy the data now, under the key, into the slot's
+ * own buffer, where it stays for any later resend. A region gone meanwhile
+ * makes this piece a refusal (no data), which fails the GET. */
+static uint8_t *slot_mem(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq);
+
+static void region_copy(struct uln_ep *ep, struct uln_udp_peer *up, struct tx_slot *t, uint32_t seq)
+{
+    uint8_t *where;
+    t->region = false;
+    int rc = uln_key_enter(ep->ctx, ep->index, t->rkey, t->roff, t->len, ULN_ACCESS_REMOTE_READ,
+                           &where, &ep->stats);
+    if (rc) {
+        struct pkt_get_resp_ext x = {.status = rc};
+        memcpy(t->ext, &x, sizeof x);
+        t->len = 0;
+        return;
+    }
+    uint8_t *mem = slot_mem(ep, up, seq);
+    if (t->len) memcpy(mem, where, t->len);
+    uln_key_leave(ep->ctx, ep->index);
+    t->data = mem;
+}
+
 /* (Re)send the data packet in slot t with rel's fields from p. */
 static void send_data(struct uln_ep *ep, struct uln_udp_peer *up, struct tx_slot *t,
                       const struct uln_rel_pkt *p)
 {
+    if (t->region && !t->data) region_copy(ep, up, t, p->seq);
     struct pkt_hdr h = t->h;
     uint32_t len = t->len;
     if (t->user && (p->flags & ULN_REL_RETX) && !uln_engine_op_open(ep, t->op_id)) {
@@ -765,6 +796,7 @@ static void send_data(struct uln_ep *ep, struct uln_udp_peer *up, struct tx_slot
     struct uln_link_pkt *q = queue_pkt(ep, up->io_id, &h, t->ext, t->ext_len, t->data, len);
     if (q && len && t->len2) /* len 0: the header only, as above */
         q->iov[q->niov++] = (struct iovec){(void *)(uintptr_t)t->data2, t->len2};
+    if (q) udp_ep(ep)->batch_region[q - udp_ep(ep)->batch] = t->region;
     /* A data header has room for the cumulative ACK and credit only: a LOSE
      * report (and the SACK bitmap with it) goes in a control packet of its own. */
     if (p->flags & ULN_REL_LOSE) send_ctrl(ep, up, p);
@@ -799,6 +831,7 @@ static struct tx_slot *assign(struct uln_ep *ep, struct uln_udp_peer *up, uint32
     t->ext_len = 0;
     t->used = true;
     t->user = false;
+    t->region = false;
     t->data = NULL;
     t->len = 0;
     t->len2 = 0;
@@ -1013,6 +1046,83 @@ static bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
     } while (!sent_last && *budget > 0);
     post_sent(ep, lone);
     return sent_last;
+}
+
+/* A batch entry the socket did not take whose data is in the region: drop
+ * it before the key goes (rel sends it again, copied then: region_copy). */
+static void batch_drop_region(struct uln_udp_ep *ue)
+{
+    unsigned w = 0;
+    for (unsigned r = 0; r < ue->nbatch; r++) {
+        if (ue->batch_region[r]) continue;
+        if (w != r) batch_move(ue, w, r);
+        w++;
+    }
+    ue->nbatch = w;
+}
+
+/* GET answers of at least this many bytes go from the region straight into
+ * the packets (uln_udp_serve_get); smaller ones are copied into send slots,
+ * so that many of them share a batch instead of each sending its own. */
+#define GET_ZC_MIN 65536u
+
+/* Answer GET request r with the data of our region. A large one goes
+ * straight into the packets: the kernel copies it from the region as it
+ * copies a PUT's from the user's buffer, with no copy into send slots (that
+ * copy was 7 % of a serving rank's time at 1 MiB); the key is then held
+ * from the check until the batch carrying the pieces has gone to the
+ * kernel, and the slots keep where the data is (region_copy, for a resend).
+ * A refusal is one answer with the status and no data, as on the ring
+ * path. */
+static bool uln_udp_serve_get(struct uln_ep *ep, int peer, const struct uln_get_req *r,
+                              uint64_t *sent, uint32_t *budget)
+{
+    struct uln_udp_peer *up = udp_peer(ep, peer);
+    struct uln_udp_ep *ue = udp_ep(ep);
+    if (!up || up->dead || !can_send(ep, up, 1)) return false;
+    uint8_t *where;
+    int rc = uln_key_enter(ep->ctx, ep->index, r->key, r->offset, r->len, ULN_ACCESS_REMOTE_READ,
+                           &where, &ep->stats);
+    bool zc = rc == 0 && r->len >= GET_ZC_MIN;
+    struct uln_frag fc = uln_frag_start(sent, r->len, uln_udp_frag_max(ep, peer), budget);
+    uint32_t first = uln_rel_tx_next_seq(&up->rel), k = 0;
+    bool done = false;
+    do {
+        uint32_t n = rc ? 0 : uln_frag_next(&fc);
+        struct uln_rel_pkt p;
+        struct tx_slot *t = assign(ep, up, (uint32_t)(sizeof(struct pkt_hdr) + EXT_MAX) + n, &p);
+        if (!t) break; /* cannot happen after can_send */
+        struct pkt_get_resp_ext x = {.status = rc};
+        t->h = (struct pkt_hdr){
+            .vt = PKT_VERSION << 4 | PKT_GET_RESP, .key = r->op_id, .offset = *sent};
+        t->ext_len = sizeof x;
+        memcpy(t->ext, &x, sizeof x);
+        t->len = n;
+        if (zc) {
+            t->region = true;
+            t->rkey = r->key;
+            t->roff = r->offset + *sent;
+            t->data = where + *sent;
+        } else if (n) {
+            uint8_t *mem = slot_mem(ep, up, p.seq);
+            memcpy(mem, where + *sent, n); /* kept in the slot for resends */
+            t->data = mem;
+        }
+        send_data(ep, up, t, &p);
+        k++;
+        uln_frag_take(&fc, n);
+        done = rc != 0 || *sent == r->len;
+    } while (!done && *budget > 0 && can_send(ep, up, 1));
+    if (rc) return done;
+    if (zc) {
+        uln_udp_flush(ep);
+        batch_drop_region(ue);
+    }
+    uln_key_leave(ep->ctx, ep->index);
+    if (zc)
+        for (uint32_t i = 0; i < k; i++) /* the region is no longer ours to read */
+            up->tx[(first + i) & up->mask].data = NULL;
+    return done;
 }
 
 /* ---- receiving ---------------------------------------------------------------- */
@@ -1727,6 +1837,7 @@ const struct uln_transport_ops uln_tp_udp = {
     .commit = uln_udp_commit,
     .send_nap = uln_udp_nap,
     .send_put = uln_udp_put,
+    .serve_get = uln_udp_serve_get,
     .kick = uln_udp_kick,
     .peer_dead = uln_udp_peer_dead,
     .frag_max = uln_udp_frag_max,
