@@ -28,6 +28,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/copy.h"
 #include "transport/transports.h"
 #include "boot/addr.h"
 
@@ -429,9 +430,9 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
         /* A contiguous PUT or GET, the common case, is one copy; a list is
          * gathered or scattered segment by segment (iov.h). */
         if (ULN_LIKELY(nlocal == 1) && write)
-            memcpy(at, local->iov_base, len);
+            uln_copy_big(at, local->iov_base, len, span);
         else if (ULN_LIKELY(nlocal == 1))
-            memcpy(local->iov_base, at, len);
+            uln_copy_big(local->iov_base, at, len, span);
         else if (write)
             uln_iov_gather(at, local, nlocal);
         else
