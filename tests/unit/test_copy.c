@@ -16,6 +16,7 @@
 
 #define GUARD  64u
 #define MAXLEN (ULN_COPY_STREAM_MIN + 1000u)
+#define ROOM   (MAXLEN + 3 * GUARD) /* guard, offset, copy, guard */
 
 static uint8_t byte_at(size_t i)
 {
@@ -43,9 +44,9 @@ int main(void)
                                   ULN_COPY_STREAM_MIN - 1,
                                   ULN_COPY_STREAM_MIN,
                                   MAXLEN};
-    uint8_t *src = malloc(MAXLEN + 2 * GUARD), *dst = malloc(MAXLEN + 2 * GUARD);
+    uint8_t *src = malloc(ROOM), *dst = malloc(ROOM);
     if (!src || !dst) return 1;
-    for (size_t i = 0; i < MAXLEN + 2 * GUARD; i++)
+    for (size_t i = 0; i < ROOM; i++)
         src[i] = byte_at(i);
     for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
         size_t len = lens[k];
