@@ -59,6 +59,15 @@ struct uln_link_pkt {
     struct iovec iov[ULN_LINK_IOV_MAX];
 };
 
+/* The datagram's length (saturated: a packet that long is refused anyway). */
+static inline uint32_t uln_link_pkt_len(const struct uln_link_pkt *p)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < p->niov; i++)
+        n += p->iov[i].iov_len;
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
 /* One received datagram, lent to the caller until uln_link_rx_release. */
 struct uln_link_rx {
     uint8_t *buf; /* len bytes are the datagram; write only to those: the bytes

@@ -96,14 +96,6 @@ static bool hit(uint64_t draw, uint64_t thr)
     return (draw >> 11) < thr;
 }
 
-static uint32_t pkt_len(const struct uln_link_pkt *p)
-{
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < p->niov; i++)
-        n += p->iov[i].iov_len;
-    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-}
-
 /* ------------------------------------------------------------------------- */
 /* Fault spec                                                                 */
 /* ------------------------------------------------------------------------- */
@@ -273,7 +265,7 @@ static void hold_pkt(struct link_fault *lf, unsigned h, const struct uln_link_pk
     *x = (struct hold){.data = x->data,
                        .at = now,
                        .ticket = ++lf->ticket,
-                       .len = pkt_len(p),
+                       .len = uln_link_pkt_len(p),
                        .peer = p->peer,
                        .state = HOLD_HELD,
                        .copies = dup ? 2 : 1};
@@ -306,7 +298,7 @@ static unsigned decide(struct link_fault *lf, const struct uln_link_pkt *pkts, u
             return ne;
         }
     }
-    uint32_t len = pkt_len(&pkts[i]);
+    uint32_t len = uln_link_pkt_len(&pkts[i]);
     ne = add_ent(lf, ne, ENT_PKT, i, len);
     if (dup) ne = add_ent(lf, ne, ENT_DUP, i, len);
     if (lf->nheld) ne = queue_held(lf, ne, HOLD_HELD, pkts[i].peer, *now);
@@ -452,7 +444,7 @@ static int fault_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsig
         if (p->peer < 0 || (unsigned)p->peer >= lf->npeers || p->niov == 0 ||
             p->niov > ULN_LINK_IOV_MAX)
             return -EINVAL;
-        if (pkt_len(p) > l->payload_max) return -EMSGSIZE;
+        if (uln_link_pkt_len(p) > l->payload_max) return -EMSGSIZE;
     }
     unsigned done = 0;
     bool again = false;

@@ -204,18 +204,6 @@ struct link_udp {
 };
 
 /* ------------------------------------------------------------------------- */
-/* Helpers                                                                    */
-/* ------------------------------------------------------------------------- */
-
-static uint32_t pkt_len(const struct uln_link_pkt *p)
-{
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < p->niov; i++)
-        n += p->iov[i].iov_len;
-    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-}
-
-/* ------------------------------------------------------------------------- */
 /* Peers                                                                      */
 /* ------------------------------------------------------------------------- */
 
@@ -730,11 +718,11 @@ static unsigned build_plain(struct link_udp *io, const struct uln_link_pkt *pkts
     if (n > ULN_LINK_BATCH) n = ULN_LINK_BATCH;
     while (i < n) {
         unsigned run = 1;
-        uint32_t seg = pkt_len(&pkts[i]);
+        uint32_t seg = uln_link_pkt_len(&pkts[i]);
         if (gso && seg > 0) {
             uint32_t total = seg;
             while (i + run < n && run < GSO_SEGS_MAX && pkts[i + run].peer == pkts[i].peer) {
-                uint32_t l = pkt_len(&pkts[i + run]);
+                uint32_t l = uln_link_pkt_len(&pkts[i + run]);
                 if (l > seg || l == 0 || total + l > GSO_BYTES_MAX) break;
                 total += l;
                 run++;
@@ -801,7 +789,7 @@ static int send_lone(struct link_udp *io, const struct uln_link_pkt *p)
 
 static int send_plain(struct link_udp *io, const struct uln_link_pkt *pkts, unsigned n)
 {
-    if (n == 1 && LONE_SENDTO && (pkts[0].niov == 1 || pkt_len(&pkts[0]) <= LONE_COPY_MAX))
+    if (n == 1 && LONE_SENDTO && (pkts[0].niov == 1 || uln_link_pkt_len(&pkts[0]) <= LONE_COPY_MAX))
         return send_lone(io, &pkts[0]);
     unsigned done = 0;
     bool gso = io->gso;
@@ -852,7 +840,7 @@ static int udp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigne
         if (p->peer < 0 || (unsigned)p->peer >= io->npeers || p->niov == 0 ||
             p->niov > ULN_LINK_IOV_MAX)
             return -EINVAL;
-        if (pkt_len(p) > io->payload_max) return -EMSGSIZE;
+        if (uln_link_pkt_len(p) > io->payload_max) return -EMSGSIZE;
     }
     return n ? send_plain(io, pkts, n) : 0;
 }

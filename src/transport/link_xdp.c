@@ -257,14 +257,6 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static uint32_t pkt_len(const struct uln_link_pkt *p)
-{
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < p->niov; i++)
-        n += p->iov[i].iov_len;
-    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-}
-
 /* ------------------------------------------------------------------------- */
 /* Netlink: the route to a peer and its next hop's MAC                        */
 /* ------------------------------------------------------------------------- */
@@ -756,7 +748,7 @@ static int check_pkts(const struct link_xdp *x, const struct uln_link_pkt *pkts,
         if (p->peer < 0 || (unsigned)p->peer >= x->npeers || p->niov == 0 ||
             p->niov > ULN_LINK_IOV_MAX)
             return -EINVAL;
-        if (pkt_len(p) > x->base.payload_max) return -EMSGSIZE;
+        if (uln_link_pkt_len(p) > x->base.payload_max) return -EMSGSIZE;
     }
     return 0;
 }

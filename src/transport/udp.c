@@ -596,14 +596,6 @@ static void batch_move(struct uln_udp_ep *ue, unsigned to, unsigned from)
     ue->batch[to].iov[0].iov_base = ue->scratch[to] + at;
 }
 
-static size_t pkt_len(const struct uln_link_pkt *p)
-{
-    size_t n = 0;
-    for (uint32_t i = 0; i < p->niov; i++)
-        n += p->iov[i].iov_len;
-    return n;
-}
-
 /* Is batch entry i a lone ACK (the header alone, no bundle yet)? */
 static bool batch_lone_ack(const struct uln_udp_ep *ue, unsigned i)
 {
@@ -625,7 +617,7 @@ static void bundle_answers(struct uln_udp_ep *ue)
         struct uln_link_pkt *next = &ue->batch[r + 1];
         if (r + 1 < ue->nbatch && batch_lone_ack(ue, r) && next->peer == ue->batch[r].peer &&
             next->iov[0].iov_base == ue->scratch[r + 1] + LEAD_SPACE &&
-            LEAD_SPACE + pkt_len(next) <= ue->payload_max) {
+            LEAD_SPACE + uln_link_pkt_len(next) <= ue->payload_max) {
             uint8_t *lead = ue->scratch[r + 1];
             memcpy(lead, ue->scratch[r] + LEAD_SPACE, LEAD_SPACE);
             lead[1] |= PKT_MORE; /* flags: the second byte */
