@@ -8,12 +8,14 @@
  * nothing. Per (endpoint, peer) there is one rel machine: one sequence space
  * for everything the endpoint sends that peer.
  *
- * Sending. The engine writes small messages (ACK, GET request, GET data) into
+ * Sending. The engine writes small messages (ACK, GET request, atomics) into
  * a send slot of ours (uln_udp_reserve/commit), where they stay until the
  * peer acknowledges them, for retransmission. NAPs are copied into slots too
  * (so a NAP completes at once, as over shm). PUT fragments are sent straight
  * from the user's buffer (iovec, no copy): the PUT completes only when the
- * target acknowledges it, so that memory stays valid for any resend.
+ * target acknowledges it, so that memory stays valid for any resend. GET
+ * data is served by this transport itself (uln_udp_serve_get): small answers
+ * copied into slots, large ones straight from the region under its key.
  *
  * Receiving. PUT fragments and GET data are placed where their header says the
  * moment they arrive, in any order - no reassembly copy. Everything whose
@@ -872,7 +874,7 @@ static void uln_udp_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, ui
     struct uln_rel_pkt p;
     const uint8_t *m = slot_mem(ep, up, uln_rel_tx_next_seq(&up->rel));
     if (type == ULN_MSG_GET_REQ) {
-        /* A post's packet (ACK and GET_RESP answer a peer): the kick that
+        /* A post's packet (ACK and ATOMIC_RESP answer a peer): the kick that
          * follows applies post_sent's rule. */
         ue->posted_at = ue->now;
         ue->kick_now |= uln_rel_tx_in_flight(&up->rel) == 0 || ue->answers_held;
@@ -901,16 +903,6 @@ static void uln_udp_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, ui
         memcpy(t->ext, &x, sizeof x);
         break;
     }
-    case ULN_MSG_GET_RESP: {
-        const struct uln_get_resp *g = (const void *)m;
-        struct pkt_get_resp_ext x = {.status = g->status};
-        t->h.key = g->op_id;
-        t->h.offset = g->op_offset;
-        memcpy(t->ext, &x, sizeof x);
-        t->data = m + sizeof *g; /* the data stays in the slot for resends */
-        t->len = len - (uint32_t)sizeof *g;
-        break;
-    }
     case ULN_MSG_ATOMIC_REQ: {
         const struct uln_atomic_req *r = (const void *)m;
         struct pkt_atomic_req_ext x = {.op_id = r->op_id,
@@ -934,7 +926,8 @@ static void uln_udp_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, ui
         break;
     }
     default:
-        /* PUT_NOTIFY, PUT_FRAG and NAP never take this path over UDP. */
+        /* PUT_NOTIFY, PUT_FRAG, NAP and GET_RESP (uln_udp_serve_get) never
+         * take this path over UDP. */
         memset(&t->h, 0, sizeof t->h);
         t->ext_len = 0;
         ULN_COUNT(&ep->stats, malformed, 1);
