@@ -402,6 +402,7 @@ struct uln_ep_peer {
     bool in_stale[2];     /* messages in our ring from it belong to an earlier life of ours */
     bool announced[2];    /* our bit is set in act_map[ch] */
     uint32_t direct_ops;  /* direct PUT/GETs to this peer: every 1024th checks it lives */
+    bool streaming;       /* the direct PUT/GET under way streams (shm.c, copy.h) */
     uint32_t gets_out;    /* our ring-path GETs and atomics the peer has not finished: each
                              request sits in its request ring until served (engine.c:
                              get_credit) */

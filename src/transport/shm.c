@@ -376,8 +376,8 @@ static void win_fill(struct uln_rkey_win *w, uint64_t key, const struct uln_key_
     w->entry.access = e->access;
 }
 
-static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct iovec *local,
-                          int nlocal, uint64_t len, uint64_t span, uint64_t rkey, uint64_t roff)
+static int shm_direct_access(struct uln_ep *ep, int peer, bool write, const struct iovec *local,
+                             int nlocal, uint64_t len, uint64_t span, uint64_t rkey, uint64_t roff)
 {
     struct uln_ctx *ctx = ep->ctx;
     struct uln_shm *s = shm_of(ctx);
@@ -429,11 +429,17 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
         uint8_t *at = base + roff;
         /* A contiguous PUT or GET, the common case, is one copy; a list is
          * gathered or scattered segment by segment (iov.h). */
-        if (ULN_LIKELY(nlocal == 1) && write)
-            uln_copy_big(at, local->iov_base, len, span);
-        else if (ULN_LIKELY(nlocal == 1))
-            uln_copy_big(local->iov_base, at, len, span);
-        else if (write)
+        bool stream = epp->streaming || span >= ULN_COPY_STREAM_MIN; /* copy.h */
+        if (ULN_LIKELY(nlocal == 1) && write) {
+            /* Fenced before the hazard is left: once we are out, the owner
+             * may deregister the region and reuse its memory. */
+            if (uln_copy_big(at, local->iov_base, len, stream)) {
+                epp->streaming = true;
+                uln_copy_fence();
+            }
+        } else if (ULN_LIKELY(nlocal == 1)) {
+            epp->streaming |= uln_copy_big(local->iov_base, at, len, stream); /* fenced: below */
+        } else if (write)
             uln_iov_gather(at, local, nlocal);
         else
             uln_iov_scatter(local, nlocal, at);
@@ -452,6 +458,25 @@ static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct 
     rc = direct_cma(ctx, pp, write, local, nlocal, e->addr + roff, len);
 out:
     uln_hazard_leave(hz);
+    return rc;
+}
+
+/* A direct PUT or GET (the transport's direct op; engine.c moves a large one
+ * in chunks, span = what is left of it, and nothing else of this endpoint
+ * between them). An operation that streams, streams to its end. A GET's
+ * streaming stores land in our own buffer, which nothing reads before the
+ * operation completes: one fence when it ends here (its last chunk, or the
+ * refusal or the switch to the rings that ends it) rather than one per
+ * chunk, which waits for the chunk to reach memory. */
+static int uln_shm_direct(struct uln_ep *ep, int peer, bool write, const struct iovec *local,
+                          int nlocal, uint64_t len, uint64_t span, uint64_t rkey, uint64_t roff)
+{
+    int rc = shm_direct_access(ep, peer, write, local, nlocal, len, span, rkey, roff);
+    struct uln_ep_peer *epp = &ep->peers[peer];
+    if (ULN_UNLIKELY(epp->streaming) && (rc != 0 || len == span)) {
+        uln_copy_fence(); /* a PUT's are fenced already: this one costs nothing */
+        epp->streaming = false;
+    }
     return rc;
 }
 

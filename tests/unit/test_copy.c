@@ -55,8 +55,7 @@ int main(void)
                 for (int stream = 0; stream < 2; stream++) {
                     size_t span = len + 2 * GUARD + GUARD; /* all a copy could reach */
                     memset(dst, 0xcc, span);
-                    uint64_t left = stream ? ULN_COPY_STREAM_MIN + len : len % 1024;
-                    uln_copy_big(dst + GUARD + dof, src + so, len, left);
+                    if (uln_copy_big(dst + GUARD + dof, src + so, len, stream)) uln_copy_fence();
                     int bad = memcmp(dst + GUARD + dof, src + so, len) != 0;
                     for (size_t i = 0; i < GUARD + dof && !bad; i++)
                         bad = dst[i] != 0xcc;
