@@ -163,7 +163,9 @@ struct uln_ep;
  *   sq_depth     [ULN_SQ_DEPTH=256]       send queue entries per endpoint, 1..2^20
  *   chunk_bytes  [ULN_CHUNK_BYTES=131072] largest piece of a queued PUT/GET the
  *                                         engine moves before serving the next
- *                                         endpoint, 4096..2^30
+ *                                         endpoint of its CQ, 4096..2^30; an
+ *                                         endpoint alone on its CQs, with peers
+ *                                         on this host only, moves 8 pieces
  *   post_copy_max [ULN_POST_COPY_MAX=65536] a PUT/GET up to this size, posted
  *                                         on an endpoint with nothing queued, is one
  *                                         copy inside the post call (the caller's own

@@ -8,6 +8,11 @@
  * complete before the PUT's completion arrives; an engine that copies the whole
  * PUT in one go lets none through. Done for both kinds of target memory, then
  * the PUT's data is checked.
+ *
+ * Then alone: an endpoint that is the only one of its CQ takes bigger turns
+ * (engine.c: ALONE_CHUNKS) but still not the whole PUT: rank 1 pings the very
+ * endpoint that moves it, rank 0 answers from another endpoint on a CQ of
+ * its own, and several pings must be taken before the PUT completes.
  */
 #include "common.h"
 
@@ -157,6 +162,142 @@ static void target(int kind, struct t_region *r)
     }
 }
 
+/* ---- alone ---------------------------------------------------------------- */
+
+static void alone_initiator(struct uln_cq *cq0, struct uln_cq *cq1, uint64_t key, uint8_t *src)
+{
+    static struct msg pong[64], stop;
+    pat_fill(src, BIG, big_seed(T_NKINDS), 0);
+    t_barrier(&J);
+    CHECK_OK(uln_put(ep0, 1, src, BIG, key, 0, 0xb16, 0));
+    uint32_t pings = 0, pings_before = 0;
+    int sends_out = 0;
+    bool put_done = false, checked = false;
+    double last = t_now();
+    while (!checked || sends_out) {
+        struct uln_cqe ev[16];
+        int n = uln_cq_poll(cq0, ev, 16); /* the PUT, pings, rank 1's verdict: endpoint 0 */
+        CHECK(n >= 0);
+        for (int i = 0; i < n; i++) {
+            struct uln_cqe *e = &ev[i];
+            CHECK_CQE(e, e->status == 0 && e->peer == 1 && e->ep == 0);
+            if (e->op == ULN_OP_PUT) {
+                CHECK_CQE(e, e->user_data == 0xb16 && !put_done);
+                put_done = true;
+                pings_before = pings;
+                stop = (struct msg){STOP, pings};
+                CHECK_OK(uln_nap(ep1, 1, &stop, sizeof stop, 0x5, 0));
+                sends_out++;
+                continue;
+            }
+            struct msg m;
+            CHECK_CQE(e, e->op == ULN_OP_NAP_RECV && e->len == sizeof m);
+            memcpy(&m, e->data, sizeof m);
+            t_release(cq0, e);
+            if (m.magic == CHECKMSG) { /* rank 1 found the PUT's data intact */
+                CHECK(put_done && m.seq == 1);
+                checked = true;
+            } else if (!put_done) {
+                CHECK(m.magic == PING && m.seq == pings);
+                struct msg *p = &pong[pings++ % 64];
+                *p = m;
+                CHECK_OK(uln_nap(ep1, 1, p, sizeof *p, 0x7000 + m.seq, 0));
+                sends_out++;
+            } /* else a ping that crossed the stop: not answered */
+        }
+        int k = uln_cq_poll(cq1, ev, 16); /* our answers leaving endpoint 1 */
+        CHECK(k >= 0);
+        for (int i = 0; i < k; i++)
+            CHECK_CQE(&ev[i], ev[i].status == 0 && ev[i].op == ULN_OP_NAP && ev[i].ep == 1);
+        sends_out -= k;
+        if (n + k > 0) last = t_now();
+        CHECKF(t_now() - last < 30, "alone: stuck (put_done %d, %u pings)", put_done, pings);
+    }
+    printf("rank0: alone: %u pings taken by the endpoint of a %u MiB PUT before it completed\n",
+           pings_before, BIG >> 20);
+    CHECKF(pings_before >= MIN_TRIPS,
+           "only %u pings taken before the %u MiB PUT on the same endpoint (want >= %d): "
+           "an endpoint alone on its CQ starves its own receive side",
+           pings_before, BIG >> 20, MIN_TRIPS);
+}
+
+static void alone_target(struct uln_cq *cq0, struct uln_cq *cq1, struct t_region *r)
+{
+    static struct msg ping[64], verdict;
+    uint32_t seq = 0;
+    int sends_out = 1;
+    bool stopped = false;
+    t_barrier(&J);
+    ping[0] = (struct msg){PING, 0};
+    CHECK_OK(uln_nap(ep0, 0, &ping[0], sizeof ping[0], 0x9000, 0));
+    double last = t_now();
+    while (!stopped || sends_out) {
+        struct uln_cqe ev[16];
+        int n = uln_cq_poll(cq0, ev, 16); /* our pings and the verdict leaving */
+        CHECK(n >= 0);
+        for (int i = 0; i < n; i++)
+            CHECK_CQE(&ev[i], ev[i].status == 0 && ev[i].op == ULN_OP_NAP && ev[i].ep == 0);
+        sends_out -= n;
+        int k = uln_cq_poll(cq1, ev, 16); /* rank 0's answers, then its stop */
+        CHECK(k >= 0);
+        for (int i = 0; i < k; i++) {
+            struct uln_cqe *e = &ev[i];
+            struct msg m;
+            CHECK_CQE(e, e->status == 0 && e->op == ULN_OP_NAP_RECV && e->ep == 1 &&
+                             e->len == sizeof m);
+            memcpy(&m, e->data, sizeof m);
+            t_release(cq1, e);
+            if (m.magic == STOP) {
+                CHECK_PAT(r->buf, BIG, big_seed(T_NKINDS), 0, "the %u MiB PUT, alone", BIG >> 20);
+                verdict = (struct msg){CHECKMSG, 1};
+                CHECK_OK(uln_nap(ep0, 0, &verdict, sizeof verdict, 0x8, 0));
+                sends_out++;
+                stopped = true;
+            } else {
+                CHECK(m.magic == PING && m.seq == seq && !stopped);
+                struct msg *p = &ping[++seq % 64];
+                *p = (struct msg){PING, seq};
+                CHECK_OK(uln_nap(ep0, 0, p, sizeof *p, 0x9000 + seq, 0));
+                sends_out++;
+            }
+        }
+        if (n + k > 0) last = t_now();
+        CHECKF(t_now() - last < 30, "alone target: stuck (%u pings)", seq);
+    }
+}
+
+/* Endpoints 0 and 1 again (new lives of the indices), each on a CQ of its
+ * own. Both ranks open them before either sends: what reaches an index
+ * before its owner opened it again belongs to the old life and is refused
+ * (ulnet.h: uln_ep_close). */
+static void run_alone(uint8_t *src)
+{
+    struct uln_cq *cq0, *cq1;
+    CHECK_OK(uln_cq_open(J.ctx, 256, &cq0));
+    CHECK_OK(uln_cq_open(J.ctx, 256, &cq1));
+    CHECK_OK(uln_ep_open(J.ctx, cq0, cq0, &ep0));
+    CHECK_OK(uln_ep_open(J.ctx, cq1, cq1, &ep1));
+    struct t_region r;
+    uint64_t mine = 0, all[2];
+    if (J.rank == 1) {
+        t_region_new(&J, &r, T_KIND_SHM, BIG, ULN_ACCESS_REMOTE_WRITE);
+        memset(r.buf, 0, BIG);
+        mine = r.key;
+    }
+    t_barrier(&J); /* both lives open */
+    t_exchange(&J, ep0, cq0, &mine, 1, all);
+    if (J.rank == 0)
+        alone_initiator(cq0, cq1, all[1], src);
+    else
+        alone_target(cq0, cq1, &r);
+    t_barrier(&J);
+    if (J.rank == 1) t_region_free(&J, &r);
+    CHECK_OK(uln_ep_close(ep0));
+    CHECK_OK(uln_ep_close(ep1));
+    CHECK_OK(uln_cq_close(cq0));
+    CHECK_OK(uln_cq_close(cq1));
+}
+
 int main(void)
 {
     t_open(&J, 2);
@@ -181,9 +322,10 @@ int main(void)
         t_barrier(&J);
         if (J.rank == 1) t_region_free(&J, &r);
     }
-    free(src);
     CHECK_OK(uln_ep_close(ep0));
     CHECK_OK(uln_ep_close(ep1));
     CHECK_OK(uln_cq_close(cq));
+    run_alone(src);
+    free(src);
     return t_finish(&J);
 }
