@@ -165,7 +165,7 @@ struct uln_ep;
  *                                         engine moves before serving the next
  *                                         endpoint of its CQ, 4096..2^30; an
  *                                         endpoint alone on its CQs, with peers
- *                                         on this host only, moves 8 pieces
+ *                                         on this host only, moves up to 1 MiB
  *   post_copy_max [ULN_POST_COPY_MAX=65536] a PUT/GET up to this size, posted
  *                                         on an endpoint with nothing queued, is one
  *                                         copy inside the post call (the caller's own

@@ -1023,7 +1023,7 @@ static void check_peers(struct uln_ep *ep)
     }
 }
 
-/* Chunks a pass may issue for an endpoint alone: its CQs drive no other
+/* What a pass may issue for an endpoint alone: its CQs drive no other
  * endpoint, and no packet transport's socket waits to be read (the kernel
  * drops what does not fit). chunk_bytes is the turn each endpoint of a CQ
  * gets; with nobody to take turns with, a pass per 128 KiB only costs: shm
@@ -1031,14 +1031,13 @@ static void check_peers(struct uln_ep *ep)
  * GB/s in 128 KiB passes, 49.2-49.9 / 47.7-50.1 in 1 MiB ones. A peer's
  * message to this endpoint may wait that long (about 20 us), as it would
  * behind one large copy anywhere (UCX moves a GET whole). */
-#define ALONE_CHUNKS 8u
+#define ALONE_BYTES (1u << 20)
 
 static inline uint32_t issue_budget(const struct uln_ep *ep)
 {
-    uint64_t chunk = ep->ctx->p.chunk_bytes; /* at most 2^30: the product fits */
+    uint32_t chunk = ep->ctx->p.chunk_bytes;
     bool alone = ep->send_cq->n_eps == 1 && ep->recv_cq->n_eps == 1 && ep->n_tp_prog == 0;
-    uint64_t b = alone ? chunk * ALONE_CHUNKS : chunk;
-    return b > UINT32_MAX ? UINT32_MAX : (uint32_t)b;
+    return alone && chunk < ALONE_BYTES ? ALONE_BYTES : chunk;
 }
 
 void uln_engine_progress(struct uln_ep *ep)

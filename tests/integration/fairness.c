@@ -10,7 +10,7 @@
  * the PUT's data is checked.
  *
  * Then alone: an endpoint that is the only one of its CQ takes bigger turns
- * (engine.c: ALONE_CHUNKS) but still not the whole PUT: rank 1 pings the very
+ * (engine.c: ALONE_BYTES) but still not the whole PUT: rank 1 pings the very
  * endpoint that moves it, rank 0 answers from another endpoint on a CQ of
  * its own, and several pings must be taken before the PUT completes.
  */
