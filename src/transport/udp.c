@@ -74,7 +74,9 @@ _Static_assert(PKT_NAP == 1 && PKT_PUT == 2 && PKT_GET_REQ == 4 && PKT_GET_RESP 
 /* flags: the low five bits are rel's (ULN_REL_DATA, FB, LOSE, PROBE, RETX) */
 #define PKT_LAST 0x20u /* NAP, PUT: last packet of the message */
 #define PKT_IMM  0x40u /* PUT with LAST: raise PUT_REMOTE with imm at the target */
-#define PKT_MORE 0x80u /* ACK: another packet follows in the same datagram (a bundle) */
+#define PKT_MORE                                                                                   \
+    0x80u /* another packet follows in the same datagram (a bundle): only on                       \
+             a packet whose header gives its length (pkt_self_len) */
 
 /* Every packet starts with these 32 bytes, little-endian. */
 struct pkt_hdr {
@@ -143,6 +145,49 @@ static int ext_len(unsigned type, unsigned flags)
     return (flags & PKT_IMM) ? d->ext_imm : d->ext;
 }
 
+/* Bundles: small packets to one peer, next to each other in a batch, leave
+ * in one datagram, each whole with its own header and seq; all but the last
+ * carry PKT_MORE and must be packets whose header alone gives their length.
+ * Per datagram, not per packet, is what a link and both kernels pay (an
+ * AF_XDP frame on veth ~3 us). */
+#define BUNDLE_PKT_MAX 256u  /* a packet this small may join a bundle (it is copied) */
+#define BUNDLE_MAX     2048u /* a bundle's bytes at most (and the link's payload_max) */
+#define BUNDLE_BUFS    32u   /* bundles per endpoint at once: a batch of 64 makes 32 */
+
+/* The length of the packet whose header is h, if its header alone gives it
+ * (so that a packet may follow it in the datagram); else 0. A NAP or PUT
+ * does when it is the whole message or operation; a piece of a longer one,
+ * or GET data, runs to the end of its datagram, and a CTRL may carry an
+ * address. (A PUT resent as its header alone is shorter than this says: the
+ * sender lets only a packet as long as its header says lead a bundle.) */
+static uint32_t pkt_self_len(const struct pkt_hdr *h, const uint8_t *ext, uint32_t ext_avail)
+{
+    unsigned type = h->vt & 15;
+    int elen = ext_len(type, h->flags);
+    if ((h->vt >> 4) != PKT_VERSION || elen < 0 || ext_avail < (uint32_t)elen) return 0;
+    uint32_t n = (uint32_t)(sizeof *h + (unsigned)elen);
+    switch (type) {
+    case PKT_ACK:
+    case PKT_GET_REQ:
+    case PKT_ATOMIC_REQ:
+    case PKT_ATOMIC_RESP:
+        return n;
+    case PKT_NAP:
+        return h->offset == 0 && (h->flags & PKT_LAST) && h->key <= BUNDLE_MAX
+                   ? n + (uint32_t)h->key
+                   : 0;
+    case PKT_PUT: {
+        struct pkt_put_ext x;
+        memcpy(&x, ext, offsetof(struct pkt_put_ext, imm)); /* op_id, op_offset, op_len */
+        return h->offset == x.op_offset && (h->flags & PKT_LAST) && x.op_len <= BUNDLE_MAX
+                   ? n + (uint32_t)x.op_len
+                   : 0;
+    }
+    default:
+        return 0;
+    }
+}
+
 /* A data packet names its connection in 32 bits: the job key and both lives.
  * A packet of another job, or of an earlier life of either side, fails it. */
 static inline uint32_t conn_tag(uint64_t job, uint32_t src_epoch, uint32_t dst_epoch)
@@ -176,6 +221,7 @@ struct rx_slot {
     bool held;       /* a pool buffer is kept until delivery */
     bool rel_held;   /* rel counts a receive buffer for it */
     uint32_t handle; /* with held */
+    uint32_t share;  /* with held: 1 + the share (a bundle's buffer) it counts in; 0: none */
     const uint8_t *payload;
     uint32_t len;
 };
@@ -226,9 +272,21 @@ struct uln_udp_ep {
     bool kick_now;     /* the packet just committed went to an idle peer (uln_udp_kick) */
     bool in_pass;      /* inside a progress pass: now is fresh (see uln_udp_reserve) */
     struct uln_link_pkt batch[ULN_LINK_BATCH];
-    bool batch_region[ULN_LINK_BATCH]; /* its data is in a region under a key held now */
+    bool batch_region[ULN_LINK_BATCH];   /* its data is in a region under a key held now */
+    int8_t batch_bundle[ULN_LINK_BATCH]; /* the bundle buffer it is in; -1: none */
     uint8_t scratch[ULN_LINK_BATCH][ROW_SPACE];
+    uint8_t *bundle_mem; /* BUNDLE_BUFS x BUNDLE_MAX */
+    uint8_t bundle_free[BUNDLE_BUFS];
+    unsigned n_bundle_free;
     struct uln_link_rx rxv[ULN_LINK_BATCH];
+    /* A received bundle's buffer is shared by those of its packets that wait
+     * for their turn: released to the link when the last of them goes. */
+    struct rx_share {
+        uint32_t handle, refs;
+    } * shares;
+    uint32_t *share_free;
+    unsigned n_share_free;
+    uint32_t walking; /* 1 + the share of the bundle being taken apart; 0: none */
 };
 
 static inline struct uln_udp_ep *udp_ep(const struct uln_ep *ep)
@@ -251,6 +309,56 @@ static inline bool udp_remote(const struct uln_ctx *ctx, int peer)
 
 static void uln_udp_progress_rx(struct uln_ep *ep);
 static void uln_udp_progress_tx(struct uln_ep *ep);
+
+/* ---- bundles' buffers --------------------------------------------------------- */
+
+/* Sending: BUNDLE_BUFS buffers a batch's bundles are copied into. Receiving:
+ * a share per buffer the link may have lent us (its pool, and a batch being
+ * read), so that a bundle is never refused for want of one. */
+static int bundles_init(struct uln_udp_ep *ue)
+{
+    unsigned n = ue->pool_bufs + ULN_LINK_BATCH;
+    ue->bundle_mem = malloc((size_t)BUNDLE_BUFS * BUNDLE_MAX);
+    ue->shares = malloc(n * sizeof *ue->shares);
+    ue->share_free = malloc(n * sizeof *ue->share_free);
+    if (!ue->bundle_mem || !ue->shares || !ue->share_free) return -ENOMEM;
+    for (unsigned i = 0; i < BUNDLE_BUFS; i++)
+        ue->bundle_free[ue->n_bundle_free++] = (uint8_t)(BUNDLE_BUFS - 1 - i);
+    for (unsigned i = 0; i < n; i++)
+        ue->share_free[ue->n_share_free++] = n - 1 - i;
+    for (unsigned i = 0; i < ULN_LINK_BATCH; i++)
+        ue->batch_bundle[i] = -1;
+    return 0;
+}
+
+/* A share of the link buffer handle, counted once for the caller; 0 when
+ * none is free. */
+static uint32_t share_open(struct uln_udp_ep *ue, uint32_t handle)
+{
+    if (ue->n_share_free == 0) return 0;
+    uint32_t i = ue->share_free[--ue->n_share_free];
+    ue->shares[i] = (struct rx_share){.handle = handle, .refs = 1};
+    return i + 1;
+}
+
+static void share_put(struct uln_udp_ep *ue, uint32_t sh)
+{
+    struct rx_share *x = &ue->shares[sh - 1];
+    if (--x->refs) return;
+    uln_link_rx_release(ue->io, x->handle);
+    ue->share_free[ue->n_share_free++] = sh - 1;
+}
+
+/* Give back the buffer a receive slot holds: its own, or its count in a
+ * bundle's. */
+static void rx_release(struct uln_udp_ep *ue, struct rx_slot *s)
+{
+    if (s->share)
+        share_put(ue, s->share);
+    else
+        uln_link_rx_release(ue->io, s->handle);
+    s->share = 0;
+}
 
 /* ---- endpoint ------------------------------------------------------------------- */
 
@@ -367,6 +475,7 @@ static int uln_udp_ep_open(struct uln_ep *ep)
     int rc = uln_udp_link_open(ctx, &cfg, &ue->io); /* udp_ctx.c: AF_XDP or the socket */
     if (rc) return rc;
     ue->pool_bufs = cfg.rx_bufs;
+    if (bundles_init(ue) != 0) return -ENOMEM;
     /* uln_ep_open holds the context lock here: the context's generator is ours. */
     u->rng = mix64(u->rng + 0x9e3779b97f4a7c15ull);
     ue->rng = u->rng;
@@ -390,7 +499,7 @@ static int uln_udp_ep_open(struct uln_ep *ep)
 static void peer_free(struct uln_udp_ep *ue, struct uln_udp_peer *up)
 {
     for (uint32_t i = 0; i <= up->mask; i++)
-        if (up->rx[i].held) uln_link_rx_release(ue->io, up->rx[i].handle);
+        if (up->rx[i].held) rx_release(ue, &up->rx[i]);
     uln_rel_fini(&up->rel);
     free(up->tx);
     free(up->tx_mem);
@@ -441,6 +550,9 @@ static void uln_udp_ep_close(struct uln_ep *ep)
         ep->peers[p].tp_peer = NULL;
     }
     uln_link_close(ue->io);
+    free(ue->bundle_mem);
+    free(ue->shares);
+    free(ue->share_free);
     free(ue->rank_of_id);
     free(ue->id_of_rank);
     free(ue->live);
@@ -588,12 +700,15 @@ static uint32_t uln_udp_frag_max(struct uln_ep *ep, int peer)
 
 /* ---- sending ------------------------------------------------------------------ */
 
-/* Move batch entry from to slot to, its header row with it. */
+/* Move batch entry from to slot to, its header row (or bundle buffer) with it. */
 static void batch_move(struct uln_udp_ep *ue, unsigned to, unsigned from)
 {
-    size_t at = (size_t)((uint8_t *)ue->batch[from].iov[0].iov_base - ue->scratch[from]);
     ue->batch[to] = ue->batch[from];
     ue->batch_region[to] = ue->batch_region[from];
+    ue->batch_bundle[to] = ue->batch_bundle[from];
+    ue->batch_bundle[from] = -1;
+    if (ue->batch_bundle[to] >= 0) return; /* its bytes are in its bundle buffer */
+    size_t at = (size_t)((uint8_t *)ue->batch[from].iov[0].iov_base - ue->scratch[from]);
     memcpy(ue->scratch[to], ue->scratch[from], ROW_SPACE);
     ue->batch[to].iov[0].iov_base = ue->scratch[to] + at;
 }
@@ -633,10 +748,82 @@ static void bundle_answers(struct uln_udp_ep *ue)
     ue->nbatch = w;
 }
 
+/* Batch entry i as it is, not yet in a bundle: its header row, then data. */
+static bool batch_plain(const struct uln_udp_ep *ue, unsigned i)
+{
+    return ue->batch_bundle[i] < 0 && !ue->batch_region[i] &&
+           ue->batch[i].iov[0].iov_base == ue->scratch[i] + LEAD_SPACE;
+}
+
+/* Copy entries r..e-1 into one datagram in bundle buffer b: every packet
+ * but the last marked PKT_MORE. It takes entry r's place. */
+static void bundle_make(struct uln_udp_ep *ue, unsigned r, unsigned e, unsigned b)
+{
+    uint8_t *mem = ue->bundle_mem + (size_t)b * BUNDLE_MAX, *at = mem;
+    for (unsigned i = r; i < e; i++) {
+        const struct uln_link_pkt *p = &ue->batch[i];
+        uint8_t *start = at;
+        for (uint32_t k = 0; k < p->niov; k++) {
+            memcpy(at, p->iov[k].iov_base, p->iov[k].iov_len);
+            at += p->iov[k].iov_len;
+        }
+        if (i + 1 < e) start[1] |= PKT_MORE; /* flags: the second byte */
+    }
+    struct uln_link_pkt *d = &ue->batch[r];
+    d->niov = 1;
+    d->iov[0] = (struct iovec){mem, (size_t)(at - mem)};
+    ue->batch_bundle[r] = (int8_t)b;
+}
+
+/* Small packets to one peer, next to each other in the batch, leave in one
+ * datagram (a bundle). All but the last must be packets whose header gives
+ * their length (pkt_self_len); the last may be any small one. */
+static void bundle_small(struct uln_udp_ep *ue)
+{
+    unsigned cap = ue->payload_max < BUNDLE_MAX ? ue->payload_max : BUNDLE_MAX;
+    unsigned w = 0;
+    for (unsigned r = 0; r < ue->nbatch;) {
+        unsigned e = r, bytes = 0;
+        while (e < ue->nbatch && batch_plain(ue, e) && ue->batch[e].peer == ue->batch[r].peer) {
+            uint32_t len = uln_link_pkt_len(&ue->batch[e]);
+            if (len > BUNDLE_PKT_MAX || bytes + len > cap) break;
+            bytes += len;
+            e++;
+            const uint8_t *row = ue->batch[e - 1].iov[0].iov_base; /* header and extension */
+            struct pkt_hdr h;
+            memcpy(&h, row, sizeof h);
+            uint32_t row_ext = (uint32_t)ue->batch[e - 1].iov[0].iov_len - (uint32_t)sizeof h;
+            if (pkt_self_len(&h, row + sizeof h, row_ext) != len) break; /* it can only end one */
+        }
+        if (e - r >= 2 && ue->n_bundle_free) {
+            bundle_make(ue, r, e, ue->bundle_free[--ue->n_bundle_free]);
+            if (w != r) batch_move(ue, w, r);
+            w++;
+            r = e;
+            continue;
+        }
+        if (w != r) batch_move(ue, w, r);
+        w++;
+        r++;
+    }
+    ue->nbatch = w;
+}
+
+/* Entries 0..n-1 have gone: their bundle buffers are free again. */
+static void bundles_sent(struct uln_udp_ep *ue, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (ue->batch_bundle[i] >= 0) {
+            ue->bundle_free[ue->n_bundle_free++] = (uint8_t)ue->batch_bundle[i];
+            ue->batch_bundle[i] = -1;
+        }
+}
+
 static void uln_udp_flush(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     if (!ue || ue->nbatch == 0) return;
+    bundle_small(ue);
     bundle_answers(ue);
     int n = uln_link_send(ue->io, ue->batch, ue->nbatch);
     if (n < 0) {
@@ -646,6 +833,7 @@ static void uln_udp_flush(struct uln_ep *ep)
         n = (int)ue->nbatch;
     }
     ULN_COUNT(&ep->stats, pkts_sent, (unsigned)n);
+    bundles_sent(ue, (unsigned)n);
     if (ue->in_pass) ue->now = uln_now_ns(); /* the next packets' stamps (uln_udp_reserve) */
     /* What the socket could not take now waits at the front for next time. */
     unsigned left = ue->nbatch - (unsigned)n;
@@ -715,6 +903,7 @@ static struct uln_link_pkt *queue_pkt(struct uln_ep *ep, int io_id, const struct
     if (elen) memcpy(row + sizeof *h, ext, elen);
     struct uln_link_pkt *p = &ue->batch[i];
     ue->batch_region[i] = false;
+    ue->batch_bundle[i] = -1;
     p->peer = io_id;
     p->niov = 1;
     p->iov[0] = (struct iovec){row, sizeof *h + elen};
@@ -1181,6 +1370,7 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
         s->held = true;
         udp_ep(ep)->held++;
         s->handle = rx->handle;
+        s->share = udp_ep(ep)->walking; /* counted by rx_datagram */
         s->payload = payload;
         s->len = n;
         return true;
@@ -1323,7 +1513,7 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
  * rel's window. */
 static void slot_free(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_slot *s)
 {
-    if (s->held) uln_link_rx_release(udp_ep(ep)->io, s->handle), udp_ep(ep)->held--;
+    if (s->held) rx_release(udp_ep(ep), s), udp_ep(ep)->held--;
     if (s->rel_held) uln_rel_rx_release(&up->rel, 1, udp_ep(ep)->now);
     s->held = s->rel_held = false;
 }
@@ -1520,26 +1710,48 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
     return kept;
 }
 
-/* One datagram: a packet, or a bundle of ACKs, each with PKT_MORE, and the
- * packet they rode in front of (bundle_answers). Each is a whole packet with
- * its own header and seq, taken in the order sent. Returns true if the
- * buffer is kept for later (only the last can keep it: an ACK holds none). */
+/* One datagram: a packet, or a bundle (bundle_small, bundle_answers): packets
+ * with PKT_MORE, each as long as its header says, then the last, which runs
+ * to the end. Each is whole, with its own header and seq, taken in the order
+ * sent. A packet that waits for its turn keeps its bundle's buffer through
+ * a share, counted here before it is taken and given back if it did not
+ * keep it. Returns true if the buffer is kept for later. */
 static bool rx_datagram(struct uln_ep *ep, const struct uln_link_rx *rx)
 {
+    struct uln_udp_ep *ue = udp_ep(ep);
     ULN_COUNT(&ep->stats, pkts_received, 1);
-    struct uln_link_rx part = *rx;
-    while (part.len >= sizeof(struct pkt_hdr) && (part.buf[1] & PKT_MORE)) {
-        if ((part.buf[0] & 15) != PKT_ACK || part.len < 2 * sizeof(struct pkt_hdr)) {
-            ULN_COUNT(&ep->stats, malformed, 1); /* only a lone ACK rides in front */
-            return false;
-        }
-        struct uln_link_rx ack = part;
-        ack.len = sizeof(struct pkt_hdr);
-        rx_one(ep, &ack);
-        part.buf += sizeof(struct pkt_hdr);
-        part.len -= (uint32_t)sizeof(struct pkt_hdr);
+    if (rx->len < sizeof(struct pkt_hdr) || !(rx->buf[1] & PKT_MORE)) return rx_one(ep, rx);
+    uint32_t sh = share_open(ue, rx->handle);
+    if (!sh) { /* cannot happen: a share per buffer the link lends */
+        ULN_COUNT(&ep->stats, pkts_dropped, 1);
+        return false;
     }
-    return rx_one(ep, &part);
+    struct uln_link_rx part = *rx;
+    for (;;) {
+        struct uln_link_rx one = part;
+        bool more = part.len >= sizeof(struct pkt_hdr) && (part.buf[1] & PKT_MORE);
+        if (more) {
+            struct pkt_hdr h;
+            memcpy(&h, part.buf, sizeof h);
+            uint32_t n = pkt_self_len(&h, part.buf + sizeof h, part.len - (uint32_t)sizeof h);
+            if (n == 0 || n > part.len - (uint32_t)sizeof h) {
+                /* No length of its own, or no whole header after it: the
+                 * rest of the datagram cannot be cut. Those before stand. */
+                ULN_COUNT(&ep->stats, malformed, 1);
+                break;
+            }
+            one.len = n;
+        }
+        ue->shares[sh - 1].refs++;
+        ue->walking = sh;
+        if (!rx_one(ep, &one)) ue->shares[sh - 1].refs--;
+        ue->walking = 0;
+        if (!more) break;
+        part.buf += one.len;
+        part.len -= one.len;
+    }
+    share_put(ue, sh); /* ours: the buffer goes back when no packet of it waits */
+    return true;
 }
 
 /* Until a UDP peer has been met (a job whose peers are all on this host, or

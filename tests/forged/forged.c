@@ -270,12 +270,63 @@ static void f_ext_short(uint64_t arg)
     send_raw(0, pkt, sizeof h + 10); /* 10 of the extension's 24 bytes */
 }
 
-/* MORE (a bundle: another packet follows) is an ACK's alone, and an ACK with
- * it must have a whole header after it. */
+/* MORE (a bundle: another packet follows) only on a packet whose header
+ * gives its length, and with a whole header after that length. */
 static void f_more_nap(uint64_t arg)
 {
     struct uln_udp_conn c = conn(0);
     send_raw(0, pkt, data_pkt(uw_vt(UW_NAP), UW_LAST | UW_MORE, c.tag_out, 40));
+}
+
+/* A packet whose length its header does not give (arg 0: the first piece of
+ * a longer NAP; 1: GET data), with MORE and a whole NAP after it. */
+static void f_more_unsized(uint64_t arg)
+{
+    struct uln_udp_conn c = conn(0);
+    struct uw_hdr h = {.vt = uw_vt(arg ? UW_GET_RESP : UW_NAP),
+                       .flags = UW_DATA | UW_MORE,
+                       .tag = c.tag_out,
+                       .seq = c.snd_nxt,
+                       .key = arg ? FOREIGN_OP : 3000};
+    struct uw_get_resp_ext x = {0};
+    size_t n = uw_build(pkt, &h, &x, arg ? sizeof x : 0, junk, 40);
+    struct uw_hdr next = {.vt = uw_vt(UW_NAP),
+                          .flags = UW_DATA | UW_LAST,
+                          .tag = c.tag_out,
+                          .seq = c.snd_nxt + 1,
+                          .key = 8};
+    send_raw(0, pkt, n + uw_build(pkt + n, &next, NULL, 0, junk, 8));
+}
+
+/* A piece of a PUT (not its whole operation) with MORE and a NAP after it. */
+static void f_more_put_piece(uint64_t arg)
+{
+    struct uln_udp_conn c = conn(0);
+    struct uw_hdr h = {.vt = uw_vt(UW_PUT),
+                       .flags = UW_DATA | UW_LAST | UW_MORE,
+                       .tag = c.tag_out,
+                       .seq = c.snd_nxt,
+                       .offset = 40};
+    struct uw_put_ext x = {.op_id = FOREIGN_OP, .op_offset = 0, .op_len = 80};
+    size_t n = uw_build(pkt, &h, &x, 24, junk, 40);
+    struct uw_hdr next = {.vt = uw_vt(UW_NAP),
+                          .flags = UW_DATA | UW_LAST,
+                          .tag = c.tag_out,
+                          .seq = c.snd_nxt + 1,
+                          .key = 8};
+    send_raw(0, pkt, n + uw_build(pkt + n, &next, NULL, 0, junk, 8));
+}
+
+/* A whole NAP with MORE whose length (its key) runs past the datagram. */
+static void f_more_long(uint64_t arg)
+{
+    struct uln_udp_conn c = conn(0);
+    data_pkt(uw_vt(UW_NAP), UW_LAST | UW_MORE, c.tag_out, 40);
+    struct uw_hdr h;
+    memcpy(&h, pkt, sizeof h);
+    h.key = 200; /* a whole header follows the 40 bytes, but not 200 */
+    memcpy(pkt, &h, sizeof h);
+    send_raw(0, pkt, sizeof h + 40 + sizeof h);
 }
 
 static void f_more_alone(uint64_t arg)
@@ -381,7 +432,12 @@ static const struct fcase cases[] = {
     {"data beyond the credit rank 0 gave", C_MALFORMED, NULL, f_beyond_credit, 0, 0},
     {"header cut short (20 bytes)", C_MALFORMED, NULL, f_truncated, 0, 0},
     {"PUT whose extension is cut short", C_MALFORMED, NULL, f_ext_short, 0, 0},
-    {"NAP marked as leading a bundle", C_MALFORMED, NULL, f_more_nap, 0, 0},
+    {"whole NAP leading a bundle, with nothing after it", C_MALFORMED, NULL, f_more_nap, 0, 0},
+    {"first piece of a NAP leading a bundle", C_MALFORMED, NULL, f_more_unsized, 0, 0},
+    {"GET data leading a bundle", C_MALFORMED, NULL, f_more_unsized, 1, 0},
+    {"second piece of a PUT leading a bundle", C_MALFORMED, NULL, f_more_put_piece, 0, 0},
+    {"whole NAP leading a bundle, its length past the datagram", C_MALFORMED, NULL, f_more_long, 0,
+     0},
     {"ACK leading a bundle, with nothing after it", C_MALFORMED, NULL, f_more_alone, 0, 0},
     {"ACK leading a bundle, with half a header after it", C_MALFORMED, NULL, f_more_alone, 16, 0},
     {"unknown type 3", C_MALFORMED, NULL, f_type, 3, 0},

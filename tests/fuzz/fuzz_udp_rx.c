@@ -17,7 +17,7 @@
  *             5  from now on keep NAP_RECV entries (a slow application)
  * mods of a datagram, so that the fuzzer gets past values it cannot guess
  * (random region keys, tags hashed from the job key and both epochs):
- * Each packet of a bundle (an ACK with MORE in front of another) is patched.
+ * Each packet of a bundle (packets with MORE in front of another) is patched.
  *   0x01  data: tag := the connection's
  *   0x02  CTRL: key := the job key, rank := 1
  *   0x04  CTRL: dst_epoch := our epoch
@@ -82,15 +82,18 @@ static void patch_one(uint8_t *p, size_t n, unsigned mods)
     memcpy(p, &h, sizeof h);
 }
 
-/* Every packet of a bundle (ACKs with UW_MORE in front of one more) is
- * patched alike, so the fuzzer reaches the packets behind the first. */
+/* Every packet of a bundle (packets with UW_MORE, each as long as its
+ * header says, then one more) is patched alike, so the fuzzer reaches the
+ * packets behind the first. */
 static void patch(uint8_t *p, size_t n, unsigned mods)
 {
     for (;;) {
         patch_one(p, n, mods);
         if (n < 2 * sizeof(struct uw_hdr) || !(p[1] & UW_MORE)) return;
-        p += sizeof(struct uw_hdr);
-        n -= sizeof(struct uw_hdr);
+        size_t len = uw_self_len(p, n);
+        if (len == 0 || len + sizeof(struct uw_hdr) > n) return;
+        p += len;
+        n -= len;
     }
 }
 

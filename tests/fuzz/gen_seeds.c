@@ -216,6 +216,40 @@ static void udp_seeds(void)
     }
     save(T, "put-ack-bundled");
 
+    /* Three of rank 1's NAPs in one datagram (a bundle of small packets). */
+    handshake();
+    {
+        size_t len = 0;
+        for (unsigned i = 0; i < 3; i++) {
+            struct uw_hdr n = {.vt = uw_vt(UW_NAP),
+                               .flags = (uint8_t)(UW_DATA | UW_LAST | (i < 2 ? UW_MORE : 0)),
+                               .seq = i,
+                               .key = 8 + i};
+            len += uw_build(pkt + len, &n, NULL, 0, payload, 8 + i);
+        }
+        rec(U_DGRAM, M_TAG | M_SEQ | M_POLL, pkt, len);
+    }
+    save(T, "nap-bundle");
+
+    /* Rank 1's two small PUTs, then a NAP, in one datagram. */
+    handshake();
+    {
+        size_t len = 0;
+        for (unsigned i = 0; i < 2; i++) {
+            struct uw_hdr h = {.vt = uw_vt(UW_PUT),
+                               .flags = UW_DATA | UW_LAST | UW_MORE,
+                               .seq = i,
+                               .key = REG_RW,
+                               .offset = 8 * i};
+            struct uw_put_ext x = {.op_id = 40 + i, .op_offset = 8 * i, .op_len = 8};
+            len += uw_build(pkt + len, &h, &x, 24, payload, 8);
+        }
+        struct uw_hdr n = {.vt = uw_vt(UW_NAP), .flags = UW_DATA | UW_LAST, .seq = 2, .key = 8};
+        len += uw_build(pkt + len, &n, NULL, 0, payload, 8);
+        rec(U_DGRAM, M_TAG | M_SEQ | M_RKEY | M_POLL, pkt, len);
+    }
+    save(T, "put-bundle");
+
     /* Rank 1's atomics on our regions: applied, misaligned, bounds, no
      * right, an unknown op; then an answer to an atomic of ours (len 2:
      * CSWAP, 8 bytes). */

@@ -37,7 +37,7 @@ enum {
 #define UW_RETX  0x10u
 #define UW_LAST  0x20u
 #define UW_IMM   0x40u
-#define UW_MORE  0x80u /* ACK: another packet follows in the datagram (a bundle) */
+#define UW_MORE  0x80u /* another packet follows in the datagram (a bundle): uw_self_len */
 
 struct uw_hdr {
     uint8_t vt; /* version << 4 | type */
@@ -102,6 +102,38 @@ static inline int uw_ext_len(unsigned type, unsigned flags)
         return 16;
     default:
         return -1;
+    }
+}
+
+/* The length of a packet that may carry UW_MORE (protocol.md, "Bundles"),
+ * n bytes at p: what its header (and a PUT's extension) says; 0 for one
+ * that may not. */
+static inline size_t uw_self_len(const uint8_t *p, size_t n)
+{
+    struct uw_hdr h;
+    if (n < sizeof h) return 0;
+    memcpy(&h, p, sizeof h);
+    unsigned type = h.vt & 15u;
+    int elen = uw_ext_len(type, h.flags);
+    if ((h.vt >> 4) != UW_VERSION || elen < 0 || n < sizeof h + (size_t)elen) return 0;
+    size_t fixed = sizeof h + (size_t)elen;
+    switch (type) {
+    case UW_ACK:
+    case UW_GET_REQ:
+    case UW_ATOMIC_REQ:
+    case UW_ATOMIC_RESP:
+        return fixed;
+    case UW_NAP: /* the whole message */
+        return h.offset == 0 && (h.flags & UW_LAST) && h.key <= 2048 ? fixed + (size_t)h.key : 0;
+    case UW_PUT: { /* the whole operation */
+        struct uw_put_ext x;
+        memcpy(&x, p + sizeof h, 24);
+        return h.offset == x.op_offset && (h.flags & UW_LAST) && x.op_len <= 2048
+                   ? fixed + (size_t)x.op_len
+                   : 0;
+    }
+    default:
+        return 0;
     }
 }
 
