@@ -566,9 +566,11 @@ int uln_ep_index(const struct uln_ep *ep);
  *    or at the endpoint's next progress pass, whichever comes first: a
  *    uln_cq_poll, a uln_cq_wait or uln_barrier that waits, or the progress
  *    thread's next pass (ULN_PROGRESS=thread). A burst of posts followed by
- *    a poll costs one system call, with equal-size packets to one peer as
- *    one segmentation-offload run. So poll after a burst, as you must anyway
- *    to see its completions; a post followed by sleep() may wait.
+ *    a poll costs one system call, small packets to one peer (a burst of
+ *    small NAPs or PUTs) several to a datagram of up to 2 KiB, and
+ *    equal-size packets to one peer as one segmentation-offload run. So
+ *    poll after a burst, as you must anyway to see its completions; a post
+ *    followed by sleep() may wait.
  *  - Answers to a peer (a PUT's acknowledgement, delivery feedback) leave at
  *    the end of the progress pass that made them, except on an endpoint that
  *    posted within the last 200 us: there they wait for its next post (and
