@@ -193,7 +193,7 @@ static void rx_reset(struct uln_rel *r, uint32_t isn)
     r->rcv_cum = r->rcv_dlv = r->rcv_high = r->adv_edge = isn;
     r->rcv_last = isn - 1;
     memset(r->rcv_bits, 0, sizeof(uint64_t) * ((r->mask + 1 + 63) / 64));
-    r->ack_owed = 0;
+    r->ack_owed = r->pkts_owed = 0;
     r->ack_due_at = ULN_REL_NEVER;
     r->lose_pending = false;
     r->stop_adv = false;
@@ -274,7 +274,7 @@ static void go_dead(struct uln_rel *r)
     if (r->peer_epoch) tomb_add(r, r->peer_epoch);
     tx_reset(r);
     r->fb_now = false;
-    r->ack_owed = 0;
+    r->ack_owed = r->pkts_owed = 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -385,7 +385,8 @@ int uln_rel_state(const struct uln_rel *r)
 
 static bool fb_due(const struct uln_rel *r)
 {
-    return r->fb_now || r->ack_owed >= r->cfg.ack_every || (r->ack_owed && r->now >= r->ack_due_at);
+    return r->fb_now || r->ack_owed >= r->cfg.ack_every || r->pkts_owed >= r->cfg.window / 4 ||
+           (r->ack_owed && r->now >= r->ack_due_at);
 }
 
 uint64_t uln_rel_next_deadline(const struct uln_rel *r)
@@ -393,7 +394,9 @@ uint64_t uln_rel_next_deadline(const struct uln_rel *r)
     if (r->state == ULN_REL_DEAD) return ULN_REL_NEVER;
     uint64_t t = r->ctrl_at;
     if (r->state == ULN_REL_OPEN) {
-        if (r->fb_now || r->lost_count || r->ack_owed >= r->cfg.ack_every) return r->now;
+        if (r->fb_now || r->lost_count || r->ack_owed >= r->cfg.ack_every ||
+            r->pkts_owed >= r->cfg.window / 4)
+            return r->now;
         if (r->ack_owed) t = min64(t, r->ack_due_at);
         t = min64(t, min64(r->rto_at, r->pto_at));
         if (r->cfg.keepalive && !waiting(r) && r->ctrl_at == ULN_REL_NEVER)
@@ -470,7 +473,7 @@ static void fill_fb(struct uln_rel *r, struct uln_rel_pkt *p)
             r->stats.lose_sent++;
         }
     }
-    r->ack_owed = 0;
+    r->ack_owed = r->pkts_owed = 0;
     r->ack_due_at = ULN_REL_NEVER;
     r->fb_now = false;
 }
@@ -942,7 +945,7 @@ static void on_fb(struct uln_rel *r, const struct uln_rel_fb *fb, unsigned flags
 /* Receiving side                                                             */
 /* ------------------------------------------------------------------------- */
 
-static int rx_data(struct uln_rel *r, uint32_t seq, bool retx)
+static int rx_data(struct uln_rel *r, uint32_t seq, bool retx, bool same_dgram)
 {
     bool arrived = seq_lt(seq, r->rcv_cum) || (seq_lt(seq, r->adv_edge) && rbit(r, seq));
     if (arrived) {
@@ -1012,7 +1015,10 @@ static int rx_data(struct uln_rel *r, uint32_t seq, bool retx)
             v = ULN_REL_RX_DELIVER;
         }
     }
-    if (r->ack_owed++ == 0) r->ack_due_at = r->now + r->cfg.ack_delay;
+    /* One datagram owes one ACK, however many packets it bundled. */
+    r->pkts_owed++;
+    if (!same_dgram || r->ack_owed == 0)
+        if (r->ack_owed++ == 0) r->ack_due_at = r->now + r->cfg.ack_delay;
     if (r->rx_used == r->rx_limit) r->fb_now = true; /* STOP: the share is full */
     return v;
 }
@@ -1030,7 +1036,7 @@ int uln_rel_rx(struct uln_rel *r, const struct uln_rel_pkt *p, uint64_t now)
 {
     if (now > r->now) r->now = now;
     bool hello = p->dst_epoch == 0;
-    if (p->src_epoch == 0 || (p->flags & ~ULN_REL_FLAGS) ||
+    if (p->src_epoch == 0 || (p->flags & ~(ULN_REL_FLAGS | ULN_REL_SAME_DGRAM)) ||
         (hello && (p->flags & (ULN_REL_DATA | ULN_REL_FB))) ||
         ((p->flags & ULN_REL_LOSE) && !(p->flags & ULN_REL_FB)) ||
         ((p->flags & ULN_REL_RETX) && !(p->flags & ULN_REL_DATA))) {
@@ -1073,7 +1079,8 @@ int uln_rel_rx(struct uln_rel *r, const struct uln_rel_pkt *p, uint64_t now)
     } else {
         if (p->flags & ULN_REL_FB) on_fb(r, &p->fb, p->flags);
         if (p->flags & ULN_REL_PROBE) r->fb_now = true;
-        if (p->flags & ULN_REL_DATA) verdict = rx_data(r, p->seq, p->flags & ULN_REL_RETX);
+        if (p->flags & ULN_REL_DATA)
+            verdict = rx_data(r, p->seq, p->flags & ULN_REL_RETX, p->flags & ULN_REL_SAME_DGRAM);
     }
     bool stopped = r->tx_blocked && r->snd_una == r->snd_nxt && !seq_lt(r->snd_nxt, r->snd_edge);
     if (stopped && r->ctrl_at == ULN_REL_NEVER) {

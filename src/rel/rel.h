@@ -53,7 +53,8 @@ struct uln_rel_cfg {
     uint32_t window;    /* packets in flight per direction: power of two, 4..32768 */
     uint32_t rx_bufs;   /* packets this side holds for the peer (out of order, or
                            delivered and not yet released); <= window; 0: window */
-    uint32_t ack_every; /* an ACK goes at the latest after this many new packets */
+    uint32_t ack_every; /* an ACK goes at the latest after this many datagrams of new
+                           packets, or a quarter window of packets */
     uint32_t reorder;   /* packets seen beyond a hole before it counts as lost, at
                            first: it grows to the reordering the path shows */
     uint64_t rto_init;  /* retransmission timeout before the first RTT sample, ns */
@@ -84,6 +85,10 @@ void uln_rel_cfg_default(struct uln_rel_cfg *cfg);
 #define ULN_REL_PROBE 0x8u  /* answer with feedback at once */
 #define ULN_REL_RETX  0x10u /* with DATA: this is a retransmission */
 #define ULN_REL_FLAGS 0x1fu
+/* Not on the wire: with DATA, the packet came in the same datagram as the one
+ * before it (a bundle), so it owes no ACK of its own: feedback is paced by
+ * datagrams, as the link's cost is (ack_every). */
+#define ULN_REL_SAME_DGRAM 0x20u
 
 /* Feedback from the receiving side of a peer to its sending side. */
 struct uln_rel_fb {
@@ -225,7 +230,8 @@ struct uln_rel {
     uint32_t go_thresh;
     uint32_t reorder_rx; /* LOSE threshold in seqs, adapted */
     uint64_t *rcv_bits;  /* arrived, for seqs >= rcv_cum */
-    uint32_t ack_owed;
+    uint32_t ack_owed;   /* datagrams with new data since the last feedback */
+    uint32_t pkts_owed;  /* ... and their packets */
     uint64_t ack_due_at;
     bool fb_now, lose_pending, stop_adv;
     uint32_t lose_seq;

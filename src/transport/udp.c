@@ -287,6 +287,7 @@ struct uln_udp_ep {
     uint32_t *share_free;
     unsigned n_share_free;
     uint32_t walking; /* 1 + the share of the bundle being taken apart; 0: none */
+    bool walk_later;  /* ... and the packet taken is not its first */
 };
 
 static inline struct uln_udp_ep *udp_ep(const struct uln_ep *ep)
@@ -1690,6 +1691,7 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
                             .flags =
                                 (uint16_t)(h.flags & (ULN_REL_DATA | ULN_REL_FB | ULN_REL_RETX))};
     if (h.flags & ULN_REL_FB) p.fb = (struct uln_rel_fb){.ack = h.ack, .credit = h.credit};
+    if (ue->walk_later) p.flags |= ULN_REL_SAME_DGRAM; /* feedback paced by datagrams */
     int v = uln_rel_rx(r, &p, ue->now);
     drain_acked(up);
     bool kept = false;
@@ -1744,8 +1746,10 @@ static bool rx_datagram(struct uln_ep *ep, const struct uln_link_rx *rx)
         }
         ue->shares[sh - 1].refs++;
         ue->walking = sh;
+        ue->walk_later = part.buf != rx->buf;
         if (!rx_one(ep, &one)) ue->shares[sh - 1].refs--;
         ue->walking = 0;
+        ue->walk_later = false;
         if (!more) break;
         part.buf += one.len;
         part.len -= one.len;

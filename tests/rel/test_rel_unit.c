@@ -413,6 +413,41 @@ static void test_delayed_ack(void)
     uln_rel_fini(&b);
 }
 
+/* Packets that came in one datagram (ULN_REL_SAME_DGRAM after its first)
+ * owe one ACK between them: with ack_every 4 an ACK goes at once after 4
+ * datagrams, not 4 packets; a quarter window of packets forces one anyway. */
+static void test_bundled_ack(void)
+{
+    struct uln_rel_cfg c;
+    struct uln_rel a, b;
+    struct uln_rel_pkt d[26], p;
+    cfg_base(&c); /* ack_every 4 */
+    c.window = 64;
+    open_pair(&a, &b, &c, &c, 0x100, 0x200);
+    for (int i = 0; i < 10; i++)
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
+    for (int i = 0; i < 9; i++) { /* three datagrams of three */
+        if (i % 3) d[i].flags |= ULN_REL_SAME_DGRAM;
+        CHECK(uln_rel_rx(&b, &d[i], T) == ULN_REL_RX_DELIVER);
+        CHECK(!uln_rel_ctrl(&b, T, &p));
+    }
+    CHECK(uln_rel_rx(&b, &d[9], T) == ULN_REL_RX_DELIVER); /* the fourth datagram */
+    CHECK(uln_rel_ctrl(&b, T, &p));
+    CHECK_EQ(p.fb.ack, 0x10a);
+    uln_rel_rx(&a, &p, T);
+    uln_rel_rx_release(&b, 10, T);
+    for (int i = 10; i < 26; i++)
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
+    for (int i = 10; i < 26; i++) { /* one datagram of 16: a quarter window */
+        if (i > 10) d[i].flags |= ULN_REL_SAME_DGRAM;
+        CHECK(uln_rel_rx(&b, &d[i], T) == ULN_REL_RX_DELIVER);
+        CHECK(uln_rel_ctrl(&b, T, &p) == (i == 25));
+    }
+    CHECK_EQ(p.fb.ack, 0x11a);
+    uln_rel_fini(&a);
+    uln_rel_fini(&b);
+}
+
 static void test_stop_go(void)
 {
     struct uln_rel_cfg ca, cb;
@@ -1074,6 +1109,7 @@ int main(void)
     test_rx_limit();
     test_karn();
     test_delayed_ack();
+    test_bundled_ack();
     test_stop_go();
     test_reordering();
     test_window_full();
