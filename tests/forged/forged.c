@@ -278,6 +278,17 @@ static void f_more_nap(uint64_t arg)
     send_raw(0, pkt, data_pkt(uw_vt(UW_NAP), UW_LAST | UW_MORE, c.tag_out, 40));
 }
 
+/* The n bytes in pkt, then a whole 8-byte NAP (the next seq), as one datagram. */
+static void send_then_nap(const struct uln_udp_conn *c, size_t n)
+{
+    struct uw_hdr next = {.vt = uw_vt(UW_NAP),
+                          .flags = UW_DATA | UW_LAST,
+                          .tag = c->tag_out,
+                          .seq = c->snd_nxt + 1,
+                          .key = 8};
+    send_raw(0, pkt, n + uw_build(pkt + n, &next, NULL, 0, junk, 8));
+}
+
 /* A packet whose length its header does not give (arg 0: the first piece of
  * a longer NAP; 1: GET data), with MORE and a whole NAP after it. */
 static void f_more_unsized(uint64_t arg)
@@ -289,13 +300,7 @@ static void f_more_unsized(uint64_t arg)
                        .seq = c.snd_nxt,
                        .key = arg ? FOREIGN_OP : 3000};
     struct uw_get_resp_ext x = {0};
-    size_t n = uw_build(pkt, &h, &x, arg ? sizeof x : 0, junk, 40);
-    struct uw_hdr next = {.vt = uw_vt(UW_NAP),
-                          .flags = UW_DATA | UW_LAST,
-                          .tag = c.tag_out,
-                          .seq = c.snd_nxt + 1,
-                          .key = 8};
-    send_raw(0, pkt, n + uw_build(pkt + n, &next, NULL, 0, junk, 8));
+    send_then_nap(&c, uw_build(pkt, &h, &x, arg ? sizeof x : 0, junk, 40));
 }
 
 /* A piece of a PUT (not its whole operation) with MORE and a NAP after it. */
@@ -308,13 +313,7 @@ static void f_more_put_piece(uint64_t arg)
                        .seq = c.snd_nxt,
                        .offset = 40};
     struct uw_put_ext x = {.op_id = FOREIGN_OP, .op_offset = 0, .op_len = 80};
-    size_t n = uw_build(pkt, &h, &x, 24, junk, 40);
-    struct uw_hdr next = {.vt = uw_vt(UW_NAP),
-                          .flags = UW_DATA | UW_LAST,
-                          .tag = c.tag_out,
-                          .seq = c.snd_nxt + 1,
-                          .key = 8};
-    send_raw(0, pkt, n + uw_build(pkt + n, &next, NULL, 0, junk, 8));
+    send_then_nap(&c, uw_build(pkt, &h, &x, 24, junk, 40));
 }
 
 /* A whole NAP with MORE whose length (its key) runs past the datagram. */
