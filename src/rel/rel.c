@@ -383,10 +383,16 @@ int uln_rel_state(const struct uln_rel *r)
     return r->state;
 }
 
+/* Enough new data to acknowledge at once: ack_every datagrams of it, or a
+ * quarter window of packets (a bundle's packets owe one ACK between them). */
+static bool acks_piled(const struct uln_rel *r)
+{
+    return r->ack_owed >= r->cfg.ack_every || r->pkts_owed >= r->cfg.window / 4;
+}
+
 static bool fb_due(const struct uln_rel *r)
 {
-    return r->fb_now || r->ack_owed >= r->cfg.ack_every || r->pkts_owed >= r->cfg.window / 4 ||
-           (r->ack_owed && r->now >= r->ack_due_at);
+    return r->fb_now || acks_piled(r) || (r->ack_owed && r->now >= r->ack_due_at);
 }
 
 uint64_t uln_rel_next_deadline(const struct uln_rel *r)
@@ -394,9 +400,7 @@ uint64_t uln_rel_next_deadline(const struct uln_rel *r)
     if (r->state == ULN_REL_DEAD) return ULN_REL_NEVER;
     uint64_t t = r->ctrl_at;
     if (r->state == ULN_REL_OPEN) {
-        if (r->fb_now || r->lost_count || r->ack_owed >= r->cfg.ack_every ||
-            r->pkts_owed >= r->cfg.window / 4)
-            return r->now;
+        if (r->fb_now || r->lost_count || acks_piled(r)) return r->now;
         if (r->ack_owed) t = min64(t, r->ack_due_at);
         t = min64(t, min64(r->rto_at, r->pto_at));
         if (r->cfg.keepalive && !waiting(r) && r->ctrl_at == ULN_REL_NEVER)
@@ -1015,10 +1019,11 @@ static int rx_data(struct uln_rel *r, uint32_t seq, bool retx, bool same_dgram)
             v = ULN_REL_RX_DELIVER;
         }
     }
-    /* One datagram owes one ACK, however many packets it bundled. */
+    /* One datagram owes one ACK, however many packets it bundled (a later
+     * packet of one counts if its first owed none: a duplicate, say). */
     r->pkts_owed++;
-    if (!same_dgram || r->ack_owed == 0)
-        if (r->ack_owed++ == 0) r->ack_due_at = r->now + r->cfg.ack_delay;
+    if (r->ack_owed == 0) r->ack_due_at = r->now + r->cfg.ack_delay;
+    if (r->ack_owed == 0 || !same_dgram) r->ack_owed++;
     if (r->rx_used == r->rx_limit) r->fb_now = true; /* STOP: the share is full */
     return v;
 }

@@ -74,9 +74,9 @@ _Static_assert(PKT_NAP == 1 && PKT_PUT == 2 && PKT_GET_REQ == 4 && PKT_GET_RESP 
 /* flags: the low five bits are rel's (ULN_REL_DATA, FB, LOSE, PROBE, RETX) */
 #define PKT_LAST 0x20u /* NAP, PUT: last packet of the message */
 #define PKT_IMM  0x40u /* PUT with LAST: raise PUT_REMOTE with imm at the target */
-#define PKT_MORE                                                                                   \
-    0x80u /* another packet follows in the same datagram (a bundle): only on                       \
-             a packet whose header gives its length (pkt_self_len) */
+/* MORE: another packet follows in the same datagram (a bundle); only on a
+ * packet whose header gives its length (pkt_self_len) */
+#define PKT_MORE 0x80u
 
 /* Every packet starts with these 32 bytes, little-endian. */
 struct pkt_hdr {
@@ -286,8 +286,6 @@ struct uln_udp_ep {
     } * shares;
     uint32_t *share_free;
     unsigned n_share_free;
-    uint32_t walking; /* 1 + the share of the bundle being taken apart; 0: none */
-    bool walk_later;  /* ... and the packet taken is not its first */
 };
 
 static inline struct uln_udp_ep *udp_ep(const struct uln_ep *ep)
@@ -756,6 +754,17 @@ static bool batch_plain(const struct uln_udp_ep *ue, unsigned i)
            ue->batch[i].iov[0].iov_base == ue->scratch[i] + LEAD_SPACE;
 }
 
+/* Is batch entry i (len bytes) as long as its header says, so that another
+ * packet may follow it in a datagram? */
+static bool batch_self_sized(const struct uln_udp_ep *ue, unsigned i, uint32_t len)
+{
+    const struct iovec *row = &ue->batch[i].iov[0]; /* header and extension */
+    struct pkt_hdr h;
+    memcpy(&h, row->iov_base, sizeof h);
+    return pkt_self_len(&h, (const uint8_t *)row->iov_base + sizeof h,
+                        (uint32_t)(row->iov_len - sizeof h)) == len;
+}
+
 /* Copy entries r..e-1 into one datagram in bundle buffer b: every packet
  * but the last marked PKT_MORE. It takes entry r's place. */
 static void bundle_make(struct uln_udp_ep *ue, unsigned r, unsigned e, unsigned b)
@@ -789,12 +798,9 @@ static void bundle_small(struct uln_udp_ep *ue)
             uint32_t len = uln_link_pkt_len(&ue->batch[e]);
             if (len > BUNDLE_PKT_MAX || bytes + len > cap) break;
             bytes += len;
+            bool leads = batch_self_sized(ue, e, len);
             e++;
-            const uint8_t *row = ue->batch[e - 1].iov[0].iov_base; /* header and extension */
-            struct pkt_hdr h;
-            memcpy(&h, row, sizeof h);
-            uint32_t row_ext = (uint32_t)ue->batch[e - 1].iov[0].iov_len - (uint32_t)sizeof h;
-            if (pkt_self_len(&h, row + sizeof h, row_ext) != len) break; /* it can only end one */
+            if (!leads) break; /* it can only end a bundle */
         }
         if (e - r >= 2 && ue->n_bundle_free) {
             bundle_make(ue, r, e, ue->bundle_free[--ue->n_bundle_free]);
@@ -1335,7 +1341,8 @@ static struct uln_refused_put refusal(const struct pkt_hdr *h, const struct pkt_
 /* A new data packet (in order or ahead of it): place what can be placed now,
  * keep what must wait for its turn. Returns true if the pool buffer is kept. */
 static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
-                   const struct uln_link_rx *rx, const struct pkt_hdr *h, unsigned elen)
+                   const struct uln_link_rx *rx, uint32_t share, const struct pkt_hdr *h,
+                   unsigned elen)
 {
     struct rx_slot *s = &up->rx[seq & up->mask];
     const uint8_t *payload = rx->buf + sizeof *h + elen;
@@ -1371,7 +1378,7 @@ static bool arrive(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t seq,
         s->held = true;
         udp_ep(ep)->held++;
         s->handle = rx->handle;
-        s->share = udp_ep(ep)->walking; /* counted by rx_datagram */
+        s->share = share; /* counted by rx_datagram */
         s->payload = payload;
         s->len = n;
         return true;
@@ -1627,8 +1634,10 @@ static void rx_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct pkt
     drain_acked(up);
 }
 
-/* One datagram. Returns true if its buffer is kept for later. */
-static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
+/* One packet: a datagram, or a part of a bundle (share: 1 + the bundle's
+ * share of the buffer, 0: none; later: not the bundle's first packet).
+ * Returns true if its buffer is kept for later. */
+static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx, uint32_t share, bool later)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     struct pkt_hdr h;
@@ -1691,13 +1700,13 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx)
                             .flags =
                                 (uint16_t)(h.flags & (ULN_REL_DATA | ULN_REL_FB | ULN_REL_RETX))};
     if (h.flags & ULN_REL_FB) p.fb = (struct uln_rel_fb){.ack = h.ack, .credit = h.credit};
-    if (ue->walk_later) p.flags |= ULN_REL_SAME_DGRAM; /* feedback paced by datagrams */
+    if (later) p.flags |= ULN_REL_SAME_DGRAM; /* feedback paced by datagrams */
     int v = uln_rel_rx(r, &p, ue->now);
     drain_acked(up);
     bool kept = false;
     if (v == ULN_REL_RX_DELIVER || v == ULN_REL_RX_HOLD) {
         sender_seen(ep, up);
-        kept = arrive(ep, up, h.seq, rx, &h, (unsigned)elen);
+        kept = arrive(ep, up, h.seq, rx, share, &h, (unsigned)elen);
         if (v == ULN_REL_RX_DELIVER) {
             if (up->pend_n == 0) up->pend_seq = h.seq;
             up->pend_n++;
@@ -1722,7 +1731,8 @@ static bool rx_datagram(struct uln_ep *ep, const struct uln_link_rx *rx)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     ULN_COUNT(&ep->stats, pkts_received, 1);
-    if (rx->len < sizeof(struct pkt_hdr) || !(rx->buf[1] & PKT_MORE)) return rx_one(ep, rx);
+    if (rx->len < sizeof(struct pkt_hdr) || !(rx->buf[1] & PKT_MORE))
+        return rx_one(ep, rx, 0, false);
     uint32_t sh = share_open(ue, rx->handle);
     if (!sh) { /* cannot happen: a share per buffer the link lends */
         ULN_COUNT(&ep->stats, pkts_dropped, 1);
@@ -1745,11 +1755,7 @@ static bool rx_datagram(struct uln_ep *ep, const struct uln_link_rx *rx)
             one.len = n;
         }
         ue->shares[sh - 1].refs++;
-        ue->walking = sh;
-        ue->walk_later = part.buf != rx->buf;
-        if (!rx_one(ep, &one)) ue->shares[sh - 1].refs--;
-        ue->walking = 0;
-        ue->walk_later = false;
+        if (!rx_one(ep, &one, sh, part.buf != rx->buf)) ue->shares[sh - 1].refs--;
         if (!more) break;
         part.buf += one.len;
         part.len -= one.len;
