@@ -163,6 +163,48 @@ void ulnfi_progress(struct ulnfi_domain *d)
  * ulnet's progress thread cannot do; so a thread of ours polls the domain,
  * under the domain lock, every ULNFI_AUTO_US while it is open. */
 #define ULNFI_AUTO_US 100
+/* Domains whose thread runs. A client that exits without closing them would
+ * have libfabric unload us (fi_fini) under running threads: the provider's
+ * cleanup stops them first. Under ctx_lock. */
+static struct ulnfi_domain *auto_domains;
+
+static void auto_stop_join(struct ulnfi_domain *d)
+{
+    /* release: the thread's acquire load sees it and leaves */
+    atomic_store_explicit(&d->auto_stop, true, memory_order_release);
+    pthread_join(d->auto_thread, NULL);
+    d->auto_joined = true;
+}
+
+void ulnfi_domains_stop(void)
+{
+    pthread_mutex_lock(&ctx_lock);
+    for (struct ulnfi_domain *d = auto_domains; d; d = d->auto_next)
+        auto_stop_join(d);
+    auto_domains = NULL;
+    pthread_mutex_unlock(&ctx_lock);
+}
+
+static void auto_start(struct ulnfi_domain *d)
+{
+    pthread_mutex_lock(&ctx_lock);
+    d->auto_next = auto_domains;
+    auto_domains = d;
+    pthread_mutex_unlock(&ctx_lock);
+}
+
+static void auto_end(struct ulnfi_domain *d)
+{
+    pthread_mutex_lock(&ctx_lock);
+    for (struct ulnfi_domain **p = &auto_domains; *p; p = &(*p)->auto_next)
+        if (*p == d) {
+            *p = d->auto_next;
+            break;
+        }
+    if (!d->auto_joined) auto_stop_join(d);
+    pthread_mutex_unlock(&ctx_lock);
+}
+
 static void *auto_progress(void *arg)
 {
     struct ulnfi_domain *d = arg;
@@ -180,11 +222,7 @@ static int domain_close(struct fid *fid)
 {
     struct ulnfi_domain *d = ulnfi_container(fid, struct ulnfi_domain, dom.fid);
     if (d->refs) return -FI_EBUSY;
-    if (d->progress == FI_PROGRESS_AUTO) {
-        /* release: the thread's acquire load sees it and leaves */
-        atomic_store_explicit(&d->auto_stop, true, memory_order_release);
-        pthread_join(d->auto_thread, NULL);
-    }
+    if (d->progress == FI_PROGRESS_AUTO) auto_end(d);
     pthread_mutex_destroy(&d->lock);
     ctx_put();
     free(d);
@@ -263,6 +301,7 @@ int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fi
         free(d);
         return -FI_ENOMEM;
     }
+    if (d->progress == FI_PROGRESS_AUTO) auto_start(d);
     d->fab = ulnfi_container(fabric, struct ulnfi_fabric, fab);
     d->dom.fid.fclass = FI_CLASS_DOMAIN;
     d->dom.fid.context = context;

@@ -6,7 +6,12 @@
 
 #include "ulnfi.h"
 
-static void ulnfi_cleanup(void) {}
+/* fi_fini, before libfabric unloads us: no thread of ours may outlive the
+ * code it runs (a client may exit without closing its domains). */
+static void ulnfi_cleanup(void)
+{
+    ulnfi_domains_stop();
+}
 
 struct fi_provider ulnfi_prov = {
     .version = ULNFI_PROV_VER,

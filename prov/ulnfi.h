@@ -106,6 +106,8 @@ struct ulnfi_domain {
     bool locking;
     pthread_t auto_thread; /* FI_PROGRESS_AUTO */
     _Atomic bool auto_stop;
+    bool auto_joined;               /* stopped by ulnfi_domains_stop */
+    struct ulnfi_domain *auto_next; /* domains whose thread runs (domain.c) */
     pthread_mutex_t lock;
     struct ulnfi_ep *eps[ULNFI_MAX_EPS_FI];  /* by ulnet endpoint index */
     struct ulnfi_ep *live[ULNFI_MAX_EPS_FI]; /* the enabled ones, dense, for progress */
@@ -305,6 +307,7 @@ struct ulnfi_ep {
 int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
                   const struct fi_info *hints, struct fi_info **info);
 int ulnfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
+void ulnfi_domains_stop(void);
 int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom,
                       void *context);
 int ulnfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,
