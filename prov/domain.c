@@ -41,6 +41,16 @@ static void config_from_params(struct uln_config *cfg)
         cfg->chunk_bytes = (uint32_t)v;
     else if (!getenv("ULN_CHUNK_BYTES"))
         cfg->chunk_bytes = ULNFI_CHUNK_BYTES;
+    /* A peer's plain memory (every rendezvous buffer of an MPI) is reached
+     * through the rings, its owner copying in as we copy out, not by
+     * process_vm_readv: two copies on two CPUs beat the kernel's one (1 MiB
+     * one-way 42 against 121 us, docs/provider.md). The owner must progress
+     * for it, which fi_domain(3) lets a manual-progress provider ask of a
+     * target, and FI_PROGRESS_AUTO's thread does. */
+    if (fi_param_get_bool(&ulnfi_prov, "shm_cma", &v) == FI_SUCCESS)
+        cfg->shm_cma = v != 0;
+    else if (!getenv("ULN_SHM_CMA"))
+        cfg->shm_cma = 0;
 }
 
 static int ctx_get(struct uln_ctx **out)

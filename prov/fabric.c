@@ -84,6 +84,10 @@ static void define_params(void)
     fi_param_define(&ulnfi_prov, "chunk_bytes", FI_PARAM_INT,
                     "bytes an endpoint copies per progress pass (ULN_CHUNK_BYTES when unset; "
                     "else 1 MiB, not ulnet's 128 KiB: docs/provider.md)");
+    fi_param_define(&ulnfi_prov, "shm_cma", FI_PARAM_BOOL,
+                    "reach a peer's malloc'd memory on this host with process_vm_readv/writev "
+                    "(ULN_SHM_CMA when unset; else off: through the rings, with the peer's "
+                    "progress, 2-3x faster here: docs/provider.md)");
     fi_param_define(&ulnfi_prov, "rndv_min", FI_PARAM_SIZE_T,
                     "messages of at least this size go by rendezvous (default: the switch-over "
                     "measured in docs/provider.md, capped by the eager limit)");
