@@ -471,7 +471,10 @@ int uln_cq_open(struct uln_ctx *ctx, unsigned entries, struct uln_cq **cq);
 int uln_cq_close(struct uln_cq *cq);
 
 /* Drive progress of the endpoints bound to cq, then take up to max entries.
- * Returns the number taken (0: none yet) or -errno. */
+ * Returns the number taken (0: none yet) or -errno. A poll that finds
+ * entries waiting may hand them over without a progress pass: at most 15
+ * such polls in a row when it takes them all, every other one when it
+ * leaves some. */
 int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max);
 
 /* Wait until cq has an entry: poll, spin a short while, then sleep until a peer

@@ -473,11 +473,12 @@ struct uln_cq {
     uint64_t head, tail;
     struct uln_ep *eps[64]; /* endpoints whose progress this CQ drives */
     unsigned n_eps, rr;
-    unsigned ready_polls; /* polls that found entries waiting and skipped progress */
-    int efd;              /* uln_cq_fd's epoll set, -1 until asked for */
-    int tfd;              /* ... and the timer in it (uln_cq_arm) */
-    bool armed;           /* uln_cq_arm announced a sleep: the next call ends it */
-    int efd_fds[66];      /* what the set holds: doorbell, timer, the endpoints' sockets */
+    unsigned ready_polls;   /* polls that took every entry waiting (cq.c) */
+    unsigned backlog_polls; /* polls that left entries waiting (cq.c) */
+    int efd;                /* uln_cq_fd's epoll set, -1 until asked for */
+    int tfd;                /* ... and the timer in it (uln_cq_arm) */
+    bool armed;             /* uln_cq_arm announced a sleep: the next call ends it */
+    int efd_fds[66];        /* what the set holds: doorbell, timer, the endpoints' sockets */
     int n_efd_fds;
 };
 
