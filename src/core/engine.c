@@ -963,10 +963,23 @@ static inline void refresh_active(struct uln_ep *ep, int ch)
     ep->n_act[ch] = n;
 }
 
-static void progress_recv(struct uln_ep *ep, uint32_t *budget)
+/* Both channels' lists, with one look at the two generations for the common
+ * case that neither moved (an idle pass: a poll a spinning rank makes between
+ * reads of a flag). The loads are refresh_active's, with its orders. */
+static inline void refresh_lists(struct uln_ep *ep)
 {
+    uint32_t gen = atomic_load_explicit(&ep->ctx->peers_gen, memory_order_acquire);
+    uint32_t agen = atomic_load_explicit(ep->act_gen, memory_order_acquire);
+    if (ULN_LIKELY(gen == ep->peers_gen && agen == ep->act_gen_seen[0] &&
+                   agen == ep->act_gen_seen[1]))
+        return;
     refresh_active(ep, 0);
     refresh_active(ep, 1);
+}
+
+static void progress_recv(struct uln_ep *ep, uint32_t *budget)
+{
+    refresh_lists(ep);
     /* Round robin: start one peer further each pass. */
     int n = ep->n_act[0];
     unsigned start = ep->rr_peer < (unsigned)n ? ep->rr_peer : 0;
