@@ -183,7 +183,6 @@ static void auto_stop_join(struct ulnfi_domain *d)
     /* release: the thread's acquire load sees it and leaves */
     atomic_store_explicit(&d->auto_stop, true, memory_order_release);
     pthread_join(d->auto_thread, NULL);
-    d->auto_joined = true;
 }
 
 void ulnfi_domains_stop(void)
@@ -203,15 +202,17 @@ static void auto_start(struct ulnfi_domain *d)
     pthread_mutex_unlock(&ctx_lock);
 }
 
+/* A domain is on the list exactly while its thread runs: one that is not
+ * was stopped by ulnfi_domains_stop already. */
 static void auto_end(struct ulnfi_domain *d)
 {
     pthread_mutex_lock(&ctx_lock);
     for (struct ulnfi_domain **p = &auto_domains; *p; p = &(*p)->auto_next)
         if (*p == d) {
             *p = d->auto_next;
+            auto_stop_join(d);
             break;
         }
-    if (!d->auto_joined) auto_stop_join(d);
     pthread_mutex_unlock(&ctx_lock);
 }
 

@@ -106,7 +106,6 @@ struct ulnfi_domain {
     bool locking;
     pthread_t auto_thread; /* FI_PROGRESS_AUTO */
     _Atomic bool auto_stop;
-    bool auto_joined;               /* stopped by ulnfi_domains_stop */
     struct ulnfi_domain *auto_next; /* domains whose thread runs (domain.c) */
     pthread_mutex_t lock;
     struct ulnfi_ep *eps[ULNFI_MAX_EPS_FI];  /* by ulnet endpoint index */
