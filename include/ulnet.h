@@ -273,13 +273,21 @@ int uln_barrier(struct uln_ctx *ctx, int timeout_ms);
  * learnt from its contact was never inserted: -EINVAL). Our own address is
  * a peer like any other (loopback through shared memory).
  *
+ * uln_addr writes the full form when *len leaves room for it. With less room,
+ * but at least ULN_ADDR_SHORT bytes, it writes a short form of the same
+ * address where one exists - this host's shared memory and an IPv4 UDP
+ * address, the common case - for clients that keep an address in a small
+ * fixed buffer; else it returns -ENOSPC with the full length in *len. Both
+ * forms are accepted everywhere an address is, and name the same peer.
+ *
  * Neither may run while another thread drives an endpoint of the context
  * (like uln_ep_open). Returns 0 or -EINVAL (bad arguments, a context in a
  * job), -EADDRNOTAVAIL (not an address, or an index past the peer's
  * endpoint limit), -EHOSTUNREACH (no transport reaches it), -ENOSPC (max_peers
  * ids in use).
  */
-#define ULN_ADDR_MAX 56
+#define ULN_ADDR_MAX   56
+#define ULN_ADDR_SHORT 27
 int uln_addr(const struct uln_ctx *ctx, void *addr, size_t *len); /* in: room, out: length */
 int uln_peer_insert(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index, int *peer);
 int uln_peer_remove(struct uln_ctx *ctx, int peer);

@@ -286,5 +286,8 @@ uint64_t uln_host_id(void)
     hash_file("/proc/sys/kernel/random/boot_id", false, &h);
     hash_file("/proc/self/ns/net", true, &h);
     hash_file("/proc/self/ns/pid", true, &h);
+    /* 48 bits, so that an address's short form carries it whole (peer.c);
+     * two hosts of a job share one by chance about once in 10^8 pairs. */
+    h &= 0xffffffffffffull;
     return h ? h : 1;
 }

@@ -16,6 +16,16 @@
  *   2  u8  total length      3  u8  number of parts
  *   4  u32 pid               8  u64 context key       16 u64 host id
  *   24 parts: u8 transport id, u8 length, that many bytes (the transport's)
+ *
+ * The short form (ULN_ADDR_SHORT bytes) says the same for the common case,
+ * this host's shm inbox and an IPv4 udp address, in fewer bytes: libfabric
+ * clients that keep a name in 32 bytes exist (fabtests' fi_rdm_stress), and
+ * the provider adds 4. uln_addr gives it when the room is too small for the
+ * full form; read back, it is made full again, so one parser checks both.
+ *   0  u8  magic 0xa8        1  u24 pid        4  u64 context key
+ *   12 u48 host id           18 u16 the shm part: our inbox's descriptor
+ *   20 the udp part without its family byte (4): u8 port count, u16 first
+ *      port, the IPv4 address
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +34,14 @@
 
 #include "core/internal.h"
 #include "boot/addr.h"
+#include "transport/transports.h"
 
 #define ADDR_MAGIC   0xa7u
 #define ADDR_VERSION 1u
 #define ADDR_HDR     24u
+#define SHORT_MAGIC  0xa8u
+#define SHORT_FULL   (ADDR_HDR + 6u + 10u) /* the full form a short one stands for */
+_Static_assert(ULN_TPID_SHM == 0 && ULN_TPID_UDP == 1, "the short form's parts, in id order");
 
 int uln_peers_open(struct uln_ctx *ctx)
 {
@@ -49,6 +63,50 @@ void uln_peers_close(struct uln_ctx *ctx)
     free(ctx->peer_live);
     ctx->peer_recs = NULL;
     ctx->peer_live = NULL;
+}
+
+/* The short form of full address a (n bytes) into s, or -ENOSPC when it has
+ * other parts, or values too wide for the short fields. */
+static int addr_shorten(const uint8_t *a, size_t n, uint8_t *s)
+{
+    const uint8_t *shm = a + ADDR_HDR, *udp = shm + 6;
+    if (n != SHORT_FULL || a[3] != 2) return -ENOSPC;
+    if (shm[0] != ULN_TPID_SHM || shm[1] != 4 || shm[4] || shm[5]) return -ENOSPC; /* fd < 2^16 */
+    if (udp[0] != ULN_TPID_UDP || udp[1] != 8 || udp[2] != 4) return -ENOSPC;      /* IPv4 */
+    if (a[7] || a[22] || a[23]) return -ENOSPC; /* pid < 2^24; host ids are 48 bits */
+    s[0] = SHORT_MAGIC;
+    memcpy(s + 1, a + 4, 3);
+    memcpy(s + 4, a + 8, 8);
+    memcpy(s + 12, a + 16, 6);
+    memcpy(s + 18, shm + 2, 2);
+    memcpy(s + 20, udp + 3, 7);
+    return 0;
+}
+
+/* The full form of address a (len bytes): a itself, or a short one made full
+ * in buf; NULL when it is short but not well formed. */
+static const uint8_t *addr_full(const uint8_t *a, size_t *len, uint8_t buf[SHORT_FULL])
+{
+    if (*len == 0 || a[0] != SHORT_MAGIC) return a;
+    if (*len != ULN_ADDR_SHORT) return NULL;
+    memset(buf, 0, SHORT_FULL);
+    buf[0] = ADDR_MAGIC;
+    buf[1] = ADDR_VERSION;
+    buf[2] = SHORT_FULL;
+    buf[3] = 2;
+    memcpy(buf + 4, a + 1, 3);
+    memcpy(buf + 8, a + 4, 8);
+    memcpy(buf + 16, a + 12, 6);
+    uint8_t *shm = buf + ADDR_HDR, *udp = shm + 6;
+    shm[0] = ULN_TPID_SHM;
+    shm[1] = 4;
+    memcpy(shm + 2, a + 18, 2);
+    udp[0] = ULN_TPID_UDP;
+    udp[1] = 8;
+    udp[2] = 4;
+    memcpy(udp + 3, a + 20, 7);
+    *len = SHORT_FULL;
+    return buf;
 }
 
 ULN_EXPORT int uln_addr(const struct uln_ctx *ctx, void *addr, size_t *len)
@@ -78,6 +136,10 @@ ULN_EXPORT int uln_addr(const struct uln_ctx *ctx, void *addr, size_t *len)
     memcpy(a + 8, &key, 8);
     memcpy(a + 16, &host, 8);
     if (*len < n) {
+        if (*len >= ULN_ADDR_SHORT && addr_shorten(a, n, addr) == 0) {
+            *len = ULN_ADDR_SHORT;
+            return 0;
+        }
         *len = n;
         return -ENOSPC;
     }
@@ -99,6 +161,8 @@ static const struct uln_transport_ops *part_transport(unsigned id)
  * its key. Every length is checked against what was given. */
 static int addr_parse(const uint8_t *a, size_t len, struct uln_board_slot *slot, uint64_t *key)
 {
+    uint8_t full[SHORT_FULL];
+    if (!(a = addr_full(a, &len, full))) return -EADDRNOTAVAIL;
     if (len < ADDR_HDR || len > ULN_ADDR_MAX || a[0] != ADDR_MAGIC || a[1] != ADDR_VERSION ||
         a[2] != len)
         return -EADDRNOTAVAIL;
@@ -141,7 +205,8 @@ ULN_EXPORT int uln_addr_str(const void *addr, size_t len, char *buf, size_t size
     if (!addr || (!buf && size)) return -EINVAL;
     int rc = addr_parse(addr, len, &slot, &key); /* every length checked */
     if (rc) return rc;
-    const uint8_t *a = addr;
+    uint8_t full[SHORT_FULL];
+    const uint8_t *a = addr_full(addr, &len, full);
     memcpy(&pid, a + 4, 4);
     memcpy(&host, a + 16, 8);
     size_t n = 0;
@@ -257,7 +322,8 @@ int uln_peer_learn_slot(struct uln_ctx *ctx, int slot)
     size_t len = c->addr_len <= sizeof addr ? c->addr_len : 0;
     memcpy(addr, c->addr, len);
     uint64_t key = 0;
-    if (len >= 16) memcpy(&key, addr + 8, 8);
+    struct uln_board_slot parsed;
+    if (addr_parse(addr, len, &parsed, &key) != 0) return -EADDRNOTAVAIL;
     int32_t ep = c->ep;
     /* The address must be the claimer's own: the slot it claimed is the one
      * its (key, endpoint) hashes to, else it is refused. */

@@ -529,8 +529,31 @@ static void address(const char *name, bool shm, int family)
     save("fuzz_addr", name);
 }
 
+/* The short form of address("shm-udp4") (peer.c): magic 0xa8, a 24-bit pid,
+ * key, 48-bit host, a 16-bit inbox descriptor, udp's part without its family. */
+static void short_address(void)
+{
+    uint8_t *a = in;
+    uint32_t pid = 4242;
+    uint16_t fd = 7, port = 40000;
+    uint64_t key = 0x9c0e5a11d00df1edull, host = 0x7f00c0ffee0008ull;
+    memset(a, 0, ULN_ADDR_SHORT);
+    a[0] = 0xa8;
+    memcpy(a + 1, &pid, 3);
+    memcpy(a + 4, &key, 8);
+    memcpy(a + 12, &host, 6);
+    memcpy(a + 18, &fd, 2);
+    a[20] = 4; /* ports */
+    memcpy(a + 21, &port, 2);
+    for (int i = 0; i < 4; i++)
+        a[23 + i] = (uint8_t)(10 + i);
+    in_len = ULN_ADDR_SHORT;
+}
+
 static void addr_seeds(void)
 {
+    short_address();
+    save("fuzz_addr", "short");
     address("shm-udp4", true, 4);
     address("shm-udp6", true, 6);
     address("shm", true, 0);

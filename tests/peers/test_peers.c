@@ -369,6 +369,43 @@ static void test_two_contexts(void)
     uln_close(x.ctx);
 }
 
+/* The short form (a room too small for the full one): the same peer as the
+ * full form, the same text, and malformed ones refused. */
+static void test_short_form(struct node *x, const uint8_t *a, size_t len)
+{
+    uint8_t s[ULN_ADDR_MAX], bad[ULN_ADDR_MAX];
+    size_t slen = ULN_ADDR_SHORT - 1;
+    CHECK_EQ(uln_addr(x->ctx, s, &slen), -ENOSPC); /* no form fits */
+    CHECK_EQ(slen, len);
+    slen = ULN_ADDR_SHORT;
+    CHECK_EQ(uln_addr(x->ctx, s, &slen), 0); /* this host's shm and IPv4 udp: it exists */
+    CHECK_EQ(slen, (size_t)ULN_ADDR_SHORT);
+    CHECK(slen < len);
+    char ts[256], tl[256];
+    CHECK(uln_addr_str(s, slen, ts, sizeof ts) > 0);
+    CHECK(uln_addr_str(a, len, tl, sizeof tl) > 0);
+    CHECK_EQ(strcmp(ts, tl), 0);
+    int ps, pl;
+    CHECK_EQ(uln_peer_insert(x->ctx, s, slen, 1, &ps), 0);
+    CHECK_EQ(uln_peer_insert(x->ctx, a, len, 1, &pl), 0);
+    CHECK_EQ(ps, pl);
+    CHECK_EQ(uln_peer_remove(x->ctx, ps), 0);
+    CHECK_EQ(uln_peer_remove(x->ctx, pl), 0);
+    CHECK_EQ(uln_peer_remove(x->ctx, pl), -EINVAL); /* two inserts, two removes */
+    int p;
+    CHECK_EQ(uln_peer_insert(x->ctx, s, slen - 1, 0, &p), -EADDRNOTAVAIL); /* cut short */
+    memcpy(bad, s, slen);
+    memset(bad + 4, 0, 8); /* key 0 */
+    CHECK_EQ(uln_peer_insert(x->ctx, bad, slen, 0, &p), -EADDRNOTAVAIL);
+    memcpy(bad, s, slen);
+    bad[1] = bad[2] = bad[3] = 0; /* pid 0 */
+    CHECK_EQ(uln_peer_insert(x->ctx, bad, slen, 0, &p), -EADDRNOTAVAIL);
+    memcpy(bad, s, slen);
+    bad[20] = 0; /* a udp port count of 0 */
+    CHECK_EQ(uln_peer_insert(x->ctx, bad, slen, 0, &p), -EADDRNOTAVAIL);
+    CHECK_EQ(uln_addr_str(bad, slen, ts, sizeof ts), -EADDRNOTAVAIL);
+}
+
 /* Malformed and forged addresses; many inserts. */
 static void test_addresses(void)
 {
@@ -390,6 +427,7 @@ static void test_addresses(void)
     memcpy(bad, a, 8);
     CHECK_EQ(uln_peer_insert(x.ctx, bad, len, 0, &p), -EADDRNOTAVAIL);
     CHECK_EQ(uln_peer_insert(x.ctx, a, len, 64, &p), -EINVAL);
+    test_short_form(&x, a, len);
     /* A forged key with our own pid and inbox: the inbox says otherwise, so
      * nothing is sent and the refusal is counted. */
     memcpy(bad, a, len);
