@@ -63,9 +63,7 @@ static int grow(struct ulnfi_av *av)
 /* The ulnet peer id of a name, or a negative errno. */
 static int insert_one(struct ulnfi_av *av, const struct ulnfi_addr *a)
 {
-    int rc = ulnfi_name_check(a);
-    if (rc) return rc;
-    int peer;
+    int peer, rc;
     rc = uln_peer_insert(av->dom->ctx, a->uaddr, a->ulen, a->ep, &peer);
     return rc ? rc : peer;
 }
@@ -76,11 +74,17 @@ static int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr
     struct ulnfi_av *av = ulnfi_container(fav, struct ulnfi_av, av);
     if (flags & ~(uint64_t)FI_MORE) return -FI_EBADFLAGS;
     if (count && !addr) return -FI_EINVAL;
-    const struct ulnfi_addr *in = addr;
+    /* An array of names, full and short ones (names.h), each as long as its
+     * first byte says. */
+    const uint8_t *at = addr;
     int ok = 0, bad = 0;
     ulnfi_lock(av->dom);
     for (size_t i = 0; i < count; i++) {
-        int peer = av->count == av->cap && grow(av) ? -ENOMEM : insert_one(av, &in[i]);
+        struct ulnfi_addr name;
+        size_t stride;
+        int peer = ulnfi_name_get(at, &name, &stride);
+        at += stride;
+        if (!peer) peer = av->count == av->cap && grow(av) ? -ENOMEM : insert_one(av, &name);
         if (peer < 0) {
             if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
             FI_WARN(&ulnfi_prov, FI_LOG_AV, "address %zu refused: %s\n", i, uln_strerror(peer));
@@ -88,7 +92,7 @@ static int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr
             continue;
         }
         size_t slot = av->count++;
-        av->tab[slot] = in[i];
+        av->tab[slot] = name;
         av->peer[slot] = peer;
         av->used[slot] = 1;
         av->by_peer[peer] = slot;
@@ -189,21 +193,27 @@ static int av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr, size_t *
 {
     struct ulnfi_av *av = ulnfi_container(fav, struct ulnfi_av, av);
     if (fi_addr >= av->count || !av->used[fi_addr]) return -FI_ENOENT;
-    size_t n = *addrlen < sizeof(struct ulnfi_addr) ? *addrlen : sizeof(struct ulnfi_addr);
-    memcpy(addr, &av->tab[fi_addr], n);
-    *addrlen = sizeof(struct ulnfi_addr);
+    /* As fi_getname: the full name, or in 32 to 63 bytes the short one where
+     * there is one; else, fi_av(3), as much as fits, and the length needed. */
+    size_t room = *addrlen, n = ulnfi_name_put(&av->tab[fi_addr], addr, room);
+    if (!n) {
+        memcpy(addr, &av->tab[fi_addr], room);
+        n = sizeof(struct ulnfi_addr);
+    }
+    *addrlen = n;
     return 0;
 }
 
 static const char *av_straddr(struct fid_av *fav, const void *addr, char *buf, size_t *len)
 {
-    const struct ulnfi_addr *a = addr;
+    struct ulnfi_addr a;
+    size_t stride;
     char u[160] = "not a ulnet address";
-    if (a->magic == ULNFI_ADDR_MAGIC && a->ulen <= ULN_ADDR_MAX)
-        uln_addr_str(a->uaddr, a->ulen, u, sizeof u); /* says what ulnet knows of it */
+    ulnfi_name_get(addr, &a, &stride);
+    if (a.magic == ULNFI_ADDR_MAGIC && a.ulen <= ULN_ADDR_MAX)
+        uln_addr_str(a.uaddr, a.ulen, u, sizeof u); /* says what ulnet knows of it */
     char s[200];
-    int n =
-        snprintf(s, sizeof(s), "ulnet ep %u, %s, life %u", (unsigned)a->ep, u, (unsigned)a->gen);
+    int n = snprintf(s, sizeof(s), "ulnet ep %u, %s, life %u", (unsigned)a.ep, u, (unsigned)a.gen);
     if (*len) {
         size_t c = (size_t)n < *len - 1 ? (size_t)n : *len - 1;
         memcpy(buf, s, c);

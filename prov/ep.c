@@ -207,15 +207,16 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
     }
 }
 
-/* What fi_getname gives and the name service publishes. */
-static int make_name(struct ulnfi_ep *ep, struct ulnfi_addr *a)
+/* What fi_getname gives and the name service publishes; ulen: the room for
+ * ulnet's address (less than a full one: its short form, uln_addr). */
+static int make_name(struct ulnfi_ep *ep, struct ulnfi_addr *a, size_t ulen)
 {
     *a = (struct ulnfi_addr){.magic = ULNFI_ADDR_MAGIC,
                              .version = ULNFI_ADDR_VERSION,
                              .ep = (uint8_t)ep->index,
                              .gen = ep->gen};
-    size_t ulen = sizeof(a->uaddr);
     int rc = uln_addr(ep->dom->ctx, a->uaddr, &ulen);
+    if (rc == -ENOSPC) return -FI_ETOOSMALL;
     if (rc) return ulnfi_errno(rc);
     a->ulen = (uint8_t)ulen;
     return 0;
@@ -264,7 +265,7 @@ static int ep_enable(struct ulnfi_ep *ep)
     const struct ulnfi_addr *src = ep->info->src_addr;
     if (src && ep->info->src_addrlen == sizeof(*src) && src->flags & ULNFI_AF_SVC) {
         struct ulnfi_addr name;
-        rc = make_name(ep, &name);
+        rc = make_name(ep, &name, sizeof(name.uaddr));
         if (!rc) rc = ulnfi_names_start(ep, src, &name);
         if (rc) {
             uln_ep_close(ep->uep);
@@ -475,13 +476,18 @@ static int ep_getname(fid_t fid, void *addr, size_t *addrlen)
     struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
     /* The endpoint index is ulnet's, known once the endpoint is enabled. */
     if (!ep->enabled) return -FI_EOPBADSTATE;
+    /* fi_getname(3): too small a room is -FI_ETOOSMALL with the length
+     * needed, the full name's; a room of 32 to 63 bytes takes the short
+     * name where there is one (names.h). */
     struct ulnfi_addr a;
-    int rc = make_name(ep, &a);
-    if (rc) return rc;
-    size_t n = *addrlen;
+    size_t room = *addrlen;
     *addrlen = sizeof(a);
-    if (n < sizeof(a)) return -FI_ETOOSMALL;
-    memcpy(addr, &a, sizeof(a));
+    int rc =
+        make_name(ep, &a, room >= sizeof(a) ? sizeof(a.uaddr) : ULNFI_NAME_SHORT - ULNFI_SHORT_HDR);
+    if (rc) return rc;
+    size_t n = ulnfi_name_put(&a, addr, room);
+    if (!n) return -FI_ETOOSMALL;
+    *addrlen = n;
     return 0;
 }
 

@@ -119,9 +119,9 @@ static bool check_rx(const struct fi_rx_attr *h)
 static bool check_addr(const struct fi_info *h)
 {
     if (h->addr_format != FI_FORMAT_UNSPEC) return false;
-    if (h->dest_addr && h->dest_addrlen != sizeof(struct ulnfi_addr)) return false;
     if (h->src_addr && h->src_addrlen != sizeof(struct ulnfi_addr)) return false;
-    if (h->dest_addr && ulnfi_name_check(h->dest_addr)) return false;
+    struct ulnfi_addr a; /* a name, full or short (names.h), of its own length */
+    if (h->dest_addr && ulnfi_name_read(h->dest_addr, h->dest_addrlen, &a)) return false;
     return true;
 }
 
@@ -286,7 +286,7 @@ static int resolve(const char *node, const char *service, uint64_t flags, const 
         ad->src.ep = ULNFI_EP_ANY;
     }
     if (h && h->dest_addr) { /* check_addr made sure it is one of ours */
-        memcpy(&ad->dest, h->dest_addr, sizeof(ad->dest));
+        ulnfi_name_read(h->dest_addr, h->dest_addrlen, &ad->dest); /* as a full name */
         ad->has_dest = true;
     }
     if (flags & FI_SOURCE) return service ? ulnfi_names_source(node, service, &ad->src) : 0;

@@ -5,6 +5,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "names.h"
@@ -39,4 +40,52 @@ void ulnfi_name_answer(const struct ulnfi_addr *name, struct ulnfi_names_msg *m)
     m->version = htons(ULNFI_NAMES_VERSION);
     m->len = htons(sizeof(m->name));
     m->name = *name;
+}
+
+size_t ulnfi_name_put(const struct ulnfi_addr *a, void *out, size_t room)
+{
+    if (room >= sizeof(*a)) {
+        memcpy(out, a, sizeof(*a));
+        return sizeof(*a);
+    }
+    if (room < ULNFI_NAME_SHORT || a->ulen > ULNFI_NAME_SHORT - ULNFI_SHORT_HDR) return 0;
+    uint8_t s[ULNFI_NAME_SHORT] = {ULNFI_SHORT_MARK | a->ulen, a->ep};
+    memcpy(s + 2, &a->gen, 2);
+    memcpy(s + ULNFI_SHORT_HDR, a->uaddr, a->ulen);
+    memcpy(out, s, sizeof(s));
+    return sizeof(s);
+}
+
+int ulnfi_name_get(const void *in, struct ulnfi_addr *out, size_t *stride)
+{
+    const uint8_t *b = in;
+    if ((b[0] & 0xe0u) != ULNFI_SHORT_MARK) { /* a full name: read as one */
+        *stride = sizeof(*out);
+        memcpy(out, in, sizeof(*out));
+        return ulnfi_name_check(out);
+    }
+    /* a short one: only its 32 bytes are read */
+    *stride = ULNFI_NAME_SHORT;
+    uint8_t s[ULNFI_NAME_SHORT];
+    memcpy(s, in, sizeof(s));
+    unsigned ulen = s[0] & 0x1fu;
+    if (ulen > ULNFI_NAME_SHORT - ULNFI_SHORT_HDR) return -EADDRNOTAVAIL;
+    for (unsigned i = ULNFI_SHORT_HDR + ulen; i < sizeof(s); i++)
+        if (s[i]) return -EADDRNOTAVAIL; /* the padding is zeros: one name, one spelling */
+    memset(out, 0, sizeof(*out));
+    out->magic = ULNFI_ADDR_MAGIC;
+    out->version = ULNFI_ADDR_VERSION;
+    out->ep = s[1];
+    memcpy(&out->gen, s + 2, 2);
+    out->ulen = (uint8_t)ulen;
+    memcpy(out->uaddr, s + ULNFI_SHORT_HDR, ulen);
+    return ulnfi_name_check(out);
+}
+
+int ulnfi_name_read(const void *in, size_t len, struct ulnfi_addr *out)
+{
+    bool short_name = len && (*(const uint8_t *)in & 0xe0u) == ULNFI_SHORT_MARK;
+    if (len != (short_name ? ULNFI_NAME_SHORT : sizeof(*out))) return -EADDRNOTAVAIL;
+    size_t stride;
+    return ulnfi_name_get(in, out, &stride);
 }

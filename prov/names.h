@@ -54,6 +54,30 @@ struct ulnfi_names_msg {
     struct ulnfi_addr name;
 };
 
+/* The short name, for clients that keep a name in 32 bytes (fabtests'
+ * fi_rdm_stress does): fi_getname and fi_av_lookup give it when the room is
+ * 32 to 63 bytes and the context's ulnet address has a short form (uln_addr:
+ * this host's shm and IPv4 udp), and fi_av_insert takes either, a short one
+ * known by its first byte (a full name's is 0x75, its magic's low byte).
+ *   0 u8 0xa0 | ulen   1 u8 ep   2 u16 gen   4 ulen bytes of the ulnet
+ *   address, then zeros to 32 */
+#define ULNFI_NAME_SHORT 32
+#define ULNFI_SHORT_HDR  4
+#define ULNFI_SHORT_MARK 0xa0u /* the top three bits; the low five are ulen */
+_Static_assert(ULN_ADDR_SHORT <= ULNFI_NAME_SHORT - ULNFI_SHORT_HDR, "ulnet's short form fits");
+_Static_assert((ULNFI_ADDR_MAGIC & 0xe0u) != ULNFI_SHORT_MARK, "a short name is told apart");
+
+/* Writes a's name into room bytes at out: the full name where it fits, else
+ * the short one where a's ulnet address is short enough. Returns the length
+ * written, 0 when neither fits. */
+size_t ulnfi_name_put(const struct ulnfi_addr *a, void *out, size_t room);
+/* The name at in - full or short, as its first byte says - into *out as a
+ * full one, and checked: 0 or -EADDRNOTAVAIL. *stride: its length (where the
+ * next of an array of names starts), set even for a malformed one. */
+int ulnfi_name_get(const void *in, struct ulnfi_addr *out, size_t *stride);
+/* The same of a name that must be exactly len bytes (fi_info's dest_addr). */
+int ulnfi_name_read(const void *in, size_t len, struct ulnfi_addr *out);
+
 /* Is a an endpoint's name, well formed (what fi_av_insert accepts)? */
 int ulnfi_name_check(const struct ulnfi_addr *a);
 /* An answer of n bytes into *out: 0, or -EPROTO (not a ulnet name service,

@@ -16,6 +16,11 @@
  * name (looked up again) an eager one. The new endpoint must see only the
  * last (NAPs from one endpoint arrive in order, so the stale ones came
  * first), and the stale rendezvous send must fail with FI_ECONNRESET.
+ *
+ * The client's name in its hello is the short one, 32 bytes, from a 32-byte
+ * room, as fi_rdm_stress gets and sends it; the client also checks short
+ * names in fi_av_lookup, fi_av_straddr, fi_getinfo's dest_addr and arrays
+ * of both lengths, and refuses malformed ones.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -144,7 +149,7 @@ static int server(const char *port)
     uint8_t *buf = malloc(BIG);
     CHECK(buf);
     char name[FI_NAME_MAX];
-    CHECK(recv_wait(&s, name, sizeof(name), T_HELLO) == 64);
+    CHECK(recv_wait(&s, name, sizeof(name), T_HELLO) == 32); /* the client's short name */
     fi_addr_t cli;
     CHECK(fi_av_insert(s.av, name, 1, &cli, 0, NULL) == 1);
     for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -180,6 +185,63 @@ static int server(const char *port)
     return 0;
 }
 
+/* Short names (32 bytes) beside full ones: the same peer, the same text;
+ * an array of both lengths; fi_getinfo's dest_addr; malformed ones refused.
+ * mine: our own short name. */
+static void short_names(struct side *s, fi_addr_t srv, const char *mine)
+{
+    char full[64], t1[256], t2[256];
+    size_t fl = sizeof(full), l1 = sizeof(t1), l2 = sizeof(t2);
+    OK(fi_getname(&s->ep->fid, full, &fl));
+    CHECK(fl == 64);
+    fi_av_straddr(s->av, full, t1, &l1);
+    fi_av_straddr(s->av, mine, t2, &l2);
+    CHECK(!strcmp(t1, t2) && strstr(t1, "key"));
+    /* an array: short, full, short - each as long as it is */
+    char arr[32 + 64 + 32];
+    memcpy(arr, mine, 32);
+    memcpy(arr + 32, full, 64);
+    memcpy(arr + 96, mine, 32);
+    fi_addr_t fa[3];
+    CHECK(fi_av_insert(s->av, arr, 3, fa, 0, NULL) == 3);
+    for (int i = 0; i < 3; i++) {
+        /* in 32 bytes: the short name where one was inserted; a full one
+         * (its ulnet address in the long form) only in part, and its length */
+        char a[64];
+        size_t al = 32;
+        OK(fi_av_lookup(s->av, fa[i], a, &al));
+        CHECK(i == 1 ? al == 64 && !memcmp(a, full, 32) : al == 32 && !memcmp(a, mine, 32));
+        OK(fi_av_remove(s->av, &fa[i], 1, 0));
+    }
+    char a[64];
+    size_t al = 32;
+    OK(fi_av_lookup(s->av, srv, a, &al));
+    CHECK(al == 64);
+    /* fi_getinfo(3) dest_addr: a short name at its own length, and no other */
+    struct fi_info *h = fic_hints(FI_TAGGED | FI_MSG, NULL), *info;
+    h->dest_addr = calloc(1, 64);
+    memcpy(h->dest_addr, mine, 32);
+    h->dest_addrlen = 32;
+    OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info));
+    CHECK(info->dest_addrlen == 64 && info->dest_addr);
+    fi_freeinfo(info);
+    h->dest_addrlen = 64;
+    CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info) == -FI_ENODATA);
+    fi_freeinfo(h);
+    /* malformed: a byte in the padding, a length past the room, a key of 0 */
+    char bad[32];
+    fi_addr_t x;
+    memcpy(bad, mine, 32);
+    bad[31] = 1;
+    CHECK(fi_av_insert(s->av, bad, 1, &x, 0, NULL) < 1 && x == FI_ADDR_NOTAVAIL);
+    memcpy(bad, mine, 32);
+    bad[0] = (char)(0xa0 | 29);
+    CHECK(fi_av_insert(s->av, bad, 1, &x, 0, NULL) < 1 && x == FI_ADDR_NOTAVAIL);
+    memcpy(bad, mine, 32);
+    memset(bad + 8, 0, 8);
+    CHECK(fi_av_insert(s->av, bad, 1, &x, 0, NULL) < 1 && x == FI_ADDR_NOTAVAIL);
+}
+
 static int client(const char *host, const char *port)
 {
     struct side s = {0};
@@ -195,8 +257,12 @@ static int client(const char *host, const char *port)
     OK(fi_av_lookup(s.av, again, b, &bl));
     CHECK(al == 64 && bl == 64 && !memcmp(a, b, 64));
     char name[FI_NAME_MAX];
-    size_t nl = sizeof(name);
+    size_t nl = 31;
+    CHECK(fi_getname(&s.ep->fid, name, &nl) == -FI_ETOOSMALL && nl == 64);
+    nl = 32;
     OK(fi_getname(&s.ep->fid, name, &nl));
+    CHECK(nl == 32);
+    short_names(&s, srv, name);
     send_wait(&s, name, nl, srv, T_HELLO);
     uint8_t *buf = malloc(BIG);
     CHECK(buf);

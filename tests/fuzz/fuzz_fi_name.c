@@ -4,7 +4,10 @@
  * from whatever answers on a TCP port. The input is the answer. It must be
  * refused with -EPROTO (not an answer of ours) or -EADDRNOTAVAIL (the name
  * inside is malformed), or accepted as a name fi_av_insert would take, which
- * answered again reads back the same; never a read past the input.
+ * answered again reads back the same; never a read past the input. The same
+ * bytes are also read as a name fi_av_insert or fi_getinfo's dest_addr takes
+ * (full or short, names.h): refused with -EADDRNOTAVAIL, or accepted as a
+ * name that, written again in a room of the input's length, is the input.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -39,6 +42,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         must(size == sizeof(m) && !memcmp(&m, a, sizeof(m)), "the answer is not the input");
         must(ulnfi_name_parse(&m, sizeof(m), &again) == 0 && !memcmp(&again, &name, sizeof(name)),
              "an answer of the name reads back another");
+    }
+    rc = ulnfi_name_read(a, size, &name);
+    must(rc == 0 || rc == -EADDRNOTAVAIL, "a name neither accepted nor refused");
+    if (rc == 0) {
+        uint8_t again[sizeof(struct ulnfi_addr)];
+        must(ulnfi_name_put(&name, again, size) == size && !memcmp(again, a, size),
+             "a name written again is another");
     }
     free(a);
     return 0;

@@ -594,6 +594,18 @@ static void name_seeds(void)
     /* refused: a source (fi_getinfo's src_addr) is no endpoint's name; cut short */
     name_answer("source-name", ULNFI_EP_ANY, 0, ULNFI_AF_SVC, sizeof(struct ulnfi_names_msg));
     name_answer("short", ULNFI_EP_ANY, 0, ULNFI_AF_SVC, 28);
+    /* names as fi_av_insert takes them: a full one, and a short one (32 bytes) */
+    address("shm-udp4", true, 4);
+    name_answer("answer-ep2", 2, 9, 0, sizeof(struct ulnfi_names_msg));
+    memmove(in, in + offsetof(struct ulnfi_names_msg, name), sizeof(struct ulnfi_addr));
+    in_len = sizeof(struct ulnfi_addr);
+    save("fuzz_fi_name", "full-name");
+    short_address();
+    uint8_t n[ULNFI_NAME_SHORT] = {ULNFI_SHORT_MARK | ULN_ADDR_SHORT, 2, 9, 0};
+    memcpy(n + ULNFI_SHORT_HDR, in, ULN_ADDR_SHORT);
+    memcpy(in, n, sizeof(n));
+    in_len = sizeof(n);
+    save("fuzz_fi_name", "short-name");
 }
 
 /* ---- fuzz_xdp_frame -------------------------------------------------------------- */
