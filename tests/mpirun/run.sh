@@ -23,6 +23,9 @@
 #                                   ofi MTL, provider ulnet), 4 ranks on 2 hosts:
 #                                   tests/mpi/mpi_p2p, every byte checked, peers
 #                                   on the same host over shm, the others udp
+#   run.sh osc MPI_OSC PROVIDER_DIR MPI one-sided (tests/mpi/mpi_osc) through Open
+#                                   MPI's osc rdma on its ofi BTL over the provider,
+#                                   one rank on each of 2 hosts
 #   run.sh nopmix PMIX_PROBE        a build without PMIx under mpirun (this host,
 #                                   no namespaces): every rank is a job of one
 #                                   and says why
@@ -60,7 +63,7 @@ skip() {
 }
 
 (($# >= 2)) || die "usage: run.sh it PROGRAM ARGS... | probe PMIX_PROBE ULNRUN | ulnperf ULNPERF |
-       nopmix PMIX_PROBE"
+       mpi MPI_P2P PROVIDER_DIR | osc MPI_OSC PROVIDER_DIR | nopmix PMIX_PROBE"
 what=$1
 shift
 [[ $what == nopmix ]] || "$hosts_sh" probe >/dev/null 2>&1 || skip "no network namespaces here"
@@ -168,6 +171,20 @@ mpi)
     mpi "$tmp/mpi.out" ${ULNTEST_MPI_TIMEOUT:-240} "0 1" 2 --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include ulnet \
         -x FI_PROVIDER_PATH="$provdir" -x MPI_P2P_VERBOSE -x ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" -- "$prog"
     grep -q "^mpi_p2p: 4 ranks, ok$" "$tmp/mpi.out" || die "mpi_p2p did not pass on 2 hosts"
+    ;;
+
+osc)
+    # One rank per host: with two, Open MPI's osc rdma splits the job by node
+    # (MPI_Comm_split_type SHARED), which goes wrong where the namespace hosts
+    # share one kernel and host name - the split crashes under ob1 and tcp too.
+    prog=$1 provdir=$2
+    [[ -x $prog ]] || skip "no $prog (built only where mpicc is found)"
+    hosts_up 2
+    mpi "$tmp/osc.out" ${ULNTEST_MPI_TIMEOUT:-240} "0 1" 1 --mca pml cm --mca mtl ofi \
+        --mca mtl_ofi_provider_include ulnet --mca osc rdma --mca btl self,ofi \
+        --mca btl_ofi_provider_include ulnet -x FI_PROVIDER_PATH="$provdir" \
+        -x ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" -- "$prog"
+    grep -q "^mpi_osc: 2 ranks, ok$" "$tmp/osc.out" || die "mpi_osc did not pass on 2 hosts"
     ;;
 
 it)
