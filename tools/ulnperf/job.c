@@ -21,6 +21,8 @@ static void job_pin(struct perf *pf, struct pins *pn)
     pn->peer_cpu = nallowed >= 2 ? cpu_for_rank(1, cpus, nallowed) : -1;
     pn->ncpu = 0;
     pn->cpu = pin_self(pf->rank, &pn->ncpu);
+    /* Until the HELLOs say where rank 1 runs, a rank with one CPU may share
+     * it with its peer (one CPU in all): spinning must let the peer run. */
     pf->yield = pn->ncpu < 2;
     pn->floor_us = -1;
 }
@@ -153,7 +155,11 @@ static void job_hello(struct perf *pf, struct pins *pn)
             die(pf,
                 "ranks 0 and 1 disagree on buffers (%" PRIu64 " B %s vs %zu B %s): same options?",
                 ph.b, ph.text, pf->buf_len, h.text);
-        pf->yield |= pn->cpu >= 0 && pn->cpu == ph.cpu;
+        /* Now we know: yield only if the two share a CPU (or either is
+         * unpinned). Ranks alone on one CPU each, as under taskset -c N per
+         * rank or mpirun --bind-to core, spin: a yield per empty poll would
+         * be a system call in every measured wait. */
+        pf->yield = pn->cpu < 0 || ph.cpu < 0 || pn->cpu == ph.cpu;
     }
 }
 

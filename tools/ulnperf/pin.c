@@ -28,12 +28,13 @@ int cpu_for_rank(int rank, const int *cpus, int ncpu)
     return rank == 0 ? cpus[0] : cpus[1 + (rank - 1) % (ncpu - 1)];
 }
 
-/* Returns the CPU, or -errno / -EXDEV (too few). */
+/* Returns the CPU (the only one allowed, if so), or -errno. */
 int pin_self(int rank, int *ncpu)
 {
     int cpus[CPU_SETSIZE];
     *ncpu = allowed_cpus(cpus, CPU_SETSIZE);
     if (*ncpu < 0) return *ncpu;
+    if (*ncpu == 1) return cpus[0]; /* pinned already (taskset, mpirun --bind-to core) */
     int cpu = cpu_for_rank(rank, cpus, *ncpu);
     if (cpu < 0) return cpu;
     cpu_set_t one;
@@ -94,9 +95,7 @@ double line_floor_us(struct perf *pf, int cpu)
 void describe_pin(char *buf, size_t n, int rank, int cpu, int ncpu)
 {
     if (cpu >= 0)
-        snprintf(buf, n, "rank %d -> cpu %d", rank, cpu);
-    else if (cpu == -EXDEV)
-        snprintf(buf, n, "rank %d not pinned (%d CPU%s allowed)", rank, ncpu, ncpu == 1 ? "" : "s");
+        snprintf(buf, n, "rank %d -> cpu %d%s", rank, cpu, ncpu == 1 ? " (the one allowed)" : "");
     else
         snprintf(buf, n, "rank %d not pinned (sched_setaffinity: %s)", rank, strerror(-cpu));
 }
