@@ -926,19 +926,14 @@ static void serve_gets(struct uln_ep *ep, int src, struct uln_ep_peer *pp, uint3
 }
 
 /* Peers whose ring on channel ch has ever carried a message to us: the
- * bitmap only grows, and changes rarely, so the list is rebuilt only then. */
-static inline void refresh_active(struct uln_ep *ep, int ch)
+ * bitmap only grows, and changes rarely, so the list is rebuilt only then.
+ * gen and agen: the generations refresh_lists read, before the words. */
+static void refresh_active(struct uln_ep *ep, int ch, uint32_t gen, uint32_t agen)
 {
     _Atomic uint64_t *map = ep->act_map[ch];
     struct uln_ctx *ctx = ep->ctx;
-    /* Acquire: pairs with set_live's release (peer.c): a peer's records are
-     * written before we see its generation. */
-    uint32_t gen = atomic_load_explicit(&ctx->peers_gen, memory_order_acquire);
-    bool changed = ep->peers_gen != gen; /* a peer inserted or removed */
-    /* Acquire: pairs with the producer's RMW in uln_inbox_mark_active; read
-     * before the words, so a bit set while we read them brings us back. */
-    uint32_t agen = atomic_load_explicit(ep->act_gen, memory_order_acquire);
-    if (ULN_LIKELY(!changed && agen == ep->act_gen_seen[ch])) return; /* no new bit anywhere */
+    bool changed = ep->peers_gen != gen;                  /* a peer inserted or removed */
+    if (!changed && agen == ep->act_gen_seen[ch]) return; /* no new bit on this channel */
     ep->act_gen_seen[ch] = agen;
     for (size_t w = 0; w < ep->act_words; w++) {
         /* Acquire: pairs with the producer's RMW in uln_inbox_mark. */
@@ -949,7 +944,6 @@ static inline void refresh_active(struct uln_ep *ep, int ch)
         }
     }
     if (ULN_LIKELY(!changed)) return;
-    if (ch == 1) ep->peers_gen = gen; /* both channels rebuilt */
     int n = 0, size = ctx->size;
     for (int src = 0; src < size; src++) {
         if (!(ep->act_seen[ch][src / 64] >> (src % 64) & 1)) continue;
@@ -965,16 +959,22 @@ static inline void refresh_active(struct uln_ep *ep, int ch)
 
 /* Both channels' lists, with one look at the two generations for the common
  * case that neither moved (an idle pass: a poll a spinning rank makes between
- * reads of a flag). The loads are refresh_active's, with its orders. */
+ * reads of a flag). Both channels are rebuilt from the same two loads, so the
+ * peer generation recorded covers both lists. */
 static inline void refresh_lists(struct uln_ep *ep)
 {
+    /* Acquire: pairs with set_live's release (peer.c): a peer's records are
+     * written before we see its generation. */
     uint32_t gen = atomic_load_explicit(&ep->ctx->peers_gen, memory_order_acquire);
+    /* Acquire: pairs with the producer's RMW in uln_inbox_mark_active; read
+     * before the words, so a bit set while we read them brings us back. */
     uint32_t agen = atomic_load_explicit(ep->act_gen, memory_order_acquire);
     if (ULN_LIKELY(gen == ep->peers_gen && agen == ep->act_gen_seen[0] &&
                    agen == ep->act_gen_seen[1]))
         return;
-    refresh_active(ep, 0);
-    refresh_active(ep, 1);
+    refresh_active(ep, 0, gen, agen);
+    refresh_active(ep, 1, gen, agen);
+    ep->peers_gen = gen; /* both lists rebuilt */
 }
 
 static void progress_recv(struct uln_ep *ep, uint32_t *budget)
