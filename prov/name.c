@@ -5,7 +5,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdbool.h>
 #include <string.h>
 
 #include "names.h"
@@ -56,23 +55,29 @@ size_t ulnfi_name_put(const struct ulnfi_addr *a, void *out, size_t room)
     return sizeof(s);
 }
 
+/* How long the name that starts with byte b is: a short one's first byte
+ * has ULNFI_SHORT_MARK's top bits, a full one's never does (names.h). */
+static size_t name_len(uint8_t b)
+{
+    return (b & 0xe0u) == ULNFI_SHORT_MARK ? ULNFI_NAME_SHORT : sizeof(struct ulnfi_addr);
+}
+
 int ulnfi_name_get(const void *in, struct ulnfi_addr *out, size_t *stride)
 {
-    const uint8_t *b = in;
-    if ((b[0] & 0xe0u) != ULNFI_SHORT_MARK) { /* a full name: read as one */
-        *stride = sizeof(*out);
+    *stride = name_len(*(const uint8_t *)in);
+    if (*stride == sizeof(*out)) { /* a full name: read as one */
         memcpy(out, in, sizeof(*out));
         return ulnfi_name_check(out);
     }
-    /* a short one: only its 32 bytes are read */
-    *stride = ULNFI_NAME_SHORT;
+    /* a short one: only its 32 bytes are read; *out all zeros (no name) if
+     * refused before it is filled */
     uint8_t s[ULNFI_NAME_SHORT];
     memcpy(s, in, sizeof(s));
+    memset(out, 0, sizeof(*out));
     unsigned ulen = s[0] & 0x1fu;
     if (ulen > ULNFI_NAME_SHORT - ULNFI_SHORT_HDR) return -EADDRNOTAVAIL;
     for (unsigned i = ULNFI_SHORT_HDR + ulen; i < sizeof(s); i++)
         if (s[i]) return -EADDRNOTAVAIL; /* the padding is zeros: one name, one spelling */
-    memset(out, 0, sizeof(*out));
     out->magic = ULNFI_ADDR_MAGIC;
     out->version = ULNFI_ADDR_VERSION;
     out->ep = s[1];
@@ -84,8 +89,8 @@ int ulnfi_name_get(const void *in, struct ulnfi_addr *out, size_t *stride)
 
 int ulnfi_name_read(const void *in, size_t len, struct ulnfi_addr *out)
 {
-    bool short_name = len && (*(const uint8_t *)in & 0xe0u) == ULNFI_SHORT_MARK;
-    if (len != (short_name ? ULNFI_NAME_SHORT : sizeof(*out))) return -EADDRNOTAVAIL;
+    /* the length checked before any byte past the first is read */
+    if (!len || len != name_len(*(const uint8_t *)in)) return -EADDRNOTAVAIL;
     size_t stride;
     return ulnfi_name_get(in, out, &stride);
 }

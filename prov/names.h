@@ -73,7 +73,8 @@ _Static_assert((ULNFI_ADDR_MAGIC & 0xe0u) != ULNFI_SHORT_MARK, "a short name is 
 size_t ulnfi_name_put(const struct ulnfi_addr *a, void *out, size_t room);
 /* The name at in - full or short, as its first byte says - into *out as a
  * full one, and checked: 0 or -EADDRNOTAVAIL. *stride: its length (where the
- * next of an array of names starts), set even for a malformed one. */
+ * next of an array of names starts), and *out, set even for a malformed one
+ * (zeros for a short one refused before it is read). */
 int ulnfi_name_get(const void *in, struct ulnfi_addr *out, size_t *stride);
 /* The same of a name that must be exactly len bytes (fi_info's dest_addr). */
 int ulnfi_name_read(const void *in, size_t len, struct ulnfi_addr *out);

@@ -237,6 +237,9 @@ static void short_names(struct side *s, fi_addr_t srv, const char *mine)
     memcpy(bad, mine, 32);
     bad[0] = (char)(0xa0 | 29);
     CHECK(fi_av_insert(s->av, bad, 1, &x, 0, NULL) < 1 && x == FI_ADDR_NOTAVAIL);
+    l1 = sizeof(t1); /* printed as what it is: nothing read of it */
+    fi_av_straddr(s->av, bad, t1, &l1);
+    CHECK(!strcmp(t1, "ulnet ep 0, not a ulnet address, life 0"));
     memcpy(bad, mine, 32);
     memset(bad + 8, 0, 8);
     CHECK(fi_av_insert(s->av, bad, 1, &x, 0, NULL) < 1 && x == FI_ADDR_NOTAVAIL);
