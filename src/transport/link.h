@@ -119,7 +119,7 @@ struct uln_link_stats {
     uint64_t rx_bytes;
     uint64_t rx_calls;        /* read system calls (recvmmsg; recvfrom when cold) */
     uint64_t rx_empty;        /* ... that found nothing */
-    uint64_t rx_cold;         /* datagrams read by recvfrom, the read after an empty one */
+    uint64_t rx_cold;         /* reads by recvfrom, the read after an empty one */
     uint64_t rx_gro_msgs;     /* reads that brought several datagrams (GRO) */
     uint64_t rx_gro_segs;     /* ... datagrams they brought */
     uint64_t rx_copied;       /* datagrams copied out of a landing buffer (GRO) */

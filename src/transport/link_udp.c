@@ -33,6 +33,10 @@
  * lately; what does not fit waits in the io, and an empty datagram to itself
  * keeps the fd readable meanwhile, because callers sleep on the fd.
  *
+ * The read after an empty one is a recvfrom, with or without GRO: a spinning
+ * caller mostly finds nothing, and recvfrom is the cheapest call to find it
+ * with (recv_cold). With GRO that read has no cmsg, so the caller's
+ * dgram_len (the protocol's headers) says where the run's datagrams end.
  */
 #define _GNU_SOURCE
 #include "transport/link_fault.h"
@@ -170,6 +174,7 @@ struct link_udp {
     uint32_t rbufs[ULN_LINK_BATCH]; /* the buffers rmsg/riov are set up for */
     unsigned rprep;                 /* how many; 0: set up again */
     bool cold;                      /* the last read found the socket empty */
+    uint32_t (*dgram_len)(const uint8_t *buf, uint32_t avail); /* cfg's */
 
     /* GRO landing buffers */
     uint8_t *gpool;
@@ -621,6 +626,7 @@ static void set_options(struct link_udp *io, const struct uln_link_udp_cfg *cfg,
     int gro_on = !cfg->no_gro;
     io->gro = setsockopt(fd, SOL_UDP, UDP_GRO, &gro_on, sizeof(gro_on)) == 0 && gro_on;
     io->info.gro = io->gro;
+    io->dgram_len = cfg->dgram_len;
 }
 
 /* The receive pool and the peer table. 0 or -ENOMEM. */
@@ -1097,6 +1103,76 @@ static unsigned gro_drain(struct link_udp *io, struct uln_link_rx *out, unsigned
     return got;
 }
 
+/* A landing buffer's read of len bytes, datagrams of seg bytes (the last
+ * may be shorter): queued for gro_drain. False if it was dropped (cut short,
+ * more datagrams than a handle can name, or our own wake-up). */
+static bool gro_queue(struct link_udp *io, uint32_t b, uint32_t len, uint32_t seg)
+{
+    struct gbuf *g = &io->gb[b];
+    uint32_t nseg = seg > 0 && len > seg ? (len + seg - 1) / seg : 1;
+    if (nseg > SEG_CAP) {
+        io->st.rx_trunc++;
+        gbuf_free(io, b);
+        return false;
+    }
+    *g = (struct gbuf){.len = len, .seg = nseg > 1 ? seg : len, .nseg = (uint16_t)nseg, .peer = -1};
+    if (is_wake(io, b)) {
+        io->wake_out = false;
+        gbuf_free(io, b);
+        return false;
+    }
+    g->peer = lookup(io, &io->gsa[b].sa, io->gsalen[b]);
+    if (nseg > 1) {
+        io->st.rx_gro_msgs++;
+        io->st.rx_gro_segs += nseg;
+    }
+    io->gq[io->gq_n++] = b;
+    return true;
+}
+
+/* The datagram size of a read of len bytes at m that came without the
+ * kernel's cmsg: where the protocol's headers say the first datagram ends,
+ * if every datagram of the run is then as long as its own headers say (a
+ * run's datagrams are all that long but the last, which may be shorter).
+ * Else len: the read is one datagram, which the protocol checks and refuses
+ * if its headers disagree with it - a datagram with bytes after its last
+ * packet is never cut into a packet and a runt. */
+static uint32_t cold_seg(const struct link_udp *io, const uint8_t *m, uint32_t len)
+{
+    uint32_t seg = io->dgram_len(m, len);
+    if (seg == 0 || seg >= len) return len;
+    for (uint32_t at = seg; at < len; at += seg) {
+        uint32_t n = len - at < seg ? len - at : seg;
+        if (io->dgram_len(m + at, n) != n) return len;
+    }
+    return seg;
+}
+
+/* recv_cold with GRO on: recvfrom into a landing buffer (a run may come, up
+ * to 64 KiB), cut by cold_seg. 1 if a read is queued, 0 if none came, or
+ * -errno. */
+static int gro_cold(struct link_udp *io)
+{
+    uint32_t b = io->gfree_stack[io->ngfree - 1];
+    io->gsalen[b] = sizeof(io->gsa[b]);
+    ssize_t r = recvfrom(io->fd, gbuf_mem(io, b), ULN_LINK_UDP_GRO_BUF, MSG_DONTWAIT | MSG_TRUNC,
+                         &io->gsa[b].sa, &io->gsalen[b]);
+    io->st.rx_calls++;
+    if (r < 0) return rx_none(io, errno);
+    io->cold = false;
+    io->ngfree--;
+    io->rprep = 0; /* the free stack changed */
+    if ((size_t)r > ULN_LINK_UDP_GRO_BUF) {
+        io->st.rx_trunc++;
+        gbuf_free(io, b);
+        return 0;
+    }
+    uint32_t len = (uint32_t)r;
+    if (!gro_queue(io, b, len, len ? cold_seg(io, gbuf_mem(io, b), len) : 0)) return 0;
+    io->st.rx_cold++;
+    return 1;
+}
+
 /* One recvmmsg of up to k reads into landing buffers, queued for gro_drain.
  * Returns how many reads came (0: none waiting) or -errno. */
 static int gro_read(struct link_udp *io, unsigned k)
@@ -1114,6 +1190,7 @@ static int gro_read(struct link_udp *io, unsigned k)
     }
     bool drained;
     int r = rx_mmsg(io, k, &drained);
+    io->cold = r == 0 && drained;
     /* Drained: our wake-up is not in there: read, or dropped by a full socket
      * (which was readable then). Either way the next one may go. */
     if (drained) io->wake_out = false;
@@ -1123,31 +1200,16 @@ static int gro_read(struct link_udp *io, unsigned k)
     for (int j = 0; j < r; j++) {
         uint32_t b = bufs[j];
         const struct msghdr *h = &io->rmsg[j].msg_hdr;
-        struct gbuf *g = &io->gb[b];
         uint32_t len = io->rmsg[j].msg_len;
         int seg = gro_seg(h);
-        uint32_t nseg =
-            seg > 0 && len > (uint32_t)seg ? (len + (uint32_t)seg - 1) / (uint32_t)seg : 1;
-        if ((h->msg_flags & MSG_TRUNC) || seg < 0 || nseg > SEG_CAP) {
+        if ((h->msg_flags & MSG_TRUNC) || seg < 0) {
             io->st.rx_trunc++;
             gbuf_free(io, b);
             continue;
         }
         io->gsalen[b] = h->msg_namelen;
-        *g = (struct gbuf){
-            .len = len, .seg = nseg > 1 ? (uint32_t)seg : len, .nseg = (uint16_t)nseg, .peer = -1};
-        if (is_wake(io, b)) {
-            io->wake_out = false;
-            gbuf_free(io, b);
-            continue;
-        }
-        g->peer = lookup(io, &io->gsa[b].sa, io->gsalen[b]);
-        if (nseg > 1) {
-            io->st.rx_gro_msgs++;
-            io->st.rx_gro_segs += nseg;
-        }
-        if (nseg > most) most = nseg;
-        io->gq[io->gq_n++] = b;
+        if (gro_queue(io, b, len, seg > 0 ? (uint32_t)seg : len) && io->gb[b].nseg > most)
+            most = io->gb[b].nseg;
     }
     /* Runs seen lately size the next read: a long one at once, a short one
      * only after reads have shown it. */
@@ -1156,11 +1218,19 @@ static int gro_read(struct link_udp *io, unsigned k)
     return r;
 }
 
-/* Datagrams left from the last read go first; then reads sized so that their
- * datagrams are likely to fit in what is left of out. */
+/* Datagrams left from the last read go first; then, after a read that
+ * found the socket empty, one recvfrom (gro_cold: the cheap call, as
+ * recv_plain's recv_cold), else reads sized so that their datagrams are
+ * likely to fit in what is left of out. */
 static int recv_gro(struct link_udp *io, struct uln_link_rx *out, unsigned max)
 {
     unsigned got = gro_drain(io, out, max);
+    if (!got && io->cold && io->dgram_len && io->ngfree && max) {
+        int r = gro_cold(io);
+        if (r > 0) got = gro_drain(io, out, max);
+        if (io->gq_n) gro_wake(io);
+        return r < 0 ? r : (int)got;
+    }
     for (unsigned it = 0; got < max && it < GRO_ITER_MAX; it++) {
         unsigned room = max - got;
         if (got && room < io->hint) break; /* would leave datagrams behind */

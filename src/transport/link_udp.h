@@ -55,6 +55,12 @@ struct uln_link_udp_cfg {
     bool adopt;            /* use `fd`, a UDP socket already bound by the caller (who
                               reserved its port); addr and port are then ignored */
     int fd;                /* with adopt: the link owns it from then on, and closes it */
+    /* Where the datagram at buf ends, as the protocol's headers say (0: they
+     * do not say it within avail). With it, a GRO socket that the last read
+     * found empty is read next by recvfrom, the cheapest call (link_udp.c,
+     * recv_cold), which gives no segment size: this cuts the run instead.
+     * NULL: such reads stay recvmmsg, with the kernel's cmsg. */
+    uint32_t (*dgram_len)(const uint8_t *buf, uint32_t avail);
 };
 
 /* Receiving with GRO. A read can hold up to 64 KiB: several datagrams of

@@ -55,7 +55,7 @@
 
 /* ---- wire format (docs/protocol.md) -------------------------------------- */
 
-#define PKT_VERSION 1u
+#define PKT_VERSION 2u /* 2: every header says its packet's length */
 /* A packet's type is its engine message's (wire.h's table); PUT carries
  * PUT_FRAG's. CTRL is rel's own and never reaches the engine. */
 enum {
@@ -74,26 +74,30 @@ _Static_assert(PKT_NAP == 1 && PKT_PUT == 2 && PKT_GET_REQ == 4 && PKT_GET_RESP 
 /* flags: the low five bits are rel's (ULN_REL_DATA, FB, LOSE, PROBE, RETX) */
 #define PKT_LAST 0x20u /* NAP, PUT: last packet of the message */
 #define PKT_IMM  0x40u /* PUT with LAST: raise PUT_REMOTE with imm at the target */
-/* MORE: another packet follows in the same datagram (a bundle); only on a
- * packet whose header gives its length (pkt_self_len) */
+/* MORE: another packet follows in the same datagram (a bundle), at len */
 #define PKT_MORE 0x80u
 
-/* Every packet starts with these 32 bytes, little-endian. */
+/* Every packet starts with these 36 bytes, little-endian. */
 struct pkt_hdr {
-    uint8_t vt;      /* version << 4 | type */
-    uint8_t flags;   /* PKT_* and ULN_REL_* */
-    uint16_t credit; /* piggybacked (ULN_REL_FB): receiver takes seqs before ack + credit */
-    uint32_t tag;    /* data: job key and both lives, hashed; ctrl: unused */
-    uint32_t seq;    /* data: sequence number; ctrl: the sender's epoch */
-    uint32_t ack;    /* with ULN_REL_FB: every seq before it arrived */
-    uint64_t key;    /* PUT, GET_REQ, ATOMIC_REQ: region key; NAP: message length;
-                        GET_RESP, ACK, ATOMIC_RESP: the initiator's op id; ctrl: the
-                        job key */
-    uint64_t offset; /* PUT, GET_REQ, ATOMIC_REQ: offset in the region; NAP, GET_RESP:
-                        offset in the message; ACK: status; ATOMIC_RESP: the old
-                        value; ctrl: SACK bitmap */
-};
-_Static_assert(sizeof(struct pkt_hdr) == 32, "the header is 32 bytes");
+    uint8_t vt;            /* version << 4 | type */
+    uint8_t flags;         /* PKT_* and ULN_REL_* */
+    uint16_t credit;       /* piggybacked (ULN_REL_FB): receiver takes seqs before ack + credit */
+    uint32_t tag;          /* data: job key and both lives, hashed; ctrl: unused */
+    uint32_t seq;          /* data: sequence number; ctrl: the sender's epoch */
+    uint32_t ack;          /* with ULN_REL_FB: every seq before it arrived */
+    uint64_t key;          /* PUT, GET_REQ, ATOMIC_REQ: region key; NAP: message length;
+                              GET_RESP, ACK, ATOMIC_RESP: the initiator's op id; ctrl: the
+                              job key */
+    uint64_t offset;       /* PUT, GET_REQ, ATOMIC_REQ: offset in the region; NAP, GET_RESP:
+                              offset in the message; ACK: status; ATOMIC_RESP: the old
+                              value; ctrl: SACK bitmap */
+    uint32_t len;          /* this packet's bytes: header, extension, data. Where the
+                              next packet of a bundle starts, and where a datagram ends
+                              in a GRO run read without the kernel's segment size */
+} __attribute__((packed)); /* 36, not 40: a bundle of 8 B NAPs holds 33 of them in
+                              a 1500-byte MTU rather than 30. Always copied in and
+                              out with memcpy, so alignment never matters. */
+_Static_assert(sizeof(struct pkt_hdr) == 36, "the header is 36 bytes");
 
 struct pkt_put_ext { /* PUT: the whole operation, for the all-or-nothing check */
     uint64_t op_id, op_offset, op_len;
@@ -123,7 +127,7 @@ struct pkt_ctrl_body { /* hello, feedback, probe */
 };
 
 #define EXT_MAX   32u
-#define HDR_SPACE 64u /* header + the largest extension */
+#define HDR_SPACE 68u /* header + the largest extension */
 /* A batch entry's header room: an ACK that rides in front of the packet
  * (bundle_answers), then the packet's own header and extension. */
 #define LEAD_SPACE ((unsigned)sizeof(struct pkt_hdr))
@@ -147,44 +151,27 @@ static int ext_len(unsigned type, unsigned flags)
 
 /* Bundles: small packets to one peer, next to each other in a batch, leave
  * in one datagram, each whole with its own header and seq; all but the last
- * carry PKT_MORE and must be packets whose header alone gives their length.
+ * carry PKT_MORE, and each header's len says where the next one starts.
  * Per datagram, not per packet, is what a link and both kernels pay (an
  * AF_XDP frame on veth ~3 us). */
 #define BUNDLE_PKT_MAX 256u  /* a packet this small may join a bundle (it is copied) */
 #define BUNDLE_MAX     2048u /* a bundle's bytes at most (and the link's payload_max) */
 #define BUNDLE_BUFS    32u   /* bundles per endpoint at once: a batch of 64 makes 32 */
 
-/* The length of the packet whose header is h, if its header alone gives it
- * (so that a packet may follow it in the datagram); else 0. A NAP or PUT
- * does when it is the whole message or operation; a piece of a longer one,
- * or GET data, runs to the end of its datagram, and a CTRL may carry an
- * address. (A PUT resent as its header alone is shorter than this says: the
- * sender lets only a packet as long as its header says lead a bundle.) */
-static uint32_t pkt_self_len(const struct pkt_hdr *h, const uint8_t *ext, uint32_t ext_avail)
+/* Where the datagram at buf (avail bytes, maybe a GRO run of several) ends,
+ * as its headers say: the packets of a bundle, each len long, to the first
+ * without PKT_MORE. 0 if they do not say it within avail. The socket link
+ * cuts a run read without the kernel's segment size by it (link_udp.h). */
+static uint32_t dgram_len(const uint8_t *buf, uint32_t avail)
 {
-    unsigned type = h->vt & 15;
-    int elen = ext_len(type, h->flags);
-    if ((h->vt >> 4) != PKT_VERSION || elen < 0 || ext_avail < (uint32_t)elen) return 0;
-    uint32_t n = (uint32_t)(sizeof *h + (unsigned)elen);
-    switch (type) {
-    case PKT_ACK:
-    case PKT_GET_REQ:
-    case PKT_ATOMIC_REQ:
-    case PKT_ATOMIC_RESP:
-        return n;
-    case PKT_NAP:
-        return h->offset == 0 && (h->flags & PKT_LAST) && h->key <= BUNDLE_MAX
-                   ? n + (uint32_t)h->key
-                   : 0;
-    case PKT_PUT: {
-        struct pkt_put_ext x;
-        memcpy(&x, ext, offsetof(struct pkt_put_ext, imm)); /* op_id, op_offset, op_len */
-        return h->offset == x.op_offset && (h->flags & PKT_LAST) && x.op_len <= BUNDLE_MAX
-                   ? n + (uint32_t)x.op_len
-                   : 0;
-    }
-    default:
-        return 0;
+    uint32_t at = 0;
+    for (;;) {
+        struct pkt_hdr h;
+        if (avail - at < sizeof h) return 0;
+        memcpy(&h, buf + at, sizeof h);
+        if (h.len < sizeof h || h.len > avail - at) return 0;
+        at += h.len;
+        if (!(h.flags & PKT_MORE)) return at;
     }
 }
 
@@ -470,6 +457,7 @@ static int uln_udp_ep_open(struct uln_ep *ep)
                                        2 * ctx->p.udp_window < 512 ? 512 : 2 * ctx->p.udp_window,
                                    .max_peers = (unsigned)n,
                                    .no_gro = !ctx->p.udp_gro,
+                                   .dgram_len = dgram_len,
                                    .fault = ctx->p.fault};
     int rc = uln_udp_link_open(ctx, &cfg, &ue->io); /* udp_ctx.c: AF_XDP or the socket */
     if (rc) return rc;
@@ -754,17 +742,6 @@ static bool batch_plain(const struct uln_udp_ep *ue, unsigned i)
            ue->batch[i].iov[0].iov_base == ue->scratch[i] + LEAD_SPACE;
 }
 
-/* Is batch entry i (len bytes) as long as its header says, so that another
- * packet may follow it in a datagram? */
-static bool batch_self_sized(const struct uln_udp_ep *ue, unsigned i, uint32_t len)
-{
-    const struct iovec *row = &ue->batch[i].iov[0]; /* header and extension */
-    struct pkt_hdr h;
-    memcpy(&h, row->iov_base, sizeof h);
-    return pkt_self_len(&h, (const uint8_t *)row->iov_base + sizeof h,
-                        (uint32_t)(row->iov_len - sizeof h)) == len;
-}
-
 /* Copy entries r..e-1 into one datagram in bundle buffer b: every packet
  * but the last marked PKT_MORE. It takes entry r's place. */
 static void bundle_make(struct uln_udp_ep *ue, unsigned r, unsigned e, unsigned b)
@@ -786,8 +763,7 @@ static void bundle_make(struct uln_udp_ep *ue, unsigned r, unsigned e, unsigned 
 }
 
 /* Small packets to one peer, next to each other in the batch, leave in one
- * datagram (a bundle). All but the last must be packets whose header gives
- * their length (pkt_self_len); the last may be any small one. */
+ * datagram (a bundle). */
 static void bundle_small(struct uln_udp_ep *ue)
 {
     unsigned cap = ue->payload_max < BUNDLE_MAX ? ue->payload_max : BUNDLE_MAX;
@@ -798,9 +774,7 @@ static void bundle_small(struct uln_udp_ep *ue)
             uint32_t len = uln_link_pkt_len(&ue->batch[e]);
             if (len > BUNDLE_PKT_MAX || bytes + len > cap) break;
             bytes += len;
-            bool leads = batch_self_sized(ue, e, len);
             e++;
-            if (!leads) break; /* it can only end a bundle */
         }
         if (e - r >= 2 && ue->n_bundle_free) {
             bundle_make(ue, r, e, ue->bundle_free[--ue->n_bundle_free]);
@@ -894,6 +868,13 @@ static bool batch_room(struct uln_ep *ep, unsigned n)
     return ue->nbatch + n <= ULN_LINK_BATCH;
 }
 
+/* Write packet p's length into its header (the first iovec's start). */
+static void pkt_len_set(struct uln_link_pkt *p)
+{
+    uint32_t n = uln_link_pkt_len(p);
+    memcpy((uint8_t *)p->iov[0].iov_base + offsetof(struct pkt_hdr, len), &n, sizeof n);
+}
+
 /* Queue one packet: the header from h/ext, then data. NULL when the socket
  * is full (as if lost: rel resends), else the packet, for a second piece. */
 static struct uln_link_pkt *queue_pkt(struct uln_ep *ep, int io_id, const struct pkt_hdr *h,
@@ -915,6 +896,7 @@ static struct uln_link_pkt *queue_pkt(struct uln_ep *ep, int io_id, const struct
     p->niov = 1;
     p->iov[0] = (struct iovec){row, sizeof *h + elen};
     if (len) p->iov[p->niov++] = (struct iovec){(void *)(uintptr_t)data, len};
+    pkt_len_set(p);
     return p;
 }
 
@@ -984,8 +966,10 @@ static void send_data(struct uln_ep *ep, struct uln_udp_peer *up, struct tx_slot
         h.credit = p->fb.credit;
     }
     struct uln_link_pkt *q = queue_pkt(ep, up->io_id, &h, t->ext, t->ext_len, t->data, len);
-    if (q && len && t->len2) /* len 0: the header only, as above */
+    if (q && len && t->len2) { /* len 0: the header only, as above */
         q->iov[q->niov++] = (struct iovec){(void *)(uintptr_t)t->data2, t->len2};
+        pkt_len_set(q);
+    }
     if (q) udp_ep(ep)->batch_region[q - udp_ep(ep)->batch] = t->region;
     /* A data header has room for the cumulative ACK and credit only: a LOSE
      * report (and the SACK bitmap with it) goes in a control packet of its own. */
@@ -1648,7 +1632,10 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx, uint32_t sha
     memcpy(&h, rx->buf, sizeof h);
     unsigned type = h.vt & 15;
     int elen = ext_len(type, h.flags);
-    if ((h.vt >> 4) != PKT_VERSION || elen < 0 || rx->len < sizeof h + (unsigned)elen) {
+    /* A header that disagrees with its datagram about the length may have
+     * been cut from a GRO run at a wrong place: nothing in it is trusted. */
+    if ((h.vt >> 4) != PKT_VERSION || elen < 0 || rx->len < sizeof h + (unsigned)elen ||
+        h.len != rx->len) {
         ULN_COUNT(&ep->stats, malformed, 1);
         return false;
     }
@@ -1722,11 +1709,12 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx, uint32_t sha
 }
 
 /* One datagram: a packet, or a bundle (bundle_small, bundle_answers): packets
- * with PKT_MORE, each as long as its header says, then the last, which runs
- * to the end. Each is whole, with its own header and seq, taken in the order
- * sent. A packet that waits for its turn keeps its bundle's buffer through
- * a share, counted here before it is taken and given back if it did not
- * keep it. Returns true if the buffer is kept for later. */
+ * with PKT_MORE, each as long as its header says, then the last, which must
+ * end where the datagram does (rx_one). Each is whole, with its own header
+ * and seq, taken in the order sent. A packet that waits for its turn keeps
+ * its bundle's buffer through a share, counted here before it is taken and
+ * given back if it did not keep it. Returns true if the buffer is kept for
+ * later. */
 static bool rx_datagram(struct uln_ep *ep, const struct uln_link_rx *rx)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
@@ -1745,14 +1733,13 @@ static bool rx_datagram(struct uln_ep *ep, const struct uln_link_rx *rx)
         if (more) {
             struct pkt_hdr h;
             memcpy(&h, part.buf, sizeof h);
-            uint32_t n = pkt_self_len(&h, part.buf + sizeof h, part.len - (uint32_t)sizeof h);
-            if (n == 0 || n > part.len - (uint32_t)sizeof h) {
-                /* No length of its own, or no whole header after it: the
+            if (h.len < sizeof h || h.len > part.len - (uint32_t)sizeof h) {
+                /* Shorter than a header, or no whole header after it: the
                  * rest of the datagram cannot be cut. Those before stand. */
                 ULN_COUNT(&ep->stats, malformed, 1);
                 break;
             }
-            one.len = n;
+            one.len = h.len;
         }
         ue->shares[sh - 1].refs++;
         if (!rx_one(ep, &one, sh, part.buf != rx->buf)) ue->shares[sh - 1].refs--;

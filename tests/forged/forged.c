@@ -270,60 +270,53 @@ static void f_ext_short(uint64_t arg)
     send_raw(0, pkt, sizeof h + 10); /* 10 of the extension's 24 bytes */
 }
 
-/* MORE (a bundle: another packet follows) only on a packet whose header
- * gives its length, and with a whole header after that length. */
+/* Each packet's header says its length (len): a datagram must end where
+ * its last packet does, and MORE (a bundle: another packet follows) needs a
+ * whole header after the length. */
 static void f_more_nap(uint64_t arg)
 {
     struct uln_udp_conn c = conn(0);
     send_raw(0, pkt, data_pkt(uw_vt(UW_NAP), UW_LAST | UW_MORE, c.tag_out, 40));
 }
 
-/* The n bytes in pkt, then a whole 8-byte NAP (the next seq), as one datagram. */
-static void send_then_nap(const struct uln_udp_conn *c, size_t n)
+/* A whole 8-byte NAP whose len is off by delta from its datagram: bytes
+ * after it, or its length past the datagram's end. */
+static void f_len_off(uint64_t delta)
 {
+    struct uln_udp_conn c = conn(0);
+    size_t n = data_pkt(uw_vt(UW_NAP), UW_LAST, c.tag_out, 8);
+    struct uw_hdr h;
+    memcpy(&h, pkt, sizeof h);
+    h.len += (uint32_t)delta;
+    memcpy(pkt, &h, sizeof h);
+    send_raw(0, pkt, n);
+}
+
+/* A NAP leading a bundle whose len (arg) is shorter than a header. */
+static void f_more_tiny(uint64_t arg)
+{
+    struct uln_udp_conn c = conn(0);
+    size_t n = data_pkt(uw_vt(UW_NAP), UW_LAST | UW_MORE, c.tag_out, 40);
+    struct uw_hdr h;
+    memcpy(&h, pkt, sizeof h);
+    h.len = (uint32_t)arg;
+    memcpy(pkt, &h, sizeof h);
     struct uw_hdr next = {.vt = uw_vt(UW_NAP),
                           .flags = UW_DATA | UW_LAST,
-                          .tag = c->tag_out,
-                          .seq = c->snd_nxt + 1,
+                          .tag = c.tag_out,
+                          .seq = c.snd_nxt + 1,
                           .key = 8};
     send_raw(0, pkt, n + uw_build(pkt + n, &next, NULL, 0, junk, 8));
 }
 
-/* A packet whose length its header does not give (arg 0: the first piece of
- * a longer NAP; 1: GET data), with MORE and a whole NAP after it. */
-static void f_more_unsized(uint64_t arg)
-{
-    struct uln_udp_conn c = conn(0);
-    struct uw_hdr h = {.vt = uw_vt(arg ? UW_GET_RESP : UW_NAP),
-                       .flags = UW_DATA | UW_MORE,
-                       .tag = c.tag_out,
-                       .seq = c.snd_nxt,
-                       .key = arg ? FOREIGN_OP : 3000};
-    struct uw_get_resp_ext x = {0};
-    send_then_nap(&c, uw_build(pkt, &h, &x, arg ? sizeof x : 0, junk, 40));
-}
-
-/* A piece of a PUT (not its whole operation) with MORE and a NAP after it. */
-static void f_more_put_piece(uint64_t arg)
-{
-    struct uln_udp_conn c = conn(0);
-    struct uw_hdr h = {.vt = uw_vt(UW_PUT),
-                       .flags = UW_DATA | UW_LAST | UW_MORE,
-                       .tag = c.tag_out,
-                       .seq = c.snd_nxt,
-                       .offset = 40};
-    struct uw_put_ext x = {.op_id = FOREIGN_OP, .op_offset = 0, .op_len = 80};
-    send_then_nap(&c, uw_build(pkt, &h, &x, 24, junk, 40));
-}
-
-/* A whole NAP with MORE whose length (its key) runs past the datagram. */
+/* A whole NAP with MORE whose len runs past the datagram. */
 static void f_more_long(uint64_t arg)
 {
     struct uln_udp_conn c = conn(0);
     data_pkt(uw_vt(UW_NAP), UW_LAST | UW_MORE, c.tag_out, 40);
     struct uw_hdr h;
     memcpy(&h, pkt, sizeof h);
-    h.key = 200; /* a whole header follows the 40 bytes, but not 200 */
+    h.len = 200; /* a whole header follows its 80 bytes, but not 200 */
     memcpy(pkt, &h, sizeof h);
     send_raw(0, pkt, sizeof h + 40 + sizeof h);
 }
@@ -432,16 +425,19 @@ static const struct fcase cases[] = {
     {"header cut short (20 bytes)", C_MALFORMED, NULL, f_truncated, 0, 0},
     {"PUT whose extension is cut short", C_MALFORMED, NULL, f_ext_short, 0, 0},
     {"whole NAP leading a bundle, with nothing after it", C_MALFORMED, NULL, f_more_nap, 0, 0},
-    {"first piece of a NAP leading a bundle", C_MALFORMED, NULL, f_more_unsized, 0, 0},
-    {"GET data leading a bundle", C_MALFORMED, NULL, f_more_unsized, 1, 0},
-    {"second piece of a PUT leading a bundle", C_MALFORMED, NULL, f_more_put_piece, 0, 0},
+    {"NAP whose len falls short of its datagram", C_MALFORMED, NULL, f_len_off, (uint64_t)-4, 0},
+    {"NAP whose len runs past its datagram", C_MALFORMED, NULL, f_len_off, 4, 0},
+    {"NAP whose len is zero", C_MALFORMED, NULL, f_len_off,
+     (uint64_t) - (int64_t)(sizeof(struct uw_hdr) + 8), 0},
+    {"NAP leading a bundle, its len shorter than a header", C_MALFORMED, NULL, f_more_tiny, 16, 0},
     {"whole NAP leading a bundle, its length past the datagram", C_MALFORMED, NULL, f_more_long, 0,
      0},
     {"ACK leading a bundle, with nothing after it", C_MALFORMED, NULL, f_more_alone, 0, 0},
     {"ACK leading a bundle, with half a header after it", C_MALFORMED, NULL, f_more_alone, 16, 0},
     {"unknown type 3", C_MALFORMED, NULL, f_type, 3, 0},
     {"unknown type 15", C_MALFORMED, NULL, f_type, 15, 0},
-    {"version 2", C_MALFORMED, NULL, f_version, 2, 0},
+    {"version 1 (no len)", C_MALFORMED, NULL, f_version, 1, 0},
+    {"version 3", C_MALFORMED, NULL, f_version, 3, 0},
     {"version 0", C_MALFORMED, NULL, f_version, 0, 0},
     {"CTRL from an address outside the job", C_JOB, NULL, f_stranger_ctrl, 0, 0},
     {"data from an address outside the job", C_JOB, NULL, f_stranger_data, 0, 0},

@@ -210,8 +210,8 @@ static void udp_seeds(void)
     {
         struct uw_hdr a = {.vt = uw_vt(UW_ACK), .flags = UW_DATA | UW_MORE};
         struct uw_hdr n = {.vt = uw_vt(UW_NAP), .flags = UW_DATA | UW_LAST, .seq = 1, .key = 8};
-        memcpy(pkt, &a, sizeof a);
-        size_t len = sizeof a + uw_build(pkt + sizeof a, &n, NULL, 0, payload, 8);
+        size_t len = uw_build(pkt, &a, NULL, 0, NULL, 0);
+        len += uw_build(pkt + len, &n, NULL, 0, payload, 8);
         rec(U_DGRAM, M_TAG | M_SEQ | M_OPID | M_POLL, pkt, len);
     }
     save(T, "put-ack-bundled");

@@ -17,7 +17,7 @@
 #error "udp_wire.h lays packets out in host order: little-endian hosts only"
 #endif
 
-#define UW_VERSION 1u
+#define UW_VERSION 2u
 enum {
     UW_NAP = 1,
     UW_PUT = 2,
@@ -37,7 +37,7 @@ enum {
 #define UW_RETX  0x10u
 #define UW_LAST  0x20u
 #define UW_IMM   0x40u
-#define UW_MORE  0x80u /* another packet follows in the datagram (a bundle): uw_self_len */
+#define UW_MORE  0x80u /* another packet follows in the datagram (a bundle), len bytes on */
 
 struct uw_hdr {
     uint8_t vt; /* version << 4 | type */
@@ -48,8 +48,9 @@ struct uw_hdr {
     uint32_t ack;
     uint64_t key;
     uint64_t offset;
-};
-_Static_assert(sizeof(struct uw_hdr) == 32, "the header is 32 bytes");
+    uint32_t len; /* the packet's bytes, header included (uw_build writes it) */
+} __attribute__((packed));
+_Static_assert(sizeof(struct uw_hdr) == 36, "the header is 36 bytes");
 
 struct uw_put_ext { /* 24 bytes, 32 with UW_IMM */
     uint64_t op_id, op_offset, op_len, imm;
@@ -105,46 +106,27 @@ static inline int uw_ext_len(unsigned type, unsigned flags)
     }
 }
 
-/* The length of a packet that may carry UW_MORE (protocol.md, "Bundles"),
- * n bytes at p: what its header (and a PUT's extension) says; 0 for one
- * that may not. */
+/* The length of the packet at p (n bytes there) as its header says, if
+ * that is at least a header and within the n bytes; else 0. */
 static inline size_t uw_self_len(const uint8_t *p, size_t n)
 {
     struct uw_hdr h;
     if (n < sizeof h) return 0;
     memcpy(&h, p, sizeof h);
-    unsigned type = h.vt & 15u;
-    int elen = uw_ext_len(type, h.flags);
-    if ((h.vt >> 4) != UW_VERSION || elen < 0 || n < sizeof h + (size_t)elen) return 0;
-    size_t fixed = sizeof h + (size_t)elen;
-    switch (type) {
-    case UW_ACK:
-    case UW_GET_REQ:
-    case UW_ATOMIC_REQ:
-    case UW_ATOMIC_RESP:
-        return fixed;
-    case UW_NAP: /* the whole message */
-        return h.offset == 0 && (h.flags & UW_LAST) && h.key <= 2048 ? fixed + (size_t)h.key : 0;
-    case UW_PUT: { /* the whole operation */
-        struct uw_put_ext x;
-        memcpy(&x, p + sizeof h, 24);
-        return h.offset == x.op_offset && (h.flags & UW_LAST) && x.op_len <= 2048
-                   ? fixed + (size_t)x.op_len
-                   : 0;
-    }
-    default:
-        return 0;
-    }
+    return h.len >= sizeof h && h.len <= n ? h.len : 0;
 }
 
-/* Header, extension, payload into out; returns the length. */
+/* Header (its len set to the packet's), extension, payload into out;
+ * returns the length. */
 static inline size_t uw_build(uint8_t *out, const struct uw_hdr *h, const void *ext, size_t elen,
                               const void *payload, size_t plen)
 {
-    memcpy(out, h, sizeof *h);
-    if (elen) memcpy(out + sizeof *h, ext, elen);
-    if (plen) memcpy(out + sizeof *h + elen, payload, plen);
-    return sizeof *h + elen + plen;
+    struct uw_hdr hl = *h;
+    hl.len = (uint32_t)(sizeof hl + elen + plen);
+    memcpy(out, &hl, sizeof hl);
+    if (elen) memcpy(out + sizeof hl, ext, elen);
+    if (plen) memcpy(out + sizeof hl + elen, payload, plen);
+    return sizeof hl + elen + plen;
 }
 
 #endif

@@ -1458,6 +1458,107 @@ static void test_lone(void)
     uln_link_close(b);
 }
 
+/* The test packets' own word on a datagram's length (struct thdr's len), as
+ * udp.c's headers give theirs: what cuts a GRO run read by recvfrom. */
+static uint32_t thdr_len(const uint8_t *buf, uint32_t avail)
+{
+    struct thdr h;
+    if (avail < sizeof h) return 0;
+    memcpy(&h, buf, sizeof h);
+    return h.magic == MAGIC && h.len >= sizeof h && h.len <= avail ? h.len : 0;
+}
+
+/* A run of n datagrams of size bytes (the last tail bytes; 0: size), one GSO
+ * message when it fits 64 KiB, sent to a socket whose last read found it
+ * empty. */
+static void cold_run(struct uln_link *a, int peer, struct uln_link *b, uint32_t seq, unsigned n,
+                     uint32_t size, uint32_t tail)
+{
+    static struct uln_link_pkt pkts[64];
+    static struct thdr hdrs[64];
+    static uint8_t flat[64][ULN_LINK_UDP_MTU_CAP];
+    struct uln_link_rx rx[1];
+    CHECK_EQ(uln_link_recv(b, rx, 1), 0); /* empty: the next read is recvfrom */
+    for (unsigned i = 0; i < n; i++)
+        make_pkt(&pkts[i], peer, &hdrs[i], flat[i], seq + i, tail && i == n - 1 ? tail : size,
+                 1 + i % 3);
+    send_all(a, pkts, n);
+}
+
+/* With the caller's dgram_len, the read after an empty one is a recvfrom
+ * even with GRO on: runs cut where the headers say, each datagram intact, in
+ * order, lent where it lies; a datagram whose header says less than it
+ * holds, or a run one of whose datagrams does, is handed over whole and
+ * never cut into a packet and a runt. */
+static void test_gro_cold(void)
+{
+    struct uln_link *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_link_udp_cfg c = {.addr = "127.0.0.1", .dgram_len = thdr_len};
+    struct uln_link *b = NULL;
+    CHECK_EQ(uln_link_udp_open(&c, &b), 0);
+    if (!a || !b) return;
+    int peer = link_to(a, b);
+    CHECK_EQ(link_to(b, a), 0);
+    static struct uln_link_rx rx[64];
+    struct uln_link_stats s0, st;
+    uln_link_stats(b, &s0);
+    const uint32_t sizes[] = {16, 100, 1472, 4000};
+    uint32_t seq = 0;
+    unsigned bad = 0, apart = 0, runs = 0, reads = 0;
+    for (unsigned z = 0; z < 4; z++)
+        for (unsigned n = 1; n <= 40 && n * sizes[z] <= 65000u; n += 13) {
+            uint32_t tail = n > 1 && z % 2 ? sizes[z] / 2 + 8 : 0;
+            cold_run(a, peer, b, seq, n, sizes[z], tail);
+            if (!recv_by(b, rx, n, 64)) break;
+            for (unsigned i = 0; i < n; i++) {
+                struct thdr h;
+                if (!pkt_ok(&rx[i], &h) || h.seq != seq + i || rx[i].peer != 0) bad++;
+                if (i && rx[i].buf != rx[i - 1].buf + sizes[z]) apart++;
+            }
+            for (unsigned i = 0; i < n; i++)
+                CHECK_EQ(uln_link_rx_release(b, rx[i].handle), 0);
+            runs += n > 1;
+            reads++;
+            seq += n;
+        }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(apart, 0);
+    uln_link_stats(b, &st);
+    CHECK_EQ(st.rx_cold - s0.rx_cold, reads);
+    CHECK_EQ(st.rx_gro_msgs - s0.rx_gro_msgs, runs);
+
+    /* A lone 200-byte datagram whose header says 100: one datagram of 200. */
+    static struct uln_link_pkt p[4];
+    static struct thdr hd[4];
+    static uint8_t fl[4][600];
+    CHECK_EQ(uln_link_recv(b, rx, 1), 0);
+    make_pkt(&p[0], peer, &hd[0], fl[0], seq, 200, 1);
+    hd[0].len = 100;
+    memcpy(fl[0], &hd[0], sizeof hd[0]);
+    send_all(a, p, 1);
+    if (recv_by(b, rx, 1, 64)) {
+        CHECK_EQ(rx[0].len, 200);
+        CHECK_EQ(uln_link_rx_release(b, rx[0].handle), 0);
+    }
+    /* A run of four 500-byte datagrams, the third saying 400: one of 2000. */
+    CHECK_EQ(uln_link_recv(b, rx, 1), 0);
+    for (unsigned i = 0; i < 4; i++)
+        make_pkt(&p[i], peer, &hd[i], fl[i], seq + 1 + i, 500, 1);
+    hd[2].len = 400;
+    memcpy(fl[2], &hd[2], sizeof hd[2]);
+    send_all(a, p, 4);
+    if (recv_by(b, rx, 1, 64)) {
+        CHECK_EQ(rx[0].len, 2000);
+        CHECK_EQ(uln_link_rx_release(b, rx[0].handle), 0);
+    }
+    CHECK_EQ(recv_n(b, rx, 1, 20), 0);
+    uln_link_stats(b, &st);
+    CHECK_EQ(st.rx_trunc + st.rx_bad_release + st.rx_unknown + st.rx_kernel_drops, 0);
+    printf("gro cold: %u reads by recvfrom, %u of them runs\n", reads, runs);
+    uln_link_close(a);
+    uln_link_close(b);
+}
+
 /* GRO off: by no_gro (ULN_UDP_GRO=0), or faults; then a GSO run comes as
  * datagrams each in its own pool buffer, as before GRO. Receive memory as
  * documented. */
@@ -1576,5 +1677,6 @@ int main(int argc, char **argv)
     RUN("gro_edges", test_gro_edges());
     RUN("gro_off", test_gro_off());
     RUN("lone", test_lone());
+    RUN("gro_cold", test_gro_cold());
     return summary();
 }
