@@ -257,7 +257,8 @@ struct uln_udp_ep {
     bool batch_data;   /* the batch holds more than answers (engine ACKs, feedback) */
     bool answers_held; /* ... and the last pass left them there (hold_answers) */
     bool kick_now;     /* the packet just committed went to an idle peer (uln_udp_kick) */
-    bool in_pass;      /* inside a progress pass: now is fresh (see uln_udp_reserve) */
+    bool in_pass;      /* inside a progress pass (progress_rx to progress_tx) */
+    bool now_read;     /* ... and now was read in it: fresh (pass_clock) */
     struct uln_link_pkt batch[ULN_LINK_BATCH];
     bool batch_region[ULN_LINK_BATCH];   /* its data is in a region under a key held now */
     int8_t batch_bundle[ULN_LINK_BATCH]; /* the bundle buffer it is in; -1: none */
@@ -800,6 +801,21 @@ static void bundles_sent(struct uln_udp_ep *ue, unsigned n)
         }
 }
 
+/* A progress pass reads the clock where it first needs the time (a read
+ * that brought datagrams, a batch sent, a packet reserved) and not at all
+ * when it finds nothing to do: one read per empty pass (progress_tx's, for
+ * the timers), not two. A read costs ~23 ns in this VM, a tenth of the
+ * empty recvfrom the pass is mostly made of. progress_tx takes the pass's
+ * time as it is when the pass read it: at most the pass's own work old
+ * (the engine serves and issues a chunk between rx and tx, ~20 us at worst),
+ * well inside the timers' resolution (ack_delay 50 us, rto at least 200 us),
+ * and the stamps of what it sends (resends, feedback) give no RTT sample. */
+static inline void pass_clock(struct uln_udp_ep *ue)
+{
+    ue->now = uln_now_ns();
+    ue->now_read = true;
+}
+
 static void uln_udp_flush(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
@@ -815,7 +831,7 @@ static void uln_udp_flush(struct uln_ep *ep)
     }
     ULN_COUNT(&ep->stats, pkts_sent, (unsigned)n);
     bundles_sent(ue, (unsigned)n);
-    if (ue->in_pass) ue->now = uln_now_ns(); /* the next packets' stamps (uln_udp_reserve) */
+    if (ue->in_pass) pass_clock(ue); /* the next packets' stamps (uln_udp_reserve) */
     /* What the socket could not take now waits at the front for next time. */
     unsigned left = ue->nbatch - (unsigned)n;
     if (left == 0) ue->batch_data = ue->answers_held = false;
@@ -1030,15 +1046,16 @@ static bool can_send(struct uln_ep *ep, struct uln_udp_peer *up, unsigned n)
     return false;
 }
 
-/* Inside a progress pass the clock was read at the socket read, and again
- * after every batch sent (uln_udp_flush), so the stamps of packets the pass
- * makes (GET data served, ACKs) are as close to their send as a read of
- * their own would be: one read per batch, not per packet. A clock read costs
- * ~50 ns in a VM, a tenth of the time a served GET spends per packet. */
+/* Inside a progress pass the clock is read at the socket read when
+ * datagrams came, and again after every batch sent (uln_udp_flush), so the
+ * stamps of packets the pass makes (GET data served, ACKs) are as close to
+ * their send as a read of their own would be: one read per batch, not per
+ * packet (pass_clock). A clock read costs ~25-50 ns in a VM, a tenth of the
+ * time a served GET spends per packet. */
 static void *uln_udp_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len)
 {
     struct uln_udp_peer *up = udp_peer(ep, peer);
-    if (!udp_ep(ep)->in_pass) udp_ep(ep)->now = uln_now_ns();
+    if (!udp_ep(ep)->in_pass || !udp_ep(ep)->now_read) pass_clock(udp_ep(ep));
     if (!up || up->dead || len > udp_ep(ep)->stride || !can_send(ep, up, 1)) return NULL;
     return slot_mem(ep, up,
                     uln_rel_tx_next_seq(&up->rel)); /* the seq uln_rel_tx_assign gives next */
@@ -1776,15 +1793,17 @@ static bool rx_quiet_skip(struct uln_udp_ep *ue)
 static void uln_udp_progress_rx(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
+    ue->now_read = false;
     if (rx_quiet_skip(ue)) return;
-    ue->now = uln_now_ns();
     ue->in_pass = true; /* until progress_tx */
     /* A poll or wait ends a burst of posts, and the answers held for one. */
     uln_udp_flush(ep);
     /* Deliveries that waited for ring room (the application released NAPs). */
     for (int i = 0; i < ue->n_live; i++) {
         struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
-        if (up->pend_n) deliver_pending(ep, up);
+        if (!up->pend_n) continue;
+        if (!ue->now_read) pass_clock(ue);
+        deliver_pending(ep, up);
     }
     for (int round = 0; round < 4; round++) {
         int n = uln_link_recv(ue->io, ue->rxv, ULN_LINK_BATCH);
@@ -1795,7 +1814,7 @@ static void uln_udp_progress_rx(struct uln_ep *ep)
          * samples of ~70 ns, a min_rtt that made every acknowledged
          * retransmission look like a delivery (RACK) and the window's
          * floor nothing. */
-        ue->now = uln_now_ns();
+        pass_clock(ue);
         for (int i = 0; i < n; i++)
             if (!rx_datagram(ep, &ue->rxv[i])) uln_link_rx_release(ue->io, ue->rxv[i].handle);
         /* A short batch means the socket is (nearly) drained: one more empty
@@ -1810,9 +1829,10 @@ static void uln_udp_progress_rx(struct uln_ep *ep)
 static void uln_udp_progress_tx(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
-    ue->in_pass = false;                    /* posts after the pass read the clock again */
+    bool fresh = ue->now_read;
+    ue->in_pass = ue->now_read = false;     /* posts after the pass read the clock again */
     if (!ue->n_live && !ue->nbatch) return; /* no peer met: no timer, nothing to send */
-    ue->now = uln_now_ns();
+    if (!fresh) ue->now = uln_now_ns();
     bool reshare = false;
     for (int i = 0; i < ue->n_live; i++) {
         struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
