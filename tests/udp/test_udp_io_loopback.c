@@ -1485,6 +1485,27 @@ static void cold_run(struct uln_link *a, int peer, struct uln_link *b, uint32_t 
     send_all(a, pkts, n);
 }
 
+/* n datagrams of size bytes, datagram liar's header saying says, to a cold
+ * socket: they come as one datagram of n x size bytes, uncut. */
+static void cold_liar(struct uln_link *a, int peer, struct uln_link *b, uint32_t seq, unsigned n,
+                      uint32_t size, unsigned liar, uint32_t says)
+{
+    static struct uln_link_pkt p[4];
+    static struct thdr hd[4];
+    static uint8_t fl[4][600];
+    struct uln_link_rx rx[1];
+    CHECK_EQ(uln_link_recv(b, rx, 1), 0);
+    for (unsigned i = 0; i < n; i++)
+        make_pkt(&p[i], peer, &hd[i], fl[i], seq + i, size, 1);
+    hd[liar].len = says;
+    memcpy(fl[liar], &hd[liar], sizeof hd[liar]);
+    send_all(a, p, n);
+    if (recv_by(b, rx, 1, 64)) {
+        CHECK_EQ(rx[0].len, n * size);
+        CHECK_EQ(uln_link_rx_release(b, rx[0].handle), 0);
+    }
+}
+
 /* With the caller's dgram_len, the read after an empty one is a recvfrom
  * even with GRO on: runs cut where the headers say, each datagram intact, in
  * order, lent where it lies; a datagram whose header says less than it
@@ -1528,29 +1549,9 @@ static void test_gro_cold(void)
     CHECK_EQ(st.rx_gro_msgs - s0.rx_gro_msgs, runs);
 
     /* A lone 200-byte datagram whose header says 100: one datagram of 200. */
-    static struct uln_link_pkt p[4];
-    static struct thdr hd[4];
-    static uint8_t fl[4][600];
-    CHECK_EQ(uln_link_recv(b, rx, 1), 0);
-    make_pkt(&p[0], peer, &hd[0], fl[0], seq, 200, 1);
-    hd[0].len = 100;
-    memcpy(fl[0], &hd[0], sizeof hd[0]);
-    send_all(a, p, 1);
-    if (recv_by(b, rx, 1, 64)) {
-        CHECK_EQ(rx[0].len, 200);
-        CHECK_EQ(uln_link_rx_release(b, rx[0].handle), 0);
-    }
+    cold_liar(a, peer, b, seq, 1, 200, 0, 100);
     /* A run of four 500-byte datagrams, the third saying 400: one of 2000. */
-    CHECK_EQ(uln_link_recv(b, rx, 1), 0);
-    for (unsigned i = 0; i < 4; i++)
-        make_pkt(&p[i], peer, &hd[i], fl[i], seq + 1 + i, 500, 1);
-    hd[2].len = 400;
-    memcpy(fl[2], &hd[2], sizeof hd[2]);
-    send_all(a, p, 4);
-    if (recv_by(b, rx, 1, 64)) {
-        CHECK_EQ(rx[0].len, 2000);
-        CHECK_EQ(uln_link_rx_release(b, rx[0].handle), 0);
-    }
+    cold_liar(a, peer, b, seq + 1, 4, 500, 2, 400);
     CHECK_EQ(recv_n(b, rx, 1, 20), 0);
     uln_link_stats(b, &st);
     CHECK_EQ(st.rx_trunc + st.rx_bad_release + st.rx_unknown + st.rx_kernel_drops, 0);
