@@ -10,7 +10,8 @@
 struct pins {
     int cpu, ncpu, peer_cpu; /* ours, CPUs allowed, the one rank 1 gets */
     int rcpu[MAX_RANKS], rncpu[MAX_RANKS];
-    double floor_us; /* rank 0: cache-line floor at the start, or -1 */
+    uint64_t machine, rmachine1; /* machine_id: ours, rank 1's */
+    double floor_us;             /* rank 0: cache-line floor at the start, or -1 */
 };
 
 /* Pin before uln_open so anything the library starts inherits the CPU. */
@@ -24,6 +25,7 @@ static void job_pin(struct perf *pf, struct pins *pn)
     /* Until the HELLOs say where rank 1 runs, a rank with one CPU may share
      * it with its peer (one CPU in all): spinning must let the peer run. */
     pf->yield = pn->ncpu < 2;
+    pn->machine = pn->rmachine1 = machine_id();
     pn->floor_us = -1;
 }
 
@@ -135,12 +137,21 @@ static void job_barrier(struct perf *pf, const char *what)
     if (rc) die(pf, "%s: %s", what, uln_strerror(rc));
 }
 
+/* Do ranks 0 and 1 run on one machine's CPUs (or is either unknown)? */
+static bool same_machine(const struct pins *pn)
+{
+    return !pn->machine || !pn->rmachine1 || pn->machine == pn->rmachine1;
+}
+
 /* HELLO: ranks 0 and 1 exchange their region keys; everyone tells rank 0
  * where it is pinned. */
 static void job_hello(struct perf *pf, struct pins *pn)
 {
-    struct ctl_msg h = {
-        .a = pf->mr ? uln_mr_key(pf->mr) : 0, .b = pf->buf_len, .cpu = pn->cpu, .ncpu = pn->ncpu};
+    struct ctl_msg h = {.a = pf->mr ? uln_mr_key(pf->mr) : 0,
+                        .b = pf->buf_len,
+                        .key = pn->machine,
+                        .cpu = pn->cpu,
+                        .ncpu = pn->ncpu};
     snprintf(h.text, sizeof h.text, "%s", pf->opt->malloc_mem ? "malloc" : "ulnet");
     pn->rcpu[pf->rank] = pn->cpu, pn->rncpu[pf->rank] = pn->ncpu;
     if (pf->rank <= 1) ctl_send(pf, CTL_HELLO, &h);
@@ -151,6 +162,7 @@ static void job_hello(struct perf *pf, struct pins *pn)
         pn->rcpu[ph.src] = ph.cpu, pn->rncpu[ph.src] = ph.ncpu;
         if (ph.src > 1) continue;
         pf->peer_key = ph.a;
+        pn->rmachine1 = ph.key;
         if (ph.b != pf->buf_len || strcmp(ph.text, h.text))
             die(pf,
                 "ranks 0 and 1 disagree on buffers (%" PRIu64 " B %s vs %zu B %s): same options?",
@@ -158,8 +170,9 @@ static void job_hello(struct perf *pf, struct pins *pn)
         /* Now we know: yield only if the two share a CPU (or either is
          * unpinned). Ranks alone on one CPU each, as under taskset -c N per
          * rank or mpirun --bind-to core, spin: a yield per empty poll would
-         * be a system call in every measured wait. */
-        pf->yield = pn->cpu < 0 || ph.cpu < 0 || pn->cpu == ph.cpu;
+         * be a system call in every measured wait. CPU 3 of two machines
+         * is two CPUs; of two namespaces on one machine, one. */
+        pf->yield = pn->cpu < 0 || ph.cpu < 0 || (same_machine(pn) && pn->cpu == ph.cpu);
     }
 }
 
@@ -182,7 +195,8 @@ static void job_header_pins(struct perf *pf, const struct pins *pn)
     FILE *hdr = pf->out.hdr;
     char p[96];
     describe_pin(p, sizeof p, 0, pn->cpu, pn->ncpu);
-    bool distinct = pn->cpu >= 0 && pn->rcpu[1] >= 0 && pn->cpu != pn->rcpu[1];
+    bool distinct =
+        pn->cpu >= 0 && pn->rcpu[1] >= 0 && (pn->cpu != pn->rcpu[1] || !same_machine(pn));
     fprintf(hdr, distinct ? "# pinned: %s" : "# NOT pinned to distinct CPUs: %s", p);
     for (int r = 1; r < pf->size; r++) {
         describe_pin(p, sizeof p, r, pn->rcpu[r], pn->rncpu[r]);
