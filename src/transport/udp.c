@@ -1839,6 +1839,10 @@ static void uln_udp_progress_tx(struct uln_ep *ep)
         reshare |= sender_quiet(ue, up);
         if (up->dead) continue;
         drain_acked(up);
+        /* Nothing due (rel.h's contract: call in by the deadline): tick,
+         * resend and ctrl would each find that again. A NAP's arrival owes
+         * an ACK only after ack_delay, so the reply's path skips them. */
+        if (ue->now < uln_rel_next_deadline(&up->rel)) continue;
         if (uln_rel_tick(&up->rel, ue->now) == ULN_REL_DEAD) {
             go_dead(ep, up);
             continue;
