@@ -1841,8 +1841,11 @@ static void uln_udp_progress_tx(struct uln_ep *ep)
         drain_acked(up);
         /* Nothing due (rel.h's contract: call in by the deadline): tick,
          * resend and ctrl would each find that again. A NAP's arrival owes
-         * an ACK only after ack_delay, so the reply's path skips them. */
-        if (ue->now < uln_rel_next_deadline(&up->rel)) continue;
+         * an ACK only after ack_delay, so the reply's path skips them. Not a
+         * peer rel found dead in another call (a post's tx_ready, a read):
+         * its deadline is "never", and the tick below is what gives it up. */
+        if (uln_rel_state(&up->rel) != ULN_REL_DEAD && ue->now < uln_rel_next_deadline(&up->rel))
+            continue;
         if (uln_rel_tick(&up->rel, ue->now) == ULN_REL_DEAD) {
             go_dead(ep, up);
             continue;
