@@ -10,8 +10,8 @@
 struct pins {
     int cpu, ncpu, peer_cpu; /* ours, CPUs allowed, the one rank 1 gets */
     int rcpu[MAX_RANKS], rncpu[MAX_RANKS];
-    uint64_t machine, rmachine1; /* machine_id: ours, rank 1's */
-    double floor_us;             /* rank 0: cache-line floor at the start, or -1 */
+    uint64_t machine, peer_machine; /* machine_id: ours, the other of ranks 0, 1 */
+    double floor_us;                /* rank 0: cache-line floor at the start, or -1 */
 };
 
 /* Pin before uln_open so anything the library starts inherits the CPU. */
@@ -25,7 +25,7 @@ static void job_pin(struct perf *pf, struct pins *pn)
     /* Until the HELLOs say where rank 1 runs, a rank with one CPU may share
      * it with its peer (one CPU in all): spinning must let the peer run. */
     pf->yield = pn->ncpu < 2;
-    pn->machine = pn->rmachine1 = machine_id();
+    pn->machine = pn->peer_machine = machine_id();
     pn->floor_us = -1;
 }
 
@@ -140,7 +140,7 @@ static void job_barrier(struct perf *pf, const char *what)
 /* Do ranks 0 and 1 run on one machine's CPUs (or is either unknown)? */
 static bool same_machine(const struct pins *pn)
 {
-    return !pn->machine || !pn->rmachine1 || pn->machine == pn->rmachine1;
+    return !pn->machine || !pn->peer_machine || pn->machine == pn->peer_machine;
 }
 
 /* HELLO: ranks 0 and 1 exchange their region keys; everyone tells rank 0
@@ -162,7 +162,7 @@ static void job_hello(struct perf *pf, struct pins *pn)
         pn->rcpu[ph.src] = ph.cpu, pn->rncpu[ph.src] = ph.ncpu;
         if (ph.src > 1) continue;
         pf->peer_key = ph.a;
-        pn->rmachine1 = ph.key;
+        pn->peer_machine = ph.key;
         if (ph.b != pf->buf_len || strcmp(ph.text, h.text))
             die(pf,
                 "ranks 0 and 1 disagree on buffers (%" PRIu64 " B %s vs %zu B %s): same options?",

@@ -115,7 +115,7 @@ struct ctl_msg {
     uint32_t op, test;
     uint64_t size, iters, window, pattern;
     uint64_t a, b;     /* HELLO: key, region length; DONE: data ok, bytes received */
-    uint64_t key;      /* cache: the region's key */
+    uint64_t key;      /* cache: the region's key; HELLO: the sender's machine_id */
     double rate;       /* load: messages per second per sender, 0: as fast as it can */
     int32_t cpu, ncpu; /* HELLO: pinning result (cpu or -errno), CPUs allowed */
     int32_t src;       /* set on receipt: the rank that sent it */
