@@ -1160,13 +1160,12 @@ static int gro_cold(struct link_udp *io)
     io->st.rx_calls++;
     if (r < 0) return rx_none(io, errno);
     io->cold = false;
-    io->ngfree--;
-    io->rprep = 0; /* the free stack changed */
-    if ((size_t)r > ULN_LINK_UDP_GRO_BUF) {
+    if ((size_t)r > ULN_LINK_UDP_GRO_BUF) { /* cut: the buffer stays free */
         io->st.rx_trunc++;
-        gbuf_free(io, b);
         return 0;
     }
+    io->ngfree--;
+    io->rprep = 0; /* the free stack changed */
     uint32_t len = (uint32_t)r;
     if (!gro_queue(io, b, len, len ? cold_seg(io, gbuf_mem(io, b), len) : 0)) return 0;
     io->st.rx_cold++;
@@ -1218,19 +1217,11 @@ static int gro_read(struct link_udp *io, unsigned k)
     return r;
 }
 
-/* Datagrams left from the last read go first; then, after a read that
- * found the socket empty, one recvfrom (gro_cold: the cheap call, as
- * recv_plain's recv_cold), else reads sized so that their datagrams are
- * likely to fit in what is left of out. */
-static int recv_gro(struct link_udp *io, struct uln_link_rx *out, unsigned max)
+/* Reads sized so that their datagrams are likely to fit in what is left of
+ * out, after got datagrams already there: the new total, or -errno when the
+ * first read failed with none. */
+static int gro_reads(struct link_udp *io, struct uln_link_rx *out, unsigned got, unsigned max)
 {
-    unsigned got = gro_drain(io, out, max);
-    if (!got && io->cold && io->dgram_len && io->ngfree && max) {
-        int r = gro_cold(io);
-        if (r > 0) got = gro_drain(io, out, max);
-        if (io->gq_n) gro_wake(io);
-        return r < 0 ? r : (int)got;
-    }
     for (unsigned it = 0; got < max && it < GRO_ITER_MAX; it++) {
         unsigned room = max - got;
         if (got && room < io->hint) break; /* would leave datagrams behind */
@@ -1249,6 +1240,24 @@ static int recv_gro(struct link_udp *io, struct uln_link_rx *out, unsigned max)
         /* Fewer reads than asked for: the socket is empty, and asking again
          * would cost a system call on the way to an answer. */
         if ((unsigned)r < k) break;
+    }
+    return (int)got;
+}
+
+/* Datagrams left from the last read go first; then, after a read that
+ * found the socket empty, one recvfrom (gro_cold: the cheap call, as
+ * recv_plain's recv_cold), else gro_reads. */
+static int recv_gro(struct link_udp *io, struct uln_link_rx *out, unsigned max)
+{
+    unsigned got = gro_drain(io, out, max);
+    if (!got && io->cold && io->dgram_len && io->ngfree && max) {
+        int r = gro_cold(io);
+        if (r < 0) return r;
+        if (r > 0) got = gro_drain(io, out, max);
+    } else {
+        int r = gro_reads(io, out, got, max);
+        if (r < 0) return r;
+        got = (unsigned)r;
     }
     if (io->gq_n) gro_wake(io);
     return (int)got;
