@@ -9,7 +9,9 @@
  *   cas K     compare-and-swap mutual exclusion: K times per rank, take a lock
  *             word, GET a plain counter, PUT it + 1, release: the counter ends
  *             at size*K (a lost update would show).
- *   ops       every op at both widths against a reference computed here.
+ *   ops       every op at both widths against a reference computed here, one
+ *             at a time and in bursts posted at once (applied in posting
+ *             order); ULN_FENCE after a PUT, before a GET and before a NAP.
  *   refused   key, bounds, rights, alignment: each its errno, nothing written,
  *             result untouched, counted once at the owner; bad op/width at post.
  *   now N     count, posted with ULN_NOW: a fetch-add done in the call returns 1
@@ -363,6 +365,84 @@ static void ops_kind(struct ctx3 *c, int kind, uint64_t key, int iters)
     }
 }
 
+/* Atomics from one endpoint to one peer apply in the order posted: bursts of
+ * ORDER_BURST random ops on four words, posted without waiting for any, fetch
+ * exactly what applying them one by one in posting order gives. The words
+ * sit past ops_kind's (offset 32 on). */
+#define ORDER_BURST 48
+static void order_kind(struct ctx3 *c, int kind, uint64_t key, int bursts)
+{
+    uint64_t ref[4] = {0, 0, 0, 0}, got[ORDER_BURST], want[ORDER_BURST];
+    const uint64_t offs[4] = {32, 40, 44, 48};
+    const unsigned widths[4] = {8, 4, 4, 8};
+    unsigned wof[ORDER_BURST];
+    uint64_t seed = 0x0bde70bde7ull + (uint64_t)kind;
+    for (int b = 0; b < bursts; b++) {
+        for (int i = 0; i < ORDER_BURST; i++) {
+            unsigned w = (unsigned)(t_rand(&seed) % 4);
+            unsigned op = ULN_ATOMIC_ADD + (unsigned)(t_rand(&seed) % 10);
+            uint64_t v = pick(&seed, ref[w]), cmp = pick(&seed, ref[w]);
+            want[i] = ref_apply(&ref[w], op, widths[w], v, cmp);
+            wof[i] = w;
+            got[i] = 0;
+            post(c, 0, op, widths[w], key, offs[w], v, cmp, &got[i], 0x0de0 + (uint64_t)i, 0);
+        }
+        struct uln_cqe e[ORDER_BURST];
+        t_cq_take(c->cq, e, ORDER_BURST, 30000, "a burst of atomics");
+        for (int i = 0; i < ORDER_BURST; i++)
+            CHECK_CQE(&e[i], e[i].status == 0 && e[i].op == ULN_OP_ATOMIC &&
+                                 e[i].user_data - 0x0de0 < ORDER_BURST);
+        for (int i = 0; i < ORDER_BURST; i++) {
+            uint64_t g = widths[wof[i]] == 4 ? (uint32_t)got[i] : got[i];
+            CHECKF(g == want[i], "%s: burst %d, op %d of it fetched %#llx; in posting order %#llx",
+                   t_kind_name(kind), b, i, (unsigned long long)g, (unsigned long long)want[i]);
+        }
+    }
+}
+
+/* ULN_FENCE on a NAP after an atomic (ulnet.h, "Ordering"): the NAP starts
+ * once the atomic was applied, so the target, taking the NAP, already sees
+ * the add - on every kind of memory, also where the target's engine applies
+ * it (a silent add: no completion of its own to wait for). Rank 1 sends,
+ * rank 0 checks the word at FENCE_NAP_OFF of its region. */
+#define FENCE_NAP_OFF 64
+#define FENCE_NAPS    50
+static void fence_nap_send(struct ctx3 *c, uint64_t key)
+{
+    uint64_t old = 0;
+    CHECK_OK(atomic_sync(c, 0, ULN_ATOMIC_SWAP, 8, key, FENCE_NAP_OFF, 0, 0, &old));
+    for (uint32_t i = 0; i < FENCE_NAPS; i++) {
+        post(c, 0, ULN_ATOMIC_ADD, 8, key, FENCE_NAP_OFF, 1, 0, NULL, 0, ULN_SILENT);
+        double deadline = t_now() + 60;
+        int rc;
+        while ((rc = uln_nap(c->ep, 0, &i, sizeof i, 0, ULN_INLINE | ULN_SILENT | ULN_FENCE)) ==
+               -EAGAIN) {
+            CHECKF(t_now() < deadline, "send queue stays full");
+            struct uln_cqe e;
+            CHECK(uln_cq_poll(c->cq, &e, 0) >= 0);
+        }
+        CHECK_OK(rc);
+    }
+}
+
+static void fence_nap_recv(struct ctx3 *c, int kind, const struct t_region *r)
+{
+    const uint64_t *word =
+        (const uint64_t *)(const void *)((const uint8_t *)r->buf + FENCE_NAP_OFF);
+    for (uint32_t i = 0; i < FENCE_NAPS; i++) {
+        /* The first after rank 1's ops on every kind before it. */
+        struct uln_cqe e = t_cq_take1(c->cq, i ? 30000 : 120000, "a fenced NAP");
+        CHECK_CQE(&e, e.status == 0 && e.op == ULN_OP_NAP_RECV && e.len == sizeof i);
+        uint32_t n = 0;
+        memcpy(&n, e.data, sizeof n);
+        t_release(c->cq, &e);
+        uint64_t v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+        CHECKF(n == i && v >= i + 1 && v <= FENCE_NAPS,
+               "%s: fenced NAP %u (expected %u) found the word at %llu, expected %u..%u",
+               t_kind_name(kind), n, i, (unsigned long long)v, i + 1, FENCE_NAPS);
+    }
+}
+
 /* ULN_FENCE orders atomics against PUT and GET: a fenced atomic after a
  * large PUT (queued, chunked, over the rings placed by the target) fetches
  * what the PUT wrote; a silent add after it is applied in order; a fenced GET
@@ -410,8 +490,13 @@ static void test_ops(struct ctx3 *c, int iters)
     if (rank == 1)
         for (int k = 0; k < T_NKINDS; k++) {
             ops_kind(c, k, pk[k], iters);
+            order_kind(c, k, pk[k], iters / ORDER_BURST + 1);
             fence_kind(c, k, pk[k], FENCE_LEN);
+            fence_nap_send(c, pk[k]);
         }
+    if (rank == 0)
+        for (int k = 0; k < T_NKINDS; k++)
+            fence_nap_recv(c, k, &r[k]);
     t_barrier(&c->job);
     if (rank == 0)
         for (int k = 0; k < T_NKINDS; k++) {
