@@ -15,8 +15,8 @@
  *             answers.
  *   getv:     the remote range holds the pattern; it must land in the
  *             segments in order, the canaries between them untouched.
- * Then bursts of gathered ops posted without polling (they wait in the send
- * queue with their segments, -EAGAIN met and retried), ULN_SILENT, and the
+ * A list of no segments is a 0-byte op. Then bursts of gathered ops posted without polling (they
+ * wait in the send queue with their segments, -EAGAIN met and retried), ULN_SILENT, and the
  * refusals: a bad key, out of bounds and without the right complete once with
  * the status the contiguous call gets, and move no byte; too many segments, a
  * NULL base with a length and ULN_INLINE where it cannot be are refused at
@@ -177,6 +177,28 @@ static void run_case(uint64_t id, uint8_t *arena, uint8_t *win)
     memset(win, 0, wlen);
     plain(false, win, wlen, key, c.roff - GUARD);
     window_check(win, c.total, seed, id);
+}
+
+/* A list of no segments (iov NULL, iovcnt 0) is a 0-byte op: one good
+ * completion of 0 bytes on every kind of memory, and the poisoned window
+ * around its offset unchanged. */
+static void no_segments(uint8_t *win)
+{
+    const size_t wlen = 64 + 2 * GUARD;
+    uint8_t *was = t_xmalloc(wlen);
+    for (int kind = 0; kind < T_NKINDS; kind++)
+        for (int op = OP_PUTV; op <= OP_GETV; op += OP_GETV - OP_PUTV) {
+            uint64_t key = keys[0][kind];
+            window_fill(win, 64, pat_seed(1, 7, (uint64_t)kind), true);
+            memcpy(was, win, wlen);
+            plain(true, win, wlen, key, 0);
+            CHECK_OK(run_op(op, NULL, 0, key, GUARD, 0, 0, 0x0e));
+            memset(win, 0, wlen);
+            plain(false, win, wlen, key, 0);
+            CHECKF(!memcmp(win, was, wlen), "%s of no segments changed the %s window", opname[op],
+                   t_kind_name(kind));
+        }
+    free(was);
 }
 
 /* Target: each PUT_REMOTE is checked in our own memory and answered. */
@@ -392,6 +414,7 @@ static void initiator(size_t rlen)
     uint8_t *arena = t_xmalloc(arena_len()), *win = t_xmalloc(big + 2 * GUARD + 4096);
     for (uint64_t id = 0; id < ncases(); id++)
         run_case(id, arena, win);
+    no_segments(win);
     bursts(arena, win);
     refusals(rlen);
     free(arena);
