@@ -352,11 +352,36 @@ static uint64_t fz_le(const uint8_t *b, size_t n, size_t at, unsigned bytes)
     return v;
 }
 
+/* The list form of a NAP, PUT or GET (uln_napv, uln_putv, uln_put_immv,
+ * uln_getv): len bytes at buf cut into segs pieces (0..ULN_IOV_MAX, one
+ * past it refused at post), uneven, zero-length ones among them. */
+static void fz_post_list(unsigned op, unsigned segs, uint8_t *buf, uint64_t len, uint64_t rkey,
+                         uint64_t roff, unsigned flags)
+{
+    struct iovec v[ULN_IOV_MAX + 1];
+    uint64_t at = 0;
+    for (unsigned i = 0; i < segs; i++) {
+        uint64_t end = i + 1 == segs ? len : len * (i + 1) * (i + 1) / (segs * segs);
+        v[i] = (struct iovec){buf + at, end - at};
+        at = end;
+    }
+    const struct iovec *iov = segs ? v : NULL;
+    if (op == 0)
+        uln_napv(F.ep, 1, iov, (int)segs, 0x100, flags);
+    else if (op == 1)
+        uln_putv(F.ep, 1, iov, (int)segs, rkey, roff, 0x200, flags);
+    else if (op == 2)
+        uln_put_immv(F.ep, 1, iov, (int)segs, rkey, roff, 0x1111, 0x300, flags);
+    else
+        uln_getv(F.ep, 1, iov, (int)segs, rkey, roff, 0x400, flags & ULN_SILENT);
+}
+
 /* An operation of ours to rank 1: b[0] op and flags, b[1..2] length, b[3..10]
- * remote offset, b[11..18] remote key. Its answers come from the input. An
- * atomic takes its op from the length (1 + len % 11: 11 is one past the
- * last, refused at post), its width from bit 8 (4, else 8), and fetches
- * into the GET destination. */
+ * remote offset, b[11..18] remote key; with b[19], a NAP, PUT or GET goes as
+ * a list of b[19] % (ULN_IOV_MAX + 2) segments (fz_post_list). Its answers
+ * come from the input. An atomic takes its op from the length (1 + len % 11:
+ * 11 is one past the last, refused at post), its width from bit 8 (4, else
+ * 8), and fetches into the GET destination. */
 static void fz_post(const uint8_t *b, size_t n)
 {
     if (n == 0) return;
@@ -365,6 +390,12 @@ static void fz_post(const uint8_t *b, size_t n)
     if (b[0] & 0x40) flags |= ULN_INLINE;
     uint64_t len = fz_le(b, n, 1, 2), roff = fz_le(b, n, 3, 8), rkey = fz_le(b, n, 11, 8);
     uint8_t *dst = F.get_mem + FZ_GUARD;
+    if (n > 19 && op <= 3) {
+        const uint64_t max[4] = {FZ_NAP_MAX, FZ_SRC_LEN, FZ_SRC_LEN, FZ_GET_LEN};
+        fz_post_list(op, b[19] % (ULN_IOV_MAX + 2), op == 3 ? dst : F.src, len % (max[op] + 1),
+                     rkey, roff, flags);
+        return;
+    }
     switch (op) {
     case 0:
         uln_nap(F.ep, 1, F.src, len % (FZ_NAP_MAX + 1), 0x100, flags);

@@ -129,14 +129,21 @@ static void put(uint64_t reg, uint64_t op_id, uint64_t op_off, uint64_t op_len, 
     data(UW_PUT, flags, reg, frag_off, &x, (size_t)uw_ext_len(UW_PUT, flags), payload, n, M_RKEY);
 }
 
-static void post(unsigned op, uint16_t len, uint64_t roff, uint64_t rkey)
+/* segs: 0 for the plain call, else 1 + the list's segment count (b[19]). */
+static void post_segs(unsigned op, uint16_t len, uint64_t roff, uint64_t rkey, unsigned segs)
 {
-    uint8_t b[19];
+    uint8_t b[20];
     b[0] = (uint8_t)op;
     memcpy(b + 1, &len, 2);
     memcpy(b + 3, &roff, 8);
     memcpy(b + 11, &rkey, 8);
-    rec(U_POST, M_POLL, b, sizeof b);
+    b[19] = (uint8_t)(segs - 1);
+    rec(U_POST, M_POLL, b, segs ? 20 : 19);
+}
+
+static void post(unsigned op, uint16_t len, uint64_t roff, uint64_t rkey)
+{
+    post_segs(op, len, roff, rkey, 0);
 }
 
 static void udp_seeds(void)
@@ -202,6 +209,25 @@ static void udp_seeds(void)
     data(UW_ACK, 0, 0, 0, NULL, 0, NULL, 0, M_OPID);
     data(UW_ACK, 0, 1, (uint64_t)(int64_t)-ENOKEY, NULL, 0, NULL, 0, M_OPID);
     save(T, "put-ack");
+
+    /* Lists: a GET scattered into 5 segments as its answer's pieces come,
+     * a PUT gathered from 16 and one from none, acknowledged. */
+    post_segs(P_GET, 1000, 0, 0x1234, 1 + 5);
+    handshake();
+    {
+        struct uw_get_resp_ext r = {0};
+        data(UW_GET_RESP, 0, 0, 0, &r, sizeof r, payload, 600, M_OPID);
+        data(UW_GET_RESP, 0, 0, 600, &r, sizeof r, payload, 400, M_OPID);
+    }
+    save(T, "getv-resp");
+    post_segs(P_PUT, 3000, 0, 0x1234, 1 + 16);
+    post_segs(P_PUT_IMM, 0, 0, 0x1234, 1 + 0);
+    post_segs(P_NAP, 300, 0, 0, 1 + 3);
+    handshake();
+    rec(U_POLL, 3, NULL, 0);
+    data(UW_ACK, 0, 0, 0, NULL, 0, NULL, 0, M_OPID);
+    data(UW_ACK, 0, 1, 0, NULL, 0, NULL, 0, M_OPID);
+    save(T, "putv-ack");
 
     /* The ACK of our PUT riding in front of rank 1's reply (a bundle). */
     post(P_PUT, 100, 0, 0x1234);
@@ -367,11 +393,18 @@ static void frag(uint64_t reg, uint64_t op_id, uint64_t op_off, uint64_t op_len,
     msg(E_CH0, M_RKEY, ULN_MSG_PUT_FRAG, flags, b, sizeof f + n);
 }
 
+/* segs as post_segs. */
+static void engine_post_segs(unsigned op, uint16_t len, unsigned segs)
+{
+    uint8_t b[20] = {(uint8_t)op};
+    memcpy(b + 1, &len, 2);
+    b[19] = (uint8_t)(segs - 1);
+    rec(E_POST, M_POLL, b, segs ? 20 : 19);
+}
+
 static void engine_post(unsigned op, uint16_t len)
 {
-    uint8_t b[19] = {(uint8_t)op};
-    memcpy(b + 1, &len, 2);
-    rec(E_POST, M_POLL, b, sizeof b);
+    engine_post_segs(op, len, 0);
 }
 
 static void engine_seeds(void)
@@ -412,6 +445,19 @@ static void engine_seeds(void)
         msg(E_CH0, M_OPID, ULN_MSG_GET_RESP, 0, b, sizeof r + 400);
     }
     save(T, "get-resp");
+
+    engine_post_segs(P_GET, 1000, 1 + 7);
+    {
+        uint8_t b[2048];
+        struct uln_get_resp r = {.op_id = 0, .op_offset = 0};
+        memcpy(b, &r, sizeof r);
+        memcpy(b + sizeof r, payload, 600);
+        msg(E_CH0, M_OPID, ULN_MSG_GET_RESP, 0, b, sizeof r + 600);
+        r.op_offset = 600;
+        memcpy(b, &r, sizeof r);
+        msg(E_CH0, M_OPID, ULN_MSG_GET_RESP, 0, b, sizeof r + 400);
+    }
+    save(T, "getv-resp");
 
     engine_post(P_PUT, 500);
     engine_post(P_PUT_IMM, 20);
