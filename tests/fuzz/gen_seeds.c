@@ -407,6 +407,19 @@ static void engine_post(unsigned op, uint16_t len)
     engine_post_segs(op, len, 0);
 }
 
+/* The answer to our 1000-byte GET in two pieces, 600 and 400 bytes. */
+static void engine_get_answer(void)
+{
+    uint8_t b[2048];
+    struct uln_get_resp r = {.op_id = 0, .op_offset = 0};
+    memcpy(b, &r, sizeof r);
+    memcpy(b + sizeof r, payload, 600);
+    msg(E_CH0, M_OPID, ULN_MSG_GET_RESP, 0, b, sizeof r + 600);
+    r.op_offset = 600;
+    memcpy(b, &r, sizeof r);
+    msg(E_CH0, M_OPID, ULN_MSG_GET_RESP, 0, b, sizeof r + 400);
+}
+
 static void engine_seeds(void)
 {
     const char *T = "fuzz_engine_rx";
@@ -434,29 +447,11 @@ static void engine_seeds(void)
     save(T, "put-notify");
 
     engine_post(P_GET, 1000);
-    {
-        uint8_t b[2048];
-        struct uln_get_resp r = {.op_id = 0, .op_offset = 0};
-        memcpy(b, &r, sizeof r);
-        memcpy(b + sizeof r, payload, 600);
-        msg(E_CH0, M_OPID, ULN_MSG_GET_RESP, 0, b, sizeof r + 600);
-        r.op_offset = 600;
-        memcpy(b, &r, sizeof r);
-        msg(E_CH0, M_OPID, ULN_MSG_GET_RESP, 0, b, sizeof r + 400);
-    }
+    engine_get_answer();
     save(T, "get-resp");
 
     engine_post_segs(P_GET, 1000, 1 + 7);
-    {
-        uint8_t b[2048];
-        struct uln_get_resp r = {.op_id = 0, .op_offset = 0};
-        memcpy(b, &r, sizeof r);
-        memcpy(b + sizeof r, payload, 600);
-        msg(E_CH0, M_OPID, ULN_MSG_GET_RESP, 0, b, sizeof r + 600);
-        r.op_offset = 600;
-        memcpy(b, &r, sizeof r);
-        msg(E_CH0, M_OPID, ULN_MSG_GET_RESP, 0, b, sizeof r + 400);
-    }
+    engine_get_answer();
     save(T, "getv-resp");
 
     engine_post(P_PUT, 500);
