@@ -25,6 +25,15 @@
  * has none, an empty datagram to the peer's discard port makes the kernel
  * resolve it, and packets to the peer are lost meanwhile (tx_err, last_tx_errno
  * EHOSTUNREACH): the reliability layer sends them again.
+ *
+ * The bound UDP socket (udp_fd) is read too: whatever the XDP program passes
+ * to the kernel for our (address, port) lands there - a frame that came on
+ * another receive queue, a sender's GSO run, a datagram from this host
+ * (loopback never meets XDP). recv reads it into landing buffers of the
+ * link's own, lent like frames (rx_sock counts them), at most once per
+ * millisecond of the coarse clock: a spinning caller pays no system call
+ * for it in between, and such a datagram comes a tick late instead of never.
+ * Callers sleep on an epoll set of both sockets (xdp_fd).
  */
 #define _GNU_SOURCE
 #include "transport/link_xdp.h"
@@ -144,6 +153,7 @@ int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out,
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <xdp/libxdp.h>
@@ -162,10 +172,11 @@ extern const size_t uln_xdp_obj_len;
 #define NEIGH_RETRY_NS   2000000ull   /* look a missing MAC up again after 2 ms */
 #define NEIGH_PROBE_NS   200000000ull /* and make the kernel resolve it every 200 ms */
 #define DISCARD_PORT     9u
-#define KICKS_MAX        8u /* sendto kicks per send call while the TX ring drains */
-#define PROGS_MAX        8u /* interfaces with our program, per process */
-#define BUSY_POLL_US     20 /* SO_BUSY_POLL: how long an empty read polls the queue */
-#define BUSY_POLL_BUDGET 64 /* SO_BUSY_POLL_BUDGET: frames per poll (a batch) */
+#define SOCK_READ_NS     1000000ull /* the bound socket is read this often at least */
+#define KICKS_MAX        8u         /* sendto kicks per send call while the TX ring drains */
+#define PROGS_MAX        8u         /* interfaces with our program, per process */
+#define BUSY_POLL_US     20         /* SO_BUSY_POLL: how long an empty read polls the queue */
+#define BUSY_POLL_BUDGET 64         /* SO_BUSY_POLL_BUDGET: frames per poll (a batch) */
 #ifndef SO_PREFER_BUSY_POLL
 #define SO_PREFER_BUSY_POLL 69
 #endif
@@ -206,6 +217,7 @@ static pthread_mutex_t progs_lock = PTHREAD_MUTEX_INITIALIZER;
 struct link_xdp {
     struct uln_link base; /* first: a struct uln_link * is one of these */
     int udp_fd;           /* the bound UDP socket: keeps the port, resolves MACs */
+    int ep_fd;            /* epoll: xsk_fd and udp_fd, what callers sleep on */
     int nl_fd;            /* netlink: routes and neighbours */
     int ifindex;
     unsigned queue;
@@ -242,6 +254,17 @@ struct link_xdp {
     struct sockaddr_in *rx_sa;
     uint8_t *lend_mem; /* rx_lend: handles nrx + i */
     uint8_t lend_used[LEND_BUFS];
+
+    /* the bound socket's datagrams: handles sock_base + i, one landing buffer
+     * of a frame's size each, as many as the caller may keep (link.h); a LIFO
+     * free stack, so only the pages of the most ever held at once are
+     * touched */
+    uint32_t sock_base; /* nrx + LEND_BUFS */
+    unsigned nsock, nsock_free;
+    uint8_t *sock_mem;
+    uint8_t *sock_lent;
+    uint32_t *sock_free;
+    uint64_t sock_next; /* when to read the socket next (coarse clock) */
 
     /* peers: dense array, open-addressing index by (ip, port) */
     struct peer *peers;
@@ -830,11 +853,9 @@ static void fill_frame(struct link_xdp *x, uint32_t fr)
     if (x->nstash >= ULN_LINK_BATCH) fill_flush(x);
 }
 
-static int xdp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
+/* Frames on the RX ring, lent where they lie. */
+static unsigned ring_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned max)
 {
-    struct link_xdp *x = (struct link_xdp *)l;
-    if (tx_queued(x)) kick_tx(x); /* copy mode sends only when asked */
-    fill_flush(x);
     uint32_t idx;
     unsigned n = xsk_ring_cons__peek(&x->rx, max, &idx);
     x->st.rx_calls++;
@@ -870,30 +891,102 @@ static int xdp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
         x->st.rx_bytes += plen;
     }
     xsk_ring_cons__release(&x->rx, n);
+    return got;
+}
+
+/* Whether to read the bound socket in this call: once per SOCK_READ_NS of
+ * the coarse clock (a read of the vDSO's data, no system call). */
+static bool sock_due(struct link_xdp *x)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    if (now < x->sock_next) return false;
+    x->sock_next = now + SOCK_READ_NS;
+    return true;
+}
+
+/* Datagrams waiting in the bound socket, each read into a landing buffer
+ * and lent from there. A longer one than payload_max is dropped (rx_trunc). */
+static unsigned sock_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned max)
+{
+    unsigned got = 0;
+    while (got < max) {
+        if (!x->nsock_free) {
+            x->st.rx_pool_empty++;
+            break;
+        }
+        uint32_t i = x->sock_free[x->nsock_free - 1], h = x->sock_base + i;
+        uint8_t *buf = x->sock_mem + (size_t)i * ULN_LINK_XDP_FRAME;
+        socklen_t sl = sizeof(x->rx_sa[h]);
+        ssize_t n = recvfrom(x->udp_fd, buf, x->base.payload_max, MSG_DONTWAIT | MSG_TRUNC,
+                             (struct sockaddr *)&x->rx_sa[h], &sl);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) x->st.rx_err++;
+            break;
+        }
+        if ((size_t)n > x->base.payload_max || x->rx_sa[h].sin_family != AF_INET) {
+            x->st.rx_trunc++;
+            continue;
+        }
+        int32_t peer = find_key(x, x->rx_sa[h].sin_addr.s_addr, x->rx_sa[h].sin_port);
+        if (peer < 0) x->st.rx_unknown++;
+        x->nsock_free--;
+        x->sock_lent[i] = 1;
+        out[got++] =
+            (struct uln_link_rx){.buf = buf, .len = (uint32_t)n, .peer = peer, .handle = h};
+        x->st.rx_sock++;
+        x->st.rx_pkts++;
+        x->st.rx_bytes += (uint64_t)n;
+    }
+    return got;
+}
+
+/* The ring first; the socket when due, with a quarter of the room kept for
+ * it, so that a ring that always has a batch cannot starve it. */
+static int xdp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
+{
+    struct link_xdp *x = (struct link_xdp *)l;
+    if (tx_queued(x)) kick_tx(x); /* copy mode sends only when asked */
+    fill_flush(x);
+    bool sock = sock_due(x);
+    unsigned got = ring_recv(x, out, sock ? max - max / 4 : max);
+    if (sock) got += sock_recv(x, out + got, max - got);
     return (int)got;
+}
+
+/* Whether handle is lent out: a UMEM frame [0, nrx), an rx_lend buffer
+ * [nrx, sock_base) or a landing buffer of the socket [sock_base, +nsock). */
+static bool is_lent(const struct link_xdp *x, uint32_t h)
+{
+    if (h < x->nrx) return x->lent[h];
+    if (h < x->sock_base) return x->lend_used[h - x->nrx];
+    return h - x->sock_base < x->nsock && x->sock_lent[h - x->sock_base];
 }
 
 static int xdp_rx_release(struct uln_link *l, uint32_t handle)
 {
     struct link_xdp *x = (struct link_xdp *)l;
-    if (handle >= x->nrx && handle - x->nrx < LEND_BUFS && x->lend_used[handle - x->nrx]) {
-        x->lend_used[handle - x->nrx] = 0;
-        return 0;
-    }
-    if (handle >= x->nrx || !x->lent[handle]) {
+    if (!is_lent(x, handle)) {
         x->st.rx_bad_release++;
         return -EINVAL;
     }
-    x->lent[handle] = 0;
-    fill_frame(x, handle);
+    if (handle < x->nrx) {
+        x->lent[handle] = 0;
+        fill_frame(x, handle);
+    } else if (handle < x->sock_base) {
+        x->lend_used[handle - x->nrx] = 0;
+    } else {
+        x->sock_lent[handle - x->sock_base] = 0;
+        x->sock_free[x->nsock_free++] = handle - x->sock_base;
+    }
     return 0;
 }
 
 static const void *xdp_rx_addr(const struct uln_link *l, uint32_t handle, socklen_t *len)
 {
     const struct link_xdp *x = (const struct link_xdp *)l;
-    bool lend = handle >= x->nrx && handle - x->nrx < LEND_BUFS && x->lend_used[handle - x->nrx];
-    if (!lend && (handle >= x->nrx || !x->lent[handle])) return NULL;
+    if (!is_lent(x, handle)) return NULL;
     if (len) *len = sizeof(struct sockaddr_in);
     return &x->rx_sa[handle];
 }
@@ -937,19 +1030,27 @@ static int xdp_rx_lend(struct uln_link *l, int32_t peer, const void *buf, uint32
 /* The rest                                                                   */
 /* ------------------------------------------------------------------------- */
 
+/* The epoll set of both sockets. A poll of the set runs neither socket's
+ * own poll, and the AF_XDP socket's is also a kick (it sends in copy mode,
+ * wakes a zero-copy driver that asked to be woken): recv kicks the same way,
+ * so a caller that sleeps on this fd reads before it sleeps, as udp.c's
+ * progress pass does. */
 static int xdp_fd(const struct uln_link *l)
 {
-    return ((const struct link_xdp *)l)->xsk_fd;
+    return ((const struct link_xdp *)l)->ep_fd;
 }
 
+/* Polls both sockets itself, for the AF_XDP socket's kick (above). A
+ * datagram in the bound socket is read at the next recv, not a tick later. */
 static int xdp_wait(struct uln_link *l, int timeout_ms)
 {
     struct link_xdp *x = (struct link_xdp *)l;
     if (xsk_cons_nb_avail(&x->rx, 1)) return 1; /* frames wait: no sleep */
     fill_flush(x);                              /* every frame the kernel's while we sleep */
-    struct pollfd p = {.fd = x->xsk_fd, .events = POLLIN};
-    int r = poll(&p, 1, timeout_ms);
+    struct pollfd p[2] = {{.fd = x->xsk_fd, .events = POLLIN}, {.fd = x->udp_fd, .events = POLLIN}};
+    int r = poll(p, 2, timeout_ms);
     if (r < 0) return errno == EINTR ? 0 : -errno;
+    if (p[1].revents) x->sock_next = 0;
     return r > 0;
 }
 
@@ -995,6 +1096,7 @@ static void xdp_close(struct uln_link *l)
     if (x->xsk) xsk_socket__delete(x->xsk);
     if (x->umem) xsk_umem__delete(x->umem);
     if (x->area) munmap(x->area, x->area_len);
+    if (x->ep_fd >= 0) close(x->ep_fd);
     if (x->nl_fd >= 0) close(x->nl_fd);
     if (x->udp_fd >= 0) close(x->udp_fd);
     free(x->tx_free);
@@ -1002,6 +1104,9 @@ static void xdp_close(struct uln_link *l)
     free(x->lent);
     free(x->rx_sa);
     free(x->lend_mem);
+    if (x->sock_mem) munmap(x->sock_mem, (size_t)x->nsock * ULN_LINK_XDP_FRAME);
+    free(x->sock_lent);
+    free(x->sock_free);
     free(x->peers);
     free(x->htab);
     free(x);
@@ -1122,6 +1227,26 @@ static void busy_poll_on(struct link_xdp *x)
     x->info.busy_poll = x->busy_poll;
 }
 
+/* The socket's landing buffers: as many as the caller may keep, so that it
+ * goes on receiving from the socket, too, while it holds all it was
+ * promised (link.h). Anonymous memory, touched only as buffers are used. */
+static int alloc_sock(struct link_xdp *x, unsigned n)
+{
+    x->sock_base = x->nrx + LEND_BUFS;
+    void *m = mmap(NULL, (size_t)n * ULN_LINK_XDP_FRAME, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return -ENOMEM;
+    x->sock_mem = m;
+    x->nsock = n;
+    x->info.rx_mem += (size_t)n * ULN_LINK_XDP_FRAME;
+    x->sock_lent = calloc(n, 1);
+    x->sock_free = malloc(n * sizeof(uint32_t));
+    if (!x->sock_lent || !x->sock_free) return -ENOMEM;
+    for (unsigned i = 0; i < n; i++)
+        x->sock_free[x->nsock_free++] = n - 1 - i;
+    return 0;
+}
+
 /* Memory: the UMEM, the per-frame receive state, the peer table. */
 static int alloc_link(struct link_xdp *x, unsigned rx_bufs, unsigned max_peers)
 {
@@ -1132,6 +1257,7 @@ static int alloc_link(struct link_xdp *x, unsigned rx_bufs, unsigned max_peers)
     if (a == MAP_FAILED) return -ENOMEM;
     x->area = a;
     x->info.rx_mem = x->area_len;
+    if (alloc_sock(x, rx_bufs)) return -ENOMEM;
     x->max_peers = max_peers;
     uint32_t hsize = 4;
     while (hsize < 2u * max_peers)
@@ -1140,7 +1266,7 @@ static int alloc_link(struct link_xdp *x, unsigned rx_bufs, unsigned max_peers)
     x->tx_free = malloc(x->ntx * sizeof(uint32_t));
     x->fq_stash = malloc(x->nrx * sizeof(uint32_t)); /* room for every frame: never full */
     x->lent = calloc(x->nrx, 1);
-    x->rx_sa = calloc(x->nrx + LEND_BUFS, sizeof(struct sockaddr_in));
+    x->rx_sa = calloc(x->sock_base + x->nsock, sizeof(struct sockaddr_in));
     x->lend_mem = malloc((size_t)LEND_BUFS * ULN_LINK_XDP_FRAME);
     x->peers = calloc(max_peers, sizeof(struct peer));
     x->htab = malloc(hsize * sizeof(int32_t));
@@ -1176,6 +1302,32 @@ static int start(struct link_xdp *x, unsigned queue, char *why, size_t whylen)
     return 0;
 }
 
+/* The set callers sleep on (xdp_fd): input at either socket wakes them. */
+static int epoll_both(struct link_xdp *x, int udp_fd)
+{
+    x->ep_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (x->ep_fd < 0) return -errno;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = x->xsk_fd};
+    if (epoll_ctl(x->ep_fd, EPOLL_CTL_ADD, x->xsk_fd, &ev)) return -errno;
+    ev.data.fd = udp_fd;
+    if (epoll_ctl(x->ep_fd, EPOLL_CTL_ADD, udp_fd, &ev)) return -errno;
+    return 0;
+}
+
+/* Room in the bound socket for the landing pool's worth of datagrams, as the
+ * socket link has for its pool (the kernel doubles the figure for itself):
+ * a same-host peer's burst waits there. Set only once the link is open:
+ * until then the socket is the caller's, untouched. */
+static void size_rcvbuf(struct link_xdp *x)
+{
+    uint64_t b = ((uint64_t)x->base.payload_max + 1024u) * (x->nsock < 256 ? 256 : x->nsock);
+    int bytes = b > (256u << 20) ? (256 << 20) : (int)b, got = 0;
+    if (setsockopt(x->udp_fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) < 0)
+        setsockopt(x->udp_fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+    socklen_t gl = sizeof(got);
+    if (getsockopt(x->udp_fd, SOL_SOCKET, SO_RCVBUF, &got, &gl) == 0) x->info.rcvbuf = got;
+}
+
 static void describe(struct link_xdp *x, unsigned queue)
 {
     snprintf(x->info.kind, sizeof(x->info.kind), "xdp");
@@ -1206,6 +1358,7 @@ static int open_plain(const struct uln_link_xdp_cfg *cfg, struct link_xdp *x, ch
     if (!(x->xp = prog_get(x->ifindex, cfg->hook, &x->slot, why, whylen))) return -EPERM;
     if ((rc = open_xsk(x, cfg, why, whylen)) != 0) return rc;
     x->xsk_fd = xsk_socket__fd(x->xsk);
+    if ((rc = epoll_both(x, cfg->fd)) != 0) return rc;
     if (cfg->busy_poll) busy_poll_on(x);
     if ((rc = start(x, cfg->queue, why, whylen)) != 0) return rc;
     describe(x, cfg->queue);
@@ -1237,7 +1390,7 @@ int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out,
     struct link_xdp *x = calloc(1, sizeof(*x));
     if (!x) return -ENOMEM;
     x->base.ops = &xdp_ops;
-    x->udp_fd = x->nl_fd = x->xsk_fd = -1;
+    x->udp_fd = x->ep_fd = x->nl_fd = x->xsk_fd = -1;
     x->ip = cfg->local.sin_addr.s_addr;
     x->port = cfg->local.sin_port;
     x->queue = cfg->queue;
@@ -1248,6 +1401,7 @@ int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out,
         return rc;
     }
     x->udp_fd = cfg->fd;
+    size_rcvbuf(x);
     if (!uln_link_fault_any(&f)) {
         *out = &x->base;
         return 0;
