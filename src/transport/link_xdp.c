@@ -26,13 +26,18 @@
  * resolve it, and packets to the peer are lost meanwhile (tx_err, last_tx_errno
  * EHOSTUNREACH): the reliability layer sends them again.
  *
- * The bound UDP socket (udp_fd) is read too: whatever the XDP program passes
- * to the kernel for our (address, port) lands there - a frame that came on
- * another receive queue, a sender's GSO run, a datagram from this host
- * (loopback never meets XDP). recv reads it into landing buffers of the
- * link's own, lent like frames (rx_sock counts them), at most once per
- * millisecond of the coarse clock: a spinning caller pays no system call
- * for it in between, and such a datagram comes a tick late instead of never.
+ * Same-host peers. A peer at one of this host's addresses (the kernel's
+ * route to it is RTN_LOCAL: out by lo, where no AF_XDP socket is and no XDP
+ * program runs) is "local": its packets go by sendmsg on the bound UDP
+ * socket (udp_fd), gathered from the caller's iovecs, and its packets to us
+ * arrive there too. So does whatever the XDP program passes to the kernel
+ * for our (address, port): a frame that came on another receive queue, a
+ * sender's GSO run. recv reads the socket into landing buffers of the
+ * link's own, lent like frames (rx_sock counts them): in every call while
+ * the link has a local peer, else at most once per millisecond of the
+ * coarse clock, so that a spinning caller with no local peer pays no system
+ * call for it in between and such a datagram comes a tick late instead of
+ * never (a caller asleep on the fd meanwhile wakes at once, until then).
  * Callers sleep on an epoll set of both sockets (xdp_fd).
  */
 #define _GNU_SOURCE
@@ -198,6 +203,8 @@ struct peer {
     int err;              /* why it cannot be reached, 0: it can (once the MAC is known) */
     uint64_t next_lookup; /* when to look for the MAC again */
     uint64_t next_probe;  /* when to ask the kernel to resolve it again */
+    bool local;           /* an address of this host: AF_XDP cannot reach it (the route
+                             leaves by lo), the bound socket does (see the top) */
 };
 
 /* The program attached to one interface by this process. */
@@ -265,6 +272,7 @@ struct link_xdp {
     uint8_t *sock_lent;
     uint32_t *sock_free;
     uint64_t sock_next; /* when to read the socket next (coarse clock) */
+    unsigned nlocal;    /* local peers: while there is one, read it every call */
 
     /* peers: dense array, open-addressing index by (ip, port) */
     struct peer *peers;
@@ -316,6 +324,7 @@ static int nl_ask(int fd, void *req, size_t len, uint16_t want,
 struct route_ans {
     int oif;
     uint32_t gw;
+    unsigned char type; /* RTN_UNICAST, RTN_LOCAL, ... */
 };
 
 static int route_msg(const struct nlmsghdr *h, void *arg)
@@ -323,6 +332,7 @@ static int route_msg(const struct nlmsghdr *h, void *arg)
     struct route_ans *a = arg;
     const struct rtmsg *rt = NLMSG_DATA(h);
     int len = (int)RTM_PAYLOAD(h);
+    a->type = rt->rtm_type;
     for (const struct rtattr *at = RTM_RTA(rt); RTA_OK(at, len); at = RTA_NEXT(at, len)) {
         if (at->rta_type == RTA_OIF && RTA_PAYLOAD(at) >= 4) memcpy(&a->oif, RTA_DATA(at), 4);
         if (at->rta_type == RTA_GATEWAY && RTA_PAYLOAD(at) == 4) memcpy(&a->gw, RTA_DATA(at), 4);
@@ -330,7 +340,8 @@ static int route_msg(const struct nlmsghdr *h, void *arg)
     return 1;
 }
 
-/* The peer's next hop, and whether our interface leads there. */
+/* The peer's next hop, and whether our interface leads there; or that the
+ * peer is on this host (local: the bound socket reaches it). */
 static int route_to(struct link_xdp *x, struct peer *p)
 {
     struct {
@@ -352,6 +363,10 @@ static int route_to(struct link_xdp *x, struct peer *p)
     int rc = nl_ask(x->nl_fd, &req, req.h.nlmsg_len, RTM_NEWROUTE, route_msg, &a);
     if (rc < 0) return rc;
     if (rc == 0) return -ENETUNREACH;
+    if (a.type == RTN_LOCAL) {
+        p->local = true;
+        return 0;
+    }
     if (a.oif != x->ifindex) return -ENETUNREACH; /* another interface: not this link's */
     p->nh = a.gw ? a.gw : p->ip;
     return 0;
@@ -408,7 +423,7 @@ static int neigh_lookup(struct link_xdp *x, struct peer *p)
  * resolution (the XDP program passes the answer, ICMP, to the kernel). */
 static void peer_resolve(struct link_xdp *x, struct peer *p, uint64_t now)
 {
-    if (p->err || p->have_mac || now < p->next_lookup) return;
+    if (p->err || p->local || p->have_mac || now < p->next_lookup) return;
     p->next_lookup = now + NEIGH_RETRY_NS;
     if (neigh_lookup(x, p)) {
         p->have_mac = true;
@@ -487,10 +502,13 @@ static int sa_v4(const void *addr, socklen_t len, uint32_t *ip, uint16_t *port)
     return sa->sa_family == AF_INET || sa->sa_family == AF_INET6 ? -EINVAL : -EAFNOSUPPORT;
 }
 
+/* A new peer, or one moved (set_peer): its route, maybe local now or no more. */
 static void peer_init(struct link_xdp *x, struct peer *p, uint32_t ip, uint16_t port)
 {
+    x->nlocal -= p->local;
     *p = (struct peer){.ip = ip, .port = port};
     p->err = route_to(x, p);
+    x->nlocal += p->local;
     peer_resolve(x, p, now_ns());
 }
 
@@ -776,6 +794,29 @@ static int check_pkts(const struct link_xdp *x, const struct uln_link_pkt *pkts,
     return 0;
 }
 
+/* A packet to a local peer, by the bound socket. 1: taken (sent, or refused
+ * for good: lost and counted), 0: the socket is full, send it later. */
+static int sock_send(struct link_xdp *x, const struct peer *pe, const struct uln_link_pkt *p)
+{
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = pe->port};
+    to.sin_addr.s_addr = pe->ip;
+    struct msghdr m = {.msg_name = &to,
+                       .msg_namelen = sizeof(to),
+                       .msg_iov = (struct iovec *)p->iov,
+                       .msg_iovlen = p->niov};
+    ssize_t r = sendmsg(x->udp_fd, &m, MSG_DONTWAIT);
+    x->st.tx_calls++;
+    if (r >= 0) {
+        x->st.tx_pkts++;
+        x->st.tx_bytes += (uint64_t)r;
+        return 1;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS || errno == EINTR) return 0;
+    x->st.tx_err++;
+    x->st.last_tx_errno = errno;
+    return 1;
+}
+
 static int xdp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigned n)
 {
     struct link_xdp *x = (struct link_xdp *)l;
@@ -790,6 +831,10 @@ static int xdp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigne
     for (; done < got; done++) {
         const struct uln_link_pkt *p = &pkts[done];
         struct peer *pe = &x->peers[p->peer];
+        if (pe->local) {
+            if (!sock_send(x, pe, p)) break; /* the socket is full: the rest later */
+            continue;
+        }
         if (!pe->have_mac) {
             if (!now) now = now_ns();
             peer_resolve(x, pe, now);
@@ -808,8 +853,8 @@ static int xdp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigne
         x->st.tx_pkts++;
         x->st.tx_bytes += len - HDR_LEN;
     }
-    /* Reserved slots that went unused (lost packets) are given back: the
-     * producer index only moves by what we submit. */
+    /* Reserved slots that went unused (lost packets, those to local peers)
+     * are given back: the producer index only moves by what we submit. */
     x->tx.cached_prod -= got - put;
     if (put) xsk_ring_prod__submit(&x->tx, put);
     if (done < n) x->st.tx_again++;
@@ -894,10 +939,12 @@ static unsigned ring_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned 
     return got;
 }
 
-/* Whether to read the bound socket in this call: once per SOCK_READ_NS of
- * the coarse clock (a read of the vDSO's data, no system call). */
+/* Whether to read the bound socket in this call: always while a peer is
+ * local, else once per SOCK_READ_NS of the coarse clock (a read of the
+ * vDSO's data, no system call). */
 static bool sock_due(struct link_xdp *x)
 {
+    if (x->nlocal) return true;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
