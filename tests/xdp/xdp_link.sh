@@ -8,7 +8,8 @@
 # Checked:
 #   - every datagram that arrives is intact, in order and once (the sink
 #     fails on anything else); the kernel may drop a few on the way (its
-#     queues overflow on a loaded machine), at most 1 %;
+#     queues overflow on a loaded machine), at most 1 %; all come by AF_XDP,
+#     none by the link's bound socket (rx_sock);
 #   - the batch path: the source's sends of 64 go to the kernel in few kicks
 #     (sendto on the AF_XDP socket): at least 16 datagrams per kick on
 #     average, where one kick per datagram would be 1;
@@ -79,6 +80,7 @@ val() { sed -n "s/.* $2=\([0-9.]*\).*/\1/p" "$logs/$1.out" | tail -n 1; }
 pair sink source --count 100000 --size 64 --batch 64 --window 256
 lost=$(val sink lost) pkts=$(val source tx_pkts) kicks=$(val source tx_calls)
 ((lost * 100 <= 100000)) || fail "$lost of 100000 datagrams lost"
+[[ $(val sink rx_sock) == 0 ]] || fail "$(val sink rx_sock) datagrams came by the bound socket"
 ((kicks > 0 && pkts >= 16 * kicks)) || fail "$pkts datagrams in $kicks kicks: not batched"
 echo "xdp_link.sh: stream: $(grep -v ready "$logs/sink.out")"
 echo "xdp_link.sh: source: $pkts datagrams in $kicks kicks"
