@@ -177,11 +177,12 @@ extern const size_t uln_xdp_obj_len;
 #define NEIGH_RETRY_NS   2000000ull   /* look a missing MAC up again after 2 ms */
 #define NEIGH_PROBE_NS   200000000ull /* and make the kernel resolve it every 200 ms */
 #define DISCARD_PORT     9u
-#define SOCK_READ_NS     1000000ull /* the bound socket is read this often at least */
-#define KICKS_MAX        8u         /* sendto kicks per send call while the TX ring drains */
-#define PROGS_MAX        8u         /* interfaces with our program, per process */
-#define BUSY_POLL_US     20         /* SO_BUSY_POLL: how long an empty read polls the queue */
-#define BUSY_POLL_BUDGET 64         /* SO_BUSY_POLL_BUDGET: frames per poll (a batch) */
+#define OWNER_WAIT_NS    10000000000ull /* an attach writes its owner within this */
+#define SOCK_READ_NS     1000000ull     /* the bound socket is read this often at least */
+#define KICKS_MAX        8u             /* sendto kicks per send call while the TX ring drains */
+#define PROGS_MAX        8u             /* interfaces with our program, per process */
+#define BUSY_POLL_US     20             /* SO_BUSY_POLL: how long an empty read polls the queue */
+#define BUSY_POLL_BUDGET 64             /* SO_BUSY_POLL_BUDGET: frames per poll (a batch) */
 #ifndef SO_PREFER_BUSY_POLL
 #define SO_PREFER_BUSY_POLL 69
 #endif
@@ -578,7 +579,23 @@ static int prog_map(int prog_fd, const char *name)
     return -1;
 }
 
-/* Ours, and its process is gone (killed before it could detach it). */
+/* Loaded less than OWNER_WAIT_NS ago (the kernel's load time is boot-time). */
+static bool young(int prog_fd)
+{
+    struct bpf_prog_info pi;
+    memset(&pi, 0, sizeof(pi));
+    uint32_t pl = sizeof(pi);
+    struct timespec ts;
+    if (bpf_obj_get_info_by_fd(prog_fd, &pi, &pl) || clock_gettime(CLOCK_BOOTTIME, &ts))
+        return false;
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return now - pi.load_time < OWNER_WAIT_NS;
+}
+
+/* Ours, and its process is gone (killed before it could detach it). One
+ * with no owner yet is being attached by another process starting beside
+ * us (the owner is written just after the attach), unless that was long
+ * ago: then its process died in between. */
 static bool orphan(const struct xdp_program *p)
 {
     if (!p || strcmp(xdp_program__name(p), "ulnet_xdp")) return false;
@@ -586,7 +603,7 @@ static bool orphan(const struct xdp_program *p)
     if (fd < 0) return false;
     uint32_t k = 0, pid = 0;
     bool gone = !bpf_map_lookup_elem(fd, &k, &pid) &&
-                (pid == 0 || (kill((pid_t)pid, 0) < 0 && errno == ESRCH));
+                (pid == 0 ? !young(xdp_program__fd(p)) : kill((pid_t)pid, 0) < 0 && errno == ESRCH);
     close(fd);
     return gone;
 }
