@@ -1355,7 +1355,7 @@ static int start(struct link_xdp *x, unsigned queue, char *why, size_t whylen)
     xsk_ring_prod__submit(&x->fq, x->nrx);
     int fd = xsk_socket__fd(x->xsk);
     struct uln_xdp_port_key k = {.addr = x->ip, .port = x->port};
-    struct uln_xdp_port_val v = {.slot = x->slot, .queue = queue};
+    struct uln_xdp_port_val v = {.slot = x->slot, .queue = queue, .frame_max = x->info.mtu + 14};
     if (bpf_map_update_elem(x->xp->xsks_fd, &x->slot, &fd, 0) ||
         bpf_map_update_elem(x->xp->ports_fd, &k, &v, BPF_NOEXIST)) {
         int e = errno;
