@@ -32,12 +32,14 @@
  * socket (udp_fd), gathered from the caller's iovecs, and its packets to us
  * arrive there too. So does whatever the XDP program passes to the kernel
  * for our (address, port): a frame that came on another receive queue, a
- * sender's GSO run. recv reads the socket into landing buffers of the
- * link's own, lent like frames (rx_sock counts them): in every call while
- * the link has a local peer, else at most once per millisecond of the
- * coarse clock, so that a spinning caller with no local peer pays no system
- * call for it in between and such a datagram comes a tick late instead of
- * never (a caller asleep on the fd meanwhile wakes at once, until then).
+ * sender's GSO run (longer than the MTU: generic XDP sees it whole). recv
+ * reads the socket into landing buffers of the link's own, lent like
+ * frames (rx_sock counts them): in every call while the link has a local
+ * peer or the last read found something, else at most once per millisecond
+ * of the coarse clock, so that a spinning caller with no local peer pays no
+ * system call for it in between and such a datagram comes a tick late
+ * instead of never (a caller asleep on the fd meanwhile wakes at once, until
+ * then).
  * Callers sleep on an epoll set of both sockets (xdp_fd).
  */
 #define _GNU_SOURCE
@@ -957,8 +959,8 @@ static unsigned ring_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned 
 }
 
 /* Whether to read the bound socket in this call: always while a peer is
- * local, else once per SOCK_READ_NS of the coarse clock (a read of the
- * vDSO's data, no system call). */
+ * local or the last read found something, else once per SOCK_READ_NS of the
+ * coarse clock (a read of the vDSO's data, no system call). */
 static bool sock_due(struct link_xdp *x)
 {
     if (x->nlocal) return true;
@@ -1003,6 +1005,7 @@ static unsigned sock_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned 
         x->st.rx_pkts++;
         x->st.rx_bytes += (uint64_t)n;
     }
+    if (got) x->sock_next = 0; /* a stream (GSO runs): read again until it is dry */
     return got;
 }
 
