@@ -201,13 +201,13 @@ struct peer {
     uint32_t ip;   /* network order */
     uint16_t port; /* network order */
     bool have_mac;
+    bool local; /* an address of this host: AF_XDP cannot reach it (the route leaves
+                   by lo), the bound socket does (see the top) */
     uint8_t mac[6];
     uint32_t nh;          /* next hop: the peer or its gateway */
     int err;              /* why it cannot be reached, 0: it can (once the MAC is known) */
     uint64_t next_lookup; /* when to look for the MAC again */
     uint64_t next_probe;  /* when to ask the kernel to resolve it again */
-    bool local;           /* an address of this host: AF_XDP cannot reach it (the route
-                             leaves by lo), the bound socket does (see the top) */
 };
 
 /* The program attached to one interface by this process. */
