@@ -38,9 +38,9 @@
  * peer or the last read found something, else at most once per millisecond
  * of the coarse clock, so that a spinning caller with no local peer pays no
  * system call for it in between and such a datagram comes a tick late
- * instead of never (a caller asleep on the fd meanwhile wakes at once, until
- * then).
- * Callers sleep on an epoll set of both sockets (xdp_fd).
+ * instead of never. Callers sleep on an epoll set of both sockets (xdp_fd);
+ * one asleep there while such a datagram waits for its tick is woken again
+ * at once until then: a short spin, for a rare datagram.
  */
 #define _GNU_SOURCE
 #include "transport/link_xdp.h"
