@@ -133,6 +133,8 @@ struct uln_link_stats {
     uint64_t rx_kernel_drops; /* the socket's own drop count (receive buffer full) */
     uint64_t rx_bad_frame;    /* AF_XDP: frames that were not a whole, intact ulnet
                                  datagram for us (headers, lengths, checksums): dropped */
+    uint64_t rx_sock;         /* AF_XDP: datagrams read from the link's bound UDP socket
+                                 (same-host peers, what the XDP program passed) */
 };
 
 struct uln_link;

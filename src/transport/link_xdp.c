@@ -25,6 +25,22 @@
  * has none, an empty datagram to the peer's discard port makes the kernel
  * resolve it, and packets to the peer are lost meanwhile (tx_err, last_tx_errno
  * EHOSTUNREACH): the reliability layer sends them again.
+ *
+ * Same-host peers. A peer at one of this host's addresses (the kernel's
+ * route to it is RTN_LOCAL: out by lo, where no AF_XDP socket is and no XDP
+ * program runs) is "local": its packets go by sendmsg on the bound UDP
+ * socket (udp_fd), gathered from the caller's iovecs, and its packets to us
+ * arrive there too. So does whatever the XDP program passes to the kernel
+ * for our (address, port): a frame that came on another receive queue, a
+ * sender's GSO run (longer than the MTU: generic XDP sees it whole). recv
+ * reads the socket into landing buffers of the link's own, lent like
+ * frames (rx_sock counts them): in every call while the link has a local
+ * peer or the last read found something, else at most once per millisecond
+ * of the coarse clock, so that a spinning caller with no local peer pays no
+ * system call for it in between and such a datagram comes a tick late
+ * instead of never. Callers sleep on an epoll set of both sockets (xdp_fd);
+ * one asleep there while such a datagram waits for its tick is woken again
+ * at once until then: a short spin, for a rare datagram.
  */
 #define _GNU_SOURCE
 #include "transport/link_xdp.h"
@@ -144,6 +160,7 @@ int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out,
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <xdp/libxdp.h>
@@ -162,10 +179,12 @@ extern const size_t uln_xdp_obj_len;
 #define NEIGH_RETRY_NS   2000000ull   /* look a missing MAC up again after 2 ms */
 #define NEIGH_PROBE_NS   200000000ull /* and make the kernel resolve it every 200 ms */
 #define DISCARD_PORT     9u
-#define KICKS_MAX        8u /* sendto kicks per send call while the TX ring drains */
-#define PROGS_MAX        8u /* interfaces with our program, per process */
-#define BUSY_POLL_US     20 /* SO_BUSY_POLL: how long an empty read polls the queue */
-#define BUSY_POLL_BUDGET 64 /* SO_BUSY_POLL_BUDGET: frames per poll (a batch) */
+#define OWNER_WAIT_NS    10000000000ull /* an attach writes its owner within this */
+#define SOCK_READ_NS     1000000ull     /* the bound socket is read this often at least */
+#define KICKS_MAX        8u             /* sendto kicks per send call while the TX ring drains */
+#define PROGS_MAX        8u             /* interfaces with our program, per process */
+#define BUSY_POLL_US     20             /* SO_BUSY_POLL: how long an empty read polls the queue */
+#define BUSY_POLL_BUDGET 64             /* SO_BUSY_POLL_BUDGET: frames per poll (a batch) */
 #ifndef SO_PREFER_BUSY_POLL
 #define SO_PREFER_BUSY_POLL 69
 #endif
@@ -182,6 +201,8 @@ struct peer {
     uint32_t ip;   /* network order */
     uint16_t port; /* network order */
     bool have_mac;
+    bool local; /* an address of this host: AF_XDP cannot reach it (the route leaves
+                   by lo), the bound socket does (see the top) */
     uint8_t mac[6];
     uint32_t nh;          /* next hop: the peer or its gateway */
     int err;              /* why it cannot be reached, 0: it can (once the MAC is known) */
@@ -206,6 +227,7 @@ static pthread_mutex_t progs_lock = PTHREAD_MUTEX_INITIALIZER;
 struct link_xdp {
     struct uln_link base; /* first: a struct uln_link * is one of these */
     int udp_fd;           /* the bound UDP socket: keeps the port, resolves MACs */
+    int ep_fd;            /* epoll: xsk_fd and udp_fd, what callers sleep on */
     int nl_fd;            /* netlink: routes and neighbours */
     int ifindex;
     unsigned queue;
@@ -242,6 +264,18 @@ struct link_xdp {
     struct sockaddr_in *rx_sa;
     uint8_t *lend_mem; /* rx_lend: handles nrx + i */
     uint8_t lend_used[LEND_BUFS];
+
+    /* the bound socket's datagrams: handles sock_base + i, one landing buffer
+     * of a frame's size each, as many as the caller may keep (link.h); a LIFO
+     * free stack, so only the pages of the most ever held at once are
+     * touched */
+    uint32_t sock_base; /* nrx + LEND_BUFS */
+    unsigned nsock, nsock_free;
+    uint8_t *sock_mem;
+    uint8_t *sock_lent;
+    uint32_t *sock_free;
+    uint64_t sock_next; /* when to read the socket next (coarse clock) */
+    unsigned nlocal;    /* local peers: while there is one, read it every call */
 
     /* peers: dense array, open-addressing index by (ip, port) */
     struct peer *peers;
@@ -293,6 +327,7 @@ static int nl_ask(int fd, void *req, size_t len, uint16_t want,
 struct route_ans {
     int oif;
     uint32_t gw;
+    unsigned char type; /* RTN_UNICAST, RTN_LOCAL, ... */
 };
 
 static int route_msg(const struct nlmsghdr *h, void *arg)
@@ -300,6 +335,7 @@ static int route_msg(const struct nlmsghdr *h, void *arg)
     struct route_ans *a = arg;
     const struct rtmsg *rt = NLMSG_DATA(h);
     int len = (int)RTM_PAYLOAD(h);
+    a->type = rt->rtm_type;
     for (const struct rtattr *at = RTM_RTA(rt); RTA_OK(at, len); at = RTA_NEXT(at, len)) {
         if (at->rta_type == RTA_OIF && RTA_PAYLOAD(at) >= 4) memcpy(&a->oif, RTA_DATA(at), 4);
         if (at->rta_type == RTA_GATEWAY && RTA_PAYLOAD(at) == 4) memcpy(&a->gw, RTA_DATA(at), 4);
@@ -307,7 +343,8 @@ static int route_msg(const struct nlmsghdr *h, void *arg)
     return 1;
 }
 
-/* The peer's next hop, and whether our interface leads there. */
+/* The peer's next hop, and whether our interface leads there; or that the
+ * peer is on this host (local: the bound socket reaches it). */
 static int route_to(struct link_xdp *x, struct peer *p)
 {
     struct {
@@ -329,6 +366,10 @@ static int route_to(struct link_xdp *x, struct peer *p)
     int rc = nl_ask(x->nl_fd, &req, req.h.nlmsg_len, RTM_NEWROUTE, route_msg, &a);
     if (rc < 0) return rc;
     if (rc == 0) return -ENETUNREACH;
+    if (a.type == RTN_LOCAL) {
+        p->local = true;
+        return 0;
+    }
     if (a.oif != x->ifindex) return -ENETUNREACH; /* another interface: not this link's */
     p->nh = a.gw ? a.gw : p->ip;
     return 0;
@@ -385,7 +426,7 @@ static int neigh_lookup(struct link_xdp *x, struct peer *p)
  * resolution (the XDP program passes the answer, ICMP, to the kernel). */
 static void peer_resolve(struct link_xdp *x, struct peer *p, uint64_t now)
 {
-    if (p->err || p->have_mac || now < p->next_lookup) return;
+    if (p->err || p->local || p->have_mac || now < p->next_lookup) return;
     p->next_lookup = now + NEIGH_RETRY_NS;
     if (neigh_lookup(x, p)) {
         p->have_mac = true;
@@ -464,10 +505,13 @@ static int sa_v4(const void *addr, socklen_t len, uint32_t *ip, uint16_t *port)
     return sa->sa_family == AF_INET || sa->sa_family == AF_INET6 ? -EINVAL : -EAFNOSUPPORT;
 }
 
+/* A new peer, or one moved (set_peer): its route, maybe local now or no more. */
 static void peer_init(struct link_xdp *x, struct peer *p, uint32_t ip, uint16_t port)
 {
+    x->nlocal -= p->local;
     *p = (struct peer){.ip = ip, .port = port};
     p->err = route_to(x, p);
+    x->nlocal += p->local;
     peer_resolve(x, p, now_ns());
 }
 
@@ -537,7 +581,23 @@ static int prog_map(int prog_fd, const char *name)
     return -1;
 }
 
-/* Ours, and its process is gone (killed before it could detach it). */
+/* Loaded less than OWNER_WAIT_NS ago (the kernel's load time is boot-time). */
+static bool young(int prog_fd)
+{
+    struct bpf_prog_info pi;
+    memset(&pi, 0, sizeof(pi));
+    uint32_t pl = sizeof(pi);
+    struct timespec ts;
+    if (bpf_obj_get_info_by_fd(prog_fd, &pi, &pl) || clock_gettime(CLOCK_BOOTTIME, &ts))
+        return false;
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return now - pi.load_time < OWNER_WAIT_NS;
+}
+
+/* Ours, and its process is gone (killed before it could detach it). One
+ * with no owner yet is being attached by another process starting beside
+ * us (the owner is written just after the attach), unless that was long
+ * ago: then its process died in between. */
 static bool orphan(const struct xdp_program *p)
 {
     if (!p || strcmp(xdp_program__name(p), "ulnet_xdp")) return false;
@@ -545,7 +605,7 @@ static bool orphan(const struct xdp_program *p)
     if (fd < 0) return false;
     uint32_t k = 0, pid = 0;
     bool gone = !bpf_map_lookup_elem(fd, &k, &pid) &&
-                (pid == 0 || (kill((pid_t)pid, 0) < 0 && errno == ESRCH));
+                (pid == 0 ? !young(xdp_program__fd(p)) : kill((pid_t)pid, 0) < 0 && errno == ESRCH);
     close(fd);
     return gone;
 }
@@ -753,6 +813,29 @@ static int check_pkts(const struct link_xdp *x, const struct uln_link_pkt *pkts,
     return 0;
 }
 
+/* A packet to a local peer, by the bound socket. 1: taken (sent, or refused
+ * for good: lost and counted), 0: the socket is full, send it later. */
+static int sock_send(struct link_xdp *x, const struct peer *pe, const struct uln_link_pkt *p)
+{
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = pe->port};
+    to.sin_addr.s_addr = pe->ip;
+    struct msghdr m = {.msg_name = &to,
+                       .msg_namelen = sizeof(to),
+                       .msg_iov = (struct iovec *)p->iov,
+                       .msg_iovlen = p->niov};
+    ssize_t r = sendmsg(x->udp_fd, &m, MSG_DONTWAIT);
+    x->st.tx_calls++;
+    if (r >= 0) {
+        x->st.tx_pkts++;
+        x->st.tx_bytes += (uint64_t)r;
+        return 1;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS || errno == EINTR) return 0;
+    x->st.tx_err++;
+    x->st.last_tx_errno = errno;
+    return 1;
+}
+
 static int xdp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigned n)
 {
     struct link_xdp *x = (struct link_xdp *)l;
@@ -767,6 +850,10 @@ static int xdp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigne
     for (; done < got; done++) {
         const struct uln_link_pkt *p = &pkts[done];
         struct peer *pe = &x->peers[p->peer];
+        if (pe->local) {
+            if (!sock_send(x, pe, p)) break; /* the socket is full: the rest later */
+            continue;
+        }
         if (!pe->have_mac) {
             if (!now) now = now_ns();
             peer_resolve(x, pe, now);
@@ -785,8 +872,8 @@ static int xdp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigne
         x->st.tx_pkts++;
         x->st.tx_bytes += len - HDR_LEN;
     }
-    /* Reserved slots that went unused (lost packets) are given back: the
-     * producer index only moves by what we submit. */
+    /* Reserved slots that went unused (lost packets, those to local peers)
+     * are given back: the producer index only moves by what we submit. */
     x->tx.cached_prod -= got - put;
     if (put) xsk_ring_prod__submit(&x->tx, put);
     if (done < n) x->st.tx_again++;
@@ -830,11 +917,9 @@ static void fill_frame(struct link_xdp *x, uint32_t fr)
     if (x->nstash >= ULN_LINK_BATCH) fill_flush(x);
 }
 
-static int xdp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
+/* Frames on the RX ring, lent where they lie. */
+static unsigned ring_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned max)
 {
-    struct link_xdp *x = (struct link_xdp *)l;
-    if (tx_queued(x)) kick_tx(x); /* copy mode sends only when asked */
-    fill_flush(x);
     uint32_t idx;
     unsigned n = xsk_ring_cons__peek(&x->rx, max, &idx);
     x->st.rx_calls++;
@@ -870,30 +955,105 @@ static int xdp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
         x->st.rx_bytes += plen;
     }
     xsk_ring_cons__release(&x->rx, n);
+    return got;
+}
+
+/* Whether to read the bound socket in this call: always while a peer is
+ * local or the last read found something, else once per SOCK_READ_NS of the
+ * coarse clock (a read of the vDSO's data, no system call). */
+static bool sock_due(struct link_xdp *x)
+{
+    if (x->nlocal) return true;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    if (now < x->sock_next) return false;
+    x->sock_next = now + SOCK_READ_NS;
+    return true;
+}
+
+/* Datagrams waiting in the bound socket, each read into a landing buffer
+ * and lent from there. A longer one than payload_max is dropped (rx_trunc). */
+static unsigned sock_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned max)
+{
+    unsigned got = 0;
+    while (got < max) {
+        if (!x->nsock_free) {
+            x->st.rx_pool_empty++;
+            break;
+        }
+        uint32_t i = x->sock_free[x->nsock_free - 1], h = x->sock_base + i;
+        uint8_t *buf = x->sock_mem + (size_t)i * ULN_LINK_XDP_FRAME;
+        socklen_t sl = sizeof(x->rx_sa[h]);
+        ssize_t n = recvfrom(x->udp_fd, buf, x->base.payload_max, MSG_DONTWAIT | MSG_TRUNC,
+                             (struct sockaddr *)&x->rx_sa[h], &sl);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) x->st.rx_err++;
+            break;
+        }
+        if ((size_t)n > x->base.payload_max || x->rx_sa[h].sin_family != AF_INET) {
+            x->st.rx_trunc++;
+            continue;
+        }
+        int32_t peer = find_key(x, x->rx_sa[h].sin_addr.s_addr, x->rx_sa[h].sin_port);
+        if (peer < 0) x->st.rx_unknown++;
+        x->nsock_free--;
+        x->sock_lent[i] = 1;
+        out[got++] =
+            (struct uln_link_rx){.buf = buf, .len = (uint32_t)n, .peer = peer, .handle = h};
+        x->st.rx_sock++;
+        x->st.rx_pkts++;
+        x->st.rx_bytes += (uint64_t)n;
+    }
+    if (got) x->sock_next = 0; /* a stream (GSO runs): read again until it is dry */
+    return got;
+}
+
+/* The ring first; the socket when due, with a quarter of the room kept for
+ * it, so that a ring that always has a batch cannot starve it. */
+static int xdp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
+{
+    struct link_xdp *x = (struct link_xdp *)l;
+    if (tx_queued(x)) kick_tx(x); /* copy mode sends only when asked */
+    fill_flush(x);
+    bool sock = sock_due(x);
+    unsigned got = ring_recv(x, out, sock ? max - max / 4 : max);
+    if (sock) got += sock_recv(x, out + got, max - got);
     return (int)got;
+}
+
+/* Whether handle is lent out: a UMEM frame [0, nrx), an rx_lend buffer
+ * [nrx, sock_base) or a landing buffer of the socket [sock_base, +nsock). */
+static bool is_lent(const struct link_xdp *x, uint32_t h)
+{
+    if (h < x->nrx) return x->lent[h];
+    if (h < x->sock_base) return x->lend_used[h - x->nrx];
+    return h - x->sock_base < x->nsock && x->sock_lent[h - x->sock_base];
 }
 
 static int xdp_rx_release(struct uln_link *l, uint32_t handle)
 {
     struct link_xdp *x = (struct link_xdp *)l;
-    if (handle >= x->nrx && handle - x->nrx < LEND_BUFS && x->lend_used[handle - x->nrx]) {
-        x->lend_used[handle - x->nrx] = 0;
-        return 0;
-    }
-    if (handle >= x->nrx || !x->lent[handle]) {
+    if (!is_lent(x, handle)) {
         x->st.rx_bad_release++;
         return -EINVAL;
     }
-    x->lent[handle] = 0;
-    fill_frame(x, handle);
+    if (handle < x->nrx) {
+        x->lent[handle] = 0;
+        fill_frame(x, handle);
+    } else if (handle < x->sock_base) {
+        x->lend_used[handle - x->nrx] = 0;
+    } else {
+        x->sock_lent[handle - x->sock_base] = 0;
+        x->sock_free[x->nsock_free++] = handle - x->sock_base;
+    }
     return 0;
 }
 
 static const void *xdp_rx_addr(const struct uln_link *l, uint32_t handle, socklen_t *len)
 {
     const struct link_xdp *x = (const struct link_xdp *)l;
-    bool lend = handle >= x->nrx && handle - x->nrx < LEND_BUFS && x->lend_used[handle - x->nrx];
-    if (!lend && (handle >= x->nrx || !x->lent[handle])) return NULL;
+    if (!is_lent(x, handle)) return NULL;
     if (len) *len = sizeof(struct sockaddr_in);
     return &x->rx_sa[handle];
 }
@@ -937,19 +1097,27 @@ static int xdp_rx_lend(struct uln_link *l, int32_t peer, const void *buf, uint32
 /* The rest                                                                   */
 /* ------------------------------------------------------------------------- */
 
+/* The epoll set of both sockets. A poll of the set runs neither socket's
+ * own poll, and the AF_XDP socket's is also a kick (it sends in copy mode,
+ * wakes a zero-copy driver that asked to be woken): recv kicks the same way,
+ * so a caller that sleeps on this fd reads before it sleeps, as udp.c's
+ * progress pass does. */
 static int xdp_fd(const struct uln_link *l)
 {
-    return ((const struct link_xdp *)l)->xsk_fd;
+    return ((const struct link_xdp *)l)->ep_fd;
 }
 
+/* Polls both sockets itself, for the AF_XDP socket's kick (above). A
+ * datagram in the bound socket is read at the next recv, not a tick later. */
 static int xdp_wait(struct uln_link *l, int timeout_ms)
 {
     struct link_xdp *x = (struct link_xdp *)l;
     if (xsk_cons_nb_avail(&x->rx, 1)) return 1; /* frames wait: no sleep */
     fill_flush(x);                              /* every frame the kernel's while we sleep */
-    struct pollfd p = {.fd = x->xsk_fd, .events = POLLIN};
-    int r = poll(&p, 1, timeout_ms);
+    struct pollfd p[2] = {{.fd = x->xsk_fd, .events = POLLIN}, {.fd = x->udp_fd, .events = POLLIN}};
+    int r = poll(p, 2, timeout_ms);
     if (r < 0) return errno == EINTR ? 0 : -errno;
+    if (p[1].revents) x->sock_next = 0;
     return r > 0;
 }
 
@@ -995,6 +1163,7 @@ static void xdp_close(struct uln_link *l)
     if (x->xsk) xsk_socket__delete(x->xsk);
     if (x->umem) xsk_umem__delete(x->umem);
     if (x->area) munmap(x->area, x->area_len);
+    if (x->ep_fd >= 0) close(x->ep_fd);
     if (x->nl_fd >= 0) close(x->nl_fd);
     if (x->udp_fd >= 0) close(x->udp_fd);
     free(x->tx_free);
@@ -1002,6 +1171,9 @@ static void xdp_close(struct uln_link *l)
     free(x->lent);
     free(x->rx_sa);
     free(x->lend_mem);
+    if (x->sock_mem) munmap(x->sock_mem, (size_t)x->nsock * ULN_LINK_XDP_FRAME);
+    free(x->sock_lent);
+    free(x->sock_free);
     free(x->peers);
     free(x->htab);
     free(x);
@@ -1122,6 +1294,26 @@ static void busy_poll_on(struct link_xdp *x)
     x->info.busy_poll = x->busy_poll;
 }
 
+/* The socket's landing buffers: as many as the caller may keep, so that it
+ * goes on receiving from the socket, too, while it holds all it was
+ * promised (link.h). Anonymous memory, touched only as buffers are used. */
+static int alloc_sock(struct link_xdp *x, unsigned n)
+{
+    x->sock_base = x->nrx + LEND_BUFS;
+    void *m = mmap(NULL, (size_t)n * ULN_LINK_XDP_FRAME, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return -ENOMEM;
+    x->sock_mem = m;
+    x->nsock = n;
+    x->info.rx_mem += (size_t)n * ULN_LINK_XDP_FRAME;
+    x->sock_lent = calloc(n, 1);
+    x->sock_free = malloc(n * sizeof(uint32_t));
+    if (!x->sock_lent || !x->sock_free) return -ENOMEM;
+    for (unsigned i = 0; i < n; i++)
+        x->sock_free[x->nsock_free++] = n - 1 - i;
+    return 0;
+}
+
 /* Memory: the UMEM, the per-frame receive state, the peer table. */
 static int alloc_link(struct link_xdp *x, unsigned rx_bufs, unsigned max_peers)
 {
@@ -1132,6 +1324,7 @@ static int alloc_link(struct link_xdp *x, unsigned rx_bufs, unsigned max_peers)
     if (a == MAP_FAILED) return -ENOMEM;
     x->area = a;
     x->info.rx_mem = x->area_len;
+    if (alloc_sock(x, rx_bufs)) return -ENOMEM;
     x->max_peers = max_peers;
     uint32_t hsize = 4;
     while (hsize < 2u * max_peers)
@@ -1140,7 +1333,7 @@ static int alloc_link(struct link_xdp *x, unsigned rx_bufs, unsigned max_peers)
     x->tx_free = malloc(x->ntx * sizeof(uint32_t));
     x->fq_stash = malloc(x->nrx * sizeof(uint32_t)); /* room for every frame: never full */
     x->lent = calloc(x->nrx, 1);
-    x->rx_sa = calloc(x->nrx + LEND_BUFS, sizeof(struct sockaddr_in));
+    x->rx_sa = calloc(x->sock_base + x->nsock, sizeof(struct sockaddr_in));
     x->lend_mem = malloc((size_t)LEND_BUFS * ULN_LINK_XDP_FRAME);
     x->peers = calloc(max_peers, sizeof(struct peer));
     x->htab = malloc(hsize * sizeof(int32_t));
@@ -1165,7 +1358,7 @@ static int start(struct link_xdp *x, unsigned queue, char *why, size_t whylen)
     xsk_ring_prod__submit(&x->fq, x->nrx);
     int fd = xsk_socket__fd(x->xsk);
     struct uln_xdp_port_key k = {.addr = x->ip, .port = x->port};
-    struct uln_xdp_port_val v = {.slot = x->slot, .queue = queue};
+    struct uln_xdp_port_val v = {.slot = x->slot, .queue = queue, .frame_max = x->info.mtu + 14};
     if (bpf_map_update_elem(x->xp->xsks_fd, &x->slot, &fd, 0) ||
         bpf_map_update_elem(x->xp->ports_fd, &k, &v, BPF_NOEXIST)) {
         int e = errno;
@@ -1174,6 +1367,32 @@ static int start(struct link_xdp *x, unsigned queue, char *why, size_t whylen)
     }
     x->port_in_map = true;
     return 0;
+}
+
+/* The set callers sleep on (xdp_fd): input at either socket wakes them. */
+static int epoll_both(struct link_xdp *x, int udp_fd)
+{
+    x->ep_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (x->ep_fd < 0) return -errno;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = x->xsk_fd};
+    if (epoll_ctl(x->ep_fd, EPOLL_CTL_ADD, x->xsk_fd, &ev)) return -errno;
+    ev.data.fd = udp_fd;
+    if (epoll_ctl(x->ep_fd, EPOLL_CTL_ADD, udp_fd, &ev)) return -errno;
+    return 0;
+}
+
+/* Room in the bound socket for the landing pool's worth of datagrams, as the
+ * socket link has for its pool (the kernel doubles the figure for itself):
+ * a same-host peer's burst waits there. Set only once the link is open:
+ * until then the socket is the caller's, untouched. */
+static void size_rcvbuf(struct link_xdp *x)
+{
+    uint64_t b = ((uint64_t)x->base.payload_max + 1024u) * (x->nsock < 256 ? 256 : x->nsock);
+    int bytes = b > (256u << 20) ? (256 << 20) : (int)b, got = 0;
+    if (setsockopt(x->udp_fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) < 0)
+        setsockopt(x->udp_fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+    socklen_t gl = sizeof(got);
+    if (getsockopt(x->udp_fd, SOL_SOCKET, SO_RCVBUF, &got, &gl) == 0) x->info.rcvbuf = got;
 }
 
 static void describe(struct link_xdp *x, unsigned queue)
@@ -1206,6 +1425,7 @@ static int open_plain(const struct uln_link_xdp_cfg *cfg, struct link_xdp *x, ch
     if (!(x->xp = prog_get(x->ifindex, cfg->hook, &x->slot, why, whylen))) return -EPERM;
     if ((rc = open_xsk(x, cfg, why, whylen)) != 0) return rc;
     x->xsk_fd = xsk_socket__fd(x->xsk);
+    if ((rc = epoll_both(x, cfg->fd)) != 0) return rc;
     if (cfg->busy_poll) busy_poll_on(x);
     if ((rc = start(x, cfg->queue, why, whylen)) != 0) return rc;
     describe(x, cfg->queue);
@@ -1237,7 +1457,7 @@ int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out,
     struct link_xdp *x = calloc(1, sizeof(*x));
     if (!x) return -ENOMEM;
     x->base.ops = &xdp_ops;
-    x->udp_fd = x->nl_fd = x->xsk_fd = -1;
+    x->udp_fd = x->ep_fd = x->nl_fd = x->xsk_fd = -1;
     x->ip = cfg->local.sin_addr.s_addr;
     x->port = cfg->local.sin_port;
     x->queue = cfg->queue;
@@ -1248,6 +1468,7 @@ int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out,
         return rc;
     }
     x->udp_fd = cfg->fd;
+    size_rcvbuf(x);
     if (!uln_link_fault_any(&f)) {
         *out = &x->base;
         return 0;

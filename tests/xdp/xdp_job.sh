@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# xdp_job.sh - one ulnet job of 2 ranks on 2 network-namespace hosts
-# (tests/netns/hosts.sh) over the AF_XDP link, and the interface's health
-# around it.
+# xdp_job.sh - one ulnet job of 2 ranks (or --ranks N) on 2 network-namespace
+# hosts (tests/netns/hosts.sh) over the AF_XDP link, and the interface's
+# health around it.
 #
 #   xdp_job.sh --built 0|1 [--hook native|generic] [--env VAR=value]...
 #              [--fallback REGEX] [--drop-caps] [--kill] [--mixed] [--forge]
-#              [--auto [--quiet]] [--expect-out REGEX] [--timeout S]
+#              [--auto [--quiet]] [--expect-out REGEX] [--ranks N] [--timeout S]
 #              -- PROGRAM ARGS...
 #
 # Each rank runs with ULN_TRANSPORT=xdp and ULN_XDP_HOOK=hook. Checked:
@@ -19,7 +19,15 @@
 #     per queue) may take the socket link: their fallback lines and UDP are
 #     allowed. --fallback REGEX: every rank says why (REGEX) and the socket
 #     link carries the job;
-#   - native: the veth counted frames redirected to the AF_XDP sockets;
+#   - native: host 0's veth (with --ranks N > 2, either host's) counted frames
+#     redirected to the AF_XDP sockets;
+#   - --ranks N: rank r runs on host r % 2, as tests/netns/run_job.sh places
+#     them, so with N > 2 ranks share a host. One AF_XDP socket per queue:
+#     one rank per host gets it, the others say why not (the queue is
+#     taken, or the interface has the other process's program) and take the
+#     socket link, and the AF_XDP rank reaches them through its bound UDP
+#     socket; their fallback lines and the kernel's UDP are allowed, as with
+#     --more-eps;
 #   - --mixed: rank 1 runs the socket link (ULN_TRANSPORT=udp): the two
 #     links must understand each other; only host 0 is checked for AF_XDP;
 #   - --forge: while the job runs, host 0 sends host 1's endpoint thousands of
@@ -42,7 +50,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 hosts_sh=$here/../netns/hosts.sh
 built="" hook=native fallback="" kill=0 timeout=120 envs=() prefix=() more_eps=0 mixed=0 forge=0
-auto=0 quiet=0 expect_out=()
+auto=0 quiet=0 expect_out=() ranks=2
 while [[ $# -gt 0 ]]; do
     case $1 in
     --built) built=$2; shift 2 ;;
@@ -55,6 +63,7 @@ while [[ $# -gt 0 ]]; do
     --auto) auto=1; shift ;;
     --quiet) quiet=1; shift ;;
     --expect-out) expect_out+=("$2"); shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
     --forge) forge=1; envs+=(ULN_UDP_PORT=30000); shift ;; # endpoint 0 on port 30000
     --drop-caps)
         caps=-net_admin,-bpf,-sys_admin,-perfmon
@@ -67,6 +76,11 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 (($# > 0)) || { echo "xdp_job.sh: no program" >&2; exit 2; }
+((ranks >= 2)) || { echo "xdp_job.sh: --ranks: 2 or more" >&2; exit 2; }
+# Fallback lines a rank may print when ranks or endpoints share a host's queue.
+shared_why="has an AF_XDP socket already"
+((ranks > 2)) && shared_why+="|cannot attach the XDP program .*: Device or resource busy"
+shared=$((more_eps || ranks > 2))
 [[ $built == 1 || $auto == 1 ]] || { echo "xdp_job.sh: ulnet built without the AF_XDP link: skipped"; exit 77; }
 "$hosts_sh" probe >/dev/null 2>&1 || { echo "xdp_job.sh: no network namespaces here: skipped"; exit 77; }
 ulninfo=$(dirname "$1")/../../ulninfo # the build tree's tools
@@ -142,14 +156,17 @@ port=$((20000 + RANDOM % 20000))
 key=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
 xdp_hosts=(0 1)
 ((mixed)) && xdp_hosts=(0)
-for r in 0 1; do
+for ((r = 0; r < ranks; r++)); do
     tp=xdp
     ((mixed && r == 1)) && tp=udp
-    ((auto)) && tp=auto
+    # udp (AF_XDP or not) to every other rank; auto: to the other host's
+    # (shm on the same host), all but the ceil((ranks - h) / 2) on host h.
+    udp_peers=$((ranks - 1))
+    ((auto)) && tp=auto udp_peers=$((ranks - (ranks - r % 2 + 1) / 2))
     # hosts.sh directly (it execs the rank), so $! is the rank itself.
-    "$hosts_sh" exec "h$r" "${prefix[@]}" env ULN_RANK=$r ULN_SIZE=2 ULN_ROOT="$ULNTEST_HOST_0:$port" ULN_JOB_KEY="$key" \
-        ULN_TRANSPORT=$tp ULN_XDP_HOOK="$hook" ULNTEST_IT_EXPECT_UDP_PEERS=1 "${envs[@]}" "$@" \
-        >"$logs/r$r.out" 2>"$logs/r$r.err" &
+    "$hosts_sh" exec "h$((r % 2))" "${prefix[@]}" env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="$ULNTEST_HOST_0:$port" \
+        ULN_JOB_KEY="$key" ULN_TRANSPORT=$tp ULN_XDP_HOOK="$hook" ULNTEST_IT_EXPECT_UDP_PEERS=$udp_peers \
+        "${envs[@]}" "$@" >"$logs/r$r.out" 2>"$logs/r$r.err" &
     pids+=($!)
 done
 
@@ -226,7 +243,7 @@ fi
 
 # Wait for the ranks.
 deadline=$((SECONDS + timeout))
-for r in 0 1; do
+for ((r = 0; r < ranks; r++)); do
     while kill -0 "${pids[r]}" 2>/dev/null; do
         ((SECONDS < deadline)) || fail "job still running after $timeout s"
         sleep 0.1
@@ -245,7 +262,7 @@ if [[ -n $forge_pid ]]; then
     ((n > 0)) || fail "no forged frame was sent"
     echo "xdp_job.sh: $n forged frames sent to host 1's endpoint while the job ran"
 fi
-for r in 0 1; do
+for ((r = 0; r < ranks; r++)); do
     tail -n 2 "$logs/r$r.out"
     for re in "${expect_out[@]}"; do
         ((r == 0)) && ! grep -Eq -- "$re" "$logs/r0.out" &&
@@ -256,12 +273,14 @@ for r in 0 1; do
     fi
     if [[ -n $fallback ]]; then
         grep -Eq "ulnet: (xdp|auto): .*$fallback" "$logs/r$r.err" || fail "rank $r: no fallback line matching '$fallback': $(cat "$logs/r$r.err")"
-    elif ((more_eps)); then
-        ! grep "ulnet: xdp:" "$logs/r$r.err" | grep -v "has an AF_XDP socket already" ||
+    elif ((shared)); then
+        ! grep "ulnet: xdp:" "$logs/r$r.err" | grep -Ev "$shared_why" ||
             fail "rank $r fell back to udp"
     elif grep "ulnet: xdp:" "$logs/r$r.err"; then
         fail "rank $r fell back to udp"
     fi
+done
+for r in 0 1; do
     # A few may come after the receiver closed (its peer's last ACKs):
     # the kernel answers those with ICMP, and that is all they can be.
     n=$(kernel_udp $r)
@@ -269,7 +288,7 @@ for r in 0 1; do
     if ((auto && n == 0)); then
         fail "auto: host $r's stack received no UDP of the job: what carried it?"
     fi
-    if [[ -z $fallback ]] && ((!auto && !more_eps && n > 8 && (!forge || r == 0))) &&
+    if [[ -z $fallback ]] && ((!auto && !shared && n > 8 && (!forge || r == 0))) &&
         [[ " ${xdp_hosts[*]} " == *" $r "* ]]; then
         fail "host $r's stack received $n UDP packets of the job: not all went to AF_XDP"
     fi
@@ -278,10 +297,18 @@ done
 for h in 0 1; do
     [[ -z $(prog_on $h) ]] || fail "host $h: a program is left after the job: $(prog_on $h)"
 done
+# Host 0's, or with ranks sharing a host either host's: the AF_XDP rank of
+# host 0 may be one that only hears from its own host (nap_order's senders
+# on host 0 when rank 0 took the socket link).
 if [[ $hook == native && -z $fallback ]] && ((!auto)); then
-    n=$(on 0 ethtool -S eth0 | awk '/xdp_redirect/ {s += $2} END {print s + 0}')
-    ((n > 0)) || fail "host 0's veth redirected no frames to AF_XDP"
-    echo "xdp_job.sh: host 0's veth redirected $n frames to AF_XDP"
+    redirect_hosts=(0)
+    ((ranks > 2)) && redirect_hosts=(0 1)
+    n=0
+    for h in "${redirect_hosts[@]}"; do
+        n=$((n + $(on $h ethtool -S eth0 | awk '/xdp_redirect/ {s += $2} END {print s + 0}')))
+    done
+    ((n > 0)) || fail "host ${redirect_hosts[*]}'s veth redirected no frames to AF_XDP"
+    echo "xdp_job.sh: host ${redirect_hosts[*]}'s veth redirected $n frames to AF_XDP"
 fi
 healthy "after the job"
 echo "xdp_job.sh: passed"

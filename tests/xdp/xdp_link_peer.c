@@ -218,14 +218,14 @@ static void print_stats(struct uln_link *l, const struct opts *o, unsigned long 
     double p = pkts ? (double)pkts : 1.0;
     printf("mode=%s link=%s %s%s pkts=%llu wall_ns_per_pkt=%.1f cpu_ns_per_pkt=%.1f "
            "tx_pkts=%llu tx_calls=%llu tx_again=%llu tx_err=%llu rx_pkts=%llu rx_calls=%llu "
-           "rx_empty=%llu rx_bad_frame=%llu kernel_drops=%llu busy_poll=%d\n",
+           "rx_empty=%llu rx_bad_frame=%llu rx_sock=%llu kernel_drops=%llu busy_poll=%d\n",
            o->mode, in.kind[0] ? in.kind : "udp", in.xdp_mode[0] ? "mode=" : "",
            in.xdp_mode[0] ? in.xdp_mode : "", pkts, (double)wall / p, (double)cpu / p,
            (unsigned long long)st.tx_pkts, (unsigned long long)st.tx_calls,
            (unsigned long long)st.tx_again, (unsigned long long)st.tx_err,
            (unsigned long long)st.rx_pkts, (unsigned long long)st.rx_calls,
            (unsigned long long)st.rx_empty, (unsigned long long)st.rx_bad_frame,
-           (unsigned long long)st.rx_kernel_drops, in.busy_poll);
+           (unsigned long long)st.rx_sock, (unsigned long long)st.rx_kernel_drops, in.busy_poll);
 }
 
 static int run_echo(struct uln_link *l, const struct opts *o)

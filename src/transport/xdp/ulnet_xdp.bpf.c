@@ -2,8 +2,9 @@
  * ulnet_xdp.bpf.c - the XDP program beneath link_xdp.c: it sends to an
  * AF_XDP socket only ulnet's own frames, IPv4 UDP to an (address, port) a
  * link put in ulnet_ports, and arriving on the queue that link's socket is
- * bound to; every other frame (ARP, ICMP, ssh, other UDP, fragments, IPv6)
- * goes on to the kernel untouched.
+ * bound to, and no longer than the link's MTU allows; every other frame
+ * (ARP, ICMP, ssh, other UDP, fragments, IPv6, GSO runs) goes on to the
+ * kernel untouched.
  *
  * Safe when its process is gone: a socket's entry leaves ulnet_xsks when the
  * socket closes (the kernel does that, also for a killed process), and the
@@ -77,6 +78,10 @@ int ulnet_xdp(struct xdp_md *ctx)
     /* A socket takes frames only from the queue it is bound to; from any
      * other the kernel's UDP socket on that port gets them. */
     if (!v || v->queue != ctx->rx_queue_index) return XDP_PASS;
+    /* Longer than any frame on the link's wire: a sender's GSO run that
+     * generic XDP sees whole (a UMEM frame cannot hold it). The kernel cuts
+     * it into datagrams for the link's bound UDP socket, which it reads. */
+    if (ctx->data_end - ctx->data > v->frame_max) return XDP_PASS;
     return bpf_redirect_map(&ulnet_xsks, v->slot, XDP_PASS);
 }
 

@@ -17,8 +17,9 @@ struct uln_xdp_port_key {
 };
 
 struct uln_xdp_port_val {
-    __u32 slot;  /* the socket's index in ulnet_xsks */
-    __u32 queue; /* the receive queue it is bound to */
+    __u32 slot;      /* the socket's index in ulnet_xsks */
+    __u32 queue;     /* the receive queue it is bound to */
+    __u32 frame_max; /* the longest frame the link takes: its MTU + Ethernet's 14 */
 };
 
 #endif
