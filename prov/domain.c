@@ -8,6 +8,8 @@
  * (never fi_getinfo, which must stay cheap and side-effect free), the last
  * close closes it.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,6 +19,7 @@
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct uln_ctx *ctx_shared;
 static int ctx_refs;
+static uint32_t ctx_nap_max; /* ctx_shared's, while it is open */
 
 #define ULNFI_CHUNK_BYTES (1u << 20) /* uln_config.chunk_bytes unless set */
 
@@ -53,6 +56,44 @@ static void config_from_params(struct uln_config *cfg)
         cfg->shm_cma = 0;
 }
 
+/* A ULN_* number as uln_open reads it (decimal or 0x hex, a K, M or G
+ * suffix on sizes), or dflt when unset; a value uln_open would refuse gives
+ * dflt too, since the domain will not open with it anyway. */
+static uint32_t env_u32(const char *name, uint32_t dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return dflt;
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!isdigit((unsigned char)*s)) return dflt;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno) return dflt;
+    unsigned shift = *end == 'k' || *end == 'K'   ? 10
+                     : *end == 'm' || *end == 'M' ? 20
+                     : *end == 'g' || *end == 'G' ? 30
+                                                  : 0;
+    if (shift) end++;
+    if (*end || v > (UINT32_MAX >> shift)) return dflt;
+    return (uint32_t)(v << shift);
+}
+
+/* The nap_max endpoints will have: the open context's (every domain shares
+ * it), else what uln_open would take - FI_ULNET_NAP_MAX, ULN_NAP_MAX, then
+ * ulnet's default (ulnet.h). fi_getinfo advertises the limits derived from
+ * it without opening anything. */
+uint32_t ulnfi_nap_max(void)
+{
+    pthread_mutex_lock(&ctx_lock);
+    uint32_t n = ctx_shared ? ctx_nap_max : 0;
+    pthread_mutex_unlock(&ctx_lock);
+    if (n) return n;
+    struct uln_config cfg;
+    config_from_params(&cfg);
+    return cfg.nap_max ? cfg.nap_max : env_u32("ULN_NAP_MAX", ULNFI_NAP_MAX_DEFAULT);
+}
+
 static int ctx_get(struct uln_ctx **out)
 {
     int rc = 0;
@@ -61,6 +102,15 @@ static int ctx_get(struct uln_ctx **out)
         struct uln_config cfg;
         config_from_params(&cfg);
         rc = uln_open(&cfg, &ctx_shared);
+        struct uln_info ui;
+        if (!rc && !uln_query(ctx_shared, &ui) && ui.nap_max < ULNFI_NAP_MIN) {
+            /* a rendezvous request would not fit in a NAP */
+            FI_WARN(&ulnfi_prov, FI_LOG_DOMAIN, "nap_max %u: the provider needs at least %zu\n",
+                    ui.nap_max, (size_t)ULNFI_NAP_MIN);
+            uln_close(ctx_shared);
+            rc = -EINVAL;
+        }
+        if (!rc) ctx_nap_max = ui.nap_max;
     }
     if (!rc) {
         ctx_refs++;
