@@ -134,11 +134,13 @@ struct ulnfi_av {
     struct fid_av av;
     struct ulnfi_domain *dom;
     enum fi_av_type type;
-    size_t count, cap;
+    size_t count, cap;  /* slots up to the last used one; allocated */
+    size_t lowest_free; /* no unused slot below it (av.c: removed slots are used again) */
     struct ulnfi_addr *tab;
     int *peer; /* by fi_addr: the ulnet peer id uln_peer_insert gave */
     uint8_t *used;
     fi_addr_t *by_peer; /* peer id -> fi_addr of the last inserted name, for FI_SOURCE */
+    uint32_t *nslots;   /* peer id -> slots holding it (more than one: duplicates) */
     int refs;
 };
 
