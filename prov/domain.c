@@ -23,19 +23,36 @@ static uint32_t ctx_nap_max; /* ctx_shared's, while it is open */
 
 #define ULNFI_CHUNK_BYTES (1u << 20) /* uln_config.chunk_bytes unless set */
 
-/* FI_ULNET_* settings go into the configuration; what they leave at 0 is
- * taken from the ULN_* variables or the defaults, as uln_open always does. */
+/* A positive FI_ULNET_* number into *field; unset or not positive leaves it. */
+static void param_u32(const char *name, uint32_t *field)
+{
+    int v;
+    if (fi_param_get_int(&ulnfi_prov, name, &v) == FI_SUCCESS && v > 0) *field = (uint32_t)v;
+}
+
+/* FI_ULNET_* settings go into the configuration; what they leave at 0 (-1,
+ * NULL) is taken from the ULN_* variables or the defaults, as uln_open
+ * always does. uln_open checks them all. */
 static void config_from_params(struct uln_config *cfg)
 {
     int v;
+    char *str;
     uln_config_init(cfg);
     cfg->boot = ULN_BOOT_NONE;
-    if (fi_param_get_int(&ulnfi_prov, "nap_max", &v) == FI_SUCCESS && v > 0)
-        cfg->nap_max = (uint32_t)v;
-    if (fi_param_get_int(&ulnfi_prov, "sq_depth", &v) == FI_SUCCESS && v > 0)
-        cfg->sq_depth = (uint32_t)v;
-    if (fi_param_get_int(&ulnfi_prov, "ring_bytes", &v) == FI_SUCCESS && v > 0)
-        cfg->ring_bytes = (uint32_t)v;
+    param_u32("nap_max", &cfg->nap_max);
+    param_u32("sq_depth", &cfg->sq_depth);
+    param_u32("ring_bytes", &cfg->ring_bytes);
+    param_u32("max_peers", &cfg->max_peers);
+    param_u32("max_eps", &cfg->max_eps);
+    param_u32("max_regions", &cfg->max_regions);
+    param_u32("post_copy_max", &cfg->post_copy_max);
+    param_u32("udp_window", &cfg->udp_window);
+    param_u32("udp_dead_ms", &cfg->udp_dead_ms);
+    if (fi_param_get_int(&ulnfi_prov, "spin_us", &v) == FI_SUCCESS && v >= 0) cfg->spin_us = v;
+    if (fi_param_get_bool(&ulnfi_prov, "shm_direct", &v) == FI_SUCCESS) cfg->shm_direct = v != 0;
+    /* the environment's string: uln_open reads it at once */
+    if (fi_param_get_str(&ulnfi_prov, "transport", &str) == FI_SUCCESS && str && *str)
+        cfg->transport = str;
     /* A rendezvous GET moves chunk_bytes per progress pass, and each pass
      * costs a system call (process_vm_readv) and a trip through the client's
      * progress loop: 1 MiB chunks take a 1 MiB GET from ~75 to ~50 us, at the
