@@ -183,6 +183,7 @@ struct ulnfi_eq {
     struct fid_eq eq;
     struct ulnfi_fabric *fab;
     pthread_mutex_t lock;
+    int refs; /* endpoints bound to it (under lock): fi_close is -FI_EBUSY meanwhile */
     struct ulnfi_eqev *head, *tail;
     struct ulnfi_eqev *err;
 };
@@ -275,6 +276,7 @@ struct ulnfi_ep {
     struct ulnfi_domain *dom;
     struct fi_info *info;
     struct ulnfi_av *av;
+    struct ulnfi_eq *eq; /* bound, raising nothing: an RDM endpoint has no events */
     struct ulnfi_cq *tx_cq, *rx_cq;
     struct ulnfi_cntr *tx_cntr, *rx_cntr, *rd_cntr, *wr_cntr, *rrd_cntr, *rwr_cntr;
     bool tx_selective, rx_selective;
@@ -320,6 +322,7 @@ int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fi
                       void *context);
 int ulnfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,
                   void *context);
+void ulnfi_eq_ref(struct ulnfi_eq *eq, int delta); /* an endpoint binds (1) or lets go (-1) */
 int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av,
                   void *context);
 int ulnfi_cq_trywait(struct fid *fid); /* fi_trywait on one CQ (FI_WAIT_FD) */
