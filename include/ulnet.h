@@ -177,6 +177,14 @@ struct uln_ep;
  *   shm_direct   [ULN_SHM_DIRECT=1]       0: PUT/GET through the rings, placed by
  *                                         the target (the path other transports take)
  *   shm_cma      [ULN_SHM_CMA=1]          0: never use process_vm_readv/writev
+ *   spin_us      [ULN_SPIN_US=50]         microseconds uln_cq_wait spins before it
+ *                                         sleeps, 0..10^6 (-1: environment/default)
+ *   transport    [ULN_TRANSPORT=auto]     "auto", "shm", "udp" or "xdp" (NULL:
+ *                                         environment/default)
+ *   udp_window   [ULN_UDP_WINDOW=1024]    UDP packets in flight per (endpoint,
+ *                                         peer), a power of two, 4..32768
+ *   udp_dead_ms  [ULN_UDP_DEAD_MS=10000]  a UDP peer silent this long while
+ *                                         awaited is dead, 10..3600000
  */
 /* uln_config.boot: how a context finds its peers. */
 #define ULN_BOOT_AUTO 0 /* ULN_BOOT, else a job: the launcher's, or a job of one */
@@ -195,10 +203,14 @@ struct uln_config {
     uint32_t post_copy_max;
     uint32_t max_eps;
     uint32_t max_regions;
-    int shm_direct;     /* -1: environment/default */
-    int shm_cma;        /* -1: environment/default */
-    int boot;           /* ULN_BOOT_*: 0 = ULN_BOOT=none|job|auto, default a job */
-    uint32_t max_peers; /* no job: peer ids 1..max_peers-1 (ULN_MAX_PEERS=1024, 2..4096) */
+    int shm_direct;        /* -1: environment/default */
+    int shm_cma;           /* -1: environment/default */
+    int boot;              /* ULN_BOOT_*: 0 = ULN_BOOT=none|job|auto, default a job */
+    uint32_t max_peers;    /* no job: peer ids 1..max_peers-1 (ULN_MAX_PEERS=1024, 2..4096) */
+    int spin_us;           /* -1: environment/default */
+    const char *transport; /* NULL: environment/default; read by uln_open only */
+    uint32_t udp_window;
+    uint32_t udp_dead_ms;
 };
 
 /* Fill *cfg with "everything from the environment". */

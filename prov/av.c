@@ -2,6 +2,18 @@
  * av.c - address vectors (FI_AV_MAP and FI_AV_TABLE alike: an fi_addr_t is
  * the slot an address was inserted into, which a map may return too).
  *
+ * A removed slot is used again, as fi_av(3) allows ("invalid until it is
+ * returned again by a new fi_av_insert"): an address goes into the lowest
+ * unused slot, which for FI_AV_TABLE is what fi_av(3) asks, and gives the
+ * sequential indices from 0 it promises while nothing was removed. So a
+ * client that inserts and removes peers forever keeps an AV the size of the
+ * peers it holds at once. A slot's old peer leaves nothing behind that would
+ * name the new one: messages still waiting from it lose the address at
+ * removal (ulnfi_rx_forget; they take the peer's own again if it is
+ * re-inserted, found by its ulnet peer id, which ulnet never gives another
+ * peer). Completions already written keep the address they were reported
+ * with: fi_av(3) leaves operations on a removed address undefined.
+ *
  * An address is an endpoint index and a ulnet context address; inserting
  * it is uln_peer_insert, which gives the peer id every operation uses, from
  * any endpoint. A malformed address, or one no transport reaches, gets
@@ -26,6 +38,7 @@ static int av_close(struct fid *fid)
     free(av->peer);
     free(av->used);
     free(av->by_peer);
+    free(av->nslots);
     free(av);
     return 0;
 }
@@ -60,6 +73,17 @@ static int grow(struct ulnfi_av *av)
     return 0;
 }
 
+/* The slot the next address goes into: the lowest unused one (growing the
+ * table when every slot is in use), not taken yet. */
+static int free_slot(struct ulnfi_av *av, size_t *slot)
+{
+    while (av->lowest_free < av->count && av->used[av->lowest_free])
+        av->lowest_free++;
+    if (av->lowest_free == av->cap && grow(av)) return -ENOMEM;
+    *slot = av->lowest_free;
+    return 0;
+}
+
 /* The ulnet peer id of a name, or a negative errno. */
 static int insert_one(struct ulnfi_av *av, const struct ulnfi_addr *a)
 {
@@ -82,20 +106,23 @@ static int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr
     for (size_t i = 0; i < count; i++) {
         struct ulnfi_addr name;
         size_t stride;
+        size_t slot = 0;
         int peer = ulnfi_name_get(at, &name, &stride);
         at += stride;
-        if (!peer) peer = av->count == av->cap && grow(av) ? -ENOMEM : insert_one(av, &name);
+        if (!peer) peer = free_slot(av, &slot) ? -ENOMEM : insert_one(av, &name);
         if (peer < 0) {
             if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
             FI_WARN(&ulnfi_prov, FI_LOG_AV, "address %zu refused: %s\n", i, uln_strerror(peer));
             bad++;
             continue;
         }
-        size_t slot = av->count++;
+        if (slot == av->count) av->count++;
+        av->lowest_free = slot + 1;
         av->tab[slot] = name;
         av->peer[slot] = peer;
         av->used[slot] = 1;
         av->by_peer[peer] = slot;
+        av->nslots[peer]++;
         if (fi_addr) fi_addr[i] = slot;
         ok++;
     }
@@ -163,6 +190,15 @@ static int av_insertsym(struct fid_av *fav, const char *node, size_t nodecnt, co
     return ok ? ok : -FI_EINVAL;
 }
 
+/* Another slot holding peer (a duplicate insertion: fi_av(3) leaves those
+ * to the provider), for the messages it sends. */
+static fi_addr_t other_slot(const struct ulnfi_av *av, int peer)
+{
+    for (size_t i = av->count; i-- > 0;)
+        if (av->used[i] && av->peer[i] == peer) return i;
+    return FI_ADDR_NOTAVAIL;
+}
+
 static int av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count, uint64_t flags)
 {
     struct ulnfi_av *av = ulnfi_container(fav, struct ulnfi_av, av);
@@ -175,11 +211,18 @@ static int av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count, uint6
             continue;
         }
         av->used[a] = 0;
+        if (a < av->lowest_free) av->lowest_free = a;
+        while (av->count && !av->used[av->count - 1]) /* the table ends at its last used slot */
+            av->count--;
         int peer = av->peer[a];
-        if (av->by_peer[peer] == a) av->by_peer[peer] = FI_ADDR_NOTAVAIL;
+        if (--av->nslots[peer] == 0)
+            av->by_peer[peer] = FI_ADDR_NOTAVAIL;
+        else if (av->by_peer[peer] == a)
+            av->by_peer[peer] = other_slot(av, peer);
         uln_peer_remove(av->dom->ctx, peer);
-        /* Messages that wait from a no longer name it; a later insert of
-         * the same peer gives them its new address. */
+        /* Messages that wait from a no longer name it: the slot may go to
+         * another peer. A later insert of the same peer gives them its new
+         * address. */
         for (int e = 0; e < av->dom->nlive; e++)
             if (av->dom->live[e]->av == av) ulnfi_rx_forget(av->dom->live[e], a);
     }
@@ -253,7 +296,10 @@ int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid
     struct ulnfi_av *av = calloc(1, sizeof(*av));
     if (!av) return -FI_ENOMEM;
     av->by_peer = malloc(sizeof(fi_addr_t) * (size_t)d->size);
-    if (!av->by_peer) {
+    av->nslots = calloc((size_t)d->size, sizeof(*av->nslots));
+    if (!av->by_peer || !av->nslots) {
+        free(av->by_peer);
+        free(av->nslots);
         free(av);
         return -FI_ENOMEM;
     }

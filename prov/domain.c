@@ -8,6 +8,8 @@
  * (never fi_getinfo, which must stay cheap and side-effect free), the last
  * close closes it.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,22 +19,40 @@
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct uln_ctx *ctx_shared;
 static int ctx_refs;
+static uint32_t ctx_nap_max; /* ctx_shared's, while it is open */
 
 #define ULNFI_CHUNK_BYTES (1u << 20) /* uln_config.chunk_bytes unless set */
 
-/* FI_ULNET_* settings go into the configuration; what they leave at 0 is
- * taken from the ULN_* variables or the defaults, as uln_open always does. */
+/* A positive FI_ULNET_* number into *field; unset or not positive leaves it. */
+static void param_u32(const char *name, uint32_t *field)
+{
+    int v;
+    if (fi_param_get_int(&ulnfi_prov, name, &v) == FI_SUCCESS && v > 0) *field = (uint32_t)v;
+}
+
+/* FI_ULNET_* settings go into the configuration; what they leave at 0 (-1,
+ * NULL) is taken from the ULN_* variables or the defaults, as uln_open
+ * always does. uln_open checks them all. */
 static void config_from_params(struct uln_config *cfg)
 {
     int v;
+    char *str;
     uln_config_init(cfg);
     cfg->boot = ULN_BOOT_NONE;
-    if (fi_param_get_int(&ulnfi_prov, "nap_max", &v) == FI_SUCCESS && v > 0)
-        cfg->nap_max = (uint32_t)v;
-    if (fi_param_get_int(&ulnfi_prov, "sq_depth", &v) == FI_SUCCESS && v > 0)
-        cfg->sq_depth = (uint32_t)v;
-    if (fi_param_get_int(&ulnfi_prov, "ring_bytes", &v) == FI_SUCCESS && v > 0)
-        cfg->ring_bytes = (uint32_t)v;
+    param_u32("nap_max", &cfg->nap_max);
+    param_u32("sq_depth", &cfg->sq_depth);
+    param_u32("ring_bytes", &cfg->ring_bytes);
+    param_u32("max_peers", &cfg->max_peers);
+    param_u32("max_eps", &cfg->max_eps);
+    param_u32("max_regions", &cfg->max_regions);
+    param_u32("post_copy_max", &cfg->post_copy_max);
+    param_u32("udp_window", &cfg->udp_window);
+    param_u32("udp_dead_ms", &cfg->udp_dead_ms);
+    if (fi_param_get_int(&ulnfi_prov, "spin_us", &v) == FI_SUCCESS && v >= 0) cfg->spin_us = v;
+    if (fi_param_get_bool(&ulnfi_prov, "shm_direct", &v) == FI_SUCCESS) cfg->shm_direct = v != 0;
+    /* the environment's string: uln_open reads it at once */
+    if (fi_param_get_str(&ulnfi_prov, "transport", &str) == FI_SUCCESS && str && *str)
+        cfg->transport = str;
     /* A rendezvous GET moves chunk_bytes per progress pass, and each pass
      * costs a system call (process_vm_readv) and a trip through the client's
      * progress loop: 1 MiB chunks take a 1 MiB GET from ~75 to ~50 us, at the
@@ -53,6 +73,44 @@ static void config_from_params(struct uln_config *cfg)
         cfg->shm_cma = 0;
 }
 
+/* A ULN_* number as uln_open reads it (decimal or 0x hex, a K, M or G
+ * suffix on sizes), or dflt when unset; a value uln_open would refuse gives
+ * dflt too, since the domain will not open with it anyway. */
+static uint32_t env_u32(const char *name, uint32_t dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return dflt;
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!isdigit((unsigned char)*s)) return dflt;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno) return dflt;
+    unsigned shift = *end == 'k' || *end == 'K'   ? 10
+                     : *end == 'm' || *end == 'M' ? 20
+                     : *end == 'g' || *end == 'G' ? 30
+                                                  : 0;
+    if (shift) end++;
+    if (*end || v > (UINT32_MAX >> shift)) return dflt;
+    return (uint32_t)(v << shift);
+}
+
+/* The nap_max endpoints will have: the open context's (every domain shares
+ * it), else what uln_open would take - FI_ULNET_NAP_MAX, ULN_NAP_MAX, then
+ * ulnet's default (ulnet.h). fi_getinfo advertises the limits derived from
+ * it without opening anything. */
+uint32_t ulnfi_nap_max(void)
+{
+    pthread_mutex_lock(&ctx_lock);
+    uint32_t n = ctx_shared ? ctx_nap_max : 0;
+    pthread_mutex_unlock(&ctx_lock);
+    if (n) return n;
+    struct uln_config cfg;
+    config_from_params(&cfg);
+    return cfg.nap_max ? cfg.nap_max : env_u32("ULN_NAP_MAX", ULNFI_NAP_MAX_DEFAULT);
+}
+
 static int ctx_get(struct uln_ctx **out)
 {
     int rc = 0;
@@ -61,6 +119,15 @@ static int ctx_get(struct uln_ctx **out)
         struct uln_config cfg;
         config_from_params(&cfg);
         rc = uln_open(&cfg, &ctx_shared);
+        struct uln_info ui;
+        if (!rc && !uln_query(ctx_shared, &ui) && ui.nap_max < ULNFI_NAP_MIN) {
+            /* a rendezvous request would not fit in a NAP */
+            FI_WARN(&ulnfi_prov, FI_LOG_DOMAIN, "nap_max %u: the provider needs at least %zu\n",
+                    ui.nap_max, (size_t)ULNFI_NAP_MIN);
+            uln_close(ctx_shared);
+            rc = -EINVAL;
+        }
+        if (!rc) ctx_nap_max = ui.nap_max;
     }
     if (!rc) {
         ctx_refs++;

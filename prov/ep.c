@@ -200,8 +200,13 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
             }
         return 0;
     }
-    case FI_CLASS_EQ:
-        return 0; /* an RDM endpoint raises no events */
+    case FI_CLASS_EQ: { /* an RDM endpoint raises no events, but the EQ is bound */
+        struct ulnfi_eq *eq = ulnfi_container(bfid, struct ulnfi_eq, eq.fid);
+        if (ep->eq) ulnfi_eq_ref(ep->eq, -1);
+        ep->eq = eq;
+        ulnfi_eq_ref(eq, 1);
+        return 0;
+    }
     default:
         return -FI_EINVAL;
     }
@@ -382,6 +387,7 @@ static int ep_close(struct fid *fid)
     if (ep->tx_cq) ep->tx_cq->refs--;
     if (ep->rx_cq) ep->rx_cq->refs--;
     if (ep->av) ep->av->refs--;
+    if (ep->eq) ulnfi_eq_ref(ep->eq, -1);
     while (ep->free_ops) {
         struct ulnfi_op *op = ep->free_ops;
         ep->free_ops = op->next;

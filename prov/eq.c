@@ -104,9 +104,21 @@ static struct fi_ops_eq eq_ops = {
     .strerror = eq_strerror,
 };
 
+void ulnfi_eq_ref(struct ulnfi_eq *eq, int delta)
+{
+    pthread_mutex_lock(&eq->lock);
+    eq->refs += delta;
+    pthread_mutex_unlock(&eq->lock);
+}
+
+/* fi_eq(3): an EQ still bound to an object does not close (-FI_EBUSY). */
 static int eq_close(struct fid *fid)
 {
     struct ulnfi_eq *eq = ulnfi_container(fid, struct ulnfi_eq, eq.fid);
+    pthread_mutex_lock(&eq->lock);
+    int busy = eq->refs;
+    pthread_mutex_unlock(&eq->lock);
+    if (busy) return -FI_EBUSY;
     while (eq->head) {
         struct ulnfi_eqev *e = eq->head;
         eq->head = e->next;

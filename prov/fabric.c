@@ -94,6 +94,34 @@ static void define_params(void)
     fi_param_define(&ulnfi_prov, "name_timeout_ms", FI_PARAM_SIZE_T,
                     "how long fi_getinfo(node, service) and fi_av_insertsvc wait for a name "
                     "service's answer, server start-up included (default 2000)");
+    fi_param_define(&ulnfi_prov, "max_peers", FI_PARAM_INT,
+                    "peers the process can reach at once: the addresses in its AVs and the "
+                    "peers that sent before being inserted, 2..4096 (ULN_MAX_PEERS when unset)");
+    fi_param_define(&ulnfi_prov, "max_eps", FI_PARAM_INT,
+                    "endpoints per process, counting every one it ever enables, 1..64 "
+                    "(ULN_MAX_EPS when unset)");
+    fi_param_define(&ulnfi_prov, "max_regions", FI_PARAM_INT,
+                    "memory registrations at once, fi_mr_reg's and rendezvous sends' "
+                    "(ULN_MAX_REGIONS when unset)");
+    fi_param_define(&ulnfi_prov, "post_copy_max", FI_PARAM_INT,
+                    "an fi_read/fi_write up to this size, on an endpoint with nothing "
+                    "queued, is copied inside the call (ULN_POST_COPY_MAX when unset)");
+    fi_param_define(&ulnfi_prov, "shm_direct", FI_PARAM_BOOL,
+                    "fi_read/fi_write/atomics on a peer on this host done by the initiator "
+                    "on its mapped memory; off: through the rings, placed by the target "
+                    "(ULN_SHM_DIRECT when unset)");
+    fi_param_define(&ulnfi_prov, "spin_us", FI_PARAM_INT,
+                    "microseconds fi_cq_sread polls before it sleeps; 0: no busy polling "
+                    "(ULN_SPIN_US when unset)");
+    fi_param_define(&ulnfi_prov, "transport", FI_PARAM_STRING,
+                    "auto: shm on this host, udp to others; shm; udp; xdp: udp over AF_XDP "
+                    "(ULN_TRANSPORT when unset)");
+    fi_param_define(&ulnfi_prov, "udp_window", FI_PARAM_INT,
+                    "UDP packets in flight per endpoint and peer, a power of two "
+                    "(ULN_UDP_WINDOW when unset)");
+    fi_param_define(&ulnfi_prov, "udp_dead_ms", FI_PARAM_INT,
+                    "a UDP peer silent this long while awaited is dead: its operations "
+                    "complete with FI_ECONNRESET (ULN_UDP_DEAD_MS when unset)");
 }
 
 FI_EXT_INI

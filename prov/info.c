@@ -4,8 +4,10 @@
  * (-FI_ENODATA), never one that silently does less.
  *
  * Nothing here opens ulnet: fi_getinfo may be called by any process, in or out
- * of a job, as often as a client likes. Sizes that depend on the job's
- * settings (nap_max, sq_depth) are the defaults; fi_domain checks the real ones.
+ * of a job, as often as a client likes. The eager limit and inject_size come
+ * from the nap_max endpoints will have (FI_ULNET_NAP_MAX, ULN_NAP_MAX, or the
+ * open context's: ulnfi_nap_max), so what is advertised is what an inject
+ * may carry.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +36,6 @@
 #define ULNFI_OP_FLAGS                                                                             \
     (FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |                       \
      FI_DELIVERY_COMPLETE | FI_MULTI_RECV)
-#define ULNFI_HDR_BYTES (sizeof(struct ulnfi_hdr))
-/* ULN_NAP_MAX's default less the header: the eager limit and inject size. */
-#define ULNFI_INJECT  (8192 - ULNFI_HDR_BYTES)
 #define ULNFI_MAX_MSG (1ULL << 40)
 
 static bool subset(uint64_t want, uint64_t have)
@@ -91,14 +90,21 @@ static bool check_ep(const struct fi_ep_attr *h)
     return true;
 }
 
-static bool check_tx(const struct fi_tx_attr *h)
+/* The eager limit: one NAP less the header. 0 when nap_max is below what
+ * the provider needs (fi_domain refuses it, fi_getinfo offers nothing). */
+static size_t inject_size(uint32_t nap_max)
+{
+    return nap_max >= ULNFI_NAP_MIN ? nap_max - sizeof(struct ulnfi_hdr) : 0;
+}
+
+static bool check_tx(const struct fi_tx_attr *h, size_t inject)
 {
     if (!h) return true;
     if (h->caps && !subset(h->caps, ULNFI_TX_CAPS | ULNFI_SECONDARY)) return false;
     if (!subset(h->msg_order, ULNFI_MSG_ORDER)) return false;
     if (h->comp_order & ~(uint64_t)FI_ORDER_NONE) return false;
     if (!subset(h->op_flags, ULNFI_OP_FLAGS)) return false;
-    if (h->inject_size > ULNFI_INJECT) return false;
+    if (h->inject_size > inject) return false;
     if (h->size > (1u << 20)) return false;
     if (h->iov_limit > ULNFI_IOV_LIMIT || h->rma_iov_limit > ULNFI_IOV_LIMIT) return false;
     return true;
@@ -155,7 +161,8 @@ static int mr_mode(const struct fi_domain_attr *hd, uint64_t caps, uint32_t vers
     return FI_MR_PROV_KEY;
 }
 
-static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint32_t version)
+static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint32_t version,
+                size_t inject)
 {
     fi->caps = caps;
     fi->mode = 0;
@@ -166,7 +173,7 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint
     tx->op_flags = h && h->tx_attr ? h->tx_attr->op_flags : 0;
     tx->msg_order = ULNFI_MSG_ORDER;
     tx->comp_order = FI_ORDER_NONE;
-    tx->inject_size = ULNFI_INJECT;
+    tx->inject_size = inject;
     tx->size = 256;
     tx->iov_limit = ULNFI_IOV_LIMIT;
     tx->rma_iov_limit = ULNFI_IOV_LIMIT;
@@ -306,6 +313,13 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
 {
     *info = NULL;
     uint64_t caps = pick_caps(hints);
+    uint32_t nap_max = ulnfi_nap_max();
+    size_t inject = inject_size(nap_max);
+    if (!inject) {
+        FI_INFO(&ulnfi_prov, FI_LOG_CORE, "nap_max %u: the provider needs at least %zu\n", nap_max,
+                (size_t)ULNFI_NAP_MIN);
+        return -FI_ENODATA;
+    }
     if (hints) {
         const char *why = NULL;
         if (hints->caps && !subset(hints->caps, ULNFI_CAPS))
@@ -318,7 +332,7 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
             why = "domain_attr";
         else if (!check_ep(hints->ep_attr))
             why = "ep_attr";
-        else if (!check_tx(hints->tx_attr))
+        else if (!check_tx(hints->tx_attr, inject))
             why = "tx_attr";
         else if (!check_rx(hints->rx_attr))
             why = "rx_attr";
@@ -335,7 +349,7 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
 
     struct fi_info *fi = fi_allocinfo();
     if (!fi) return -FI_ENOMEM;
-    rc = fill(fi, hints, caps, version);
+    rc = fill(fi, hints, caps, version, inject);
     if (rc) {
         fi_freeinfo(fi);
         return rc;

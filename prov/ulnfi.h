@@ -76,6 +76,12 @@ struct ulnfi_rts {
     } seg[ULNFI_RNDV_SEGS];
 };
 
+/* ulnet's default nap_max (ulnet.h), and the least the provider works with:
+ * a rendezvous request with all its segments must fit in one NAP. The eager
+ * limit, and so inject_size, is nap_max less the header. */
+#define ULNFI_NAP_MAX_DEFAULT 8192u
+#define ULNFI_NAP_MIN         (sizeof(struct ulnfi_hdr) + sizeof(struct ulnfi_rts))
+
 /* What an unexpected message's payload points to. */
 struct ulnfi_unexp {
     uint8_t pkt; /* EAGER or RTS */
@@ -128,11 +134,13 @@ struct ulnfi_av {
     struct fid_av av;
     struct ulnfi_domain *dom;
     enum fi_av_type type;
-    size_t count, cap;
+    size_t count, cap;  /* slots up to the last used one; allocated */
+    size_t lowest_free; /* no unused slot below it (av.c: removed slots are used again) */
     struct ulnfi_addr *tab;
     int *peer; /* by fi_addr: the ulnet peer id uln_peer_insert gave */
     uint8_t *used;
     fi_addr_t *by_peer; /* peer id -> fi_addr of the last inserted name, for FI_SOURCE */
+    uint32_t *nslots;   /* peer id -> slots holding it (more than one: duplicates) */
     int refs;
 };
 
@@ -175,6 +183,7 @@ struct ulnfi_eq {
     struct fid_eq eq;
     struct ulnfi_fabric *fab;
     pthread_mutex_t lock;
+    int refs; /* endpoints bound to it (under lock): fi_close is -FI_EBUSY meanwhile */
     struct ulnfi_eqev *head, *tail;
     struct ulnfi_eqev *err;
 };
@@ -267,6 +276,7 @@ struct ulnfi_ep {
     struct ulnfi_domain *dom;
     struct fi_info *info;
     struct ulnfi_av *av;
+    struct ulnfi_eq *eq; /* bound, raising nothing: an RDM endpoint has no events */
     struct ulnfi_cq *tx_cq, *rx_cq;
     struct ulnfi_cntr *tx_cntr, *rx_cntr, *rd_cntr, *wr_cntr, *rrd_cntr, *rwr_cntr;
     bool tx_selective, rx_selective;
@@ -307,10 +317,12 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
                   const struct fi_info *hints, struct fi_info **info);
 int ulnfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
 void ulnfi_domains_stop(void);
+uint32_t ulnfi_nap_max(void); /* domain.c: what endpoints will have, context open or not */
 int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom,
                       void *context);
 int ulnfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,
                   void *context);
+void ulnfi_eq_ref(struct ulnfi_eq *eq, int delta); /* an endpoint binds (1) or lets go (-1) */
 int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av,
                   void *context);
 int ulnfi_cq_trywait(struct fid *fid); /* fi_trywait on one CQ (FI_WAIT_FD) */

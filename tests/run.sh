@@ -4,7 +4,8 @@
 # suite again under ASan+UBSan (ctest -L asan), the multi-threaded parts
 # under TSan, short jobs with every rank under valgrind's memcheck, the
 # installed library (the README's build line, pkg-config, the CMake package,
-# man pages, static links, its exported symbols), a user's build without the
+# man pages, static links, its exported symbols, the provider where libfabric
+# finds it), a user's build without the
 # tests, and a short run of the fuzz targets (tests/fuzz/run.sh, clang with
 # libFuzzer).
 # Works on a fresh Debian 12 machine as root: it installs what is missing.
@@ -92,10 +93,37 @@ TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure \
 step "valgrind memcheck: short jobs, every rank under valgrind (about a minute)"
 tests/valgrind.sh build
 
-step "install: the README's build line runs as is, pkg-config, CMake package, man pages, static links"
+step "install: the README's build line runs as is, pkg-config, CMake package, man pages, static links, the provider"
 stage=$root/build/stage
 rm -rf "$stage"
+# The provider goes to libfabric's own provider directory, outside the
+# stage (prov/CMakeLists.txt): one installed there before is kept aside
+# and put back once the check below is done, ours removed.
+provdir=$(sed -n 's/^ULN_FI_PROVIDER_DIR:PATH=//p' build/CMakeCache.txt)
+prov_so=
+if [[ -f build/prov/libulnet-fi.so ]]; then
+    [[ $provdir == /* ]] ||
+        { echo "ULN_FI_PROVIDER_DIR=$provdir: not libfabric's provider directory"; exit 1; }
+    prov_so=$provdir/libulnet-fi.so
+    prov_keep=$root/build/libulnet-fi.so.before-install
+    rm -f "$prov_keep"
+    [[ -e $prov_so ]] && mv "$prov_so" "$prov_keep"
+    prov_restore() {
+        rm -f "$prov_so"
+        if [[ -e $prov_keep ]]; then mv "$prov_keep" "$prov_so"; else rmdir "$provdir" 2>/dev/null || true; fi
+    }
+    trap prov_restore EXIT
+fi
 cmake --install build --prefix "$stage" >/dev/null
+if [[ -n $prov_so ]]; then
+    # libfabric finds it with no FI_PROVIDER_PATH: its compiled-in default
+    [[ -f $prov_so ]] || { echo "the provider is not in libfabric's directory $provdir"; exit 1; }
+    out=$(env -u FI_PROVIDER_PATH -u FI_PROVIDER fi_info -p ulnet 2>&1) || true
+    grep -q "provider: ulnet" <<<"$out" ||
+        { echo "fi_info -p ulnet without FI_PROVIDER_PATH after install: $out"; exit 1; }
+    prov_restore
+    trap - EXIT
+fi
 export PKG_CONFIG_PATH=$stage/lib/pkgconfig
 # ulnet.pc stands alone: found with only its own directory searched (no pmix.pc
 # needed), and no PMIx include path leaks into a user's flags.
@@ -142,7 +170,10 @@ grep -q '^Usage: bench/run.sh' <<<"$out" || { echo "bench/run.sh --help: $out"; 
 
 step "a user's build (BUILD_TESTING=OFF, without PMIx): only the library and tools; a fully static program"
 rm -rf build-user
-cmake -S . -B build-user -G Ninja -DULN_WERROR=ON -DULN_PMIX=OFF -DBUILD_TESTING=OFF >/dev/null
+# ULN_FI_PROVIDER_DIR relative: the provider installs under the stage's prefix,
+# not into the system's libfabric directory (the stage above checks that one).
+cmake -S . -B build-user -G Ninja -DULN_WERROR=ON -DULN_PMIX=OFF -DBUILD_TESTING=OFF \
+    -DULN_FI_PROVIDER_DIR=lib/libfabric >/dev/null
 ninja -C build-user
 built=$(find build-user -type f \( -name '*.so*' -o -name '*.a' -o -perm -u+x \) \
     ! -path '*/CMakeFiles/*' -printf '%f\n' | sort | tr '\n' ' ')
@@ -152,6 +183,8 @@ fi_so=$(pkg-config --exists libfabric && echo "libulnet-fi.so " || true)
     { echo "BUILD_TESTING=OFF built: $built"; exit 1; }
 ustage=$root/build-user/stage
 cmake --install build-user --prefix "$ustage" >/dev/null
+[[ -z $fi_so || -f $ustage/lib/libfabric/libulnet-fi.so ]] ||
+    { echo "ULN_FI_PROVIDER_DIR=lib/libfabric: no provider under $ustage/lib/libfabric"; exit 1; }
 # shellcheck disable=SC2046 # pkg-config's flags are meant to be split
 cc -static -O2 examples/hello.c $(PKG_CONFIG_PATH=$ustage/lib/pkgconfig pkg-config --cflags ulnet) \
     $(PKG_CONFIG_PATH=$ustage/lib/pkgconfig pkg-config --static --libs ulnet) \

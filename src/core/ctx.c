@@ -33,6 +33,7 @@ ULN_EXPORT void uln_config_init(struct uln_config *cfg)
     cfg->boot_fd = -1;
     cfg->shm_direct = -1;
     cfg->shm_cma = -1;
+    cfg->spin_us = -1;
 }
 
 /* Every environment variable ulnet reads, in one place: the numeric ones'
@@ -448,17 +449,24 @@ static int check_params(const struct uln_config *cfg, struct uln_params *p)
     rc |= setting("ULN_POST_COPY_MAX", cfg->post_copy_max, &p->post_copy_max);
     rc |= setting("ULN_MAX_EPS", cfg->max_eps, &p->max_eps);
     rc |= setting("ULN_MAX_REGIONS", cfg->max_regions, &p->max_regions);
-    rc |= setting("ULN_SPIN_US", 0, &p->spin_us);
+    /* 0 is a spin time of its own: -1 leaves it to the environment */
+    if (cfg->spin_us > 0) {
+        rc |= setting("ULN_SPIN_US", (uint64_t)cfg->spin_us, &p->spin_us);
+    } else if (cfg->spin_us == 0) {
+        p->spin_us = 0;
+    } else {
+        rc |= setting("ULN_SPIN_US", 0, &p->spin_us);
+    }
     rc |= switch_setting("ULN_SHM_DIRECT", cfg->shm_direct, &p->shm_direct);
     rc |= switch_setting("ULN_SHM_CMA", cfg->shm_cma, &p->shm_cma);
     rc |= switch_setting("ULN_MEMBARRIER", -1, &p->membarrier);
-    rc |= setting("ULN_UDP_WINDOW", 0, &p->udp_window);
+    rc |= setting("ULN_UDP_WINDOW", cfg->udp_window, &p->udp_window);
     rc |= setting("ULN_UDP_MTU", 0, &p->udp_mtu);
-    rc |= setting("ULN_UDP_DEAD_MS", 0, &p->udp_dead_ms);
+    rc |= setting("ULN_UDP_DEAD_MS", cfg->udp_dead_ms, &p->udp_dead_ms);
     rc |= setting("ULN_UDP_PORT", 0, &p->udp_port);
     rc |= switch_setting("ULN_UDP_GRO", -1, &p->udp_gro);
     rc |= local_rank_setting(&p->local_rank);
-    const char *tp = getenv("ULN_TRANSPORT");
+    const char *tp = cfg->transport ? cfg->transport : getenv("ULN_TRANSPORT");
     if (!tp || !*tp || !strcmp(tp, "auto"))
         p->transport = ULN_TP_AUTO;
     else if (!strcmp(tp, "shm"))
@@ -468,7 +476,10 @@ static int check_params(const struct uln_config *cfg, struct uln_params *p)
     else if (!strcmp(tp, "xdp")) /* udp everywhere, its packets over AF_XDP */
         p->transport = ULN_TP_UDP, p->xdp = true;
     else {
-        setting_err("ulnet: ULN_TRANSPORT=%s: use auto, shm, udp or xdp\n", tp);
+        if (cfg->transport) /* this process's own value: always say */
+            fprintf(stderr, "ulnet: transport \"%s\": use auto, shm, udp or xdp\n", tp);
+        else
+            setting_err("ulnet: ULN_TRANSPORT=%s: use auto, shm, udp or xdp\n", tp);
         rc = -EINVAL;
     }
     const char *pr = getenv("ULN_PROGRESS");

@@ -24,5 +24,9 @@ if fi_info -p ulnet -t FI_EP_MSG >/dev/null 2>&1; then
     exit 1
 fi
 # the FI_ULNET_* settings are documented to libfabric
-fi_info -e | grep -q FI_ULNET_RNDV_MIN || { echo "fi_info -e lacks FI_ULNET_RNDV_MIN"; exit 1; }
+vars=$(fi_info -e)
+for v in NAP_MAX SQ_DEPTH RING_BYTES RNDV_MIN CHUNK_BYTES SHM_CMA NAME_TIMEOUT_MS MAX_PEERS \
+    MAX_EPS MAX_REGIONS POST_COPY_MAX SHM_DIRECT SPIN_US TRANSPORT UDP_WINDOW UDP_DEAD_MS; do
+    echo "$vars" | grep -aq "FI_ULNET_$v:" || { echo "fi_info -e lacks FI_ULNET_$v"; exit 1; }
+done
 echo "fi_info lists ulnet"

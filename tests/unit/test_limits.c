@@ -296,9 +296,54 @@ static void test_region_sizes(void)
     CHECK(uln_close(ctx) == 0);
 }
 
+/* The fields for settings that were environment-only (spin_us, transport,
+ * udp_window, udp_dead_ms): a field wins over the variable, an unset one
+ * leaves it to the variable, a bad one is refused. */
+static void test_config_fields(void)
+{
+    struct uln_config c;
+    struct uln_ctx *ctx;
+    struct uln_info info;
+    setenv("ULN_UDP_WINDOW", "64", 1);
+    setenv("ULN_UDP_DEAD_MS", "700", 1);
+    setenv("ULN_TRANSPORT", "bogus", 1);
+    uln_config_init(&c);
+    CHECK(c.spin_us == -1 && c.transport == NULL && c.udp_window == 0 && c.udp_dead_ms == 0);
+    c.udp_window = 256;
+    c.udp_dead_ms = 1500;
+    c.transport = "shm";
+    c.spin_us = 0;
+    if ((ctx = OPEN_EXPECT(&c, 0))) {
+        CHECK(uln_query(ctx, &info) == 0 && info.udp_window == 256 && info.udp_dead_ms == 1500);
+        uln_close(ctx);
+    }
+    c.udp_window = 0; /* the environment's */
+    c.udp_dead_ms = 0;
+    if ((ctx = OPEN_EXPECT(&c, 0))) {
+        CHECK(uln_query(ctx, &info) == 0 && info.udp_window == 64 && info.udp_dead_ms == 700);
+        uln_close(ctx);
+    }
+    c.transport = NULL; /* ULN_TRANSPORT=bogus now counts */
+    OPEN_EXPECT(&c, -EINVAL);
+    unsetenv("ULN_TRANSPORT");
+    c.transport = "udp-ish";
+    OPEN_EXPECT(&c, -EINVAL);
+    c.transport = NULL;
+    c.udp_window = 100; /* not a power of two */
+    OPEN_EXPECT(&c, -EINVAL);
+    c.udp_window = 0;
+    c.spin_us = 1000001;
+    OPEN_EXPECT(&c, -EINVAL);
+    c.spin_us = 1000000;
+    if ((ctx = OPEN_EXPECT(&c, 0))) uln_close(ctx);
+    unsetenv("ULN_UDP_WINDOW");
+    unsetenv("ULN_UDP_DEAD_MS");
+}
+
 int main(void)
 {
     test_settings();
+    test_config_fields();
     test_nap_max();
     test_eps();
     test_cq();

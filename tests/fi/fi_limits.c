@@ -1,0 +1,182 @@
+/*
+ * fi_limits - the sizes fi_getinfo advertises are what the provider accepts
+ * (fi_getinfo(3): an application may rely on them). tx_attr->inject_size
+ * follows the eager limit, nap_max less the provider's header, whatever set
+ * nap_max (FI_ULNET_NAP_MAX, ULN_NAP_MAX, the default): fi_inject,
+ * fi_tinject, fi_injectdata, fi_tinjectdata and fi_inject_write take exactly
+ * that many bytes and refuse one more with -FI_EINVAL; a hint asking for one
+ * more gets no info. With REGIONS, FI_ULNET_MAX_REGIONS is in force: that
+ * many registrations succeed and the next is refused.
+ * One process, no job: the endpoint sends to itself.
+ * Usage: FI_PROVIDER_PATH=<build>/prov FI_PROVIDER=ulnet fi_limits INJECT [REGIONS]
+ */
+#include "fi_common.h"
+
+#include <rdma/fi_rma.h>
+#include <stdbool.h>
+
+static int failures;
+
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                  \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+#define V FI_VERSION(1, 17)
+
+static struct fi_info *hints_for(void)
+{
+    struct fi_info *h = fic_hints(FI_MSG | FI_TAGGED | FI_RMA, NULL);
+    h->domain_attr->mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED;
+    return h;
+}
+
+/* fi_getinfo's inject_size, and whether a hint of `ask` bytes is met. */
+static size_t advertised(void)
+{
+    struct fi_info *h = hints_for(), *fi = NULL;
+    OK(fi_getinfo(V, NULL, NULL, 0, h, &fi));
+    size_t n = fi->tx_attr->inject_size;
+    fi_freeinfo(fi);
+    fi_freeinfo(h);
+    return n;
+}
+static int ask(size_t inject)
+{
+    struct fi_info *h = hints_for(), *fi = NULL;
+    h->tx_attr->inject_size = inject;
+    int rc = fi_getinfo(V, NULL, NULL, 0, h, &fi);
+    fi_freeinfo(fi);
+    fi_freeinfo(h);
+    return rc;
+}
+
+static struct fic fx;
+
+static void drain(void)
+{
+    struct fi_cq_tagged_entry e;
+    while (fi_cq_read(fx.cq, &e, 1) > 0)
+        ;
+}
+
+/* A receive of up to n bytes that must complete with len bytes of seed. */
+static void expect(bool tagged, uint8_t *b, size_t n, size_t len, uint8_t seed)
+{
+    struct fi_context c;
+    memset(b, 0, n);
+    if (tagged)
+        OK(fi_trecv(fx.ep, b, n, NULL, fx.peer, 7, 0, &c));
+    else
+        OK(fi_recv(fx.ep, b, n, NULL, fx.peer, &c));
+    struct fi_cq_tagged_entry e;
+    double end = fic_now() + 10;
+    ssize_t r;
+    do
+        r = fic_wait(&fx, &e, end);
+    while (r == 1 && e.op_context != &c);
+    CHECK(r == 1);
+    if (r != 1) return;
+    CHECK(e.len == len);
+    size_t bad = 0;
+    for (size_t i = 0; i < len; i++)
+        bad += b[i] != (uint8_t)(seed + i);
+    CHECK(bad == 0);
+}
+
+static void test_inject(size_t want)
+{
+    size_t n = advertised();
+    printf("inject_size %zu (expected %zu)\n", n, want);
+    CHECK(n == want);
+    CHECK(ask(n) == 0);
+    CHECK(ask(n + 1) == -FI_ENODATA);
+
+    fic_open(&fx, hints_for(), FI_AV_TABLE, 0);
+    fic_enable(&fx);
+    fx.namelen = sizeof(fx.name);
+    OK(fi_getname(&fx.ep->fid, fx.name, &fx.namelen));
+    OK(fi_av_insert(fx.av, fx.name, 1, &fx.peer, 0, NULL));
+    /* the open context's value: the same */
+    CHECK(advertised() == n);
+
+    uint8_t *s = malloc(n + 1), *r = malloc(n + 1);
+    for (size_t i = 0; i <= n; i++)
+        s[i] = (uint8_t)(1 + i);
+    /* one more than advertised is refused by every inject call */
+    CHECK(fi_inject(fx.ep, s, n + 1, fx.peer) == -FI_EINVAL);
+    CHECK(fi_tinject(fx.ep, s, n + 1, fx.peer, 7) == -FI_EINVAL);
+    CHECK(fi_injectdata(fx.ep, s, n + 1, 5, fx.peer) == -FI_EINVAL);
+    CHECK(fi_tinjectdata(fx.ep, s, n + 1, 5, fx.peer, 7) == -FI_EINVAL);
+    /* exactly the advertised size goes, and arrives whole */
+    CHECK(fi_inject(fx.ep, s, n, fx.peer) == 0);
+    expect(false, r, n + 1, n, 1);
+    CHECK(fi_tinject(fx.ep, s, n, fx.peer, 7) == 0);
+    expect(true, r, n + 1, n, 1);
+    CHECK(fi_injectdata(fx.ep, s, n, 5, fx.peer) == 0);
+    expect(false, r, n + 1, n, 1);
+    CHECK(fi_tinjectdata(fx.ep, s, n, 5, fx.peer, 7) == 0);
+    expect(true, r, n + 1, n, 1);
+
+    /* RMA: fi_inject_write of the advertised size lands; one more is refused */
+    struct fid_mr *mr;
+    memset(r, 0, n + 1);
+    OK(fi_mr_reg(fx.dom, r, n + 1, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 0, 0, &mr, NULL));
+    uint64_t key = fi_mr_key(mr), at = (uintptr_t)r;
+    CHECK(fi_inject_write(fx.ep, s, n + 1, fx.peer, at, key) == -FI_EINVAL);
+    CHECK(fi_inject_write(fx.ep, s, n, fx.peer, at, key) == 0);
+    /* then a read behind it: once it completes, the write has landed */
+    uint8_t one = 0;
+    struct fi_context c;
+    OK(fi_read(fx.ep, &one, 1, NULL, fx.peer, at + n - 1, key, &c));
+    struct fi_cq_tagged_entry e;
+    CHECK(fic_wait(&fx, &e, fic_now() + 10) == 1 && e.op_context == &c);
+    CHECK(one == (uint8_t)(1 + n - 1));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += r[i] != (uint8_t)(1 + i);
+    CHECK(bad == 0 && r[n] == 0);
+    drain();
+    OK(fi_close(&mr->fid));
+    free(s);
+    free(r);
+}
+
+/* FI_ULNET_MAX_REGIONS in force (over any ULN_MAX_REGIONS): that many
+ * registrations, then -FI_ENOSPC. */
+static void test_regions(int regions)
+{
+    struct fid_mr **mr = calloc((size_t)regions + 1, sizeof(*mr));
+    static uint8_t buf[64];
+    int ok = 0;
+    for (int i = 0; i <= regions; i++) {
+        int rc = fi_mr_reg(fx.dom, buf, sizeof(buf), FI_REMOTE_READ, 0, 0, 0, &mr[i], NULL);
+        if (rc) {
+            printf("registration %d: %s\n", i + 1, fi_strerror(-rc));
+            CHECK(rc == -FI_ENOSPC);
+            break;
+        }
+        ok++;
+    }
+    printf("%d registrations with FI_ULNET_MAX_REGIONS=%d\n", ok, regions);
+    CHECK(ok == regions);
+    for (int i = 0; i < ok; i++)
+        OK(fi_close(&mr[i]->fid));
+    free(mr);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argc > 3) {
+        fprintf(stderr, "usage: fi_limits INJECT [REGIONS]\n");
+        return 2;
+    }
+    test_inject(strtoul(argv[1], NULL, 0));
+    if (argc == 3) test_regions(atoi(argv[2]));
+    fic_close(&fx);
+    printf("fi_limits %s\n", failures ? "FAILED" : "ok");
+    return failures ? 1 : 0;
+}
