@@ -1085,6 +1085,6 @@ int uln_ep_wait_fds(struct uln_ep *ep, int *fds, int max, int *timeout_ms)
 {
     int n = 0;
     for (int i = 0; i < ep->n_tp_prog && n < max; i++)
-        n += ep->tp_prog[i]->wait_fds(ep, &fds[n], timeout_ms);
+        n += ep->tp_prog[i]->wait_fds(ep, &fds[n], max - n, timeout_ms);
     return n;
 }

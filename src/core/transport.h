@@ -137,9 +137,11 @@ struct uln_transport_ops {
     void (*progress_rx)(struct uln_ep *ep); /* before the engine reads the rings */
     void (*progress_tx)(struct uln_ep *ep); /* after it issued: timers, resends */
     bool (*busy)(const struct uln_ep *ep);  /* work waiting on a peer */
-    /* What a sleeper waits on besides the doorbell: 0 or 1 fd into *fd, and
-     * *timeout_ms lowered to its earliest timer. */
-    int (*wait_fds)(struct uln_ep *ep, int *fd, int *timeout_ms);
+    /* What a sleeper waits on besides the doorbell: up to max fds into fds
+     * (how many), and *timeout_ms lowered to its earliest timer. For one
+     * poll() per sleep; a CQ's epoll set (uln_cq_fd) keeps them, at the
+     * kernel's cost of a wake-up callback per packet they receive. */
+    int (*wait_fds)(struct uln_ep *ep, int *fds, int max, int *timeout_ms);
 };
 
 /* Every transport built in, NULL-terminated (transport/transports.c). */

@@ -33,8 +33,13 @@
  *             buffer is a UMEM frame on the fill ring's side of the fence, the
  *             release puts it back. A link must keep receiving while the
  *             caller holds up to the rx_bufs it was opened with.
- *   sleeping  fd is what to poll for input; wait sleeps on it, shortened by
- *             anything the link itself must do in time (held-back packets).
+ *   sleeping  fds are what to poll for input (one descriptor, or a few:
+ *             the AF_XDP link also has its bound UDP socket), handed out
+ *             for a poll() that lasts one sleep, never for an epoll set to
+ *             keep: a socket in an epoll set costs every packet it receives
+ *             a wake-up callback in the kernel (~0.25 us a NAP one-way over
+ *             AF_XDP). wait sleeps on them, shortened by anything the link
+ *             itself must do in time (held-back packets).
  *   numbers   payload_max is the largest datagram; info and stats say what
  *             the link is and did, in the fields that apply to it.
  *
@@ -153,7 +158,7 @@ struct uln_link_ops {
     int (*add_peer)(struct uln_link *l, const void *addr, socklen_t len);
     int (*set_peer)(struct uln_link *l, int peer, const void *addr, socklen_t len);
     int (*find_peer)(const struct uln_link *l, const void *addr, socklen_t len);
-    int (*fd)(const struct uln_link *l);
+    int (*fds)(const struct uln_link *l, int *fds, int max);
     int (*wait)(struct uln_link *l, int timeout_ms);
     int (*local)(const struct uln_link *l, struct sockaddr_storage *ss, socklen_t *len);
     void (*info)(const struct uln_link *l, struct uln_link_info *info);
@@ -238,10 +243,19 @@ static inline int uln_link_find_peer(const struct uln_link *l, const void *addr,
     return l->ops->find_peer(l, addr, len);
 }
 
-/* The descriptor to poll for input. */
+/* The descriptors to poll for input, up to max (ULN_LINK_FDS_MAX is room
+ * for every link's) into fds: how many. */
+#define ULN_LINK_FDS_MAX 2
+static inline int uln_link_fds(const struct uln_link *l, int *fds, int max)
+{
+    return l->ops->fds(l, fds, max);
+}
+
+/* The first of them: the socket packets are sent and received on. */
 static inline int uln_link_fd(const struct uln_link *l)
 {
-    return l->ops->fd(l);
+    int fds[ULN_LINK_FDS_MAX];
+    return uln_link_fds(l, fds, ULN_LINK_FDS_MAX) > 0 ? fds[0] : -1;
 }
 
 /* Sleep until input is waiting or timeout_ms passes (-1: no limit). Returns

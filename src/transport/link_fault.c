@@ -515,9 +515,9 @@ static int fault_find_peer(const struct uln_link *l, const void *addr, socklen_t
     return uln_link_find_peer(inner(l), addr, len);
 }
 
-static int fault_fd(const struct uln_link *l)
+static int fault_fds(const struct uln_link *l, int *fds, int max)
 {
-    return uln_link_fd(inner(l));
+    return uln_link_fds(inner(l), fds, max);
 }
 
 /* When the next held packet is due (now for READY ones); UINT64_MAX: none. */
@@ -589,7 +589,7 @@ static const struct uln_link_ops fault_ops = {
     .add_peer = fault_add_peer,
     .set_peer = fault_set_peer,
     .find_peer = fault_find_peer,
-    .fd = fault_fd,
+    .fds = fault_fds,
     .wait = fault_wait,
     .local = fault_local,
     .info = fault_info,

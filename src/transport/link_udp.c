@@ -658,10 +658,12 @@ static int alloc_tables(struct link_udp *io, unsigned nbufs, unsigned max_peers)
     return 0;
 }
 
-static int udp_fd(const struct uln_link *l)
+static int udp_fds(const struct uln_link *l, int *fds, int max)
 {
     const struct link_udp *io = (const struct link_udp *)l;
-    return io->fd;
+    if (max < 1) return 0;
+    fds[0] = io->fd;
+    return 1;
 }
 
 static int udp_local(const struct uln_link *l, struct sockaddr_storage *ss, socklen_t *len)
@@ -1380,7 +1382,7 @@ static const struct uln_link_ops udp_ops = {
     .add_peer = udp_add_peer,
     .set_peer = udp_set_peer,
     .find_peer = udp_find_peer,
-    .fd = udp_fd,
+    .fds = udp_fds,
     .wait = udp_wait,
     .local = udp_local,
     .info = udp_info,

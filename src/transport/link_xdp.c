@@ -38,9 +38,10 @@
  * peer or the last read found something, else at most once per millisecond
  * of the coarse clock, so that a spinning caller with no local peer pays no
  * system call for it in between and such a datagram comes a tick late
- * instead of never. Callers sleep on an epoll set of both sockets (xdp_fd);
- * one asleep there while such a datagram waits for its tick is woken again
- * at once until then: a short spin, for a rare datagram.
+ * instead of never. Callers sleep on both sockets (xdp_fds: a poll() per
+ * sleep, never an epoll set, link.h); one asleep while such a datagram
+ * waits for its tick is woken again at once until then: a short spin, for a
+ * rare datagram.
  */
 #define _GNU_SOURCE
 #include "transport/link_xdp.h"
@@ -160,7 +161,6 @@ int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out,
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <xdp/libxdp.h>
@@ -227,7 +227,6 @@ static pthread_mutex_t progs_lock = PTHREAD_MUTEX_INITIALIZER;
 struct link_xdp {
     struct uln_link base; /* first: a struct uln_link * is one of these */
     int udp_fd;           /* the bound UDP socket: keeps the port, resolves MACs */
-    int ep_fd;            /* epoll: xsk_fd and udp_fd, what callers sleep on */
     int nl_fd;            /* netlink: routes and neighbours */
     int ifindex;
     unsigned queue;
@@ -1097,14 +1096,18 @@ static int xdp_rx_lend(struct uln_link *l, int32_t peer, const void *buf, uint32
 /* The rest                                                                   */
 /* ------------------------------------------------------------------------- */
 
-/* The epoll set of both sockets. A poll of the set runs neither socket's
- * own poll, and the AF_XDP socket's is also a kick (it sends in copy mode,
- * wakes a zero-copy driver that asked to be woken): recv kicks the same way,
- * so a caller that sleeps on this fd reads before it sleeps, as udp.c's
- * progress pass does. */
-static int xdp_fd(const struct uln_link *l)
+/* Both sockets, for one poll() (link.h: never kept in an epoll set, where
+ * the AF_XDP socket would pay a wake-up callback for every frame). Its poll
+ * is also a kick (it sends in copy mode, wakes a zero-copy driver that asked
+ * to be woken); recv kicks the same way, and a caller reads before it
+ * sleeps, as udp.c's progress pass does. */
+static int xdp_fds(const struct uln_link *l, int *fds, int max)
 {
-    return ((const struct link_xdp *)l)->ep_fd;
+    const struct link_xdp *x = (const struct link_xdp *)l;
+    int n = 0;
+    if (n < max) fds[n++] = x->xsk_fd;
+    if (n < max) fds[n++] = x->udp_fd;
+    return n;
 }
 
 /* Polls both sockets itself, for the AF_XDP socket's kick (above). A
@@ -1163,7 +1166,6 @@ static void xdp_close(struct uln_link *l)
     if (x->xsk) xsk_socket__delete(x->xsk);
     if (x->umem) xsk_umem__delete(x->umem);
     if (x->area) munmap(x->area, x->area_len);
-    if (x->ep_fd >= 0) close(x->ep_fd);
     if (x->nl_fd >= 0) close(x->nl_fd);
     if (x->udp_fd >= 0) close(x->udp_fd);
     free(x->tx_free);
@@ -1191,7 +1193,7 @@ static const struct uln_link_ops xdp_ops = {
     .add_peer = xdp_add_peer,
     .set_peer = xdp_set_peer,
     .find_peer = xdp_find_peer,
-    .fd = xdp_fd,
+    .fds = xdp_fds,
     .wait = xdp_wait,
     .local = xdp_local,
     .info = xdp_info,
@@ -1369,18 +1371,6 @@ static int start(struct link_xdp *x, unsigned queue, char *why, size_t whylen)
     return 0;
 }
 
-/* The set callers sleep on (xdp_fd): input at either socket wakes them. */
-static int epoll_both(struct link_xdp *x, int udp_fd)
-{
-    x->ep_fd = epoll_create1(EPOLL_CLOEXEC);
-    if (x->ep_fd < 0) return -errno;
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = x->xsk_fd};
-    if (epoll_ctl(x->ep_fd, EPOLL_CTL_ADD, x->xsk_fd, &ev)) return -errno;
-    ev.data.fd = udp_fd;
-    if (epoll_ctl(x->ep_fd, EPOLL_CTL_ADD, udp_fd, &ev)) return -errno;
-    return 0;
-}
-
 /* Room in the bound socket for the landing pool's worth of datagrams, as the
  * socket link has for its pool (the kernel doubles the figure for itself):
  * a same-host peer's burst waits there. Set only once the link is open:
@@ -1425,7 +1415,6 @@ static int open_plain(const struct uln_link_xdp_cfg *cfg, struct link_xdp *x, ch
     if (!(x->xp = prog_get(x->ifindex, cfg->hook, &x->slot, why, whylen))) return -EPERM;
     if ((rc = open_xsk(x, cfg, why, whylen)) != 0) return rc;
     x->xsk_fd = xsk_socket__fd(x->xsk);
-    if ((rc = epoll_both(x, cfg->fd)) != 0) return rc;
     if (cfg->busy_poll) busy_poll_on(x);
     if ((rc = start(x, cfg->queue, why, whylen)) != 0) return rc;
     describe(x, cfg->queue);
@@ -1457,7 +1446,7 @@ int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out,
     struct link_xdp *x = calloc(1, sizeof(*x));
     if (!x) return -ENOMEM;
     x->base.ops = &xdp_ops;
-    x->udp_fd = x->ep_fd = x->nl_fd = x->xsk_fd = -1;
+    x->udp_fd = x->nl_fd = x->xsk_fd = -1;
     x->ip = cfg->local.sin_addr.s_addr;
     x->port = cfg->local.sin_port;
     x->queue = cfg->queue;

@@ -37,7 +37,6 @@
 #include <net/route.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -517,8 +516,7 @@ static void linger(struct uln_ep *ep)
                        uln_rel_tx_in_flight(&up->rel) > 0;
         }
         if (!waiting || uln_now_ns() >= until) break;
-        struct pollfd pf = {.fd = uln_link_fd(ue->io), .events = POLLIN};
-        poll(&pf, 1, 1);
+        uln_link_wait(ue->io, 1);
     }
 }
 
@@ -1876,12 +1874,12 @@ static bool uln_udp_busy(const struct uln_ep *ep)
     return ue && ue->nbatch;
 }
 
-/* What uln_cq_wait sleeps on for this endpoint: its socket, and at most until
- * the earliest timer of its peers. */
-static int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
+/* What uln_cq_wait sleeps on for this endpoint: its link's sockets, and at
+ * most until the earliest timer of its peers. */
+static int uln_udp_poll_setup(struct uln_ep *ep, int *fds, int max, int *timeout_ms)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
-    *fd = uln_link_fd(ue->io);
+    int n = uln_link_fds(ue->io, fds, max);
     ue->rx_quiet_next = 0; /* after the sleep, read what woke us (rx_quiet_skip) */
     uint64_t now = uln_now_ns(), next = UINT64_MAX;
     for (int i = 0; i < ue->n_live; i++) {
@@ -1896,7 +1894,7 @@ static int uln_udp_poll_setup(struct uln_ep *ep, int *fd, int *timeout_ms)
         uint64_t ms = next <= now ? 0 : (next - now + 999999) / 1000000;
         if (ms < (uint64_t)*timeout_ms) *timeout_ms = (int)ms;
     }
-    return 1;
+    return n;
 }
 
 /* ---- for tests and fuzzing ---------------------------------------------------------

@@ -104,8 +104,13 @@ static void unknown_sender(struct uln_link *x, struct uln_link *s)
     fill(b, sizeof(b), 1);
     struct uln_link_pkt p = {.peer = 0, .niov = 1, .iov = {{b, sizeof(b)}}};
     CHECK_EQ(uln_link_send(s, &p, 1), 1);
-    struct pollfd pf = {.fd = uln_link_fd(x), .events = POLLIN};
-    CHECK_EQ(poll(&pf, 1, 2000), 1); /* the fd (udp.c sleeps on it) */
+    /* The fds (udp.c sleeps on them): the bound socket's among them. */
+    int fds[ULN_LINK_FDS_MAX];
+    int nfds = uln_link_fds(x, fds, ULN_LINK_FDS_MAX);
+    struct pollfd pf[ULN_LINK_FDS_MAX];
+    for (int i = 0; i < nfds; i++)
+        pf[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    CHECK_EQ(poll(pf, (nfds_t)nfds, 2000), 1);
     CHECK_EQ(uln_link_wait(x, 2000), 1);
     struct uln_link_rx rx[4];
     CHECK_EQ(uln_link_recv(x, rx, 4), 1); /* after the wait: at once */
