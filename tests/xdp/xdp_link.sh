@@ -62,21 +62,44 @@ client=("${common[@]}")
 
 # One pair: the server (echo or sink) on host 1, ready before the client on
 # host 0 starts; both must exit 0.
+# The server on h1. The kernel lets go of the last pair's AF_XDP socket a
+# moment after its process is gone: until then the queue is taken, so a
+# side that says so is started again (the client too, below).
+start_server() {
+    local smode=$1
+    shift
+    for ((try = 0; try < 20; try++)); do
+        rm -f "$logs/$smode.out" # an earlier pair's "ready" is not this server's
+        "$hosts_sh" exec h1 "$peer" "${common[@]}" --bind "$b" --port $pb --peer "$a:$pa" "$smode" \
+            --idle-ms 3000 "$@" >"$logs/$smode.out" 2>"$logs/$smode.err" &
+        server=$!
+        for ((t = 0; t < 200; t++)); do
+            grep -q ready "$logs/$smode.out" 2>/dev/null && return 0
+            kill -0 $server 2>/dev/null || break
+            sleep 0.05
+        done
+        grep -q ready "$logs/$smode.out" 2>/dev/null && return 0
+        kill -0 $server 2>/dev/null && return 0 # alive, not ready: said below
+        wait $server 2>/dev/null || true
+        server=""
+        grep -q "has an AF_XDP socket already" "$logs/$smode.err" || break
+        sleep 0.1
+    done
+    fail "$smode did not start: $(cat "$logs/$smode.err")"
+}
+
 pair() {
     local smode=$1 cmode=$2
     shift 2
-    rm -f "$logs/$smode.out" # an earlier pair's "ready" is not this server's
-    "$hosts_sh" exec h1 "$peer" "${common[@]}" --bind "$b" --port $pb --peer "$a:$pa" "$smode" \
-        --idle-ms 3000 "$@" >"$logs/$smode.out" 2>"$logs/$smode.err" &
-    server=$!
-    for ((t = 0; t < 200; t++)); do
-        grep -q ready "$logs/$smode.out" 2>/dev/null && break
-        kill -0 $server 2>/dev/null || fail "$smode did not start: $(cat "$logs/$smode.err")"
-        sleep 0.05
-    done
+    start_server "$smode" "$@"
     grep -q ready "$logs/$smode.out" || fail "$smode not ready after 10 s: $(cat "$logs/$smode.err")"
-    "$hosts_sh" exec h0 timeout 120 "$peer" "${client[@]}" --bind "$a" --port $pa --peer "$b:$pb" \
-        "$cmode" "$@" >"$logs/$cmode.out" 2>"$logs/$cmode.err" || fail "$cmode failed"
+    for ((try = 0; ; try++)); do # the same wait for the queue as the server's
+        "$hosts_sh" exec h0 timeout 120 "$peer" "${client[@]}" --bind "$a" --port $pa \
+            --peer "$b:$pb" "$cmode" "$@" >"$logs/$cmode.out" 2>"$logs/$cmode.err" && break
+        ((try < 20)) && grep -q "has an AF_XDP socket already" "$logs/$cmode.err" ||
+            fail "$cmode failed"
+        sleep 0.1
+    done
     wait $server || fail "$smode failed"
     server=""
 }
