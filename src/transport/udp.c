@@ -1938,7 +1938,8 @@ int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c)
                                .tag_out = conn_tag(peer_key, r->local_epoch, r->peer_epoch),
                                .rcv_next = r->rcv_cum,
                                .snd_una = r->snd_una,
-                               .snd_nxt = r->snd_nxt};
+                               .snd_nxt = r->snd_nxt,
+                               .snd_edge = r->snd_edge};
     return 0;
 }
 
