@@ -667,6 +667,7 @@ struct uln_udp_conn {
     uint32_t tag_out;  /* ... ours to it */
     uint32_t rcv_next; /* the next seq from the peer in order */
     uint32_t snd_una, snd_nxt;
+    uint32_t snd_edge; /* the peer takes our seqs before this: its credit */
 };
 /* Run one datagram through the receive path as if the endpoint's socket had
  * received it from rank (a rank not reached over UDP, or -1: from an address

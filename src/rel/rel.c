@@ -196,6 +196,7 @@ static void rx_reset(struct uln_rel *r, uint32_t isn)
     r->ack_owed = r->pkts_owed = 0;
     r->ack_due_at = ULN_REL_NEVER;
     r->lose_pending = false;
+    r->drop_hi = isn;
     r->stop_adv = false;
 }
 
@@ -476,6 +477,17 @@ static void fill_fb(struct uln_rel *r, struct uln_rel_pkt *p)
             fb->lose = r->lose_seq;
             r->stats.lose_sent++;
         }
+    }
+    /* A packet dropped unseen lies past the cumulative point (uln_rel_rx_dropped):
+     * the point is a hole a later packet arrived behind, lost by the order rule
+     * (or dropped itself). A sender takes a LOSE of a first transmission only, so
+     * naming it in every feedback until it arrives resends it once. */
+    if (!seq_lt(r->rcv_cum, r->drop_hi)) {
+        r->drop_hi = r->rcv_cum; /* past it: nothing dropped is missing (and no wrap) */
+    } else if (!(p->flags & ULN_REL_LOSE)) {
+        p->flags |= ULN_REL_LOSE;
+        fb->lose = r->rcv_cum;
+        r->stats.lose_sent++;
     }
     r->ack_owed = r->pkts_owed = 0;
     r->ack_due_at = ULN_REL_NEVER;
@@ -1118,6 +1130,17 @@ void uln_rel_rx_release(struct uln_rel *r, uint32_t n, uint64_t now)
     }
     r->rx_used -= n;
     go_if_room(r);
+}
+
+void uln_rel_rx_dropped(struct uln_rel *r, uint32_t seq)
+{
+    /* Only what the credit allowed and we do not have: anything else says
+     * nothing about what is missing (a copy, or a sender beyond its credit). */
+    if (r->state != ULN_REL_OPEN || !seq_lt(seq, r->adv_edge) || !seq_lt(r->rcv_cum, seq) ||
+        rbit(r, seq))
+        return;
+    r->stats.rx_dropped++;
+    if (seq_lt(r->drop_hi, seq + 1)) r->drop_hi = seq + 1;
 }
 
 void uln_rel_rx_limit(struct uln_rel *r, uint32_t bufs, uint64_t now)

@@ -16,6 +16,7 @@
  *              uln_rel_rx_next         -> a held packet whose turn has come
  *              uln_rel_rx_release      -> receive buffers given back
  *              uln_rel_rx_limit        -> this peer's share of shared buffers
+ *              uln_rel_rx_dropped      -> a packet dropped for want of a buffer
  *   control    uln_rel_ctrl            -> a packet without data to send now
  *                                         (hello, ACK/LOSE/STOP/GO, probe)
  *   time       uln_rel_next_deadline   -> when to call in again at the latest
@@ -159,12 +160,13 @@ struct uln_rel_stats {
     uint64_t blk_window;   /* ... the window of slots (or slots not yet drained) */
     uint64_t blk_credit;   /* ... the receiver's credit */
     /* receiving side */
-    uint64_t rx_data;   /* new data packets taken */
-    uint64_t rx_dup;    /* duplicates dropped */
-    uint64_t rx_oow;    /* outside the window or the credit, dropped */
-    uint64_t rx_nobuf;  /* no receive buffer (a sender ignoring STOP), dropped */
-    uint64_t lose_sent; /* LOSE reports sent */
-    uint64_t stop_sent; /* feedback advertising no credit (STOP) */
+    uint64_t rx_data;    /* new data packets taken */
+    uint64_t rx_dup;     /* duplicates dropped */
+    uint64_t rx_oow;     /* outside the window or the credit, dropped */
+    uint64_t rx_nobuf;   /* no receive buffer (a sender ignoring STOP), dropped */
+    uint64_t lose_sent;  /* LOSE reports sent */
+    uint64_t rx_dropped; /* data the caller dropped for want of a buffer (uln_rel_rx_dropped) */
+    uint64_t stop_sent;  /* feedback advertising no credit (STOP) */
     /* untrusted input */
     uint64_t stale;       /* packets from or for an earlier life */
     uint64_t malformed;   /* impossible flag combinations */
@@ -235,6 +237,7 @@ struct uln_rel {
     uint64_t ack_due_at;
     bool fb_now, lose_pending, stop_adv;
     uint32_t lose_seq;
+    uint32_t drop_hi; /* one past the highest seq dropped unseen (uln_rel_rx_dropped) */
 
     struct uln_rel_stats stats;
 };
@@ -328,5 +331,16 @@ void uln_rel_rx_release(struct uln_rel *r, uint32_t n, uint64_t now);
  * back), so a cut takes effect as the peer's held buffers come back; a raise
  * that opens a quarter of the share sends a window update at once. */
 void uln_rel_rx_limit(struct uln_rel *r, uint32_t bufs, uint64_t now);
+
+/* The caller dropped data packet seq of this connection (its tag checked)
+ * before uln_rel_rx saw it, for want of a buffer to hold it ahead of order:
+ * to the sender it is lost, and it will be sent again. But a sender that
+ * streamed into such drops has every packet after the first one dropped
+ * unanswered and, its credit spent on them, sends nothing new whose arrival
+ * would show them lost: it would resend them one per timeout, each timeout
+ * backed off (a second apiece). So while a seq dropped this way lies past
+ * the cumulative point, every feedback names that point in a LOSE: each
+ * resend that fills it brings the next one's at once. */
+void uln_rel_rx_dropped(struct uln_rel *r, uint32_t seq);
 
 #endif

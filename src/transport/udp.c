@@ -1678,22 +1678,24 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx, uint32_t sha
         return false;
     }
     struct uln_rel *r = &up->rel;
-    if (uln_msg_packet(type)->ordered && type != PKT_ACK && (int32_t)(h.seq - r->rcv_cum) > 0 &&
-        ue->held >= ue->pool_bufs / 2) {
-        /* A packet ahead of order that would have to wait in a pool buffer,
-         * with half the pool already waiting: drop it before rel counts it,
-         * as if the link had lost it (it will be resent). Holding it could
-         * leave no buffer for the very packet that fills the hole. Only
-         * ahead: a copy of a seq we have costs no buffer, and rel answers
-         * it - dropped here, a sender whose ACK was lost would resend it
-         * into silence until it declared us dead. */
-        ULN_COUNT(&ep->stats, pkts_dropped, 1);
-        return false;
-    }
     if (uln_rel_state(r) != ULN_REL_OPEN ||
         h.tag != conn_tag(ep->ctx->job_key, r->peer_epoch, r->local_epoch)) {
         /* Another job, or a life of either side that is over. */
         ULN_COUNT(&ep->stats, stale, 1);
+        return false;
+    }
+    if (uln_msg_packet(type)->ordered && type != PKT_ACK && (int32_t)(h.seq - r->rcv_cum) > 0 &&
+        ue->held >= ue->pool_bufs / 2) {
+        /* A packet ahead of order that would have to wait in a pool buffer,
+         * with half the pool already waiting: drop it before rel counts it,
+         * as if the link had lost it (it will be resent; rel is told, so
+         * that the resends come one round trip apart, not one timeout).
+         * Holding it could leave no buffer for the very packet that fills
+         * the hole. Only ahead: a copy of a seq we have costs no buffer,
+         * and rel answers it - dropped here, a sender whose ACK was lost
+         * would resend it into silence until it declared us dead. */
+        uln_rel_rx_dropped(r, h.seq);
+        ULN_COUNT(&ep->stats, pkts_dropped, 1);
         return false;
     }
     struct uln_rel_pkt p = {.src_epoch = r->peer_epoch,
@@ -1934,7 +1936,8 @@ int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c)
                                .tag_out = conn_tag(peer_key, r->local_epoch, r->peer_epoch),
                                .rcv_next = r->rcv_cum,
                                .snd_una = r->snd_una,
-                               .snd_nxt = r->snd_nxt};
+                               .snd_nxt = r->snd_nxt,
+                               .snd_edge = r->snd_edge};
     return 0;
 }
 

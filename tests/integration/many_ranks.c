@@ -1,11 +1,17 @@
 /*
- * many_ranks - a job of many ranks on one host: every rank works, with
- * blocking waits, against its ring neighbours and rank 0 (all-to-one).
+ * many_ranks - a job of many ranks: every rank works, with blocking waits,
+ * against its ring neighbours and rank 0 (all-to-one), or against every
+ * other rank (all-to-all).
  *
- *   ulnrun -n N many_ranks [rounds]
+ *   ulnrun -n N many_ranks [rounds] [all]
  *
  * Rank r talks to r-1 and r+1 (mod N) and to rank 0; rank 0 so talks to
- * everybody. Per round, with every peer it talks to, a rank posts a NAP, a
+ * everybody. With "all" every rank talks to every other: N(N-1) pairs, each
+ * with its own first contact (over udp a handshake each way), which is what
+ * the 64-rank job on 4 namespace hosts runs (tests/netns: 15 peers over shm,
+ * 48 over udp per rank); at thousands of ranks on one host that would be
+ * millions of first contacts, so the large runs by hand take the ring.
+ * Per round, with every peer it talks to, a rank posts a NAP, a
  * PUT with immediate data into its own slot of the peer's region, and a GET
  * of the peer's read area; every size and pattern is derived from (source,
  * target, round), so each side checks every byte without being told. Rank 0
@@ -16,7 +22,13 @@
  * Waits are uln_cq_wait (spin, then sleep on the doorbell): N busy-polling
  * ranks on two cores would take turns by the scheduler's time slice. ctest
  * runs 64 ranks; docs/limits.md has the larger counts tried by hand and what
- * bounds them. Rank 0 prints the time of each phase and its own memory.
+ * bounds them. Rank 0 prints the time of each phase.
+ *
+ * Memory per peer: every rank prints its VmRSS before it meets any peer
+ * (its own buffers already touched), once it has met them all (the key
+ * exchange) and after the rounds, and sends the differences to rank 0,
+ * which prints the job's figure per peer (docs/limits.md, "Memory per
+ * peer").
  */
 #include "common.h"
 
@@ -30,11 +42,15 @@ static struct t_job J;
 static struct uln_cq *cq;
 static struct uln_ep *ep;
 
-/* Whether a and b exchange traffic: ring neighbours, or one of them is rank 0.
- * Symmetric, so each side knows what to expect from the other. */
+static bool all_to_all; /* "all": every pair talks */
+
+/* Whether a and b exchange traffic: every pair (all_to_all), else ring
+ * neighbours, or one of them is rank 0. Symmetric, so each side knows what to
+ * expect from the other. */
 static bool talks(int a, int b, int n)
 {
     if (a == b) return false;
+    if (all_to_all) return true;
     return a == 0 || b == 0 || (a + 1) % n == b || (b + 1) % n == a;
 }
 
@@ -86,13 +102,20 @@ static long vm_rss_kib(void)
     return v;
 }
 
-static bool in_keys; /* entries belong to the key exchange */
+/* What the entries belong to: the key exchange and the report are NAPs of
+ * their own. */
+static enum { PH_KEYS, PH_ROUNDS, PH_REPORT } phase;
 static void on_key_entry(const struct uln_cqe *e);
+static void on_report_entry(const struct uln_cqe *e);
 
 static void on_entry(const struct uln_cqe *e)
 {
-    if (in_keys) {
+    if (phase == PH_KEYS) {
         on_key_entry(e);
+        return;
+    }
+    if (phase == PH_REPORT) {
+        on_report_entry(e);
         return;
     }
     CHECK_CQE(e, e->status == 0);
@@ -162,7 +185,7 @@ static void drain(double deadline, const char *what)
     } while (0)
 
 /* Key exchange: one NAP with the region key to every peer this rank talks
- * to (no all-to-all: at N ranks that would be N^2 first contacts). */
+ * to: the first contact with each. */
 static int keys_sent, keys_got;
 
 static void on_key_entry(const struct uln_cqe *e)
@@ -183,7 +206,7 @@ static void exchange_keys(uint64_t mine)
 {
     static uint64_t key_msg;
     key_msg = mine;
-    in_keys = true;
+    phase = PH_KEYS;
     double deadline = t_now() + 60;
     for (int i = 0; i < n_peers; i++)
         POST(uln_nap(ep, peers[i], &key_msg, 8, 0, ULN_INLINE), deadline);
@@ -192,12 +215,76 @@ static void exchange_keys(uint64_t mine)
                n_peers);
         drain(deadline, "keys");
     }
-    in_keys = false;
+    phase = PH_ROUNDS;
+}
+
+/* The report: every rank sends rank 0 its VmRSS at the three points (KiB)
+ * and how many peers it met. Rank 0 takes the mean over the ranks of each
+ * rank's growth per peer. */
+struct rss_report {
+    int64_t before, met, busy, peers;
+};
+static int reports_sent, reports_got;
+static struct rss_report rss_sum;
+static double met_per_peer, busy_per_peer; /* summed over the ranks */
+
+static void rss_add(const struct rss_report *r)
+{
+    rss_sum.before += r->before;
+    rss_sum.met += r->met;
+    rss_sum.busy += r->busy;
+    met_per_peer += (double)(r->met - r->before) / (double)r->peers;
+    busy_per_peer += (double)(r->busy - r->before) / (double)r->peers;
+}
+
+static void on_report_entry(const struct uln_cqe *e)
+{
+    CHECK_CQE(e, e->status == 0);
+    if (e->op == ULN_OP_NAP) {
+        reports_sent++;
+        return;
+    }
+    CHECK_CQE(e, J.rank == 0 && e->op == ULN_OP_NAP_RECV && e->len == sizeof(struct rss_report));
+    struct rss_report r;
+    memcpy(&r, e->data, sizeof r);
+    t_release(cq, e);
+    CHECK_CQE(e, r.peers > 0);
+    rss_add(&r);
+    reports_got++;
+}
+
+static void report_rss(const struct rss_report *mine)
+{
+    static struct rss_report msg;
+    msg = *mine;
+    phase = PH_REPORT;
+    double deadline = t_now() + 60;
+    if (J.rank != 0) {
+        POST(uln_nap(ep, 0, &msg, sizeof msg, 0, 0), deadline);
+        while (reports_sent < 1)
+            drain(deadline, "report");
+        return;
+    }
+    rss_add(&msg);
+    while (reports_got < J.size - 1)
+        drain(deadline, "reports");
+    double n = J.size;
+    printf("rank0: memory per peer, mean over %d ranks (%s): %.1f KiB meeting them, "
+           "%.1f KiB after the rounds (VmRSS %.0f KiB before, %.0f met, %.0f busy)\n",
+           J.size, all_to_all ? "all to all" : "ring and rank 0", met_per_peer / n,
+           busy_per_peer / n, (double)rss_sum.before / n, (double)rss_sum.met / n,
+           (double)rss_sum.busy / n);
 }
 
 int main(int argc, char **argv)
 {
-    int rounds = argc > 1 ? atoi(argv[1]) : 3;
+    int rounds = 3;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "all"))
+            all_to_all = true;
+        else
+            rounds = atoi(argv[i]);
+    }
     double t0 = t_now();
     t_open(&J, 0);
     double t_opened = t_now();
@@ -231,10 +318,16 @@ int main(int argc, char **argv)
     struct uln_mr *mr;
     CHECK_OK(
         uln_mr_reg(J.ctx, region, rlen, ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE, &mr));
+    /* Our own memory touched before the first reading: what grows after it
+     * is what meeting peers and working with them costs. */
+    memset(region + READ_LEN, 0, rlen - READ_LEN);
+    memset(bufs, 0xee, (size_t)n_peers * sizeof *bufs);
+    struct rss_report rss = {.before = vm_rss_kib(), .peers = n_peers};
     exchange_keys(uln_mr_key(mr));
     double t_exch = t_now();
     t_barrier(&J);
     double t_keys = t_now();
+    rss.met = vm_rss_kib();
 
     for (round_no = 0; round_no < rounds; round_no++) {
         double deadline = t_now() + 60;
@@ -269,15 +362,20 @@ int main(int argc, char **argv)
         t_barrier(&J);
     }
     double t_rounds = t_now();
+    rss.busy = vm_rss_kib();
+    printf("rank%d: VmRSS %" PRId64 " KiB before meeting its %" PRId64 " peers, %" PRId64
+           " KiB having met them, %" PRId64 " KiB after %d rounds\n",
+           me, rss.before, rss.peers, rss.met, rss.busy, rounds);
+    report_rss(&rss);
     struct uln_counters c;
     CHECK_OK(uln_counters_get(J.ctx, &c));
     if (me == 0 || me == n / 2)
         printf("rank%d: %d ranks, %d peers, %d rounds: open %.2f s, keys %.2f s (then barrier %.2f "
                "s), "
                "rounds %.2f s; "
-               "VmRSS %ld KiB; eagain %" PRIu64 ", sleeps %" PRIu64 "\n",
+               "eagain %" PRIu64 ", sleeps %" PRIu64 ", pkts_dropped %" PRIu64 "\n",
                me, n, n_peers, rounds, t_opened - t0, t_exch - t_opened, t_keys - t_exch,
-               t_rounds - t_keys, vm_rss_kib(), c.eagain, c.sleeps);
+               t_rounds - t_keys, c.eagain, c.sleeps, c.pkts_dropped);
     t_barrier(&J);
     CHECK_OK(uln_mr_dereg(mr));
     CHECK_OK(uln_mem_free(J.ctx, region));

@@ -1,7 +1,8 @@
 /*
  * test_rel_unit.c - the reliability state machine, case by case, with packets
  * carried by hand between two machines on a virtual clock: handshake, one
- * loss -> LOSE -> one fast retransmit, timeout backoff, Karn's rule, delayed
+ * loss -> LOSE -> one fast retransmit, packets the caller dropped unseen
+ * resent one round trip apart, timeout backoff, Karn's rule, delayed
  * ACK, STOP/GO and the persist probe, learnt reordering, window full, sequence
  * wrap, duplicates, stale epochs, peer restart, dead peer, keep-alive, forged
  * feedback and malformed packets.
@@ -163,6 +164,69 @@ static void test_loss_lose_fast_retransmit(void)
     for (int i = 0; i < 10; i++)
         CHECK_EQ(seen[i], 1);
     CHECK_EQ(uln_rel_tx_in_flight(&a), 0);
+    uln_rel_fini(&a);
+    uln_rel_fini(&b);
+}
+
+/* The receiver's caller dropped packets unseen for want of a buffer
+ * (uln_rel_rx_dropped: udp.c's pool backstop) behind a lost one. The sender
+ * spent its credit on them, so nothing later arrives to show them lost: each
+ * feedback names the cumulative point in a LOSE while a dropped seq lies past
+ * it, and every one is resent fast, one round trip apart - no timeout. */
+static void test_dropped_unseen(void)
+{
+    struct uln_rel_cfg c;
+    struct uln_rel a, b;
+    struct uln_rel_pkt d[10], p;
+    const uint32_t ea = 0xa0000000u, eb = 0xb0000000u;
+    cfg_base(&c);
+    open_pair(&a, &b, &c, &c, ea, eb);
+    for (int i = 0; i < 10; i++)
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
+    T += 10 * US;
+    for (int i = 0; i < 10; i++) {
+        if (i == 2) continue; /* lost by the link */
+        if (i >= 6) {
+            uln_rel_rx_dropped(&b, d[i].seq); /* no buffer to hold it */
+            continue;
+        }
+        CHECK(uln_rel_rx(&b, &d[i], T) == (i < 2 ? ULN_REL_RX_DELIVER : ULN_REL_RX_HOLD));
+        uint32_t s;
+        while (uln_rel_rx_next(&b, &s)) {
+        }
+    }
+    /* Not counted: at or below the cumulative point, beyond the credit, or
+     * a seq that arrived. */
+    uln_rel_rx_dropped(&b, ea + 1);
+    uln_rel_rx_dropped(&b, ea + 2 + 16);
+    uln_rel_rx_dropped(&b, ea + 4);
+    CHECK_EQ(b.stats.rx_dropped, 4);
+    CHECK_EQ(flush_ctrl(&b, &a), 1);
+    CHECK_EQ(a.stats.lose_rcvd, 1); /* 2, by the order rule */
+    uint32_t want = ea + 2;
+    for (int round = 0; round < 5; round++) {
+        CHECK(uln_rel_tx_next_resend(&a, T, &p));
+        CHECK_EQ(p.seq, want);
+        CHECK(!uln_rel_tx_next_resend(&a, T, &p) || p.seq != want);
+        T += 10 * US;
+        CHECK(uln_rel_rx(&b, &p, T) == ULN_REL_RX_DELIVER);
+        uint32_t s;
+        while (uln_rel_rx_next(&b, &s)) {
+        }
+        want = round == 0 ? ea + 6 : want + 1;
+        T += 60 * US; /* the ACK's delay */
+        CHECK(uln_rel_ctrl(&b, T, &p));
+        CHECK_EQ(p.fb.ack, want);
+        CHECK(want == ea + 10 ? !(p.flags & ULN_REL_LOSE)
+                              : (p.flags & ULN_REL_LOSE) && p.fb.lose == want);
+        uln_rel_rx(&a, &p, T);
+    }
+    CHECK_EQ(want, ea + 10);
+    CHECK_EQ(uln_rel_tx_in_flight(&a), 0);
+    CHECK_EQ(a.stats.tx_fast, 5);
+    CHECK_EQ(a.stats.tx_timeout, 0);
+    /* Past the dropped ones: feedback names nothing. */
+    CHECK(!uln_rel_ctrl(&b, T, &p) || !(p.flags & ULN_REL_LOSE));
     uln_rel_fini(&a);
     uln_rel_fini(&b);
 }
@@ -1103,6 +1167,7 @@ int main(void)
 {
     test_init_and_handshake();
     test_loss_lose_fast_retransmit();
+    test_dropped_unseen();
     test_timeout_backoff();
     test_lost_retransmission_blocked();
     test_timeout_resends_oldest();
