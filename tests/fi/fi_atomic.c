@@ -40,16 +40,6 @@ static fi_addr_t self;
 static uint8_t *win;
 static uint64_t pkey, pbase; /* the peer's key and where its window starts for us */
 static uint64_t mykey, mybase;
-static int failures;
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", rank, __FILE__, __LINE__, #c);   \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
 /* ---- completions: one at a time, success or error ------------------------------- */
 
 struct comp {

@@ -19,16 +19,6 @@
 
 #include <stdbool.h>
 
-static int failures;
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
 static struct fi_info *info;
 static struct fid_fabric *fab;
 static struct fid_domain *dom;

@@ -25,6 +25,17 @@
 /* This process's rank (ULN_RANK, set by ulnrun); fic_open sets it. */
 static int rank;
 
+/* A soft check: say where, count it, go on; a program's exit status says
+ * whether any failed. */
+static int failures __attribute__((unused));
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", rank, __FILE__, __LINE__, #c);   \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
 /* A libfabric call that must not fail: say where and why, end the rank (ulnrun
  * then ends the job instead of leaving the peer waiting). */
 #define OK(call)                                                                                   \

@@ -12,16 +12,6 @@
 
 #include <rdma/fi_rma.h>
 
-static int failures;
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
 #define V FI_VERSION(1, 17)
 
 /* fi_endpoint(3): the capabilities that apply to a transmit / receive context */

@@ -15,16 +15,6 @@
 #include <rdma/fi_rma.h>
 #include <stdbool.h>
 
-static int failures;
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
 #define V FI_VERSION(1, 17)
 
 static struct fi_info *hints_for(void)

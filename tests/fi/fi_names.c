@@ -42,7 +42,7 @@ struct side {
     struct fid_ep *ep;
 };
 
-#define CHECK(c)                                                                                   \
+#define REQUIRE(c)                                                                                 \
     do {                                                                                           \
         if (!(c)) {                                                                                \
             fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                  \
@@ -100,7 +100,7 @@ static int wait_cq(struct side *s, struct fi_cq_tagged_entry *e)
             return -err.err;
         }
         if (n != -FI_EAGAIN) OK(n);
-        CHECK(fic_now() < end);
+        REQUIRE(fic_now() < end);
     }
 }
 
@@ -110,7 +110,7 @@ static int wait_for(struct side *s, void *ctx)
 {
     struct fi_cq_tagged_entry e;
     int rc = wait_cq(s, &e);
-    CHECK(e.op_context == ctx);
+    REQUIRE(e.op_context == ctx);
     return rc;
 }
 
@@ -127,7 +127,7 @@ static size_t recv_wait(struct side *s, void *buf, size_t len, uint64_t tag)
     OK(fi_trecv(s->ep, buf, len, NULL, FI_ADDR_UNSPEC, tag, 0, &ctx));
     struct fi_cq_tagged_entry e;
     OK(wait_cq(s, &e));
-    CHECK(e.op_context == &ctx && e.tag == tag);
+    REQUIRE(e.op_context == &ctx && e.tag == tag);
     return e.len;
 }
 
@@ -147,13 +147,13 @@ static int server(const char *port)
     struct side s = {0};
     open_side(&s, NULL, port, FI_SOURCE);
     uint8_t *buf = malloc(BIG);
-    CHECK(buf);
+    REQUIRE(buf);
     char name[FI_NAME_MAX];
-    CHECK(recv_wait(&s, name, sizeof(name), T_HELLO) == 32); /* the client's short name */
+    REQUIRE(recv_wait(&s, name, sizeof(name), T_HELLO) == 32); /* the client's short name */
     fi_addr_t cli;
-    CHECK(fi_av_insert(s.av, name, 1, &cli, 0, NULL) == 1);
+    REQUIRE(fi_av_insert(s.av, name, 1, &cli, 0, NULL) == 1);
     for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        CHECK(recv_wait(&s, buf, BIG, T_PING) == sizes[i] && same(buf, sizes[i], 2 * i));
+        REQUIRE(recv_wait(&s, buf, BIG, T_PING) == sizes[i] && same(buf, sizes[i], 2 * i));
         fill(buf, sizes[i], 2 * i + 1);
         send_wait(&s, buf, sizes[i], cli, T_PING);
     }
@@ -165,10 +165,10 @@ static int server(const char *port)
     char now[FI_NAME_MAX];
     size_t nl = sizeof(now);
     OK(fi_getname(&s.ep->fid, now, &nl));
-    CHECK(nl == 64 && memcmp(name, now, 64)); /* the same index, another life */
+    REQUIRE(nl == 64 && memcmp(name, now, 64)); /* the same index, another life */
     send_wait(&s, "ready", 6, cli, T_READY);
     /* the first T_AFTER to arrive must be the one sent to the new name */
-    CHECK(recv_wait(&s, buf, BIG, T_AFTER) == 6 && !memcmp(buf, "fresh", 6));
+    REQUIRE(recv_wait(&s, buf, BIG, T_AFTER) == 6 && !memcmp(buf, "fresh", 6));
     send_wait(&s, "done", 5, cli, T_DONE);
     /* nothing else for this life: the stale ones were refused, not queued */
     int ctx;
@@ -176,9 +176,9 @@ static int server(const char *port)
     struct fi_cq_tagged_entry e;
     double end = fic_now() + 0.5;
     while (fic_now() < end)
-        CHECK(fi_cq_read(s.cq, &e, 1) == -FI_EAGAIN);
+        REQUIRE(fi_cq_read(s.cq, &e, 1) == -FI_EAGAIN);
     OK(fi_cancel(&s.ep->fid, &ctx));
-    CHECK(wait_cq(&s, &e) == -FI_ECANCELED);
+    REQUIRE(wait_cq(&s, &e) == -FI_ECANCELED);
     free(buf);
     close_side(&s);
     printf("server: both lives served, the stale messages refused\n");
@@ -193,101 +193,101 @@ static void short_names(struct side *s, fi_addr_t srv, const char *mine)
     char full[64], t1[256], t2[256];
     size_t fl = sizeof(full), l1 = sizeof(t1), l2 = sizeof(t2);
     OK(fi_getname(&s->ep->fid, full, &fl));
-    CHECK(fl == 64);
+    REQUIRE(fl == 64);
     fi_av_straddr(s->av, full, t1, &l1);
     fi_av_straddr(s->av, mine, t2, &l2);
-    CHECK(!strcmp(t1, t2) && strstr(t1, "key"));
+    REQUIRE(!strcmp(t1, t2) && strstr(t1, "key"));
     /* an array: short, full, short - each as long as it is */
     char arr[32 + 64 + 32];
     memcpy(arr, mine, 32);
     memcpy(arr + 32, full, 64);
     memcpy(arr + 96, mine, 32);
     fi_addr_t fa[3];
-    CHECK(fi_av_insert(s->av, arr, 3, fa, 0, NULL) == 3);
+    REQUIRE(fi_av_insert(s->av, arr, 3, fa, 0, NULL) == 3);
     for (int i = 0; i < 3; i++) {
         /* in 32 bytes: the short name where one was inserted; a full one
          * (its ulnet address in the long form) only in part, and its length */
         char a[64];
         size_t al = 32;
         OK(fi_av_lookup(s->av, fa[i], a, &al));
-        CHECK(i == 1 ? al == 64 && !memcmp(a, full, 32) : al == 32 && !memcmp(a, mine, 32));
+        REQUIRE(i == 1 ? al == 64 && !memcmp(a, full, 32) : al == 32 && !memcmp(a, mine, 32));
         OK(fi_av_remove(s->av, &fa[i], 1, 0));
     }
     char a[64];
     size_t al = 32;
     OK(fi_av_lookup(s->av, srv, a, &al));
-    CHECK(al == 64);
+    REQUIRE(al == 64);
     /* fi_getinfo(3) dest_addr: a short name at its own length, and no other */
     struct fi_info *h = fic_hints(FI_TAGGED | FI_MSG, NULL), *info;
     h->dest_addr = calloc(1, 64);
     memcpy(h->dest_addr, mine, 32);
     h->dest_addrlen = 32;
     OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info));
-    CHECK(info->dest_addrlen == 64 && info->dest_addr);
+    REQUIRE(info->dest_addrlen == 64 && info->dest_addr);
     fi_freeinfo(info);
     h->dest_addrlen = 64;
-    CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info) == -FI_ENODATA);
+    REQUIRE(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info) == -FI_ENODATA);
     fi_freeinfo(h);
     /* malformed: a byte in the padding, a length past the room, a key of 0 */
     char bad[32];
     fi_addr_t x;
     memcpy(bad, mine, 32);
     bad[31] = 1;
-    CHECK(fi_av_insert(s->av, bad, 1, &x, 0, NULL) < 1 && x == FI_ADDR_NOTAVAIL);
+    REQUIRE(fi_av_insert(s->av, bad, 1, &x, 0, NULL) < 1 && x == FI_ADDR_NOTAVAIL);
     memcpy(bad, mine, 32);
     bad[0] = (char)(0xa0 | 29);
-    CHECK(fi_av_insert(s->av, bad, 1, &x, 0, NULL) < 1 && x == FI_ADDR_NOTAVAIL);
+    REQUIRE(fi_av_insert(s->av, bad, 1, &x, 0, NULL) < 1 && x == FI_ADDR_NOTAVAIL);
     l1 = sizeof(t1); /* printed as what it is: nothing read of it */
     fi_av_straddr(s->av, bad, t1, &l1);
-    CHECK(!strcmp(t1, "ulnet ep 0, not a ulnet address, life 0"));
+    REQUIRE(!strcmp(t1, "ulnet ep 0, not a ulnet address, life 0"));
     memcpy(bad, mine, 32);
     memset(bad + 8, 0, 8);
-    CHECK(fi_av_insert(s->av, bad, 1, &x, 0, NULL) < 1 && x == FI_ADDR_NOTAVAIL);
+    REQUIRE(fi_av_insert(s->av, bad, 1, &x, 0, NULL) < 1 && x == FI_ADDR_NOTAVAIL);
 }
 
 static int client(const char *host, const char *port)
 {
     struct side s = {0};
     open_side(&s, host, port, 0);
-    CHECK(s.info->dest_addr && s.info->dest_addrlen == 64);
+    REQUIRE(s.info->dest_addr && s.info->dest_addrlen == 64);
     fi_addr_t srv, again;
-    CHECK(fi_av_insert(s.av, s.info->dest_addr, 1, &srv, 0, NULL) == 1);
+    REQUIRE(fi_av_insert(s.av, s.info->dest_addr, 1, &srv, 0, NULL) == 1);
     /* fi_av_insertsvc asks the same name service: the same name */
-    CHECK(fi_av_insertsvc(s.av, host, port, &again, 0, NULL) == 1);
+    REQUIRE(fi_av_insertsvc(s.av, host, port, &again, 0, NULL) == 1);
     char a[64], b[64];
     size_t al = sizeof(a), bl = sizeof(b);
     OK(fi_av_lookup(s.av, srv, a, &al));
     OK(fi_av_lookup(s.av, again, b, &bl));
-    CHECK(al == 64 && bl == 64 && !memcmp(a, b, 64));
+    REQUIRE(al == 64 && bl == 64 && !memcmp(a, b, 64));
     char name[FI_NAME_MAX];
     size_t nl = 31;
-    CHECK(fi_getname(&s.ep->fid, name, &nl) == -FI_ETOOSMALL && nl == 64);
+    REQUIRE(fi_getname(&s.ep->fid, name, &nl) == -FI_ETOOSMALL && nl == 64);
     nl = 32;
     OK(fi_getname(&s.ep->fid, name, &nl));
-    CHECK(nl == 32);
+    REQUIRE(nl == 32);
     short_names(&s, srv, name);
     send_wait(&s, name, nl, srv, T_HELLO);
     uint8_t *buf = malloc(BIG);
-    CHECK(buf);
+    REQUIRE(buf);
     for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         fill(buf, sizes[i], 2 * i);
         send_wait(&s, buf, sizes[i], srv, T_PING);
-        CHECK(recv_wait(&s, buf, BIG, T_PING) == sizes[i] && same(buf, sizes[i], 2 * i + 1));
+        REQUIRE(recv_wait(&s, buf, BIG, T_PING) == sizes[i] && same(buf, sizes[i], 2 * i + 1));
     }
-    CHECK(recv_wait(&s, buf, BIG, T_READY) == 6);
+    REQUIRE(recv_wait(&s, buf, BIG, T_READY) == 6);
     fi_addr_t fresh;
-    CHECK(fi_av_insertsvc(s.av, host, port, &fresh, 0, NULL) == 1);
+    REQUIRE(fi_av_insertsvc(s.av, host, port, &fresh, 0, NULL) == 1);
     OK(fi_av_lookup(s.av, fresh, b, &bl));
-    CHECK(memcmp(a, b, 64)); /* a new life: another name */
+    REQUIRE(memcmp(a, b, 64)); /* a new life: another name */
     /* fi_av_insertsym: the port and the next (nothing there: refused after
      * the lookup's timeout), one node: one in, one FI_ADDR_NOTAVAIL */
     fi_addr_t sym[2];
     char c[64];
     size_t cl = sizeof(c);
-    CHECK(fi_av_insertsym(s.av, host, 1, port, 2, sym, 0, NULL) == 1);
-    CHECK(sym[1] == FI_ADDR_NOTAVAIL);
+    REQUIRE(fi_av_insertsym(s.av, host, 1, port, 2, sym, 0, NULL) == 1);
+    REQUIRE(sym[1] == FI_ADDR_NOTAVAIL);
     OK(fi_av_lookup(s.av, sym[0], c, &cl));
-    CHECK(!memcmp(b, c, 64));
+    REQUIRE(!memcmp(b, c, 64));
     /* to the old name: an eager message, dropped; a rendezvous, failed */
     send_wait(&s, "stale", 6, srv, T_AFTER);
     int ctx;
@@ -300,7 +300,7 @@ static int client(const char *host, const char *port)
         return 1;
     }
     send_wait(&s, "fresh", 6, fresh, T_AFTER);
-    CHECK(recv_wait(&s, buf, BIG, T_DONE) == 5);
+    REQUIRE(recv_wait(&s, buf, BIG, T_DONE) == 5);
     free(buf);
     close_side(&s);
     printf("client: name looked up, data checked both ways, stale name refused\n");
@@ -332,10 +332,10 @@ static int fake_port(struct fake *f, int mode)
     socklen_t l = sizeof(a);
     f->fd = socket(AF_INET, SOCK_STREAM, 0);
     f->mode = mode;
-    CHECK(f->fd >= 0 && !bind(f->fd, (struct sockaddr *)&a, l) && !listen(f->fd, 8));
-    CHECK(!getsockname(f->fd, (struct sockaddr *)&a, &l));
+    REQUIRE(f->fd >= 0 && !bind(f->fd, (struct sockaddr *)&a, l) && !listen(f->fd, 8));
+    REQUIRE(!getsockname(f->fd, (struct sockaddr *)&a, &l));
     pthread_t t;
-    CHECK(!pthread_create(&t, NULL, fake_serve, f));
+    REQUIRE(!pthread_create(&t, NULL, fake_serve, f));
     pthread_detach(t);
     return ntohs(a.sin_port);
 }
@@ -351,7 +351,7 @@ static void refused(int port, double limit, const char *what)
     int rc = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", p, 0, h, &info);
     double took = fic_now() - t0;
     printf("refuse: %s: %s after %.2f s\n", what, fi_strerror(-rc), took);
-    CHECK(rc == -FI_ENODATA && !info && took < limit);
+    REQUIRE(rc == -FI_ENODATA && !info && took < limit);
     fi_freeinfo(h);
 }
 
@@ -361,7 +361,7 @@ static int refuse(void)
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t l = sizeof(a);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(fd >= 0 && !bind(fd, (struct sockaddr *)&a, l) && !getsockname(fd, (void *)&a, &l));
+    REQUIRE(fd >= 0 && !bind(fd, (struct sockaddr *)&a, l) && !getsockname(fd, (void *)&a, &l));
     int free_port = ntohs(a.sin_port);
     close(fd);
     const double lim = 0.5 + 2.0; /* FI_ULNET_NAME_TIMEOUT_MS=500, and a loaded machine */
@@ -384,7 +384,7 @@ static int refuse(void)
     int rc = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", mp, 0, h, &info);
     double took = fic_now() - t0;
     printf("refuse: ulnet not named: %s after %.3f s\n", fi_strerror(-rc), took);
-    CHECK(rc == -FI_ENODATA && !info && took < 0.4);
+    REQUIRE(rc == -FI_ENODATA && !info && took < 0.4);
     fi_freeinfo(h);
     setenv("FI_PROVIDER", "ulnet", 1);
     /* fi_av_insertsvc: the same lookups, the AV's failure */
@@ -393,8 +393,8 @@ static int refuse(void)
     char p[8];
     snprintf(p, sizeof(p), "%d", free_port);
     fi_addr_t fa = 0;
-    CHECK(fi_av_insertsvc(s.av, "127.0.0.1", p, &fa, 0, NULL) == -FI_EINVAL);
-    CHECK(fa == FI_ADDR_NOTAVAIL);
+    REQUIRE(fi_av_insertsvc(s.av, "127.0.0.1", p, &fa, 0, NULL) == -FI_EINVAL);
+    REQUIRE(fa == FI_ADDR_NOTAVAIL);
     close_side(&s);
     printf("refuse: every lookup refused in bounded time\n");
     return 0;

@@ -17,15 +17,6 @@
 
 static struct fic fx;
 static fi_addr_t self;
-static int failures;
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", rank, __FILE__, __LINE__, #c);   \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 static uint8_t pat(uint64_t seed, size_t i)
 {
     return (uint8_t)(seed * 131 + i * 7 + (i >> 9));

@@ -11,16 +11,6 @@
 #include <rdma/fi_eq.h>
 #include <stdbool.h>
 
-static int failures;
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
 static int cq_ctx, cntr_ctx;
 
 /* fi_poll until it names something or 5 s pass; returns how many it named. */

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 static struct fic fx;
-static atomic_int failures;
+static atomic_int thread_failures;
 
 enum { THREADS = 4, ITERS = 100 };
 struct op {
@@ -57,7 +57,7 @@ static void *worker(void *arg)
         for (size_t k = 0; k < n; k++)
             if (r[k] != (uint8_t)(k + tag * 7 + !rank)) {
                 fprintf(stderr, "rank %d thread %d: byte %zu of message %d\n", rank, t, k, i);
-                atomic_fetch_add(&failures, 1);
+                atomic_fetch_add(&thread_failures, 1);
                 break;
             }
     }
@@ -80,6 +80,6 @@ int main(int argc, char **argv)
         pthread_join(th[t], NULL);
     fic_close(&fx);
     printf("rank %d: %d threads x %d exchanges, %s\n", rank, THREADS, ITERS,
-           atomic_load(&failures) ? "FAILED" : "ok");
-    return atomic_load(&failures) ? 1 : 0;
+           atomic_load(&thread_failures) ? "FAILED" : "ok");
+    return atomic_load(&thread_failures) ? 1 : 0;
 }
