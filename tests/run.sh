@@ -99,7 +99,7 @@ rm -rf "$stage"
 # The provider goes to libfabric's own provider directory, outside the
 # stage (prov/CMakeLists.txt): one installed there before is kept aside
 # and put back once the check below is done, ours removed.
-provdir=$(sed -n 's/^ULN_FI_PROVIDER_DIR:PATH=//p' build/CMakeCache.txt)
+provdir=$(sed -n 's/^ULN_FI_PROVIDER_DIR:[A-Z]*=//p' build/CMakeCache.txt)
 prov_so=
 if [[ -f build/prov/libulnet-fi.so ]]; then
     [[ $provdir == /* ]] ||
