@@ -19,7 +19,7 @@
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct uln_ctx *ctx_shared;
 static int ctx_refs;
-static uint32_t ctx_nap_max; /* ctx_shared's, while it is open */
+static uint32_t ctx_nap_max, ctx_sq_depth; /* ctx_shared's, while it is open */
 
 #define ULNFI_CHUNK_BYTES (1u << 20) /* uln_config.chunk_bytes unless set */
 
@@ -100,6 +100,18 @@ static uint32_t env_u32(const char *name, uint32_t dflt)
  * it), else what uln_open would take - FI_ULNET_NAP_MAX, ULN_NAP_MAX, then
  * ulnet's default (ulnet.h). fi_getinfo advertises the limits derived from
  * it without opening anything. */
+/* The send queue's depth endpoints will have, as ulnfi_nap_max. */
+uint32_t ulnfi_sq_depth(void)
+{
+    pthread_mutex_lock(&ctx_lock);
+    uint32_t n = ctx_shared ? ctx_sq_depth : 0;
+    pthread_mutex_unlock(&ctx_lock);
+    if (n) return n;
+    struct uln_config cfg;
+    config_from_params(&cfg);
+    return cfg.sq_depth ? cfg.sq_depth : env_u32("ULN_SQ_DEPTH", ULNFI_SQ_DEPTH_DEFAULT);
+}
+
 uint32_t ulnfi_nap_max(void)
 {
     pthread_mutex_lock(&ctx_lock);
@@ -127,7 +139,10 @@ static int ctx_get(struct uln_ctx **out)
             uln_close(ctx_shared);
             rc = -EINVAL;
         }
-        if (!rc) ctx_nap_max = ui.nap_max;
+        if (!rc) {
+            ctx_nap_max = ui.nap_max;
+            ctx_sq_depth = ui.sq_depth;
+        }
     }
     if (!rc) {
         ctx_refs++;

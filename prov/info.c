@@ -7,7 +7,7 @@
  * of a job, as often as a client likes. The eager limit and inject_size come
  * from the nap_max endpoints will have (FI_ULNET_NAP_MAX, ULN_NAP_MAX, or the
  * open context's: ulnfi_nap_max), so what is advertised is what an inject
- * may carry.
+ * may carry; tx_attr->size is the send queue's depth, found the same way.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +97,7 @@ static size_t inject_size(uint32_t nap_max)
     return nap_max >= ULNFI_NAP_MIN ? nap_max - sizeof(struct ulnfi_hdr) : 0;
 }
 
-static bool check_tx(const struct fi_tx_attr *h, size_t inject)
+static bool check_tx(const struct fi_tx_attr *h, size_t inject, uint32_t sq_depth)
 {
     if (!h) return true;
     if (h->caps && !subset(h->caps, ULNFI_TX_CAPS | ULNFI_SECONDARY)) return false;
@@ -105,7 +105,7 @@ static bool check_tx(const struct fi_tx_attr *h, size_t inject)
     if (h->comp_order & ~(uint64_t)FI_ORDER_NONE) return false;
     if (!subset(h->op_flags, ULNFI_OP_FLAGS)) return false;
     if (h->inject_size > inject) return false;
-    if (h->size > (1u << 20)) return false;
+    if (h->size > sq_depth) return false; /* the context's queue, set when it opens */
     if (h->iov_limit > ULNFI_IOV_LIMIT || h->rma_iov_limit > ULNFI_IOV_LIMIT) return false;
     return true;
 }
@@ -162,7 +162,7 @@ static int mr_mode(const struct fi_domain_attr *hd, uint64_t caps, uint32_t vers
 }
 
 static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint32_t version,
-                size_t inject)
+                size_t inject, uint32_t sq_depth)
 {
     fi->caps = caps;
     fi->mode = 0;
@@ -174,7 +174,7 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint
     tx->msg_order = ULNFI_MSG_ORDER;
     tx->comp_order = FI_ORDER_NONE;
     tx->inject_size = inject;
-    tx->size = 256;
+    tx->size = sq_depth;
     tx->iov_limit = ULNFI_IOV_LIMIT;
     tx->rma_iov_limit = ULNFI_IOV_LIMIT;
 
@@ -315,6 +315,7 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
     uint64_t caps = pick_caps(hints);
     uint32_t nap_max = ulnfi_nap_max();
     size_t inject = inject_size(nap_max);
+    uint32_t sq_depth = ulnfi_sq_depth();
     if (!inject) {
         FI_INFO(&ulnfi_prov, FI_LOG_CORE, "nap_max %u: the provider needs at least %zu\n", nap_max,
                 (size_t)ULNFI_NAP_MIN);
@@ -332,7 +333,7 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
             why = "domain_attr";
         else if (!check_ep(hints->ep_attr))
             why = "ep_attr";
-        else if (!check_tx(hints->tx_attr, inject))
+        else if (!check_tx(hints->tx_attr, inject, sq_depth))
             why = "tx_attr";
         else if (!check_rx(hints->rx_attr))
             why = "rx_attr";
@@ -349,7 +350,7 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
 
     struct fi_info *fi = fi_allocinfo();
     if (!fi) return -FI_ENOMEM;
-    rc = fill(fi, hints, caps, version, inject);
+    rc = fill(fi, hints, caps, version, inject, sq_depth);
     if (rc) {
         fi_freeinfo(fi);
         return rc;

@@ -79,8 +79,9 @@ struct ulnfi_rts {
 /* ulnet's default nap_max (ulnet.h), and the least the provider works with:
  * a rendezvous request with all its segments must fit in one NAP. The eager
  * limit, and so inject_size, is nap_max less the header. */
-#define ULNFI_NAP_MAX_DEFAULT 8192u
-#define ULNFI_NAP_MIN         (sizeof(struct ulnfi_hdr) + sizeof(struct ulnfi_rts))
+#define ULNFI_NAP_MAX_DEFAULT  8192u
+#define ULNFI_SQ_DEPTH_DEFAULT 256u /* ulnet's ULN_SQ_DEPTH default */
+#define ULNFI_NAP_MIN          (sizeof(struct ulnfi_hdr) + sizeof(struct ulnfi_rts))
 
 /* What an unexpected message's payload points to. */
 struct ulnfi_unexp {
@@ -317,7 +318,8 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
                   const struct fi_info *hints, struct fi_info **info);
 int ulnfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
 void ulnfi_domains_stop(void);
-uint32_t ulnfi_nap_max(void); /* domain.c: what endpoints will have, context open or not */
+uint32_t ulnfi_nap_max(void);  /* domain.c: what endpoints will have, context open or not */
+uint32_t ulnfi_sq_depth(void); /* domain.c: the same for the send queue (tx_attr->size) */
 int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom,
                       void *context);
 int ulnfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,

@@ -5,6 +5,8 @@
  * nap_max (FI_ULNET_NAP_MAX, ULN_NAP_MAX, the default): fi_inject,
  * fi_tinject, fi_injectdata, fi_tinjectdata and fi_inject_write take exactly
  * that many bytes and refuse one more with -FI_EINVAL; a hint asking for one
+ * more gets no info. tx_attr->size is the send queue's depth (FI_LIMITS_SQ,
+ * else 256: what FI_ULNET_SQ_DEPTH or ULN_SQ_DEPTH set), and a hint of one
  * more gets no info. With REGIONS, FI_ULNET_MAX_REGIONS is in force: that
  * many registrations succeed and the next is refused.
  * One process, no job: the endpoint sends to itself.
@@ -42,6 +44,26 @@ static int ask(size_t inject)
     fi_freeinfo(fi);
     fi_freeinfo(h);
     return rc;
+}
+
+/* tx_attr->size as advertised, and whether a hint of `want` is met. */
+static void test_tx_size(void)
+{
+    const char *e = getenv("FI_LIMITS_SQ");
+    size_t want = e ? strtoul(e, NULL, 0) : 256;
+    struct fi_info *h = hints_for(), *fi = NULL;
+    OK(fi_getinfo(V, NULL, NULL, 0, h, &fi));
+    CHECK(fi->tx_attr->size == want);
+    fi_freeinfo(fi);
+    fi = NULL;
+    h->tx_attr->size = want;
+    CHECK(fi_getinfo(V, NULL, NULL, 0, h, &fi) == 0);
+    fi_freeinfo(fi);
+    fi = NULL;
+    h->tx_attr->size = want + 1;
+    CHECK(fi_getinfo(V, NULL, NULL, 0, h, &fi) == -FI_ENODATA);
+    fi_freeinfo(fi);
+    fi_freeinfo(h);
 }
 
 static struct fic fx;
@@ -164,6 +186,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: fi_limits INJECT [REGIONS]\n");
         return 2;
     }
+    test_tx_size();
     test_inject(strtoul(argv[1], NULL, 0));
     if (argc == 3) test_regions(atoi(argv[2]));
     fic_close(&fx);
