@@ -19,7 +19,7 @@
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct uln_ctx *ctx_shared;
 static int ctx_refs;
-static uint32_t ctx_nap_max, ctx_sq_depth; /* ctx_shared's, while it is open */
+static struct ulnfi_limits ctx_limits; /* ctx_shared's, while it is open */
 
 #define ULNFI_CHUNK_BYTES (1u << 20) /* uln_config.chunk_bytes unless set */
 
@@ -96,31 +96,21 @@ static uint32_t env_u32(const char *name, uint32_t dflt)
     return (uint32_t)(v << shift);
 }
 
-/* The nap_max endpoints will have: the open context's (every domain shares
- * it), else what uln_open would take - FI_ULNET_NAP_MAX, ULN_NAP_MAX, then
- * ulnet's default (ulnet.h). fi_getinfo advertises the limits derived from
- * it without opening anything. */
-/* The send queue's depth endpoints will have, as ulnfi_nap_max. */
-uint32_t ulnfi_sq_depth(void)
+/* The nap_max and send-queue depth endpoints will have: the open context's
+ * (every domain shares it), else what uln_open would take - the FI_ULNET_*
+ * parameter, the ULN_* variable, then ulnet's default (ulnet.h). fi_getinfo
+ * advertises the limits derived from them without opening anything. */
+struct ulnfi_limits ulnfi_limits(void)
 {
     pthread_mutex_lock(&ctx_lock);
-    uint32_t n = ctx_shared ? ctx_sq_depth : 0;
+    struct ulnfi_limits l = ctx_shared ? ctx_limits : (struct ulnfi_limits){0};
     pthread_mutex_unlock(&ctx_lock);
-    if (n) return n;
+    if (l.nap_max) return l;
     struct uln_config cfg;
     config_from_params(&cfg);
-    return cfg.sq_depth ? cfg.sq_depth : env_u32("ULN_SQ_DEPTH", ULNFI_SQ_DEPTH_DEFAULT);
-}
-
-uint32_t ulnfi_nap_max(void)
-{
-    pthread_mutex_lock(&ctx_lock);
-    uint32_t n = ctx_shared ? ctx_nap_max : 0;
-    pthread_mutex_unlock(&ctx_lock);
-    if (n) return n;
-    struct uln_config cfg;
-    config_from_params(&cfg);
-    return cfg.nap_max ? cfg.nap_max : env_u32("ULN_NAP_MAX", ULNFI_NAP_MAX_DEFAULT);
+    l.nap_max = cfg.nap_max ? cfg.nap_max : env_u32("ULN_NAP_MAX", ULNFI_NAP_MAX_DEFAULT);
+    l.sq_depth = cfg.sq_depth ? cfg.sq_depth : env_u32("ULN_SQ_DEPTH", ULNFI_SQ_DEPTH_DEFAULT);
+    return l;
 }
 
 static int ctx_get(struct uln_ctx **out)
@@ -131,18 +121,18 @@ static int ctx_get(struct uln_ctx **out)
         struct uln_config cfg;
         config_from_params(&cfg);
         rc = uln_open(&cfg, &ctx_shared);
+        bool opened = rc == 0;
         struct uln_info ui;
-        if (!rc && !uln_query(ctx_shared, &ui) && ui.nap_max < ULNFI_NAP_MIN) {
+        if (opened && (rc = uln_query(ctx_shared, &ui)) == 0 && ui.nap_max < ULNFI_NAP_MIN) {
             /* a rendezvous request would not fit in a NAP */
             FI_WARN(&ulnfi_prov, FI_LOG_DOMAIN, "nap_max %u: the provider needs at least %zu\n",
                     ui.nap_max, (size_t)ULNFI_NAP_MIN);
-            uln_close(ctx_shared);
             rc = -EINVAL;
         }
-        if (!rc) {
-            ctx_nap_max = ui.nap_max;
-            ctx_sq_depth = ui.sq_depth;
-        }
+        if (!rc)
+            ctx_limits = (struct ulnfi_limits){.nap_max = ui.nap_max, .sq_depth = ui.sq_depth};
+        else if (opened)
+            uln_close(ctx_shared); /* opened, but not for us (the else below forgets it) */
     }
     if (!rc) {
         ctx_refs++;

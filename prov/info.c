@@ -6,7 +6,7 @@
  * Nothing here opens ulnet: fi_getinfo may be called by any process, in or out
  * of a job, as often as a client likes. The eager limit and inject_size come
  * from the nap_max endpoints will have (FI_ULNET_NAP_MAX, ULN_NAP_MAX, or the
- * open context's: ulnfi_nap_max), so what is advertised is what an inject
+ * open context's: ulnfi_limits), so what is advertised is what an inject
  * may carry; tx_attr->size is the send queue's depth, found the same way.
  */
 #include <stdlib.h>
@@ -313,9 +313,9 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
 {
     *info = NULL;
     uint64_t caps = pick_caps(hints);
-    uint32_t nap_max = ulnfi_nap_max();
+    struct ulnfi_limits lim = ulnfi_limits();
+    uint32_t nap_max = lim.nap_max, sq_depth = lim.sq_depth;
     size_t inject = inject_size(nap_max);
-    uint32_t sq_depth = ulnfi_sq_depth();
     if (!inject) {
         FI_INFO(&ulnfi_prov, FI_LOG_CORE, "nap_max %u: the provider needs at least %zu\n", nap_max,
                 (size_t)ULNFI_NAP_MIN);

@@ -318,8 +318,12 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
                   const struct fi_info *hints, struct fi_info **info);
 int ulnfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
 void ulnfi_domains_stop(void);
-uint32_t ulnfi_nap_max(void);  /* domain.c: what endpoints will have, context open or not */
-uint32_t ulnfi_sq_depth(void); /* domain.c: the same for the send queue (tx_attr->size) */
+/* domain.c: what endpoints will have, context open or not: inject_size and
+ * the eager limit come from nap_max, tx_attr->size is sq_depth. */
+struct ulnfi_limits {
+    uint32_t nap_max, sq_depth;
+};
+struct ulnfi_limits ulnfi_limits(void);
 int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom,
                       void *context);
 int ulnfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,
