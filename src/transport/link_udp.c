@@ -425,9 +425,7 @@ static int mtu_from_interfaces(int fd, const union sa_any *bound, bool wildcard,
     return best;
 }
 
-/* Ask for bytes of socket buffer: past the rmem_max/wmem_max limit as root
- * (the FORCE variants need CAP_NET_ADMIN), up to the limit otherwise. */
-static int size_buf(int fd, int force_opt, int opt, int bytes)
+int uln_link_udp_sock_buf(int fd, int force_opt, int opt, int bytes)
 {
     if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)) < 0)
         setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));
@@ -607,8 +605,8 @@ static void set_options(struct link_udp *io, const struct uln_link_udp_cfg *cfg,
     uint64_t per = (uint64_t)io->payload_max + 1024u;
     uint64_t rb = per * (nbufs < 256 ? 256 : nbufs), sb = per * 4u * ULN_LINK_BATCH;
     rb = rb > (256u << 20) ? (256u << 20) : rb;
-    io->info.rcvbuf = size_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, (int)rb);
-    io->info.sndbuf = size_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, (int)sb);
+    io->info.rcvbuf = uln_link_udp_sock_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, (int)rb);
+    io->info.sndbuf = uln_link_udp_sock_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, (int)sb);
 
     if (cfg->busy_poll) {
         int us = cfg->busy_poll_us ? (int)cfg->busy_poll_us : 50, one = 1;

@@ -92,6 +92,13 @@ struct uln_link_udp_cfg {
  * which), -ENOMEM, or a socket error (-EADDRINUSE, -EADDRNOTAVAIL, ...). */
 int uln_link_udp_open(const struct uln_link_udp_cfg *cfg, struct uln_link **out);
 
+/* Ask for bytes of a socket's buffer (opt SO_RCVBUF or SO_SNDBUF, force_opt
+ * its FORCE twin): past the rmem_max/wmem_max limit as root (the FORCE
+ * variants need CAP_NET_ADMIN), up to the limit otherwise. Returns what the
+ * kernel gave (it doubles the figure for itself), 0 if it would not say. The
+ * AF_XDP link sizes its bound UDP socket with it too. */
+int uln_link_udp_sock_buf(int fd, int force_opt, int opt, int bytes);
+
 #ifdef ULN_TEST_HOOKS
 /* Tests only (built with ULN_TEST_HOOKS): send through fn instead of
  * sendmmsg, to cut batches short as a full socket would; NULL: sendmmsg. */

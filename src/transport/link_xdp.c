@@ -45,7 +45,9 @@
  */
 #define _GNU_SOURCE
 #include "transport/link_xdp.h"
+#include "core/clock.h"
 #include "transport/link_fault.h"
+#include "transport/link_udp.h"
 
 #include <net/if.h> /* before the linux/ headers, which define the same */
 #include <errno.h>
@@ -283,13 +285,6 @@ struct link_xdp {
     uint32_t hmask;
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------------------- */
 /* Netlink: the route to a peer and its next hop's MAC                        */
 /* ------------------------------------------------------------------------- */
@@ -511,7 +506,7 @@ static void peer_init(struct link_xdp *x, struct peer *p, uint32_t ip, uint16_t 
     *p = (struct peer){.ip = ip, .port = port};
     p->err = route_to(x, p);
     x->nlocal += p->local;
-    peer_resolve(x, p, now_ns());
+    peer_resolve(x, p, uln_now_ns());
 }
 
 static int xdp_add_peer(struct uln_link *l, const void *addr, socklen_t len)
@@ -854,7 +849,7 @@ static int xdp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigne
             continue;
         }
         if (!pe->have_mac) {
-            if (!now) now = now_ns();
+            if (!now) now = uln_now_ns();
             peer_resolve(x, pe, now);
         }
         if (!pe->have_mac) { /* lost, as the contract allows: rel sends it again */
@@ -963,9 +958,7 @@ static unsigned ring_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned 
 static bool sock_due(struct link_xdp *x)
 {
     if (x->nlocal) return true;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t now = uln_coarse_ns();
     if (now < x->sock_next) return false;
     x->sock_next = now + SOCK_READ_NS;
     return true;
@@ -1378,11 +1371,8 @@ static int start(struct link_xdp *x, unsigned queue, char *why, size_t whylen)
 static void size_rcvbuf(struct link_xdp *x)
 {
     uint64_t b = ((uint64_t)x->base.payload_max + 1024u) * (x->nsock < 256 ? 256 : x->nsock);
-    int bytes = b > (256u << 20) ? (256 << 20) : (int)b, got = 0;
-    if (setsockopt(x->udp_fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) < 0)
-        setsockopt(x->udp_fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
-    socklen_t gl = sizeof(got);
-    if (getsockopt(x->udp_fd, SOL_SOCKET, SO_RCVBUF, &got, &gl) == 0) x->info.rcvbuf = got;
+    int bytes = b > (256u << 20) ? (256 << 20) : (int)b;
+    x->info.rcvbuf = uln_link_udp_sock_buf(x->udp_fd, SO_RCVBUFFORCE, SO_RCVBUF, bytes);
 }
 
 static void describe(struct link_xdp *x, unsigned queue)

@@ -1782,9 +1782,7 @@ static bool rx_datagram(struct uln_ep *ep, const struct uln_link_rx *rx)
 static bool rx_quiet_skip(struct uln_udp_ep *ue)
 {
     if (ue->n_live) return false;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    uint64_t now = uln_coarse_ns();
     if (now < ue->rx_quiet_next) return true;
     ue->rx_quiet_next = now + ULN_UDP_QUIET_RX_NS;
     return false;
