@@ -1935,7 +1935,9 @@ int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c)
                                .rcv_next = r->rcv_cum,
                                .snd_una = r->snd_una,
                                .snd_nxt = r->snd_nxt,
-                               .snd_edge = r->snd_edge};
+                               .snd_edge = r->snd_edge,
+                               .rx_limit = r->rx_limit,
+                               .rel = r->stats};
     return 0;
 }
 
