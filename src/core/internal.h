@@ -670,6 +670,7 @@ struct uln_udp_conn {
     uint32_t snd_una, snd_nxt;
     uint32_t snd_edge; /* the peer takes our seqs before this: its credit */
     uint32_t rx_limit; /* the share of our receive pool it may fill (pool_share) */
+    uint32_t rcv_edge; /* it may send seqs before this: the credit we gave it */
     /* rel's counters for this peer: how each lost packet was found (tx_fast,
      * tx_pto, tx_timeout), what held the sender back (blk_*), ... */
     struct uln_rel_stats rel;

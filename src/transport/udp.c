@@ -1937,6 +1937,7 @@ int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c)
                                .snd_nxt = r->snd_nxt,
                                .snd_edge = r->snd_edge,
                                .rx_limit = r->rx_limit,
+                               .rcv_edge = r->adv_edge,
                                .rel = r->stats};
     return 0;
 }
