@@ -656,6 +656,7 @@ bool uln_ep_busy(struct uln_ep *ep); /* work that waits on a peer, ours or a tra
 int uln_ep_wait_fds(struct uln_ep *ep, int *fds, int max, int *timeout_ms);
 
 #ifdef ULN_TEST_HOOKS
+#include "rel/rel.h"
 /* udp.c, for tests and fuzzing only (the library never calls them; built only
  * with ULN_TEST_HOOKS): crafted bytes through the real receive path, crafted
  * packets from a rank's real socket. */
@@ -668,6 +669,11 @@ struct uln_udp_conn {
     uint32_t rcv_next; /* the next seq from the peer in order */
     uint32_t snd_una, snd_nxt;
     uint32_t snd_edge; /* the peer takes our seqs before this: its credit */
+    uint32_t rx_limit; /* the share of our receive pool it may fill (pool_share) */
+    uint32_t rcv_edge; /* it may send seqs before this: the credit we gave it */
+    /* rel's counters for this peer: how each lost packet was found (tx_fast,
+     * tx_pto, tx_timeout), what held the sender back (blk_*), ... */
+    struct uln_rel_stats rel;
 };
 /* Run one datagram through the receive path as if the endpoint's socket had
  * received it from rank (a rank not reached over UDP, or -1: from an address

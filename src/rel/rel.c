@@ -13,7 +13,7 @@
 
 /* Sending-side state of one seq in flight. */
 enum { SLOT_FREE = 0, SLOT_INFLIGHT, SLOT_ACKED };
-enum { LOST_NO = 0, LOST_FAST, LOST_TIMEOUT, LOST_PTO };
+enum { LOST_NO = 0, LOST_FAST, LOST_TIMEOUT, LOST_PTO, LOST_TLP };
 
 struct uln_rel_slot {
     uint64_t tx_time;   /* last (re)transmission */
@@ -180,6 +180,7 @@ static void tx_reset(struct uln_rel *r)
     r->backoff = 0;
     r->rto_at = ULN_REL_NEVER;
     r->pto_at = ULN_REL_NEVER;
+    r->tlp_at = ULN_REL_NEVER;
     r->ctrl_at = ULN_REL_NEVER;
     r->ctrl_backoff = 0;
     r->probe_out = false;
@@ -357,6 +358,44 @@ static void on_pto(struct uln_rel *r)
     r->pto_at = next;
 }
 
+/* The tail probe (RACK-TLP's, RFC 8985): a flight whose last packets are
+ * lost - a stream's end, or a flight that used up the credit or the window
+ * - leaves nothing later to arrive and show them lost: no LOSE, no SACK past
+ * them. Before this only the timeout found them, one packet per expiry and
+ * each expiry a backoff later (a resend's ACK gives no RTT sample to end the
+ * backoff): a 20-packet bundle lost at the end of a stream took 20 s at a
+ * window of 64. So once pto() has passed with packets in flight and neither
+ * an ACK nor a new packet since, the newest packet in flight is sent again.
+ * Its arrival is the later arrival the tail lacked: the receiver's LOSE and
+ * SACK and the order rule (detect_losses: a resent packet reported past the
+ * holes is its `maybe` evidence) find every lost packet in one round trip.
+ * If everything had arrived and only the ACKs were lost, the receiver
+ * answers the copy at once (rx_data).
+ * The probe never waits longer than the timeout would (as Linux clamps it):
+ * here the timeout is short (rto_min 0.2 ms) and often comes before 2 srtt,
+ * so the first expiry of a silence is the probe, and the timeout is armed
+ * again behind it - it takes over if the probe goes unanswered. One probe
+ * per silence: an ACK that makes progress, or a new packet, arms the next.
+ * Not before an RTT sample. */
+static void tlp_arm(struct uln_rel *r)
+{
+    bool tail = r->have_rtt && r->snd_una != r->snd_nxt;
+    r->tlp_at = tail ? min64(r->now + pto(r), r->rto_at) : ULN_REL_NEVER;
+}
+
+static void on_tlp(struct uln_rel *r)
+{
+    r->tlp_at = ULN_REL_NEVER;
+    if (r->lost_count) return; /* a recovery is under way: its resends bring answers */
+    for (uint32_t q = r->snd_nxt; q != r->snd_una;) {
+        struct uln_rel_slot *s = slot(r, --q);
+        if (s->state != SLOT_INFLIGHT || s->lost) continue;
+        mark_lost(r, q, s, LOST_TLP);
+        r->rto_at = r->now + rto_cur(r); /* a whole timeout for the probe's answer */
+        return;
+    }
+}
+
 static void advance(struct uln_rel *r, uint64_t now)
 {
     if (now > r->now) r->now = now;
@@ -366,6 +405,7 @@ static void advance(struct uln_rel *r, uint64_t now)
         return;
     }
     if (r->state == ULN_REL_OPEN && r->pto_at != ULN_REL_NEVER && r->now >= r->pto_at) on_pto(r);
+    if (r->state == ULN_REL_OPEN && r->now >= r->tlp_at) on_tlp(r);
     if (r->state == ULN_REL_OPEN && r->rto_at != ULN_REL_NEVER && r->now >= r->rto_at) on_rto(r);
     /* Keep-alive: an idle peer is asked once in a while whether it is there. */
     if (r->state == ULN_REL_OPEN && r->cfg.keepalive && !waiting(r) &&
@@ -403,7 +443,7 @@ uint64_t uln_rel_next_deadline(const struct uln_rel *r)
     if (r->state == ULN_REL_OPEN) {
         if (r->fb_now || r->lost_count || acks_piled(r)) return r->now;
         if (r->ack_owed) t = min64(t, r->ack_due_at);
-        t = min64(t, min64(r->rto_at, r->pto_at));
+        t = min64(t, min64(r->rto_at, min64(r->pto_at, r->tlp_at)));
         if (r->cfg.keepalive && !waiting(r) && r->ctrl_at == ULN_REL_NEVER)
             t = min64(t, r->last_heard + r->cfg.keepalive);
     }
@@ -590,6 +630,7 @@ int uln_rel_tx_assign(struct uln_rel *r, uint64_t now, uint32_t bytes, struct ul
     r->in_flight += bytes;
     r->round_sent++;
     sent(r, s);
+    tlp_arm(r);
     r->stats.tx_data++;
     data_hdr(r, seq, p);
     return 0;
@@ -608,6 +649,8 @@ bool uln_rel_tx_next_resend(struct uln_rel *r, uint64_t now, struct uln_rel_pkt 
             r->stats.tx_fast++;
         else if (s->lost == LOST_PTO)
             r->stats.tx_pto++;
+        else if (s->lost == LOST_TLP)
+            r->stats.tx_tlp++;
         else
             r->stats.tx_timeout++;
         r->stats.tx_resend++;
@@ -955,6 +998,7 @@ static void on_fb(struct uln_rel *r, const struct uln_rel_fb *fb, unsigned flags
             any = slot(r, q)->state == SLOT_INFLIGHT;
         r->rto_at = any ? r->now + rto_cur(r) : ULN_REL_NEVER;
     }
+    if (n.acked_bytes) tlp_arm(r); /* progress: a new silence starts now */
 }
 
 /* ------------------------------------------------------------------------- */

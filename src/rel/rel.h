@@ -140,9 +140,10 @@ enum uln_rel_verdict {
 struct uln_rel_stats {
     /* sending side */
     uint64_t tx_data;      /* first transmissions */
-    uint64_t tx_resend;    /* retransmissions (tx_fast + tx_pto + tx_timeout) */
+    uint64_t tx_resend;    /* retransmissions (tx_fast + tx_pto + tx_tlp + tx_timeout) */
     uint64_t tx_fast;      /* ... after LOSE or a SACK gap */
     uint64_t tx_pto;       /* ... of a retransmission left unanswered (probe timer) */
+    uint64_t tx_tlp;       /* ... of the newest packet after a silence (tail probe) */
     uint64_t tx_timeout;   /* ... after the retransmission timer */
     uint64_t tx_ctrl;      /* control packets (hellos, feedback, probes) */
     uint64_t tx_hello;     /* ... of which hellos */
@@ -216,6 +217,7 @@ struct uln_rel {
     uint32_t round_sent, round_lost;    /* packets of this round */
     uint32_t cwnd_grant;                /* packets uln_rel_tx_ready promised */
     uint64_t pto_at;                    /* a retransmission's answer is overdue (probe timer) */
+    uint64_t tlp_at;                    /* silence after the flight's tail: probe it (on_tlp) */
     uint64_t ctrl_at;                   /* next hello (CONNECTING) or probe (OPEN) */
     uint32_t ctrl_backoff;
     bool probe_out;

@@ -1935,7 +1935,10 @@ int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c)
                                .rcv_next = r->rcv_cum,
                                .snd_una = r->snd_una,
                                .snd_nxt = r->snd_nxt,
-                               .snd_edge = r->snd_edge};
+                               .snd_edge = r->snd_edge,
+                               .rx_limit = r->rx_limit,
+                               .rcv_edge = r->adv_edge,
+                               .rel = r->stats};
     return 0;
 }
 

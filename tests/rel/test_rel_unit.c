@@ -1,11 +1,11 @@
 /*
  * test_rel_unit.c - the reliability state machine, case by case, with packets
  * carried by hand between two machines on a virtual clock: handshake, one
- * loss -> LOSE -> one fast retransmit, packets the caller dropped unseen
- * resent one round trip apart, timeout backoff, Karn's rule, delayed
- * ACK, STOP/GO and the persist probe, learnt reordering, window full, sequence
- * wrap, duplicates, stale epochs, peer restart, dead peer, keep-alive, forged
- * feedback and malformed packets.
+ * loss -> LOSE -> one fast retransmit, a lost tail found by the tail probe,
+ * packets the caller dropped unseen resent one round trip apart, timeout
+ * backoff, Karn's rule, delayed ACK, STOP/GO and the persist probe, learnt
+ * reordering, window full, sequence wrap, duplicates, stale epochs, peer
+ * restart, dead peer, keep-alive, forged feedback and malformed packets.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -321,6 +321,70 @@ static void test_lost_retransmission_blocked(void)
     uln_rel_fini(&b);
 }
 
+/* The last packets of a flight are lost: nothing later arrives to show it,
+ * no LOSE, no SACK past them. The tail probe sends the newest again after
+ * pto; its arrival shows the holes, and all of them are fast-retransmitted
+ * in one round trip. Before, the timer found them one per expiry, each a
+ * backoff later. */
+static void test_tail_probe(void)
+{
+    struct uln_rel_cfg c;
+    struct uln_rel a, b;
+    struct uln_rel_pkt d[12], p;
+    const uint32_t ea = 0x3000, eb = 0x4000;
+    cfg_base(&c); /* window 16, rto 1 ms, rto_min 1 ms */
+    open_pair(&a, &b, &c, &c, ea, eb);
+    /* An RTT sample first (10 us): no probe goes before one. */
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);
+    CHECK_EQ(a.tlp_at, ULN_REL_NEVER);
+    T += 10 * US;
+    CHECK(uln_rel_rx(&b, &p, T) == ULN_REL_RX_DELIVER);
+    uln_rel_want_fb(&b);
+    flush_ctrl(&b, &a);
+    CHECK_EQ(a.stats.rtt_samples, 1);
+    /* 12 packets; the first 4 arrive, the last 8 are lost. */
+    for (int i = 0; i < 12; i++)
+        CHECK(uln_rel_tx_assign(&a, T, PKT, &d[i]) == 0);
+    T += 10 * US;
+    for (int i = 0; i < 4; i++)
+        uln_rel_rx(&b, &d[i], T);
+    flush_ctrl(&b, &a); /* ACK through d[3]: progress, the probe is armed */
+    CHECK_EQ(uln_rel_tx_in_flight(&a), 8);
+    CHECK(!uln_rel_tx_next_resend(&a, T, &p));
+    /* pto = max(2 srtt + ack_delay, rto_min / 2) = 500 us, before the 1 ms timeout. */
+    uint64_t t_ack = T;
+    CHECK_EQ(uln_rel_next_deadline(&a), t_ack + 500 * US);
+    T = t_ack + 500 * US - 1;
+    CHECK(!uln_rel_tx_next_resend(&a, T, &p));
+    T++;
+    CHECK(uln_rel_tx_next_resend(&a, T, &p));
+    CHECK_EQ(p.seq, d[11].seq); /* the newest, not the oldest */
+    CHECK(p.flags & ULN_REL_RETX);
+    CHECK(!uln_rel_tx_next_resend(&a, T, &p));
+    CHECK_EQ(a.stats.tx_tlp, 1);
+    CHECK_EQ(a.rto_at, T + 1 * MS); /* the timeout waits a whole one behind it */
+    /* It arrives: the receiver names the first hole (LOSE) and SACKs it; the
+     * order rule finds the rest. */
+    T += 10 * US;
+    CHECK(uln_rel_rx(&b, &p, T) == ULN_REL_RX_HOLD);
+    flush_ctrl(&b, &a);
+    CHECK_EQ(a.stats.lose_rcvd, 1);
+    uint32_t want = d[4].seq;
+    while (uln_rel_tx_next_resend(&a, T, &p)) {
+        CHECK_EQ(p.seq, want++);
+        CHECK(uln_rel_rx(&b, &p, T) == ULN_REL_RX_DELIVER); /* in order now */
+    }
+    CHECK_EQ(want, d[11].seq); /* 4..10 resent, each once */
+    CHECK_EQ(a.stats.tx_fast, 7);
+    CHECK_EQ(a.stats.tx_timeout, 0);
+    CHECK_EQ(a.stats.rto_fired, 0);
+    flush_ctrl(&b, &a);
+    CHECK_EQ(uln_rel_tx_in_flight(&a), 0);
+    CHECK_EQ(a.tlp_at, ULN_REL_NEVER); /* nothing in flight: nothing to probe */
+    uln_rel_fini(&a);
+    uln_rel_fini(&b);
+}
+
 /* A timeout says the receiver went quiet (descheduled, say), not that the
  * whole flight was lost: only the oldest packet is sent again; the answer to
  * it shows the rest arrived. */
@@ -431,10 +495,12 @@ static void test_karn(void)
     CHECK(uln_rel_ctrl(&b, T, &f));
     uln_rel_rx(&a, &f, T);
     CHECK_EQ(a.stats.rtt_samples, 1);
-    /* srtt 100 us, rttvar 50 us: rto = 100 + 4 * 50 = 300 us, backoff gone. */
+    /* srtt 100 us, rttvar 50 us: rto = 100 + 4 * 50 = 300 us, backoff gone.
+     * The tail probe comes first: 2 srtt + ack_delay = 250 us. */
     uint64_t t2 = T;
     CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);
-    CHECK_EQ(uln_rel_next_deadline(&a), t2 + 300 * US);
+    CHECK_EQ(a.rto_at, t2 + 300 * US);
+    CHECK_EQ(uln_rel_next_deadline(&a), t2 + 250 * US);
     uln_rel_fini(&a);
     uln_rel_fini(&b);
 }
@@ -1171,6 +1237,7 @@ int main(void)
     test_timeout_backoff();
     test_lost_retransmission_blocked();
     test_timeout_resends_oldest();
+    test_tail_probe();
     test_rx_limit();
     test_karn();
     test_delayed_ack();
