@@ -6,7 +6,7 @@
 #   xdp_job.sh --built 0|1 [--hook native|generic] [--env VAR=value]...
 #              [--fallback REGEX] [--drop-caps] [--kill] [--mixed] [--forge]
 #              [--auto [--quiet]] [--expect-out REGEX] [--hosts H] [--ranks N]
-#              [--expect-status X] [--timeout S]
+#              [--expect-status X] [--no-neigh] [--timeout S]
 #              -- PROGRAM ARGS...
 #
 # Each rank runs with ULN_TRANSPORT=xdp and ULN_XDP_HOOK=hook. Checked:
@@ -50,6 +50,13 @@
 #     host keeps its program (an orphan that passes everything): the kernel
 #     there may see the survivors' last packets, and the next ulnet process
 #     on it (ulninfo) must remove the orphan;
+#   - --no-neigh: the hosts' neighbour entries for each other's addresses
+#     (hosts.sh makes them static) are deleted before the job, and the
+#     bootstrap (ULN_ROOT) goes over second addresses on eth0, so nothing
+#     but ulnet resolves the job's addresses: the AF_XDP link must have the
+#     kernel resolve them (docs/xdp.md, "Addresses"). Afterwards every host
+#     has a learned (not permanent) entry for each other host. No ping or
+#     echo during the job (they would resolve them first).
 # Exit 77 (ctest's "skipped") when ulnet was built without the AF_XDP link
 # (--built 0) or this machine cannot make namespaces.
 set -euo pipefail
@@ -57,7 +64,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 hosts_sh=$here/../netns/hosts.sh
 built="" hook=native fallback="" kill=0 timeout=120 envs=() prefix=() more_eps=0 mixed=0 forge=0
-auto=0 quiet=0 expect_out=() ranks=0 hosts=2 expect_status=""
+auto=0 quiet=0 expect_out=() ranks=0 hosts=2 expect_status="" no_neigh=0
 while [[ $# -gt 0 ]]; do
     case $1 in
     --built) built=$2; shift 2 ;;
@@ -73,6 +80,7 @@ while [[ $# -gt 0 ]]; do
     --ranks) ranks=$2; shift 2 ;;
     --hosts) hosts=$2; shift 2 ;;
     --expect-status) expect_status=$2; shift 2 ;;
+    --no-neigh) no_neigh=1; shift ;;
     --forge) forge=1; envs+=(ULN_UDP_PORT=30000); shift ;; # endpoint 0 on port 30000
     --drop-caps)
         caps=-net_admin,-bpf,-sys_admin,-perfmon
@@ -170,6 +178,28 @@ key=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
 xdp_hosts=("${all_hosts[@]}")
 ((mixed)) && xdp_hosts=(0)
 
+host_ip() { local v=ULNTEST_HOST_$1; echo "${!v}"; }
+root_ip=$ULNTEST_HOST_0
+if ((no_neigh)); then
+    # The bootstrap's TCP over other addresses (10.a.b.k -> 10.a.128.k): its
+    # ARP fills in entries for those, not for the job's. Each rank's endpoint
+    # is on its host's own address (ULN_UDP_ADDR).
+    alt_ip() { local a; a=$(host_ip "$1"); echo "${a%.*.*}.128.${a##*.}"; }
+    for h in "${all_hosts[@]}"; do
+        on $h ip addr add "$(alt_ip $h)/24" dev eth0
+        for j in "${all_hosts[@]}"; do
+            ((j == h)) || on $h ip neigh del "$(host_ip $j)" dev eth0
+        done
+    done
+    root_ip=$(alt_ip 0)
+    for h in "${all_hosts[@]}"; do
+        for j in "${all_hosts[@]}"; do
+            ((j == h)) || [[ -z $(on $h ip neigh show "$(host_ip $j)" dev eth0) ]] ||
+                fail "host $h still has a neighbour entry for host $j: $(on $h ip neigh show dev eth0)"
+        done
+    done
+fi
+
 for ((r = 0; r < ranks; r++)); do
     h=$((r % hosts))
     tp=xdp
@@ -178,10 +208,12 @@ for ((r = 0; r < ranks; r++)); do
     # (shm on the same host), all but the (ranks - 1 - h) / hosts + 1 on host h.
     udp_peers=$((ranks - 1))
     ((auto)) && tp=auto udp_peers=$((ranks - ((ranks - 1 - h) / hosts + 1)))
+    addr=()
+    ((no_neigh)) && addr=(ULN_UDP_ADDR="$(host_ip $h)")
     # hosts.sh directly (it execs the rank), so $! is the rank itself.
-    "$hosts_sh" exec "h$h" "${prefix[@]}" env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="$ULNTEST_HOST_0:$port" \
+    "$hosts_sh" exec "h$h" "${prefix[@]}" env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="$root_ip:$port" \
         ULN_JOB_KEY="$key" ULN_TRANSPORT=$tp ULN_XDP_HOOK="$hook" ULNTEST_IT_EXPECT_UDP_PEERS=$udp_peers \
-        "${envs[@]}" "$@" >"$logs/r$r.out" 2>"$logs/r$r.err" &
+        "${addr[@]}" "${envs[@]}" "$@" >"$logs/r$r.out" 2>"$logs/r$r.err" &
     pids+=($!)
 done
 
@@ -234,7 +266,8 @@ elif [[ -z $fallback ]]; then
         [[ -n ${seen[$h]:-} ]] ||
             fail "host $h: ulnet_xdp not attached while the job runs: $(on $h ip -d link show eth0 | tr '\n' ' ')"
     done
-    kill -0 "${pids[0]}" 2>/dev/null && kill -0 "${pids[1]}" 2>/dev/null && healthy "during the job"
+    ((no_neigh)) || ! kill -0 "${pids[0]}" 2>/dev/null || ! kill -0 "${pids[1]}" 2>/dev/null ||
+        healthy "during the job"
 fi
 
 if ((kill)); then
@@ -351,6 +384,19 @@ done
 for h in "${all_hosts[@]}"; do
     [[ -z $(prog_on $h) ]] || fail "host $h: a program is left after the job: $(prog_on $h)"
 done
+# --no-neigh: the kernel resolved every host's peers (for ulnet: nothing
+# else sent to those addresses), learned entries, not static ones.
+if ((no_neigh)); then
+    for h in "${all_hosts[@]}"; do
+        for j in "${all_hosts[@]}"; do
+            ((j == h)) && continue
+            e=$(on $h ip neigh show "$(host_ip $j)" dev eth0)
+            [[ $e == *lladdr* && $e != *PERMANENT* ]] ||
+                fail "host $h: no learned neighbour entry for host $j after the job: '$e'"
+            echo "xdp_job.sh: host $h resolved host $j: $e"
+        done
+    done
+fi
 # Host 0's, or with ranks sharing a host either host's: the AF_XDP rank of
 # host 0 may be one that only hears from its own host (nap_order's senders
 # on host 0 when rank 0 took the socket link).
