@@ -6,7 +6,7 @@
 #   xdp_job.sh --built 0|1 [--hook native|generic] [--env VAR=value]...
 #              [--fallback REGEX] [--drop-caps] [--kill] [--mixed] [--forge]
 #              [--auto [--quiet]] [--expect-out REGEX] [--hosts H] [--ranks N]
-#              [--expect-status X] [--no-neigh] [--timeout S]
+#              [--expect-status X] [--no-neigh] [--ulninfo REGEX] [--timeout S]
 #              -- PROGRAM ARGS...
 #
 # Each rank runs with ULN_TRANSPORT=xdp and ULN_XDP_HOOK=hook. Checked:
@@ -42,6 +42,9 @@
 #     an auto line (veth is auto's choice, not a failure; ulninfo says why).
 #     Runs also where the link is not built;
 #   - --expect-out REGEX (repeatable): rank 0's output must match each;
+#   - --ulninfo REGEX (repeatable): after the job, `ulninfo -t` on host 1
+#     with the ranks' settings (ULN_TRANSPORT=xdp, the hook, --env) must
+#     match each, on its stdout or stderr;
 #   - --kill: both ranks get SIGKILL mid-job; the interfaces still answer ping
 #     and UDP with the dead process's program attached, and the next ulnet
 #     process on the host removes it (and its own when it closes).
@@ -64,7 +67,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 hosts_sh=$here/../netns/hosts.sh
 built="" hook=native fallback="" kill=0 timeout=120 envs=() prefix=() more_eps=0 mixed=0 forge=0
-auto=0 quiet=0 expect_out=() ranks=0 hosts=2 expect_status="" no_neigh=0
+auto=0 quiet=0 expect_out=() info_out=() ranks=0 hosts=2 expect_status="" no_neigh=0
 while [[ $# -gt 0 ]]; do
     case $1 in
     --built) built=$2; shift 2 ;;
@@ -77,6 +80,7 @@ while [[ $# -gt 0 ]]; do
     --auto) auto=1; shift ;;
     --quiet) quiet=1; shift ;;
     --expect-out) expect_out+=("$2"); shift 2 ;;
+    --ulninfo) info_out+=("$2"); shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --hosts) hosts=$2; shift 2 ;;
     --expect-status) expect_status=$2; shift 2 ;;
@@ -384,6 +388,15 @@ done
 for h in "${all_hosts[@]}"; do
     [[ -z $(prog_on $h) ]] || fail "host $h: a program is left after the job: $(prog_on $h)"
 done
+# ulninfo with the job's settings says what the ranks got, and why.
+if ((${#info_out[@]})); then
+    on 1 env ULN_TRANSPORT=xdp ULN_XDP_HOOK="$hook" ULN_UDP_IF=eth0 "${envs[@]}" "$ulninfo" -t \
+        >"$logs/info.out" 2>&1 || fail "ulninfo -t on host 1: $(cat "$logs/info.out")"
+    for re in "${info_out[@]}"; do
+        grep -Eq -- "$re" "$logs/info.out" || fail "ulninfo -t does not match '$re': $(cat "$logs/info.out")"
+    done
+    grep -E "link in use|^ulnet:" "$logs/info.out"
+fi
 # --no-neigh: the kernel resolved every host's peers (for ulnet: nothing
 # else sent to those addresses), learned entries, not static ones.
 if ((no_neigh)); then
