@@ -228,6 +228,9 @@ struct peer {
     uint64_t next_lookup; /* when to look for the MAC again */
     uint64_t next_probe;  /* when to ask the kernel to resolve it again */
 };
+/* With 8 to 16 bytes of the index (htab: a power of two at least twice the
+ * peers), what a peer costs the link: docs/limits.md and docs/xdp.md say so. */
+_Static_assert(sizeof(struct peer) == 40, "the docs give a peer's entry as 40 bytes");
 
 /* The program attached to one interface by this process. */
 struct xprog {
