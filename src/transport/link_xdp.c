@@ -105,6 +105,24 @@ static int driver_verdict(const char *ifname, const char *drv, char *why, size_t
     return -ENOENT;
 }
 
+/* The interface's driver as it names itself (ETHTOOL_GDRVINFO), through any
+ * IPv4 socket fd: 0, or -errno with drv "". */
+#define DRV_NAME_LEN 32
+static int driver_of(int fd, const char *ifname, char drv[DRV_NAME_LEN])
+{
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+    struct ethtool_drvinfo di = {.cmd = ETHTOOL_GDRVINFO};
+    _Static_assert(sizeof(di.driver) == DRV_NAME_LEN, "ethtool's driver name");
+    ifr.ifr_data = (void *)&di;
+    drv[0] = '\0';
+    if (ioctl(fd, SIOCETHTOOL, &ifr) < 0) return -errno;
+    memcpy(drv, di.driver, DRV_NAME_LEN);
+    drv[DRV_NAME_LEN - 1] = '\0';
+    return 0;
+}
+
 int uln_link_xdp_auto_verdict(const char *ifname, char *why, size_t whylen)
 {
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -116,19 +134,18 @@ int uln_link_xdp_auto_verdict(const char *ifname, char *why, size_t whylen)
     struct ifreq ifr;
     memset(&ifr, 0, sizeof(ifr));
     snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
-    struct ethtool_drvinfo di = {.cmd = ETHTOOL_GDRVINFO};
+    char drv[DRV_NAME_LEN];
     int rc;
     if (ioctl(fd, SIOCGIFHWADDR, &ifr) < 0 || ifr.ifr_hwaddr.sa_family != ARPHRD_ETHER) {
         snprintf(why, whylen, "%s: not an Ethernet interface", ifname);
         rc = -ENOENT;
-    } else if (ifr.ifr_data = (void *)&di, ioctl(fd, SIOCETHTOOL, &ifr) < 0) {
+    } else if ((rc = driver_of(fd, ifname, drv)) < 0) {
         /* A driver that does not name itself is on no list of ours. */
         snprintf(why, whylen, "%s: its driver does not say its name (ETHTOOL_GDRVINFO: %s)", ifname,
-                 strerror(errno));
+                 strerror(-rc));
         rc = -ENOENT;
     } else {
-        di.driver[sizeof(di.driver) - 1] = '\0';
-        rc = driver_verdict(ifname, di.driver, why, whylen);
+        rc = driver_verdict(ifname, drv, why, whylen);
     }
     close(fd);
     return rc;
@@ -211,6 +228,9 @@ struct peer {
     uint64_t next_lookup; /* when to look for the MAC again */
     uint64_t next_probe;  /* when to ask the kernel to resolve it again */
 };
+/* With 8 to 16 bytes of the index (htab: a power of two at least twice the
+ * peers), what a peer costs the link: docs/limits.md and docs/xdp.md say so. */
+_Static_assert(sizeof(struct peer) == 40, "the docs give a peer's entry as 40 bytes");
 
 /* The program attached to one interface by this process. */
 struct xprog {
@@ -1263,6 +1283,17 @@ static int open_xsk(struct link_xdp *x, const struct uln_link_xdp_cfg *cfg, char
         }
         xsk_umem__delete(x->umem);
         x->umem = NULL;
+    }
+    /* Zero-copy alone (ULN_XDP_MODE=zc) on a driver without it (veth,
+     * virtio_net, ...): the kernel's EOPNOTSUPP, said in the driver's name. */
+    char drv[DRV_NAME_LEN];
+    if (rc == -EOPNOTSUPP && cfg->copy == ULN_XDP_ZEROCOPY &&
+        driver_of(cfg->fd, x->info.ifname, drv) == 0) {
+        snprintf(why, whylen,
+                 "cannot bind an AF_XDP socket to %s queue %u in zero-copy mode: its driver (%s) "
+                 "has no zero-copy AF_XDP (ULN_XDP_MODE=copy, or auto, runs copy mode)",
+                 x->info.ifname, cfg->queue, drv);
+        return rc;
     }
     snprintf(why, whylen, "cannot bind an AF_XDP socket to %s queue %u%s: %s", x->info.ifname,
              cfg->queue, cfg->copy == ULN_XDP_ZEROCOPY ? " in zero-copy mode" : "",

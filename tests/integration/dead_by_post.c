@@ -56,6 +56,10 @@ int main(void)
     }
     printf("rank0: %d operations completed within %.2f s of the post\n", want, t_now() - t0);
     t_cq_expect_empty(cq, 100, "after the failures");
+    /* The survivor ends as any program does: its close must not wait on
+     * the dead rank (over AF_XDP the close is also what detaches the XDP
+     * program from the interface). */
+    CHECK_OK(uln_close(J.ctx));
     t_summary(t_failed);
     return t_failed ? 1 : 0;
 }

@@ -429,14 +429,16 @@ int main(int argc, char **argv)
     if (big < 400000) big = 400000; /* the bursts' room */
     t_open(&J, 2);
     /* Keys go over an endpoint of their own (t_exchange wants one CQ); the
-     * ops' completions and the target's answers on separate CQs. */
+     * ops' completions and the target's answers on separate CQs. The ops'
+     * endpoint first: where only the first endpoint gets the fast link
+     * (AF_XDP: one socket per queue), it is the one that carries them. */
     struct uln_cq *xcq;
     struct uln_ep *xep;
-    CHECK_OK(uln_cq_open(J.ctx, 64, &xcq));
-    CHECK_OK(uln_ep_open(J.ctx, xcq, xcq, &xep));
     CHECK_OK(uln_cq_open(J.ctx, 4096, &scq));
     CHECK_OK(uln_cq_open(J.ctx, 4096, &rcq));
     CHECK_OK(uln_ep_open(J.ctx, scq, rcq, &ep));
+    CHECK_OK(uln_cq_open(J.ctx, 64, &xcq));
+    CHECK_OK(uln_ep_open(J.ctx, xcq, xcq, &xep));
     size_t rlen = big + 2 * GUARD + 4096;
     struct t_region r[4] = {{0}};
     uint64_t mine[5] = {0};

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # xdp_job.sh - one ulnet job of 2 ranks (or --ranks N) on 2 network-namespace
-# hosts (tests/netns/hosts.sh) over the AF_XDP link, and the interface's
-# health around it.
+# hosts (or --hosts H; tests/netns/hosts.sh) over the AF_XDP link, and the
+# interface's health around it.
 #
 #   xdp_job.sh --built 0|1 [--hook native|generic] [--env VAR=value]...
 #              [--fallback REGEX] [--drop-caps] [--kill] [--mixed] [--forge]
-#              [--auto [--quiet]] [--expect-out REGEX] [--ranks N] [--timeout S]
+#              [--auto [--quiet]] [--expect-out REGEX] [--hosts H] [--ranks N]
+#              [--expect-status X] [--no-neigh] [--ulninfo REGEX] [--timeout S]
 #              -- PROGRAM ARGS...
 #
 # Each rank runs with ULN_TRANSPORT=xdp and ULN_XDP_HOOK=hook. Checked:
@@ -21,8 +22,9 @@
 #     link carries the job;
 #   - native: host 0's veth (with --ranks N > 2, either host's) counted frames
 #     redirected to the AF_XDP sockets;
-#   - --ranks N: rank r runs on host r % 2, as tests/netns/run_job.sh places
-#     them, so with N > 2 ranks share a host. One AF_XDP socket per queue:
+#   - --hosts H (default 2), --ranks N (default H): rank r runs on host
+#     r % H, as tests/netns/run_job.sh places them, so with N > H ranks share
+#     a host. One AF_XDP socket per queue:
 #     one rank per host gets it, the others say why not (the queue is
 #     taken, or the interface has the other process's program) and take the
 #     socket link, and the AF_XDP rank reaches them through its bound UDP
@@ -40,9 +42,24 @@
 #     an auto line (veth is auto's choice, not a failure; ulninfo says why).
 #     Runs also where the link is not built;
 #   - --expect-out REGEX (repeatable): rank 0's output must match each;
+#   - --ulninfo REGEX (repeatable): after the job, `ulninfo -t` on host 1
+#     with the ranks' settings (ULN_TRANSPORT=xdp, the hook, --env) must
+#     match each, on its stdout or stderr;
 #   - --kill: both ranks get SIGKILL mid-job; the interfaces still answer ping
 #     and UDP with the dead process's program attached, and the next ulnet
 #     process on the host removes it (and its own when it closes).
+#   - --expect-status X: the job passes iff some rank exits with X (137: it
+#     killed itself, mid-stream) and every other rank exits 0. A dead rank's
+#     host keeps its program (an orphan that passes everything): the kernel
+#     there may see the survivors' last packets, and the next ulnet process
+#     on it (ulninfo) must remove the orphan;
+#   - --no-neigh: the hosts' neighbour entries for each other's addresses
+#     (hosts.sh makes them static) are deleted before the job, and the
+#     bootstrap (ULN_ROOT) goes over second addresses on eth0, so nothing
+#     but ulnet resolves the job's addresses: the AF_XDP link must have the
+#     kernel resolve them (docs/xdp.md, "Addresses"). Afterwards every host
+#     has a learned (not permanent) entry for each other host. No ping or
+#     echo during the job (they would resolve them first).
 # Exit 77 (ctest's "skipped") when ulnet was built without the AF_XDP link
 # (--built 0) or this machine cannot make namespaces.
 set -euo pipefail
@@ -50,7 +67,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 hosts_sh=$here/../netns/hosts.sh
 built="" hook=native fallback="" kill=0 timeout=120 envs=() prefix=() more_eps=0 mixed=0 forge=0
-auto=0 quiet=0 expect_out=() ranks=2
+auto=0 quiet=0 expect_out=() info_out=() ranks=0 hosts=2 expect_status="" no_neigh=0
 while [[ $# -gt 0 ]]; do
     case $1 in
     --built) built=$2; shift 2 ;;
@@ -63,7 +80,11 @@ while [[ $# -gt 0 ]]; do
     --auto) auto=1; shift ;;
     --quiet) quiet=1; shift ;;
     --expect-out) expect_out+=("$2"); shift 2 ;;
+    --ulninfo) info_out+=("$2"); shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
+    --hosts) hosts=$2; shift 2 ;;
+    --expect-status) expect_status=$2; shift 2 ;;
+    --no-neigh) no_neigh=1; shift ;;
     --forge) forge=1; envs+=(ULN_UDP_PORT=30000); shift ;; # endpoint 0 on port 30000
     --drop-caps)
         caps=-net_admin,-bpf,-sys_admin,-perfmon
@@ -76,11 +97,13 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 (($# > 0)) || { echo "xdp_job.sh: no program" >&2; exit 2; }
-((ranks >= 2)) || { echo "xdp_job.sh: --ranks: 2 or more" >&2; exit 2; }
+((hosts >= 2)) || { echo "xdp_job.sh: --hosts: 2 or more" >&2; exit 2; }
+((ranks > 0)) || ranks=$hosts
+((ranks >= hosts)) || { echo "xdp_job.sh: --ranks: at least one per host" >&2; exit 2; }
 # Fallback lines a rank may print when ranks or endpoints share a host's queue.
 shared_why="has an AF_XDP socket already"
-((ranks > 2)) && shared_why+="|cannot attach the XDP program .*: Device or resource busy"
-shared=$((more_eps || ranks > 2))
+((ranks > hosts)) && shared_why+="|cannot attach the XDP program .*: Device or resource busy"
+shared=$((more_eps || ranks > hosts))
 [[ $built == 1 || $auto == 1 ]] || { echo "xdp_job.sh: ulnet built without the AF_XDP link: skipped"; exit 77; }
 "$hosts_sh" probe >/dev/null 2>&1 || { echo "xdp_job.sh: no network namespaces here: skipped"; exit 77; }
 ulninfo=$(dirname "$1")/../../ulninfo # the build tree's tools
@@ -93,7 +116,7 @@ fail() {
 
 logs=$(mktemp -d)
 set -a
-eval "$("$hosts_sh" up 2)"
+eval "$("$hosts_sh" up "$hosts")"
 set +a
 pids=() echo_pid=""
 cleanup() {
@@ -109,7 +132,9 @@ on() { local h=$1; shift; "$hosts_sh" exec "h$h" "$@"; }
 
 # Count the UDP (but the echo's) each host's stack receives on eth0: XDP runs
 # before the netdev ingress hook, so what AF_XDP takes is never counted.
-for h in 0 1; do
+all_hosts=()
+for ((h = 0; h < hosts; h++)); do all_hosts+=("$h"); done
+for h in "${all_hosts[@]}"; do
     on $h nft "add table netdev ulnxdp; table netdev ulnxdp { chain in { type filter hook ingress device \"eth0\" priority 0; udp sport != 7 udp dport != 7 counter; }; }"
 done
 kernel_udp() { on "$1" nft list chain netdev ulnxdp in | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
@@ -154,19 +179,45 @@ prog_on() {
 
 port=$((20000 + RANDOM % 20000))
 key=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
-xdp_hosts=(0 1)
+xdp_hosts=("${all_hosts[@]}")
 ((mixed)) && xdp_hosts=(0)
+
+host_ip() { local v=ULNTEST_HOST_$1; echo "${!v}"; }
+root_ip=$ULNTEST_HOST_0
+if ((no_neigh)); then
+    # The bootstrap's TCP over other addresses (10.a.b.k -> 10.a.128.k): its
+    # ARP fills in entries for those, not for the job's. Each rank's endpoint
+    # is on its host's own address (ULN_UDP_ADDR).
+    alt_ip() { local a; a=$(host_ip "$1"); echo "${a%.*.*}.128.${a##*.}"; }
+    for h in "${all_hosts[@]}"; do
+        on $h ip addr add "$(alt_ip $h)/24" dev eth0
+        for j in "${all_hosts[@]}"; do
+            ((j == h)) || on $h ip neigh del "$(host_ip $j)" dev eth0
+        done
+    done
+    root_ip=$(alt_ip 0)
+    for h in "${all_hosts[@]}"; do
+        for j in "${all_hosts[@]}"; do
+            ((j == h)) || [[ -z $(on $h ip neigh show "$(host_ip $j)" dev eth0) ]] ||
+                fail "host $h still has a neighbour entry for host $j: $(on $h ip neigh show dev eth0)"
+        done
+    done
+fi
+
 for ((r = 0; r < ranks; r++)); do
+    h=$((r % hosts))
     tp=xdp
     ((mixed && r == 1)) && tp=udp
-    # udp (AF_XDP or not) to every other rank; auto: to the other host's
-    # (shm on the same host), all but the ceil((ranks - h) / 2) on host h.
+    # udp (AF_XDP or not) to every other rank; auto: to the other hosts'
+    # (shm on the same host), all but the (ranks - 1 - h) / hosts + 1 on host h.
     udp_peers=$((ranks - 1))
-    ((auto)) && tp=auto udp_peers=$((ranks - (ranks - r % 2 + 1) / 2))
+    ((auto)) && tp=auto udp_peers=$((ranks - ((ranks - 1 - h) / hosts + 1)))
+    addr=()
+    ((no_neigh)) && addr=(ULN_UDP_ADDR="$(host_ip $h)")
     # hosts.sh directly (it execs the rank), so $! is the rank itself.
-    "$hosts_sh" exec "h$((r % 2))" "${prefix[@]}" env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="$ULNTEST_HOST_0:$port" \
+    "$hosts_sh" exec "h$h" "${prefix[@]}" env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="$root_ip:$port" \
         ULN_JOB_KEY="$key" ULN_TRANSPORT=$tp ULN_XDP_HOOK="$hook" ULNTEST_IT_EXPECT_UDP_PEERS=$udp_peers \
-        "${envs[@]}" "$@" >"$logs/r$r.out" 2>"$logs/r$r.err" &
+        "${addr[@]}" "${envs[@]}" "$@" >"$logs/r$r.out" 2>"$logs/r$r.err" &
     pids+=($!)
 done
 
@@ -206,7 +257,7 @@ for ((t = 0; !${#fallback} && !auto && t < 200 && ${#seen[@]} < ${#xdp_hosts[@]}
 done
 # auto on veth: never a program, from the first endpoint to the last.
 for ((t = 0; auto && t < 50; t++)); do
-    for h in 0 1; do
+    for h in "${all_hosts[@]}"; do
         [[ -z $(prog_on $h) ]] || fail "auto: host $h has ulnet_xdp attached on veth: $(prog_on $h)"
     done
     kill -0 "${pids[0]}" 2>/dev/null || kill -0 "${pids[1]}" 2>/dev/null || break
@@ -219,7 +270,8 @@ elif [[ -z $fallback ]]; then
         [[ -n ${seen[$h]:-} ]] ||
             fail "host $h: ulnet_xdp not attached while the job runs: $(on $h ip -d link show eth0 | tr '\n' ' ')"
     done
-    kill -0 "${pids[0]}" 2>/dev/null && kill -0 "${pids[1]}" 2>/dev/null && healthy "during the job"
+    ((no_neigh)) || ! kill -0 "${pids[0]}" 2>/dev/null || ! kill -0 "${pids[1]}" 2>/dev/null ||
+        healthy "during the job"
 fi
 
 if ((kill)); then
@@ -241,21 +293,38 @@ if ((kill)); then
     exit 0
 fi
 
-# Wait for the ranks.
+# Wait for the ranks. When the last rank of a host is gone, the UDP its
+# stack has received so far is what came while the job ran there: after
+# that, a peer still closing resends its last packets into the closed port
+# (more of them with ULN_FAULT's losses), and the kernel takes those.
 deadline=$((SECONDS + timeout))
-for ((r = 0; r < ranks; r++)); do
-    while kill -0 "${pids[r]}" 2>/dev/null; do
-        ((SECONDS < deadline)) || fail "job still running after $timeout s"
-        sleep 0.1
+declare -A dead_hosts=() done_rank=() udp_while=()
+left=$ranks
+while ((left > 0)); do
+    for ((r = 0; r < ranks; r++)); do
+        [[ -z ${done_rank[$r]:-} ]] && ! kill -0 "${pids[r]}" 2>/dev/null || continue
+        st=0
+        wait "${pids[r]}" || st=$?
+        done_rank[$r]=1 left=$((left - 1))
+        if [[ -n $expect_status && $st == "$expect_status" ]]; then
+            dead_hosts[$((r % hosts))]=1
+            echo "xdp_job.sh: rank $r exited with $st, as expected"
+        elif ((st)); then
+            cat "$logs/r$r.out" "$logs/r$r.err" >&2
+            fail "rank $r exited with $st"
+        fi
     done
-    st=0
-    wait "${pids[r]}" || st=$?
-    if ((st)); then
-        cat "$logs/r$r.out" "$logs/r$r.err" >&2
-        fail "rank $r exited with $st"
-    fi
+    for h in "${all_hosts[@]}"; do
+        [[ -z ${udp_while[$h]:-} ]] || continue
+        for ((r = h; r < ranks; r += hosts)); do [[ -n ${done_rank[$r]:-} ]] || continue 2; done
+        udp_while[$h]=$(kernel_udp "$h")
+    done
+    ((left == 0)) && break
+    ((SECONDS < deadline)) || fail "job still running after $timeout s"
+    sleep 0.1
 done
 pids=()
+[[ -z $expect_status || ${#dead_hosts[@]} -gt 0 ]] || fail "no rank exited with $expect_status"
 if [[ -n $forge_pid ]]; then
     wait "$forge_pid" || fail "forge.py failed"
     n=$(awk '{s += $3} END {print s + 0}' "$logs/forge.out")
@@ -280,29 +349,73 @@ for ((r = 0; r < ranks; r++)); do
         fail "rank $r fell back to udp"
     fi
 done
-for r in 0 1; do
-    # A few may come after the receiver closed (its peer's last ACKs):
-    # the kernel answers those with ICMP, and that is all they can be.
-    n=$(kernel_udp $r)
+for r in "${all_hosts[@]}"; do
+    # After the receiver closed, its peers' last resends: the kernel answers
+    # those with ICMP, and that is all they can be. Checked: those that came
+    # while the host's ranks ran (udp_while).
+    n=$(kernel_udp $r) nw=${udp_while[$r]}
+    # A dead rank's host: its orphaned program passes the survivors'
+    # packets to it (resends until they give it up) to the kernel.
+    if [[ -n ${dead_hosts[$r]:-} ]]; then
+        echo "xdp_job.sh: host $r (a rank died there): its stack received $n UDP packets"
+        continue
+    fi
     # (Forged fragments and cut headers are the kernel's: host 1 is not checked.)
     if ((auto && n == 0)); then
         fail "auto: host $r's stack received no UDP of the job: what carried it?"
     fi
-    if [[ -z $fallback ]] && ((!auto && !shared && n > 8 && (!forge || r == 0))) &&
+    # A peer that opened its endpoint first may reach one whose AF_XDP
+    # socket is not in the program's map yet (the bound socket takes those),
+    # and the last may come in the moment before udp_while was read: a few
+    # per peer on another host.
+    remote=$((ranks - ((ranks - 1 - r) / hosts + 1)))
+    if [[ -z $fallback ]] && ((!auto && !shared && nw > 8 * remote && (!forge || r == 0))) &&
         [[ " ${xdp_hosts[*]} " == *" $r "* ]]; then
-        fail "host $r's stack received $n UDP packets of the job: not all went to AF_XDP"
+        fail "host $r's stack received $nw UDP packets of the job while it ran: not all went to AF_XDP"
     fi
-    echo "xdp_job.sh: host $r's stack received $n UDP packets of the job"
+    echo "xdp_job.sh: host $r's stack received $nw UDP packets of the job while it ran, $n in all"
 done
-for h in 0 1; do
+# A rank that died leaves its program: the next ulnet process on the host
+# removes it (and its own when it closes), as after --kill.
+for h in "${!dead_hosts[@]}"; do
+    [[ -n $(prog_on $h) ]] || continue
+    on $h env ULN_TRANSPORT=xdp ULN_XDP_HOOK="$hook" ULN_UDP_IF=eth0 "$ulninfo" -t >"$logs/info$h.out" \
+        2>"$logs/info$h.err" || fail "ulninfo on host $h after the death: $(cat "$logs/info$h.err")"
+    grep -q "removed the XDP program of a dead ulnet process" "$logs/info$h.err" ||
+        fail "host $h: the next process did not remove the dead rank's program: $(cat "$logs/info$h.err")"
+    echo "xdp_job.sh: host $h: the dead rank's program removed by the next process"
+done
+for h in "${all_hosts[@]}"; do
     [[ -z $(prog_on $h) ]] || fail "host $h: a program is left after the job: $(prog_on $h)"
 done
+# ulninfo with the job's settings says what the ranks got, and why.
+if ((${#info_out[@]})); then
+    on 1 env ULN_TRANSPORT=xdp ULN_XDP_HOOK="$hook" ULN_UDP_IF=eth0 "${envs[@]}" "$ulninfo" -t \
+        >"$logs/info.out" 2>&1 || fail "ulninfo -t on host 1: $(cat "$logs/info.out")"
+    for re in "${info_out[@]}"; do
+        grep -Eq -- "$re" "$logs/info.out" || fail "ulninfo -t does not match '$re': $(cat "$logs/info.out")"
+    done
+    grep -E "link in use|^ulnet:" "$logs/info.out"
+fi
+# --no-neigh: the kernel resolved every host's peers (for ulnet: nothing
+# else sent to those addresses), learned entries, not static ones.
+if ((no_neigh)); then
+    for h in "${all_hosts[@]}"; do
+        for j in "${all_hosts[@]}"; do
+            ((j == h)) && continue
+            e=$(on $h ip neigh show "$(host_ip $j)" dev eth0)
+            [[ $e == *lladdr* && $e != *PERMANENT* ]] ||
+                fail "host $h: no learned neighbour entry for host $j after the job: '$e'"
+            echo "xdp_job.sh: host $h resolved host $j: $e"
+        done
+    done
+fi
 # Host 0's, or with ranks sharing a host either host's: the AF_XDP rank of
 # host 0 may be one that only hears from its own host (nap_order's senders
 # on host 0 when rank 0 took the socket link).
 if [[ $hook == native && -z $fallback ]] && ((!auto)); then
     redirect_hosts=(0)
-    ((ranks > 2)) && redirect_hosts=(0 1)
+    ((ranks > hosts)) && redirect_hosts=(0 1)
     n=0
     for h in "${redirect_hosts[@]}"; do
         n=$((n + $(on $h ethtool -S eth0 | awk '/xdp_redirect/ {s += $2} END {print s + 0}')))
