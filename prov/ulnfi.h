@@ -169,7 +169,6 @@ struct ulnfi_cq {
     size_t overflow; /* entries dropped because the ring was full (never should be) */
     int refs;
     int drivers; /* enabled endpoints whose ulnet endpoint reports to ucq: polled only if > 0 */
-    volatile int signaled;
 };
 
 struct ulnfi_cntr {
