@@ -517,6 +517,9 @@ int main(int argc, char **argv)
     pthread_t ty;
     CHECK_EQ(pthread_create(&ty, NULL, y_thread, &y), 0);
     exchange(&x);
+    struct uln_info info;
+    CHECK_EQ(uln_query(x.ctx, &info), 0);
+    if (getenv("ULNTEST_PEER_EXEC")) CHECK(info.udp_peers >= 1); /* Z on another host */
     x_forged(&x);
     send_nap(&x, x.id[1], "bye from X");
     send_nap(&x, x.id[2], "bye from X");
