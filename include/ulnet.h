@@ -499,8 +499,18 @@ int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max);
 
 /* Wait until cq has an entry: poll, spin a short while, then sleep until a peer
  * wakes this process. timeout_ms < 0: no timeout; 0: poll once.
- * Returns 0 when an entry is ready, -ETIMEDOUT, or -errno. */
+ * Returns 0 when an entry is ready, -ETIMEDOUT, -EINTR after uln_cq_wake, or
+ * -errno. */
 int uln_cq_wait(struct uln_cq *cq, int timeout_ms);
+
+/* End a uln_cq_wait on cq: the one in progress in another thread returns
+ * -EINTR at once (woken if it sleeps), or, if none waits, the next one does;
+ * wakes before a wait count as one. An entry that is ready is reported
+ * first (0), the wake staying for the next wait. Any thread may call it
+ * while another drives the CQ (it takes no lock), as fi_cq_signal or
+ * ucp_worker_signal. A sleeper on uln_cq_fd is woken too: the descriptor
+ * becomes readable, or the next uln_cq_arm returns -EAGAIN. */
+int uln_cq_wake(struct uln_cq *cq);
 
 /* Sleeping on a descriptor, with epoll/poll/select beside other work (as
  * FI_WAIT_FD or ucp_worker_get_efd + ucp_worker_arm):

@@ -145,20 +145,19 @@ static ssize_t cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf, uint6
 
 /* Sleep in uln_cq_wait between progress passes. With a single ulnet CQ in the
  * domain the wait covers everything; with several, the others are looked at
- * every millisecond. */
+ * every millisecond. fi_cq(3): "It is invalid for applications to call these
+ * functions if the CQ has been configured with a wait object of FI_WAIT_NONE"
+ * - refused (-FI_EINVAL) at once, never a sleep nothing is meant to end. */
 static ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src,
                             const void *cond, int timeout)
 {
     struct ulnfi_cq *cq = ulnfi_container(fcq, struct ulnfi_cq, cq);
+    if (cq->wait_obj == FI_WAIT_NONE) return -FI_EINVAL;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
         ssize_t n = cq_readfrom(fcq, buf, count, src);
         if (n != -FI_EAGAIN) return n;
-        if (cq->signaled) {
-            cq->signaled = 0;
-            return -FI_EAGAIN;
-        }
         int left = -1;
         if (timeout >= 0) {
             struct timespec t;
@@ -173,6 +172,7 @@ static ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count, fi_addr
         int slice = alone ? left : (left < 0 || left > 1 ? 1 : left);
         int rc = uln_cq_wait(cq->ucq, slice);
         ulnfi_unlock(cq->dom);
+        if (rc == -EINTR) return -FI_EAGAIN; /* fi_cq_signal */
         if (rc && rc != -ETIMEDOUT) return ulnfi_errno(rc);
     }
 }
@@ -182,10 +182,16 @@ static ssize_t cq_sread(struct fid_cq *fcq, void *buf, size_t count, const void 
     return cq_sreadfrom(fcq, buf, count, NULL, cond, timeout);
 }
 
+/* fi_cq(3): unblock a thread in fi_cq_sread (the next one if none sleeps
+ * yet); only for a CQ with a wait object. It takes no lock and touches only
+ * ulnet's wake flag and doorbell, so it may come from another thread under
+ * FI_THREAD_DOMAIN too: the sleeper's uln_cq_wait returns -EINTR at once,
+ * and a sleeper on the FI_WAIT_FD descriptor finds it readable. */
 static int cq_signal(struct fid_cq *fcq)
 {
-    ulnfi_container(fcq, struct ulnfi_cq, cq)->signaled = 1;
-    return 0;
+    struct ulnfi_cq *cq = ulnfi_container(fcq, struct ulnfi_cq, cq);
+    if (cq->wait_obj == FI_WAIT_NONE) return -FI_EINVAL;
+    return ulnfi_errno(uln_cq_wake(cq->ucq));
 }
 
 static const char *cq_strerror(struct fid_cq *fcq, int prov_errno, const void *err_data, char *buf,

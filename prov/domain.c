@@ -96,10 +96,11 @@ static uint32_t env_u32(const char *name, uint32_t dflt)
     return (uint32_t)(v << shift);
 }
 
-/* The nap_max and send-queue depth endpoints will have: the open context's
- * (every domain shares it), else what uln_open would take - the FI_ULNET_*
- * parameter, the ULN_* variable, then ulnet's default (ulnet.h). fi_getinfo
- * advertises the limits derived from them without opening anything. */
+/* The nap_max, send-queue depth, endpoint and region limits endpoints will
+ * have: the open context's (every domain shares it), else what uln_open
+ * would take - the FI_ULNET_* parameter, the ULN_* variable, then ulnet's
+ * default (ulnet.h). fi_getinfo advertises the limits derived from them
+ * without opening anything. */
 struct ulnfi_limits ulnfi_limits(void)
 {
     pthread_mutex_lock(&ctx_lock);
@@ -110,6 +111,10 @@ struct ulnfi_limits ulnfi_limits(void)
     config_from_params(&cfg);
     l.nap_max = cfg.nap_max ? cfg.nap_max : env_u32("ULN_NAP_MAX", ULNFI_NAP_MAX_DEFAULT);
     l.sq_depth = cfg.sq_depth ? cfg.sq_depth : env_u32("ULN_SQ_DEPTH", ULNFI_SQ_DEPTH_DEFAULT);
+    l.max_eps = cfg.max_eps ? cfg.max_eps : env_u32("ULN_MAX_EPS", ULNFI_MAX_EPS_DEFAULT);
+    l.max_regions =
+        cfg.max_regions ? cfg.max_regions : env_u32("ULN_MAX_REGIONS", ULNFI_MAX_REGIONS_DEFAULT);
+    if (l.max_eps > ULNFI_MAX_EPS_FI) l.max_eps = ULNFI_MAX_EPS_FI; /* uln_open refuses more */
     return l;
 }
 
@@ -130,7 +135,10 @@ static int ctx_get(struct uln_ctx **out)
             rc = -EINVAL;
         }
         if (!rc)
-            ctx_limits = (struct ulnfi_limits){.nap_max = ui.nap_max, .sq_depth = ui.sq_depth};
+            ctx_limits = (struct ulnfi_limits){.nap_max = ui.nap_max,
+                                               .sq_depth = ui.sq_depth,
+                                               .max_eps = ui.max_eps,
+                                               .max_regions = ui.max_regions};
         else if (opened)
             uln_close(ctx_shared); /* opened, but not for us (the else below forgets it) */
     }

@@ -51,7 +51,8 @@ static bool check_fabric(const struct fi_fabric_attr *h)
     return true;
 }
 
-static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t version)
+static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t version,
+                         const struct ulnfi_limits *lim)
 {
     if (!h) return true;
     if (h->name && strcmp(h->name, ULNFI_NAME)) return false;
@@ -60,10 +61,11 @@ static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t
     if (h->cq_data_size > 8 || h->mr_key_size > 8) return false;
     /* tx/rx_ctx_cnt count the domain's contexts, one per endpoint; the
      * per-endpoint limits are max_ep_*_ctx. */
-    if (h->tx_ctx_cnt > ULNFI_MAX_EPS_FI || h->rx_ctx_cnt > ULNFI_MAX_EPS_FI ||
-        h->max_ep_tx_ctx > 1 || h->max_ep_rx_ctx > 1)
+    if (h->tx_ctx_cnt > lim->max_eps || h->rx_ctx_cnt > lim->max_eps || h->max_ep_tx_ctx > 1 ||
+        h->max_ep_rx_ctx > 1)
         return false;
-    if (h->ep_cnt > ULNFI_MAX_EPS_FI || h->cq_cnt > ULNFI_MAX_EPS_FI * 2) return false;
+    if (h->ep_cnt > lim->max_eps || h->cq_cnt > ULNFI_MAX_EPS_FI * 2) return false;
+    if (h->mr_cnt > lim->max_regions) return false;
     if (h->max_ep_stx_ctx || h->max_ep_srx_ctx) return false;
     if (h->caps && !subset(h->caps, FI_LOCAL_COMM | FI_REMOTE_COMM)) return false;
     /* Memory registration: keys are chosen by ulnet (FI_MR_PROV_KEY; FI_MR_BASIC
@@ -162,7 +164,7 @@ static int mr_mode(const struct fi_domain_attr *hd, uint64_t caps, uint32_t vers
 }
 
 static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint32_t version,
-                size_t inject, uint32_t sq_depth)
+                size_t inject, const struct ulnfi_limits *lim)
 {
     fi->caps = caps;
     fi->mode = 0;
@@ -174,7 +176,7 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint
     tx->msg_order = ULNFI_MSG_ORDER;
     tx->comp_order = FI_ORDER_NONE;
     tx->inject_size = inject;
-    tx->size = sq_depth;
+    tx->size = lim->sq_depth;
     tx->iov_limit = ULNFI_IOV_LIMIT;
     tx->rma_iov_limit = ULNFI_IOV_LIMIT;
 
@@ -215,14 +217,19 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint
     d->mr_mode = mr_mode(hd, caps, version);
     d->mr_key_size = 8;
     d->cq_data_size = 8;
+    /* fi_domain(3): cq_cnt, the domain's CQs (its table's size); ep_cnt, the
+     * endpoints it supports: ulnet's max_eps (FI_ULNET_MAX_EPS, ULN_MAX_EPS),
+     * which every domain of the process shares as they share the context,
+     * and one transmit and receive context each; mr_cnt, the regions
+     * (max_regions), which rendezvous sends share while they wait. */
     d->cq_cnt = ULNFI_MAX_EPS_FI * 2;
-    d->ep_cnt = ULNFI_MAX_EPS_FI;
-    d->tx_ctx_cnt = ULNFI_MAX_EPS_FI;
-    d->rx_ctx_cnt = ULNFI_MAX_EPS_FI;
+    d->ep_cnt = lim->max_eps;
+    d->tx_ctx_cnt = lim->max_eps;
+    d->rx_ctx_cnt = lim->max_eps;
     d->max_ep_tx_ctx = 1;
     d->max_ep_rx_ctx = 1;
     d->mr_iov_limit = 1;
-    d->mr_cnt = 4096;
+    d->mr_cnt = lim->max_regions;
     d->cntr_cnt = 1024;
     d->caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
     d->max_err_data = 0;
@@ -329,7 +336,7 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
             why = "addr_format or address";
         else if (!check_fabric(hints->fabric_attr))
             why = "fabric_attr";
-        else if (!check_domain(hints->domain_attr, caps, version))
+        else if (!check_domain(hints->domain_attr, caps, version, &lim))
             why = "domain_attr";
         else if (!check_ep(hints->ep_attr))
             why = "ep_attr";
@@ -350,7 +357,7 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
 
     struct fi_info *fi = fi_allocinfo();
     if (!fi) return -FI_ENOMEM;
-    rc = fill(fi, hints, caps, version, inject, sq_depth);
+    rc = fill(fi, hints, caps, version, inject, &lim);
     if (rc) {
         fi_freeinfo(fi);
         return rc;

@@ -79,9 +79,11 @@ struct ulnfi_rts {
 /* ulnet's default nap_max (ulnet.h), and the least the provider works with:
  * a rendezvous request with all its segments must fit in one NAP. The eager
  * limit, and so inject_size, is nap_max less the header. */
-#define ULNFI_NAP_MAX_DEFAULT  8192u
-#define ULNFI_SQ_DEPTH_DEFAULT 256u /* ulnet's ULN_SQ_DEPTH default */
-#define ULNFI_NAP_MIN          (sizeof(struct ulnfi_hdr) + sizeof(struct ulnfi_rts))
+#define ULNFI_NAP_MAX_DEFAULT     8192u
+#define ULNFI_SQ_DEPTH_DEFAULT    256u  /* ulnet's ULN_SQ_DEPTH default */
+#define ULNFI_MAX_EPS_DEFAULT     16u   /* ... ULN_MAX_EPS */
+#define ULNFI_MAX_REGIONS_DEFAULT 4096u /* ... ULN_MAX_REGIONS */
+#define ULNFI_NAP_MIN             (sizeof(struct ulnfi_hdr) + sizeof(struct ulnfi_rts))
 
 /* What an unexpected message's payload points to. */
 struct ulnfi_unexp {
@@ -169,7 +171,6 @@ struct ulnfi_cq {
     size_t overflow; /* entries dropped because the ring was full (never should be) */
     int refs;
     int drivers; /* enabled endpoints whose ulnet endpoint reports to ucq: polled only if > 0 */
-    volatile int signaled;
 };
 
 struct ulnfi_cntr {
@@ -319,9 +320,10 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
 int ulnfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
 void ulnfi_domains_stop(void);
 /* domain.c: what endpoints will have, context open or not: inject_size and
- * the eager limit come from nap_max, tx_attr->size is sq_depth. */
+ * the eager limit come from nap_max, tx_attr->size is sq_depth, the
+ * domain's ep_cnt (and tx/rx_ctx_cnt) max_eps, its mr_cnt max_regions. */
 struct ulnfi_limits {
-    uint32_t nap_max, sq_depth;
+    uint32_t nap_max, sq_depth, max_eps, max_regions;
 };
 struct ulnfi_limits ulnfi_limits(void);
 int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom,

@@ -182,16 +182,22 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
         for (unsigned i = 0;; i++) {
             if (cq_step(cq)) return 0;
             if ((i & 63) == 0) {
+                if (atomic_exchange(&cq->woken, 0)) return -EINTR;
                 uint64_t t = uln_now_ns();
                 if (t >= deadline) return -ETIMEDOUT;
                 if (t >= spin_until) break;
             }
         }
-        /* Announce the sleep, then look once more (see uln_doorbell_ring). */
+        /* Announce the sleep, then look once more (see uln_doorbell_ring);
+         * uln_cq_wake pairs with the announcement the same way. */
         uln_doorbell_sleep_begin(ctx);
         if (cq_step(cq)) {
             uln_doorbell_sleep_end(ctx);
             return 0;
+        }
+        if (atomic_exchange(&cq->woken, 0)) {
+            uln_doorbell_sleep_end(ctx);
+            return -EINTR;
         }
         uint64_t t = uln_now_ns();
         if (t >= deadline) {
@@ -217,6 +223,21 @@ ULN_EXPORT int uln_cq_wait(struct uln_cq *cq, int timeout_ms)
         uln_doorbell_sleep_end(ctx);
         spin_until = uln_now_ns() + (uint64_t)ctx->p.spin_us * 1000u / 4;
     }
+}
+
+/* Any thread: set the flag, then ring our own doorbell if anybody sleeps
+ * (a Dekker pair with uln_doorbell_sleep_begin and the look that follows
+ * it in uln_cq_wait: either the sleeper sees the flag, or we see it
+ * counted and ring). A ring meant for this CQ may wake another CQ's sleeper
+ * too, which looks and sleeps again, as after any doorbell. */
+ULN_EXPORT int uln_cq_wake(struct uln_cq *cq)
+{
+    if (!cq) return -EINVAL;
+    if (uln_ctx_forked(cq->ctx)) return -EPERM;
+    if (cq->closed) return -EBADF;
+    atomic_store(&cq->woken, 1);
+    uln_doorbell_wake_self(cq->ctx);
+    return 0;
 }
 
 ULN_EXPORT int uln_cqe_release(struct uln_cq *cq, const struct uln_cqe *cqe)
@@ -308,12 +329,13 @@ ULN_EXPORT int uln_cq_arm(struct uln_cq *cq, int *timeout_ms)
     if (cq->closed) return -EBADF;
     if (cq->efd < 0) return -EINVAL; /* uln_cq_fd first */
     cq_disarm(cq);
-    if (cq_step(cq)) return -EAGAIN;
+    if (cq_step(cq) || atomic_exchange(&cq->woken, 0)) return -EAGAIN;
     /* Announce the sleep, then look once more (uln_doorbell_ring): from now
-     * on a peer that gives us work rings our doorbell, which is in the set. */
+     * on a peer that gives us work rings our doorbell, which is in the set,
+     * and so does uln_cq_wake. */
     uln_doorbell_sleep_begin(ctx);
     cq->armed = true;
-    if (cq_step(cq)) {
+    if (cq_step(cq) || atomic_exchange(&cq->woken, 0)) {
         cq_disarm(cq);
         return -EAGAIN;
     }

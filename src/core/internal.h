@@ -480,6 +480,7 @@ struct uln_cq {
     bool armed;             /* uln_cq_arm announced a sleep: the next call ends it */
     int efd_fds[66];        /* what the set holds: doorbell, timer, the endpoints' sockets */
     int n_efd_fds;
+    _Atomic int woken; /* uln_cq_wake: the next (or current) uln_cq_wait returns -EINTR */
 };
 
 /* ---- functions shared between files -------------------------------------- */

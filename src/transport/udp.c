@@ -385,6 +385,16 @@ static int link_peer(struct uln_ep *ep, int peer)
     socklen_t len;
     dst_sockaddr(ep, peer, &ss, &len);
     int id = uln_link_add_peer(ue->io, (struct sockaddr *)&ss, len);
+    if (id == -EEXIST) {
+        /* With no job: another life at the same socket address (a restart on
+         * the same ports, or a forged or stale address). We send through its
+         * entry, but what comes from there stays the other's until a packet
+         * says it is ours (ctrl_sender). */
+        id = uln_link_find_peer(ue->io, (struct sockaddr *)&ss, len);
+        if (id < 0) return id;
+        ue->id_of_rank[peer] = id;
+        return id;
+    }
     if (id < 0) return id;
     ue->id_of_rank[peer] = id;
     ue->rank_of_id[id] = peer;
@@ -430,6 +440,37 @@ static int link_peer_hello(struct uln_ep *ep, const struct uln_link_rx *rx, cons
     int p = uln_peer_learn_addr(ctx, hello + 1, alen, hello[0]);
     if (p < 0 || !sent_by(ep, p, rx)) return -1; /* not its own address */
     return link_peer(ep, p);
+}
+
+/* With no job, a control packet from the socket address of rank r that
+ * names another sender (its ident, the low bits of its key): a later life
+ * of r at the same ports, inserted (sharing r's link entry, or not linked
+ * yet) or saying hello. If it shows our key, it has proved itself: it
+ * supersedes r there, and the packet is its. Else r (the caller refuses
+ * the packet). */
+static int ctrl_sender(struct uln_ep *ep, int32_t io_peer, int r, const struct uln_link_rx *rx,
+                       const struct pkt_hdr *h)
+{
+    struct uln_ctx *ctx = ep->ctx;
+    struct pkt_ctrl_body b;
+    memcpy(&b, rx->buf + sizeof *h, sizeof b);
+    if (!ctx->no_job || r < 0 || b.rank == uln_peer_ident(ctx, r) || h->key != ctx->job_key)
+        return r;
+    struct uln_udp_ep *ue = udp_ep(ep);
+    int p = -1;
+    for (int q = 1; q < ctx->size && p < 0; q++)
+        if (q != r && uln_peer_ident(ctx, q) == b.rank && udp_remote(ctx, q) &&
+            (ue->id_of_rank[q] == io_peer || (ue->id_of_rank[q] < 0 && sent_by(ep, q, rx))))
+            p = q;
+    size_t at = sizeof *h + sizeof b;
+    if (p < 0 && rx->len >= at + 2) { /* not inserted: learnt from its hello */
+        int q = uln_peer_learn_addr(ctx, rx->buf + at + 1, rx->len - at - 1, rx->buf[at]);
+        if (q > 0 && q != r && uln_peer_ident(ctx, q) == b.rank && sent_by(ep, q, rx)) p = q;
+    }
+    if (p < 0) return r;
+    if (ue->id_of_rank[p] < 0) ue->id_of_rank[p] = io_peer;
+    uln_udp_supersede_older(ep, p);
+    return ue->rank_of_id[io_peer] == p ? p : r;
 }
 
 static int uln_udp_ep_open(struct uln_ep *ep)
@@ -1566,24 +1607,27 @@ static void go_dead(struct uln_ep *ep, struct uln_udp_peer *up)
     void_peer(ep, up, -ECONNRESET);
 }
 
-void uln_udp_supersede(struct uln_ctx *ctx, int old, int now)
+void uln_udp_supersede(struct uln_ep *ep, int old, int now)
 {
-    for (unsigned i = 0; i < ctx->n_eps; i++) {
-        struct uln_ep *ep = ctx->eps[i];
-        struct uln_udp_ep *ue = ep ? udp_ep(ep) : NULL;
-        if (!ue) continue;
-        struct uln_udp_peer *up = udp_peer(ep, old);
-        if (up && !up->dead) go_dead(ep, up);
-        ep->peers[old].out_ready = false;
-        int id = ue->id_of_rank[old];
-        if (id < 0) continue;
-        /* The link's entry names the old life's socket address: the new
-         * life's if it is the same endpoint, else nobody's (a datagram from
-         * it is looked up again, link_peer_of). */
-        ue->id_of_rank[old] = -1;
-        bool same = ep->peers[old].dst_ep == ep->peers[now].dst_ep && ue->id_of_rank[now] < 0;
-        ue->rank_of_id[id] = same ? now : -1;
-        if (same) ue->id_of_rank[now] = id;
+    struct uln_udp_ep *ue = udp_ep(ep);
+    if (!ue) return;
+    struct uln_udp_peer *up = udp_peer(ep, old);
+    if (up && !up->dead) go_dead(ep, up);
+    ep->peers[old].out_ready = false;
+    int id = ue->id_of_rank[old];
+    if (id < 0) return;
+    /* The link's entry names the old life's socket address: the new life's
+     * if it is the same endpoint (it may have sent through it already,
+     * link_peer), else nobody's (a datagram from it is looked up again,
+     * link_peer_of). */
+    ue->id_of_rank[old] = -1;
+    bool same = ep->peers[old].dst_ep == ep->peers[now].dst_ep &&
+                (ue->id_of_rank[now] < 0 || ue->id_of_rank[now] == id);
+    ue->rank_of_id[id] = same ? now : -1;
+    if (same) {
+        ue->id_of_rank[now] = id;
+        struct uln_udp_peer *un = udp_peer(ep, now);
+        if (un) un->io_id = id;
     }
 }
 
@@ -1661,7 +1705,9 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx, uint32_t sha
         ULN_COUNT(&ep->stats, refused_job, 1); /* not a rank of this job, nor a peer */
         return false;
     }
-    struct uln_udp_peer *up = peer_get(ep, ue->rank_of_id[io_peer]);
+    int rank = ue->rank_of_id[io_peer];
+    if (type == PKT_CTRL) rank = ctrl_sender(ep, io_peer, rank, rx, &h);
+    struct uln_udp_peer *up = peer_get(ep, rank);
     if (!up) return false;
     if (up->dead) {
         ULN_COUNT(&ep->stats, stale, 1);

@@ -175,17 +175,21 @@ int uln_udp_choose(struct uln_ctx *ctx)
 }
 
 /* With no job, a process that restarts on the same ports (ULN_UDP_PORT) is
- * a new peer with a new key at an address an inserted peer has: that one is
- * an earlier life, gone. */
-static void supersede_older(struct uln_ctx *ctx, struct uln_udp *u, int p)
+ * a new peer with a new key at an address an inserted peer has: once that
+ * new life has spoken from there (udp.c, ctrl_sender), the older one is an
+ * earlier life, gone, for endpoint ep. Not when the new address is merely
+ * inserted: an address is only a claim (a forged or stale one names the
+ * same ports), and taking it for proof let it end a live peer. */
+void uln_udp_supersede_older(struct uln_ep *ep, int p)
 {
+    struct uln_ctx *ctx = ep->ctx;
+    struct uln_udp *u = udp_of(ctx);
     const struct udp_addr *a = &u->addrs[p];
     for (int q = 1; q < ctx->size; q++) {
         const struct udp_addr *b = &u->addrs[q];
-        if (q == p || u->remote[q] != UDP_REMOTE || ctx->peer_recs[q].key == ctx->peer_recs[p].key)
-            continue;
+        if (q == p || u->remote[q] == 0 || ctx->peer_recs[q].key == ctx->peer_recs[p].key) continue;
         if (b->family == a->family && b->port == a->port && !memcmp(b->ip, a->ip, 16)) {
-            uln_udp_supersede(ctx, q, p);
+            uln_udp_supersede(ep, q, p);
             u->remote[q] = UDP_SUPERSEDED;
         }
     }
@@ -209,7 +213,6 @@ int uln_udp_learn(struct uln_ctx *ctx, int p)
     if (a->magic != UDP_ADDR_MAGIC || !ports_ok) return 0;
     bool same_host = memcmp(a->host_id, u->me.host_id, 16) == 0;
     u->remote[p] = ctx->p.transport == ULN_TP_UDP || !same_host ? UDP_REMOTE : 0;
-    if (u->remote[p] == UDP_REMOTE && ctx->no_job) supersede_older(ctx, u, p);
     return 0;
 }
 

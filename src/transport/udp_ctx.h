@@ -58,9 +58,13 @@ int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len);
 int uln_udp_choose(struct uln_ctx *ctx);
 int uln_udp_learn(struct uln_ctx *ctx, int peer);
 enum { UDP_REMOTE = 1, UDP_SUPERSEDED = 2 }; /* uln_udp.remote[] besides 0 */
-/* udp.c: peer `now` is a later life of `old` on the same ports: `old` is
- * dead, and the endpoints' link entries for that address are `now`'s. */
-void uln_udp_supersede(struct uln_ctx *ctx, int old, int now);
+/* udp.c: peer `now` is a later life of `old` on the same ports, as ep found
+ * (its packets): `old` is dead there, and ep's link entry for that address
+ * is `now`'s. */
+struct uln_ep;
+void uln_udp_supersede(struct uln_ep *ep, int old, int now);
+/* udp_ctx.c: the same for every older life at now's address. */
+void uln_udp_supersede_older(struct uln_ep *ep, int now);
 size_t uln_udp_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room);
 int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len);
 int uln_udp_addr_str(const uint8_t *in, size_t len, char *out, size_t room);

@@ -54,7 +54,8 @@ struct fic {
     struct fid_domain *dom;
     struct fid_av *av;
     struct fid_cq *cq;
-    struct fid_cntr *cntr; /* optional: bound by fic_enable, closed by fic_close if set */
+    struct fid_cntr *cntr;    /* optional: bound by fic_enable, closed by fic_close if set */
+    enum fi_wait_obj cq_wait; /* the CQ's wait object: FI_WAIT_NONE (0) unless set */
     struct fid_ep *ep;
     fi_addr_t peer;
     char name[256], pname[256]; /* this rank's name and the peer's, namelen bytes each */
@@ -81,8 +82,8 @@ static inline struct fi_info *fic_hints(uint64_t caps, const char *prov)
 }
 
 /* fi_getinfo with hints (kept, freed by fic_close), then fabric, domain, AV,
- * tagged CQ (cq_size 0: the provider's default) and an endpoint, not yet
- * bound: a test may look at it first. */
+ * tagged CQ (cq_size 0: the provider's default; f->cq_wait its wait object)
+ * and an endpoint, not yet bound: a test may look at it first. */
 static inline void fic_open(struct fic *f, struct fi_info *hints, enum fi_av_type av_type,
                             size_t cq_size)
 {
@@ -93,7 +94,7 @@ static inline void fic_open(struct fic *f, struct fi_info *hints, enum fi_av_typ
     OK(fi_domain(f->fab, f->info, &f->dom, NULL));
     struct fi_av_attr aa = {.type = av_type};
     OK(fi_av_open(f->dom, &aa, &f->av, NULL));
-    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .size = cq_size};
+    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .size = cq_size, .wait_obj = f->cq_wait};
     OK(fi_cq_open(f->dom, &ca, &f->cq, NULL));
     OK(fi_endpoint(f->dom, f->info, &f->ep, NULL));
 }

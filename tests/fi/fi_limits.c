@@ -8,7 +8,8 @@
  * more gets no info. tx_attr->size is the send queue's depth (FI_LIMITS_SQ,
  * else 256: what FI_ULNET_SQ_DEPTH or ULN_SQ_DEPTH set), and a hint of one
  * more gets no info. With REGIONS, FI_ULNET_MAX_REGIONS is in force: that
- * many registrations succeed and the next is refused.
+ * many registrations succeed and the next is refused, and mr_cnt says so.
+ * The domain's ep_cnt is what endpoints may be enabled (test_ep_cnt).
  * One process, no job: the endpoint sends to itself.
  * Usage: FI_PROVIDER_PATH=<build>/prov FI_PROVIDER=ulnet fi_limits INJECT [REGIONS]
  */
@@ -62,6 +63,102 @@ static void test_tx_size(void)
     fi = NULL;
     h->tx_attr->size = want + 1;
     CHECK(fi_getinfo(V, NULL, NULL, 0, h, &fi) == -FI_ENODATA);
+    fi_freeinfo(fi);
+    fi_freeinfo(h);
+}
+
+/* fi_domain(3)'s ep_cnt (and tx/rx_ctx_cnt, one context per endpoint) is
+ * what the provider allows: FI_LIMITS_EPS, else ulnet's max_eps default of
+ * 16. A hint of that many is met, one more gets no info; that many
+ * endpoints open and enable, and talk (the first to the last, data
+ * checked); one more is refused cleanly at fi_enable (-FI_ENOSPC), and once
+ * one closes, a new one takes its place. Run before any domain is open (the
+ * advertised value comes from the settings), then checked again with it
+ * open (the context's). */
+static void test_ep_cnt(void)
+{
+    const char *env = getenv("FI_LIMITS_EPS");
+    size_t want = env ? strtoul(env, NULL, 0) : 16;
+    struct fi_info *h = hints_for(), *fi = NULL;
+    OK(fi_getinfo(V, NULL, NULL, 0, h, &fi));
+    printf("ep_cnt %zu tx_ctx_cnt %zu rx_ctx_cnt %zu mr_cnt %zu (expected ep_cnt %zu)\n",
+           fi->domain_attr->ep_cnt, fi->domain_attr->tx_ctx_cnt, fi->domain_attr->rx_ctx_cnt,
+           fi->domain_attr->mr_cnt, want);
+    CHECK(fi->domain_attr->ep_cnt == want);
+    CHECK(fi->domain_attr->tx_ctx_cnt == want && fi->domain_attr->rx_ctx_cnt == want);
+    struct fi_info *h2 = fi_dupinfo(h), *none = NULL;
+    h2->domain_attr->ep_cnt = want;
+    CHECK(fi_getinfo(V, NULL, NULL, 0, h2, &none) == 0);
+    fi_freeinfo(none);
+    none = NULL;
+    h2->domain_attr->ep_cnt = want + 1;
+    CHECK(fi_getinfo(V, NULL, NULL, 0, h2, &none) == -FI_ENODATA);
+    fi_freeinfo(h2);
+
+    struct fid_fabric *fab;
+    struct fid_domain *dom;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    OK(fi_fabric(fi->fabric_attr, &fab, NULL));
+    OK(fi_domain(fab, fi, &dom, NULL));
+    struct fi_av_attr aa = {.type = FI_AV_TABLE};
+    OK(fi_av_open(dom, &aa, &av, NULL));
+    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED};
+    OK(fi_cq_open(dom, &ca, &cq, NULL));
+    struct fid_ep **ep = calloc(want + 1, sizeof(*ep));
+    size_t enabled = 0;
+    for (size_t i = 0; i <= want; i++) {
+        OK(fi_endpoint(dom, fi, &ep[i], NULL));
+        OK(fi_ep_bind(ep[i], &av->fid, 0));
+        OK(fi_ep_bind(ep[i], &cq->fid, FI_TRANSMIT | FI_RECV));
+        int rc = fi_enable(ep[i]);
+        if (i < want) {
+            CHECK(rc == 0);
+            enabled += rc == 0;
+        } else {
+            printf("endpoint %zu: %s\n", i + 1, rc ? fi_strerror(-rc) : "enabled");
+            CHECK(rc == -FI_ENOSPC);
+            OK(fi_close(&ep[i]->fid));
+        }
+    }
+    CHECK(enabled == want);
+    /* the domain open: the context's value, the same */
+    struct fi_info *again = NULL;
+    OK(fi_getinfo(V, NULL, NULL, 0, h, &again));
+    CHECK(again->domain_attr->ep_cnt == want);
+    fi_freeinfo(again);
+    /* one closes: a new endpoint takes its place and talks to the first */
+    OK(fi_close(&ep[want - 1]->fid));
+    OK(fi_endpoint(dom, fi, &ep[want - 1], NULL));
+    OK(fi_ep_bind(ep[want - 1], &av->fid, 0));
+    OK(fi_ep_bind(ep[want - 1], &cq->fid, FI_TRANSMIT | FI_RECV));
+    OK(fi_enable(ep[want - 1]));
+    char name[256];
+    size_t nl = sizeof(name);
+    fi_addr_t last;
+    OK(fi_getname(&ep[want - 1]->fid, name, &nl));
+    OK(fi_av_insert(av, name, 1, &last, 0, NULL));
+    char s[32] = "to the last endpoint", r[32] = {0};
+    struct fi_context cs, cr;
+    OK(fi_trecv(ep[want - 1], r, sizeof(r), NULL, FI_ADDR_UNSPEC, 3, 0, &cr));
+    OK(fi_tsend(ep[0], s, sizeof(s), NULL, last, 3, &cs));
+    int got = 0;
+    for (double end = fic_now() + 10; got < 2 && fic_now() < end;) {
+        struct fi_cq_tagged_entry e;
+        ssize_t n = fi_cq_read(cq, &e, 1);
+        if (n == 1)
+            got++;
+        else
+            CHECK(n == -FI_EAGAIN);
+    }
+    CHECK(got == 2 && !strcmp(r, s));
+    for (size_t i = 0; i < want; i++)
+        OK(fi_close(&ep[i]->fid));
+    free(ep);
+    OK(fi_close(&cq->fid));
+    OK(fi_close(&av->fid));
+    OK(fi_close(&dom->fid));
+    OK(fi_close(&fab->fid));
     fi_freeinfo(fi);
     fi_freeinfo(h);
 }
@@ -175,6 +272,12 @@ static void test_regions(int regions)
     }
     printf("%d registrations with FI_ULNET_MAX_REGIONS=%d\n", ok, regions);
     CHECK(ok == regions);
+    /* and fi_getinfo's mr_cnt says so */
+    struct fi_info *h = hints_for(), *fi = NULL;
+    OK(fi_getinfo(V, NULL, NULL, 0, h, &fi));
+    CHECK(fi->domain_attr->mr_cnt == (size_t)regions);
+    fi_freeinfo(fi);
+    fi_freeinfo(h);
     for (int i = 0; i < ok; i++)
         OK(fi_close(&mr[i]->fid));
     free(mr);
@@ -187,6 +290,7 @@ int main(int argc, char **argv)
         return 2;
     }
     test_tx_size();
+    test_ep_cnt();
     test_inject(strtoul(argv[1], NULL, 0));
     if (argc == 3) test_regions(atoi(argv[2]));
     fic_close(&fx);

@@ -933,6 +933,8 @@ int main(int argc, char **argv)
     struct fi_info *hints =
         fic_hints(FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV, NULL);
     hints->domain_attr->mr_mode = FI_MR_PROV_KEY | FI_MR_ALLOCATED | FI_MR_VIRT_ADDR;
+    /* test 7 sleeps in fi_cq_sread: fi_cq(3) forbids that on FI_WAIT_NONE */
+    fx.cq_wait = FI_WAIT_UNSPEC;
     fic_open(&fx, hints, FI_AV_TABLE, 128);
     /* a hint the provider cannot meet means no info */
     struct fi_info *h2 = fi_dupinfo(hints), *none = NULL;

@@ -8,6 +8,10 @@
  *    FI_REMOTE_CQ_DATA); an error entry (truncation) behind -FI_EAVAIL;
  *  - fi_cq_sreadfrom: the source of each receive, -FI_EAGAIN after the timeout
  *    with nothing there, at once after fi_cq_signal, -FI_EAVAIL for an error;
+ *    fi_cq_sread/sreadfrom/signal refused (-FI_EINVAL) on FI_WAIT_NONE;
+ *    fi_cq_signal from another thread waking a sleeper in fi_cq_sread
+ *    (FI_THREAD_DOMAIN, timeout 10 s and infinite) and an FI_WAIT_FD
+ *    descriptor;
  *  - the EQ: empty reads (-FI_EAGAIN from fi_eq_read, fi_eq_readerr, and
  *    fi_eq_sread after its timeout), a user event written and read back
  *    whole (FI_PEEK leaves it, a short buffer is refused and leaves it), an
@@ -18,6 +22,8 @@
  */
 #include "fi_common.h"
 
+#include <poll.h>
+#include <pthread.h>
 #include <rdma/fi_eq.h>
 #include <stdbool.h>
 
@@ -282,6 +288,112 @@ static void test_sreadfrom(void)
     ep_close(&e);
 }
 
+/* fi_cq(3): fi_cq_sread and fi_cq_sreadfrom are invalid on a CQ with
+ * FI_WAIT_NONE, and fi_cq_signal needs a wait object: each refused at once
+ * (-FI_EINVAL), not a sleep; the CQ is read as usual. */
+static void test_wait_none(void)
+{
+    struct ep e = ep_open(FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE);
+    struct fi_cq_tagged_entry t;
+    fi_addr_t src;
+    double t0 = fic_now();
+    CHECK(fi_cq_sread(e.cq, &t, 1, NULL, 3000) == -FI_EINVAL);
+    CHECK(fi_cq_sreadfrom(e.cq, &t, 1, &src, NULL, 3000) == -FI_EINVAL);
+    CHECK(fi_cq_signal(e.cq) == -FI_EINVAL);
+    CHECK(fic_now() - t0 < 1);
+    uint8_t s[8] = {7}, r[8] = {0};
+    struct fi_context cs, cr;
+    OK(fi_trecv(e.ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 0x77, 0, &cr));
+    OK(fi_tsend(e.ep, s, sizeof(s), NULL, e.self, 0x77, &cs));
+    int got = 0;
+    for (double end = fic_now() + 10; got < 2 && fic_now() < end;) {
+        ssize_t n = fi_cq_read(e.cq, &t, 1);
+        if (n == 1)
+            got++;
+        else
+            CHECK(n == -FI_EAGAIN);
+    }
+    CHECK(got == 2 && r[0] == 7);
+    ep_close(&e);
+}
+
+/* fi_cq_signal from another thread wakes a thread asleep in fi_cq_sread, as
+ * fi_cq(3) says, "even if the timeout ... was specified as infinite": in a
+ * FI_THREAD_DOMAIN domain of one CQ (the sleeper then waits in ulnet without
+ * slices), and on an FI_WAIT_FD CQ's descriptor. */
+struct sleeper {
+    struct fid_cq *cq;
+    int timeout;
+    ssize_t rc;
+    double woke;
+};
+static void *sleep_in_sread(void *arg)
+{
+    struct sleeper *z = arg;
+    struct fi_cq_tagged_entry t;
+    z->rc = fi_cq_sread(z->cq, &t, 1, NULL, z->timeout);
+    z->woke = fic_now();
+    return NULL;
+}
+
+static void test_signal_wakes(void)
+{
+    struct fi_info *h = fic_hints(FI_MSG | FI_TAGGED, NULL), *fi = NULL;
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
+    h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+    OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &fi));
+    CHECK(fi->domain_attr->threading == FI_THREAD_DOMAIN);
+    struct fid_domain *d;
+    struct fid_av *a;
+    struct fid_cq *cq;
+    struct fid_ep *ep;
+    OK(fi_domain(fab, fi, &d, NULL));
+    struct fi_av_attr aa = {.type = FI_AV_TABLE};
+    OK(fi_av_open(d, &aa, &a, NULL));
+    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_UNSPEC};
+    OK(fi_cq_open(d, &ca, &cq, NULL));
+    OK(fi_endpoint(d, fi, &ep, NULL));
+    OK(fi_ep_bind(ep, &a->fid, 0));
+    OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+    OK(fi_enable(ep));
+    static const int timeouts[] = {10000, -1};
+    for (int k = 0; k < 2; k++) {
+        struct sleeper z = {.cq = cq, .timeout = timeouts[k], .rc = 1};
+        pthread_t th;
+        double t0 = fic_now();
+        OK(-pthread_create(&th, NULL, sleep_in_sread, &z));
+        usleep(200000); /* asleep by now (it spins 50 us first) */
+        double sig = fic_now();
+        OK(fi_cq_signal(cq));
+        pthread_join(th, NULL);
+        printf("sread (timeout %d) woken %.1f ms after fi_cq_signal\n", timeouts[k],
+               (z.woke - sig) * 1e3);
+        CHECK(z.rc == -FI_EAGAIN);
+        CHECK(z.woke - t0 >= 0.19); /* it slept until signaled, */
+        CHECK(z.woke - sig < 1);    /* and no longer */
+    }
+    OK(fi_close(&ep->fid));
+    OK(fi_close(&cq->fid));
+    OK(fi_close(&a->fid));
+    OK(fi_close(&d->fid));
+    fi_freeinfo(fi);
+    fi_freeinfo(h);
+
+    /* FI_WAIT_FD: armed by fi_trywait, the descriptor becomes readable */
+    struct ep e = ep_open(FI_CQ_FORMAT_TAGGED, FI_WAIT_FD);
+    int fd = -1;
+    OK(fi_control(&e.cq->fid, FI_GETWAIT, &fd));
+    struct fid *f = &e.cq->fid;
+    int tw = -FI_EAGAIN;
+    for (int i = 0; i < 100 && tw == -FI_EAGAIN; i++)
+        tw = fi_trywait(fab, &f, 1);
+    CHECK(tw == 0);
+    OK(fi_cq_signal(e.cq));
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    CHECK(poll(&pf, 1, 1000) == 1);
+    ep_close(&e);
+}
+
 /* The EQ: what eq.c implements, field by field. */
 static void test_eq(void)
 {
@@ -354,6 +466,8 @@ int main(void)
     test_msg();
     test_data();
     test_sreadfrom();
+    test_wait_none();
+    test_signal_wakes();
     test_eq();
 
     OK(fi_close(&av->fid));

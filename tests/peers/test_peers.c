@@ -6,7 +6,8 @@
  * The parent is process A; it starts process B (this program again, "peer")
  * with no launcher variable at all, and the two swap addresses over a pipe
  * pair. The transport is whatever the environment says (the ctest cases run
- * shm, shm through the rings, and udp). Every byte is checked.
+ * shm, shm through the rings, and udp; peers.hosts* start B on another
+ * namespace host, so A reaches it over udp). Every byte is checked.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -205,10 +206,17 @@ static int peer2_main(int in, int out)
     return summary();
 }
 
+/* B is this program again; with ULNTEST_PEER_EXEC (e.g. "hosts.sh exec h1")
+ * started through that command, on another namespace host (peers_hosts.sh),
+ * the pipes inherited all the same. */
 static pid_t start_peer(const char *role, int *to, int *from)
 {
     int a[2], b[2];
     if (pipe(a) || pipe(b)) exit(2);
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0) exit(2);
+    self[sl] = 0;
     pid_t pid = fork();
     if (pid == 0) {
         close(a[1]);
@@ -216,7 +224,14 @@ static pid_t start_peer(const char *role, int *to, int *from)
         char in[16], out[16];
         snprintf(in, sizeof in, "%d", a[0]);
         snprintf(out, sizeof out, "%d", b[1]);
-        execl("/proc/self/exe", "test_peers", role, in, out, (char *)NULL);
+        const char *wrap = getenv("ULNTEST_PEER_EXEC");
+        if (wrap && *wrap) {
+            char cmd[8192];
+            snprintf(cmd, sizeof cmd, "exec %s '%s' %s %s %s", wrap, self, role, in, out);
+            execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        } else {
+            execl(self, "test_peers", role, in, out, (char *)NULL);
+        }
         _exit(127);
     }
     close(a[0]);
@@ -251,6 +266,11 @@ static void test_two_processes(void)
     int pb;
     CHECK_EQ(uln_peer_insert(a.ctx, b.addr, b.addr_len, 0, &pb), 0);
     CHECK_EQ(pb, first);
+    if (getenv("ULNTEST_PEER_EXEC")) { /* B on another host: over udp */
+        struct uln_info info;
+        CHECK_EQ(uln_query(a.ctx, &info), 0);
+        CHECK(info.udp_peers >= 1);
+    }
     int again;
     CHECK_EQ(uln_peer_insert(a.ctx, b.addr, b.addr_len, 0, &again), 0);
     CHECK_EQ(again, pb); /* the same id, counted twice */
