@@ -41,6 +41,7 @@
 
 #include "ulnet.h"
 #include "../check.h"
+#include "peer_proc.h"
 
 #define REGION   (1 << 20)
 #define SLOT     8192         /* PUT from node i lands at i * SLOT */
@@ -301,52 +302,6 @@ static void get_blob(int fd, void *b, size_t len)
     }
 }
 
-/* This program again, in role `role`, through ULNTEST_PEER_EXEC if set;
- * `port` (if not 0) its ULN_UDP_PORT. */
-static pid_t start(const char *role, int port, int *to, int *from)
-{
-    int a[2], b[2];
-    if (pipe(a) || pipe(b)) exit(2);
-    char self[4096];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (sl <= 0) exit(2);
-    self[sl] = 0;
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(a[1]);
-        close(b[0]);
-        char in[16], out[16];
-        snprintf(in, sizeof in, "%d", a[0]);
-        snprintf(out, sizeof out, "%d", b[1]);
-        if (port) {
-            char p[16];
-            snprintf(p, sizeof p, "%d", port);
-            setenv("ULN_UDP_PORT", p, 1);
-        }
-        const char *wrap = getenv("ULNTEST_PEER_EXEC");
-        if (wrap && *wrap) {
-            char cmd[8192];
-            snprintf(cmd, sizeof cmd, "exec %s '%s' %s %s %s", wrap, self, role, in, out);
-            execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        } else {
-            execl(self, "peers_mix", role, in, out, (char *)NULL);
-        }
-        _exit(127);
-    }
-    close(a[0]);
-    close(b[1]);
-    *to = a[1];
-    *from = b[0];
-    return pid;
-}
-
-static int reap(pid_t pid)
-{
-    int st;
-    if (waitpid(pid, &st, 0) != pid) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static int refused(struct uln_ctx *ctx)
 {
     struct uln_counters c;
@@ -464,15 +419,15 @@ static void x_stale(struct node *x, int udp)
     int port = udp ? 20000 + (int)(getpid() % 20000) : 0;
     int to, from;
     struct hello old, now;
-    pid_t w = start("w", port, &to, &from);
+    pid_t w = peer_proc_start("peers_mix", "w", port, &to, &from);
     get_blob(from, &old, sizeof old);
     uint8_t what = 0;
     put_blob(to, &what, 1);
-    CHECK_EQ(reap(w), 0);
+    CHECK_EQ(peer_proc_reap(w), 0);
     close(to);
     close(from);
     /* the next life first, on the same ports */
-    w = start("w", port, &to, &from);
+    w = peer_proc_start("peers_mix", "w", port, &to, &from);
     get_blob(from, &now, sizeof now);
     what = 1;
     put_blob(to, &what, 1);
@@ -490,7 +445,7 @@ static void x_stale(struct node *x, int udp)
     send_nap(x, pn, "to W's new life");
     drive_until(x, from, NULL);
     put_blob(to, &what, 1);
-    CHECK_EQ(reap(w), 0);
+    CHECK_EQ(peer_proc_reap(w), 0);
     close(to);
     close(from);
     CHECK_EQ(uln_peer_remove(x->ctx, pn), 0);
@@ -507,7 +462,7 @@ int main(int argc, char **argv)
     node_open(&x, 0);
     node_open(&y, 1);
     int to, from;
-    pid_t z = start("z", 0, &to, &from);
+    pid_t z = peer_proc_start("peers_mix", "z", 0, &to, &from);
     get_blob(from, &x.hello[2], sizeof x.hello[2]);
     put_blob(to, &x.hello[0], sizeof x.hello[0]);
     put_blob(to, &y.hello[1], sizeof y.hello[1]);
@@ -526,7 +481,7 @@ int main(int argc, char **argv)
     drive_until(&x, from, NULL);
     atomic_store(&z_done, 1);
     pthread_join(ty, NULL);
-    CHECK_EQ(reap(z), 0);
+    CHECK_EQ(peer_proc_reap(z), 0);
     close(to);
     close(from);
     uln_close(y.ctx);

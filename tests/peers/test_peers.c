@@ -22,6 +22,7 @@
 
 #include "ulnet.h"
 #include "../check.h"
+#include "peer_proc.h"
 
 struct node {
     struct uln_ctx *ctx;
@@ -206,48 +207,6 @@ static int peer2_main(int in, int out)
     return summary();
 }
 
-/* B is this program again; with ULNTEST_PEER_EXEC (e.g. "hosts.sh exec h1")
- * started through that command, on another namespace host (peers_hosts.sh),
- * the pipes inherited all the same. */
-static pid_t start_peer(const char *role, int *to, int *from)
-{
-    int a[2], b[2];
-    if (pipe(a) || pipe(b)) exit(2);
-    char self[4096];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (sl <= 0) exit(2);
-    self[sl] = 0;
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(a[1]);
-        close(b[0]);
-        char in[16], out[16];
-        snprintf(in, sizeof in, "%d", a[0]);
-        snprintf(out, sizeof out, "%d", b[1]);
-        const char *wrap = getenv("ULNTEST_PEER_EXEC");
-        if (wrap && *wrap) {
-            char cmd[8192];
-            snprintf(cmd, sizeof cmd, "exec %s '%s' %s %s %s", wrap, self, role, in, out);
-            execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        } else {
-            execl(self, "test_peers", role, in, out, (char *)NULL);
-        }
-        _exit(127);
-    }
-    close(a[0]);
-    close(b[1]);
-    *to = a[1];
-    *from = b[0];
-    return pid;
-}
-
-static int reap(pid_t pid)
-{
-    int st;
-    if (waitpid(pid, &st, 0) != pid) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* ---- A -------------------------------------------------------------------------- */
 
 static void test_two_processes(void)
@@ -255,7 +214,7 @@ static void test_two_processes(void)
     struct node a = {0};
     node_open(&a, 2);
     int to, from;
-    pid_t pid = start_peer("peer", &to, &from);
+    pid_t pid = peer_proc_start("test_peers", "peer", 0, &to, &from);
     say_hello(to, &a);
     struct hello b;
     get_blob(from, &b, sizeof b);
@@ -300,7 +259,7 @@ static void test_two_processes(void)
     send_nap(&a, 0, pb, "after re-insert");
     CHECK(expect_nap_fd(&a, "B still here") > 0); /* it slept, and was woken */
     send_nap(&a, 0, pb, "bye");
-    CHECK_EQ(reap(pid), 0);
+    CHECK_EQ(peer_proc_reap(pid), 0);
     if (!getenv("ULNTEST_RESTART_FIRST")) {
         /* B is gone: its address is stale. An operation to it fails, it does not
          * hang (shm: the process is gone; udp: silent past ULN_UDP_DEAD_MS). */
@@ -327,7 +286,7 @@ static void test_two_processes(void)
 
     /* B starts again (with ULN_UDP_PORT set, on the same ports): a new key,
      * so a new peer; the old id stays dead. */
-    pid = start_peer("peer2", &to, &from);
+    pid = peer_proc_start("test_peers", "peer2", 0, &to, &from);
     say_hello(to, &a);
     get_blob(from, &b, sizeof b);
     int pnew;
@@ -338,7 +297,7 @@ static void test_two_processes(void)
     CHECK_EQ(uln_put(a.ep[0], pb, msg, 4, b.key, 0, 6, 0), 0);
     CHECK_EQ(wait_op(&a, ULN_OP_PUT, &e, 30000), 0);
     CHECK(e.status == -ECONNRESET || e.status == -ENOKEY);
-    CHECK_EQ(reap(pid), 0);
+    CHECK_EQ(peer_proc_reap(pid), 0);
     close(to);
     close(from);
     uln_close(a.ctx);
