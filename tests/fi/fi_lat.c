@@ -14,12 +14,20 @@
  *   compared before and after a change (docs/provider.md, Performance).
  *   FI_LAT_MSG=1 there: fi_pingpong's shape instead, fi_recv and
  *   fi_inject/fi_send (untagged) with a transmit and a receive CQ.
+ *   FI_LAT_SAFE=1 (both modes): an FI_THREAD_SAFE domain, as fi_pingpong's
+ *   hints leave it, instead of FI_THREAD_DOMAIN (a lock in every call).
  */
 #include <stdbool.h>
 
 #include "fi_common.h"
 
 static struct fic fx;
+
+static enum fi_threading threading(void)
+{
+    const char *v = getenv("FI_LAT_SAFE");
+    return v && atoi(v) ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -128,7 +136,7 @@ static int self_main(int n, size_t len)
     struct fic *f[2] = {&a, &b};
     for (int k = 0; k < 2; k++) {
         struct fi_info *hints = fic_hints(use_msg ? FI_MSG : FI_TAGGED, getenv("FI_LAT_PROV"));
-        hints->domain_attr->threading = FI_THREAD_DOMAIN;
+        hints->domain_attr->threading = threading();
         fic_open(f[k], hints, FI_AV_MAP, 1024);
         if (use_msg) {
             struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE};
@@ -186,7 +194,7 @@ int main(int argc, char **argv)
     if (argc < 2) return 2;
     /* FI_LAT_PROV=shm: the same measurement over another provider */
     struct fi_info *hints = fic_hints(FI_TAGGED, getenv("FI_LAT_PROV"));
-    hints->domain_attr->threading = FI_THREAD_DOMAIN;
+    hints->domain_attr->threading = threading();
     fic_open(&fx, hints, FI_AV_MAP, 1024);
     fic_enable(&fx);
     fic_exchange(&fx, argv[1]);
