@@ -385,19 +385,15 @@ static int link_peer(struct uln_ep *ep, int peer)
     socklen_t len;
     dst_sockaddr(ep, peer, &ss, &len);
     int id = uln_link_add_peer(ue->io, (struct sockaddr *)&ss, len);
-    if (id == -EEXIST) {
-        /* With no job: another life at the same socket address (a restart on
-         * the same ports, or a forged or stale address). We send through its
-         * entry, but what comes from there stays the other's until a packet
-         * says it is ours (ctrl_sender). */
-        id = uln_link_find_peer(ue->io, (struct sockaddr *)&ss, len);
-        if (id < 0) return id;
-        ue->id_of_rank[peer] = id;
-        return id;
-    }
+    /* With no job: another life at the same socket address (a restart on the
+     * same ports, or a forged or stale address). We send through its entry,
+     * but what comes from there stays the other's until a packet says it is
+     * ours (ctrl_sender). */
+    bool shared = id == -EEXIST;
+    if (shared) id = uln_link_find_peer(ue->io, (struct sockaddr *)&ss, len);
     if (id < 0) return id;
     ue->id_of_rank[peer] = id;
-    ue->rank_of_id[id] = peer;
+    if (!shared) ue->rank_of_id[id] = peer;
     return id;
 }
 
@@ -449,23 +445,21 @@ static int link_peer_hello(struct uln_ep *ep, const struct uln_link_rx *rx, cons
  * supersedes r there, and the packet is its. Else r (the caller refuses
  * the packet). */
 static int ctrl_sender(struct uln_ep *ep, int32_t io_peer, int r, const struct uln_link_rx *rx,
-                       const struct pkt_hdr *h)
+                       const struct pkt_hdr *h, const struct pkt_ctrl_body *b)
 {
     struct uln_ctx *ctx = ep->ctx;
-    struct pkt_ctrl_body b;
-    memcpy(&b, rx->buf + sizeof *h, sizeof b);
-    if (!ctx->no_job || r < 0 || b.rank == uln_peer_ident(ctx, r) || h->key != ctx->job_key)
+    if (!ctx->no_job || r < 0 || b->rank == uln_peer_ident(ctx, r) || h->key != ctx->job_key)
         return r;
     struct uln_udp_ep *ue = udp_ep(ep);
     int p = -1;
     for (int q = 1; q < ctx->size && p < 0; q++)
-        if (q != r && uln_peer_ident(ctx, q) == b.rank && udp_remote(ctx, q) &&
+        if (q != r && uln_peer_ident(ctx, q) == b->rank && udp_remote(ctx, q) &&
             (ue->id_of_rank[q] == io_peer || (ue->id_of_rank[q] < 0 && sent_by(ep, q, rx))))
             p = q;
-    size_t at = sizeof *h + sizeof b;
+    size_t at = sizeof *h + sizeof *b;
     if (p < 0 && rx->len >= at + 2) { /* not inserted: learnt from its hello */
         int q = uln_peer_learn_addr(ctx, rx->buf + at + 1, rx->len - at - 1, rx->buf[at]);
-        if (q > 0 && q != r && uln_peer_ident(ctx, q) == b.rank && sent_by(ep, q, rx)) p = q;
+        if (q > 0 && q != r && uln_peer_ident(ctx, q) == b->rank && sent_by(ep, q, rx)) p = q;
     }
     if (p < 0) return r;
     if (ue->id_of_rank[p] < 0) ue->id_of_rank[p] = io_peer;
@@ -1706,7 +1700,11 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx, uint32_t sha
         return false;
     }
     int rank = ue->rank_of_id[io_peer];
-    if (type == PKT_CTRL) rank = ctrl_sender(ep, io_peer, rank, rx, &h);
+    struct pkt_ctrl_body b; /* a control packet's body (ext_len checked its length) */
+    if (type == PKT_CTRL) {
+        memcpy(&b, rx->buf + sizeof h, sizeof b);
+        rank = ctrl_sender(ep, io_peer, rank, rx, &h, &b);
+    }
     struct uln_udp_peer *up = peer_get(ep, rank);
     if (!up) return false;
     if (up->dead) {
@@ -1714,8 +1712,6 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx, uint32_t sha
         return false;
     }
     if (type == PKT_CTRL) {
-        struct pkt_ctrl_body b;
-        memcpy(&b, rx->buf + sizeof h, sizeof b);
         rx_ctrl(ep, up, &h, &b);
         return false;
     }
