@@ -5,9 +5,10 @@
  *
  * Nothing here opens ulnet: fi_getinfo may be called by any process, in or out
  * of a job, as often as a client likes. The eager limit and inject_size come
- * from the nap_max endpoints will have (FI_ULNET_NAP_MAX, ULN_NAP_MAX, or the
- * open context's: ulnfi_limits), so what is advertised is what an inject
- * may carry; tx_attr->size is the send queue's depth, found the same way.
+ * from the nap_max endpoints will have (the open context's, else what
+ * uln_config_query says uln_open would take: ulnfi_limits), so what is
+ * advertised is what an inject may carry; tx_attr->size is the send queue's
+ * depth, found the same way. Settings uln_open would refuse: no info.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -320,7 +321,14 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
 {
     *info = NULL;
     uint64_t caps = pick_caps(hints);
-    struct ulnfi_limits lim = ulnfi_limits();
+    struct ulnfi_limits lim;
+    int rc = ulnfi_limits(&lim);
+    if (rc) {
+        /* no domain would open: offer nothing, as for too small a nap_max */
+        FI_INFO(&ulnfi_prov, FI_LOG_CORE, "ulnet refuses its settings (%s): see stderr\n",
+                uln_strerror(rc));
+        return -FI_ENODATA;
+    }
     uint32_t nap_max = lim.nap_max, sq_depth = lim.sq_depth;
     size_t inject = inject_size(nap_max);
     if (!inject) {
@@ -352,7 +360,7 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
         }
     }
     struct addrs ad;
-    int rc = resolve(node, service, flags, hints, &ad);
+    rc = resolve(node, service, flags, hints, &ad);
     if (rc) return rc;
 
     struct fi_info *fi = fi_allocinfo();
