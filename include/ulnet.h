@@ -345,6 +345,30 @@ struct uln_info {
 };
 int uln_query(const struct uln_ctx *ctx, struct uln_info *info);
 
+/* What uln_open(cfg) would have in force, without opening anything: the
+ * settings resolved as uln_open resolves them (cfg's fields, then the ULN_*
+ * variables, then the defaults, with the same checks, by the same code), so
+ * a library can advertise a context's limits before it opens one (as the
+ * libfabric provider's fi_getinfo does). cfg NULL: uln_config_init's. Fills
+ * nap_max, inline_max, sq_depth, ring_bytes, chunk_bytes, post_copy_max,
+ * max_eps, max_regions, shm_direct, udp_window, udp_dead_ms and
+ * progress_thread as uln_query of that context would. What only an open
+ * context knows is given as:
+ *   shm_cma      the setting (whether the kernel allows it is found at open:
+ *                uln_query may then say 0)
+ *   transport    NULL (which transports carry peers depends on them)
+ *   udp_peers    0
+ *   bootstrap    "none" for a context of no job (cfg->boot, ULN_BOOT), else
+ *                NULL (how the job is joined is found at open)
+ *   max_peers    no job: ULN_MAX_PEERS / cfg->max_peers; a job: 0 (its size)
+ * Returns 0, or -EINVAL for a setting uln_open would refuse (or info NULL):
+ * the same reason is printed on stderr as uln_open would print, by the same
+ * rank, and the call never waits (uln_open's pause for a launcher is its
+ * own). An unknown ULN_* variable is named once per process, by whichever
+ * of the two calls comes first. It changes nothing uln_open later does, and
+ * may be called from any thread, at any time, with contexts open or not. */
+int uln_config_query(const struct uln_config *cfg, struct uln_info *info);
+
 /* Counters, for tests and tools: every refused or dropped thing is counted.
  * Each has one meaning on every transport (shm direct, shm through the rings,
  * udp); tests/integration/counters.c checks them at both ends. */

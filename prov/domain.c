@@ -8,7 +8,6 @@
  * (never fi_getinfo, which must stay cheap and side-effect free), the last
  * close closes it.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,49 +72,37 @@ static void config_from_params(struct uln_config *cfg)
         cfg->shm_cma = 0;
 }
 
-/* A ULN_* number as uln_open reads it (decimal or 0x hex, a K, M or G
- * suffix on sizes), or dflt when unset; a value uln_open would refuse gives
- * dflt too, since the domain will not open with it anyway. */
-static uint32_t env_u32(const char *name, uint32_t dflt)
+/* The limits of a context's uln_info. */
+static struct ulnfi_limits limits_of(const struct uln_info *ui)
 {
-    const char *s = getenv(name);
-    if (!s || !*s) return dflt;
-    while (isspace((unsigned char)*s))
-        s++;
-    if (!isdigit((unsigned char)*s)) return dflt;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno) return dflt;
-    unsigned shift = *end == 'k' || *end == 'K'   ? 10
-                     : *end == 'm' || *end == 'M' ? 20
-                     : *end == 'g' || *end == 'G' ? 30
-                                                  : 0;
-    if (shift) end++;
-    if (*end || v > (UINT32_MAX >> shift)) return dflt;
-    return (uint32_t)(v << shift);
+    return (struct ulnfi_limits){.nap_max = ui->nap_max,
+                                 .sq_depth = ui->sq_depth,
+                                 /* the domain's table of endpoints; ulnet allows no more */
+                                 .max_eps = ui->max_eps < ULNFI_MAX_EPS_FI ? ui->max_eps
+                                                                           : ULNFI_MAX_EPS_FI,
+                                 .max_regions = ui->max_regions};
 }
 
 /* The nap_max, send-queue depth, endpoint and region limits endpoints will
  * have: the open context's (every domain shares it), else what uln_open
- * would take - the FI_ULNET_* parameter, the ULN_* variable, then ulnet's
- * default (ulnet.h). fi_getinfo advertises the limits derived from them
- * without opening anything. */
-struct ulnfi_limits ulnfi_limits(void)
+ * would take with the configuration fi_domain would give it, as ulnet
+ * resolves it (uln_config_query: the FI_ULNET_* parameter, the ULN_*
+ * variable, then ulnet's default, checked as uln_open checks them).
+ * fi_getinfo advertises the limits derived from them without opening
+ * anything. -EINVAL: a setting uln_open would refuse (ulnet has said which
+ * on stderr); no domain would open. */
+int ulnfi_limits(struct ulnfi_limits *l)
 {
     pthread_mutex_lock(&ctx_lock);
-    struct ulnfi_limits l = ctx_shared ? ctx_limits : (struct ulnfi_limits){0};
+    *l = ctx_shared ? ctx_limits : (struct ulnfi_limits){0};
     pthread_mutex_unlock(&ctx_lock);
-    if (l.nap_max) return l;
+    if (l->nap_max) return 0;
     struct uln_config cfg;
+    struct uln_info ui;
     config_from_params(&cfg);
-    l.nap_max = cfg.nap_max ? cfg.nap_max : env_u32("ULN_NAP_MAX", ULNFI_NAP_MAX_DEFAULT);
-    l.sq_depth = cfg.sq_depth ? cfg.sq_depth : env_u32("ULN_SQ_DEPTH", ULNFI_SQ_DEPTH_DEFAULT);
-    l.max_eps = cfg.max_eps ? cfg.max_eps : env_u32("ULN_MAX_EPS", ULNFI_MAX_EPS_DEFAULT);
-    l.max_regions =
-        cfg.max_regions ? cfg.max_regions : env_u32("ULN_MAX_REGIONS", ULNFI_MAX_REGIONS_DEFAULT);
-    if (l.max_eps > ULNFI_MAX_EPS_FI) l.max_eps = ULNFI_MAX_EPS_FI; /* uln_open refuses more */
-    return l;
+    int rc = uln_config_query(&cfg, &ui);
+    if (!rc) *l = limits_of(&ui);
+    return rc;
 }
 
 static int ctx_get(struct uln_ctx **out)
@@ -135,10 +122,7 @@ static int ctx_get(struct uln_ctx **out)
             rc = -EINVAL;
         }
         if (!rc)
-            ctx_limits = (struct ulnfi_limits){.nap_max = ui.nap_max,
-                                               .sq_depth = ui.sq_depth,
-                                               .max_eps = ui.max_eps,
-                                               .max_regions = ui.max_regions};
+            ctx_limits = limits_of(&ui);
         else if (opened)
             uln_close(ctx_shared); /* opened, but not for us (the else below forgets it) */
     }

@@ -5,9 +5,10 @@
  *
  * Nothing here opens ulnet: fi_getinfo may be called by any process, in or out
  * of a job, as often as a client likes. The eager limit and inject_size come
- * from the nap_max endpoints will have (FI_ULNET_NAP_MAX, ULN_NAP_MAX, or the
- * open context's: ulnfi_limits), so what is advertised is what an inject
- * may carry; tx_attr->size is the send queue's depth, found the same way.
+ * from the nap_max endpoints will have (the open context's, else what
+ * uln_config_query says uln_open would take: ulnfi_limits), so what is
+ * advertised is what an inject may carry; tx_attr->size is the send queue's
+ * depth, found the same way. Settings uln_open would refuse: no info.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -315,44 +316,58 @@ static int resolve(const char *node, const char *service, uint64_t flags, const 
     return ulnfi_names_lookup(node, service, &ad->dest);
 }
 
+/* The first hint the provider cannot meet, or NULL. lim NULL: only those
+ * that need no limits, checked before ulnet is asked for them: libfabric's
+ * utility providers ask every provider for endpoint types we do not have,
+ * several times per fi_getinfo, and ulnet would say again on stderr why it
+ * refuses its settings each time. */
+static const char *unmet(const struct fi_info *hints, uint64_t caps, uint32_t version,
+                         const struct ulnfi_limits *lim, size_t inject)
+{
+    if (!lim) {
+        if (hints->caps && !subset(hints->caps, ULNFI_CAPS)) return "caps";
+        if (!check_addr(hints)) return "addr_format or address";
+        if (!check_fabric(hints->fabric_attr)) return "fabric_attr";
+        if (!check_ep(hints->ep_attr)) return "ep_attr";
+        if (!check_rx(hints->rx_attr)) return "rx_attr";
+        return hints->nic ? "nic" : NULL;
+    }
+    if (!check_domain(hints->domain_attr, caps, version, lim)) return "domain_attr";
+    if (!check_tx(hints->tx_attr, inject, lim->sq_depth)) return "tx_attr";
+    return NULL;
+}
+
+static int not_supported(const char *why)
+{
+    FI_INFO(&ulnfi_prov, FI_LOG_CORE, "hints not supported: %s\n", why);
+    return -FI_ENODATA;
+}
+
 int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
                   const struct fi_info *hints, struct fi_info **info)
 {
     *info = NULL;
     uint64_t caps = pick_caps(hints);
-    struct ulnfi_limits lim = ulnfi_limits();
-    uint32_t nap_max = lim.nap_max, sq_depth = lim.sq_depth;
-    size_t inject = inject_size(nap_max);
-    if (!inject) {
-        FI_INFO(&ulnfi_prov, FI_LOG_CORE, "nap_max %u: the provider needs at least %zu\n", nap_max,
-                (size_t)ULNFI_NAP_MIN);
+    const char *why = hints ? unmet(hints, caps, version, NULL, 0) : NULL;
+    if (why) return not_supported(why);
+    struct ulnfi_limits lim;
+    int rc = ulnfi_limits(&lim);
+    if (rc) {
+        /* no domain would open: offer nothing, as for too small a nap_max */
+        FI_INFO(&ulnfi_prov, FI_LOG_CORE, "ulnet refuses its settings (%s): see stderr\n",
+                uln_strerror(rc));
         return -FI_ENODATA;
     }
-    if (hints) {
-        const char *why = NULL;
-        if (hints->caps && !subset(hints->caps, ULNFI_CAPS))
-            why = "caps";
-        else if (!check_addr(hints))
-            why = "addr_format or address";
-        else if (!check_fabric(hints->fabric_attr))
-            why = "fabric_attr";
-        else if (!check_domain(hints->domain_attr, caps, version, &lim))
-            why = "domain_attr";
-        else if (!check_ep(hints->ep_attr))
-            why = "ep_attr";
-        else if (!check_tx(hints->tx_attr, inject, sq_depth))
-            why = "tx_attr";
-        else if (!check_rx(hints->rx_attr))
-            why = "rx_attr";
-        else if (hints->nic)
-            why = "nic";
-        if (why) {
-            FI_INFO(&ulnfi_prov, FI_LOG_CORE, "hints not supported: %s\n", why);
-            return -FI_ENODATA;
-        }
+    size_t inject = inject_size(lim.nap_max);
+    if (!inject) {
+        FI_INFO(&ulnfi_prov, FI_LOG_CORE, "nap_max %u: the provider needs at least %zu\n",
+                lim.nap_max, (size_t)ULNFI_NAP_MIN);
+        return -FI_ENODATA;
     }
+    why = hints ? unmet(hints, caps, version, &lim, inject) : NULL;
+    if (why) return not_supported(why);
     struct addrs ad;
-    int rc = resolve(node, service, flags, hints, &ad);
+    rc = resolve(node, service, flags, hints, &ad);
     if (rc) return rc;
 
     struct fi_info *fi = fi_allocinfo();

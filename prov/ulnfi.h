@@ -76,14 +76,10 @@ struct ulnfi_rts {
     } seg[ULNFI_RNDV_SEGS];
 };
 
-/* ulnet's default nap_max (ulnet.h), and the least the provider works with:
- * a rendezvous request with all its segments must fit in one NAP. The eager
- * limit, and so inject_size, is nap_max less the header. */
-#define ULNFI_NAP_MAX_DEFAULT     8192u
-#define ULNFI_SQ_DEPTH_DEFAULT    256u  /* ulnet's ULN_SQ_DEPTH default */
-#define ULNFI_MAX_EPS_DEFAULT     16u   /* ... ULN_MAX_EPS */
-#define ULNFI_MAX_REGIONS_DEFAULT 4096u /* ... ULN_MAX_REGIONS */
-#define ULNFI_NAP_MIN             (sizeof(struct ulnfi_hdr) + sizeof(struct ulnfi_rts))
+/* The least nap_max the provider works with: a rendezvous request with all
+ * its segments must fit in one NAP. The eager limit, and so inject_size, is
+ * nap_max less the header. */
+#define ULNFI_NAP_MIN (sizeof(struct ulnfi_hdr) + sizeof(struct ulnfi_rts))
 
 /* What an unexpected message's payload points to. */
 struct ulnfi_unexp {
@@ -325,7 +321,7 @@ void ulnfi_domains_stop(void);
 struct ulnfi_limits {
     uint32_t nap_max, sq_depth, max_eps, max_regions;
 };
-struct ulnfi_limits ulnfi_limits(void);
+int ulnfi_limits(struct ulnfi_limits *l); /* 0, or -EINVAL: uln_open would refuse */
 int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom,
                       void *context);
 int ulnfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,

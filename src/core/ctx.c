@@ -126,9 +126,10 @@ static const struct uln_setting *setting_of(const char *name)
  * all), so one saying what is wrong is enough: rank 0 (or a process whose
  * rank is not known yet: a job of one). The rank is read the way the
  * bootstrap will read it, before the bootstrap runs. */
-/* Thread-local, as own_setting below: two threads may be in uln_open at once
- * (a provider's context beside a job's), each with its own config. */
-static _Thread_local int given_rank = -1; /* struct uln_config's, set by resolve_params */
+/* Thread-local, as own_setting below: two threads may be in uln_open (or
+ * uln_config_query) at once (a provider's context beside a job's), each with
+ * its own config. */
+static _Thread_local int given_rank = -1; /* struct uln_config's, set by check_params */
 
 static bool reports_job_settings(void)
 {
@@ -138,7 +139,7 @@ static bool reports_job_settings(void)
     return !r || !*r || strtol(r, NULL, 10) == 0;
 }
 
-/* Set by resolve_params for the setting() calls it makes: the value is this
+/* Set by check_params for the setting() calls it makes: the value is this
  * process's own (given in struct uln_config), so it says what is wrong. */
 static _Thread_local bool own_setting;
 
@@ -429,8 +430,11 @@ static int boot_setting(const struct uln_config *cfg, struct uln_params *p)
     return setting("ULN_MAX_PEERS", cfg->max_peers, &p->max_peers);
 }
 
+/* Every setting resolved into p and checked, each reason said on stderr by
+ * whoever reports it: the one path of uln_open and uln_config_query. */
 static int check_params(const struct uln_config *cfg, struct uln_params *p)
 {
+    given_rank = cfg->rank;
     own_setting = false;
     pthread_once(&warn_once, warn_unknown_settings);
     int rc = text_settings(p);
@@ -518,13 +522,57 @@ static int check_params(const struct uln_config *cfg, struct uln_params *p)
     return 0;
 }
 
+/* uln_open's: check_params, and on failure the launcher's pause. */
 static int resolve_params(const struct uln_config *cfg, struct uln_params *p)
 {
-    given_rank = cfg->rank;
     int rc = check_params(cfg, p);
     /* A launcher ends the job when the first rank fails: a rank that said
-     * nothing lets rank 0 say why before its own failure ends the job. */
+     * nothing lets rank 0 say why before its own failure ends the job.
+     * uln_config_query joins no job, and so never waits. */
     if (rc && !reports_job_settings() && !own_setting) usleep(500 * 1000);
+    return rc;
+}
+
+/* cfg, or "everything from the environment" in *dflt when it is NULL. */
+static const struct uln_config *config_or_default(const struct uln_config *cfg,
+                                                  struct uln_config *dflt)
+{
+    if (cfg) return cfg;
+    uln_config_init(dflt);
+    return dflt;
+}
+
+/* The part of struct uln_info that the settings alone decide. What only an
+ * open context knows stays as uln_config_query documents it: transport
+ * NULL, udp_peers 0, bootstrap and max_peers known for no job only, shm_cma
+ * as asked (uln_query's transports say whether it works). */
+static void info_of_params(const struct uln_params *p, struct uln_info *info)
+{
+    *info = (struct uln_info){.nap_max = p->nap_max,
+                              .inline_max = ULN_INLINE_MAX,
+                              .sq_depth = p->sq_depth,
+                              .ring_bytes = p->ring_bytes,
+                              .chunk_bytes = p->chunk_bytes,
+                              .post_copy_max = p->post_copy_max,
+                              .max_eps = p->max_eps,
+                              .max_regions = p->max_regions,
+                              .shm_direct = p->shm_direct,
+                              .shm_cma = p->shm_cma,
+                              .udp_window = p->udp_window,
+                              .udp_dead_ms = p->udp_dead_ms,
+                              .progress_thread = p->progress_thread,
+                              .bootstrap = p->no_job ? "none" : NULL,
+                              .max_peers = p->no_job ? p->max_peers : 0};
+}
+
+ULN_EXPORT int uln_config_query(const struct uln_config *cfg_in, struct uln_info *info)
+{
+    if (!info) return -EINVAL;
+    struct uln_config dflt;
+    const struct uln_config *cfg = config_or_default(cfg_in, &dflt);
+    struct uln_params p = {0};
+    int rc = check_params(cfg, &p);
+    if (!rc) info_of_params(&p, info);
     return rc;
 }
 
@@ -577,12 +625,8 @@ static bool membarrier_setup(void)
 ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
 {
     struct uln_config dflt;
-    const struct uln_config *cfg = cfg_in;
+    const struct uln_config *cfg = config_or_default(cfg_in, &dflt);
     if (!out) return -EINVAL;
-    if (!cfg) {
-        uln_config_init(&dflt);
-        cfg = &dflt;
-    }
     struct uln_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return -ENOMEM;
     pthread_mutex_init(&ctx->lock, NULL);
@@ -655,18 +699,11 @@ ULN_EXPORT uint64_t uln_job_key(const struct uln_ctx *ctx)
 ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
 {
     if (!ctx || !info) return -EINVAL;
-    *info = (struct uln_info){.nap_max = ctx->p.nap_max,
-                              .inline_max = ULN_INLINE_MAX,
-                              .sq_depth = ctx->p.sq_depth,
-                              .ring_bytes = ctx->p.ring_bytes,
-                              .chunk_bytes = ctx->p.chunk_bytes,
-                              .post_copy_max = ctx->p.post_copy_max,
-                              .max_eps = ctx->p.max_eps,
-                              .max_regions = ctx->p.max_regions,
-                              .transport = ctx->tp_names,
-                              .progress_thread = ctx->progress_on,
-                              .bootstrap = uln_boot_mode(ctx),
-                              .max_peers = (uint32_t)ctx->size};
+    info_of_params(&ctx->p, info);
+    info->transport = ctx->tp_names;
+    info->progress_thread = ctx->progress_on;
+    info->bootstrap = uln_boot_mode(ctx);
+    info->max_peers = (uint32_t)ctx->size;
     for (unsigned id = 0; uln_transports[id]; id++)
         if (uln_transports[id]->query) uln_transports[id]->query(ctx, info);
     return 0;

@@ -11,7 +11,10 @@
  * many registrations succeed and the next is refused, and mr_cnt says so.
  * The domain's ep_cnt is what endpoints may be enabled (test_ep_cnt).
  * One process, no job: the endpoint sends to itself.
+ * "fi_limits refused": the environment holds a setting uln_open refuses, and
+ * fi_getinfo offers nothing, with hints or without.
  * Usage: FI_PROVIDER_PATH=<build>/prov FI_PROVIDER=ulnet fi_limits INJECT [REGIONS]
+ *        FI_PROVIDER_PATH=<build>/prov FI_PROVIDER=ulnet fi_limits refused
  */
 #include "fi_common.h"
 
@@ -283,11 +286,55 @@ static void test_regions(int regions)
     free(mr);
 }
 
+/* fi_getinfo(hints) with stderr into a pipe; what it said into buf. */
+static int getinfo_said(const struct fi_info *h, char *buf, size_t room)
+{
+    int p[2], saved = dup(2);
+    struct fi_info *fi = NULL;
+    OK(pipe(p));
+    fflush(stderr);
+    dup2(p[1], 2);
+    close(p[1]);
+    int rc = fi_getinfo(V, NULL, NULL, 0, (struct fi_info *)h, &fi);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ssize_t n = read(p[0], buf, room - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    close(p[0]);
+    CHECK(fi == NULL || rc == 0);
+    fi_freeinfo(fi);
+    return rc;
+}
+
+/* A setting uln_open refuses: no domain would open, so no info is offered.
+ * The provider asks ulnet, which says why on stderr once per fi_getinfo
+ * (not once more for each of libfabric's utility providers asking). */
+static void test_refused(void)
+{
+    struct fi_info *h = hints_for();
+    char said[4096];
+    int rc = getinfo_said(h, said, sizeof said); /* libfabric loads its providers */
+    printf("fi_getinfo with hints: %s\n", rc ? fi_strerror(-rc) : "an info");
+    CHECK(rc == -FI_ENODATA);
+    rc = getinfo_said(NULL, said, sizeof said);
+    printf("fi_getinfo without hints: %s; said: %s", rc ? fi_strerror(-rc) : "an info", said);
+    CHECK(rc == -FI_ENODATA);
+    const char *nl = strchr(said, '\n');
+    CHECK(!strncmp(said, "ulnet: ", 7) && nl && nl[1] == '\0'); /* one line, ulnet's */
+    fi_freeinfo(h);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: fi_limits INJECT [REGIONS]\n");
+        fprintf(stderr, "usage: fi_limits INJECT [REGIONS] | fi_limits refused\n");
         return 2;
+    }
+    if (!strcmp(argv[1], "refused")) {
+        test_refused();
+        printf("fi_limits %s\n", failures ? "FAILED" : "ok");
+        return failures ? 1 : 0;
     }
     test_tx_size();
     test_ep_cnt();
