@@ -218,6 +218,29 @@ def sockperf_error(text):
 
 
 # ---------------------------------------------------------------------------
+# udp_blast (bench/udp_blast.c, built beside ulnperf): one line per side,
+#   sent 8377602800 bytes 5984002 datagrams in 2.000 s: 4.189 GB/s
+#   received 8377602800 bytes 5984002 datagrams in 2.000 s: 4.189 GB/s lost 0
+# ---------------------------------------------------------------------------
+
+_BLAST = re.compile(r"^(sent|received) (\d+) bytes (\d+) datagrams in ([0-9.]+) s: ([0-9.]+) GB/s(?: lost (\d+))?$")
+
+
+def parse_udp_blast(text):
+    """{"bytes", "dgrams", "secs", "GBps"} (and "lost" for the receiver) of
+    the side's line, or None when it printed none (it failed)."""
+    for line in text.splitlines():
+        m = _BLAST.match(line.strip())
+        if m:
+            r = {"bytes": int(m.group(2)), "dgrams": int(m.group(3)), "secs": float(m.group(4)),
+                 "GBps": float(m.group(5))}
+            if m.group(6) is not None:
+                r["lost"] = int(m.group(6))
+            return r
+    return None
+
+
+# ---------------------------------------------------------------------------
 # iperf3 (Debian: iperf3), with -J
 # ---------------------------------------------------------------------------
 

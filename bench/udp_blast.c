@@ -1,0 +1,160 @@
+/*
+ * udp_blast - the kernel's UDP path at full speed with nothing of ulnet's:
+ * the ceiling any UDP sender has on a link, beside which ulnet's UDP
+ * transport is judged (bench/netpeers, row kernel-udp-gso).
+ *
+ *   udp_blast recv|send ADDR PORT [SECONDS] [RUN] [SEGMENT]
+ *
+ * The sender writes RUN bytes (default 64400) per send, cut by the kernel
+ * into datagrams of SEGMENT bytes (default 1400; UDP_SEGMENT, as ulnet's
+ * batches leave), for SECONDS (default 3), each datagram's first 8 bytes its
+ * number. The receiver reads with UDP_GRO (as ulnet does) until 0.5 s pass
+ * with nothing, or SECONDS + 5. Nothing is resent, nothing paces the sender:
+ * what the receiver got is what the path carries, and the numbers it did not
+ * see are the datagrams lost. Both sides are given the same arguments (the
+ * receiver cuts its reads by SEGMENT); the receiver binds ADDR.
+ *
+ * Each side prints one line, "sent|received BYTES bytes DGRAMS datagrams in
+ * SECS s: GBPS GB/s", the receiver "... lost LOST" as well (bench/peers.py
+ * parses it). Exit 0, or 1 with the reason on stderr.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+#define RUN_MAX  65000 /* a UDP_SEGMENT send is one IP datagram's worth at most */
+#define READ_MAX (1 << 18)
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "udp_blast: %s: %s\n", what, strerror(errno));
+    return 1;
+}
+
+static int open_socket(const char *addr, const char *port, struct sockaddr_in *sa)
+{
+    *sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port))};
+    if (inet_pton(AF_INET, addr, &sa->sin_addr) != 1) {
+        errno = EINVAL;
+        return -1;
+    }
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    /* Large buffers, as ulnet asks for: a drop must be the path's, not a
+     * default buffer's (FORCE as root; the plain call otherwise). */
+    int big = 32 << 20;
+    if (s >= 0 && setsockopt(s, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof big) != 0)
+        setsockopt(s, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    if (s >= 0 && setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big) != 0)
+        setsockopt(s, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    return s;
+}
+
+static int blast(int s, double seconds, int run, int seg)
+{
+    static uint8_t buf[RUN_MAX];
+    if (setsockopt(s, SOL_UDP, UDP_SEGMENT, &seg, sizeof seg) != 0) return fail("UDP_SEGMENT");
+    uint64_t seq = 0, bytes = 0, dgrams = 0;
+    double t0 = now_s(), end = t0 + seconds, t = t0;
+    while (t < end) {
+        for (int off = 0; off < run; off += seg) {
+            memcpy(buf + off, &seq, sizeof seq);
+            seq++;
+        }
+        ssize_t n = send(s, buf, (size_t)run, 0);
+        if (n < 0 && errno != ENOBUFS && errno != EAGAIN) return fail("send");
+        if (n > 0) {
+            bytes += (uint64_t)n;
+            dgrams += (uint64_t)(n + seg - 1) / (uint64_t)seg;
+        } else {
+            seq -= (uint64_t)(run + seg - 1) / (uint64_t)seg; /* not sent: not lost */
+        }
+        t = now_s();
+    }
+    printf("sent %llu bytes %llu datagrams in %.3f s: %.3f GB/s\n", (unsigned long long)bytes,
+           (unsigned long long)dgrams, t - t0, (double)bytes / (t - t0) / 1e9);
+    return 0;
+}
+
+static int drain(int s, double seconds, int seg)
+{
+    static uint8_t buf[READ_MAX];
+    int on = 1;
+    if (setsockopt(s, SOL_UDP, UDP_GRO, &on, sizeof on) != 0) return fail("UDP_GRO");
+    struct timeval tv = {0, 100000};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    uint64_t bytes = 0, dgrams = 0, top = 0;
+    double start = now_s(), first = 0, last = 0;
+    for (;;) {
+        ssize_t n = recv(s, buf, sizeof buf, 0);
+        double t = now_s();
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EINTR) return fail("recv");
+            if ((first && t - last > 0.5) || t - start > seconds + 5) break;
+            continue;
+        }
+        if (!first) first = t;
+        last = t;
+        bytes += (uint64_t)n;
+        /* A GRO read holds several datagrams of one size back to back; a
+         * shorter last one ends it. Each starts with its number. */
+        for (ssize_t off = 0; off + 8 <= n; off += seg) {
+            uint64_t seq;
+            memcpy(&seq, buf + off, sizeof seq);
+            if (seq + 1 > top) top = seq + 1;
+            dgrams++;
+        }
+    }
+    double secs = last > first ? last - first : 0;
+    printf("received %llu bytes %llu datagrams in %.3f s: %.3f GB/s lost %llu\n",
+           (unsigned long long)bytes, (unsigned long long)dgrams, secs,
+           secs > 0 ? (double)bytes / secs / 1e9 : 0.0,
+           (unsigned long long)(top > dgrams ? top - dgrams : 0));
+    return bytes ? 0 : (fprintf(stderr, "udp_blast: nothing received\n"), 1);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4 || (strcmp(argv[1], "send") && strcmp(argv[1], "recv"))) {
+        fprintf(stderr, "usage: udp_blast recv|send ADDR PORT [SECONDS] [RUN] [SEGMENT]\n");
+        return 2;
+    }
+    double seconds = argc > 4 ? atof(argv[4]) : 3;
+    int run = argc > 5 ? atoi(argv[5]) : 64400, seg = argc > 6 ? atoi(argv[6]) : 1400;
+    if (seconds <= 0 || seg < 8 || run < seg || run > RUN_MAX || run / seg > 64) {
+        fprintf(stderr, "udp_blast: SECONDS > 0, 8 <= SEGMENT <= RUN <= %d, RUN/SEGMENT <= 64\n",
+                RUN_MAX);
+        return 2;
+    }
+    struct sockaddr_in sa;
+    int s = open_socket(argv[2], argv[3], &sa);
+    if (s < 0) return fail(argv[2]);
+    if (!strcmp(argv[1], "send")) {
+        if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) return fail("connect");
+        return blast(s, seconds, run, seg);
+    }
+    if (bind(s, (struct sockaddr *)&sa, sizeof sa) != 0) return fail("bind");
+    return drain(s, seconds, seg);
+}
