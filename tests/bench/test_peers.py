@@ -221,6 +221,21 @@ class Iperf3(unittest.TestCase):
                          "unable to connect to server: Connection refused")
 
 
+class UdpBlast(unittest.TestCase):
+    def test_both_sides(self):
+        got = peers.parse_udp_blast(sample("udp_blast_recv_netns.txt"))
+        sent = peers.parse_udp_blast(sample("udp_blast_send_netns.txt"))
+        self.assertEqual((got["bytes"], got["dgrams"], got["lost"]), (4184905200, 2989218, 0))
+        self.assertAlmostEqual(got["GBps"], 4.185)
+        self.assertAlmostEqual(got["secs"], 1.0)
+        self.assertEqual(sent["dgrams"], got["dgrams"])
+        self.assertNotIn("lost", sent)
+
+    def test_nothing_received(self):
+        self.assertIsNone(peers.parse_udp_blast(sample("udp_blast_nothing.txt")))
+        self.assertIsNone(peers.parse_udp_blast(""))
+
+
 class UlnetOverUdp(unittest.TestCase):
     def test_why_it_did_not_run(self):
         self.assertEqual(peers.ulnet_failure(sample("ulnperf_udp_unavailable.txt")),
