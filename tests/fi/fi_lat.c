@@ -14,6 +14,8 @@
  *   compared before and after a change (docs/provider.md, Performance).
  *   FI_LAT_MSG=1 there: fi_pingpong's shape instead, fi_recv and
  *   fi_inject/fi_send (untagged) with a transmit and a receive CQ.
+ *   FI_LAT_EMPTY=1 there: then N reads of an empty CQ, the step a client's
+ *   wait loop repeats (--toggle-collect=empty_loop counts one).
  *   FI_LAT_SAFE=1 (both modes): an FI_THREAD_SAFE domain, as fi_pingpong's
  *   hints leave it, instead of FI_THREAD_DOMAIN (a lock in every call).
  */
@@ -118,6 +120,19 @@ static void self_one(struct fic *from, struct fic *to, int k, uint8_t *s, uint8_
     if (!inj) self_reap(from, 1);
 }
 
+/* FI_LAT_EMPTY: n reads of an empty CQ, the step a client's wait loop
+ * repeats until a completion comes. Not inlined: callgrind's
+ * --toggle-collect names it. */
+__attribute__((noinline)) void empty_loop(struct fic *f, int n)
+{
+    struct fi_cq_tagged_entry e[4];
+    for (int i = 0; i < n; i++)
+        if (fi_cq_read(f->cq, e, 4) != -FI_EAGAIN) {
+            fprintf(stderr, "empty: a completion where none was due\n");
+            exit(1);
+        }
+}
+
 /* n round trips of len bytes from a to b and back; each side posts its
  * receive first, as fi_lat's ranks do. Not inlined: callgrind's
  * --toggle-collect names it. */
@@ -165,6 +180,12 @@ static int self_main(int n, size_t len)
         return 1;
     }
     printf("%zu B: %d round trips in one process, %.3f us each\n", len, n, us);
+    if (getenv("FI_LAT_EMPTY")) {
+        empty_loop(&a, 100); /* warm up, as above */
+        t0 = fic_now();
+        empty_loop(&a, n);
+        printf("empty fi_cq_read: %d in %.3f us each\n", n, (fic_now() - t0) / n * 1e6);
+    }
     for (int k = 0; k < 2; k++) {
         if (!tx_cq[k]) {
             fic_close(f[k]);
