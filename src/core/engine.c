@@ -1053,13 +1053,21 @@ static inline uint32_t issue_budget(const struct uln_ep *ep)
     return alone && chunk < ALONE_BYTES ? ALONE_BYTES : chunk;
 }
 
+/* Does tp's hook run in this pass? Always, unless it is quiet. */
+static inline bool tp_due(const struct uln_ep *ep, const struct uln_transport_ops *tp, bool beat)
+{
+    return beat || !(ep->tp_quiet & 1u << tp->id);
+}
+
 void uln_engine_progress(struct uln_ep *ep)
 {
     /* Serving peers' GETs gets one chunk, issuing our own work one turn. */
     uint32_t serve_budget = ep->ctx->p.chunk_bytes;
     ep->blocked = false;
+    bool beat = ++ep->passes % ULN_QUIET_PASSES == 0; /* the quiet ones' turn */
     for (int i = 0; i < ep->n_tp_prog; i++)
-        ep->tp_prog[i]->progress_rx(ep); /* packets in: placed, or into our rings */
+        if (tp_due(ep, ep->tp_prog[i], beat))
+            ep->tp_prog[i]->progress_rx(ep); /* packets in: placed, or into our rings */
     progress_recv(ep, &serve_budget);
     if (ep->sq_head != ep->sq_tail || ep->fl_head != ep->fl_tail) {
         uint64_t before = ep->sq_issue;
@@ -1070,7 +1078,8 @@ void uln_engine_progress(struct uln_ep *ep)
             check_peers(ep);
     }
     for (int i = 0; i < ep->n_tp_prog; i++)
-        ep->tp_prog[i]->progress_tx(ep); /* timers, resends, feedback; send the batch */
+        if (tp_due(ep, ep->tp_prog[i], beat))
+            ep->tp_prog[i]->progress_tx(ep); /* timers, resends, feedback; send the batch */
 }
 
 bool uln_ep_busy(struct uln_ep *ep)

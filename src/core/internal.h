@@ -462,7 +462,24 @@ struct uln_ep {
     void *tp_ep[ULN_TP_MAX]; /* each transport's endpoint state (transport.h) */
     const struct uln_transport_ops *tp_prog[ULN_TP_MAX]; /* those that progress */
     int n_tp_prog;
+    /* Bit ops->id: the transport has nothing to do (transport.h, "quiet");
+     * its hooks run on one pass in ULN_QUIET_PASSES (engine.c). */
+    uint32_t tp_quiet;
+    uint32_t passes; /* progress passes, counted for the quiet transports */
 };
+
+/* A transport has nothing to do on ep, or has again (transport.h, "quiet").
+ * Plain stores: the endpoint's thread is the only one that runs its
+ * progress and its transports' hooks (the thread rule). */
+static inline void uln_tp_quiet(struct uln_ep *ep, const struct uln_transport_ops *tp)
+{
+    ep->tp_quiet |= 1u << tp->id;
+}
+
+static inline void uln_tp_busy(struct uln_ep *ep, const struct uln_transport_ops *tp)
+{
+    ep->tp_quiet &= ~(1u << tp->id);
+}
 
 struct uln_cq {
     struct uln_ctx *ctx;

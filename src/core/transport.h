@@ -133,7 +133,14 @@ struct uln_transport_ops {
     /* Largest data part of one GET_RESP or PUT_FRAG message to peer. */
     uint32_t (*frag_max)(struct uln_ep *ep, int peer);
 
-    /* -- endpoint progress (optional: only transports with ep state) -- */
+    /* -- endpoint progress (optional: only transports with ep state) --
+     * A transport with nothing to do on an endpoint (no peer met, nothing
+     * queued: only the first packet of a peer to look out for) says so with
+     * uln_tp_quiet (internal.h): progress_rx and progress_tx then run on one pass in
+     * ULN_QUIET_PASSES, the rest cost the engine one test instead of two
+     * calls. It ends quiet itself (uln_tp_busy) as soon as it has a peer or
+     * queues a packet, and before a sleep (wait_fds), so the first pass
+     * after waking looks at what woke it. */
     void (*progress_rx)(struct uln_ep *ep); /* before the engine reads the rings */
     void (*progress_tx)(struct uln_ep *ep); /* after it issued: timers, resends */
     bool (*busy)(const struct uln_ep *ep);  /* work waiting on a peer */
@@ -143,6 +150,11 @@ struct uln_transport_ops {
      * kernel's cost of a wake-up callback per packet they receive. */
     int (*wait_fds)(struct uln_ep *ep, int *fds, int max, int *timeout_ms);
 };
+
+/* One pass in this many runs a quiet transport's hooks (internal.h:
+ * uln_tp_quiet). 64 empty passes take a few microseconds; a first packet
+ * waits in the socket that much longer at most. */
+#define ULN_QUIET_PASSES 64u
 
 /* Every transport built in, NULL-terminated (transport/transports.c). */
 extern const struct uln_transport_ops *const uln_transports[];

@@ -687,6 +687,7 @@ static struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)
     uln_inbox_feed_init(&up->feed, ctx, rank, ep->index);
     pp->tp_peer = up;
     ue->live[ue->n_live++] = rank;
+    uln_tp_busy(ep, &uln_tp_udp); /* timers from now on: every pass */
     /* A peer just met counts as a sender until it has been quiet a while: the
      * first feedback gives it credit, and credit given is not taken back, so
      * peers met together (an incast starting) must not each be promised the
@@ -935,6 +936,7 @@ static struct uln_link_pkt *queue_pkt(struct uln_ep *ep, int io_id, const struct
     unsigned type = h->vt & 15;
     if (type != PKT_ACK && type != PKT_CTRL) ue->batch_data = true;
     unsigned i = ue->nbatch++;
+    uln_tp_busy(ep, &uln_tp_udp); /* the batch leaves at the next pass at the latest */
     uint8_t *row = ue->scratch[i] + LEAD_SPACE; /* room before it for a riding ACK */
     memcpy(row, h, sizeof *h);
     if (elen) memcpy(row + sizeof *h, ext, elen);
@@ -1819,7 +1821,10 @@ static bool rx_datagram(struct uln_ep *ep, const struct uln_link_rx *rx)
  * the first pass after a sleep (poll_setup), when the socket may be why it
  * woke. Time, not a count of passes: passes can be milliseconds apart (a
  * barrier's idle slices), and a peer that hears nothing for ULN_UDP_DEAD_MS
- * gives us up. A first packet waits in the socket buffer a tick at most. */
+ * gives us up. A first packet waits in the socket buffer a tick at most.
+ * Meanwhile the engine calls us on one pass in ULN_QUIET_PASSES only
+ * (progress_tx says we are quiet), which spares the other passes the calls
+ * and the clock. */
 #define ULN_UDP_QUIET_RX_NS 100000u
 static bool rx_quiet_skip(struct uln_udp_ep *ue)
 {
@@ -1870,8 +1875,14 @@ static void uln_udp_progress_tx(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     bool fresh = ue->now_read;
-    ue->in_pass = ue->now_read = false;     /* posts after the pass read the clock again */
-    if (!ue->n_live && !ue->nbatch) return; /* no peer met: no timer, nothing to send */
+    ue->in_pass = ue->now_read = false; /* posts after the pass read the clock again */
+    if (!ue->n_live && !ue->nbatch) {
+        /* No peer met: no timer, nothing to send, only a first packet to
+         * look out for (rx_quiet_skip), which a pass in ULN_QUIET_PASSES
+         * does as well as every one. */
+        uln_tp_quiet(ep, &uln_tp_udp);
+        return;
+    }
     if (!fresh) ue->now = uln_now_ns();
     bool reshare = false;
     for (int i = 0; i < ue->n_live; i++) {
@@ -1922,7 +1933,8 @@ static int uln_udp_poll_setup(struct uln_ep *ep, int *fds, int max, int *timeout
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     int n = uln_link_fds(ue->io, fds, max);
-    ue->rx_quiet_next = 0; /* after the sleep, read what woke us (rx_quiet_skip) */
+    ue->rx_quiet_next = 0;        /* after the sleep, read what woke us (rx_quiet_skip) */
+    uln_tp_busy(ep, &uln_tp_udp); /* ... in the first pass */
     uint64_t now = uln_now_ns(), next = UINT64_MAX;
     for (int i = 0; i < ue->n_live; i++) {
         const struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
