@@ -38,6 +38,16 @@ grep -q '^peers: *2 over udp, 0 over shm (transport udp)' <<<"$out" || fail "udp
 rc=0
 ULN_RING_BYTES=5 "$ulninfo" >/dev/null 2>&1 || rc=$?
 [[ $rc == 1 ]] || fail "a bad setting gave status $rc, want 1"
+# -c opens nothing, but says what uln_open would: the resolved values, or
+# the refusal with the library's reason.
+out=$(ULN_NAP_MAX=4k "$ulninfo" -c)
+grep -q '^# uln_open takes these settings: nap_max 4096, sq_depth 256' <<<"$out" ||
+    fail "-c does not say what uln_open takes"
+rc=0
+err=$(ULN_RING_BYTES=5000 "$ulninfo" -c 2>&1 >/dev/null) || rc=$?
+[[ $rc == 1 ]] || fail "-c with a bad setting gave status $rc, want 1"
+grep -q 'ULN_RING_BYTES' <<<"$err" || fail "-c does not name the refused setting: $err"
+grep -q 'uln_open would refuse' <<<"$err" || fail "-c does not say uln_open would refuse"
 rc=0
 "$ulninfo" --bogus >/dev/null 2>&1 || rc=$?
 [[ $rc == 2 ]] || fail "a bad option gave status $rc, want 2"

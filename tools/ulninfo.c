@@ -2,14 +2,16 @@
  * ulninfo - what ulnet can do here, and with which settings.
  *
  *   ulninfo            everything: build, transports, bootstrap, limits, settings
- *   ulninfo -c         only the settings (ULN_* variables: value, default, meaning)
+ *   ulninfo -c         only the settings (ULN_* variables: value, default, meaning),
+ *                      and whether uln_open would take them
  *   ulninfo -t         only the transports and their limits
  *   ulninfo --version  the library's version (uln_version), and nothing else
  *
  * It joins a job like any program (uln_open): started alone it is a job of
  * one; under ulnrun, mpirun or with ULN_ROOT every rank joins and rank 0
  * prints, so the bootstrap and transports shown are the ones a program
- * started the same way would get. -c opens nothing.
+ * started the same way would get. -c opens nothing: it asks the library
+ * whether uln_open would take the settings (uln_config_query).
  *
  * Exit status: 0; 1 if the context cannot be opened (a bad setting, a
  * bootstrap that fails: the library says why on stderr); 2 on a usage error.
@@ -48,7 +50,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "Usage: ulninfo [-c | -t]\n"
                "Print what ulnet offers on this machine and the settings in force.\n"
-               "  -c, --config      only the ULN_* settings: value, default, meaning\n"
+               "  -c, --config      only the ULN_* settings: value, default, meaning;\n"
+               "                    fails as uln_open would on a setting it refuses\n"
                "  -t, --transports  only the transports and their limits\n"
                "  -V, --version     the library's version\n"
                "  -h, --help        this text\n"
@@ -218,6 +221,17 @@ int main(int argc, char **argv)
     }
     if (only_config) {
         print_settings();
+        /* Checked by the library's own code, so the verdict is uln_open's
+         * (which has said on stderr what is wrong). */
+        struct uln_info in;
+        int rc = uln_config_query(NULL, &in);
+        if (rc) {
+            fprintf(stderr, "ulninfo: uln_open would refuse these settings: %s\n",
+                    uln_strerror(rc));
+            return 1;
+        }
+        printf("# uln_open takes these settings: nap_max %u, sq_depth %u, ring %u B\n", in.nap_max,
+               in.sq_depth, in.ring_bytes);
         return 0;
     }
 
