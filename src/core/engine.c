@@ -1053,10 +1053,12 @@ static inline uint32_t issue_budget(const struct uln_ep *ep)
     return alone && chunk < ALONE_BYTES ? ALONE_BYTES : chunk;
 }
 
-/* Does tp's hook run in this pass? Always, unless it is quiet. */
-static inline bool tp_due(const struct uln_ep *ep, const struct uln_transport_ops *tp, bool beat)
+/* Do the transports' hooks run in this pass? Always, unless every one of
+ * them is quiet: then on one pass in ULN_QUIET_PASSES. One compare per pass
+ * (a quiet transport beside a busy one is called as well: it finds nothing). */
+static inline bool tp_due(struct uln_ep *ep)
 {
-    return beat || !(ep->tp_quiet & 1u << tp->id);
+    return ep->tp_quiet != ep->tp_prog_ids || ++ep->passes % ULN_QUIET_PASSES == 0;
 }
 
 void uln_engine_progress(struct uln_ep *ep)
@@ -1064,10 +1066,9 @@ void uln_engine_progress(struct uln_ep *ep)
     /* Serving peers' GETs gets one chunk, issuing our own work one turn. */
     uint32_t serve_budget = ep->ctx->p.chunk_bytes;
     ep->blocked = false;
-    bool beat = ++ep->passes % ULN_QUIET_PASSES == 0; /* the quiet ones' turn */
-    for (int i = 0; i < ep->n_tp_prog; i++)
-        if (tp_due(ep, ep->tp_prog[i], beat))
-            ep->tp_prog[i]->progress_rx(ep); /* packets in: placed, or into our rings */
+    bool tp = tp_due(ep);
+    for (int i = 0; tp && i < ep->n_tp_prog; i++)
+        ep->tp_prog[i]->progress_rx(ep); /* packets in: placed, or into our rings */
     progress_recv(ep, &serve_budget);
     if (ep->sq_head != ep->sq_tail || ep->fl_head != ep->fl_tail) {
         uint64_t before = ep->sq_issue;
@@ -1077,9 +1078,11 @@ void uln_engine_progress(struct uln_ep *ep)
         if (uln_engine_busy(ep) && ep->sq_issue == before && ++ep->stalled % 4096 == 0)
             check_peers(ep);
     }
-    for (int i = 0; i < ep->n_tp_prog; i++)
-        if (tp_due(ep, ep->tp_prog[i], beat))
-            ep->tp_prog[i]->progress_tx(ep); /* timers, resends, feedback; send the batch */
+    /* A transport made busy since (a post met a peer, a packet was queued)
+     * runs now, not 64 passes later. */
+    tp = tp || ep->tp_quiet != ep->tp_prog_ids;
+    for (int i = 0; tp && i < ep->n_tp_prog; i++)
+        ep->tp_prog[i]->progress_tx(ep); /* timers, resends, feedback; send the batch */
 }
 
 bool uln_ep_busy(struct uln_ep *ep)

@@ -216,7 +216,10 @@ static int ep_open_transports(struct uln_ep *ep)
         if (!tp->ep_open) continue;
         int rc = tp->ep_open(ep);
         if (rc) return rc;
-        if (ep->tp_ep[id] && tp->progress_rx) ep->tp_prog[ep->n_tp_prog++] = tp;
+        if (ep->tp_ep[id] && tp->progress_rx) {
+            ep->tp_prog[ep->n_tp_prog++] = tp;
+            ep->tp_prog_ids |= 1u << id;
+        }
     }
     return 0;
 }

@@ -462,10 +462,11 @@ struct uln_ep {
     void *tp_ep[ULN_TP_MAX]; /* each transport's endpoint state (transport.h) */
     const struct uln_transport_ops *tp_prog[ULN_TP_MAX]; /* those that progress */
     int n_tp_prog;
-    /* Bit ops->id: the transport has nothing to do (transport.h, "quiet");
-     * its hooks run on one pass in ULN_QUIET_PASSES (engine.c). */
-    uint32_t tp_quiet;
-    uint32_t passes; /* progress passes, counted for the quiet transports */
+    /* Bit ops->id: the transport has nothing to do (transport.h, "quiet").
+     * When all of tp_prog are (tp_quiet == tp_prog_ids), their hooks run on
+     * one pass in ULN_QUIET_PASSES (engine.c). */
+    uint32_t tp_quiet, tp_prog_ids;
+    uint32_t passes; /* progress passes with every transport quiet */
 };
 
 /* A transport has nothing to do on ep, or has again (transport.h, "quiet").
