@@ -103,6 +103,9 @@ static const struct uln_setting settings_table[] = {
      "auto: native XDP where the driver has it, else generic; "
      "native; generic"},
     {"ULN_XDP_QUEUE", "0", 0, 1023, "the interface's receive queue the AF_XDP sockets bind"},
+    /* Diagnostics. */
+    {"ULN_STATS", "0", 0, 1,
+     "1: uln_close prints the context's counters that are not 0 on stderr, one line"},
     {"ULN_FAULT", NULL, 0, 0, "tests: drop=P,dup=P,reorder=P,delay=US,seed=N at the socket"},
 };
 
@@ -211,7 +214,7 @@ static int setting(const char *name, uint64_t given, uint32_t *out)
 }
 
 /* An on/off switch: the configuration's value if set (>= 0), else the
- * environment's (0 or 1), else on. */
+ * environment's (0 or 1), else the table's default. */
 static int switch_setting(const char *name, int given, int *out)
 {
     const char *s = getenv(name);
@@ -224,7 +227,8 @@ static int switch_setting(const char *name, int given, int *out)
         }
         *out = s[0] == '1';
     } else {
-        *out = 1;
+        const struct uln_setting *t = setting_of(name); /* the table's default */
+        *out = !t || !t->dflt || t->dflt[0] != '0';
     }
     return 0;
 }
@@ -469,6 +473,7 @@ static int check_params(const struct uln_config *cfg, struct uln_params *p)
     rc |= setting("ULN_UDP_DEAD_MS", cfg->udp_dead_ms, &p->udp_dead_ms);
     rc |= setting("ULN_UDP_PORT", 0, &p->udp_port);
     rc |= switch_setting("ULN_UDP_GRO", -1, &p->udp_gro);
+    rc |= switch_setting("ULN_STATS", -1, &p->stats);
     rc |= local_rank_setting(&p->local_rank);
     const char *tp = cfg->transport ? cfg->transport : getenv("ULN_TRANSPORT");
     if (!tp || !*tp || !strcmp(tp, "auto"))
@@ -673,12 +678,15 @@ fail:
     return rc;
 }
 
+static void print_counters(const struct uln_ctx *ctx); /* ULN_STATS, below */
+
 ULN_EXPORT int uln_close(struct uln_ctx *ctx)
 {
     if (!ctx) return -EINVAL;
     /* A forked child must not tear down what it shares with the parent (its
      * copy of the memory goes when it exits or execs). */
     if (uln_ctx_forked(ctx)) return -EPERM;
+    if (ctx->p.stats) print_counters(ctx); /* before the endpoints, and their counts, go */
     ctx_free(ctx);
     return 0;
 }
@@ -709,16 +717,38 @@ ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
     return 0;
 }
 
+/* Every field of struct uln_counters, each also one of struct uln_stats. */
+#define ULN_COUNTERS(X)                                                                            \
+    X(naps_sent)                                                                                   \
+    X(naps_received)                                                                               \
+    X(puts) X(gets) X(bytes_put) X(bytes_got) X(eagain) X(refused_key) X(refused_bounds)           \
+        X(refused_access) X(refused_job) X(malformed) X(cache_hits) X(cache_misses) X(sleeps)      \
+            X(wakeups_sent) X(pkts_sent) X(pkts_received) X(retransmits) X(duplicates) X(stale)    \
+                X(peers_dead) X(pkts_dropped) X(atomics) X(atomics_served) X(refused_align)        \
+                    X(refused_stale_ep)
+
 static void add_stats(struct uln_counters *o, const struct uln_stats *s)
 {
-#define ADD(f) o->f += atomic_load_explicit(&s->f, memory_order_relaxed)
-    ADD(naps_sent), ADD(naps_received), ADD(puts), ADD(gets), ADD(bytes_put), ADD(bytes_got);
-    ADD(eagain), ADD(refused_key), ADD(refused_bounds), ADD(refused_access), ADD(refused_job);
-    ADD(malformed), ADD(cache_hits), ADD(cache_misses), ADD(sleeps), ADD(wakeups_sent);
-    ADD(pkts_sent), ADD(pkts_received), ADD(retransmits), ADD(duplicates), ADD(stale);
-    ADD(peers_dead), ADD(pkts_dropped), ADD(atomics), ADD(atomics_served), ADD(refused_align);
-    ADD(refused_stale_ep);
+#define ADD(f) o->f += atomic_load_explicit(&s->f, memory_order_relaxed);
+    ULN_COUNTERS(ADD)
 #undef ADD
+}
+
+/* ULN_STATS=1: the counters that are not 0, one line on stderr, written
+ * whole so that ranks sharing a terminal do not interleave within it. */
+static void print_counters(const struct uln_ctx *ctx)
+{
+    struct uln_counters c;
+    if (uln_counters_get(ctx, &c) != 0) return;
+    char line[2048];
+    int n =
+        snprintf(line, sizeof line, "ulnet: rank %d (pid %d) counters:", ctx->rank, (int)getpid());
+#define PUT(f)                                                                                     \
+    if (c.f && n > 0 && (size_t)n < sizeof line)                                                   \
+        n += snprintf(line + n, sizeof line - (size_t)n, " %s=%llu", #f, (unsigned long long)c.f);
+    ULN_COUNTERS(PUT)
+#undef PUT
+    if (n > 0 && (size_t)n < sizeof line) fprintf(stderr, "%s\n", line);
 }
 
 ULN_EXPORT int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *out)

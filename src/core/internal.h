@@ -70,6 +70,7 @@ struct uln_params {
     uint32_t udp_port;    /* first port, 0: random (ULN_UDP_PORT) */
     int local_rank;       /* place among this host's ranks, -1: unknown (ULN_LOCAL_RANK) */
     int udp_gro;          /* 0: no UDP_GRO (ULN_UDP_GRO) */
+    int stats;            /* 1: uln_close prints the counters (ULN_STATS) */
     const char *udp_addr; /* NULL or the address to publish and bind (ULN_UDP_ADDR) */
     const char *udp_if;   /* NULL or the interface to take it from (ULN_UDP_IF) */
     const char *fault;    /* NULL or the fault injector's spec (ULN_FAULT) */
