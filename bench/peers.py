@@ -218,7 +218,7 @@ def sockperf_error(text):
 
 
 # ---------------------------------------------------------------------------
-# udp_blast (bench/udp_blast.c, built beside ulnperf): one line per side,
+# udp_blast (bench/udp_blast.c, built with the tests): one line per side,
 #   sent 8377602800 bytes 5984002 datagrams in 2.000 s: 4.189 GB/s
 #   received 8377602800 bytes 5984002 datagrams in 2.000 s: 4.189 GB/s lost 0
 # ---------------------------------------------------------------------------
