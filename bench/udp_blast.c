@@ -31,13 +31,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-
 #define RUN_MAX  65000 /* a UDP_SEGMENT send is one IP datagram's worth at most */
 #define READ_MAX (1 << 18)
 
