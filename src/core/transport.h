@@ -136,11 +136,12 @@ struct uln_transport_ops {
     /* -- endpoint progress (optional: only transports with ep state) --
      * A transport with nothing to do on an endpoint (no peer met, nothing
      * queued: only the first packet of a peer to look out for) says so with
-     * uln_tp_quiet (internal.h): progress_rx and progress_tx then run on one pass in
-     * ULN_QUIET_PASSES, the rest cost the engine one test instead of two
-     * calls. It ends quiet itself (uln_tp_busy) as soon as it has a peer or
-     * queues a packet, and before a sleep (wait_fds), so the first pass
-     * after waking looks at what woke it. */
+     * uln_tp_quiet (internal.h). While every progressing transport is
+     * quiet, the engine runs their progress_rx and progress_tx on one pass
+     * in ULN_QUIET_PASSES and spares the others the calls. A transport ends
+     * its quiet itself (uln_tp_busy) as soon as it has a peer or queues a
+     * packet, and before a sleep (wait_fds), so the first pass after waking
+     * looks at what woke it. */
     void (*progress_rx)(struct uln_ep *ep); /* before the engine reads the rings */
     void (*progress_tx)(struct uln_ep *ep); /* after it issued: timers, resends */
     bool (*busy)(const struct uln_ep *ep);  /* work waiting on a peer */
