@@ -717,15 +717,17 @@ ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
     return 0;
 }
 
-/* Every field of struct uln_counters, each also one of struct uln_stats. */
-#define ULN_COUNTERS(X)                                                                            \
-    X(naps_sent)                                                                                   \
-    X(naps_received)                                                                               \
-    X(puts) X(gets) X(bytes_put) X(bytes_got) X(eagain) X(refused_key) X(refused_bounds)           \
-        X(refused_access) X(refused_job) X(malformed) X(cache_hits) X(cache_misses) X(sleeps)      \
-            X(wakeups_sent) X(pkts_sent) X(pkts_received) X(retransmits) X(duplicates) X(stale)    \
-                X(peers_dead) X(pkts_dropped) X(atomics) X(atomics_served) X(refused_align)        \
-                    X(refused_stale_ep)
+/* Every field of struct uln_counters, each also one of struct uln_stats.
+ * A list clang-format would rewrap on every run: laid out by hand. */
+/* clang-format off */
+#define ULN_COUNTERS(X)                                                                \
+    X(naps_sent) X(naps_received) X(puts) X(gets) X(bytes_put) X(bytes_got)            \
+    X(eagain) X(refused_key) X(refused_bounds) X(refused_access) X(refused_job)        \
+    X(malformed) X(cache_hits) X(cache_misses) X(sleeps) X(wakeups_sent)               \
+    X(pkts_sent) X(pkts_received) X(retransmits) X(duplicates) X(stale)                \
+    X(peers_dead) X(pkts_dropped) X(atomics) X(atomics_served) X(refused_align)        \
+    X(refused_stale_ep)
+/* clang-format on */
 
 static void add_stats(struct uln_counters *o, const struct uln_stats *s)
 {
