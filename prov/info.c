@@ -316,22 +316,25 @@ static int resolve(const char *node, const char *service, uint64_t flags, const 
     return ulnfi_names_lookup(node, service, &ad->dest);
 }
 
-/* The first hint the provider cannot meet, or NULL. lim NULL: only those
- * that need no limits, checked before ulnet is asked for them: libfabric's
- * utility providers ask every provider for endpoint types we do not have,
- * several times per fi_getinfo, and ulnet would say again on stderr why it
- * refuses its settings each time. */
-static const char *unmet(const struct fi_info *hints, uint64_t caps, uint32_t version,
-                         const struct ulnfi_limits *lim, size_t inject)
+/* The first hint the provider cannot meet whatever its limits, or NULL.
+ * Checked before ulnet is asked for the limits: libfabric's utility
+ * providers ask every provider for endpoint types we do not have, several
+ * times per fi_getinfo, and ulnet would say again on stderr why it refuses
+ * its settings each time. */
+static const char *unmet_always(const struct fi_info *hints)
 {
-    if (!lim) {
-        if (hints->caps && !subset(hints->caps, ULNFI_CAPS)) return "caps";
-        if (!check_addr(hints)) return "addr_format or address";
-        if (!check_fabric(hints->fabric_attr)) return "fabric_attr";
-        if (!check_ep(hints->ep_attr)) return "ep_attr";
-        if (!check_rx(hints->rx_attr)) return "rx_attr";
-        return hints->nic ? "nic" : NULL;
-    }
+    if (hints->caps && !subset(hints->caps, ULNFI_CAPS)) return "caps";
+    if (!check_addr(hints)) return "addr_format or address";
+    if (!check_fabric(hints->fabric_attr)) return "fabric_attr";
+    if (!check_ep(hints->ep_attr)) return "ep_attr";
+    if (!check_rx(hints->rx_attr)) return "rx_attr";
+    return hints->nic ? "nic" : NULL;
+}
+
+/* ... and the first one the limits endpoints will have cannot meet. */
+static const char *unmet_by_limits(const struct fi_info *hints, uint64_t caps, uint32_t version,
+                                   const struct ulnfi_limits *lim, size_t inject)
+{
     if (!check_domain(hints->domain_attr, caps, version, lim)) return "domain_attr";
     if (!check_tx(hints->tx_attr, inject, lim->sq_depth)) return "tx_attr";
     return NULL;
@@ -348,7 +351,7 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
 {
     *info = NULL;
     uint64_t caps = pick_caps(hints);
-    const char *why = hints ? unmet(hints, caps, version, NULL, 0) : NULL;
+    const char *why = hints ? unmet_always(hints) : NULL;
     if (why) return not_supported(why);
     struct ulnfi_limits lim;
     int rc = ulnfi_limits(&lim);
@@ -364,7 +367,7 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
                 lim.nap_max, (size_t)ULNFI_NAP_MIN);
         return -FI_ENODATA;
     }
-    why = hints ? unmet(hints, caps, version, &lim, inject) : NULL;
+    why = hints ? unmet_by_limits(hints, caps, version, &lim, inject) : NULL;
     if (why) return not_supported(why);
     struct addrs ad;
     rc = resolve(node, service, flags, hints, &ad);
