@@ -936,7 +936,9 @@ static struct uln_link_pkt *queue_pkt(struct uln_ep *ep, int io_id, const struct
     unsigned type = h->vt & 15;
     if (type != PKT_ACK && type != PKT_CTRL) ue->batch_data = true;
     unsigned i = ue->nbatch++;
-    uln_tp_busy(ep, &uln_tp_udp); /* the batch leaves at the next pass at the latest */
+    /* The batch leaves at the next pass at the latest: not a quiet one. Quiet
+     * is only said with the batch empty, so its first packet is enough. */
+    if (i == 0) uln_tp_busy(ep, &uln_tp_udp);
     uint8_t *row = ue->scratch[i] + LEAD_SPACE; /* room before it for a riding ACK */
     memcpy(row, h, sizeof *h);
     if (elen) memcpy(row + sizeof *h, ext, elen);
