@@ -1,4 +1,4 @@
-# xdp.cmake - the AF_XDP link (src/transport/link_xdp.c) where libxdp, libbpf
+# xdp.cmake - the AF_XDP link (src/link/xdp/link.c) where libxdp, libbpf
 # (Debian: libxdp-dev, libbpf-dev) and clang are found; without them ulnet
 # builds as before and the link's open says it was left out.
 #   ULN_XDP=AUTO|ON|OFF   ON: fail if something is missing
@@ -31,7 +31,7 @@ function(uln_xdp_setup)
   if(NOT ULN_XDP_FOUND)
     return()
   endif()
-  set(src ${CMAKE_SOURCE_DIR}/src/transport/xdp/ulnet_xdp.bpf.c)
+  set(src ${CMAKE_SOURCE_DIR}/src/link/xdp/ulnet_xdp.bpf.c)
   set(obj ${CMAKE_BINARY_DIR}/ulnet_xdp.bpf.o)
   set(gen ${CMAKE_BINARY_DIR}/ulnet_xdp_obj.c)
   execute_process(COMMAND ${CMAKE_C_COMPILER} -print-multiarch OUTPUT_VARIABLE multiarch
@@ -43,8 +43,8 @@ function(uln_xdp_setup)
   add_custom_command(
     OUTPUT ${obj}
     COMMAND ${ULN_BPF_CLANG} -O2 -g -target bpf -Wall ${arch_inc}
-            -I${CMAKE_SOURCE_DIR}/src/transport/xdp -c ${src} -o ${obj}
-    DEPENDS ${src} ${CMAKE_SOURCE_DIR}/src/transport/xdp/ulnet_xdp.h
+            -I${CMAKE_SOURCE_DIR}/src/link/xdp -c ${src} -o ${obj}
+    DEPENDS ${src} ${CMAKE_SOURCE_DIR}/src/link/xdp/ulnet_xdp.h
     COMMENT "BPF program ulnet_xdp.bpf.o")
   add_custom_command(
     OUTPUT ${gen}

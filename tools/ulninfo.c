@@ -36,10 +36,10 @@
 #include "boot/board.h"
 #include "boot/pmix.h"
 #include "core/internal.h"
-#include "transport/link_fault.h"
-#include "transport/link_udp.h"
-#include "transport/link_xdp.h"
-#include "transport/udp_ctx.h"
+#include "link/fault.h"
+#include "link/udp/link_udp.h"
+#include "link/xdp/link_xdp.h"
+#include "transport/udp/ctx.h"
 #include "ulnet.h"
 
 /* Bytes of a datagram that are not ulnet payload: IPv4 or IPv6 header, UDP

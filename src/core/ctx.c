@@ -15,7 +15,7 @@
 #include "core/internal.h"
 #include "boot/root.h"
 #include "boot/addr.h"
-#include "transport/link_fault.h" /* uln_link_fault_parse: ULN_FAULT is checked at uln_open */
+#include "link/fault.h" /* uln_link_fault_parse: ULN_FAULT is checked at uln_open */
 
 extern char **environ;
 

@@ -677,7 +677,7 @@ int uln_ep_wait_fds(struct uln_ep *ep, int *fds, int max, int *timeout_ms);
 
 #ifdef ULN_TEST_HOOKS
 #include "rel/rel.h"
-/* udp.c, for tests and fuzzing only (the library never calls them; built only
+/* src/transport/udp/hooks.c, for tests and fuzzing only (the library never calls them; built only
  * with ULN_TEST_HOOKS): crafted bytes through the real receive path, crafted
  * packets from a rank's real socket. */
 struct uln_udp_conn {

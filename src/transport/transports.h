@@ -11,6 +11,6 @@
 enum { ULN_TPID_SHM = 0, ULN_TPID_UDP = 1 };
 
 extern const struct uln_transport_ops uln_tp_shm; /* shm.c: processes on one host */
-extern const struct uln_transport_ops uln_tp_udp; /* udp.c: processes anywhere */
+extern const struct uln_transport_ops uln_tp_udp; /* udp/: processes anywhere */
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * fuzz_udp_rx.c - fuzz target: arbitrary datagrams into the UDP transport's
- * receive path - rx_one (src/transport/udp.c) and everything behind it: the
+ * receive path - rx_one (src/transport/udp/recv.c) and everything behind it: the
  * rel state machine, the CTRL handshake, PUT placement, GET requests and GET
  * data, atomic requests and answers, NAP assembly, delivery into the inbox rings and the engine
  * that takes them from there (ACKs, PUT_DONE, serving GETs) - on a real context (see fuzz_common.h)

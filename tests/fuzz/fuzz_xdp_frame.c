@@ -1,6 +1,6 @@
 /*
  * fuzz_xdp_frame.c - fuzz target for the AF_XDP link's frame parser
- * (uln_xdp_frame_parse, src/transport/xdp_frame.c): the bytes the NIC hands
+ * (uln_xdp_frame_parse, src/link/xdp/frame.c): the bytes the NIC hands
  * the link from the wire, before anything else of ulnet looks at them. What
  * it accepts goes on to the packet protocol as a udp datagram does, which
  * fuzz_udp_rx covers.
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "../frame_sums.h"
-#include "transport/xdp_frame.h"
+#include "link/xdp/frame.h"
 
 #define OUR_IP   0x0200000au /* 10.0.0.2 in network order (little-endian host) */
 #define OUR_PORT 0x7856u

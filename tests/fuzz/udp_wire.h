@@ -2,7 +2,7 @@
  * udp_wire.h - the UDP transport's packets as docs/protocol.md ("The UDP
  * transport's packets") specifies them, written from that text for the
  * tests: the fuzz seeds, the fuzz target's patching, the forged-packet test.
- * Deliberately not shared with src/transport/udp.c: a test that took the
+ * Deliberately not shared with src/transport/udp/proto.h: a test that took the
  * layout from the code under test would agree with it whatever it says.
  * Little-endian, like the wire (the structs are used on little-endian hosts).
  */

@@ -169,7 +169,7 @@ static void test_loss_lose_fast_retransmit(void)
 }
 
 /* The receiver's caller dropped packets unseen for want of a buffer
- * (uln_rel_rx_dropped: udp.c's pool backstop) behind a lost one. The sender
+ * (uln_rel_rx_dropped: the UDP transport's pool backstop) behind a lost one. The sender
  * spent its credit on them, so nothing later arrives to show them lost: each
  * feedback names the cumulative point in a LOSE while a dropped seq lies past
  * it, and every one is resent fast, one round trip apart - no timeout. */

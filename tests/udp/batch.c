@@ -25,7 +25,7 @@
 #include "core/internal.h"
 #include "core/wire.h"
 #include "rel/rel.h"
-#include "transport/link.h"
+#include "link/link.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103

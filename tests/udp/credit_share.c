@@ -1,6 +1,6 @@
 /*
  * credit_share.c - a receiver's pool shared out as credit among the peers
- * that send to it (udp.c, pool_share; docs/protocol.md, "Incast"), and
+ * that send to it (src/transport/udp/recv.c, pool_share; docs/protocol.md, "Incast"), and
  * shared out again as senders leave and come back.
  *
  *   ULN_TRANSPORT=udp ULN_UDP_WINDOW=256 ULN_FAULT=drop=0.05,seed=S ulnrun -n 5 credit_share [msgs]

@@ -4,7 +4,7 @@
  *
  * A GET of at least 64 KiB is answered straight from the target's region:
  * the kernel reads the data from it while the target holds the key, and a
- * piece sent again later is read afresh under the key (udp.c: serve_get,
+ * piece sent again later is read afresh under the key (udp/send.c: serve_get,
  * region_copy). This checks what a user relies on when a region goes away
  * mid-answer: the GET either completes with every byte right or fails with
  * -ENOKEY, and nothing is read from the memory once uln_mr_dereg returned.

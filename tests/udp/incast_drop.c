@@ -7,7 +7,7 @@
  *
  * Ranks 1..N-1 stream msgs NAPs of 64 B each into rank 0. The receiver
  * shares half its receive pool as credit among the peers that sent to it in
- * the last second (udp.c, pool_share; docs/protocol.md, "Incast"), so honest
+ * the last second (src/transport/udp/recv.c, pool_share; docs/protocol.md, "Incast"), so honest
  * senders who stream together cannot fill it. What they can do is come back
  * together after a quiet second: a quiet peer's share is given back, the
  * last ones to go quiet are offered the whole half each, and credit given is
@@ -60,7 +60,7 @@ static void msg_fill(struct msg *m, int sender, int cycle, uint32_t index)
     pat_fill(m->bytes, sizeof m->bytes, pat_seed(sender, cycle, index), 0);
 }
 
-/* Half the receive pool: what the drop rule lets wait (udp.c: max(512, 2 x
+/* Half the receive pool: what the drop rule lets wait (udp/ep.c: max(512, 2 x
  * the window) buffers). */
 static uint32_t pool_half(void)
 {

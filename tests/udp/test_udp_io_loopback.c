@@ -1,5 +1,5 @@
 /*
- * test_udp_io_loopback.c - the socket link (src/transport/link_udp.c, link_fault.c) over
+ * test_udp_io_loopback.c - the socket link (src/link/udp, src/link/fault.c) over
  * real sockets on 127.0.0.1 (and ::1 where the host has it): batches of 1..64
  * packets of 1..3 iovecs arrive intact and attributed to their sender, with
  * and without GSO; the receive pool runs dry and takes buffers back in any
@@ -28,8 +28,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "transport/link_fault.h"
-#include "transport/link_udp.h"
+#include "link/fault.h"
+#include "link/udp/link_udp.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -57,14 +57,12 @@ static uint64_t now_ms(void)
 static struct uln_link *open_io2(const char *addr, unsigned mtu, unsigned rx_bufs, bool no_gso,
                                  const char *fault, bool no_gro)
 {
-    struct uln_link_udp_cfg c = {.addr = addr,
-                                 .mtu = mtu,
-                                 .rx_bufs = rx_bufs,
-                                 .no_gso = no_gso,
-                                 .no_gro = no_gro,
-                                 .fault = fault ? fault : ""};
+    struct uln_link_udp_cfg c = {
+        .addr = addr, .mtu = mtu, .rx_bufs = rx_bufs, .no_gso = no_gso, .no_gro = no_gro};
     struct uln_link *io = NULL;
+    char why[128];
     int rc = uln_link_udp_open(&c, &io);
+    if (!rc) rc = uln_link_fault_wrap(fault, &io, why, sizeof(why));
     CHECK_EQ(rc, 0);
     return rc ? NULL : io;
 }
@@ -457,7 +455,7 @@ static void test_trunc(void)
  * peer table: one id per address in any spelling, set_peer, full table. */
 static void test_peers(void)
 {
-    struct uln_link_udp_cfg cfg = {.addr = "127.0.0.1", .max_peers = 3, .fault = ""};
+    struct uln_link_udp_cfg cfg = {.addr = "127.0.0.1", .max_peers = 3};
     struct uln_link *b;
     CHECK_EQ(uln_link_udp_open(&cfg, &b), 0);
     struct sockaddr_in bsa;
@@ -536,7 +534,7 @@ static void test_peers(void)
     uln_link_close(b);
 
     /* a larger table, churned through set_peer: the index stays consistent */
-    struct uln_link_udp_cfg c2 = {.addr = "127.0.0.1", .max_peers = 200, .fault = ""};
+    struct uln_link_udp_cfg c2 = {.addr = "127.0.0.1", .max_peers = 200};
     CHECK_EQ(uln_link_udp_open(&c2, &b), 0);
     struct sockaddr_in p = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
     for (unsigned i = 0; i < 200; i++) {
@@ -562,7 +560,7 @@ static void test_peers(void)
 static void test_config(void)
 {
     struct uln_link *io = NULL;
-    struct uln_link_udp_cfg c = {.addr = "300.1.2.3", .fault = ""};
+    struct uln_link_udp_cfg c = {.addr = "300.1.2.3"};
     CHECK_EQ(uln_link_udp_open(&c, &io), -EINVAL);
     c.addr = "127.0.0.1";
     c.mtu = 100;
@@ -595,14 +593,14 @@ static void test_config(void)
 
     /* busy polling: taken where allowed (raising it needs CAP_NET_ADMIN),
      * never a reason to fail */
-    struct uln_link_udp_cfg bp = {.addr = "127.0.0.1", .busy_poll = true, .fault = ""};
+    struct uln_link_udp_cfg bp = {.addr = "127.0.0.1", .busy_poll = true};
     CHECK_EQ(uln_link_udp_open(&bp, &io), 0);
     uln_link_info(io, &info);
     printf("busy poll: %s\n", info.busy_poll ? "on" : "refused (not privileged)");
     uln_link_close(io);
 
     /* the wildcard: dual-stack where there is IPv6, MTU of a real interface */
-    struct uln_link_udp_cfg w = {.fault = ""};
+    struct uln_link_udp_cfg w = {0};
     CHECK_EQ(uln_link_udp_open(&w, &io), 0);
     uln_link_info(io, &info);
     printf("wildcard: family %s, mtu %u from '%s', payload_max %u\n",
@@ -615,7 +613,7 @@ static void test_config(void)
 /* ::1, and a dual-stack socket talking to an IPv4 one (IPv4-mapped peers). */
 static void test_ipv6(void)
 {
-    struct uln_link_udp_cfg c6 = {.addr = "::1", .fault = ""};
+    struct uln_link_udp_cfg c6 = {.addr = "::1"};
     struct uln_link *a, *b;
     int rc = uln_link_udp_open(&c6, &a);
     if (rc == -EADDRNOTAVAIL || rc == -EAFNOSUPPORT) {
@@ -642,7 +640,7 @@ static void test_ipv6(void)
     uln_link_close(a);
     uln_link_close(b);
 
-    struct uln_link_udp_cfg cd = {.fault = ""}, c4 = {.addr = "127.0.0.1", .fault = ""};
+    struct uln_link_udp_cfg cd = {0}, c4 = {.addr = "127.0.0.1"};
     struct uln_link *d, *v4;
     CHECK_EQ(uln_link_udp_open(&cd, &d), 0);
     CHECK_EQ(uln_link_udp_open(&c4, &v4), 0);
@@ -717,14 +715,23 @@ static void test_fault_specs(void)
     CHECK(f.seed == 16 && f.delay_us == 250);
     CHECK_EQ(uln_link_fault_parse("drop=1,dup=0", &f, why, sizeof(why)), 0);
 
-    /* from the configuration (ULN_FAULT, resolved by ctx.c): open refuses a
-     * bad one with a message on stderr */
+    /* from the configuration (ULN_FAULT, resolved by ctx.c): the wrap that
+     * link/select.c puts on whichever link it opens refuses a bad one, saying
+     * why, and closes the link */
     struct uln_link *io = NULL;
-    struct uln_link_udp_cfg c = {.addr = "127.0.0.1", .fault = "drop=2"};
-    CHECK_EQ(uln_link_udp_open(&c, &io), -EINVAL);
-    CHECK(io == NULL);
-    c.fault = "drop=0.02,seed=3";
+    struct uln_link_udp_cfg c = {.addr = "127.0.0.1"};
     CHECK_EQ(uln_link_udp_open(&c, &io), 0);
+    why[0] = '\0';
+    CHECK_EQ(uln_link_fault_wrap("drop=2", &io, why, sizeof(why)), -EINVAL);
+    CHECK(io == NULL && why[0]);
+    CHECK_EQ(uln_link_udp_open(&c, &io), 0);
+    CHECK_EQ(uln_link_fault_wrap("", &io, why, sizeof(why)), 0);
+    struct uln_link_info plain;
+    uln_link_info(io, &plain);
+    CHECK(!plain.fault); /* "" leaves the link as it is */
+    uln_link_close(io);
+    CHECK_EQ(uln_link_udp_open(&c, &io), 0);
+    CHECK_EQ(uln_link_fault_wrap("drop=0.02,seed=3", &io, why, sizeof(why)), 0);
     struct uln_link_info info;
     uln_link_info(io, &info);
     CHECK(info.fault && info.gso); /* the injector keeps the offloads */
@@ -1387,7 +1394,7 @@ static void test_gro_edges(void)
     uln_link_close(b);
 }
 
-/* The latency path (link_udp.c: send_lone, recv_cold): a packet sent alone
+/* The latency path (src/link/udp: send_lone, recv_cold): a packet sent alone
  * goes by sendto, gathered from its pieces (up to LONE_COPY_MAX) or straight
  * from one; a plain socket found empty is read next by recvfrom, one
  * datagram, and a burst after it by recvmmsg again. Alone or in bursts, cut
@@ -1459,7 +1466,7 @@ static void test_lone(void)
 }
 
 /* The test packets' own word on a datagram's length (struct thdr's len), as
- * udp.c's headers give theirs: what cuts a GRO run read by recvfrom. */
+ * the UDP transport's headers give theirs: what cuts a GRO run read by recvfrom. */
 static uint32_t thdr_len(const uint8_t *buf, uint32_t avail)
 {
     struct thdr h;
@@ -1567,7 +1574,7 @@ static void test_gro_off(void)
 {
     struct uln_link_info info;
     struct uln_link *io;
-    struct uln_link_udp_cfg c = {.addr = "127.0.0.1", .mtu = 1500, .fault = ""};
+    struct uln_link_udp_cfg c = {.addr = "127.0.0.1", .mtu = 1500};
     CHECK_EQ(uln_link_udp_open(&c, &io), 0);
     uln_link_info(io, &info);
     CHECK(info.gro && info.gro_bufs == 116);
@@ -1596,12 +1603,12 @@ static void test_gro_off(void)
     uln_link_info(io, &info);
     CHECK(info.gro);
     uln_link_close(io);
-    c.fault = "drop=0.01";
+    char why[128];
     CHECK_EQ(uln_link_udp_open(&c, &io), 0);
+    CHECK_EQ(uln_link_fault_wrap("drop=0.01", &io, why, sizeof(why)), 0);
     uln_link_info(io, &info);
     CHECK(info.fault && info.gro && info.gso && info.gro_bufs > 0); /* faults keep offloads */
     uln_link_close(io);
-    c.fault = "";
     c.no_gro = true;
     struct uln_link *b;
     CHECK_EQ(uln_link_udp_open(&c, &b), 0);

@@ -28,8 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transport/link_fault.h"
-#include "transport/link_udp.h"
+#include "link/fault.h"
+#include "link/udp/link_udp.h"
 
 #define MAGIC 0x756c6e75u
 
@@ -354,11 +354,13 @@ int main(int argc, char **argv)
                                    .port = (uint16_t)o.port,
                                    .no_gso = o.no_gso,
                                    .no_gro = o.no_gro,
-                                   .fault = o.fault,
                                    .rx_bufs = 1024,
                                    .busy_poll = o.busy};
     struct uln_link *io;
+    char why[128] = "";
     int rc = uln_link_udp_open(&cfg, &io);
+    if (!rc) rc = uln_link_fault_wrap(o.fault, &io, why, sizeof(why));
+    if (rc == -EINVAL && why[0]) fprintf(stderr, "udp_io_peer: fault spec: %s\n", why);
     if (rc) {
         fprintf(stderr, "udp_io_peer: open %s:%u: %s\n", o.bind ? o.bind : "*", o.port,
                 strerror(-rc));

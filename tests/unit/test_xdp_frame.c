@@ -1,5 +1,5 @@
 /*
- * test_xdp_frame.c - the AF_XDP link's frames (src/transport/xdp_frame.c):
+ * test_xdp_frame.c - the AF_XDP link's frames (src/link/xdp/frame.c):
  * what it builds it takes back intact, and it refuses every frame that is
  * not an intact, unfragmented IPv4/UDP datagram to our address and port -
  * each property broken alone, with the checksums made right again, so the
@@ -11,7 +11,7 @@
 
 #include "check.h"
 #include "frame_sums.h"
-#include "transport/xdp_frame.h"
+#include "link/xdp/frame.h"
 
 #define FRAME_MAX 2048u
 

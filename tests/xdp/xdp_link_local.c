@@ -1,5 +1,5 @@
 /*
- * xdp_link_local.c - the AF_XDP link and a peer on its own host (link_xdp.c,
+ * xdp_link_local.c - the AF_XDP link and a peer on its own host (src/link/xdp,
  * "Same-host peers"), below the protocol: an AF_XDP link and a socket link
  * bound to the same address of one namespace host, in one process. Run by
  * xdp_link_local.sh on such a host:
@@ -32,8 +32,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "transport/link_udp.h"
-#include "transport/link_xdp.h"
+#include "link/udp/link_udp.h"
+#include "link/xdp/link_xdp.h"
 
 #define XPORT   31001 /* the AF_XDP link's */
 #define SPORT   31002 /* the socket link's */
@@ -104,7 +104,7 @@ static void unknown_sender(struct uln_link *x, struct uln_link *s)
     fill(b, sizeof(b), 1);
     struct uln_link_pkt p = {.peer = 0, .niov = 1, .iov = {{b, sizeof(b)}}};
     CHECK_EQ(uln_link_send(s, &p, 1), 1);
-    /* The fds (udp.c sleeps on them): the bound socket's among them. */
+    /* The fds (the UDP transport sleeps on them): the bound socket's among them. */
     int fds[ULN_LINK_FDS_MAX];
     int nfds = uln_link_fds(x, fds, ULN_LINK_FDS_MAX);
     struct pollfd pf[ULN_LINK_FDS_MAX];

@@ -40,8 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transport/link_udp.h"
-#include "transport/link_xdp.h"
+#include "link/udp/link_udp.h"
+#include "link/xdp/link_xdp.h"
 
 #define MAGIC          0x786c6e75u
 #define CREDIT_EACH    64u

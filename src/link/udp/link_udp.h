@@ -9,9 +9,11 @@
  *   recv      recvmmsg into pool buffers, each datagram lent with its peer id;
  *             with UDP_GRO one read brings a run of datagrams the kernel kept
  *             together, lent one by one from the buffer it landed in
- *   faults    cfg.fault wraps the socket in link_fault.c's injector
+ *   faults    none here: link/select.c wraps whichever link it opens in the
+ *             fault injector (link/fault.h), which decides each datagram's
+ *             fate before GSO gathers the survivors
  *
- * It reads no settings: whoever opens it (udp.c, from struct uln_params)
+ * It reads no settings: whoever opens it (link/select.c, from struct uln_params)
  * passes them in the configuration.
  */
 #ifndef ULN_LINK_UDP_H
@@ -19,7 +21,7 @@
 
 #include <netinet/in.h>
 
-#include "transport/link.h"
+#include "link/link.h"
 
 #define ULN_LINK_UDP_MTU_CAP 9000u  /* MTU taken from an interface is capped here (loopback) */
 #define ULN_LINK_UDP_MTU_MIN 576u   /* smallest MTU accepted (IPv4's minimum datagram) */
@@ -48,16 +50,12 @@ struct uln_link_udp_cfg {
     unsigned busy_poll_us; /* with busy_poll; 0: 50 */
     bool no_gso;           /* never use UDP_SEGMENT */
     bool no_gro;           /* never use UDP_GRO (ULN_UDP_GRO=0) */
-    const char *fault;     /* NULL or "": no faults; else a spec (link_fault.h) and
-                              the socket is opened wrapped in the fault injector,
-                              which decides each datagram's fate before GSO
-                              gathers the survivors (ULN_FAULT) */
     bool adopt;            /* use `fd`, a UDP socket already bound by the caller (who
                               reserved its port); addr and port are then ignored */
     int fd;                /* with adopt: the link owns it from then on, and closes it */
     /* Where the datagram at buf ends, as the protocol's headers say (0: they
      * do not say it within avail). With it, a GRO socket that the last read
-     * found empty is read next by recvfrom, the cheapest call (link_udp.c,
+     * found empty is read next by recvfrom, the cheapest call (recv.c,
      * recv_cold), which gives no segment size: this cuts the run instead.
      * NULL: such reads stay recvmmsg, with the kernel's cmsg. */
     uint32_t (*dgram_len)(const uint8_t *buf, uint32_t avail);
@@ -88,8 +86,8 @@ struct uln_link_udp_cfg {
 #define ULN_LINK_UDP_RX_MEM       (8u << 20) /* receive memory aimed at by default */
 #define ULN_LINK_UDP_GRO_BUFS_MIN 16u
 
-/* Returns 0, -EINVAL (bad address, MTU or fault spec: a message on stderr says
- * which), -ENOMEM, or a socket error (-EADDRINUSE, -EADDRNOTAVAIL, ...). */
+/* Returns 0, -EINVAL (bad address or MTU: a message on stderr says which), -ENOMEM, or a socket
+ * error (-EADDRINUSE, -EADDRNOTAVAIL, ...). */
 int uln_link_udp_open(const struct uln_link_udp_cfg *cfg, struct uln_link **out);
 
 /* Ask for bytes of a socket's buffer (opt SO_RCVBUF or SO_SNDBUF, force_opt

@@ -1,7 +1,7 @@
 /*
- * udp_ctx.h - the UDP transport's part of a context (udp_ctx.c): the ports
+ * ctx.h - the UDP transport's part of a context (ctx.c): the ports
  * bound before the job forms, the address a rank publishes, and which peers
- * are reached over UDP. udp.c, the packet transport, reads what is here.
+ * are reached over UDP. the packet transport (its other files) reads what is here.
  */
 #ifndef ULN_TRANSPORT_UDP_CTX_H
 #define ULN_TRANSPORT_UDP_CTX_H
@@ -39,7 +39,7 @@ struct uln_udp { /* ctx->tp_ctx[ULN_TPID_UDP] */
     struct udp_addr *addrs; /* by rank */
     uint8_t *remote;        /* by rank: UDP_REMOTE = reached over UDP (uln_udp_learn) */
     uint64_t rng;
-    /* The link the endpoints took (uln_udp_link_open), for ulninfo: "udp" or
+    /* The link the endpoints took (uln_link_select_open), for ulninfo: "udp" or
      * "xdp", AF_XDP's mode, and why AF_XDP was asked for (xdp) or
      * considered (auto) but not had. */
     char link_kind[8];
@@ -58,26 +58,15 @@ int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len);
 int uln_udp_choose(struct uln_ctx *ctx);
 int uln_udp_learn(struct uln_ctx *ctx, int peer);
 enum { UDP_REMOTE = 1, UDP_SUPERSEDED = 2 }; /* uln_udp.remote[] besides 0 */
-/* udp.c: peer `now` is a later life of `old` on the same ports, as ep found
+/* peer.c: peer `now` is a later life of `old` on the same ports, as ep found
  * (its packets): `old` is dead there, and ep's link entry for that address
  * is `now`'s. */
 struct uln_ep;
 void uln_udp_supersede(struct uln_ep *ep, int old, int now);
-/* udp_ctx.c: the same for every older life at now's address. */
+/* ctx.c: the same for every older life at now's address. */
 void uln_udp_supersede_older(struct uln_ep *ep, int now);
 size_t uln_udp_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room);
 int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len);
 int uln_udp_addr_str(const uint8_t *in, size_t len, char *out, size_t room);
 void uln_udp_close(struct uln_ctx *ctx);
-/* The link under an endpoint: AF_XDP where ULN_TRANSPORT=xdp asks for it
- * and it can be had, or where ULN_TRANSPORT=auto finds a driver that runs it
- * zero-copy; else (one line on stderr says why, unless the endpoint is on
- * loopback or any address under auto) the socket link. cfg is
- * the socket link's, its fd the endpoint's bound socket: either link owns it
- * once this succeeds. */
-struct uln_link;
-struct uln_link_udp_cfg;
-int uln_udp_link_open(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg,
-                      struct uln_link **out);
-
 #endif

@@ -1,6 +1,6 @@
 /*
  * ulnet_xdp.h - what the XDP program (ulnet_xdp.bpf.c) and the link that
- * loads it (link_xdp.c) share: the keys and values of its maps.
+ * loads it (program.c) share: the keys and values of its maps.
  */
 #ifndef ULN_XDP_SHARED_H
 #define ULN_XDP_SHARED_H

@@ -1,10 +1,10 @@
 /*
- * xdp_frame.h - the frames the AF_XDP link sends and takes: Ethernet II,
+ * frame.h - the frames the AF_XDP link sends and takes: Ethernet II,
  * IPv4 without options on send (any header length accepted on receive), UDP,
  * with real checksums, so they cross ordinary switches and routers and a
  * peer's kernel socket takes them as well (docs/xdp.md).
  *
- * Kept apart from the link (link_xdp.c, which needs libxdp) because the
+ * Kept apart from the link (link.c, which needs libxdp) because the
  * receive side parses bytes from the wire: it builds everywhere, so its unit
  * test and its fuzz target (tests/fuzz/fuzz_xdp_frame.c) run on every build.
  */

@@ -1,5 +1,5 @@
 /*
- * link_fault.h - a link that wraps any other link (link.h) and drops,
+ * fault.h - a link that wraps any other link (link.h) and drops,
  * duplicates and reorders the packets sent through it, seeded, so that tests
  * can make loss the reliability layer must recover from. Receiving, peers and
  * the rest pass straight through to the inner link.
@@ -7,7 +7,7 @@
 #ifndef ULN_LINK_FAULT_H
 #define ULN_LINK_FAULT_H
 
-#include "transport/link.h"
+#include "link/link.h"
 
 /* Spec of the fault injector, parsed from "drop=P,dup=P,reorder=P,delay=US,seed=N":
  * P is a probability in [0, 1] ("0.02") or a percentage ("2%"); each key at
@@ -37,5 +37,11 @@ static inline bool uln_link_fault_any(const struct uln_link_fault *f)
  * (inner is closed then too). */
 int uln_link_fault_open(struct uln_link *inner, const struct uln_link_fault *f,
                         struct uln_link **out);
+
+/* *link wrapped as spec says (NULL or "": left as it is). This is where the
+ * injector goes on a link, once, whichever link it is (link/select.c). 0, or
+ * -EINVAL (a bad spec: the reason in err) or -ENOMEM; on failure *link is
+ * closed and NULL. */
+int uln_link_fault_wrap(const char *spec, struct uln_link **link, char *err, size_t errlen);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * link_fault.c - the fault injector (link_fault.h): a link in front of any
+ * fault.c - the fault injector (fault.h): a link in front of any
  * other one that drops, duplicates and reorders what is sent through it.
  *
  * Its decisions come from a splitmix64 stream, three draws per packet
@@ -11,7 +11,7 @@
  * same peer, or at its delay bound.
  */
 #define _GNU_SOURCE
-#include "transport/link_fault.h"
+#include "link/fault.h"
 #include "core/clock.h"
 
 #include <errno.h>
@@ -618,4 +618,15 @@ int uln_link_fault_open(struct uln_link *in, const struct uln_link_fault *f, str
         lf->hold[i].data = lf->hold_mem ? lf->hold_mem + (size_t)i * stride : NULL;
     *out = &lf->base;
     return 0;
+}
+
+int uln_link_fault_wrap(const char *spec, struct uln_link **link, char *err, size_t errlen)
+{
+    struct uln_link_fault f;
+    int rc = uln_link_fault_parse(spec, &f, err, errlen);
+    if (rc == 0 && !uln_link_fault_any(&f)) return 0;
+    if (rc == 0) return uln_link_fault_open(*link, &f, link); /* closes it on failure */
+    uln_link_close(*link);
+    *link = NULL;
+    return rc;
 }

@@ -1,11 +1,11 @@
 /*
- * xdp_frame.c - Ethernet/IPv4/UDP frames of the AF_XDP link (xdp_frame.h).
+ * frame.c - Ethernet/IPv4/UDP frames of the AF_XDP link (frame.h).
  *
  * Checksums (RFC 1071) are 16-bit one's complement sums kept in host order:
  * summing the bytes as they lie in memory and storing the folded result back
  * the same way gives the right bytes on the wire on either byte order.
  */
-#include "transport/xdp_frame.h"
+#include "link/xdp/frame.h"
 
 #include <arpa/inet.h>
 #include <string.h>

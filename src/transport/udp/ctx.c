@@ -1,5 +1,5 @@
 /*
- * udp_ctx.c - the UDP transport's part of a context: before the job forms,
+ * ctx.c - the UDP transport's part of a context: before the job forms,
  * bind one socket per endpoint index on consecutive ports and publish this
  * rank's address (boot/addr.h decides which); once every rank has published,
  * choose which peers are reached over UDP.
@@ -19,9 +19,7 @@
 #include "core/internal.h"
 #include "boot/addr.h"
 #include "boot/root.h"
-#include "transport/link_udp.h"
-#include "transport/link_xdp.h"
-#include "transport/udp_ctx.h"
+#include "transport/udp/ctx.h"
 
 /* ---- context: sockets and addresses ---------------------------------------- */
 
@@ -176,7 +174,7 @@ int uln_udp_choose(struct uln_ctx *ctx)
 
 /* With no job, a process that restarts on the same ports (ULN_UDP_PORT) is
  * a new peer with a new key at an address an inserted peer has: once that
- * new life has spoken from there (udp.c, ctrl_sender), the older one is an
+ * new life has spoken from there (ep.c, uln_udp_ctrl_sender), the older one is an
  * earlier life, gone, for endpoint ep. Not when the new address is merely
  * inserted: an address is only a claim (a forged or stale one names the
  * same ports), and taking it for proof let it end a live peer. */
@@ -266,97 +264,4 @@ void uln_udp_close(struct uln_ctx *ctx)
     free(u->remote);
     free(u);
     ctx->tp_ctx[ULN_TPID_UDP] = NULL;
-}
-
-/* ---- the link under an endpoint ------------------------------------------------ */
-
-/* AF_XDP on the endpoint's address and port (the socket's), in copy mode
- * `copy`. 0 or -errno, why saying what stood in the way. */
-static int open_xdp(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, enum uln_xdp_copy copy,
-                    struct uln_link **out, char *why, size_t whylen)
-{
-    struct uln_link_xdp_cfg xc = {.fd = cfg->fd,
-                                  .queue = ctx->p.xdp_queue,
-                                  .copy = copy,
-                                  .hook = (enum uln_xdp_hook)ctx->p.xdp_hook,
-                                  .mtu = cfg->mtu,
-                                  .rx_bufs = cfg->rx_bufs,
-                                  .max_peers = cfg->max_peers,
-                                  .fault = cfg->fault};
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    if (getsockname(cfg->fd, (struct sockaddr *)&ss, &len) < 0) {
-        int e = errno;
-        snprintf(why, whylen, "getsockname: %s", strerror(e));
-        return -e;
-    }
-    if (ss.ss_family == AF_INET) memcpy(&xc.local, &ss, sizeof xc.local);
-    return uln_link_xdp_open(&xc, out, why, whylen);
-}
-
-/* ULN_TRANSPORT=auto: AF_XDP where it can be zero-copy, else the socket
- * link (docs/xdp.md says why copy mode does not pay). *loud: AF_XDP was for
- * this interface and did not come (refused, or not built), so the reason is
- * worth a line on stderr. An interface that is simply not one for AF_XDP
- * (veth, virtio_net: auto's own choice), loopback or the any address is the
- * socket link's by nature: a line there would be printed by every process
- * of every job and libfabric client, for nothing to fix; ulninfo has it. */
-static int open_auto(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, struct uln_link **out,
-                     char *why, size_t whylen, bool *loud)
-{
-    struct sockaddr_in in;
-    socklen_t len = sizeof in;
-    char ifname[IF_NAMESIZE];
-    *loud = false;
-    if (getsockname(cfg->fd, (struct sockaddr *)&in, &len) < 0 || len != sizeof in ||
-        in.sin_family != AF_INET || in.sin_addr.s_addr == htonl(INADDR_ANY) ||
-        ntohl(in.sin_addr.s_addr) >> 24 == 127 ||
-        uln_link_xdp_iface_of(in.sin_addr.s_addr, ifname, sizeof ifname)) {
-        snprintf(why, whylen, "not bound to an IPv4 address of an interface");
-        return -EOPNOTSUPP;
-    }
-    int rc = uln_link_xdp_auto_verdict(ifname, why, whylen);
-    *loud = rc != -ENOENT;
-    return rc ? rc : open_xdp(ctx, cfg, ULN_XDP_ZEROCOPY, out, why, whylen);
-}
-
-/* AF_XDP as ULN_TRANSPORT asks (xdp: forced; auto: where zero-copy), else
- * -errno with why. An auto that failed once is not tried again in this
- * context: every endpoint would meet the same obstacle (or a busy queue). */
-static int open_xdp_as_asked(struct uln_ctx *ctx, struct uln_udp *u,
-                             const struct uln_link_udp_cfg *cfg, struct uln_link **out)
-{
-    char why[sizeof u->xdp_why];
-    bool loud = true;
-    int rc = -EOPNOTSUPP;
-    if (ctx->p.xdp)
-        rc = open_xdp(ctx, cfg, (enum uln_xdp_copy)ctx->p.xdp_mode, out, why, sizeof why);
-    else if (ctx->p.transport != ULN_TP_AUTO)
-        return -EOPNOTSUPP;
-    else if (u->xdp_why[0])
-        return -EOPNOTSUPP;
-    else
-        rc = open_auto(ctx, cfg, out, why, sizeof why, &loud);
-    if (!rc) {
-        struct uln_link_info in;
-        uln_link_info(*out, &in);
-        snprintf(u->link_kind, sizeof u->link_kind, "xdp");
-        snprintf(u->xdp_mode, sizeof u->xdp_mode, "%s", in.xdp_mode);
-        return 0;
-    }
-    /* Once per context: every endpoint meets the same obstacle. */
-    if (!u->xdp_why[0] && loud)
-        fprintf(stderr, "ulnet: %s: %s; using udp\n", ctx->p.xdp ? "xdp" : "auto", why);
-    snprintf(u->xdp_why, sizeof u->xdp_why, "%s", why);
-    return rc;
-}
-
-int uln_udp_link_open(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg,
-                      struct uln_link **out)
-{
-    struct uln_udp *u = udp_of(ctx);
-    if (open_xdp_as_asked(ctx, u, cfg, out) == 0) return 0;
-    int rc = uln_link_udp_open(cfg, out);
-    if (!rc && strcmp(u->link_kind, "xdp")) snprintf(u->link_kind, sizeof u->link_kind, "udp");
-    return rc;
 }

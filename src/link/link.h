@@ -1,14 +1,15 @@
 /*
  * link.h - the seam under the UDP transport: a link moves datagrams between
  * this endpoint and a small table of peers, and knows nothing of keys, CQs or
- * reliability (src/rel does that, udp.c glues them). udp.c speaks only this
- * interface, so another link (AF_XDP, with its own issue) slots in below it
+ * reliability (src/rel does that, src/transport/udp glues them). The UDP
+ * transport speaks only this interface, so another link slots in below it
  * with no change above.
  *
- *   link_udp.c    one UDP socket: sendmmsg/recvmmsg, GSO and GRO
- *   link_xdp.c    an AF_XDP socket: UMEM frames, Ethernet/IPv4/UDP built here
- *   link_fault.c  drops, duplicates and reorders what it sends, seeded;
- *                 wraps any other link (opened when ULN_FAULT is set)
+ *   udp/       one UDP socket: sendmmsg/recvmmsg, GSO and GRO
+ *   xdp/       an AF_XDP socket: UMEM frames, Ethernet/IPv4/UDP built here
+ *   fault.c    drops, duplicates and reorders what it sends, seeded; wraps
+ *              whichever link select.c chose (when ULN_FAULT is set)
+ *   select.c   where the link under an endpoint is chosen
  *
  * The contract every link keeps:
  *
@@ -113,7 +114,7 @@ struct uln_link_stats {
     uint64_t tx_err;      /* datagrams the kernel refused for good; taken as lost */
     int last_tx_errno;    /* the errno of the latest such refusal */
     uint32_t gso_off;     /* 1: the kernel refused GSO; the link went on without */
-    /* fault injection (sending side; link_fault.c) */
+    /* fault injection (sending side; fault.c) */
     uint64_t fault_drop;    /* datagrams not sent */
     uint64_t fault_dup;     /* extra copies sent */
     uint64_t fault_reorder; /* datagrams held back and sent after a later one */
@@ -151,10 +152,11 @@ struct uln_link_ops {
     int (*recv)(struct uln_link *l, struct uln_link_rx *out, unsigned max);
     int (*rx_release)(struct uln_link *l, uint32_t handle);
     const void *(*rx_addr)(const struct uln_link *l, uint32_t handle, socklen_t *len);
-#ifdef ULN_TEST_HOOKS /* the tests' library only (CMakeLists.txt) */
+    /* The tests' library only (CMakeLists.txt); NULL in the shipped ones. The
+     * member is there in every build: files with and without ULN_TEST_HOOKS
+     * meet in the tests' library, and must agree on this table's layout. */
     int (*rx_lend)(struct uln_link *l, int32_t peer, const void *buf, uint32_t len,
                    struct uln_link_rx *out);
-#endif
     int (*add_peer)(struct uln_link *l, const void *addr, socklen_t len);
     int (*set_peer)(struct uln_link *l, int peer, const void *addr, socklen_t len);
     int (*find_peer)(const struct uln_link *l, const void *addr, socklen_t len);

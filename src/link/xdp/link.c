@@ -1,457 +1,10 @@
 /*
- * link_xdp.c - the AF_XDP link (link_xdp.h, link.h).
- *
- * One AF_XDP socket per link, bound to one receive queue of the interface
- * that owns the link's address, with a UMEM of its own: receive frames live
- * on the fill ring until the kernel fills one, then are lent to the caller
- * where they lie (buf points past the frame's headers) and go back to the
- * fill ring when released, in any order; send frames sit on a free stack,
- * are built and put on the TX ring by send, and come back through the
- * completion ring. libxdp's ring helpers carry the memory ordering the rings
- * need (a release store of each producer index, an acquire load of the
- * other side's), so the code here only touches descriptors between a
- * reserve/peek and the submit/release that publishes them.
- *
- * Which frames come here is the XDP program's choice (xdp/ulnet_xdp.bpf.c):
- * it is attached once per interface and process, through libxdp so other
- * programs keep running beside it, and each link puts its (address, port) and
- * its socket into the program's maps. The program goes when the last link on
- * the interface closes; a killed process's program passes everything (its
- * sockets left the XSKMAP with the process), and the next open removes it.
- *
- * Frames are ordinary Ethernet/IPv4/UDP with valid checksums: they cross
- * switches and routers and reach a peer on the socket link as well. The
- * next hop's MAC comes from the kernel's neighbour table (netlink); when it
- * has none, an empty datagram to the peer's discard port makes the kernel
- * resolve it, and packets to the peer are lost meanwhile (tx_err, last_tx_errno
- * EHOSTUNREACH): the reliability layer sends them again.
- *
- * Same-host peers. A peer at one of this host's addresses (the kernel's
- * route to it is RTN_LOCAL: out by lo, where no AF_XDP socket is and no XDP
- * program runs) is "local": its packets go by sendmsg on the bound UDP
- * socket (udp_fd), gathered from the caller's iovecs, and its packets to us
- * arrive there too. So does whatever the XDP program passes to the kernel
- * for our (address, port): a frame that came on another receive queue, a
- * sender's GSO run (longer than the MTU: generic XDP sees it whole). recv
- * reads the socket into landing buffers of the link's own, lent like
- * frames (rx_sock counts them): in every call while the link has a local
- * peer or the last read found something, else at most once per millisecond
- * of the coarse clock, so that a spinning caller with no local peer pays no
- * system call for it in between and such a datagram comes a tick late
- * instead of never. Callers sleep on both sockets (xdp_fds: a poll() per
- * sleep, never an epoll set, link.h); one asleep while such a datagram
- * waits for its tick is woken again at once until then: a short spin, for a
- * rare datagram.
+ * link.c - the AF_XDP link (link_xdp.h, link.h): its peers, the UMEM and
+ * rings, send and receive, open and close. priv.h says how it works.
  */
 #define _GNU_SOURCE
-#include "transport/link_xdp.h"
-#include "core/clock.h"
-#include "transport/link_fault.h"
-#include "transport/link_udp.h"
-
-#include <net/if.h> /* before the linux/ headers, which define the same */
-#include <errno.h>
-#include <ifaddrs.h>
-#include <linux/ethtool.h>
-#include <linux/if_arp.h>
-#include <linux/sockios.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-/* ------------------------------------------------------------------------- */
-/* ULN_TRANSPORT=auto: where AF_XDP is worth having                           */
-/* ------------------------------------------------------------------------- */
-
-/* Drivers that can run AF_XDP zero-copy (they implement ndo_xsk_wakeup), by
- * the name ETHTOOL_GDRVINFO gives (stmmac says st_gmac). Anywhere else AF_XDP
- * is copy mode: every frame an skb of its own inside sendto, which on veth
- * measured 0.41x the socket link's message rate and 0.48x its bandwidth
- * (docs/xdp.md) for 0.72x its latency; auto keeps the socket link there. The
- * list only lets auto try: a zero-copy bind must still succeed. */
-static const char *const zc_drivers[] = {"i40e",      "ice",     "ixgbe",  "igb",   "igc",
-                                         "mlx5_core", "st_gmac", "stmmac", "tsnep", "gve"};
-
-int uln_link_xdp_iface_of(uint32_t ip, char *ifname, size_t len)
-{
-    struct ifaddrs *ifs;
-    if (getifaddrs(&ifs) < 0) return -errno;
-    int rc = -ENODEV;
-    for (struct ifaddrs *i = ifs; i && rc; i = i->ifa_next)
-        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-            ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == ip)
-            rc = 0, snprintf(ifname, len, "%s", i->ifa_name);
-    freeifaddrs(ifs);
-    return rc;
-}
-
-static int driver_verdict(const char *ifname, const char *drv, char *why, size_t whylen)
-{
-    for (size_t i = 0; i < sizeof(zc_drivers) / sizeof(zc_drivers[0]); i++) {
-        if (strcmp(drv, zc_drivers[i])) continue;
-        if (uln_link_xdp_built()) return 0;
-        snprintf(why, whylen,
-                 "%s (%s): zero-copy AF_XDP could be had, but this ulnet was built without "
-                 "libxdp/libbpf/clang",
-                 ifname, drv);
-        return -EOPNOTSUPP;
-    }
-    snprintf(why, whylen,
-             "%s (%s): no zero-copy AF_XDP; copy mode is slower than the socket link here "
-             "(ULN_TRANSPORT=xdp forces it)",
-             ifname, drv);
-    return -ENOENT;
-}
-
-/* The interface's driver as it names itself (ETHTOOL_GDRVINFO), through any
- * IPv4 socket fd: 0, or -errno with drv "". */
-#define DRV_NAME_LEN 32
-static int driver_of(int fd, const char *ifname, char drv[DRV_NAME_LEN])
-{
-    struct ifreq ifr;
-    memset(&ifr, 0, sizeof(ifr));
-    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
-    struct ethtool_drvinfo di = {.cmd = ETHTOOL_GDRVINFO};
-    _Static_assert(sizeof(di.driver) == DRV_NAME_LEN, "ethtool's driver name");
-    ifr.ifr_data = (void *)&di;
-    drv[0] = '\0';
-    if (ioctl(fd, SIOCETHTOOL, &ifr) < 0) return -errno;
-    memcpy(drv, di.driver, DRV_NAME_LEN);
-    drv[DRV_NAME_LEN - 1] = '\0';
-    return 0;
-}
-
-int uln_link_xdp_auto_verdict(const char *ifname, char *why, size_t whylen)
-{
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        int e = errno;
-        snprintf(why, whylen, "%s: cannot ask its driver: %s", ifname, strerror(e));
-        return -e;
-    }
-    struct ifreq ifr;
-    memset(&ifr, 0, sizeof(ifr));
-    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
-    char drv[DRV_NAME_LEN];
-    int rc;
-    if (ioctl(fd, SIOCGIFHWADDR, &ifr) < 0 || ifr.ifr_hwaddr.sa_family != ARPHRD_ETHER) {
-        snprintf(why, whylen, "%s: not an Ethernet interface", ifname);
-        rc = -ENOENT;
-    } else if ((rc = driver_of(fd, ifname, drv)) < 0) {
-        /* A driver that does not name itself is on no list of ours. */
-        snprintf(why, whylen, "%s: its driver does not say its name (ETHTOOL_GDRVINFO: %s)", ifname,
-                 strerror(-rc));
-        rc = -ENOENT;
-    } else {
-        rc = driver_verdict(ifname, drv, why, whylen);
-    }
-    close(fd);
-    return rc;
-}
-
-#ifndef ULN_HAVE_XDP
-
-bool uln_link_xdp_built(void)
-{
-    return false;
-}
-
-int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out, char *why,
-                      size_t whylen)
-{
-    (void)cfg;
-    *out = NULL;
-    snprintf(why, whylen, "this ulnet was built without libxdp/libbpf/clang");
-    return -EOPNOTSUPP;
-}
-
-#else /* ULN_HAVE_XDP */
-
-#include <arpa/inet.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include <linux/if_link.h>
-#include <linux/if_xdp.h>
-#include <linux/neighbour.h>
-#include <linux/rtnetlink.h>
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <xdp/libxdp.h>
-#include <xdp/xsk.h>
-
-#include "transport/xdp/ulnet_xdp.h"
-#include "transport/xdp_frame.h"
-
-/* The XDP program's object file, built by clang and embedded (CMakeLists.txt). */
-extern const unsigned char uln_xdp_obj[];
-extern const size_t uln_xdp_obj_len;
-
-#define HDR_LEN          ULN_XDP_HDR_LEN
-#define RX_RING          2048u
-#define LEND_BUFS        64u          /* rx_lend's own buffers (tests) */
-#define NEIGH_RETRY_NS   2000000ull   /* look a missing MAC up again after 2 ms */
-#define NEIGH_PROBE_NS   200000000ull /* and make the kernel resolve it every 200 ms */
-#define DISCARD_PORT     9u
-#define OWNER_WAIT_NS    10000000000ull /* an attach writes its owner within this */
-#define SOCK_READ_NS     1000000ull     /* the bound socket is read this often at least */
-#define KICKS_MAX        8u             /* sendto kicks per send call while the TX ring drains */
-#define PROGS_MAX        8u             /* interfaces with our program, per process */
-#define BUSY_POLL_US     20             /* SO_BUSY_POLL: how long an empty read polls the queue */
-#define BUSY_POLL_BUDGET 64             /* SO_BUSY_POLL_BUDGET: frames per poll (a batch) */
-#ifndef SO_PREFER_BUSY_POLL
-#define SO_PREFER_BUSY_POLL 69
-#endif
-#ifndef SO_BUSY_POLL_BUDGET
-#define SO_BUSY_POLL_BUDGET 70
-#endif
-
-bool uln_link_xdp_built(void)
-{
-    return true;
-}
-
-struct peer {
-    uint32_t ip;   /* network order */
-    uint16_t port; /* network order */
-    bool have_mac;
-    bool local; /* an address of this host: AF_XDP cannot reach it (the route leaves
-                   by lo), the bound socket does (see the top) */
-    uint8_t mac[6];
-    uint32_t nh;          /* next hop: the peer or its gateway */
-    int err;              /* why it cannot be reached, 0: it can (once the MAC is known) */
-    uint64_t next_lookup; /* when to look for the MAC again */
-    uint64_t next_probe;  /* when to ask the kernel to resolve it again */
-};
-/* With 8 to 16 bytes of the index (htab: a power of two at least twice the
- * peers), what a peer costs the link: docs/limits.md and docs/xdp.md say so. */
-_Static_assert(sizeof(struct peer) == 40, "the docs give a peer's entry as 40 bytes");
-
-/* The program attached to one interface by this process. */
-struct xprog {
-    int ifindex;
-    struct xdp_program *prog;
-    struct bpf_object *obj; /* prog's: libxdp does not own an object it was given */
-    enum xdp_attach_mode mode;
-    int xsks_fd, ports_fd;
-    unsigned refs;
-    uint64_t slots; /* ulnet_xsks entries taken */
-};
-
-static struct xprog progs[PROGS_MAX];
-static pthread_mutex_t progs_lock = PTHREAD_MUTEX_INITIALIZER;
-
-struct link_xdp {
-    struct uln_link base; /* first: a struct uln_link * is one of these */
-    int udp_fd;           /* the bound UDP socket: keeps the port, resolves MACs */
-    int nl_fd;            /* netlink: routes and neighbours */
-    int ifindex;
-    unsigned queue;
-    uint32_t ip;   /* ours, network order */
-    uint16_t port; /* ours, network order */
-    uint8_t mac[6];
-    uint16_t ip_id;
-    struct uln_link_info info;
-    struct uln_link_stats st;
-
-    /* AF_XDP */
-    struct xsk_umem *umem;
-    struct xsk_socket *xsk;
-    int xsk_fd;
-    struct xsk_ring_prod fq, tx;
-    struct xsk_ring_cons cq, rx;
-    uint8_t *area;
-    size_t area_len;
-    unsigned nrx, ntx; /* frames [0, nrx) receive, [nrx, nrx + ntx) send */
-    uint32_t *tx_free;
-    unsigned ntx_free;
-    bool zerocopy;
-    bool busy_poll;     /* the caller spins: empty reads drive the queue's NAPI */
-    uint32_t *fq_stash; /* released frames waiting to go back to the fill ring */
-    unsigned nstash;
-
-    /* the program and our entries in it */
-    struct xprog *xp;
-    uint32_t slot;
-    bool port_in_map;
-
-    /* receive: per frame, lent or not, and the source it came from */
-    uint8_t *lent;
-    struct sockaddr_in *rx_sa;
-    uint8_t *lend_mem; /* rx_lend: handles nrx + i */
-    uint8_t lend_used[LEND_BUFS];
-
-    /* the bound socket's datagrams: handles sock_base + i, one landing buffer
-     * of a frame's size each, as many as the caller may keep (link.h); a LIFO
-     * free stack, so only the pages of the most ever held at once are
-     * touched */
-    uint32_t sock_base; /* nrx + LEND_BUFS */
-    unsigned nsock, nsock_free;
-    uint8_t *sock_mem;
-    uint8_t *sock_lent;
-    uint32_t *sock_free;
-    uint64_t sock_next; /* when to read the socket next (coarse clock) */
-    unsigned nlocal;    /* local peers: while there is one, read it every call */
-
-    /* peers: dense array, open-addressing index by (ip, port) */
-    struct peer *peers;
-    unsigned npeers, max_peers;
-    int32_t *htab;
-    uint32_t hmask;
-};
-
-/* ------------------------------------------------------------------------- */
-/* Netlink: the route to a peer and its next hop's MAC                        */
-/* ------------------------------------------------------------------------- */
-
-/* Send one request and walk the answers: fn is called for each message of
- * type `want` until it returns nonzero (its value is ours) or the answer ends
- * (0). -errno on a netlink error. */
-static int nl_ask(int fd, void *req, size_t len, uint16_t want,
-                  int (*fn)(const struct nlmsghdr *, void *), void *arg)
-{
-    static uint32_t seq;
-    struct nlmsghdr *rh = req;
-    rh->nlmsg_seq = ++seq;
-    if (send(fd, req, len, 0) < 0) return -errno;
-    uint32_t buf[4096];
-    int found = 0;
-    for (;;) {
-        ssize_t n = recv(fd, buf, sizeof(buf), 0);
-        if (n < 0) return errno == EINTR ? found : -errno;
-        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
-             h = NLMSG_NEXT(h, n)) {
-            if (h->nlmsg_seq != rh->nlmsg_seq) continue;
-            if (h->nlmsg_type == NLMSG_DONE) return found;
-            if (h->nlmsg_type == NLMSG_ERROR) {
-                const struct nlmsgerr *e = NLMSG_DATA(h);
-                return e->error ? e->error : found;
-            }
-            if (h->nlmsg_type == want && !found) found = fn(h, arg);
-            if (!(h->nlmsg_flags & NLM_F_MULTI)) return found;
-        }
-    }
-}
-
-struct route_ans {
-    int oif;
-    uint32_t gw;
-    unsigned char type; /* RTN_UNICAST, RTN_LOCAL, ... */
-};
-
-static int route_msg(const struct nlmsghdr *h, void *arg)
-{
-    struct route_ans *a = arg;
-    const struct rtmsg *rt = NLMSG_DATA(h);
-    int len = (int)RTM_PAYLOAD(h);
-    a->type = rt->rtm_type;
-    for (const struct rtattr *at = RTM_RTA(rt); RTA_OK(at, len); at = RTA_NEXT(at, len)) {
-        if (at->rta_type == RTA_OIF && RTA_PAYLOAD(at) >= 4) memcpy(&a->oif, RTA_DATA(at), 4);
-        if (at->rta_type == RTA_GATEWAY && RTA_PAYLOAD(at) == 4) memcpy(&a->gw, RTA_DATA(at), 4);
-    }
-    return 1;
-}
-
-/* The peer's next hop, and whether our interface leads there; or that the
- * peer is on this host (local: the bound socket reaches it). */
-static int route_to(struct link_xdp *x, struct peer *p)
-{
-    struct {
-        struct nlmsghdr h;
-        struct rtmsg r;
-        char attrs[32];
-    } req;
-    memset(&req, 0, sizeof(req));
-    req.h.nlmsg_type = RTM_GETROUTE;
-    req.h.nlmsg_flags = NLM_F_REQUEST;
-    req.r.rtm_family = AF_INET;
-    req.r.rtm_dst_len = 32;
-    struct rtattr *at = (struct rtattr *)req.attrs;
-    at->rta_type = RTA_DST;
-    at->rta_len = RTA_LENGTH(4);
-    memcpy(RTA_DATA(at), &p->ip, 4);
-    req.h.nlmsg_len = NLMSG_LENGTH(sizeof(req.r)) + RTA_ALIGN(at->rta_len);
-    struct route_ans a = {0};
-    int rc = nl_ask(x->nl_fd, &req, req.h.nlmsg_len, RTM_NEWROUTE, route_msg, &a);
-    if (rc < 0) return rc;
-    if (rc == 0) return -ENETUNREACH;
-    if (a.type == RTN_LOCAL) {
-        p->local = true;
-        return 0;
-    }
-    if (a.oif != x->ifindex) return -ENETUNREACH; /* another interface: not this link's */
-    p->nh = a.gw ? a.gw : p->ip;
-    return 0;
-}
-
-struct neigh_ask {
-    int ifindex;
-    uint32_t ip;
-    uint8_t *mac;
-};
-
-static int neigh_msg(const struct nlmsghdr *h, void *arg)
-{
-    const struct neigh_ask *q = arg;
-    const struct ndmsg *nd = NLMSG_DATA(h);
-    if (nd->ndm_ifindex != q->ifindex || (nd->ndm_state & (NUD_INCOMPLETE | NUD_FAILED)) ||
-        nd->ndm_state == NUD_NONE)
-        return 0;
-    int len = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*nd)));
-    bool match = false;
-    const uint8_t *ll = NULL;
-    for (const struct rtattr *at =
-             (const struct rtattr *)((const char *)nd + NLMSG_ALIGN(sizeof(*nd)));
-         RTA_OK(at, len); at = RTA_NEXT(at, len)) {
-        if (at->rta_type == NDA_DST && RTA_PAYLOAD(at) == 4)
-            match = !memcmp(RTA_DATA(at), &q->ip, 4);
-        if (at->rta_type == NDA_LLADDR && RTA_PAYLOAD(at) == 6) ll = RTA_DATA(at);
-    }
-    if (!match || !ll) return 0;
-    memcpy(q->mac, ll, 6);
-    return 1;
-}
-
-/* The next hop's MAC from the neighbour table: 1 found, 0 not (yet). */
-static int neigh_lookup(struct link_xdp *x, struct peer *p)
-{
-    struct {
-        struct nlmsghdr h;
-        struct ndmsg n;
-    } req;
-    memset(&req, 0, sizeof(req));
-    req.h.nlmsg_len = sizeof(req);
-    req.h.nlmsg_type = RTM_GETNEIGH;
-    req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-    req.n.ndm_family = AF_INET;
-    req.n.ndm_ifindex = x->ifindex;
-    struct neigh_ask q = {.ifindex = x->ifindex, .ip = p->nh, .mac = p->mac};
-    int rc = nl_ask(x->nl_fd, &req, sizeof(req), RTM_NEWNEIGH, neigh_msg, &q);
-    return rc > 0;
-}
-
-/* Find the peer's MAC, or have the kernel find it: an empty datagram from
- * our port to the peer's discard port goes through the kernel's neighbour
- * resolution (the XDP program passes the answer, ICMP, to the kernel). */
-static void peer_resolve(struct link_xdp *x, struct peer *p, uint64_t now)
-{
-    if (p->err || p->local || p->have_mac || now < p->next_lookup) return;
-    p->next_lookup = now + NEIGH_RETRY_NS;
-    if (neigh_lookup(x, p)) {
-        p->have_mac = true;
-        return;
-    }
-    if (now < p->next_probe) return;
-    p->next_probe = now + NEIGH_PROBE_NS;
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(DISCARD_PORT)};
-    to.sin_addr.s_addr = p->ip;
-    sendto(x->udp_fd, "", 0, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to));
-}
+#include "link/xdp/priv.h"
+#ifdef ULN_HAVE_XDP
 
 /* ------------------------------------------------------------------------- */
 /* Peers                                                                      */
@@ -524,9 +77,9 @@ static void peer_init(struct link_xdp *x, struct peer *p, uint32_t ip, uint16_t 
 {
     x->nlocal -= p->local;
     *p = (struct peer){.ip = ip, .port = port};
-    p->err = route_to(x, p);
+    p->err = uln_xdp_route_to(x, p);
     x->nlocal += p->local;
-    peer_resolve(x, p, uln_now_ns());
+    uln_xdp_peer_resolve(x, p, uln_now_ns());
 }
 
 static int xdp_add_peer(struct uln_link *l, const void *addr, socklen_t len)
@@ -567,198 +120,6 @@ static int xdp_find_peer(const struct uln_link *l, const void *addr, socklen_t l
     uint16_t port;
     if (sa_v4(addr, len, &ip, &port)) return -1;
     return find_key(x, ip, port);
-}
-
-/* ------------------------------------------------------------------------- */
-/* The XDP program: one per (process, interface)                              */
-/* ------------------------------------------------------------------------- */
-
-/* The fd of the map called name among prog_fd's maps, or -1. */
-static int prog_map(int prog_fd, const char *name)
-{
-    uint32_t ids[16];
-    struct bpf_prog_info pi;
-    memset(&pi, 0, sizeof(pi));
-    pi.nr_map_ids = 16;
-    pi.map_ids = (uint64_t)(uintptr_t)ids;
-    uint32_t pl = sizeof(pi);
-    if (bpf_obj_get_info_by_fd(prog_fd, &pi, &pl)) return -1;
-    for (uint32_t i = 0; i < pi.nr_map_ids && i < 16; i++) {
-        int fd = bpf_map_get_fd_by_id(ids[i]);
-        if (fd < 0) continue;
-        struct bpf_map_info mi;
-        memset(&mi, 0, sizeof(mi));
-        uint32_t ml = sizeof(mi);
-        if (!bpf_obj_get_info_by_fd(fd, &mi, &ml) && !strcmp(mi.name, name)) return fd;
-        close(fd);
-    }
-    return -1;
-}
-
-/* Loaded less than OWNER_WAIT_NS ago (the kernel's load time is boot-time). */
-static bool young(int prog_fd)
-{
-    struct bpf_prog_info pi;
-    memset(&pi, 0, sizeof(pi));
-    uint32_t pl = sizeof(pi);
-    struct timespec ts;
-    if (bpf_obj_get_info_by_fd(prog_fd, &pi, &pl) || clock_gettime(CLOCK_BOOTTIME, &ts))
-        return false;
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    return now - pi.load_time < OWNER_WAIT_NS;
-}
-
-/* Ours, and its process is gone (killed before it could detach it). One
- * with no owner yet is being attached by another process starting beside
- * us (the owner is written just after the attach), unless that was long
- * ago: then its process died in between. */
-static bool orphan(const struct xdp_program *p)
-{
-    if (!p || strcmp(xdp_program__name(p), "ulnet_xdp")) return false;
-    int fd = prog_map(xdp_program__fd(p), "ulnet_owner");
-    if (fd < 0) return false;
-    uint32_t k = 0, pid = 0;
-    bool gone = !bpf_map_lookup_elem(fd, &k, &pid) &&
-                (pid == 0 ? !young(xdp_program__fd(p)) : kill((pid_t)pid, 0) < 0 && errno == ESRCH);
-    close(fd);
-    return gone;
-}
-
-/* Detach the programs of dead ulnet processes from the interface. */
-static void reap_orphans(int ifindex)
-{
-    struct xdp_multiprog *mp = xdp_multiprog__get_from_ifindex(ifindex);
-    if (!mp || libxdp_get_error(mp)) return;
-    enum xdp_attach_mode mode = xdp_multiprog__attach_mode(mp);
-    struct xdp_program *dead[16];
-    unsigned n = 0;
-    if (xdp_multiprog__is_legacy(mp)) {
-        struct xdp_program *p = xdp_multiprog__main_prog(mp);
-        if (orphan(p)) dead[n++] = p;
-    } else {
-        for (struct xdp_program *p = xdp_multiprog__next_prog(NULL, mp); p && n < 16;
-             p = xdp_multiprog__next_prog(p, mp))
-            if (orphan(p)) dead[n++] = p;
-    }
-    for (unsigned i = 0; i < n; i++)
-        if (xdp_program__detach(dead[i], ifindex, mode, 0) == 0)
-            fprintf(stderr,
-                    "ulnet: xdp: removed the XDP program of a dead ulnet process from "
-                    "interface %d\n",
-                    ifindex);
-    xdp_multiprog__close(mp);
-}
-
-static int prog_attach(struct xprog *xp, enum uln_xdp_hook hook, char *why, size_t whylen)
-{
-    struct bpf_object *obj = bpf_object__open_mem(uln_xdp_obj, uln_xdp_obj_len, NULL);
-    if (!obj || libbpf_get_error(obj)) {
-        snprintf(why, whylen, "cannot open the XDP program object");
-        return -EINVAL;
-    }
-    DECLARE_LIBXDP_OPTS(xdp_program_opts, o, .obj = obj, .prog_name = "ulnet_xdp");
-    struct xdp_program *prog = xdp_program__create(&o);
-    long err = libxdp_get_error(prog);
-    if (!prog || err) {
-        bpf_object__close(obj);
-        snprintf(why, whylen, "cannot load the XDP program: %s", strerror((int)-err));
-        return err ? (int)err : -EINVAL;
-    }
-    int rc = -EINVAL;
-    enum xdp_attach_mode modes[2] = {XDP_MODE_NATIVE, XDP_MODE_SKB};
-    for (int i = 0; i < 2; i++) {
-        if ((hook == ULN_XDP_HOOK_NATIVE && i == 1) || (hook == ULN_XDP_HOOK_GENERIC && i == 0))
-            continue;
-        rc = xdp_program__attach(prog, xp->ifindex, modes[i], 0);
-        if (!rc) {
-            xp->mode = modes[i];
-            break;
-        }
-    }
-    if (rc) {
-        snprintf(why, whylen, "cannot attach the XDP program (%s): %s",
-                 hook == ULN_XDP_HOOK_NATIVE    ? "native"
-                 : hook == ULN_XDP_HOOK_GENERIC ? "generic"
-                                                : "native or generic",
-                 rc == -EPERM ? "no privilege (CAP_NET_ADMIN and CAP_BPF)" : strerror(-rc));
-        xdp_program__close(prog);
-        bpf_object__close(obj);
-        return rc;
-    }
-    xp->xsks_fd = bpf_object__find_map_fd_by_name(obj, "ulnet_xsks");
-    xp->ports_fd = bpf_object__find_map_fd_by_name(obj, "ulnet_ports");
-    int owner_fd = bpf_object__find_map_fd_by_name(obj, "ulnet_owner");
-    uint32_t k = 0, pid = (uint32_t)getpid();
-    if (xp->xsks_fd < 0 || xp->ports_fd < 0 || owner_fd < 0 ||
-        bpf_map_update_elem(owner_fd, &k, &pid, 0)) {
-        xdp_program__detach(prog, xp->ifindex, xp->mode, 0);
-        xdp_program__close(prog);
-        bpf_object__close(obj);
-        snprintf(why, whylen, "the XDP program's maps are missing");
-        return -EINVAL;
-    }
-    xp->prog = prog;
-    xp->obj = obj;
-    return 0;
-}
-
-/* This process's program on ifindex (attached now if it is the first link
- * there) and a free slot in its XSKMAP. */
-static struct xprog *prog_get(int ifindex, enum uln_xdp_hook hook, uint32_t *slot, char *why,
-                              size_t whylen)
-{
-    pthread_mutex_lock(&progs_lock);
-    struct xprog *xp = NULL, *free_xp = NULL;
-    for (unsigned i = 0; i < PROGS_MAX; i++) {
-        if (progs[i].refs && progs[i].ifindex == ifindex) xp = &progs[i];
-        if (!progs[i].refs && !free_xp) free_xp = &progs[i];
-    }
-    if (xp && ((hook == ULN_XDP_HOOK_NATIVE && xp->mode != XDP_MODE_NATIVE) ||
-               (hook == ULN_XDP_HOOK_GENERIC && xp->mode != XDP_MODE_SKB))) {
-        snprintf(why, whylen, "the interface's program is attached in the other mode");
-        xp = NULL;
-        goto out;
-    }
-    if (!xp && free_xp) {
-        reap_orphans(ifindex);
-        *free_xp = (struct xprog){.ifindex = ifindex};
-        if (prog_attach(free_xp, hook, why, whylen) == 0) xp = free_xp;
-        if (!xp) goto out;
-    } else if (!xp) {
-        snprintf(why, whylen, "AF_XDP on more than %u interfaces", PROGS_MAX);
-        goto out;
-    }
-    if (xp->slots == UINT64_MAX) {
-        snprintf(why, whylen, "more than %u AF_XDP sockets on one interface", ULN_XDP_SLOTS);
-        if (!xp->refs) {
-            xdp_program__detach(xp->prog, ifindex, xp->mode, 0);
-            xdp_program__close(xp->prog);
-            bpf_object__close(xp->obj);
-            *xp = (struct xprog){0};
-        }
-        xp = NULL;
-        goto out;
-    }
-    *slot = (uint32_t)__builtin_ctzll(~xp->slots);
-    xp->slots |= 1ull << *slot;
-    xp->refs++;
-out:
-    pthread_mutex_unlock(&progs_lock);
-    return xp;
-}
-
-/* The last link on the interface takes the program away. */
-static void prog_put(struct xprog *xp, uint32_t slot)
-{
-    pthread_mutex_lock(&progs_lock);
-    xp->slots &= ~(1ull << slot);
-    if (--xp->refs == 0) {
-        xdp_program__detach(xp->prog, xp->ifindex, xp->mode, 0);
-        xdp_program__close(xp->prog);
-        bpf_object__close(xp->obj);
-        *xp = (struct xprog){0};
-    }
-    pthread_mutex_unlock(&progs_lock);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -870,7 +231,7 @@ static int xdp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigne
         }
         if (!pe->have_mac) {
             if (!now) now = uln_now_ns();
-            peer_resolve(x, pe, now);
+            uln_xdp_peer_resolve(x, pe, now);
         }
         if (!pe->have_mac) { /* lost, as the contract allows: rel sends it again */
             x->st.tx_err++;
@@ -1113,7 +474,7 @@ static int xdp_rx_lend(struct uln_link *l, int32_t peer, const void *buf, uint32
  * the AF_XDP socket would pay a wake-up callback for every frame). Its poll
  * is also a kick (it sends in copy mode, wakes a zero-copy driver that asked
  * to be woken); recv kicks the same way, and a caller reads before it
- * sleeps, as udp.c's progress pass does. */
+ * sleeps, as the UDP transport's progress pass does. */
 static int xdp_fds(const struct uln_link *l, int *fds, int max)
 {
     const struct link_xdp *x = (const struct link_xdp *)l;
@@ -1174,7 +535,7 @@ static void xdp_close(struct uln_link *l)
     }
     if (x->xp) {
         bpf_map_delete_elem(x->xp->xsks_fd, &x->slot);
-        prog_put(x->xp, x->slot);
+        uln_xdp_prog_put(x->xp, x->slot);
     }
     if (x->xsk) xsk_socket__delete(x->xsk);
     if (x->umem) xsk_umem__delete(x->umem);
@@ -1288,7 +649,7 @@ static int open_xsk(struct link_xdp *x, const struct uln_link_xdp_cfg *cfg, char
      * virtio_net, ...): the kernel's EOPNOTSUPP, said in the driver's name. */
     char drv[DRV_NAME_LEN];
     if (rc == -EOPNOTSUPP && cfg->copy == ULN_XDP_ZEROCOPY &&
-        driver_of(cfg->fd, x->info.ifname, drv) == 0) {
+        uln_xdp_driver_of(cfg->fd, x->info.ifname, drv) == 0) {
         snprintf(why, whylen,
                  "cannot bind an AF_XDP socket to %s queue %u in zero-copy mode: its driver (%s) "
                  "has no zero-copy AF_XDP (ULN_XDP_MODE=copy, or auto, runs copy mode)",
@@ -1433,7 +794,7 @@ static int open_plain(const struct uln_link_xdp_cfg *cfg, struct link_xdp *x, ch
     int rc =
         alloc_link(x, cfg->rx_bufs ? cfg->rx_bufs : 512, cfg->max_peers ? cfg->max_peers : 256);
     if (rc) return rc;
-    if (!(x->xp = prog_get(x->ifindex, cfg->hook, &x->slot, why, whylen))) return -EPERM;
+    if (!(x->xp = uln_xdp_prog_get(x->ifindex, cfg->hook, &x->slot, why, whylen))) return -EPERM;
     if ((rc = open_xsk(x, cfg, why, whylen)) != 0) return rc;
     x->xsk_fd = xsk_socket__fd(x->xsk);
     if (cfg->busy_poll) busy_poll_on(x);
@@ -1454,12 +815,6 @@ int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out,
                  "(ULN_UDP_ADDR, ULN_UDP_IF)");
         return -EOPNOTSUPP;
     }
-    struct uln_link_fault f;
-    char fwhy[128];
-    if (uln_link_fault_parse(cfg->fault, &f, fwhy, sizeof(fwhy)) < 0) {
-        snprintf(why, whylen, "fault spec '%s': %s", cfg->fault, fwhy);
-        return -EINVAL;
-    }
     /* libxdp and libbpf would print their own view of every failure; the
      * one line the caller prints says it. */
     libxdp_set_print(NULL);
@@ -1479,11 +834,8 @@ int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out,
     }
     x->udp_fd = cfg->fd;
     size_rcvbuf(x);
-    if (!uln_link_fault_any(&f)) {
-        *out = &x->base;
-        return 0;
-    }
-    return uln_link_fault_open(&x->base, &f, out);
+    *out = &x->base;
+    return 0;
 }
 
 #endif /* ULN_HAVE_XDP */

@@ -1,5 +1,5 @@
 /*
- * ulnet_xdp.bpf.c - the XDP program beneath link_xdp.c: it sends to an
+ * ulnet_xdp.bpf.c - the XDP program beneath the AF_XDP link (link.c): it sends to an
  * AF_XDP socket only ulnet's own frames, IPv4 UDP to an (address, port) a
  * link put in ulnet_ports, and arriving on the queue that link's socket is
  * bound to, and no longer than the link's MTU allows; every other frame

@@ -21,7 +21,7 @@
 
 #include <netinet/in.h>
 
-#include "transport/link.h"
+#include "link/link.h"
 
 #define ULN_LINK_XDP_FRAME     4096u /* UMEM frame: one page */
 #define ULN_LINK_XDP_MTU_MAX   3072u /* a frame holds the XDP headroom and the packet */
@@ -42,7 +42,6 @@ struct uln_link_xdp_cfg {
     unsigned rx_bufs;         /* datagrams the caller may keep; 0: 512 */
     unsigned max_peers;       /* 0: 256 */
     bool busy_poll;           /* the caller spins: SO_PREFER_BUSY_POLL, SO_BUSY_POLL */
-    const char *fault;        /* as for the socket link (link_fault.h) */
 };
 
 /* True if this build has the AF_XDP link. */

@@ -1,0 +1,63 @@
+/*
+ * ops.c - the UDP transport's ops (core/transport.h), as the registry sees them.
+ */
+#define _GNU_SOURCE
+#include <stddef.h>
+
+#include "transport/udp/priv.h"
+
+/* ---- the transport's ops ---------------------------------------------------------- */
+
+static int uln_udp_reaches(const struct uln_ctx *ctx, int peer)
+{
+    return udp_remote(ctx, peer) ? 2 : 0; /* better than shm for whom it claims */
+}
+
+static void uln_udp_query(const struct uln_ctx *ctx, struct uln_info *info)
+{
+    info->udp_window = ctx->p.udp_window;
+    info->udp_dead_ms = ctx->p.udp_dead_ms;
+    for (int p = 0; p < ctx->size; p++)
+        info->udp_peers += ctx->peer_tp[p] == &uln_tp_udp;
+}
+
+/* After the engine committed packets: a GET request to an idle peer leaves at
+ * once (uln_udp_commit said so); answers go at the end of the pass, together. */
+static void uln_udp_kick(struct uln_ep *ep, int peer)
+{
+    (void)peer; /* one batch for all peers of the endpoint */
+    struct uln_udp_ep *ue = udp_ep(ep);
+    if (!ue->kick_now) return;
+    ue->kick_now = false;
+    uln_udp_flush(ep);
+}
+
+const struct uln_transport_ops uln_tp_udp = {
+    .name = "udp",
+    .caps = ULN_TP_CAP_TARGET_CPU,
+    .id = ULN_TPID_UDP,
+    .open = uln_udp_open,
+    .choose = uln_udp_choose,
+    .learn = uln_udp_learn,
+    .addr_pack = uln_udp_addr_pack,
+    .addr_unpack = uln_udp_addr_unpack,
+    .addr_str = uln_udp_addr_str,
+    .close = uln_udp_close,
+    .reaches = uln_udp_reaches,
+    .query = uln_udp_query,
+    .ep_open = uln_udp_ep_open,
+    .ep_close = uln_udp_ep_close,
+    .connect = uln_udp_attach,
+    .reserve = uln_udp_reserve,
+    .commit = uln_udp_commit,
+    .send_nap = uln_udp_nap,
+    .send_put = uln_udp_put,
+    .serve_get = uln_udp_serve_get,
+    .kick = uln_udp_kick,
+    .peer_dead = uln_udp_peer_dead,
+    .frag_max = uln_udp_frag_max,
+    .progress_rx = uln_udp_progress_rx,
+    .progress_tx = uln_udp_progress_tx,
+    .busy = uln_udp_busy,
+    .wait_fds = uln_udp_poll_setup,
+};
