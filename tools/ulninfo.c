@@ -129,16 +129,17 @@ static void print_interfaces(uint32_t mtu_setting)
 }
 
 /* The link under udp's packets. Links open with endpoints, so where udp
- * carries peers (or ULN_TRANSPORT=xdp asks for AF_XDP) one endpoint is
+ * carries peers (or ULN_LINK asks for a link) one endpoint is
  * opened to see what the link gives here: AF_XDP's mode, or why the socket
  * link took over. */
 static void print_link(struct uln_ctx *ctx)
 {
     printf("  AF_XDP link                      %s\n",
-           uln_link_xdp_built() ? "built in (ULN_TRANSPORT=xdp; auto where zero-copy)"
+           uln_link_xdp_built() ? "built in (ULN_LINK=xdp; auto where zero-copy)"
                                 : "absent (built without libxdp/libbpf/clang)");
     const struct uln_udp *u = udp_of(ctx);
-    if (!u || (!ctx->p.xdp && ctx->p.transport != ULN_TP_AUTO)) {
+    bool asked = strcmp(ctx->p.link, "auto") != 0;
+    if (!u || !strcmp(ctx->p.link, "udp") || (!asked && ctx->p.transport != ULN_TP_AUTO)) {
         printf("  link in use                      %s\n", u ? "udp (a socket)" : "none (no udp)");
         return;
     }
@@ -150,9 +151,12 @@ static void print_link(struct uln_ctx *ctx)
         printf("  link in use                      unknown: uln_ep_open: %s\n", uln_strerror(rc));
     else if (!strcmp(u->link_kind, "xdp"))
         printf("  link in use                      xdp (%s)\n", u->xdp_mode);
+    else if (asked && !strcmp(u->link_kind, ctx->p.link))
+        printf("  link in use                      %s (asked for)\n", u->link_kind);
     else
-        printf("  link in use                      %s (%s: %s)\n", u->link_kind,
-               ctx->p.xdp ? "xdp asked for" : "auto", u->xdp_why[0] ? u->xdp_why : "?");
+        printf("  link in use                      %s (%s%s: %s)\n", u->link_kind,
+               asked ? ctx->p.link : "auto", asked ? " asked for" : "",
+               u->xdp_why[0] ? u->xdp_why : "?");
     if (ep) uln_ep_close(ep);
     if (cq) uln_cq_close(cq);
 }

@@ -15,7 +15,8 @@
 #include "core/internal.h"
 #include "boot/root.h"
 #include "boot/addr.h"
-#include "link/fault.h" /* uln_link_fault_parse: ULN_FAULT is checked at uln_open */
+#include "link/fault.h"  /* uln_link_fault_parse: ULN_FAULT is checked at uln_open */
+#include "link/select.h" /* uln_link_kind_find: ULN_LINK too */
 
 extern char **environ;
 
@@ -76,8 +77,11 @@ static const struct uln_setting settings_table[] = {
      "0: direct accesses announce themselves with a fence each, not membarrier at dereg"},
     /* Transports and progress. */
     {"ULN_TRANSPORT", "auto", 0, 0,
-     "auto: shm on this host, udp to others (AF_XDP where zero-copy); udp; shm; xdp: udp's "
-     "protocol over AF_XDP"},
+     "auto: shm on this host, udp to others; udp; shm; xdp: the same as ULN_TRANSPORT=udp "
+     "ULN_LINK=xdp"},
+    {"ULN_LINK", "auto", 0, 0,
+     "the link under udp: auto (AF_XDP where the driver runs it zero-copy, under "
+     "ULN_TRANSPORT=auto; else udp); udp: sockets; xdp: AF_XDP (docs/xdp.md)"},
     {"ULN_PROGRESS", "caller", 0, 0, "thread: a progress thread serves peers in the background"},
     /* UDP. */
     {"ULN_UDP_WINDOW", "1024", 4, 32768,
@@ -97,7 +101,7 @@ static const struct uln_setting settings_table[] = {
     {"ULN_UDP_IF", NULL, 0, 0,
      "publish and bind this interface's address (one name for every host, e.g. ib0)"},
     {"ULN_UDP_GRO", "1", 0, 0, "0: no UDP_GRO on receive (one datagram per buffer)"},
-    /* AF_XDP (ULN_TRANSPORT=xdp, docs/xdp.md). */
+    /* AF_XDP (ULN_LINK=xdp, docs/xdp.md). */
     {"ULN_XDP_MODE", "auto", 0, 0, "auto: zero-copy where the driver can, else copy; copy; zc"},
     {"ULN_XDP_HOOK", "auto", 0, 0,
      "auto: native XDP where the driver has it, else generic; "
@@ -387,6 +391,27 @@ static int xdp_settings(struct uln_params *p)
     return p->xdp_mode < 0 || p->xdp_hook < 0 ? -EINVAL : rc;
 }
 
+/* ULN_LINK: "auto" or a link this ulnet has (link/select.c). xdp_alias:
+ * ULN_TRANSPORT=xdp, which is ULN_LINK=xdp (and says so if ULN_LINK names
+ * another). */
+static int link_setting(struct uln_params *p, bool xdp_alias)
+{
+    const char *v = string_setting("ULN_LINK");
+    if (!v) v = xdp_alias ? "xdp" : "auto";
+    char names[128];
+    if (strcmp(v, "auto") && !uln_link_kind_find(v)) {
+        uln_link_kind_names(names, sizeof names);
+        setting_err("ulnet: ULN_LINK=%s: use %s\n", v, names);
+        return -EINVAL;
+    }
+    if (xdp_alias && strcmp(v, "xdp")) {
+        setting_err("ulnet: ULN_TRANSPORT=xdp is ULN_LINK=xdp, but ULN_LINK=%s\n", v);
+        return -EINVAL;
+    }
+    snprintf(p->link, sizeof p->link, "%s", v);
+    return 0;
+}
+
 /* The settings that are not numbers, resolved into p and checked here, so
  * that a bad one fails uln_open, not the first endpoint that would use it. */
 static int text_settings(struct uln_params *p)
@@ -482,8 +507,8 @@ static int check_params(const struct uln_config *cfg, struct uln_params *p)
         p->transport = ULN_TP_SHM;
     else if (!strcmp(tp, "udp"))
         p->transport = ULN_TP_UDP;
-    else if (!strcmp(tp, "xdp")) /* udp everywhere, its packets over AF_XDP */
-        p->transport = ULN_TP_UDP, p->xdp = true;
+    else if (!strcmp(tp, "xdp")) /* an alias: udp everywhere, its packets over AF_XDP */
+        p->transport = ULN_TP_UDP;
     else {
         if (cfg->transport) /* this process's own value: always say */
             fprintf(stderr, "ulnet: transport \"%s\": use auto, shm, udp or xdp\n", tp);
@@ -491,6 +516,7 @@ static int check_params(const struct uln_config *cfg, struct uln_params *p)
             setting_err("ulnet: ULN_TRANSPORT=%s: use auto, shm, udp or xdp\n", tp);
         rc = -EINVAL;
     }
+    rc |= link_setting(p, tp && !strcmp(tp, "xdp"));
     const char *pr = getenv("ULN_PROGRESS");
     if (pr && *pr && strcmp(pr, "thread") && strcmp(pr, "caller")) {
         setting_err("ulnet: ULN_PROGRESS=%s: use caller or thread\n", pr);

@@ -74,7 +74,8 @@ struct uln_params {
     const char *udp_addr; /* NULL or the address to publish and bind (ULN_UDP_ADDR) */
     const char *udp_if;   /* NULL or the interface to take it from (ULN_UDP_IF) */
     const char *fault;    /* NULL or the fault injector's spec (ULN_FAULT) */
-    bool xdp;             /* ULN_TRANSPORT=xdp: transport is ULN_TP_UDP, over AF_XDP */
+    char link[16];        /* ULN_LINK: "auto" or a link's name (link/select.h); xdp
+                             also as ULN_TRANSPORT=xdp (transport ULN_TP_UDP) */
     int xdp_mode;         /* enum uln_xdp_copy (ULN_XDP_MODE) */
     int xdp_hook;         /* enum uln_xdp_hook (ULN_XDP_HOOK) */
     uint32_t xdp_queue;   /* ULN_XDP_QUEUE */

@@ -1,104 +1,86 @@
 /*
  * select.c - where the link under an endpoint is chosen (link/select.h):
- * AF_XDP where it is asked for, or where auto finds a driver that runs it
- * zero-copy, else the socket link; then the fault injector around
+ * the kinds this ulnet has, the one ULN_LINK names or the cheapest that
+ * opens, the socket link when neither comes; then the fault injector around
  * whichever came, once.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "core/internal.h"
 #include "link/fault.h"
 #include "link/select.h"
 #include "link/udp/link_udp.h"
-#include "link/xdp/link_xdp.h"
 #include "transport/udp/ctx.h"
 
-/* ---- the link under an endpoint ------------------------------------------------ */
+/* The links. Adding one: a line here (select.h says the rest). */
+static const struct uln_link_kind *const kinds[] = {
+    &uln_link_kind_xdp, &uln_link_kind_udp,
+#ifdef ULN_TEST_HOOKS
+    &uln_link_kind_loop, /* tests/link/loop.c: the tests' own link, in memory */
+#endif
+};
+#define N_KINDS (sizeof kinds / sizeof kinds[0])
 
-/* AF_XDP on the endpoint's address and port (the socket's), in copy mode
- * `copy`. 0 or -errno, why saying what stood in the way. */
-static int open_xdp(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, enum uln_xdp_copy copy,
-                    struct uln_link **out, char *why, size_t whylen)
+const struct uln_link_kind *uln_link_kind_find(const char *name)
 {
-    struct uln_link_xdp_cfg xc = {.fd = cfg->fd,
-                                  .queue = ctx->p.xdp_queue,
-                                  .copy = copy,
-                                  .hook = (enum uln_xdp_hook)ctx->p.xdp_hook,
-                                  .mtu = cfg->mtu,
-                                  .rx_bufs = cfg->rx_bufs,
-                                  .max_peers = cfg->max_peers};
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    if (getsockname(cfg->fd, (struct sockaddr *)&ss, &len) < 0) {
-        int e = errno;
-        snprintf(why, whylen, "getsockname: %s", strerror(e));
-        return -e;
-    }
-    if (ss.ss_family == AF_INET) memcpy(&xc.local, &ss, sizeof xc.local);
-    return uln_link_xdp_open(&xc, out, why, whylen);
+    for (unsigned i = 0; i < N_KINDS; i++)
+        if (!strcmp(kinds[i]->name, name)) return kinds[i];
+    return NULL;
 }
 
-/* ULN_TRANSPORT=auto: AF_XDP where it can be zero-copy, else the socket
- * link (docs/xdp.md says why copy mode does not pay). *loud: AF_XDP was for
- * this interface and did not come (refused, or not built), so the reason is
- * worth a line on stderr. An interface that is simply not one for AF_XDP
- * (veth, virtio_net: auto's own choice), loopback or the any address is the
- * socket link's by nature: a line there would be printed by every process
- * of every job and libfabric client, for nothing to fix; ulninfo has it. */
-static int open_auto(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, struct uln_link **out,
-                     char *why, size_t whylen, bool *loud)
+void uln_link_kind_names(char *out, size_t room)
 {
-    struct sockaddr_in in;
-    socklen_t len = sizeof in;
-    char ifname[IF_NAMESIZE];
+    size_t at = (size_t)snprintf(out, room, "auto");
+    for (unsigned i = 0; i < N_KINDS && at < room; i++)
+        at += (size_t)snprintf(out + at, room - at, ", %s", kinds[i]->name);
+}
+
+/* auto's next kind to try: the cheapest with a cost above `above` (ties in
+ * table order), or NULL. */
+static const struct uln_link_kind *cheapest_above(unsigned above, const struct uln_link_kind *after)
+{
+    const struct uln_link_kind *best = NULL;
+    bool passed = after == NULL;
+    for (unsigned i = 0; i < N_KINDS; i++) {
+        const struct uln_link_kind *k = kinds[i];
+        if (k == after) {
+            passed = true;
+            continue;
+        }
+        bool later = k->cost > above || (k->cost == above && passed);
+        if (k->cost && later && (!best || k->cost < best->cost)) best = k;
+    }
+    return best;
+}
+
+/* The kind asked for (ULN_LINK), or auto's cheapest that opens, into *out;
+ * -errno (why: the reason) if none came. The socket link is not tried here:
+ * it is what the caller falls back to. */
+static int open_chosen(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg,
+                       const struct uln_link_kind **got, struct uln_link **out, char *why,
+                       size_t whylen, bool *loud)
+{
+    struct uln_udp *u = udp_of(ctx);
+    const struct uln_link_kind *asked = uln_link_kind_find(ctx->p.link);
     *loud = false;
-    if (getsockname(cfg->fd, (struct sockaddr *)&in, &len) < 0 || len != sizeof in ||
-        in.sin_family != AF_INET || in.sin_addr.s_addr == htonl(INADDR_ANY) ||
-        ntohl(in.sin_addr.s_addr) >> 24 == 127 ||
-        uln_link_xdp_iface_of(in.sin_addr.s_addr, ifname, sizeof ifname)) {
-        snprintf(why, whylen, "not bound to an IPv4 address of an interface");
-        return -EOPNOTSUPP;
+    if (asked == &uln_link_kind_udp) return -EOPNOTSUPP;
+    if (asked) {
+        *got = asked;
+        return asked->open(ctx, cfg, true, out, why, whylen, loud);
     }
-    int rc = uln_link_xdp_auto_verdict(ifname, why, whylen);
-    *loud = rc != -ENOENT;
-    return rc ? rc : open_xdp(ctx, cfg, ULN_XDP_ZEROCOPY, out, why, whylen);
-}
-
-/* AF_XDP as ULN_TRANSPORT asks (xdp: forced; auto: where zero-copy), else
- * -errno with why. An auto that failed once is not tried again in this
- * context: every endpoint would meet the same obstacle (or a busy queue). */
-static int open_xdp_as_asked(struct uln_ctx *ctx, struct uln_udp *u,
-                             const struct uln_link_udp_cfg *cfg, struct uln_link **out)
-{
-    char why[sizeof u->xdp_why];
-    bool loud = true;
+    /* auto, only where the transport is chosen by the library too; and an
+     * auto that failed once is not tried again in this context: every
+     * endpoint would meet the same obstacle (or a busy queue). */
+    if (ctx->p.transport != ULN_TP_AUTO || u->xdp_why[0]) return -EOPNOTSUPP;
     int rc = -EOPNOTSUPP;
-    if (ctx->p.xdp)
-        rc = open_xdp(ctx, cfg, (enum uln_xdp_copy)ctx->p.xdp_mode, out, why, sizeof why);
-    else if (ctx->p.transport != ULN_TP_AUTO)
-        return -EOPNOTSUPP;
-    else if (u->xdp_why[0])
-        return -EOPNOTSUPP;
-    else
-        rc = open_auto(ctx, cfg, out, why, sizeof why, &loud);
-    if (!rc) {
-        struct uln_link_info in;
-        uln_link_info(*out, &in);
-        snprintf(u->link_kind, sizeof u->link_kind, "xdp");
-        snprintf(u->xdp_mode, sizeof u->xdp_mode, "%s", in.xdp_mode);
-        return 0;
+    for (const struct uln_link_kind *k = cheapest_above(0, NULL); k && k != &uln_link_kind_udp;
+         k = cheapest_above(k->cost, k)) {
+        *got = k;
+        if ((rc = k->open(ctx, cfg, false, out, why, whylen, loud)) == 0) break;
     }
-    /* Once per context: every endpoint meets the same obstacle. */
-    if (!u->xdp_why[0] && loud)
-        fprintf(stderr, "ulnet: %s: %s; using udp\n", ctx->p.xdp ? "xdp" : "auto", why);
-    snprintf(u->xdp_why, sizeof u->xdp_why, "%s", why);
     return rc;
 }
 
@@ -106,18 +88,33 @@ int uln_link_select_open(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg
                          struct uln_link **out)
 {
     struct uln_udp *u = udp_of(ctx);
-    int rc = open_xdp_as_asked(ctx, u, cfg, out);
-    if (rc) {
-        rc = uln_link_udp_open(cfg, out);
-        if (rc) return rc;
-        if (strcmp(u->link_kind, "xdp")) snprintf(u->link_kind, sizeof u->link_kind, "udp");
+    const struct uln_link_kind *got = &uln_link_kind_udp;
+    char why[sizeof u->xdp_why];
+    bool loud = false;
+    int rc = open_chosen(ctx, cfg, &got, out, why, sizeof why, &loud);
+    if (rc && got != &uln_link_kind_udp) {
+        /* Once per context: every endpoint meets the same obstacle. */
+        if (!u->xdp_why[0] && loud)
+            fprintf(stderr, "ulnet: %s: %s; using udp\n",
+                    strcmp(ctx->p.link, "auto") ? got->name : "auto", why);
+        snprintf(u->xdp_why, sizeof u->xdp_why, "%s", why);
     }
+    if (rc) {
+        got = &uln_link_kind_udp;
+        if ((rc = got->open(ctx, cfg, false, out, why, sizeof why, &loud)) != 0) return rc;
+    }
+    struct uln_link_info in;
+    uln_link_info(*out, &in);
+    /* The first endpoint's link names the context's, for ulninfo: an AF_XDP
+     * link once had is not unsaid by a later endpoint's socket link. */
+    if (!u->link_kind[0] || strcmp(u->link_kind, "xdp"))
+        snprintf(u->link_kind, sizeof u->link_kind, "%s", got->name);
+    if (in.xdp_mode[0]) snprintf(u->xdp_mode, sizeof u->xdp_mode, "%s", in.xdp_mode);
     /* The fault injector wraps whichever link came, here and nowhere else
      * (ULN_FAULT: ctx.c checked the spec at uln_open). It decides each
      * packet's fate before the link gathers the survivors into GSO runs, so
      * a run carries only packets meant to leave, and loss is measured on the
      * path jobs really take. */
-    char why[128];
     rc = uln_link_fault_wrap(ctx->p.fault, out, why, sizeof why);
     if (rc == -EINVAL) fprintf(stderr, "ulnet: fault spec '%s': %s\n", ctx->p.fault, why);
     return rc;

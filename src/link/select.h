@@ -1,19 +1,52 @@
 /*
- * select.h - where the link under an endpoint is chosen (select.c).
+ * select.h - where the link under an endpoint is chosen (select.c), and what
+ * a link gives select.c to be chosen: a struct uln_link_kind.
+ *
+ * Adding a link: its files (src/link/<name>/, the ops of link.h), a kind
+ * (name, cost, open) in one of them, and one line in select.c's table. It
+ * is then ULN_LINK=<name>, and auto weighs it by its cost.
  */
 #ifndef ULN_LINK_SELECT_H
 #define ULN_LINK_SELECT_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 struct uln_ctx;
-/* The link under an endpoint: AF_XDP where ULN_TRANSPORT=xdp asks for it
- * and it can be had, or where ULN_TRANSPORT=auto finds a driver that runs it
- * zero-copy; else (one line on stderr says why, unless the endpoint is on
- * loopback or any address under auto) the socket link; then the fault
- * injector around it as ULN_FAULT says. cfg is
- * the socket link's, its fd the endpoint's bound socket: either link owns it
- * once this succeeds. */
 struct uln_link;
 struct uln_link_udp_cfg;
+
+struct uln_link_kind {
+    const char *name; /* ULN_LINK=<name> */
+    /* What auto weighs: it tries the kinds with a cost, cheapest first, and
+     * takes the first that opens. 0: only when ULN_LINK names it. */
+    unsigned cost;
+    /* Open on the endpoint's bound socket (cfg: its fd, which the link owns
+     * once this succeeds, and the sizes). asked: ULN_LINK named it; else
+     * auto tries it, and may be told no. 0, or -errno with why; *loud: the
+     * reason is worth a line on stderr (not auto's own "no"). */
+    int (*open)(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, bool asked,
+                struct uln_link **out, char *why, size_t whylen, bool *loud);
+};
+
+extern const struct uln_link_kind uln_link_kind_udp; /* udp/kind.c: the socket link */
+extern const struct uln_link_kind uln_link_kind_xdp; /* xdp/kind.c: AF_XDP */
+#ifdef ULN_TEST_HOOKS
+extern const struct uln_link_kind uln_link_kind_loop; /* tests/link/loop.c */
+#endif
+
+/* The kind named name ("auto" is none), or NULL. */
+const struct uln_link_kind *uln_link_kind_find(const char *name);
+/* "auto, udp, xdp, ...": the names ULN_LINK takes, for messages. */
+void uln_link_kind_names(char *out, size_t room);
+
+/* The link under an endpoint: the one ULN_LINK names (ULN_TRANSPORT=xdp is
+ * ULN_LINK=xdp), the socket link when it did not come (one line on stderr
+ * says why); with auto under ULN_TRANSPORT=auto, the cheapest kind that
+ * opens (AF_XDP where its driver runs it zero-copy: no line when the
+ * interface is simply not one for it), else the socket link. Then the fault
+ * injector around it as ULN_FAULT says. cfg is the socket link's, its fd
+ * the endpoint's bound socket: the link owns it once this succeeds. */
 int uln_link_select_open(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg,
                          struct uln_link **out);
 
