@@ -176,7 +176,8 @@ static bool nap_send(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
 {
     const struct uln_transport_ops *tp = ep->peers[peer].tp;
     if (ULN_UNLIKELY(tp->send_nap != NULL)) {
-        if (!tp->send_nap(ep, peer, buf, len)) return false;
+        struct iovec one = {(void *)(uintptr_t)buf, len};
+        if (!tp->send_nap(ep, peer, &one, 1, len)) return false;
         ULN_COUNT(&ep->stats, naps_sent, 1);
         return true;
     }
@@ -190,20 +191,19 @@ static bool nap_send(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
 }
 
 /* A NAP whose payload is several segments (uln_napv): gathered straight into
- * the peer's ring, one copy as for a NAP; a transport that sends a NAP from
- * one buffer gets it gathered into ours first. */
+ * the peer's ring, or into the packets of a transport that sends NAPs its own
+ * way: one copy, as for a NAP. */
 static bool nap_sendv(struct uln_ep *ep, int peer, const struct iovec *iov, int n, uint32_t len)
 {
     const struct uln_transport_ops *tp = ep->peers[peer].tp;
-    uint8_t *dst = NULL;
     if (ULN_UNLIKELY(tp->send_nap != NULL)) {
-        if (!ep->gather_buf && !(ep->gather_buf = malloc(ep->ctx->p.nap_max + 1u))) return false;
-        dst = ep->gather_buf;
-    } else if (!(dst = out_reserve(ep, peer, 0, len))) {
-        return false; /* the receiver's ring is full: its credits hold us back */
+        if (!tp->send_nap(ep, peer, iov, n, len)) return false;
+        ULN_COUNT(&ep->stats, naps_sent, 1);
+        return true;
     }
+    uint8_t *dst = out_reserve(ep, peer, 0, len);
+    if (!dst) return false; /* the receiver's ring is full: its credits hold us back */
     uln_iov_gather(dst, iov, n);
-    if (tp->send_nap) return nap_send(ep, peer, dst, len);
     out_commit(ep, peer, 0, ULN_MSG_NAP, 0, len);
     peer_wake(ep, peer);
     ULN_COUNT(&ep->stats, naps_sent, 1);

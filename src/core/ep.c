@@ -116,9 +116,7 @@ static void ep_free_parts(struct uln_ep *ep, bool closing)
     free(ep->sq);
     free(ep->fl);
     free(ep->sq_iov);
-    free(ep->gather_buf);
     ep->sq_iov = NULL;
-    ep->gather_buf = NULL;
     ep->peers = NULL;
     ep->sq = NULL;
     ep->fl = NULL;

@@ -431,10 +431,8 @@ struct uln_ep {
     struct uln_sqe *sq;
     uint32_t sq_depth;
     /* uln_napv, uln_putv, uln_getv: a queued op's segments, ULN_IOV_MAX per
-     * send-queue slot (made at the first one), and a buffer to gather into for a transport
-     * that sends a NAP from one buffer (ops->send_nap). */
+     * send-queue slot (made at the first one). */
     struct iovec *sq_iov;
-    uint8_t *gather_buf;
     uint64_t sq_head;  /* oldest entry not yet retired */
     uint64_t sq_issue; /* oldest entry not yet fully issued */
     uint64_t sq_tail;  /* next free entry; op_id of an entry = its position */

@@ -97,8 +97,12 @@ struct uln_transport_ops {
     void *(*reserve)(struct uln_ep *ep, int peer, int ch, uint32_t len);
     void (*commit)(struct uln_ep *ep, int peer, int ch, uint8_t type, uint8_t flags, uint32_t len);
     /* Optional: send a whole NAP its own way (several packets on consecutive
-     * sequence numbers). False: no room now, try again. */
-    bool (*send_nap)(struct uln_ep *ep, int peer, const void *buf, uint32_t len);
+     * sequence numbers). Its len bytes are iov[0..iovcnt) concatenated (one
+     * buffer for uln_nap, uln_napv's segments): gathered straight into what
+     * the transport sends, so a NAP is copied once either way. False: no room
+     * now, try again. */
+    bool (*send_nap)(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt,
+                     uint32_t len);
     /* With ULN_TP_CAP_TARGET_CPU: send what the budget allows of PUT s as
      * fragments the target places. True when its last fragment has gone. */
     bool (*send_put)(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget);

@@ -213,7 +213,7 @@ uint8_t *uln_udp_slot_mem(struct uln_ep *ep, struct uln_udp_peer *up, uint32_t s
 bool uln_udp_can_send(struct uln_ep *ep, struct uln_udp_peer *up, unsigned n);
 void *uln_udp_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len);
 void uln_udp_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, uint8_t flags, uint32_t len);
-bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len);
+bool uln_udp_nap(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt, uint32_t len);
 bool uln_udp_put(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget);
 bool uln_udp_serve_get(struct uln_ep *ep, int peer, const struct uln_get_req *r, uint64_t *sent,
                        uint32_t *budget);

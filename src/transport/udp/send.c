@@ -284,7 +284,7 @@ void uln_udp_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, uint8_t f
     uln_udp_send_data(ep, up, t, &p);
 }
 
-bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
+bool uln_udp_nap(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt, uint32_t len)
 {
     struct uln_udp_peer *up = udp_peer(ep, peer);
     struct uln_udp_ep *ue = udp_ep(ep);
@@ -304,7 +304,11 @@ bool uln_udp_nap(struct uln_ep *ep, int peer, const void *buf, uint32_t len)
         struct uln_rel_pkt p;
         struct tx_slot *t = uln_udp_assign(ep, up, (uint32_t)sizeof(struct pkt_hdr) + k, &p);
         if (!t) return false; /* cannot happen after uln_udp_can_send */
-        if (k) memcpy(mem, (const uint8_t *)buf + off, k);
+        /* The one copy: the caller's bytes into the slot kept for resends. */
+        if (k && iovcnt == 1)
+            memcpy(mem, (const uint8_t *)iov[0].iov_base + off, k);
+        else if (k)
+            uln_iov_to_flat(mem, iov, iovcnt, off, k);
         t->h = (struct pkt_hdr){.vt = PKT_VERSION << 4 | PKT_NAP,
                                 .flags = i + 1 == n ? PKT_LAST : 0,
                                 .key = len,
