@@ -342,7 +342,19 @@ struct uln_info {
                               "root" (ULN_ROOT), "pmix", "single" (a job of one), or
                               "none" (no job: peers by address) */
     uint32_t max_peers;    /* peer ids are below this (a job: its size) */
+    /* What the transports that carry this context's peers can do, ULN_CAP_*
+     * bits: every such peer's (caps_all; 0 with no peer) and at least one's
+     * (caps_any). Expect from these, not from a transport's name or count:
+     * a transport added later says what it does the same way. */
+    uint32_t caps_all, caps_any;
 };
+/* The initiator moves PUT, GET and atomics itself on memory it maps (over
+ * shm, with shm_direct): done in the call, no work at the target. */
+#define ULN_CAP_DIRECT_RMA 0x1u
+/* The target's progress places PUTs and serves GETs (udp). */
+#define ULN_CAP_TARGET_CPU 0x2u
+/* Messages go straight into the peer's rings (shm). */
+#define ULN_CAP_RINGS 0x4u
 int uln_query(const struct uln_ctx *ctx, struct uln_info *info);
 
 /* What uln_open(cfg) would have in force, without opening anything: the

@@ -730,6 +730,25 @@ ULN_EXPORT uint64_t uln_job_key(const struct uln_ctx *ctx)
     return ctx ? ctx->job_key : 0;
 }
 
+/* The capability bits of the transports carrying the peers: all of them,
+ * and any. A direct path that the settings turned off (ULN_SHM_DIRECT=0) is
+ * not one the peers have. */
+static void caps_of_peers(const struct uln_ctx *ctx, struct uln_info *info)
+{
+    uint32_t all = ~0u, any = 0;
+    bool some = false;
+    for (int p = 0; ctx->peer_tp && p < ctx->size; p++) {
+        const struct uln_transport_ops *tp = ctx->peer_tp[p];
+        if (p == ctx->rank || !tp) continue;
+        all &= tp->caps;
+        any |= tp->caps;
+        some = true;
+    }
+    if (!ctx->p.shm_direct) all &= ~ULN_CAP_DIRECT_RMA, any &= ~ULN_CAP_DIRECT_RMA;
+    info->caps_all = some ? all : 0;
+    info->caps_any = any;
+}
+
 ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
 {
     if (!ctx || !info) return -EINVAL;
@@ -740,6 +759,7 @@ ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
     info->max_peers = (uint32_t)ctx->size;
     for (unsigned id = 0; uln_transports[id]; id++)
         if (uln_transports[id]->query) uln_transports[id]->query(ctx, info);
+    caps_of_peers(ctx, info);
     return 0;
 }
 

@@ -39,6 +39,10 @@ struct uln_atomic_req;
  * mapped (pp->out): the engine writes them itself, and only the peer writes
  * the rings we read from it (it must be woken when we give room back). */
 #define ULN_TP_CAP_RINGS 0x4u
+/* uln_info's ULN_CAP_* are these very bits (uln_query reports them). */
+_Static_assert(ULN_TP_CAP_DIRECT_RMA == ULN_CAP_DIRECT_RMA &&
+                   ULN_TP_CAP_TARGET_CPU == ULN_CAP_TARGET_CPU && ULN_TP_CAP_RINGS == ULN_CAP_RINGS,
+               "uln_info's capability bits are the transports'");
 
 #define ULN_TP_MAX 4 /* transports built in (uln_transports) */
 

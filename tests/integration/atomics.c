@@ -174,7 +174,7 @@ static void test_count(struct ctx3 *c, uint64_t n, int kind, unsigned flags)
      * this host, direct, on memory it maps (all but the odd one that found
      * the queue busy); never where the owner's engine must. Rank 0 reaches
      * its own word directly in every mode: no claim about it. */
-    bool mapped = c->job.info.shm_direct && kind == T_KIND_SHM && c->job.info.udp_peers == 0;
+    bool mapped = (c->job.info.caps_all & ULN_CAP_DIRECT_RMA) && kind == T_KIND_SHM;
     if ((flags & ULN_NOW) && rank != 0)
         CHECKF(mapped ? now >= n - n / 16 : now == 0,
                "%llu of %llu fetch-adds done in the call (%s)", (unsigned long long)now,
@@ -634,7 +634,7 @@ static void test_passive(struct ctx3 *c)
         }
         CHECKF(t_now() - t0 < 0.55, "the window overran into rank 1's polling");
         bool thread = c->job.info.progress_thread;
-        bool direct = c->job.info.shm_direct && c->job.info.udp_peers == 0;
+        bool direct = c->job.info.caps_all & ULN_CAP_DIRECT_RMA;
         printf("rank0: done while the target slept: mapped %d, malloc %d\n", early[0], early[1]);
         CHECKF(early[T_KIND_SHM] == (direct || thread), "atomic on mapped memory: %s",
                early[T_KIND_SHM] ? "done by a sleeping target" : "not done by the initiator");

@@ -131,7 +131,7 @@ static void part_fence_idle(struct uln_ep *ep, struct uln_cq *cq)
     memset(own.buf, 0, 4096);
     uint64_t v = 0x0123456789abcdefull;
     CHECK_OK(uln_put(ep, J.rank, &v, 8, own.key, 64, 0xfe, ULN_FENCE));
-    bool direct = J.info.shm_direct && J.info.udp_peers == 0;
+    bool direct = J.info.caps_all & ULN_CAP_DIRECT_RMA;
     if (direct) CHECKF(!memcmp((uint8_t *)own.buf + 64, &v, 8), "fenced PUT not done in the call");
     struct uln_cqe e = t_cq_take1(cq, 30000, "the fenced PUT on an idle endpoint");
     CHECK_CQE(&e, e.status == 0 && e.op == ULN_OP_PUT && e.user_data == 0xfe);

@@ -264,7 +264,7 @@ static void ring_sender(void)
              * its credit lets it hold beyond the ring: at most the window. */
             sampled = true;
             uint64_t cap = J.info.ring_bytes / RING_SZ + J.info.sq_depth;
-            if (J.info.udp_peers) cap += J.info.udp_window;
+            if (!(J.info.caps_all & ULN_CAP_RINGS)) cap += J.info.udp_window;
             printf("rank0: while rank 1 sleeps: %" PRIu64 " posted, %" PRIu64
                    " completed (ring holds about %u)\n",
                    posted, done, J.info.ring_bytes / RING_SZ);
