@@ -120,6 +120,7 @@
 #ifndef ULNET_H
 #define ULNET_H
 
+#include <errno.h> /* every status is a negative errno: -EAGAIN, -ETIMEDOUT, ... */
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -419,7 +420,11 @@ struct uln_counters {
 };
 int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *out);
 
-/* Human-readable text for a ulnet status (a negative errno). */
+/* Human-readable text for a ulnet status (a negative errno), in one style:
+ * lower case, no final period, saying what the code means in ulnet (the list
+ * of status codes above). A code outside that list gets libc's text in the
+ * same style, in a buffer of the calling thread's that the next such call
+ * overwrites. */
 const char *uln_strerror(int status);
 
 /* The version of the library in use, "MAJOR.MINOR.PATCH" (e.g. "0.1.0"), and

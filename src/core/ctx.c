@@ -818,6 +818,19 @@ ULN_EXPORT int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *
     return 0;
 }
 
+/* libc's text for errno e, its first letter in lower case: libc capitalises
+ * ("Cannot allocate memory"), ulnet's own texts do not. Per thread, since the
+ * caller keeps the pointer as it keeps any uln_strerror text. */
+static const char *uln_strerror_libc(int e)
+{
+    static __thread char buf[128];
+    const char *t = strerror_r(e, buf, sizeof buf); /* GNU: buf or a static text */
+    if (t != buf) snprintf(buf, sizeof buf, "%s", t);
+    if (buf[0] >= 'A' && buf[0] <= 'Z' && buf[1] >= 'a' && buf[1] <= 'z')
+        buf[0] = (char)(buf[0] - 'A' + 'a'); /* a word, not "I/O" or "RPC" */
+    return buf;
+}
+
 ULN_EXPORT const char *uln_strerror(int status)
 {
     switch (status) {
@@ -826,7 +839,7 @@ ULN_EXPORT const char *uln_strerror(int status)
     case -EAGAIN:
         return "queue full: poll the completion queue, then post again";
     case -EINVAL:
-        return "invalid argument";
+        return "bad argument, or a setting outside its range";
     case -EMSGSIZE:
         return "message too long (over nap_max, or inline_max with ULN_INLINE)";
     case -ENOKEY:
@@ -844,7 +857,8 @@ ULN_EXPORT const char *uln_strerror(int status)
     case -ETIMEDOUT:
         return "timed out";
     case -ENOSPC:
-        return "limit reached (endpoints, regions)";
+        return "no room: a per-process limit (endpoints, regions, peer ids) or the caller's "
+               "buffer (uln_addr) is too small";
     case -EFAULT:
         return "memory not mapped (registration) or not reachable";
     case -EMFILE:
@@ -855,7 +869,23 @@ ULN_EXPORT const char *uln_strerror(int status)
         return "the endpoint, CQ or region was already closed";
     case -EDOM:
         return "an atomic's word is not naturally aligned";
+    case -EADDRINUSE:
+        return "this process has already joined its job (a second uln_open)";
+    case -EADDRNOTAVAIL:
+        return "not a ulnet address, or an endpoint index the peer cannot have";
+    case -EHOSTUNREACH:
+        return "no transport of this context reaches that address";
+    case -EOPNOTSUPP:
+        return "not supported here (a job-only call on a context with no job)";
+    case -EPROTO:
+        return "the launcher or a rank broke the bootstrap's protocol";
+    case -ENOMEM:
+        return "out of memory or address space";
+    case -ECONNREFUSED:
+        return "connection refused: no launcher server (ULN_ROOT, PMIx) answers";
     default:
-        return status < 0 ? strerror(-status) : "not a ulnet status";
+        /* Any other code in the same style as those above: libc's words, first
+         * letter in lower case, so no message mixes the two spellings. */
+        return status < 0 ? uln_strerror_libc(-status) : "not a ulnet status";
     }
 }
