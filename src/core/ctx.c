@@ -170,8 +170,14 @@ static int parse_number(const char *name, const char *s, uint64_t *out)
     const char *p = s;
     while (isspace((unsigned char)*p))
         p++;
+    char range[64] = ""; /* the valid range, as an out-of-range value is told */
+    const struct uln_setting *d = setting_of(name);
+    if (d && d->hi)
+        snprintf(range, sizeof range, " in [%llu, %llu]", (unsigned long long)d->lo,
+                 (unsigned long long)d->hi);
     if (*p == '-') {
-        setting_err("ulnet: %s=%s: negative values are not allowed\n", name, s);
+        setting_err("ulnet: %s=%s: negative values are not allowed (use a number%s)\n", name, s,
+                    range);
         return -EINVAL;
     }
     if (!isdigit((unsigned char)*p)) goto bad;
@@ -189,8 +195,8 @@ static int parse_number(const char *name, const char *s, uint64_t *out)
     *out = v << shift;
     return 0;
 bad:
-    setting_err("ulnet: %s=%s is not a %s\n", name, s,
-                is_size(name) ? "size (a number of bytes, K, M or G after it)" : "number");
+    setting_err("ulnet: %s=%s is not a %s%s\n", name, s,
+                is_size(name) ? "size (bytes, K, M or G after it)" : "number", range);
     return -EINVAL;
 }
 

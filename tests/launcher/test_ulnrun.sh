@@ -656,13 +656,18 @@ case_settings() {
     begin "typo_warned_once"
     job3 0 "ULN_RNG_BYTES is not a ulnet setting .*did you mean ULN_RING_BYTES?" ULN_RNG_BYTES=65536
     begin "negative"
-    job3 1 "ULN_SQ_DEPTH=-1: negative values are not allowed" ULN_SQ_DEPTH=-1
+    job3 1 "ULN_SQ_DEPTH=-1: negative values are not allowed (use a number in \[1, 1048576\])" \
+        ULN_SQ_DEPTH=-1
     job3 1 "ULN_RING_BYTES=-4096: negative" ULN_RING_BYTES=-4096
     begin "size_suffixes"
     out=$(ULN_RING_BYTES=64K ULN_NAP_MAX=8k ULN_CHUNK_BYTES=1M ULN_POST_COPY_MAX=1G \
         "$ULNRUN" -n 2 --timeout 30 "$OPEN_CHECK" 2>&1) || fail "K/M/G sizes refused: $out"
     job3 1 "ULN_RING_BYTES=64Q is not a size" ULN_RING_BYTES=64Q
-    job3 1 "ULN_SQ_DEPTH=1K is not a number" ULN_SQ_DEPTH=1K
+    job3 1 "ULN_SQ_DEPTH=1K is not a number in \[1, 1048576\]" ULN_SQ_DEPTH=1K
+    # A word, like 0, is told the valid range
+    job3 1 "ULN_SQ_DEPTH=banana is not a number in \[1, 1048576\]" ULN_SQ_DEPTH=banana
+    job3 1 "ULN_RING_BYTES=big is not a size (bytes, K, M or G after it) in \[4096, " \
+        ULN_RING_BYTES=big
     begin "checked_at_open"
     # Over shared memory no UDP socket is ever opened: these were once read only there.
     job3 1 "ULN_FAULT=drop=2: .*probability" ULN_TRANSPORT=shm ULN_FAULT=drop=2
