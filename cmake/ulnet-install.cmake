@@ -14,10 +14,10 @@ foreach(_part MAJOR MINOR PATCH)
   endif()
 endforeach()
 
-# pkg-config. The prefix is found relative to the .pc file, so a staged or
-# relocated install works too.
-file(RELATIVE_PATH ULN_PC_UP /x/${CMAKE_INSTALL_LIBDIR}/pkgconfig /x)
-string(REGEX REPLACE "/$" "" ULN_PC_UP "${ULN_PC_UP}")
+# pkg-config. ulnet.pc names the install's own directories, absolutely: its
+# rpath must (a program runs where it was linked, not where pkg-config ran),
+# and -L must name the same library the rpath finds, so the file does not
+# claim to be relocatable (a moved copy links and runs against the original).
 # Static links: the archive needs pthread and, when built in, libpmix. PMIx is
 # not a pkg-config requirement: a user of ulnet never includes its headers, and
 # a machine without pmix.pc must still find ulnet.
@@ -31,9 +31,12 @@ if(ULN_XDP_FOUND) # the AF_XDP link: libxdp and libbpf, and theirs (libelf, zlib
   list(JOIN _uln_xdp_ld " " _uln_xdp_ld)
   string(APPEND ULN_PC_LIBS_PRIVATE " ${_uln_xdp_ld}")
 endif()
-# The rpath is decided at install time, when the prefix is final: ulnet.pc.in
-# is configured once now, with @ULN_PC_RPATH@ kept for the install step.
-set(ULN_PC_RPATH "@ULN_PC_RPATH@")
+# The paths and the rpath are decided at install time, when the prefix is
+# final: ulnet.pc.in is configured once now, with its @ULN_PC_*@ kept for the
+# install step.
+foreach(_v PREFIX LIBDIR INCLUDEDIR RPATH)
+  set(ULN_PC_${_v} "@ULN_PC_${_v}@")
+endforeach()
 configure_file(ulnet.pc.in ulnet.pc.install @ONLY)
 # A library directory the linker searches by itself (/usr/lib/<triplet>: a
 # distribution's, where the package manager runs ldconfig) needs no rpath; any
@@ -49,6 +52,13 @@ install(CODE "
     set(_libdir \"${CMAKE_INSTALL_LIBDIR}\")
   endif()
   get_filename_component(_libdir \"\${_libdir}\" ABSOLUTE)
+  set(_incdir \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_INCLUDEDIR}\")
+  if(IS_ABSOLUTE \"${CMAKE_INSTALL_INCLUDEDIR}\")
+    set(_incdir \"${CMAKE_INSTALL_INCLUDEDIR}\")
+  endif()
+  get_filename_component(ULN_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\" ABSOLUTE)
+  get_filename_component(ULN_PC_INCLUDEDIR \"\${_incdir}\" ABSOLUTE)
+  set(ULN_PC_LIBDIR \"\${_libdir}\")
   set(ULN_PC_RPATH \" -Wl,-rpath,\${_libdir}\")
   foreach(_d ${ULN_SYSTEM_LIBDIRS})
     get_filename_component(_d \"\${_d}\" REALPATH)
@@ -79,3 +89,10 @@ install(FILES include/ulnet.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # Man pages: docs/man/man1 (the tools), docs/man/man3 (the API; pages that
 # document several functions are reached from the others by .so links).
 install(DIRECTORY docs/man/ DESTINATION ${CMAKE_INSTALL_MANDIR} FILES_MATCHING PATTERN "*.[13]")
+
+# `ninja uninstall`: removes every file the last install wrote (CMake's
+# install_manifest.txt), then the directories that install left empty, up to
+# the prefix. Nothing is removed that the install did not write.
+configure_file(cmake/uninstall.cmake.in uninstall.cmake @ONLY)
+add_custom_target(uninstall COMMAND ${CMAKE_COMMAND} -P ${CMAKE_BINARY_DIR}/uninstall.cmake
+                  COMMENT "Removing the files of the last install" VERBATIM)

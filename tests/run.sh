@@ -5,8 +5,8 @@
 # under TSan, short jobs with every rank under valgrind's memcheck, the
 # installed library (the README's build line, pkg-config, the CMake package,
 # man pages, static links, its exported symbols, the provider where libfabric
-# finds it), a user's build without the
-# tests, and a short run of the fuzz targets (tests/fuzz/run.sh, clang with
+# finds it), an install by an ordinary user into $HOME, Slurm (srun, sbatch) on
+# a cluster of its own, a user's build without the tests, and a short run of the fuzz targets (tests/fuzz/run.sh, clang with
 # libFuzzer).
 # Works on a fresh Debian 12 machine as root: it installs what is missing.
 #
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 # The stages: name, what it proves (--list), and the function that runs it.
-stages=(build tests checkout nopmix asan tsan valgrind install user fuzz)
+stages=(build tests checkout nopmix asan tsan valgrind install home slurm user fuzz)
 declare -A what=(
     [build]="the normal build (warnings are errors)"
     [tests]="every ctest case of the normal build, two at a time"
@@ -27,6 +27,8 @@ declare -A what=(
     [tsan]="the threaded tests under TSan"
     [valgrind]="short jobs, every rank under valgrind memcheck"
     [install]="the installed library: README build line, pkg-config, CMake, man pages, static links, provider, exported symbols"
+    [home]="an unprivileged user's install into \$HOME: every file in the prefix, FI_PROVIDER_PATH, uninstall"
+    [slurm]="srun (PMIx, Slurm's variables, pmi2), Open MPI under srun, sbatch, two nodes, on a Slurm of its own"
     [user]="a user's build (BUILD_TESTING=OFF, no PMIx) and a fully static program"
     [fuzz]="30 s of libFuzzer per receive path"
 )
@@ -53,11 +55,12 @@ done
 # libfabric-dev, libfabric-bin, libopenmpi-dev, netpipe-openmpi: the libfabric
 # provider (prov/) and its clients (tests/fi, tests/mpi); libxdp-dev,
 # libbpf-dev, xdp-tools: the AF_XDP link and its XDP program (clang builds it);
-# iputils-ping: tests/xdp checks the interface still answers.
+# iputils-ping: tests/xdp checks the interface still answers; slurmd, slurmctld,
+# slurm-client, munge: tests/slurm starts a Slurm cluster of its own.
 pkgs=(cmake ninja-build gcc make pkg-config libc6-dev procps iproute2 nftables ethtool python3
     libpmix-dev openmpi-bin clang libclang-rt-14-dev valgrind man-db groff-base file
     libfabric-dev libfabric-bin libopenmpi-dev netpipe-openmpi libxdp-dev libbpf-dev xdp-tools
-    iputils-ping)
+    iputils-ping slurmd slurmctld slurm-client munge)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -154,33 +157,32 @@ stage_install() {
     step "install: the README's build line runs as is, pkg-config, CMake package, man pages, static links, the provider"
     stage=$root/build/stage
     rm -rf "$stage"
-    # The provider goes to libfabric's own provider directory, outside the
-    # stage (prov/CMakeLists.txt): one installed there before is kept aside
-    # and put back once the check below is done, ours removed.
-    provdir=$(sed -n 's/^ULN_FI_PROVIDER_DIR:[A-Z]*=//p' build/CMakeCache.txt)
-    prov_so=
+    cmake --install build --prefix "$stage" >"$root/build/install.log"
+    # Every file inside the prefix, the provider too (prov/CMakeLists.txt):
+    # libfabric finds it with FI_PROVIDER_PATH, as the install says.
+    outside=$(grep -v "^$stage/" build/install_manifest.txt || true)
+    [[ -z $outside ]] || { echo "installed outside the prefix $stage: $outside"; exit 1; }
     if [[ -f build/prov/libulnet-fi.so ]]; then
-        [[ $provdir == /* ]] ||
-            { echo "ULN_FI_PROVIDER_DIR=$provdir: not libfabric's provider directory"; exit 1; }
-        prov_so=$provdir/libulnet-fi.so
-        prov_keep=$root/build/libulnet-fi.so.before-install
-        rm -f "$prov_keep"
-        [[ -e $prov_so ]] && mv "$prov_so" "$prov_keep"
-        prov_restore() {
-            rm -f "$prov_so"
-            if [[ -e $prov_keep ]]; then mv "$prov_keep" "$prov_so"; else rmdir "$provdir" 2>/dev/null || true; fi
-        }
-        trap prov_restore EXIT
-    fi
-    cmake --install build --prefix "$stage" >/dev/null
-    if [[ -n $prov_so ]]; then
-        # libfabric finds it with no FI_PROVIDER_PATH: its compiled-in default
-        [[ -f $prov_so ]] || { echo "the provider is not in libfabric's directory $provdir"; exit 1; }
-        out=$(env -u FI_PROVIDER_PATH -u FI_PROVIDER fi_info -p ulnet 2>&1) || true
+        grep -q "FI_PROVIDER_PATH=$stage/lib/libfabric\$" "$root/build/install.log" ||
+            { echo "the install does not say FI_PROVIDER_PATH:"; cat "$root/build/install.log"; exit 1; }
+        out=$(env -u FI_PROVIDER FI_PROVIDER_PATH="$stage/lib/libfabric" fi_info -p ulnet 2>&1) || true
         grep -q "provider: ulnet" <<<"$out" ||
-            { echo "fi_info -p ulnet without FI_PROVIDER_PATH after install: $out"; exit 1; }
-        prov_restore
-        trap - EXIT
+            { echo "fi_info -p ulnet with FI_PROVIDER_PATH after install: $out"; exit 1; }
+        # Installed with libfabric's own prefix (a distribution's package, staged
+        # with DESTDIR), it goes into libfabric's provider directory, found with
+        # no setting; ninja uninstall with the same DESTDIR removes every file.
+        local fi_prefix fi_provdir sys left
+        fi_prefix=$(pkg-config --variable=prefix libfabric)
+        fi_provdir=$(pkg-config --variable=libdir libfabric)/libfabric
+        sys=$root/build/stage-sys
+        rm -rf "$sys"
+        DESTDIR=$sys cmake --install build --prefix "$fi_prefix" >/dev/null
+        [[ -f $sys$fi_provdir/libulnet-fi.so ]] ||
+            { echo "prefix $fi_prefix: no provider in libfabric's $fi_provdir (under DESTDIR)"; exit 1; }
+        DESTDIR=$sys ninja -C build uninstall >/dev/null
+        left=$(find "$sys" -type f)
+        [[ -z $left ]] || { echo "left after DESTDIR uninstall: $left"; exit 1; }
+        rm -rf "$sys"
     fi
     export PKG_CONFIG_PATH=$stage/lib/pkgconfig
     # ulnet.pc stands alone: found with only its own directory searched (no pmix.pc
@@ -249,11 +251,23 @@ stage_install() {
     # ---- end of symbol checks ---------------------------------------------------
 }
 
+stage_home() {
+    step "install as an ordinary user into \$HOME: every file inside the prefix, FI_PROVIDER_PATH, uninstall"
+    # A user of its own, made for the run and removed after it.
+    tests/install/user.sh
+}
+
+stage_slurm() {
+    need_build
+    step "Slurm: srun (PMIx, Slurm's variables, pmi2), Open MPI under srun, sbatch, two nodes"
+    # A cluster of its own (munged, slurmctld, a slurmd per node), stopped after.
+    tests/slurm/run.sh build
+}
+
 stage_user() {
     step "a user's build (BUILD_TESTING=OFF, without PMIx): only the library and tools; a fully static program"
     rm -rf build-user
-    # ULN_FI_PROVIDER_DIR relative: the provider installs under the stage's prefix,
-    # not into the system's libfabric directory (the stage above checks that one).
+    # ULN_FI_PROVIDER_DIR relative: the provider installs there under the prefix.
     cmake -S . -B build-user -G Ninja -DULN_WERROR=ON -DULN_PMIX=OFF -DBUILD_TESTING=OFF \
         -DULN_FI_PROVIDER_DIR=lib/libfabric >/dev/null
     ninja -C build-user
