@@ -47,6 +47,20 @@ static struct boot_id boot_id(const struct uln_config *cfg, const struct uln_par
         cfg->boot_fd >= 0 ? cfg->boot_fd : p->boot_fd, cfg->job_key ? cfg->job_key : p->job_key};
 }
 
+/* A task of a multi-task srun step with no PMIx (--mpi=none, pmi2) would run
+ * as one of many jobs of one without a word: task 0 says so, once per step. */
+static void srun_alone_warn(void)
+{
+    const char *id = getenv("SLURM_PROCID"), *n = getenv("SLURM_STEP_NUM_TASKS");
+    if (!n) n = getenv("SLURM_NTASKS");
+    if (!id || strcmp(id, "0") != 0 || !n || atol(n) < 2) return;
+    fprintf(stderr,
+            "ulnet: srun started %s tasks with no PMIx server: each is a job of one. "
+            "Use srun --mpi=pmix%s, or ULN_ROOT with SLURM_PROCID and SLURM_NTASKS "
+            "(docs/running.md, Under srun)\n",
+            n, uln_pmix_built() ? "" : " with a ulnet built with PMIx");
+}
+
 /* Not started by a launcher: a job of one, on a board of our own. */
 static int boot_alone(struct uln_ctx *ctx, struct boot_id *id, bool pmix)
 {
@@ -62,6 +76,8 @@ static int boot_alone(struct uln_ctx *ctx, struct boot_id *id, bool pmix)
          * multi-rank job run as many jobs of one without a word. */
         fprintf(stderr, "ulnet: started by a PMIx server, but this ulnet was built without "
                         "PMIx: a job of one (set ULN_ROOT to join the others)\n");
+    else
+        srun_alone_warn();
     id->rank = 0;
     id->size = 1;
     id->fd = uln_board_create(1);
