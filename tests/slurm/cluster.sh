@@ -25,13 +25,16 @@ free_port() {
 in_ns() { # in_ns NETNS cmd... (NETNS empty: here)
     local ns=$1
     shift
-    if [[ -n $ns ]]; then ip netns exec "$ns" "$@"; else "$@"; fi
+    # nsenter, not `ip netns exec`: that one mounts a fresh /sys, without the
+    # cgroup file system slurmd's cgroup plugin needs.
+    if [[ -n $ns ]]; then nsenter --net="/run/netns/$ns" "$@"; else "$@"; fi
 }
 
 wait_for() { # wait_for SECONDS description command...
     local t=$1 what=$2
     shift 2
-    for ((i = 0; i < t * 10; i++)); do
+    local end=$((SECONDS + t))
+    while ((SECONDS < end)); do
         "$@" >/dev/null 2>&1 && return 0
         sleep 0.1
     done
@@ -66,7 +69,15 @@ fi
 
 mkdir -p "$dir"
 chmod 711 "$dir" # the socket reachable by a job's user; nothing listable
-trap 'down "$dir"' EXIT # anything failing below: nothing left behind
+# Anything failing below: say what the daemons said, and leave nothing behind.
+failed() {
+    for f in "$dir"/*.out "$dir"/*.log; do
+        [[ -s $f ]] && { echo "--- $f" && tail -n 15 "$f"; } >&2
+    done
+    down "$dir"
+}
+trap failed EXIT
+trap 'exit 130' INT TERM
 
 # munge: a key of this run's, a socket of its own
 dd if=/dev/urandom of="$dir/munge.key" bs=1024 count=1 status=none
@@ -86,7 +97,7 @@ for n in "$@"; do
     addr=127.0.0.1
     if [[ -n $ns ]]; then
         addr=$(ip -n "$ns" -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)
-        ctld_addr=$(ip -n "$ns" -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)
+        ((${#nodes[@]})) || ctld_addr=$addr # slurmctld runs beside the first node
     fi
     nodes+=("$name|$ns|$addr|$(free_port)")
 done
@@ -118,6 +129,7 @@ MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides
 PropagateResourceLimitsExcept=ALL
+FirstJobId=$((RANDOM * 1000 + 1000))
 SlurmctldTimeout=30
 SlurmdTimeout=30
 InactiveLimit=0
@@ -135,13 +147,16 @@ first_ns=$(IFS="|" read -r _ ns _ <<<"${nodes[0]}"; echo "$ns")
 in_ns "$first_ns" slurmctld -i >"$dir/slurmctld.out" 2>&1
 for n in "${nodes[@]}"; do
     IFS="|" read -r name ns addr port <<<"$n"
-    in_ns "$ns" slurmd -N "$name" >"$dir/slurmd.$name.out" 2>&1
+    mkdir -p "$dir/spool.$name"
+    # Each node its own /tmp, as real nodes have: Slurm's PMIx plugin makes
+    # a directory per job step there, named the same on every node.
+    in_ns "$ns" unshare --mount --propagation private sh -c \
+        'mount -t tmpfs -o mode=1777 ulnet-slurm /tmp && exec slurmd -N "$0"' "$name" \
+        >"$dir/slurmd.$name.out" 2>&1
 done
-idle() { [[ $(sinfo -h -o '%t' | sort -u) == idle ]]; }
-wait_for 30 "every node (idle)" idle || {
-    sinfo >&2 || true
-    tail -n 20 "$dir"/*.log >&2 || true
-    exit 1
-}
+# Asked from the controller's network namespace, where clients run (the
+# namespaces' addresses are unreachable from anywhere else).
+idle() { [[ $(in_ns "$first_ns" timeout 5 sinfo -h -o '%t' | sort -u) == idle ]]; }
+wait_for 30 "every node (idle)" idle || { in_ns "$first_ns" timeout 5 sinfo >&2 || true; exit 1; }
 trap - EXIT
 echo "export SLURM_CONF=$dir/slurm.conf"
