@@ -84,6 +84,18 @@ want=$(sed -n 's/^project(ulnet VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt
 [[ -n $want ]] || fail "no project(ulnet VERSION ...) in CMakeLists.txt"
 [[ $("$ulninfo" --version) == "ulninfo (ulnet) $want" ]] ||
     fail "ulninfo --version says '$("$ulninfo" --version)', the project is $want"
+# The build report (ulninfo -b, as ucx_info -b): what is built in, where the
+# provider installs, without opening a context.
+build=$("$ulninfo" -b)
+for l in "PMIx bootstrap:" "AF_XDP link:" "libfabric provider:" "build type:" "install prefix:"; do
+    grep -q "^$l" <<<"$build" || fail "ulninfo -b lacks '$l': $build"
+done
+if [[ $pmix == 1 ]]; then want_pmix="built in"; else want_pmix="absent"; fi
+grep -q "^PMIx bootstrap: $want_pmix" <<<"$build" || fail "ulninfo -b: PMIx is not $want_pmix: $build"
+grep -q "^libfabric provider: \(absent\|built .*installs into .*/libfabric\)" <<<"$build" ||
+    fail "ulninfo -b does not say where the provider installs: $build"
+[[ $("$ulnrun" --version) == "ulnrun (ulnet) $want" ]] ||
+    fail "ulnrun --version says '$("$ulnrun" --version)', the project is $want"
 [[ $("$ulninfo" | sed -n 1p) == "# ulnet $want" ]] ||
     fail "ulninfo's heading does not say $want"
 echo "ulninfo: all checks passed"

@@ -50,6 +50,17 @@ print(path, len(rows) - 1, "rows")
 PY
 }
 
+# --version, as every tool has, the same version as ulnrun's; a bad option
+# under ulnrun -n 3 is said once for the job, not once per rank, and fails it.
+v=$("$ulnperf" --version)
+[[ $v =~ ^ulnperf\ \(ulnet\)\ [0-9]+[.][0-9]+[.][0-9]+$ ]] || { echo "ulnperf --version: $v" >&2; exit 1; }
+[[ ${v#ulnperf } == "$("$ulnrun" --version | sed 's/^ulnrun //')" ]] ||
+    { echo "ulnperf and ulnrun disagree on the version" >&2; exit 1; }
+st=0
+"$ulnrun" -n 3 --timeout 30 "$ulnperf" --no-such-option 1 >/dev/null 2>"$tmp/bad.err" || st=$?
+[[ $st == 2 && $(grep -c "bad option" "$tmp/bad.err") == 1 ]] ||
+    { echo "ulnrun -n 3 ulnperf --no-such-option: status $st, stderr:" >&2; cat "$tmp/bad.err" >&2; exit 1; }
+
 all2="lat,bw,bibw,rate,cache,fair"
 every_op() { # op:test for every op and the tests every op has
     local out=()

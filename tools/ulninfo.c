@@ -48,12 +48,14 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: ulninfo [-c | -t]\n"
+    fprintf(f, "Usage: ulninfo [-c | -t | -b | -V]\n"
                "Print what ulnet offers on this machine and the settings in force.\n"
                "  -c, --config      only the ULN_* settings: value, default, meaning;\n"
                "                    fails as uln_open would on a setting it refuses\n"
                "  -t, --transports  only the transports and their limits\n"
                "  -V, --version     the library's version\n"
+               "  -b, --build       how this ulnet was built: PMIx, AF_XDP, the libfabric\n"
+               "                    provider and where it installs, build type, prefix\n"
                "  -h, --help        this text\n"
                "Started under a launcher (ulnrun, mpirun, ULN_ROOT), every rank joins\n"
                "and rank 0 prints.\n");
@@ -191,17 +193,46 @@ static void print_transports(struct uln_ctx *ctx, const struct uln_info *in)
     printf("ranks          %10u  per job (bootstrap board)\n", ULN_BOARD_MAX_RANKS);
 }
 
+#ifndef ULN_BUILD_FABRIC /* prov/ defines them where libfabric is found */
+#define ULN_BUILD_FABRIC ""
+#define ULN_BUILD_FI_DIR ""
+#endif
+
+/* How this ulnet was built, as `ucx_info -b` says of UCX: what is in it, and
+ * where an install puts what. */
+static void print_build(void)
+{
+    printf("# Build\n");
+    printf("PMIx bootstrap: %s%s%s\n",
+           uln_pmix_built() ? "built in (used when started under a PMIx server)"
+                            : "absent (built without libpmix)",
+           ULN_BUILD_PMIX[0] ? "; pmix " : "", ULN_BUILD_PMIX);
+    printf("AF_XDP link:    %s\n", uln_link_xdp_built()
+                                       ? "built in (libxdp, libbpf)"
+                                       : "absent (built without libxdp/libbpf/clang)");
+    if (ULN_BUILD_FABRIC[0])
+        printf("libfabric provider: built (libfabric %s); installs into %s\n", ULN_BUILD_FABRIC,
+               ULN_BUILD_FI_DIR);
+    else
+        printf("libfabric provider: absent (built without libfabric-dev)\n");
+    printf("build type:     %s, %s\n", ULN_BUILD_TYPE, ULN_BUILD_CC);
+    printf("install prefix: %s\n", ULN_BUILD_PREFIX);
+}
+
 int main(int argc, char **argv)
 {
     bool only_config = false, only_transports = false;
-    static const struct option opts[] = {{"config", no_argument, NULL, 'c'},
-                                         {"version", no_argument, NULL, 'V'},
-                                         {"transports", no_argument, NULL, 't'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"config", no_argument, NULL, 'c'}, {"version", no_argument, NULL, 'V'},
+        {"build", no_argument, NULL, 'b'},  {"transports", no_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},   {NULL, 0, NULL, 0}};
     int o;
-    while ((o = getopt_long(argc, argv, "cthV", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "cthVb", opts, NULL)) != -1) {
         switch (o) {
+        case 'b':
+            printf("# ulnet %s\n", uln_version(NULL));
+            print_build(); /* this build's facts: no context, no job */
+            return 0;
         case 'c':
             only_config = true;
             break;
@@ -250,10 +281,7 @@ int main(int argc, char **argv)
     if (uln_rank(ctx) == 0) {
         if (!only_transports) {
             printf("# ulnet %s\n", uln_version(NULL));
-            printf("# Build\n");
-            printf("PMIx bootstrap: %s\n", uln_pmix_built()
-                                               ? "built in (used when started under a PMIx server)"
-                                               : "absent (built without libpmix)");
+            print_build();
             printf("\n# Bootstrap\n");
             printf("in use:      %s\n", in.bootstrap);
             printf("ranks:       %d (this is rank %d)\n", uln_size(ctx), uln_rank(ctx));

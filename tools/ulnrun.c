@@ -28,6 +28,7 @@
 #endif
 
 #include "boot/board.h"
+#include "ulnet.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +71,7 @@ static void usage(FILE *out)
             "  --timeout S    end the job after S seconds (fractions allowed); exit 124\n"
             "  --keep-going   a failing rank does not end the job: the others run on;\n"
             "                 the status is the failures' own, or 1 if they differ\n"
+            "  -V, --version  the version of ulnet it comes with\n"
             "  -h, --help     show this help\n"
             "\n"
             "Each rank gets ULN_RANK, ULN_SIZE, ULN_JOB_KEY and ULN_BOOT_FD.\n"
@@ -297,20 +299,21 @@ static double parse_timeout(const char *arg)
 static int parse_options(int argc, char **argv, struct options *o)
 {
     static const struct option longopts[] = {
-        {"help", no_argument, NULL, 'h'},
-        {"timeout", required_argument, NULL, 't'},
-        {"keep-going", no_argument, NULL, 'k'},
-        {"np", required_argument, NULL, 'n'},
-        {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},       {"timeout", required_argument, NULL, 't'},
+        {"keep-going", no_argument, NULL, 'k'}, {"np", required_argument, NULL, 'n'},
+        {"version", no_argument, NULL, 'V'},    {NULL, 0, NULL, 0},
     };
     *o = (struct options){0};
     accept_np(argc, argv);
     int opt;
     /* '+': stop at the first non-option, so prog's own options are left alone. */
-    while ((opt = getopt_long(argc, argv, "+hn:", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+hVn:", longopts, NULL)) != -1) {
         switch (opt) {
         case 'h':
             usage(stdout);
+            return 0;
+        case 'V':
+            printf("ulnrun (ulnet) %s\n", uln_version(NULL));
             return 0;
         case 'n':
             o->n = parse_ranks(optarg);

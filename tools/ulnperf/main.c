@@ -16,7 +16,9 @@
  */
 #include "perf.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* Which family runs which test. */
 static const struct perf_family *const families[NTESTS] = {
@@ -42,8 +44,14 @@ int main(int argc, char **argv)
     char who[32] = "";
     if (re) snprintf(who, sizeof who, "rank %d: ", env_rank);
     struct perf_opts opt;
-    int pr = perf_parse_args(&opt, argc, argv, who);
-    if (pr > 0 && env_rank == 0) perf_usage(stdout); /* once per job, not per rank */
+    /* Usage errors, help and version: once per job, by rank 0. The other
+     * ranks stay silent and wait half a second before failing (as uln_open
+     * does on a bad setting), so that a launcher ending the job at the first
+     * failure does not cut rank 0 short. */
+    int pr = perf_parse_args(&opt, argc, argv, who, env_rank == 0);
+    if (pr == 1 && env_rank == 0) perf_usage(stdout);
+    if (pr == 2 && env_rank == 0) printf("ulnperf (ulnet) %s\n", uln_version(NULL));
+    if (pr < 0 && env_rank != 0) usleep(500 * 1000);
     if (pr) return pr > 0 ? 0 : 2;
     if (!re) {
         fprintf(stderr, "ulnperf: ULN_RANK is not set; start it with: ulnrun -n 2 ulnperf (or "

@@ -59,11 +59,12 @@ void perf_usage(FILE *f)
                "  --point-ms T    time budget of one point, ms\n"
                "  --csv           CSV on stdout instead of the table\n"
                "  --csv=FILE      table on stdout and CSV into FILE\n"
+               "  -V, --version   the library's version\n"
                "  -h, --help      this text\n"
                "Latency: nap, nap-inline and put report one-way time (RTT/2, ping-pong);\n"
                "get and atomic report the full operation time, a round trip by nature.\n"
-               "CSV columns: transport,op,test,size,value,unit (see docs/benchmarks.md).\n"
-               "Plots (PNG, SVG) from such CSVs: bench/plot DIR CSV...\n");
+               "CSV columns: transport,op,test,size,value,unit (man ulnperf).\n"
+               "Plots (PNG, SVG) from such CSVs: bench/plot DIR CSV... in ulnet's sources.\n");
 }
 
 /* "16M", "4K", "100" -> bytes; 0 on a malformed number. */
@@ -239,8 +240,10 @@ static void parse_finish(struct perf_opts *o)
     qsort(o->levels, (size_t)o->nlevels, sizeof o->levels[0], cmp_uint);
 }
 
-/* Returns 0 to go on, 1 to exit successfully (help), -1 on a usage error. */
-int perf_parse_args(struct perf_opts *o, int argc, char **argv, const char *who)
+/* Returns 0 to go on, 1 to exit successfully (help), 2 for --version, -1 on
+ * a usage error, said on stderr only when report is set: one rank per job
+ * reports (main.c), not every rank the same line. */
+int perf_parse_args(struct perf_opts *o, int argc, char **argv, const char *who, bool report)
 {
     *o = (struct perf_opts){.ops = (1u << NOPS) - 1,
                             .tests = (1u << NTESTS) - 1,
@@ -256,6 +259,8 @@ int perf_parse_args(struct perf_opts *o, int argc, char **argv, const char *who)
         int rc = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return 1;
+        else if (!strcmp(a, "-V") || !strcmp(a, "--version"))
+            return 2;
         else if (!strcmp(a, "--quick"))
             o->quick = true;
         else if (!strcmp(a, "--silent"))
@@ -270,12 +275,12 @@ int perf_parse_args(struct perf_opts *o, int argc, char **argv, const char *who)
             rc = -2;
         else
             used_v = true, rc = v ? parse_valued(o, a, v) : -1;
-        if (rc == -2) /* Plots are made from the CSVs, by a script beside the suite. */
+        if (!report)
+            ;              /* another rank says it */
+        else if (rc == -2) /* Plots are made from the CSVs, by a script beside the suite. */
             fprintf(stderr, "ulnperf: %s%s: plots are bench/plot's (bench/plot DIR CSV...)\n", who,
                     a);
         else if (rc)
-            /* Every rank reports it: ulnrun ends the job as soon as one rank
-             * exits, possibly before a chosen "reporting" rank got to print. */
             fprintf(stderr, "ulnperf: %sbad option or value: %s%s%s (ulnperf -h for help)\n", who,
                     a, v && used_v ? " " : "", v && used_v ? v : "");
         if (rc) return -1;

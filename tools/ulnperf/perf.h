@@ -89,7 +89,7 @@ struct perf_opts {
 };
 
 void perf_usage(FILE *f);
-int perf_parse_args(struct perf_opts *o, int argc, char **argv, const char *who);
+int perf_parse_args(struct perf_opts *o, int argc, char **argv, const char *who, bool report);
 
 /* ------------------------------------------------------------------------- */
 /* The control protocol                                                       */
