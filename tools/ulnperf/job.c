@@ -12,6 +12,7 @@ struct pins {
     int rcpu[MAX_RANKS], rncpu[MAX_RANKS];
     uint64_t machine, peer_machine; /* machine_id: ours, the other of ranks 0, 1 */
     double floor_us;                /* rank 0: cache-line floor at the start, or -1 */
+    double floor_median_us;         /* its median batch: far above it, the floor is unsure */
 };
 
 /* Pin before uln_open so anything the library starts inherits the CPU. */
@@ -212,6 +213,14 @@ static void job_header_pins(struct perf *pf, const struct pins *pn)
     note_load_cpus(pf, pn->rcpu, pn->cpu);
 }
 
+/* A floor is unsure when its median batch took over 1.5 times its best: one
+ * of the two threads lost its CPU in many batches, so the best may be luck
+ * and the rest is the machine's load, not a cache line's time. */
+static bool floor_unsure(double best_us, double median_us)
+{
+    return median_us > 1.5 * best_us;
+}
+
 /* Rank 0's header: the library's figures, pinning, the floor, the timer. */
 static void job_header(struct perf *pf, const struct pins *pn)
 {
@@ -224,11 +233,18 @@ static void job_header(struct perf *pf, const struct pins *pn)
             in->transport, in->nap_max, in->inline_max, in->shm_direct, in->shm_cma, in->sq_depth,
             in->ring_bytes, in->chunk_bytes, pf->size);
     job_header_pins(pf, pn);
-    if (pn->floor_us > 0) {
+    if (pn->floor_us > 0 && floor_unsure(pn->floor_us, pn->floor_median_us))
+        fprintf(hdr,
+                "# floor: UNRELIABLE: a cache line crossed cpu %d <-> cpu %d in %.3f us one-way "
+                "at best but %.3f us in the median batch: the machine is busy, so neither the "
+                "floor nor the latencies below are a bound here\n",
+                pn->cpu, pn->peer_cpu, pn->floor_us, pn->floor_median_us);
+    else if (pn->floor_us > 0)
         fprintf(hdr,
                 "# floor: a cache line crosses cpu %d <-> cpu %d in %.3f us one-way "
                 "(no shared-memory latency here can be lower)\n",
                 pn->cpu, pn->peer_cpu, pn->floor_us);
+    if (pn->floor_us > 0) {
         if (pf->out.csv) fprintf(pf->out.csv, "platform,cacheline,lat,64,%.4f,us\n", pn->floor_us);
     }
     if (pf->tm.use_tsc)
@@ -280,9 +296,15 @@ static void job_close(struct perf *pf, const struct pins *pn)
     /* The floor again, with the others asleep: the host may have moved our
      * CPUs during the run. */
     if (pn->floor_us > 0) {
-        double end_us = line_floor_us(pf, pn->peer_cpu);
-        fprintf(pf->out.hdr, "# floor at the end: %.3f us one-way (at the start: %.3f us)\n",
-                end_us, pn->floor_us);
+        double end_med_us, end_us = line_floor_us(pf, pn->peer_cpu, &end_med_us);
+        /* Moved by more than half: the host placed the CPUs elsewhere, or
+         * the load changed; the run's figures belong to neither floor. */
+        bool moved = end_us > 1.5 * pn->floor_us || pn->floor_us > 1.5 * end_us;
+        fprintf(pf->out.hdr, "# floor at the end: %.3f us one-way (at the start: %.3f us)%s\n",
+                end_us, pn->floor_us,
+                floor_unsure(end_us, end_med_us) ? ": UNRELIABLE, the machine is busy"
+                : moved ? ": it moved during the run, compare these figures with care"
+                        : "");
         if (pf->out.csv) fprintf(pf->out.csv, "platform,cacheline,lat_end,64,%.4f,us\n", end_us);
     }
     if (pf->rank == 0 && pf->out.csv && pf->out.csv != stdout && fclose(pf->out.csv))
@@ -318,7 +340,7 @@ int perf_job_run(struct perf *pf)
     /* The others sleep in a second barrier (a futex: off their CPUs) while
      * rank 0 measures the cache-line floor between the two pinned CPUs. */
     if (pf->rank == 0 && pn.cpu >= 0 && pn.peer_cpu >= 0 && pn.peer_cpu != pn.cpu)
-        pn.floor_us = line_floor_us(pf, pn.peer_cpu);
+        pn.floor_us = line_floor_us(pf, pn.peer_cpu, &pn.floor_median_us);
     job_barrier(pf, "uln_barrier");
     job_hello(pf, &pn);
     if (pf->rank == 0)

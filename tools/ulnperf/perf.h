@@ -409,7 +409,7 @@ int allowed_cpus(int *cpus, int max);
 int cpu_for_rank(int rank, const int *cpus, int ncpu);
 int pin_self(int rank, int *ncpu);
 uint64_t machine_id(void);
-double line_floor_us(struct perf *pf, int cpu);
+double line_floor_us(struct perf *pf, int cpu, double *median_us);
 void describe_pin(char *buf, size_t n, int rank, int cpu, int ncpu);
 void note_load_cpus(struct perf *pf, const int *rcpu, int cpu0);
 

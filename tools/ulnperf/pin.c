@@ -86,27 +86,45 @@ static void *floor_peer(void *p)
     return NULL;
 }
 
-/* One-way time in us for a cache line between our CPU and cpu, or -1. */
-double line_floor_us(struct perf *pf, int cpu)
+static int cmp_double(const void *a, const void *b)
 {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One-way time in us for a cache line between our CPU and cpu, or -1; and in
+ * *median_us the median batch's. The rounds are timed in batches: a batch in
+ * which either thread was descheduled (a loaded machine) is slow, so the
+ * floor is the fastest batch, and a median far above it says the machine was
+ * busy and the floor is not to be trusted (job.c flags it). */
+double line_floor_us(struct perf *pf, int cpu, double *median_us)
+{
+    enum { BATCH = 1000 };
     struct floor_arg a = {.cpu = cpu, .rounds = pf->opt->quick ? 20000 : 200000};
+    int nb = (int)(a.rounds / BATCH);
+    double batch_us[200];
     atomic_store(&a.line, 0);
     pthread_t t;
     if (pthread_create(&t, NULL, floor_peer, &a)) return -1;
     /* Let the thread reach its CPU before timing. */
     for (int w = 0; w < 1000; w++)
         sched_yield();
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (uint64_t i = 0; i < a.rounds; i++) {
-        atomic_store_explicit(&a.line, 2 * i + 1, memory_order_release);
-        while (atomic_load_explicit(&a.line, memory_order_acquire) != 2 * i + 2) {
+    for (int b = 0; b < nb; b++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (uint64_t i = (uint64_t)b * BATCH; i < (uint64_t)(b + 1) * BATCH; i++) {
+            atomic_store_explicit(&a.line, 2 * i + 1, memory_order_release);
+            while (atomic_load_explicit(&a.line, memory_order_acquire) != 2 * i + 2) {
+            }
         }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+        batch_us[b] = ns / (2.0 * BATCH) / 1000.0;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     pthread_join(t, NULL);
-    double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
-    return ns / (2.0 * (double)a.rounds) / 1000.0;
+    qsort(batch_us, (size_t)nb, sizeof batch_us[0], cmp_double);
+    *median_us = batch_us[nb / 2];
+    return batch_us[0];
 }
 
 void describe_pin(char *buf, size_t n, int rank, int cpu, int ncpu)
