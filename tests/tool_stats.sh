@@ -2,7 +2,8 @@
 # ULN_STATS=1: each rank's uln_close prints one line of its counters that are
 # not 0, and they are the traffic that happened: a ping-pong of N NAPs each
 # way shows naps_sent and naps_received of at least N on both ranks, over shm
-# and over udp (which adds its packet counts); unset, nothing is printed.
+# and over udp (which adds its packet counts); unset, nothing is printed; a
+# context with no job is named by its pid, not as rank 0.
 #   tool_stats.sh ULNRUN ULNPERF
 set -euo pipefail
 ulnrun=$1 ulnperf=$2
@@ -35,4 +36,10 @@ for tp in shm udp; do
         ! grep -q '=0\b' <<<"$l" || fail "$tp: a counter of 0 is printed: $l"
     done
 done
+# A context with no job (ULN_BOOT=none) has no rank: its line says so, with
+# its pid, rather than "rank 0" from every such process.
+out=$(ULN_BOOT=none ULN_STATS=1 "$ulnrun" -n 2 --timeout 60 "$(dirname "$ulnperf")/ulninfo" -t 2>&1 >/dev/null)
+[[ $(grep -c '^ulnet: pid [0-9]* (no job) counters:' <<<"$out") == 2 ]] ||
+    fail "no-job contexts: want 2 lines 'pid N (no job)', got: $out"
+! grep -q 'rank 0' <<<"$out" || fail "a context with no job is called rank 0: $out"
 echo "ULN_STATS: all checks passed"

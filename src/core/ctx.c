@@ -795,8 +795,12 @@ static void print_counters(const struct uln_ctx *ctx)
     struct uln_counters c;
     if (uln_counters_get(ctx, &c) != 0) return;
     char line[2048];
-    int n =
-        snprintf(line, sizeof line, "ulnet: rank %d (pid %d) counters:", ctx->rank, (int)getpid());
+    /* A context with no job has no rank: every such process is "peer 0" of
+     * its own, which would read as rank 0 everywhere. */
+    int n = ctx->no_job
+                ? snprintf(line, sizeof line, "ulnet: pid %d (no job) counters:", (int)getpid())
+                : snprintf(line, sizeof line, "ulnet: rank %d (pid %d) counters:", ctx->rank,
+                           (int)getpid());
 #define PUT(f)                                                                                     \
     if (c.f && n > 0 && (size_t)n < sizeof line)                                                   \
         n += snprintf(line + n, sizeof line - (size_t)n, " %s=%llu", #f, (unsigned long long)c.f);
