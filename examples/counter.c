@@ -42,26 +42,6 @@ static int tickets_ok(uint64_t *t, long n, uint64_t all)
     return 1;
 }
 
-/* Rank 0 owns the counter; everybody learns its key from a NAP. */
-static uint64_t share_key(struct uln_ctx *ctx, struct uln_ep *ep, struct uln_cq *cq, uint64_t key)
-{
-    int me = uln_rank(ctx), n = uln_size(ctx);
-    if (me == 0) {
-        for (int p = 1; p < n; p++)
-            TRY(uln_nap(ep, p, &key, sizeof key, 0, ULN_INLINE | ULN_SILENT));
-        return key;
-    }
-    for (;;) {
-        struct uln_cqe e;
-        TRY(uln_cq_wait(cq, 10000));
-        if (uln_cq_poll(cq, &e, 1) == 1 && e.op == ULN_OP_NAP_RECV) {
-            memcpy(&key, e.data, sizeof key);
-            uln_cqe_release(cq, &e);
-            return key;
-        }
-    }
-}
-
 /* n fetch-adds of 1; each ticket (the value before our add) lands in
  * tickets[i], which belongs to ulnet until the add's completion. Returns the
  * largest ticket we drew. */
@@ -112,8 +92,13 @@ int main(int argc, char **argv)
         TRY(uln_mr_reg(ctx, counter, 16, ULN_ACCESS_REMOTE_ATOMIC, &mr));
         key = uln_mr_key(mr);
     }
-    key = share_key(ctx, ep, cq, key);
-    TRY(uln_barrier(ctx, 10000));
+    /* Rank 0 owns the counter: every rank's key to every rank (the others
+     * give 0), rank 0's kept. */
+    uint64_t *keys = malloc((size_t)size * sizeof *keys);
+    if (!keys) return 1;
+    TRY(uln_allgather(ep, &key, sizeof key, keys, 10000));
+    key = keys[0];
+    free(keys);
 
     uint64_t *tickets = malloc((size_t)n * sizeof *tickets);
     if (!tickets) return 1;

@@ -1,12 +1,13 @@
 /*
- * hello.c - ulnet quick start: every rank PUTs a greeting into its right-hand
- * neighbour's buffer (with a remote completion), and sends a NAP to its
- * left-hand neighbour.
+ * hello.c - ulnet quick start: the ranks exchange their region keys
+ * (uln_allgather), then every rank PUTs a greeting into its right-hand
+ * neighbour's buffer with a remote completion, which the neighbour prints.
  *
  *   cc hello.c $(pkg-config --cflags --libs ulnet) -o hello
  *   ulnrun -n 4 ./hello
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <ulnet.h>
 
@@ -29,7 +30,7 @@ int main(void)
 
     TRY(uln_open(NULL, &ctx)); /* rank, size and peers come from ulnrun */
     int me = uln_rank(ctx), n = uln_size(ctx);
-    int right = (me + 1) % n, left = (me + n - 1) % n;
+    int right = (me + 1) % n;
     TRY(uln_cq_open(ctx, 64, &cq));
     TRY(uln_ep_open(ctx, cq, cq, &ep));
 
@@ -38,35 +39,31 @@ int main(void)
     memset(inbox, 0, 4096);
     TRY(uln_mr_reg(ctx, inbox, 4096, ULN_ACCESS_REMOTE_WRITE, &mr));
 
-    /* Tell the left neighbour our key; learn the right neighbour's. */
-    uint64_t key = uln_mr_key(mr), right_key = 0;
-    TRY(uln_nap(ep, left, &key, sizeof key, 0, ULN_INLINE | ULN_SILENT));
+    /* Every rank's key to every rank: keys[r] is rank r's region. */
+    uint64_t key = uln_mr_key(mr), *keys = malloc((size_t)n * sizeof *keys);
+    if (!keys) return 1;
+    TRY(uln_allgather(ep, &key, sizeof key, keys, 10000));
 
     char msg[64];
     snprintf(msg, sizeof msg, "hello from rank %d", me);
-    int sent = 0, put_done = 0, greeted = 0;
+    TRY(uln_put_imm(ep, right, msg, strlen(msg) + 1, keys[right], 0, (uint64_t)me, 1, 0));
+    int put_done = 0, greeted = 0;
     while (!put_done || !greeted) {
         struct uln_cqe e;
         TRY(uln_cq_wait(cq, 10000));
         while (uln_cq_poll(cq, &e, 1) == 1) {
             TRY(e.status);
-            if (e.op == ULN_OP_NAP_RECV) { /* the data points into the ring: copy, release */
-                memcpy(&right_key, e.data, sizeof right_key);
-                uln_cqe_release(cq, &e);
-            } else if (e.op == ULN_OP_PUT) {
+            if (e.op == ULN_OP_PUT) {
                 put_done = 1;
             } else if (e.op == ULN_OP_PUT_REMOTE) {
                 printf("rank %d got \"%s\" (imm %llu)\n", me, inbox, (unsigned long long)e.imm);
                 greeted = 1;
             }
         }
-        if (right_key && !sent) {
-            TRY(uln_put_imm(ep, right, msg, strlen(msg) + 1, right_key, 0, (uint64_t)me, 1, 0));
-            sent = 1;
-        }
     }
     TRY(uln_barrier(ctx, 10000)); /* nobody writes into our buffer any more */
     uln_mr_dereg(mr);
+    free(keys);
     uln_close(ctx);
     return 0;
 }

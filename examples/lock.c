@@ -91,24 +91,6 @@ static void bump(struct lock *l)
     TRY(complete(l));
 }
 
-static uint64_t share_key(struct uln_ctx *ctx, struct lock *l, uint64_t key)
-{
-    if (uln_rank(ctx) == 0) {
-        for (int p = 1; p < uln_size(ctx); p++)
-            TRY(uln_nap(l->ep, p, &key, sizeof key, 0, ULN_INLINE | ULN_SILENT));
-        return key;
-    }
-    for (;;) {
-        struct uln_cqe e;
-        TRY(uln_cq_wait(l->cq, 10000));
-        if (uln_cq_poll(l->cq, &e, 1) == 1 && e.op == ULN_OP_NAP_RECV) {
-            memcpy(&key, e.data, sizeof key);
-            uln_cqe_release(l->cq, &e);
-            return key;
-        }
-    }
-}
-
 int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 1000;
@@ -130,8 +112,12 @@ int main(int argc, char **argv)
                        &mr));
         key = uln_mr_key(mr);
     }
-    l.key = share_key(ctx, &l, key);
-    TRY(uln_barrier(ctx, 10000));
+    /* Every rank's key to every rank (the others give 0); rank 0's is the lock's. */
+    uint64_t *keys = malloc((size_t)size * sizeof *keys);
+    if (!keys) return 1;
+    TRY(uln_allgather(l.ep, &key, sizeof key, keys, 10000));
+    l.key = keys[0];
+    free(keys);
 
     for (long i = 0; i < n; i++) {
         lock_take(&l);

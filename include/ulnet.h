@@ -258,6 +258,28 @@ uint64_t uln_job_key(const struct uln_ctx *ctx);
  * fails the same way at once. */
 int uln_barrier(struct uln_ctx *ctx, int timeout_ms);
 
+/*
+ * uln_allgather: every rank's len bytes to every rank of the job, over the
+ * endpoint ep - the exchange of region keys (and addresses) each program
+ * otherwise writes by hand. Rank r's bytes land at all + r * len on every
+ * rank, this rank's own included (mine may point there). A collective like
+ * uln_barrier: every rank calls it with the same len on its endpoint of the
+ * same index, and it returns once every rank holds every blob (it ends with
+ * a uln_barrier, so a rank that returns may post at once). ep's CQs must have
+ * nothing else in flight during the call: it takes every completion on them,
+ * and one not its own fails it with -EBUSY (that completion is lost). So
+ * call it before other traffic, as the examples do after uln_mr_reg:
+ *
+ *   struct { uint64_t key; uint64_t addr; } me = {uln_mr_key(mr), 0}, all[n];
+ *   uln_allgather(ep, &me, sizeof me, all, 10000);
+ *
+ * len: 1 .. nap_max (uln_query). timeout_ms < 0: no timeout. Returns 0,
+ * -EINVAL, -EMSGSIZE (len over nap_max), -EOPNOTSUPP (a context with no
+ * job), -ETIMEDOUT, -EPROTO (a rank gave another len), -EBUSY, -ECONNRESET
+ * (a rank died), or the status of a failed NAP.
+ */
+int uln_allgather(struct uln_ep *ep, const void *mine, size_t len, void *all, int timeout_ms);
+
 /* ------------------------------------------------------------------------- */
 /* Peers by address (contexts with no job; docs/security.md)                  */
 /* ------------------------------------------------------------------------- */
