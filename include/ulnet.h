@@ -151,7 +151,7 @@ struct uln_ep;
 /*
  * Configuration. A zero field means "default, or the environment variable".
  * uln_open(NULL, ...) takes everything from the environment that ulnrun sets:
- *   ULN_RANK, ULN_SIZE, ULN_JOB_KEY (16 hex digits), ULN_BOOT_FD;
+ *   ULN_RANK, ULN_SIZE, ULN_JOB_KEY (1-16 hex digits), ULN_BOOT_FD;
  * or ULN_ROOT's, or a PMIx server's (mpirun, srun --mpi=pmix: docs/running.md).
  * Tunables (environment variable in brackets, default after =, range after
  * that; uln_open fails with -EINVAL outside it; in the environment, sizes in
@@ -637,8 +637,10 @@ int uln_ep_index(const struct uln_ep *ep);
  * returns (PUT, GET or atomic through the direct shm path, a NAP already in
  * the peer's ring or handed to the network), the post returns 1 and writes
  * no completion: the data are in place, an atomic's old value is in *result.
- * Otherwise it returns 0 and completes as usual. What UCX calls an immediate
- * completion: a fetch-add on a peer's mapped word then costs no poll. An
+ * Otherwise it returns 0 and completes as usual. A completion in the call
+ * (UCX's "immediate completion"; in ulnet "immediate" names only
+ * uln_put_imm's 64-bit data): a fetch-add on a peer's mapped word then costs
+ * no poll. An
  * error found in the call still completes with its status (the post returns
  * 0), as with ULN_SILENT. */
 #define ULN_NOW 0x10u
