@@ -29,6 +29,7 @@ chown -R "$user:" "$home/src"
 
 # Everything below runs as that user, with a login-like environment.
 as_user() { runuser -u "$user" -- env -i HOME="$home" PATH=/usr/bin:/bin:/usr/sbin:/sbin "$@"; }
+# shellcheck disable=SC2016 # expanded by the user's shell
 as_user bash -euo pipefail -c '
 cd "$HOME/src"
 prefix=$HOME/opt/ulnet
@@ -49,7 +50,7 @@ if [[ -f build/prov/libulnet-fi.so ]]; then
         grep -q "provider: ulnet" <<<"$out" || { echo "fi_info -p ulnet: $out"; exit 1; }
     fi
 fi
-# The README'"'"'s lines, as a user types them
+# The lines of the README, as a user types them
 export PATH=$prefix/bin:$PATH PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 cc examples/hello.c $(pkg-config --cflags --libs ulnet) -o hello
 ulnrun -n 2 --timeout 30 ./hello >hello.out

@@ -150,6 +150,7 @@ for n in "${nodes[@]}"; do
     mkdir -p "$dir/spool.$name"
     # Each node its own /tmp, as real nodes have: Slurm's PMIx plugin makes
     # a directory per job step there, named the same on every node.
+    # shellcheck disable=SC2016 # $0 is expanded by that shell
     in_ns "$ns" unshare --mount --propagation private sh -c \
         'mount -t tmpfs -o mode=1777 ulnet-slurm /tmp && exec slurmd -N "$0"' "$name" \
         >"$dir/slurmd.$name.out" 2>&1
