@@ -67,6 +67,8 @@ command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v python3 >/dev/null 2>&1 || missing+=(python3) # the summary table
+# libcrypto: the library seals datagrams between hosts (ULN_SECURE) with it
+pkg-config --exists libcrypto 2>/dev/null || missing+=(libssl-dev)
 [[ -n $plot ]] && ! command -v gnuplot >/dev/null 2>&1 && missing+=(gnuplot-nox)
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then

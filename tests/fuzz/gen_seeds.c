@@ -688,6 +688,45 @@ static void frame_seeds(void)
     frame("fixed-by-mods", 3, 5, 1200, true, 0);
 }
 
+/* ---- fuzz_seal_open --------------------------------------------------------------- */
+
+/* A record of fuzz_seal_open: op, u16 length, bytes. */
+static void seal_rec(unsigned op, const void *b, size_t n)
+{
+    in[in_len++] = (uint8_t)op;
+    in[in_len++] = (uint8_t)n;
+    in[in_len++] = (uint8_t)(n >> 8);
+    memcpy(in + in_len, b, n);
+    in_len += n;
+}
+
+/* One input per setting (auth/encrypt x AES-GCM/ChaCha20-Poly1305): true
+ * datagrams of a NAP's and an MTU's size, one kept back and replayed (a
+ * reorder, then a replay), one with a bit flipped, one cut short, one grown,
+ * and a datagram off the wire. */
+static void seal_seeds(void)
+{
+    static const char *const names[] = {"auth-gcm", "encrypt-gcm", "auth-chacha", "encrypt-chacha"};
+    uint8_t small[44], big[1448], wire[60];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (uint8_t)(i * 13 + 5);
+    memcpy(small, big, sizeof small);
+    memset(wire, 0x5a, sizeof wire);
+    for (unsigned s = 0; s < 4; s++) {
+        in[in_len++] = (uint8_t)s;
+        seal_rec(1, small, sizeof small);                   /* true */
+        seal_rec(3, big, sizeof big);                       /* kept back */
+        seal_rec(1, big, sizeof big);                       /* true, a later counter */
+        seal_rec(2, (uint8_t[]){1}, 1);                     /* the kept one: reordered, opens */
+        seal_rec(2, (uint8_t[]){1}, 1);                     /* again: a replay */
+        seal_rec(1 | 1 << 2 | 3 << 4, small, sizeof small); /* a bit flipped */
+        seal_rec(1 | 2 << 2, big, sizeof big);              /* cut short */
+        seal_rec(1 | 3 << 2, small, sizeof small);          /* grown */
+        seal_rec(0, wire, sizeof wire);                     /* forged */
+        save("fuzz_seal_open", names[s]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -702,5 +741,6 @@ int main(int argc, char **argv)
     addr_seeds();
     name_seeds();
     frame_seeds();
+    seal_seeds();
     return 0;
 }

@@ -9,7 +9,8 @@
 #                                  each on this machine: not for CI)
 #   tests/fuzz/run.sh --seeds      rewrite tests/fuzz/corpus/*/seed-* from gen_seeds.c
 #   ... [target ...]               only these targets (fuzz_udp_rx, fuzz_engine_rx,
-#                                  fuzz_addr, fuzz_xdp_frame, fuzz_fi_name)
+#                                  fuzz_addr, fuzz_xdp_frame, fuzz_fi_name,
+#                                  fuzz_seal_open)
 #
 # Each target starts from its committed corpus (tests/fuzz/corpus/<target>:
 # seeds and regression inputs, read only) plus what earlier runs found
@@ -33,13 +34,14 @@ while (($#)); do
     --runs) mode=(-runs="$2"); label="$2 runs"; shift ;;
     --long) mode=(-runs=10000000); label="10^7 runs" ;;
     --seeds) seeds=1 ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
     fuzz_*) targets+=("$1") ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
-((${#targets[@]})) || targets=(fuzz_udp_rx fuzz_engine_rx fuzz_addr fuzz_xdp_frame fuzz_fi_name)
+((${#targets[@]})) || targets=(fuzz_udp_rx fuzz_engine_rx fuzz_addr fuzz_xdp_frame fuzz_fi_name
+    fuzz_seal_open)
 
 build=$root/build-fuzz
 CC=clang cmake -S . -B "$build" -G Ninja -DULN_FUZZ=ON -DULN_WERROR=ON \

@@ -1,0 +1,231 @@
+/*
+ * seal.c - a pair of endpoints' sealing state: the key agreement and
+ * derivation, sealing a datagram to send and opening one received (seal.h).
+ *
+ * A direction's state belongs to whoever sends, or receives, on that
+ * endpoint towards that peer; the caller serialises its use (the transport's
+ * endpoint lock), so nothing here is shared between threads.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+
+#include "seal/seal.h"
+
+#define NONCE_BYTES 12u
+#define LABEL       "ulnet-seal-v1"
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void nonce(uint8_t n[NONCE_BYTES], uint32_t epoch, uint64_t ctr)
+{
+    put_le(n, epoch, 4);
+    put_le(n + 4, ctr, 8);
+}
+
+/* X25519 of our private key and the peer's public one. -EINVAL when the
+ * result is all zero: a low-order point, whose "shared" secret anyone knows. */
+static int agree(const struct uln_seal_id *me, const uint8_t peer_pub[32], uint8_t shared[32])
+{
+    EVP_PKEY *peer = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL, peer_pub, 32);
+    EVP_PKEY_CTX *c = peer ? EVP_PKEY_CTX_new(me->pkey, NULL) : NULL;
+    size_t n = 32;
+    int ok = c && EVP_PKEY_derive_init(c) == 1 && EVP_PKEY_derive_set_peer(c, peer) == 1 &&
+             EVP_PKEY_derive(c, shared, &n) == 1 && n == 32;
+    EVP_PKEY_CTX_free(c);
+    EVP_PKEY_free(peer);
+    uint8_t zero = 0;
+    for (int i = 0; i < 32; i++)
+        zero |= ok ? shared[i] : 0;
+    if (!ok || !zero) return peer ? -EINVAL : -EIO;
+    return 0;
+}
+
+/* The HKDF info of the direction from sender s to receiver r: everything
+ * both sides must agree on, so that any difference gives different keys. */
+static size_t dir_info(uint8_t *b, enum uln_seal_mode mode, enum uln_seal_cipher cipher,
+                       bool has_secret, const uint8_t *pub_s, const uint8_t *pub_r,
+                       uint32_t epoch_s, uint32_t epoch_r, uint16_t ep_s, uint16_t ep_r)
+{
+    size_t n = sizeof LABEL - 1;
+    memcpy(b, LABEL, n);
+    b[n++] = (uint8_t)mode;
+    b[n++] = (uint8_t)cipher;
+    b[n++] = has_secret;
+    memcpy(b + n, pub_s, 32);
+    memcpy(b + n + 32, pub_r, 32);
+    n += 64;
+    put_le(b + n, epoch_s, 4);
+    put_le(b + n + 4, epoch_r, 4);
+    put_le(b + n + 8, ep_s, 2);
+    put_le(b + n + 10, ep_r, 2);
+    return n + 12;
+}
+
+/* HKDF-SHA256: salt the job secret (none: HKDF's zero salt), key material
+ * the shared point, info the direction's. */
+static int hkdf(const struct uln_seal_id *me, const uint8_t shared[32], const uint8_t *info,
+                size_t info_len, uint8_t key[32])
+{
+    EVP_PKEY_CTX *c = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+    size_t n = 32;
+    int ok = c && EVP_PKEY_derive_init(c) == 1 && EVP_PKEY_CTX_set_hkdf_md(c, EVP_sha256()) == 1 &&
+             (!me->has_secret ||
+              EVP_PKEY_CTX_set1_hkdf_salt(c, me->secret, ULN_SEAL_SECRET_BYTES) == 1) &&
+             EVP_PKEY_CTX_set1_hkdf_key(c, shared, 32) == 1 &&
+             EVP_PKEY_CTX_add1_hkdf_info(c, info, (int)info_len) == 1 &&
+             EVP_PKEY_derive(c, key, &n) == 1 && n == 32;
+    EVP_PKEY_CTX_free(c);
+    return ok ? 0 : -EIO;
+}
+
+/* A cipher context keyed once: each datagram then sets only its nonce. */
+static void *keyed(enum uln_seal_cipher cipher, const uint8_t key[32], int enc)
+{
+    const EVP_CIPHER *ci =
+        cipher == ULN_SEAL_AES_256_GCM ? EVP_aes_256_gcm() : EVP_chacha20_poly1305();
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    if (c && EVP_CipherInit_ex(c, ci, NULL, NULL, NULL, enc) == 1 &&
+        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_SET_IVLEN, NONCE_BYTES, NULL) == 1 &&
+        EVP_CipherInit_ex(c, NULL, NULL, key, NULL, enc) == 1)
+        return c;
+    EVP_CIPHER_CTX_free(c);
+    return NULL;
+}
+
+int uln_seal_pair_open(struct uln_seal_pair *p, const struct uln_seal_id *me,
+                       const uint8_t peer_pub[ULN_SEAL_PUB_BYTES], const struct uln_seal_ends *e,
+                       enum uln_seal_mode mode, enum uln_seal_cipher cipher)
+{
+    memset(p, 0, sizeof *p);
+    if (mode == ULN_SEAL_OFF || !e->my_epoch || !e->peer_epoch) return -EINVAL;
+    uint8_t shared[32], ktx[32], krx[32], info[128];
+    int rc = agree(me, peer_pub, shared);
+    size_t n;
+    if (!rc) {
+        n = dir_info(info, mode, cipher, me->has_secret, me->pub, peer_pub, e->my_epoch,
+                     e->peer_epoch, e->my_ep, e->peer_ep);
+        rc = hkdf(me, shared, info, n, ktx);
+    }
+    if (!rc) {
+        n = dir_info(info, mode, cipher, me->has_secret, peer_pub, me->pub, e->peer_epoch,
+                     e->my_epoch, e->peer_ep, e->my_ep);
+        rc = hkdf(me, shared, info, n, krx);
+    }
+    if (!rc) {
+        p->tx = (struct uln_seal_tx){
+            .cipher = keyed(cipher, ktx, 1), .epoch = e->my_epoch, .mode = mode};
+        p->rx.cipher = keyed(cipher, krx, 0);
+        p->rx.epoch = e->peer_epoch;
+        p->rx.mode = mode;
+        if (!p->tx.cipher || !p->rx.cipher) rc = -ENOMEM;
+    }
+    OPENSSL_cleanse(shared, sizeof shared);
+    OPENSSL_cleanse(ktx, sizeof ktx);
+    OPENSSL_cleanse(krx, sizeof krx);
+    if (rc) uln_seal_pair_close(p);
+    return rc;
+}
+
+void uln_seal_pair_close(struct uln_seal_pair *p)
+{
+    EVP_CIPHER_CTX_free(p->tx.cipher);
+    EVP_CIPHER_CTX_free(p->rx.cipher);
+    memset(p, 0, sizeof *p);
+}
+
+int uln_seal_tx(struct uln_seal_tx *tx, const struct iovec *in, const struct iovec *out, int n,
+                uint8_t trailer[ULN_SEAL_TRAILER])
+{
+    /* UINT64_MAX is never sent, so a receiver's "one past the newest" fits. */
+    if (tx->next == UINT64_MAX) return -EOVERFLOW;
+    if (n < 0 || n > ULN_SEAL_MAX_IOV) return -EINVAL;
+    uint64_t ctr = tx->next++; /* spent even if sealing fails: never reused */
+    uint8_t iv[NONCE_BYTES], fin[16];
+    EVP_CIPHER_CTX *c = tx->cipher;
+    int outl;
+    nonce(iv, tx->epoch, ctr);
+    if (EVP_EncryptInit_ex(c, NULL, NULL, NULL, iv) != 1) return -EIO;
+    for (int i = 0; i < n; i++) {
+        if (!in[i].iov_len) continue;
+        if (in[i].iov_len > (size_t)INT32_MAX) return -EINVAL;
+        /* auth: the piece is additional data, read only; encrypt: ciphertext
+         * into out (or over the piece itself). */
+        uint8_t *dst =
+            tx->mode == ULN_SEAL_ENCRYPT ? (out ? out[i].iov_base : in[i].iov_base) : NULL;
+        if (EVP_EncryptUpdate(c, dst, &outl, in[i].iov_base, (int)in[i].iov_len) != 1) return -EIO;
+    }
+    if (EVP_EncryptFinal_ex(c, fin, &outl) != 1) return -EIO;
+    put_le(trailer, ctr, 8);
+    if (EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, ULN_SEAL_TAG_BYTES,
+                            trailer + ULN_SEAL_CTR_BYTES) != 1)
+        return -EIO;
+    return 0;
+}
+
+/* 0 when counter c may be accepted, before any cipher work. */
+static int window_check(const struct uln_seal_rx *rx, uint64_t c)
+{
+    if (c == UINT64_MAX) return -EBADMSG; /* never sent (uln_seal_tx) */
+    if (c >= rx->top) return 0;
+    if (rx->top - c > ULN_SEAL_WINDOW) return -ESTALE;
+    return rx->seen[(c / 64) % (ULN_SEAL_WINDOW / 64)] >> (c % 64) & 1 ? -EALREADY : 0;
+}
+
+static void window_bit(struct uln_seal_rx *rx, uint64_t c, bool on)
+{
+    uint64_t *w = &rx->seen[(c / 64) % (ULN_SEAL_WINDOW / 64)], b = 1ull << (c % 64);
+    *w = on ? *w | b : *w & ~b;
+}
+
+/* Counter c has authenticated: mark it, and slide the window up to it. The
+ * positions between the old top and c held counters a window older, now
+ * out of it: clear them. */
+static void window_accept(struct uln_seal_rx *rx, uint64_t c)
+{
+    if (c >= rx->top) {
+        if (c - rx->top >= ULN_SEAL_WINDOW) {
+            memset(rx->seen, 0, sizeof rx->seen);
+        } else {
+            for (uint64_t x = rx->top; x < c; x++)
+                window_bit(rx, x, false);
+        }
+        rx->top = c + 1;
+    }
+    window_bit(rx, c, true);
+}
+
+long uln_seal_rx(struct uln_seal_rx *rx, uint8_t *dgram, size_t len)
+{
+    if (len < ULN_SEAL_TRAILER || len - ULN_SEAL_TRAILER > (size_t)INT32_MAX) return -EMSGSIZE;
+    size_t plen = len - ULN_SEAL_TRAILER;
+    uint64_t ctr = get_le64(dgram + plen);
+    int rc = window_check(rx, ctr);
+    if (rc) return rc;
+    uint8_t iv[NONCE_BYTES], tag[ULN_SEAL_TAG_BYTES], fin[16];
+    EVP_CIPHER_CTX *c = rx->cipher;
+    int outl;
+    memcpy(tag, dgram + plen + ULN_SEAL_CTR_BYTES, sizeof tag);
+    nonce(iv, rx->epoch, ctr);
+    if (EVP_DecryptInit_ex(c, NULL, NULL, NULL, iv) != 1) return -EIO;
+    uint8_t *dst = rx->mode == ULN_SEAL_ENCRYPT ? dgram : NULL; /* in place */
+    if (plen && EVP_DecryptUpdate(c, dst, &outl, dgram, (int)plen) != 1) return -EBADMSG;
+    if (EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_SET_TAG, sizeof tag, tag) != 1) return -EIO;
+    if (EVP_DecryptFinal_ex(c, fin, &outl) != 1) return -EBADMSG;
+    window_accept(rx, ctr);
+    return (long)plen;
+}
