@@ -439,6 +439,9 @@ struct uln_counters {
                                   an atomic's word not naturally aligned (-EDOM) */
     uint64_t refused_stale_ep; /* messages for an endpoint's earlier life (sent to an index
                                   before it was closed and opened again), refused here */
+    uint64_t refused_auth;     /* udp with ULN_SECURE=auth|encrypt: datagrams whose seal did
+                                  not open (forged, altered, cut, replayed, too old, another
+                                  key): dropped before anything read them */
 };
 int uln_counters_get(const struct uln_ctx *ctx, struct uln_counters *out);
 

@@ -17,6 +17,7 @@
 #include "boot/addr.h"
 #include "link/fault.h"  /* uln_link_fault_parse: ULN_FAULT is checked at uln_open */
 #include "link/select.h" /* uln_link_kind_find: ULN_LINK too */
+#include "seal/seal.h"   /* ULN_SECURE*, ULN_SECRET_FILE: checked at uln_open */
 
 extern char **environ;
 
@@ -107,6 +108,13 @@ static const struct uln_setting settings_table[] = {
      "auto: native XDP where the driver has it, else generic; "
      "native; generic"},
     {"ULN_XDP_QUEUE", "0", 0, 1023, "the interface's receive queue the AF_XDP sockets bind"},
+    /* Sealed datagrams between hosts (docs/security.md). */
+    {"ULN_SECURE", "off", 0, 0,
+     "udp datagrams: off; auth: each carries a tag; encrypt: also encrypted (same in a job)"},
+    {"ULN_SECRET_FILE", NULL, 0, 0,
+     "file of the job secret the keys are bound to (ours, not readable by others)"},
+    {"ULN_SECURE_CIPHER", NULL, 0, 0,
+     "aes-256-gcm or chacha20-poly1305; unset: AES-GCM where the CPU has AES instructions"},
     /* Diagnostics. */
     {"ULN_STATS", "0", 0, 1,
      "1: uln_close prints the context's counters that are not 0 on stderr, one line"},
@@ -418,6 +426,35 @@ static int link_setting(struct uln_params *p, bool xdp_alias)
     return 0;
 }
 
+/* ULN_SECURE, ULN_SECURE_CIPHER, ULN_SECRET_FILE: a secret file that cannot
+ * serve (others may read it, too short, missing) fails uln_open here. */
+static int secure_settings(struct uln_params *p)
+{
+    static const char *const modes[] = {"off", "auth", "encrypt", NULL};
+    enum uln_seal_cipher c = ULN_SEAL_AES_256_GCM;
+    int rc = 0;
+    p->secure = choice_setting("ULN_SECURE", modes);
+    const char *cs = string_setting("ULN_SECURE_CIPHER");
+    if (uln_seal_cipher_local(&c) != 0) {
+        setting_err("ulnet: ULN_SECURE_CIPHER=%s: use aes-256-gcm or chacha20-poly1305\n", cs);
+        rc = -EINVAL;
+    }
+    p->secure_cipher = (int)c;
+    p->secret = string_setting("ULN_SECRET_FILE");
+    uint8_t sec[ULN_SEAL_SECRET_BYTES];
+    int src = p->secret ? uln_seal_secret_load(p->secret, sec) : 0;
+    explicit_bzero(sec, sizeof sec);
+    if (src) {
+        setting_err("ulnet: ULN_SECRET_FILE=%s: %s\n", p->secret,
+                    src == -EPERM ? "must be a regular file of ours that others can neither read "
+                                    "nor write (chmod 600)"
+                    : src == -EINVAL ? "must hold 16 bytes to 64 KiB"
+                                     : strerror(-src));
+        rc = -EINVAL;
+    }
+    return p->secure < 0 ? -EINVAL : rc;
+}
+
 /* The settings that are not numbers, resolved into p and checked here, so
  * that a bad one fails uln_open, not the first endpoint that would use it. */
 static int text_settings(struct uln_params *p)
@@ -444,6 +481,7 @@ static int text_settings(struct uln_params *p)
     }
     rc |= setting("ULN_BOOT_TIMEOUT", 0, &p->boot_timeout_s);
     rc |= xdp_settings(p);
+    rc |= secure_settings(p);
     return rc;
 }
 
@@ -778,7 +816,7 @@ ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
     X(malformed) X(cache_hits) X(cache_misses) X(sleeps) X(wakeups_sent)               \
     X(pkts_sent) X(pkts_received) X(retransmits) X(duplicates) X(stale)                \
     X(peers_dead) X(pkts_dropped) X(atomics) X(atomics_served) X(refused_align)        \
-    X(refused_stale_ep)
+    X(refused_stale_ep) X(refused_auth)
 /* clang-format on */
 
 static void add_stats(struct uln_counters *o, const struct uln_stats *s)

@@ -54,7 +54,7 @@ struct uln_stats {
     _Atomic uint64_t cache_hits, cache_misses, sleeps, wakeups_sent;
     _Atomic uint64_t pkts_sent, pkts_received, retransmits, duplicates, stale, peers_dead;
     _Atomic uint64_t pkts_dropped, atomics, atomics_served, refused_align;
-    _Atomic uint64_t refused_stale_ep;
+    _Atomic uint64_t refused_stale_ep, refused_auth;
 };
 
 struct uln_params {
@@ -76,6 +76,9 @@ struct uln_params {
     const char *fault;    /* NULL or the fault injector's spec (ULN_FAULT) */
     char link[16];        /* ULN_LINK: "auto" or a link's name (link/select.h); xdp
                              also as ULN_TRANSPORT=xdp (transport ULN_TP_UDP) */
+    int secure;           /* enum uln_seal_mode: udp datagrams sealed (ULN_SECURE) */
+    int secure_cipher;    /* enum uln_seal_cipher asked for (ULN_SECURE_CIPHER, or the CPU's) */
+    const char *secret;   /* NULL or the job secret's file (ULN_SECRET_FILE) */
     int xdp_mode;         /* enum uln_xdp_copy (ULN_XDP_MODE) */
     int xdp_hook;         /* enum uln_xdp_hook (ULN_XDP_HOOK) */
     uint32_t xdp_queue;   /* ULN_XDP_QUEUE */

@@ -15,7 +15,8 @@
  *
  *   peers     added by an opaque address blob: a sockaddr for link_udp; an
  *             AF_XDP link would take MAC + IP + port. Ids are dense, 0, 1, ...
- *   send      a batch of packets, each 1..ULN_LINK_IOV_MAX iovecs gathered
+ *   send      a batch of packets, each 1..ULN_LINK_IOV_MAX iovecs (one more
+ *             below a sealing link: ULN_LINK_IOV_WIRE) gathered
  *             from the caller's memory. It returns how many packets it took
  *             from the front (sent, or lost for good and counted: the link is
  *             lossy, rel recovers); fewer than asked means "full, try later"
@@ -55,14 +56,18 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#define ULN_LINK_IOV_MAX 3u  /* iovecs per packet: header + two payload pieces */
-#define ULN_LINK_BATCH   64u /* packets a link moves per system call at most */
+#define ULN_LINK_IOV_MAX 3u /* iovecs per packet: header + two payload pieces */
+/* What a link below a sealing link (seal/link_seal.h) takes: one more, the
+ * trailer. Every link accepts this many; callers above give at most
+ * ULN_LINK_IOV_MAX. */
+#define ULN_LINK_IOV_WIRE (ULN_LINK_IOV_MAX + 1u)
+#define ULN_LINK_BATCH    64u /* packets a link moves per system call at most */
 
 /* One outgoing datagram: its bytes are iov[0..niov) concatenated. */
 struct uln_link_pkt {
     int32_t peer;  /* from uln_link_add_peer */
-    uint32_t niov; /* 1..ULN_LINK_IOV_MAX */
-    struct iovec iov[ULN_LINK_IOV_MAX];
+    uint32_t niov; /* 1..ULN_LINK_IOV_MAX (..ULN_LINK_IOV_WIRE below a sealing link) */
+    struct iovec iov[ULN_LINK_IOV_WIRE];
 };
 
 /* The datagram's length (saturated: a packet that long is refused anyway). */
@@ -141,6 +146,8 @@ struct uln_link_stats {
                                  datagram for us (headers, lengths, checksums): dropped */
     uint64_t rx_sock;         /* AF_XDP: datagrams read from the link's bound UDP socket
                                  (same-host peers, what the XDP program passed) */
+    uint64_t rx_refused_auth; /* sealing link: datagrams that did not open (forged,
+                                 altered, replayed, too old): dropped */
 };
 
 struct uln_link;

@@ -577,7 +577,7 @@ static void test_config(void)
     CHECK(link_to(io, io) == 0);                 /* itself */
     p.niov = 0;
     CHECK_EQ(uln_link_send(io, &p, 1), -EINVAL);
-    p.niov = 4;
+    p.niov = ULN_LINK_IOV_WIRE + 1; /* the callers' 3 and a seal's trailer at most */
     CHECK_EQ(uln_link_send(io, &p, 1), -EINVAL);
     p.niov = 1;
     p.peer = -1;

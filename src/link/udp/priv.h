@@ -177,7 +177,7 @@ struct link_udp {
     /* send scratch, reused by every call */
     uint8_t lone[LONE_COPY_MAX];
     struct mmsghdr smsg[ULN_LINK_BATCH];
-    struct iovec siov[ULN_LINK_BATCH * ULN_LINK_IOV_MAX];
+    struct iovec siov[ULN_LINK_BATCH * ULN_LINK_IOV_WIRE];
     uint32_t spkts[ULN_LINK_BATCH]; /* fast path: packets per message */
     union {
         char buf[CMSG_SPACE(sizeof(uint16_t))];

@@ -187,7 +187,7 @@ int uln_link_udp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsig
     for (unsigned i = 0; i < n; i++) {
         const struct uln_link_pkt *p = &pkts[i];
         if (p->peer < 0 || (unsigned)p->peer >= io->npeers || p->niov == 0 ||
-            p->niov > ULN_LINK_IOV_MAX)
+            p->niov > ULN_LINK_IOV_WIRE)
             return -EINVAL;
         if (uln_link_pkt_len(p) > io->payload_max) return -EMSGSIZE;
     }

@@ -181,7 +181,7 @@ static int check_pkts(const struct link_xdp *x, const struct uln_link_pkt *pkts,
     for (unsigned i = 0; i < n; i++) {
         const struct uln_link_pkt *p = &pkts[i];
         if (p->peer < 0 || (unsigned)p->peer >= x->npeers || p->niov == 0 ||
-            p->niov > ULN_LINK_IOV_MAX)
+            p->niov > ULN_LINK_IOV_WIRE)
             return -EINVAL;
         if (uln_link_pkt_len(p) > x->base.payload_max) return -EMSGSIZE;
     }

@@ -132,7 +132,33 @@ static void publish(struct uln_udp *u, const struct sockaddr_storage *ss, int ba
         memcpy(me->ip, &((const struct sockaddr_in *)ss)->sin_addr, 4);
     else
         memcpy(me->ip, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+    if (u->seal) uln_seal_store_publish(u->seal, &me->seal);
     memcpy((uint8_t *)slot_addr + UDP_ADDR_OFF, me, sizeof *me);
+}
+
+/* ULN_SECURE=auth|encrypt: this context's keys, drawn now, published with
+ * the address. Addresses handed out by uln_addr have no room for the key
+ * yet: a context with no job refuses to open rather than send in clear. */
+static int seal_open(struct uln_ctx *ctx, struct uln_udp *u)
+{
+    if (ctx->p.secure == ULN_SEAL_OFF) return 0;
+    if (ctx->no_job) {
+        fprintf(stderr,
+                "ulnet: ULN_SECURE=%s needs a job (ulnrun, ULN_ROOT, PMIx): addresses "
+                "of contexts with no job do not carry keys yet\n",
+                uln_seal_mode_name((enum uln_seal_mode)ctx->p.secure));
+        return -EOPNOTSUPP;
+    }
+    if (!(u->seal = malloc(sizeof *u->seal))) return -ENOMEM;
+    int rc = uln_seal_store_open(u->seal, (enum uln_seal_mode)ctx->p.secure,
+                                 (enum uln_seal_cipher)ctx->p.secure_cipher, ctx->p.secret, u->nfds,
+                                 (unsigned)ctx->size);
+    if (rc) {
+        free(u->seal);
+        u->seal = NULL;
+        fprintf(stderr, "ulnet: ULN_SECURE: cannot draw keys: %s\n", strerror(-rc));
+    }
+    return rc;
 }
 
 /* Ports are taken now, not at uln_ep_open, so nobody else can take them in
@@ -158,6 +184,7 @@ int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
     int base = ctx->p.udp_port ? bind_fixed(u, &ss, len, ctx->p.udp_port, local_rank(ctx))
                                : bind_random(u, &ss, len);
     if (base < 0) return base;
+    if ((rc = seal_open(ctx, u)) != 0) return rc;
     publish(u, &ss, base, slot_addr);
     return 0;
 }
@@ -193,6 +220,14 @@ void uln_udp_supersede_older(struct uln_ep *ep, int p)
     }
 }
 
+/* A member's sealing state against ours: a job seals all or nothing, with
+ * one secret. 0, or -EPROTO with why. */
+static int seal_check(const struct uln_udp *u, const struct udp_addr *a, char *why, size_t len)
+{
+    struct uln_seal_store off = {.mode = ULN_SEAL_OFF};
+    return uln_seal_store_check(u->seal ? u->seal : &off, &a->seal, why, len);
+}
+
 int uln_udp_learn(struct uln_ctx *ctx, int p)
 {
     struct uln_udp *u = udp_of(ctx);
@@ -204,6 +239,11 @@ int uln_udp_learn(struct uln_ctx *ctx, int p)
     if (!slot || uln_peer_is_self(ctx, p)) return 0; /* ourselves: always shared memory */
     memcpy(&u->addrs[p], slot + UDP_ADDR_OFF, sizeof u->addrs[p]);
     const struct udp_addr *a = &u->addrs[p];
+    char why[160];
+    if (a->magic == UDP_ADDR_MAGIC && !ctx->no_job && seal_check(u, a, why, sizeof why)) {
+        fprintf(stderr, "ulnet: rank %d: rank %d: %s\n", ctx->rank, p, why);
+        return -EPROTO;
+    }
     /* A job's members all have max_eps ports; a peer with no job has its
      * own number, and the endpoint the id names must be one of them. */
     int32_t ep = ctx->peer_recs[p].ep;
@@ -259,9 +299,29 @@ void uln_udp_close(struct uln_ctx *ctx)
     struct uln_udp *u = udp_of(ctx);
     if (!u) return;
     if (u->fds) close_fds(u);
+    if (u->seal) uln_seal_store_close(u->seal);
+    free(u->seal);
     free(u->fds);
     free(u->addrs);
     free(u->remote);
     free(u);
     ctx->tp_ctx[ULN_TPID_UDP] = NULL;
+}
+
+/* ---- sealing (ULN_SECURE) ------------------------------------------------------ */
+
+int uln_udp_seal_wrap(struct uln_ctx *ctx, unsigned ep_index, _Atomic uint64_t *refused,
+                      struct uln_link **io)
+{
+    struct uln_udp *u = udp_of(ctx);
+    if (!u->seal) return 0;
+    int rc = uln_link_seal_open(u->seal, ep_index, refused, io);
+    if (rc) uln_link_close(*io);
+    return rc;
+}
+
+int uln_udp_seal_peer(struct uln_ctx *ctx, struct uln_link *io, int id, int peer, unsigned dst_ep)
+{
+    struct uln_udp *u = udp_of(ctx);
+    return u->seal ? uln_link_seal_peer(io, id, peer, dst_ep, &u->addrs[peer].seal) : 0;
 }

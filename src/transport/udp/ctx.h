@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "seal/link_seal.h"
 #include "transport/transports.h"
 
 /* A 64-bit mixer (murmur3's finalizer): hashes and the transports' draws. */
@@ -30,6 +31,7 @@ struct udp_addr { /* what a rank publishes */
     uint16_t nports, pad_;
     uint8_t host_id[16]; /* equal ids: the same host, reachable over shm */
     uint8_t ip[16];
+    struct uln_seal_pub seal; /* ULN_SECURE: mode, public key, life, which secret */
 };
 
 struct uln_udp { /* ctx->tp_ctx[ULN_TPID_UDP] */
@@ -45,6 +47,7 @@ struct uln_udp { /* ctx->tp_ctx[ULN_TPID_UDP] */
     char link_kind[8];
     char xdp_mode[32];
     char xdp_why[160];
+    struct uln_seal_store *seal; /* ULN_SECURE=auth|encrypt: keys and pairs; else NULL */
 };
 
 static inline struct uln_udp *udp_of(const struct uln_ctx *ctx)
@@ -69,4 +72,11 @@ size_t uln_udp_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room);
 int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len);
 int uln_udp_addr_str(const uint8_t *in, size_t len, char *out, size_t room);
 void uln_udp_close(struct uln_ctx *ctx);
+/* ULN_SECURE: wrap endpoint ep_index's link in a sealing one (refusals
+ * counted in *refused; on failure *io is closed), and tell it the pair of
+ * its link id `id`: peer's endpoint dst_ep. Both do nothing when off. */
+struct uln_link;
+int uln_udp_seal_wrap(struct uln_ctx *ctx, unsigned ep_index, _Atomic uint64_t *refused,
+                      struct uln_link **io);
+int uln_udp_seal_peer(struct uln_ctx *ctx, struct uln_link *io, int id, int peer, unsigned dst_ep);
 #endif

@@ -43,6 +43,21 @@ void uln_udp_dst_sockaddr(const struct uln_ep *ep, int peer, struct sockaddr_sto
     peer_sockaddr(&udp_of(ep->ctx)->addrs[peer], (unsigned)ep->peers[peer].dst_ep, ss, len);
 }
 
+/* ULN_SECURE=auth: dgram_len, and the seal's trailer after the last packet.
+ * Under encrypt the headers are ciphertext and say nothing: such reads keep
+ * the kernel's segment size (no dgram_len). A cut an attacker's headers
+ * chose only makes datagrams that do not open. */
+static uint32_t dgram_len_sealed(const uint8_t *buf, uint32_t avail)
+{
+    uint32_t n = dgram_len(buf, avail);
+    return n && avail - n >= ULN_SEAL_TRAILER ? n + ULN_SEAL_TRAILER : 0;
+}
+
+static uint32_t (*dgram_len_of(int secure))(const uint8_t *, uint32_t)
+{
+    return secure == ULN_SEAL_OFF ? dgram_len : secure == ULN_SEAL_AUTH ? dgram_len_sealed : NULL;
+}
+
 /* Put peer into the link's table: its id there. -ENOENT: udp does not
  * reach it (yet: a context with no job learns peers as they are inserted). */
 int uln_udp_link_peer(struct uln_ep *ep, int peer)
@@ -61,6 +76,8 @@ int uln_udp_link_peer(struct uln_ep *ep, int peer)
     bool shared = id == -EEXIST;
     if (shared) id = uln_link_find_peer(ue->io, (struct sockaddr *)&ss, len);
     if (id < 0) return id;
+    int rc = uln_udp_seal_peer(ep->ctx, ue->io, id, peer, (unsigned)ep->peers[peer].dst_ep);
+    if (rc) return rc;
     ue->id_of_rank[peer] = id;
     if (!shared) ue->rank_of_id[id] = peer;
     return id;
@@ -162,9 +179,10 @@ int uln_udp_ep_open(struct uln_ep *ep)
                                        2 * ctx->p.udp_window < 512 ? 512 : 2 * ctx->p.udp_window,
                                    .max_peers = (unsigned)n,
                                    .no_gro = !ctx->p.udp_gro,
-                                   .dgram_len = dgram_len};
+                                   .dgram_len = dgram_len_of(ctx->p.secure)};
     int rc = uln_link_select_open(ctx, &cfg, &ue->io); /* AF_XDP or the socket */
-    if (rc) return rc;
+    if (rc || (rc = uln_udp_seal_wrap(ctx, (unsigned)ep->index, &ep->stats.refused_auth, &ue->io)))
+        return rc; /* ULN_SECURE: sealed before the link sends, opened after it receives */
     ue->pool_bufs = cfg.rx_bufs;
     if (uln_udp_bundles_init(ue) != 0) return -ENOMEM;
     /* uln_ep_open holds the context lock here: the context's generator is ours. */

@@ -1,0 +1,62 @@
+/*
+ * link_seal.h - ULN_SECURE on the UDP transport: a context's sealing state
+ * (struct uln_seal_store), and a link (transport/link.h) that wraps the
+ * endpoint's own: it seals every datagram right before the link below sends
+ * it and opens every one right after the link below received it, before the
+ * reliability layer sees a byte. A datagram that does not open is released
+ * there and counted (refused_auth): never delivered, never acknowledged, and
+ * it cannot reset a peer, since the layers that could never see it.
+ *
+ * Pairs (seal.h) are kept by the context per (endpoint index, peer), not by
+ * the link: an endpoint index closed and opened again goes on with the same
+ * counters and windows, so no nonce is used twice under one key and the old
+ * life's datagrams stay refused.
+ */
+#ifndef ULN_SEAL_LINK_SEAL_H
+#define ULN_SEAL_LINK_SEAL_H
+
+#include <stdatomic.h>
+
+#include "seal/seal.h"
+#include "link/link.h"
+
+struct uln_seal_store {
+    enum uln_seal_mode mode;
+    enum uln_seal_cipher cipher; /* what we ask for (uln_seal_cipher_local) */
+    uint32_t epoch;              /* this context's life, drawn at open */
+    struct uln_seal_id id;
+    uint8_t check[8]; /* says which job secret we hold (uln_seal_store_open) */
+    unsigned neps, npeers;
+    struct uln_seal_pair **pairs; /* [ep * npeers + peer], made as peers are linked */
+};
+
+/* What a context publishes with its address, and checks of its peers'. */
+struct uln_seal_pub {
+    uint8_t mode, cipher, has_secret, pad_;
+    uint32_t epoch;
+    uint8_t pub[ULN_SEAL_PUB_BYTES];
+    uint8_t check[8];
+};
+
+/* Draws this context's key pair and epoch, loads the secret (secret_file, or
+ * NULL). -errno (the secret file's: -EPERM when others may read it). */
+int uln_seal_store_open(struct uln_seal_store *s, enum uln_seal_mode mode,
+                        enum uln_seal_cipher cipher, const char *secret_file, unsigned neps,
+                        unsigned npeers);
+void uln_seal_store_close(struct uln_seal_store *s);
+void uln_seal_store_publish(const struct uln_seal_store *s, struct uln_seal_pub *out);
+/* 0 when a peer's published state fits ours; else -EPROTO with why. */
+int uln_seal_store_check(const struct uln_seal_store *s, const struct uln_seal_pub *peer, char *why,
+                         size_t whylen);
+
+/* Wraps *io (which it then owns) in a sealing link for endpoint index ep;
+ * refusals are counted in *refused. 0 or -ENOMEM. */
+int uln_link_seal_open(struct uln_seal_store *s, unsigned ep, _Atomic uint64_t *refused,
+                       struct uln_link **io);
+/* Link id `id` of the sealing link io is the peer (rank) whose published
+ * state is pub, endpoint peer_ep: its pair is made (or found, if the index
+ * had it in an earlier life). 0 or -errno. */
+int uln_link_seal_peer(struct uln_link *io, int id, int peer, unsigned peer_ep,
+                       const struct uln_seal_pub *pub);
+
+#endif
