@@ -34,6 +34,12 @@ out=$(ULN_TRANSPORT=udp "$ulnrun" -n 3 --timeout 60 "$ulninfo")
 grep -q '^in use: *ulnrun$' <<<"$out" || fail "under ulnrun, the bootstrap is not 'ulnrun'"
 grep -q '^ranks: *3 ' <<<"$out" || fail "the job's size is not shown"
 grep -q '^peers: *2 over udp, 0 over shm (transport udp)' <<<"$out" || fail "udp peers not shown"
+grep -q 'sealed datagrams (ULN_SECURE) *off' <<<"$out" || fail "ULN_SECURE's default not shown"
+out=$(ULN_TRANSPORT=udp ULN_SECURE=encrypt ULN_SECURE_CIPHER=chacha20-poly1305 "$ulnrun" -n 2 \
+    --timeout 60 "$ulninfo")
+grep -q 'sealed datagrams (ULN_SECURE) *encrypt' <<<"$out" || fail "ULN_SECURE=encrypt not shown"
+grep -q 'cipher *chacha20-poly1305 (ULN_SECURE_CIPHER)' <<<"$out" || fail "the cipher not shown"
+grep -q 'CPU accelerates AES-GCM *\(yes\|no\)' <<<"$out" || fail "the CPU's AES not shown"
 
 rc=0
 ULN_RING_BYTES=5 "$ulninfo" >/dev/null 2>&1 || rc=$?

@@ -40,6 +40,7 @@
 #include "link/udp/link_udp.h"
 #include "link/xdp/link_xdp.h"
 #include "transport/udp/ctx.h"
+#include "seal/seal.h"
 #include "ulnet.h"
 
 /* Bytes of a datagram that are not ulnet payload: IPv4 or IPv6 header, UDP
@@ -163,6 +164,26 @@ static void print_link(struct uln_ctx *ctx)
     if (cq) uln_cq_close(cq);
 }
 
+/* ULN_SECURE: the mode, the cipher asked for (a pair whose other side has
+ * no AES instructions uses ChaCha20-Poly1305), and what the CPU does for it. */
+static void print_seal(const struct uln_ctx *ctx)
+{
+    enum uln_seal_mode m = (enum uln_seal_mode)ctx->p.secure;
+    enum uln_seal_cipher c = (enum uln_seal_cipher)ctx->p.secure_cipher;
+    bool aes = uln_seal_cpu_aes();
+    printf("  sealed datagrams (ULN_SECURE)    %s%s\n", uln_seal_mode_name(m),
+           m == ULN_SEAL_OFF    ? ": in clear, keys and data readable on the path"
+           : m == ULN_SEAL_AUTH ? ": a tag on each, forgeries refused"
+                                : ": encrypted and tagged");
+    printf("  cipher                           %s%s\n", uln_seal_cipher_name(c),
+           getenv("ULN_SECURE_CIPHER") ? " (ULN_SECURE_CIPHER)" : "");
+    printf("  CPU accelerates AES-GCM          %s\n",
+           aes ? "yes (AES and carry-less multiply instructions)"
+               : "no (ChaCha20-Poly1305 chosen: faster in software)");
+    printf("  job secret (ULN_SECRET_FILE)     %s\n",
+           ctx->p.secret ? "given: keys bound to it" : "none: keys from the exchange alone");
+}
+
 static void print_transports(struct uln_ctx *ctx, const struct uln_info *in)
 {
     printf("# Transports\n");
@@ -180,6 +201,7 @@ static void print_transports(struct uln_ctx *ctx, const struct uln_info *in)
     printf("  UDP_GRO (receive offload)        %s\n", udp_opt(UDP_GRO, 1));
     print_interfaces(ctx->p.udp_mtu); /* ULN_UDP_MTU as the library resolved it */
     print_link(ctx);
+    print_seal(ctx);
     printf("\n# Limits\n");
     printf("nap_max        %10" PRIu32 "  largest NAP payload, bytes\n", in->nap_max);
     printf("inline_max     %10" PRIu32 "  largest ULN_INLINE payload\n", in->inline_max);
