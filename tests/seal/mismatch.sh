@@ -20,6 +20,7 @@ export ULN_TRANSPORT=udp
 # the assignments given; stdout+stderr in $out, status in $rc.
 run() {
     rc=0
+    # shellcheck disable=SC2016 # expanded by the rank's shell, not this one
     out=$("$ulnrun" -n 2 --timeout 60 env RANK1_ENV="$*" bash -c \
         '[[ $ULN_RANK == 1 && -n $RANK1_ENV ]] && export $RANK1_ENV; exec "$0"' "$prog" 2>&1) ||
         rc=$?
@@ -40,7 +41,7 @@ ULN_SECURE=off run ULN_SECURE=auth
 ((rc != 0)) || fail "off and auth in one job ran"
 grep -q 'ULN_SECURE=auth there, off here' <<<"$out" || fail "no clear reason for off/auth: $out"
 
-ULN_SECURE=auth ULN_SECRET_FILE=$dir/s1 run ULN_SECRET_FILE=$dir/s2
+ULN_SECURE=auth ULN_SECRET_FILE=$dir/s1 run "ULN_SECRET_FILE=$dir/s2"
 ((rc != 0)) || fail "two secrets in one job ran"
 grep -q 'another job secret there: every member of a job must read the same ULN_SECRET_FILE' \
     <<<"$out" || fail "no clear reason for two secrets: $out"

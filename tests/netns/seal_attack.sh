@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# seal_attack.sh MODE VICTIM - ULN_SECURE=MODE against an attacker on the path.
+#
+# Three namespace hosts on one bridge, which floods every frame to every port
+# (ageing 0: a hub, as a shared segment or a mirrored port is). Ranks 0 and 1
+# of VICTIM (seal_victim.c) run on hosts 0 and 1; seal_attacker.py on host 2
+# captures their datagrams during the traffic, then replays them, flips bits,
+# cuts them, reorders them and forges a PUT, while the ranks read on. Then:
+#   auth, encrypt  both ranks succeed (every round's data intact, before and
+#                  after), and the refusals they count (refused_auth) are
+#                  exactly the datagrams injected: every one refused, none
+#                  taken. encrypt: neither the marked payload nor rank 1's
+#                  region key appears anywhere in the capture.
+#   off            the mark and the region key are in the capture, and the
+#                  forged PUT lands in rank 1's region (it says FORGED), or a
+#                  replayed PUT whose seq a flipped bit moved into the window.
+# Exit 77 where this machine cannot make namespaces.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+mode=$1 victim=$2
+"$here/hosts.sh" probe >/dev/null 2>&1 || { echo "seal_attack.sh: no namespaces: skipped"; exit 77; }
+command -v python3 >/dev/null || { echo "seal_attack.sh: no python3: skipped"; exit 77; }
+
+set -a
+eval "$("$here/hosts.sh" up 3)"
+set +a
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    "$here/hosts.sh" down >/dev/null 2>&1 || true
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+    echo "seal_attack.sh ($mode): $*" >&2
+    for f in "$dir"/rank*.out "$dir"/attacker.out "$dir"/attack_done; do
+        [[ -f $f ]] && { echo "--- $(basename "$f")"; tail -20 "$f"; } >&2
+    done
+    exit 1
+}
+
+br=$ULNTEST_NETNS-br
+ip netns exec "$br" ip link set br0 type bridge ageing_time 0
+# Each datagram one frame, as a NIC puts it on the wire.
+for k in 0 1 2; do
+    ip netns exec "$ULNTEST_NETNS-h$k" ethtool -K eth0 tso off gso off tx-udp-segmentation off \
+        >/dev/null 2>&1 || true
+    ip netns exec "$br" ethtool -K "h$k" tso off gso off tx-udp-segmentation off >/dev/null 2>&1 ||
+        true
+done
+
+"$here/hosts.sh" exec h2 python3 "$here/seal_attacker.py" "$dir" "$ULNTEST_HOST_0" \
+    "$ULNTEST_HOST_1" >"$dir/attacker.out" 2>&1 &
+attacker=$!
+pids+=("$attacker")
+for ((i = 0; i < 100; i++)); do [[ -e $dir/capturing ]] && break; sleep 0.1; done
+[[ -e $dir/capturing ]] || fail "the attacker did not start capturing"
+
+port=$((20000 + RANDOM % 20000))
+key=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
+for r in 0 1; do
+    "$here/hosts.sh" exec "h$r" env ULN_RANK=$r ULN_SIZE=2 ULN_ROOT="$ULNTEST_HOST_0:$port" \
+        ULN_JOB_KEY="$key" ULNTEST_IT_EXPECT_UDP_PEERS=1 ULN_SECURE="$mode" \
+        "$victim" "$dir" 50 >"$dir/rank$r.out" 2>&1 &
+    pids+=($!)
+done
+st0=0 st1=0 sta=0
+wait "${pids[2]}" || st1=$?
+if [[ $mode == off ]]; then
+    kill -KILL "${pids[1]}" 2>/dev/null || true # rank 0 waits for what the forgery displaced
+fi
+wait "${pids[1]}" || st0=$?
+wait "$attacker" || sta=$?
+((sta == 0)) || fail "the attacker failed ($sta)"
+injected=$(sed -n 's/^injected //p' "$dir/attack_done")
+((injected > 100)) || fail "only $injected datagrams injected"
+forged=$(sed -n 's/^forge //p' "$dir/attack_done")
+((forged == 1)) || fail "no forgery was made"
+rkey=$(sed -n 's/^key rank1 //p' "$dir/rank1.out")
+[[ -n $rkey ]] || fail "rank 1 did not say its key"
+# the key as it travels: 8 bytes little-endian
+rkey_le=$(echo "$rkey" | sed 's/../& /g' | awk '{for (i = NF; i > 0; i--) printf "%s", $i}')
+in_capture() { od -An -v -tx1 "$dir/capture.bin" | tr -d ' \n' | grep -q "$1"; }
+mark_hex=$(printf 'ULNET-SEAL-MARK.' | od -An -tx1 | tr -d ' \n')
+
+if [[ $mode == off ]]; then
+    # The forged PUT lands; a replayed PUT whose sequence number a flipped bit
+    # moved into the window may land after it and write an older round.
+    grep -q '^FORGED: ' "$dir/rank1.out" || fail "no forged write landed (rank 1: status $st1)"
+    in_capture "$mark_hex" || fail "the mark is not in the capture"
+    in_capture "$rkey_le" || fail "rank 1's region key is not in the capture"
+    echo "seal_attack.sh (off): the mark and the region key read on the path;" \
+        "$(sed -n 's/^FORGED: //p' "$dir/rank1.out")"
+    exit 0
+fi
+((st0 == 0 && st1 == 0)) || fail "a rank failed (rank 0: $st0, rank 1: $st1)"
+refused=$(sed -n 's/^counters rank=[01] refused_auth=\([0-9]*\) .*/\1/p' "$dir"/rank*.out |
+    awk '{s += $1} END {print s + 0}')
+((refused == injected)) || fail "$injected datagrams injected, $refused refused"
+if [[ $mode == encrypt ]]; then
+    in_capture "$mark_hex" && fail "the marked payload is readable in the capture"
+    in_capture "$rkey_le" && fail "rank 1's region key is readable in the capture"
+fi
+echo "seal_attack.sh ($mode): $injected injected ($(grep -v injected "$dir/attack_done" |
+    tr '\n' ' ')), $refused refused, data intact before and after$([[ $mode == encrypt ]] &&
+    echo ", neither mark nor key in the capture")"
