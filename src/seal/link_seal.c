@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -27,13 +28,20 @@ struct kept_pair { /* a pair and whom it was made for */
     unsigned peer_ep;
 };
 
+struct seal_peer {              /* a link id's */
+    struct uln_seal_pair *pair; /* the store's */
+    int rank;
+    unsigned peer_ep;
+    uint64_t looked_ns; /* when its published state was last looked at */
+};
+
 struct seal_link {
     struct uln_link l; /* first: what callers see */
     struct uln_link *below;
     struct uln_seal_store *s;
     unsigned ep;
     _Atomic uint64_t *refused;
-    struct uln_seal_pair **by_id; /* link id -> pair (the store's) */
+    struct seal_peer *by_id; /* link id -> its pair and whom */
     unsigned nids;
     struct uln_link_pkt out[ULN_LINK_BATCH];
     uint8_t trailer[ULN_LINK_BATCH][ULN_SEAL_TRAILER];
@@ -163,7 +171,27 @@ static struct seal_link *sl_of(struct uln_link *l)
 
 static struct uln_seal_pair *pair_of(struct seal_link *sl, int32_t id)
 {
-    return id >= 0 && (unsigned)id < sl->nids ? sl->by_id[id] : NULL;
+    return id >= 0 && (unsigned)id < sl->nids ? sl->by_id[id].pair : NULL;
+}
+
+#define LOOK_EVERY_NS 10000000ull /* a peer's board entry, read again at most this often */
+
+/* A datagram of link id `id` did not open: if the peer now publishes other
+ * keys (a new life), make its pair anew, so its next datagrams open. */
+static void look_again(struct seal_link *sl, int32_t id)
+{
+    struct seal_peer *sp = &sl->by_id[id];
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    uint64_t now = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+    if (!sl->s->republished || (sp->looked_ns && now - sp->looked_ns < LOOK_EVERY_NS)) return;
+    sp->looked_ns = now;
+    struct uln_seal_pub pub;
+    if (sl->s->republished(sl->s->arg, sp->rank, &pub) != 0) return;
+    struct kept_pair *k = (struct kept_pair *)sp->pair;
+    if (!memcmp(&k->peer, &pub, sizeof pub)) return; /* the same life: a forgery */
+    struct uln_seal_pair *pr = store_pair(sl->s, sl->ep, sp->rank, sp->peer_ep, &pub);
+    if (pr) sp->pair = pr;
 }
 
 /* Packet p sealed into out: its pieces and the trailer (auth), or the
@@ -223,6 +251,9 @@ static int sl_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
         for (int i = 0; i < n; i++) {
             struct uln_seal_pair *pr = pair_of(sl, out[i].peer);
             long r = pr ? uln_seal_rx(&pr->rx, out[i].buf, out[i].len) : -EBADMSG;
+            /* a new life's counters start again: too old or replayed, to the
+             * old pair's window, as well as unopened */
+            if (r < 0 && pr) look_again(sl, out[i].peer);
             if (r < 0) {
                 uln_link_rx_release(sl->below, out[i].handle);
                 sl->refused_here++;
@@ -263,7 +294,7 @@ static int sl_grow(struct seal_link *sl, int id)
 {
     if ((unsigned)id < sl->nids) return 0;
     unsigned n = (unsigned)id + 1 > 2 * sl->nids ? (unsigned)id + 1 : 2 * sl->nids;
-    struct uln_seal_pair **b = realloc(sl->by_id, n * sizeof *b);
+    struct seal_peer *b = realloc(sl->by_id, n * sizeof *b);
     if (!b) return -ENOMEM;
     memset(b + sl->nids, 0, (n - sl->nids) * sizeof *b);
     sl->by_id = b;
@@ -369,6 +400,6 @@ int uln_link_seal_peer(struct uln_link *io, int id, int peer, unsigned peer_ep,
     if (id < 0 || sl_grow(sl, id) || (unsigned)peer >= sl->s->npeers) return -EINVAL;
     struct uln_seal_pair *pr = store_pair(sl->s, sl->ep, peer, peer_ep, pub);
     if (!pr) return -ENOMEM;
-    sl->by_id[id] = pr;
+    sl->by_id[id] = (struct seal_peer){.pair = pr, .rank = peer, .peer_ep = peer_ep};
     return 0;
 }

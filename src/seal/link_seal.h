@@ -7,6 +7,12 @@
  * there and counted (refused_auth): never delivered, never acknowledged, and
  * it cannot reset a peer, since the layers that could never see it.
  *
+ * A datagram from a peer that does not open may come from a new life of it
+ * (restarted as the same rank, with a new key pair): the sealing link then
+ * looks at what the peer publishes now (at most every 10 ms a peer), and if
+ * that changed - and fits the job - makes the pair anew. Only the board can
+ * change keys; a forger's datagrams change nothing but cost that look.
+ *
  * Pairs (seal.h) are kept by the context per (endpoint index, peer), not by
  * the link: an endpoint index closed and opened again goes on with the same
  * counters and windows, so no nonce is used twice under one key and the old
@@ -20,6 +26,8 @@
 #include "seal/seal.h"
 #include "link/link.h"
 
+struct uln_seal_pub;
+
 struct uln_seal_store {
     enum uln_seal_mode mode;
     enum uln_seal_cipher cipher; /* what we ask for (uln_seal_cipher_local) */
@@ -28,6 +36,10 @@ struct uln_seal_store {
     uint8_t check[8]; /* says which job secret we hold (uln_seal_store_open) */
     unsigned neps, npeers;
     struct uln_seal_pair **pairs; /* [ep * npeers + peer], made as peers are linked */
+    /* A peer's state as published now (a restarted peer publishes a new
+     * one where its launcher keeps the board): 0 and *out, or -errno. */
+    int (*republished)(void *arg, int peer, struct uln_seal_pub *out);
+    void *arg;
 };
 
 /* What a context publishes with its address, and checks of its peers'. */

@@ -136,6 +136,27 @@ static void publish(struct uln_udp *u, const struct sockaddr_storage *ss, int ba
     memcpy((uint8_t *)slot_addr + UDP_ADDR_OFF, me, sizeof *me);
 }
 
+static int seal_check(const struct uln_udp *u, const struct udp_addr *a, char *why, size_t len);
+
+/* What peer p publishes now, for the sealing links (link_seal.h): a rank
+ * restarted where its launcher keeps the board has new keys there. Taken
+ * only if it fits the job (mode, secret), and kept as p's address. */
+static int seal_republished(void *arg, int p, struct uln_seal_pub *out)
+{
+    struct uln_ctx *ctx = arg;
+    struct uln_udp *u = udp_of(ctx);
+    int32_t pid;
+    const uint8_t *slot = uln_boot_peer(ctx, p, &pid);
+    struct udp_addr a;
+    char why[160];
+    if (!slot) return -ENOENT;
+    memcpy(&a, slot + UDP_ADDR_OFF, sizeof a);
+    if (a.magic != UDP_ADDR_MAGIC || seal_check(u, &a, why, sizeof why)) return -EPROTO;
+    u->addrs[p].seal = a.seal;
+    *out = a.seal;
+    return 0;
+}
+
 /* ULN_SECURE=auth|encrypt: this context's keys, drawn now, published with
  * the address. Addresses handed out by uln_addr have no room for the key
  * yet: a context with no job refuses to open rather than send in clear. */
@@ -157,8 +178,11 @@ static int seal_open(struct uln_ctx *ctx, struct uln_udp *u)
         free(u->seal);
         u->seal = NULL;
         fprintf(stderr, "ulnet: ULN_SECURE: cannot draw keys: %s\n", strerror(-rc));
+        return rc;
     }
-    return rc;
+    u->seal->republished = seal_republished;
+    u->seal->arg = ctx;
+    return 0;
 }
 
 /* Ports are taken now, not at uln_ep_open, so nobody else can take them in
