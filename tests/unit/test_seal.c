@@ -185,7 +185,7 @@ static void test_known_answer(enum uln_seal_mode mode, enum uln_seal_cipher ciph
     /* B -> A by a raw sealer with kba, counter 5: A opens it. */
     memcpy(d, msg, (size_t)n);
     for (int i = 0; i < 8; i++)
-        d[n + i] = (uint8_t)(5u >> (8 * i));
+        d[n + i] = (uint8_t)(UINT64_C(5) >> (8 * i));
     CHECK_EQ(raw_aead(mode, cipher, kba, B_ENDS.my_epoch, 5, d, n, d + n + 8, 1), 0);
     CHECK_EQ(uln_seal_rx(&t.pa.rx, d, (size_t)n + ULN_SEAL_TRAILER), n);
     CHECK(!memcmp(d, msg, (size_t)n));
