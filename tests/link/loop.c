@@ -126,7 +126,8 @@ static int loop_send(struct uln_link *base, const struct uln_link_pkt *pkts, uns
 {
     struct link_loop *l = (struct link_loop *)base;
     for (unsigned i = 0; i < n; i++) {
-        if (pkts[i].niov < 1 || pkts[i].niov > ULN_LINK_IOV_MAX || pkts[i].peer < 0) return -EINVAL;
+        if (pkts[i].niov < 1 || pkts[i].niov > ULN_LINK_IOV_WIRE || pkts[i].peer < 0)
+            return -EINVAL;
         if (uln_link_pkt_len(&pkts[i]) > l->base.payload_max) return -EMSGSIZE;
     }
     pthread_mutex_lock(&loop_lock);

@@ -76,7 +76,7 @@ wait "$attacker" || sta=$?
 injected=$(sed -n 's/^injected //p' "$dir/attack_done")
 ((injected > 100)) || fail "only $injected datagrams injected"
 forged=$(sed -n 's/^forge //p' "$dir/attack_done")
-((forged == 1)) || fail "no forgery was made"
+((forged >= 1)) || fail "no forgery was made"
 rkey=$(sed -n 's/^key rank1 //p' "$dir/rank1.out")
 [[ -n $rkey ]] || fail "rank 1 did not say its key"
 # the key as it travels: 8 bytes little-endian

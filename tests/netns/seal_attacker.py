@@ -14,8 +14,8 @@ sends, from the members' own addresses and ports (raw IPv4, source spoofed):
     flip_pay  ... with one bit flipped past them
     cut       ... cut to half their length, and to 10 bytes
     reorder   captured datagrams in reverse order
-    forge     a PUT into B's region at offset 0 ("FORGED BY THE PATH!..."),
-              made from the last PUT A sent B: the next sequence number, the
+    forge     four PUTs into B's region at offset 0 ("FORGED BY THE PATH!..."),
+              made from the last PUT A sent B: the next sequence numbers, the
               tag, region key and offset it carried (docs/protocol.md); under
               encrypt the headers cannot be read, so the forgery is the last
               datagram of that size with the payload overwritten
@@ -34,6 +34,7 @@ HDR = 36
 
 def capture(dir_, a, b):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)  # miss nothing under load
     s.bind(("eth0", 0))
     s.settimeout(0.1)
     open(os.path.join(dir_, "capturing"), "w").close()
@@ -92,8 +93,8 @@ def packets(pay):
             return
 
 
-def forge(got, a, b):
-    """A PUT of A into B's region at 0, or None if none was seen."""
+def forge(got, a, b, ahead):
+    """A PUT of A into B's region at 0, `ahead` seqs past the last seen, or None."""
     last, top = None, None
     for src, dst, sport, dport, pay in got:
         if src != a:
@@ -110,10 +111,9 @@ def forge(got, a, b):
     src, dst, sport, dport, p = last
     p = bytearray(p)
     p[1] = 0x01 | 0x20  # DATA, LAST: no feedback, no resend mark, nothing bundled
-    struct.pack_into("<I", p, 8, (top + 1) % 2**32)  # the next sequence number
+    struct.pack_into("<I", p, 8, (top + ahead) % 2**32)  # the next sequence numbers
     struct.pack_into("<Q", p, HDR, 1 << 60)  # an op id of nobody's
     p[HDR + 24:] = b"FORGED BY THE PATH!!" + b"!" * (64 - 20)
-    print(f"forged PUT: seq {(top + 1) % 2**32:#x}, template seq {struct.unpack_from('<I', last[4], 8)[0]:#x}")
     return (src, dst, sport, dport, bytes(p))
 
 
@@ -138,14 +138,15 @@ def main():
                [(s, d, sp, dp, p[:10]) for s, d, sp, dp, p in ab[-5:]],
         "reorder": list(reversed(ab[-30:])),
     }
-    f = forge(got, a, b)
-    if f is None:  # encrypt: nothing to read; the same size, the payload overwritten
+    # four PUTs at the next sequence numbers: should the capture have missed
+    # A's last, one still lands (a PUT ahead of order is placed on arrival)
+    forged = [f for f in (forge(got, a, b, k) for k in range(1, 5)) if f]
+    if not forged:  # encrypt: nothing to read; the same size, the payload overwritten
         size = HDR + 24 + 64 + 24
         same = [g for g in ab if len(g[4]) == size]
-        if same:
-            s, d, sp, dp, p = same[-1]
-            f = (s, d, sp, dp, p[:HDR + 24] + b"FORGED BY THE PATH!!" + b"!" * 44 + p[-24:])
-    plan["forge"] = [f] if f else []
+        for s, d, sp, dp, p in same[-4:]:
+            forged.append((s, d, sp, dp, p[:HDR + 24] + b"FORGED BY THE PATH!!" + b"!" * 44 + p[-24:]))
+    plan["forge"] = forged
     # the forgery first: the next sequence number is only the next until A sends again
     order = ["forge", "replay", "flip_hdr", "flip_pay", "cut", "reorder"]
     n = 0
