@@ -144,21 +144,24 @@ static struct uln_seal_pair *store_pair(struct uln_seal_store *s, unsigned ep, i
     struct uln_seal_pair **slot = &s->pairs[(size_t)ep * s->npeers + (unsigned)peer];
     struct kept_pair *k = (struct kept_pair *)*slot; /* pair is its first member */
     if (k && k->peer_ep == peer_ep && !memcmp(&k->peer, pub, sizeof *pub)) return &k->pair;
-    if (k) uln_seal_pair_close(&k->pair);
-    if (!k && !(k = calloc(1, sizeof *k))) return NULL;
-    *slot = &k->pair;
     struct uln_seal_ends e = {.my_epoch = s->epoch,
                               .peer_epoch = pub->epoch,
                               .my_ep = (uint16_t)ep,
                               .peer_ep = (uint16_t)peer_ep};
     enum uln_seal_cipher c = uln_seal_cipher_pick(s->cipher, (enum uln_seal_cipher)pub->cipher);
-    if (uln_seal_pair_open(&k->pair, &s->id, pub->pub, &e, s->mode, c) != 0) {
-        free(k);
-        *slot = NULL;
+    /* The new pair first: if it cannot be made, the old one stays whole
+     * (a link may hold it). */
+    struct uln_seal_pair fresh;
+    if (uln_seal_pair_open(&fresh, &s->id, pub->pub, &e, s->mode, c) != 0) return NULL;
+    if (!k && !(k = calloc(1, sizeof *k))) {
+        uln_seal_pair_close(&fresh);
         return NULL;
     }
+    if (*slot) uln_seal_pair_close(&k->pair);
+    k->pair = fresh;
     k->peer = *pub;
     k->peer_ep = peer_ep;
+    *slot = &k->pair;
     return &k->pair;
 }
 
