@@ -181,7 +181,8 @@ static int addr_parse(const uint8_t *a, size_t len, struct uln_board_slot *slot,
         /* A part of a transport we were built without is skipped: the peer
          * may still be reached another way. */
         if (t && t->addr_unpack &&
-            t->addr_unpack(a + off + 2, a[off + 1], host, slot->addr, sizeof slot->addr) != 0)
+            t->addr_unpack(a + off + 2, a[off + 1], host, slot->addr + uln_tp_slot_off(t->id),
+                           t->slot_bytes) != 0)
             return -EADDRNOTAVAIL;
         off += 2u + a[off + 1];
     }

@@ -50,11 +50,16 @@ struct uln_transport_ops {
     const char *name; /* as uln_query's transport string says it */
     unsigned caps;    /* ULN_TP_CAP_* */
     unsigned id;      /* its place in uln_transports: ctx->tp_ctx[id], ep->tp_ep[id] */
+    /* Its part of a rank's board slot: what open publishes there, what
+     * addr_unpack fills, what it reads of a peer's slot (uln_tp_part). The
+     * registry places the parts (uln_tp_slot_off): no transport knows
+     * where another's is. */
+    unsigned slot_bytes;
 
     /* -- context -- */
     /* Before our address is published: set up what the context needs and
-     * write how peers reach us into the board slot (each transport has its
-     * own part). A transport not needed in this job keeps no state and
+     * write how peers reach us into its part of the board slot (slot,
+     * slot_bytes long). A transport not needed in this job keeps no state and
      * reaches nobody. 0 or -errno. */
     int (*open)(struct uln_ctx *ctx, void *slot, size_t slot_len);
     /* Once every rank's address is known: make the per-peer tables (ctx->size
@@ -171,6 +176,14 @@ extern const struct uln_transport_ops *const uln_transports[];
 /* ctx.c: open every transport, then give each peer the one reaching it
  * best. */
 int uln_transports_open(struct uln_ctx *ctx, void *slot, size_t slot_len);
+/* Where transport id's part of a board slot starts: after the parts of those
+ * before it in uln_transports, each on whole 64-byte lines of its own. */
+size_t uln_tp_slot_off(unsigned id);
+/* Transport id's part of a peer's board slot (NULL: none). */
+static inline const void *uln_tp_part(const void *slot, unsigned id)
+{
+    return slot ? (const uint8_t *)slot + uln_tp_slot_off(id) : NULL;
+}
 int uln_transports_choose(struct uln_ctx *ctx);
 /* A peer's board slot changed (uln_peer_insert): every transport learns it and
  * the best one is given the peer (ctx->peer_tp). 0 or -EHOSTUNREACH. */

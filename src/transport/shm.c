@@ -158,7 +158,7 @@ static int attach_locked(struct uln_ctx *ctx, int peer)
     struct uln_shm *s = shm_of(ctx);
     struct shm_peer *pp = &s->peers[peer];
     int32_t pid;
-    const struct shm_addr *a = uln_boot_peer(ctx, peer, &pid);
+    const struct shm_addr *a = uln_tp_part(uln_boot_peer(ctx, peer, &pid), ULN_TPID_SHM);
     if (!a) return -ECONNRESET;
     const struct uln_peer_rec *rec = &ctx->peer_recs[peer];
 
@@ -604,7 +604,8 @@ static int uln_shm_reaches(const struct uln_ctx *ctx, int peer)
 {
     if (!ctx->no_job || peer == ctx->rank) return 1;
     int32_t pid;
-    const struct shm_addr *a = uln_boot_peer((struct uln_ctx *)ctx, peer, &pid);
+    const struct shm_addr *a =
+        uln_tp_part(uln_boot_peer((struct uln_ctx *)ctx, peer, &pid), ULN_TPID_SHM);
     return a && a->host == uln_host_id() && a->inbox_fd >= 0 ? 1 : 0;
 }
 
@@ -651,6 +652,7 @@ static uint32_t uln_shm_frag_max(struct uln_ep *ep, int peer)
 const struct uln_transport_ops uln_tp_shm = {
     .name = "shm",
     .caps = ULN_TP_CAP_DIRECT_RMA | ULN_TP_CAP_RINGS,
+    .slot_bytes = sizeof(struct shm_addr),
     .id = ULN_TPID_SHM,
     .open = uln_shm_open,
     .choose = uln_shm_choose,

@@ -133,7 +133,7 @@ static void publish(struct uln_udp *u, const struct sockaddr_storage *ss, int ba
     else
         memcpy(me->ip, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
     if (u->seal) uln_seal_store_publish(u->seal, &me->seal);
-    memcpy((uint8_t *)slot_addr + UDP_ADDR_OFF, me, sizeof *me);
+    memcpy(slot_addr, me, sizeof *me);
 }
 
 static int seal_check(const struct uln_udp *u, const struct udp_addr *a, char *why, size_t len);
@@ -150,7 +150,7 @@ static int seal_republished(void *arg, int p, struct uln_seal_pub *out)
     struct udp_addr a;
     char why[160];
     if (!slot) return -ENOENT;
-    memcpy(&a, slot + UDP_ADDR_OFF, sizeof a);
+    memcpy(&a, uln_tp_part(slot, ULN_TPID_UDP), sizeof a);
     if (a.magic != UDP_ADDR_MAGIC || seal_check(u, &a, why, sizeof why)) return -EPROTO;
     u->addrs[p].seal = a.seal;
     *out = a.seal;
@@ -190,7 +190,7 @@ static int seal_open(struct uln_ctx *ctx, struct uln_udp *u)
 int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
 {
     if (!udp_needed(ctx)) return 0;
-    if (slot_len < UDP_ADDR_OFF + sizeof(struct udp_addr)) return -EINVAL;
+    if (slot_len < sizeof(struct udp_addr)) return -EINVAL;
     struct uln_udp *u = calloc(1, sizeof *u);
     if (!u) return -ENOMEM;
     ctx->tp_ctx[ULN_TPID_UDP] = u;
@@ -261,7 +261,7 @@ int uln_udp_learn(struct uln_ctx *ctx, int p)
     u->remote[p] = 0;
     memset(&u->addrs[p], 0, sizeof u->addrs[p]);
     if (!slot || uln_peer_is_self(ctx, p)) return 0; /* ourselves: always shared memory */
-    memcpy(&u->addrs[p], slot + UDP_ADDR_OFF, sizeof u->addrs[p]);
+    memcpy(&u->addrs[p], uln_tp_part(slot, ULN_TPID_UDP), sizeof u->addrs[p]);
     const struct udp_addr *a = &u->addrs[p];
     char why[160];
     if (a->magic == UDP_ADDR_MAGIC && !ctx->no_job && seal_check(u, a, why, sizeof why)) {
@@ -295,7 +295,7 @@ size_t uln_udp_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room)
 int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len)
 {
     struct udp_addr a = {.magic = UDP_ADDR_MAGIC};
-    if (slot_len < UDP_ADDR_OFF + sizeof a || len < 4) return -EADDRNOTAVAIL;
+    if (slot_len < sizeof a || len < 4) return -EADDRNOTAVAIL;
     size_t iplen = in[0] == 4 ? 4 : in[0] == 6 ? 16 : 0;
     if (!iplen || len != 4 + iplen || in[1] == 0) return -EADDRNOTAVAIL;
     a.family = in[0] == 4 ? AF_INET : AF_INET6;
@@ -304,7 +304,7 @@ int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot
     if (a.port == 0 || a.port + a.nports - 1u > 65535u) return -EADDRNOTAVAIL;
     memcpy(a.ip, in + 4, iplen);
     memcpy(a.host_id, &host, 8);
-    memcpy((uint8_t *)slot + UDP_ADDR_OFF, &a, sizeof a);
+    memcpy(slot, &a, sizeof a);
     return 0;
 }
 

@@ -22,7 +22,6 @@ static inline uint64_t mix64(uint64_t x)
     return x ^ (x >> 33);
 }
 
-#define UDP_ADDR_OFF   64u /* where our part of the board slot starts (shm has 0..63) */
 #define UDP_ADDR_MAGIC 0x31706475u
 
 struct udp_addr { /* what a rank publishes */

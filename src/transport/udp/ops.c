@@ -35,6 +35,7 @@ static void uln_udp_kick(struct uln_ep *ep, int peer)
 const struct uln_transport_ops uln_tp_udp = {
     .name = "udp",
     .caps = ULN_TP_CAP_TARGET_CPU,
+    .slot_bytes = sizeof(struct udp_addr),
     .id = ULN_TPID_UDP,
     .open = uln_udp_open,
     .choose = uln_udp_choose,
