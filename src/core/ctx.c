@@ -15,8 +15,7 @@
 #include "core/internal.h"
 #include "boot/root.h"
 #include "boot/addr.h"
-#include "link/fault.h"  /* uln_link_fault_parse: ULN_FAULT is checked at uln_open */
-#include "link/select.h" /* uln_link_kind_find: ULN_LINK too */
+#include "link/select.h" /* ULN_LINK and ULN_FAULT are checked at uln_open */
 #include "seal/seal.h"   /* ULN_SECURE*, ULN_SECRET_FILE: checked at uln_open */
 
 extern char **environ;
@@ -460,10 +459,9 @@ static int secure_settings(struct uln_params *p)
 static int text_settings(struct uln_params *p)
 {
     int rc = 0;
-    struct uln_link_fault fault;
     char why[160];
     p->fault = string_setting("ULN_FAULT");
-    if (p->fault && uln_link_fault_parse(p->fault, &fault, why, sizeof why) < 0) {
+    if (p->fault && uln_link_fault_check(p->fault, why, sizeof why) < 0) {
         setting_err("ulnet: ULN_FAULT=%s: %s\n", p->fault, why);
         rc = -EINVAL;
     }

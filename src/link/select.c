@@ -38,6 +38,12 @@ void uln_link_kind_names(char *out, size_t room)
         at += (size_t)snprintf(out + at, room - at, ", %s", kinds[i]->name);
 }
 
+int uln_link_fault_check(const char *spec, char *err, size_t errlen)
+{
+    struct uln_link_fault f;
+    return uln_link_fault_parse(spec, &f, err, errlen);
+}
+
 /* auto's next kind to try: the cheapest with a cost above `above` (ties in
  * table order), or NULL. */
 static const struct uln_link_kind *cheapest_above(unsigned above, const struct uln_link_kind *after)

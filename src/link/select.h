@@ -40,6 +40,10 @@ const struct uln_link_kind *uln_link_kind_find(const char *name);
 /* "auto, udp, xdp, ...": the names ULN_LINK takes, for messages. */
 void uln_link_kind_names(char *out, size_t room);
 
+/* ULN_FAULT's spec (link/fault.h), checked at uln_open: 0, or -EINVAL with
+ * the reason in err. The core knows the links through this header only. */
+int uln_link_fault_check(const char *spec, char *err, size_t errlen);
+
 /* The link under an endpoint: the one ULN_LINK names (ULN_TRANSPORT=xdp is
  * ULN_LINK=xdp), the socket link when it did not come (one line on stderr
  * says why); with auto under ULN_TRANSPORT=auto, the cheapest kind that
