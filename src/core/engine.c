@@ -636,6 +636,16 @@ static struct uln_sqe *waiting_op(struct uln_ep *ep, int src, uint64_t op_id, ui
     return s;
 }
 
+bool uln_engine_complete(struct uln_ep *ep, int peer, uint64_t op_id, uint8_t op, int32_t status)
+{
+    struct uln_sqe *s = waiting_op(ep, peer, op_id, op);
+    if (!s) return false;
+    /* puts/bytes_put count operations that succeeded, on every path. */
+    if (status == 0 && op == ULN_OP_PUT) uln_count_rdma(&ep->stats, true, s->len);
+    sqe_finish(ep, s, status);
+    return true;
+}
+
 /* Is operation op_id still waiting for its answer (so its buffers are still
  * the engine's)? */
 bool uln_engine_op_open(struct uln_ep *ep, uint64_t op_id)
@@ -819,12 +829,8 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
     }
     case ULN_MSG_ACK: {
         const struct uln_ack *a = (const void *)(m + 1);
-        struct uln_sqe *s = m->len >= sizeof *a ? waiting_op(ep, src, a->op_id, ULN_OP_PUT) : NULL;
-        if (!s) break;
-        int32_t st = peer_status(ep, a->status);
-        /* puts/bytes_put count operations that succeeded, on every path. */
-        if (st == 0) uln_count_rdma(&ep->stats, true, s->len);
-        sqe_finish(ep, s, st);
+        if (m->len >= sizeof *a)
+            uln_engine_complete(ep, src, a->op_id, ULN_OP_PUT, peer_status(ep, a->status));
         break;
     }
     default:

@@ -722,6 +722,14 @@ int uln_udp_send_raw(struct uln_ep *ep, int rank, const void *buf, size_t len);
 int uln_udp_send_seq(struct uln_ep *ep, int rank, const void *buf, size_t len);
 #endif
 bool uln_engine_op_open(struct uln_ep *ep, uint64_t op_id);
+/* For a transport whose operations complete later (transport.h): operation
+ * op_id (an op of kind op, posted on ep to peer and handed to the transport)
+ * is over with status (0, or -errno), and its buffers are the user's again;
+ * its completion goes to the CQ as the engine retires it, in order. False
+ * when no such operation waits: an answer from another peer, of another
+ * kind, or twice - ignored (the engine's ring path counts a wrong peer
+ * malformed). The engine's own ACKs come this way. From ep's progress. */
+bool uln_engine_complete(struct uln_ep *ep, int peer, uint64_t op_id, uint8_t op, int32_t status);
 void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op_offset,
                          int32_t status, const void *data, uint64_t n);
 

@@ -112,6 +112,12 @@ struct uln_transport_ops {
      * now, try again. */
     bool (*send_nap)(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt,
                      uint32_t len);
+    /* Operations a transport completes later (when the target says so, or a
+     * device does): it keeps the op_id of what it was handed (s->op_id) and
+     * calls uln_engine_complete(ep, peer, op_id, op, status) from its
+     * progress; until then the user's buffers stay the transport's to read.
+     * The engine's ACK (which udp feeds into our rings) completes PUTs
+     * through the same call. */
     /* With ULN_TP_CAP_TARGET_CPU: send what the budget allows of PUT s as
      * fragments the target places. True when its last fragment has gone. */
     bool (*send_put)(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget);
