@@ -33,14 +33,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "boot/board.h"
-#include "boot/pmix.h"
-#include "core/internal.h"
-#include "link/fault.h"
-#include "link/udp/link_udp.h"
-#include "link/xdp/link_xdp.h"
-#include "transport/udp/ctx.h"
-#include "seal/seal.h"
+#include "core/diag.h" /* the library beyond ulnet.h: settings, the link, the build */
 #include "ulnet.h"
 
 /* Bytes of a datagram that are not ulnet payload: IPv4 or IPv6 header, UDP
@@ -93,7 +86,7 @@ static const char *udp_opt(int opt, int val)
 static void print_auto(const char *ifname)
 {
     char why[160];
-    if (uln_link_xdp_auto_verdict(ifname, why, sizeof why) == 0)
+    if (uln_diag_xdp_verdict(ifname, why, sizeof why) == 0)
         printf("  %-10s auto link: xdp (its driver runs AF_XDP zero-copy)\n", "");
     else
         printf("  %-10s auto link: udp (%s)\n", "", why);
@@ -121,7 +114,7 @@ static void print_interfaces(uint32_t mtu_setting)
         int mtu = fd >= 0 && ioctl(fd, SIOCGIFMTU, &r) == 0 ? r.ifr_mtu : 0;
         /* What the udp transport would use: the setting, else the interface's
          * within the socket link's bounds. */
-        unsigned use = mtu_setting ? mtu_setting : uln_link_udp_iface_mtu(mtu);
+        unsigned use = mtu_setting ? mtu_setting : uln_diag_iface_mtu(mtu);
         unsigned ip = fam == AF_INET ? 20 : 40;
         printf("  %-10s %-40s mtu %-6d payload per packet %u B\n", i->ifa_name, addr, mtu,
                use > ip + 8 + ULN_PKT_HDR ? use - ip - 8 - ULN_PKT_HDR : 0);
@@ -138,28 +131,30 @@ static void print_interfaces(uint32_t mtu_setting)
 static void print_link(struct uln_ctx *ctx)
 {
     printf("  AF_XDP link                      %s\n",
-           uln_link_xdp_built() ? "built in (ULN_LINK=xdp; auto where zero-copy)"
+           uln_diag_xdp_built() ? "built in (ULN_LINK=xdp; auto where zero-copy)"
                                 : "absent (built without libxdp/libbpf/clang)");
-    const struct uln_udp *u = udp_of(ctx);
-    bool asked = strcmp(ctx->p.link, "auto") != 0;
-    if (!u || !strcmp(ctx->p.link, "udp") || (!asked && ctx->p.transport != ULN_TP_AUTO)) {
-        printf("  link in use                      %s\n", u ? "udp (a socket)" : "none (no udp)");
+    struct uln_diag_link l;
+    uln_diag_link(ctx, &l);
+    bool asked = strcmp(l.asked, "auto") != 0;
+    if (!l.udp || !strcmp(l.asked, "udp") || (!asked && !l.auto_choice)) {
+        printf("  link in use                      %s\n",
+               l.udp ? "udp (a socket)" : "none (no udp)");
         return;
     }
     struct uln_cq *cq = NULL;
     struct uln_ep *ep = NULL;
     int rc = uln_cq_open(ctx, 64, &cq);
     if (!rc) rc = uln_ep_open(ctx, cq, cq, &ep);
+    uln_diag_link(ctx, &l); /* what the endpoint's link was */
     if (rc)
         printf("  link in use                      unknown: uln_ep_open: %s\n", uln_strerror(rc));
-    else if (!strcmp(u->link_kind, "xdp"))
-        printf("  link in use                      xdp (%s)\n", u->xdp_mode);
-    else if (asked && !strcmp(u->link_kind, ctx->p.link))
-        printf("  link in use                      %s (asked for)\n", u->link_kind);
+    else if (!strcmp(l.kind, "xdp"))
+        printf("  link in use                      xdp (%s)\n", l.xdp_mode);
+    else if (asked && !strcmp(l.kind, l.asked))
+        printf("  link in use                      %s (asked for)\n", l.kind);
     else
-        printf("  link in use                      %s (%s%s: %s)\n", u->link_kind,
-               asked ? ctx->p.link : "auto", asked ? " asked for" : "",
-               u->xdp_why[0] ? u->xdp_why : "?");
+        printf("  link in use                      %s (%s%s: %s)\n", l.kind,
+               asked ? l.asked : "auto", asked ? " asked for" : "", l.why[0] ? l.why : "?");
     if (ep) uln_ep_close(ep);
     if (cq) uln_cq_close(cq);
 }
@@ -168,20 +163,19 @@ static void print_link(struct uln_ctx *ctx)
  * no AES instructions uses ChaCha20-Poly1305), and what the CPU does for it. */
 static void print_seal(const struct uln_ctx *ctx)
 {
-    enum uln_seal_mode m = (enum uln_seal_mode)ctx->p.secure;
-    enum uln_seal_cipher c = (enum uln_seal_cipher)ctx->p.secure_cipher;
-    bool aes = uln_seal_cpu_aes();
-    printf("  sealed datagrams (ULN_SECURE)    %s%s\n", uln_seal_mode_name(m),
-           m == ULN_SEAL_OFF    ? ": in clear, keys and data readable on the path"
-           : m == ULN_SEAL_AUTH ? ": a tag on each, forgeries refused"
-                                : ": encrypted and tagged");
-    printf("  cipher                           %s%s\n", uln_seal_cipher_name(c),
+    struct uln_diag_seal s;
+    uln_diag_seal(ctx, &s);
+    printf("  sealed datagrams (ULN_SECURE)    %s%s\n", s.mode,
+           s.level == 0   ? ": in clear, keys and data readable on the path"
+           : s.level == 1 ? ": a tag on each, forgeries refused"
+                          : ": encrypted and tagged");
+    printf("  cipher                           %s%s\n", s.cipher,
            getenv("ULN_SECURE_CIPHER") ? " (ULN_SECURE_CIPHER)" : "");
     printf("  CPU accelerates AES-GCM          %s\n",
-           aes ? "yes (AES and carry-less multiply instructions)"
-               : "no (ChaCha20-Poly1305 chosen: faster in software)");
+           s.cpu_aes ? "yes (AES and carry-less multiply instructions)"
+                     : "no (ChaCha20-Poly1305 chosen: faster in software)");
     printf("  job secret (ULN_SECRET_FILE)     %s\n",
-           ctx->p.secret ? "given: keys bound to it" : "none: keys from the exchange alone");
+           s.secret ? "given: keys bound to it" : "none: keys from the exchange alone");
 }
 
 static void print_transports(struct uln_ctx *ctx, const struct uln_info *in)
@@ -199,7 +193,9 @@ static void print_transports(struct uln_ctx *ctx, const struct uln_info *in)
     printf("  dead after silence of            %" PRIu32 " ms\n", in->udp_dead_ms);
     printf("  UDP_SEGMENT (send offload)       %s\n", udp_opt(UDP_SEGMENT, 1400));
     printf("  UDP_GRO (receive offload)        %s\n", udp_opt(UDP_GRO, 1));
-    print_interfaces(ctx->p.udp_mtu); /* ULN_UDP_MTU as the library resolved it */
+    struct uln_diag_link l;
+    uln_diag_link(ctx, &l);
+    print_interfaces(l.udp_mtu); /* ULN_UDP_MTU as the library resolved it */
     print_link(ctx);
     print_seal(ctx);
     printf("\n# Limits\n");
@@ -212,7 +208,7 @@ static void print_transports(struct uln_ctx *ctx, const struct uln_info *in)
     printf("chunk_bytes    %10" PRIu32 "  per endpoint per engine pass\n", in->chunk_bytes);
     printf("post_copy_max  %10" PRIu32 "  PUT/GET copied inside the post call\n",
            in->post_copy_max);
-    printf("ranks          %10u  per job (bootstrap board)\n", ULN_BOARD_MAX_RANKS);
+    printf("ranks          %10u  per job (bootstrap board)\n", uln_diag_board_max_ranks());
 }
 
 #ifndef ULN_BUILD_FABRIC /* prov/ defines them where libfabric is found */
@@ -226,10 +222,10 @@ static void print_build(void)
 {
     printf("# Build\n");
     printf("PMIx bootstrap: %s%s%s\n",
-           uln_pmix_built() ? "built in (used when started under a PMIx server)"
-                            : "absent (built without libpmix)",
+           uln_diag_pmix_built() ? "built in (used when started under a PMIx server)"
+                                 : "absent (built without libpmix)",
            ULN_BUILD_PMIX[0] ? "; pmix " : "", ULN_BUILD_PMIX);
-    printf("AF_XDP link:    %s\n", uln_link_xdp_built()
+    printf("AF_XDP link:    %s\n", uln_diag_xdp_built()
                                        ? "built in (libxdp, libbpf)"
                                        : "absent (built without libxdp/libbpf/clang)");
     if (ULN_BUILD_FABRIC[0])

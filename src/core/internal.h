@@ -22,6 +22,7 @@
 
 #include "ulnet.h"
 #include "core/clock.h"
+#include "core/diag.h"
 #include "core/doorbell.h"
 #include "core/frag.h"
 #include "core/inbox.h"
@@ -564,13 +565,7 @@ static inline void uln_api_unlock(struct uln_ctx *ctx)
 }
 
 /* ctx.c: the environment variables ulnet reads (ulninfo prints them). */
-struct uln_setting {
-    const char *name;
-    const char *dflt; /* NULL: none (set by a launcher, or derived) */
-    uint64_t lo, hi;  /* bounds of a number; hi == 0: not a plain number */
-    const char *doc;
-};
-const struct uln_setting *uln_settings(unsigned *n);
+/* The settings table (struct uln_setting, uln_settings): core/diag.h. */
 
 /* ep.c: uln_close frees the structs that closed endpoints kept. */
 void uln_ep_free_closed(struct uln_ctx *ctx);

@@ -45,7 +45,7 @@ static int driver_verdict(const char *ifname, const char *drv, char *why, size_t
     }
     snprintf(why, whylen,
              "%s (%s): no zero-copy AF_XDP; copy mode is slower than the socket link here "
-             "(ULN_TRANSPORT=xdp forces it)",
+             "(ULN_LINK=xdp forces it)",
              ifname, drv);
     return -ENOENT;
 }
