@@ -27,6 +27,7 @@
 #include "boot/pmix.h"
 #include "boot/root.h"
 #include "core/internal.h"
+#include "boot/board.h"
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
 {

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 
 #include "core/internal.h"
+#include "boot/board.h"
 
 bool uln_pmix_started(void)
 {

@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "boot/board.h"
 
 #define ROOT_MAGIC     0x756c6e726f6f7421ull /* "ulnroot!" */
 #define ROOT_VERSION   1u

@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 
 #include "core/internal.h"
+#include "boot/board.h"
 #include "boot/root.h"
 #include "boot/addr.h"
 #include "link/select.h" /* ULN_LINK and ULN_FAULT are checked at uln_open */

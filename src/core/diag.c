@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "boot/board.h"
 #include "boot/pmix.h"
 #include "link/udp/link_udp.h"
 #include "link/xdp/link_xdp.h"

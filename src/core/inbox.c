@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "boot/board.h"
 
 static size_t align_up(size_t v, size_t a)
 {

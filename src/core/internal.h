@@ -30,7 +30,8 @@
 #include "core/ring.h"
 #include "core/transport.h"
 #include "core/wire.h"
-#include "boot/board.h"
+
+struct uln_board_hdr; /* boot/board.h: the bootstrap board, the core only holds it */
 
 #define ULN_EXPORT      __attribute__((visibility("default")))
 #define ULN_LIKELY(x)   __builtin_expect(!!(x), 1)

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "boot/board.h"
 #include "boot/addr.h"
 #include "transport/transports.h"
 
