@@ -370,6 +370,10 @@ struct uln_info {
      * (caps_any). Expect from these, not from a transport's name or count:
      * a transport added later says what it does the same way. */
     uint32_t caps_all, caps_any;
+    const char *link;      /* what carries the udp transport's packets: "xdp" once an
+                              endpoint took the AF_XDP link (ULN_TRANSPORT=xdp or auto),
+                              else "udp" (the kernel's UDP socket); NULL with no endpoint
+                              on udp yet */
 };
 /* The initiator moves PUT, GET and atomics itself on memory it maps (over
  * shm, with shm_direct): done in the call, no work at the target. */

@@ -99,7 +99,12 @@ int uln_link_select_open(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg
     bool loud = false;
     int rc = open_chosen(ctx, cfg, &got, out, why, sizeof why, &loud);
     if (rc && got != &uln_link_kind_udp) {
-        /* Once per context: every endpoint meets the same obstacle. */
+        /* Once per context: every endpoint meets the same obstacle. And none
+         * for a queue this context's own AF_XDP endpoint holds (one socket
+         * per queue): its further endpoints (a tool's control endpoint, a
+         * second endpoint of the job's) take the socket link as documented,
+         * which is no alarm. */
+        if (rc == -EBUSY && !strcmp(u->link_kind, "xdp")) loud = false;
         if (!u->xdp_why[0] && loud)
             fprintf(stderr, "ulnet: %s: %s; using udp\n",
                     strcmp(ctx->p.link, "auto") ? got->name : "auto", why);

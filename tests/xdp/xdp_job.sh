@@ -5,7 +5,8 @@
 #
 #   xdp_job.sh --built 0|1 [--hook native|generic] [--env VAR=value]...
 #              [--fallback REGEX] [--drop-caps] [--kill] [--mixed] [--forge]
-#              [--auto [--quiet]] [--expect-out REGEX] [--hosts H] [--ranks N]
+#              [--auto [--quiet]] [--expect-out REGEX] [--expect-err REGEX]
+#              [--own-eps] [--hosts H] [--ranks N]
 #              [--expect-status X] [--no-neigh] [--ulninfo REGEX] [--timeout S]
 #              -- PROGRAM ARGS...
 #
@@ -19,7 +20,9 @@
 #     opens several endpoints, and those beyond the first (one AF_XDP socket
 #     per queue) may take the socket link: their fallback lines and UDP are
 #     allowed. --fallback REGEX: every rank says why (REGEX) and the socket
-#     link carries the job;
+#     link carries the job; --own-eps: like --more-eps, but those further
+#     endpoints print nothing (the queue is this process's own: ulnperf's
+#     control endpoint), so no fallback line at all is allowed;
 #   - native: host 0's veth (with --ranks N > 2, either host's) counted frames
 #     redirected to the AF_XDP sockets;
 #   - --hosts H (default 2), --ranks N (default H): rank r runs on host
@@ -42,6 +45,7 @@
 #     an auto line (veth is auto's choice, not a failure; ulninfo says why).
 #     Runs also where the link is not built;
 #   - --expect-out REGEX (repeatable): rank 0's output must match each;
+#     --expect-err REGEX (repeatable): and its stderr;
 #   - --ulninfo REGEX (repeatable): after the job, `ulninfo -t` on host 1
 #     with the ranks' settings (ULN_TRANSPORT=xdp, the hook, --env) must
 #     match each, on its stdout or stderr;
@@ -67,7 +71,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 hosts_sh=$here/../netns/hosts.sh
 built="" hook=native fallback="" kill=0 timeout=120 envs=() prefix=() more_eps=0 mixed=0 forge=0
-auto=0 quiet=0 expect_out=() info_out=() ranks=0 hosts=2 expect_status="" no_neigh=0
+auto=0 quiet=0 expect_out=() expect_err=() own_eps=0 info_out=() ranks=0 hosts=2 expect_status="" no_neigh=0
 while [[ $# -gt 0 ]]; do
     case $1 in
     --built) built=$2; shift 2 ;;
@@ -76,10 +80,12 @@ while [[ $# -gt 0 ]]; do
     --fallback) fallback=$2; shift 2 ;;
     --kill) kill=1; shift ;;
     --more-eps) more_eps=1; shift ;;
+    --own-eps) own_eps=1; shift ;;
     --mixed) mixed=1; shift ;;
     --auto) auto=1; shift ;;
     --quiet) quiet=1; shift ;;
     --expect-out) expect_out+=("$2"); shift 2 ;;
+    --expect-err) expect_err+=("$2"); shift 2 ;;
     --ulninfo) info_out+=("$2"); shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --hosts) hosts=$2; shift 2 ;;
@@ -103,7 +109,7 @@ done
 # Fallback lines a rank may print when ranks or endpoints share a host's queue.
 shared_why="has an AF_XDP socket already"
 ((ranks > hosts)) && shared_why+="|cannot attach the XDP program .*: Device or resource busy"
-shared=$((more_eps || ranks > hosts))
+shared=$((more_eps || own_eps || ranks > hosts))
 [[ $built == 1 || $auto == 1 ]] || { echo "xdp_job.sh: ulnet built without the AF_XDP link: skipped"; exit 77; }
 "$hosts_sh" probe >/dev/null 2>&1 || { echo "xdp_job.sh: no network namespaces here: skipped"; exit 77; }
 ulninfo=$(dirname "$1")/../../ulninfo # the build tree's tools
@@ -337,12 +343,16 @@ for ((r = 0; r < ranks; r++)); do
         ((r == 0)) && ! grep -Eq -- "$re" "$logs/r0.out" &&
             fail "rank 0's output does not match '$re': $(cat "$logs/r0.out")"
     done
+    for re in "${expect_err[@]}"; do
+        ((r == 0)) && ! grep -Eq -- "$re" "$logs/r0.err" &&
+            fail "rank 0's stderr does not match '$re': $(cat "$logs/r0.err")"
+    done
     if ((quiet)) && grep "ulnet: auto:" "$logs/r$r.err"; then
         fail "rank $r: auto printed a line where it only chose the socket link"
     fi
     if [[ -n $fallback ]]; then
         grep -Eq "ulnet: (xdp|auto): .*$fallback" "$logs/r$r.err" || fail "rank $r: no fallback line matching '$fallback': $(cat "$logs/r$r.err")"
-    elif ((shared)); then
+    elif ((shared && !own_eps)); then
         ! grep "ulnet: xdp:" "$logs/r$r.err" | grep -Ev "$shared_why" ||
             fail "rank $r fell back to udp"
     elif grep "ulnet: xdp:" "$logs/r$r.err"; then

@@ -59,6 +59,23 @@ static int job_open(struct perf *pf)
     return 0;
 }
 
+/* Which link carries udp's packets is known once the endpoints are open:
+ * the measured endpoint is opened first, so it is the one that has AF_XDP
+ * when any has (the control endpoint then takes the socket link, one AF_XDP
+ * socket per queue). The CSV names such figures "xdp". */
+static void job_link(struct perf *pf)
+{
+    int rc;
+    if ((rc = uln_query(pf->ctx, &pf->info))) die(pf, "uln_query: %s", uln_strerror(rc));
+    const char *t = pf->info.transport;
+    bool xdp = pf->info.link && !strcmp(pf->info.link, "xdp");
+    snprintf(pf->csv_tp, sizeof pf->csv_tp, "%s",
+             !xdp                    ? t
+             : !strcmp(t, "udp")     ? "xdp"
+             : !strcmp(t, "shm+udp") ? "shm+xdp"
+                                     : t);
+}
+
 /* The CQ of the measured endpoints (data, fair's) and the control endpoint's. */
 static void job_endpoints(struct perf *pf)
 {
@@ -79,6 +96,7 @@ static void job_endpoints(struct perf *pf)
         die(pf, "uln_ep_open: %s", uln_strerror(rc));
     pf->ep_idx = uln_ep_index(pf->ep);
     pf->ctl_idx = uln_ep_index(pf->ctl);
+    job_link(pf);
     if (!(o->tests >> T_FAIR & 1) || pf->rank > 1) return;
     /* Opened by ranks 0 and 1 alike: the i-th endpoint talks to the i-th. */
     if (2 + o->fair_eps > pf->info.max_eps)
@@ -228,10 +246,11 @@ static void job_header(struct perf *pf, const struct pins *pn)
     const struct uln_info *in = &pf->info;
     FILE *hdr = pf->out.hdr;
     fprintf(hdr,
-            "# ulnperf: transport=%s nap_max=%u inline_max=%u shm_direct=%d shm_cma=%d "
+            "# ulnperf: transport=%s%s%s nap_max=%u inline_max=%u shm_direct=%d shm_cma=%d "
             "sq_depth=%u ring_bytes=%u chunk_bytes=%u ranks=%d\n",
-            in->transport, in->nap_max, in->inline_max, in->shm_direct, in->shm_cma, in->sq_depth,
-            in->ring_bytes, in->chunk_bytes, pf->size);
+            in->transport, in->link ? " link=" : "", in->link ? in->link : "", in->nap_max,
+            in->inline_max, in->shm_direct, in->shm_cma, in->sq_depth, in->ring_bytes,
+            in->chunk_bytes, pf->size);
     job_header_pins(pf, pn);
     if (pn->floor_us > 0 && floor_unsure(pn->floor_us, pn->floor_median_us))
         fprintf(hdr,

@@ -37,8 +37,8 @@ void csv_row_s(struct perf *pf, const char *op, const char *test, uint64_t size,
                const char *unit)
 {
     if (pf->out.csv) {
-        fprintf(pf->out.csv, "%s,%s,%s,%" PRIu64 ",%.6g,%s\n", pf->info.transport, op, test, size,
-                value, unit);
+        fprintf(pf->out.csv, "%s,%s,%s,%" PRIu64 ",%.6g,%s\n", pf->csv_tp, op, test, size, value,
+                unit);
         fflush(pf->out.csv);
     }
 }

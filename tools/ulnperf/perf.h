@@ -150,6 +150,8 @@ struct perf {
     struct uln_ep *fair[MAX_FAIR];
     int ep_idx, ctl_idx, fair_idx0, nfair;
     struct uln_info info;
+    char csv_tp[16]; /* the CSV's transport column: info.transport, with "xdp" for the
+                        udp of a measured endpoint on the AF_XDP link */
     void *tgt, *loc; /* PUT/GET: remote target region, local source/destination */
     size_t buf_len;
     struct uln_mr *mr;

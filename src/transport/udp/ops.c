@@ -19,6 +19,8 @@ static void uln_udp_query(const struct uln_ctx *ctx, struct uln_info *info)
     info->udp_dead_ms = ctx->p.udp_dead_ms;
     for (int p = 0; p < ctx->size; p++)
         info->udp_peers += ctx->peer_tp[p] == &uln_tp_udp;
+    const struct uln_udp *u = udp_of(ctx);
+    if (u && u->link_kind[0]) info->link = u->link_kind;
 }
 
 /* After the engine committed packets: a GET request to an idle peer leaves at
