@@ -377,3 +377,28 @@ def mpi_failure(text):
         if l.startswith("-----") and i + 1 < len(lines) and not lines[i + 1].startswith("-----"):
             return lines[i + 1]
     return lines[-1] if lines else None
+
+
+def xdp_fallback(err):
+    """Why a ulnet process's measuring endpoint took the socket link where
+    the AF_XDP link was asked for (ULN_TRANSPORT=xdp), or None: the first
+    "ulnet: xdp: ..." line of its stderr. A second endpoint of the process
+    that finds the queue's one AF_XDP socket taken (by the first) prints
+    nothing today; an older library said so, and that line is no failure."""
+    for line in err.splitlines():
+        line = line.strip()
+        if line.startswith("ulnet: xdp:") and "has an AF_XDP socket already" not in line:
+            return line[len("ulnet: xdp:"):].strip()
+    return None
+
+
+def mpi_ratios_vs_ob1(med, lat_size, bw_size):
+    """bench/mpi's one line of the two-host ulnet rows against Open MPI's own
+    TCP, from med {(config, "lat"|"bw", size): median}: each row's latency at
+    lat_size over ob1tcp-net's (lower is better) and its bandwidth at bw_size
+    over ob1tcp-net's (higher is better); "-" where either is missing."""
+    def r(c, test, size):
+        x, y = med.get((c, test, size)), med.get(("ob1tcp-net", test, size))
+        return "%.3f" % (x / y) if x is not None and y else "-"
+    return "ratios vs ob1 tcp: " + "; ".join(
+        "%s lat %s bw %s" % (c, r(c, "lat", lat_size), r(c, "bw", bw_size)) for c in ("ulnet-net", "ulnetxdp-net"))

@@ -299,5 +299,35 @@ class UlnperfCsv(unittest.TestCase):
         self.assertRaises(ValueError, peers.parse_ulnperf_csv, "a,b\n")
 
 
+class MpiRatios(unittest.TestCase):
+    """bench/mpi's line against Open MPI's own TCP, exactly in the issue's form."""
+
+    def test_both_rows(self):
+        med = {("ob1tcp-net", "lat", 8): 8.0, ("ob1tcp-net", "bw", 1 << 20): 2.0,
+               ("ulnet-net", "lat", 8): 6.0, ("ulnet-net", "bw", 1 << 20): 3.0,
+               ("ulnetxdp-net", "lat", 8): 4.0, ("ulnetxdp-net", "bw", 1 << 20): 2.5}
+        self.assertEqual(peers.mpi_ratios_vs_ob1(med, 8, 1 << 20),
+                         "ratios vs ob1 tcp: ulnet-net lat 0.750 bw 1.500; ulnetxdp-net lat 0.500 bw 1.250")
+
+    def test_missing_figures(self):
+        med = {("ob1tcp-net", "lat", 8): 8.0, ("ulnet-net", "lat", 8): 6.0, ("ulnet-net", "bw", 1 << 20): 3.0}
+        self.assertEqual(peers.mpi_ratios_vs_ob1(med, 8, 1 << 20),
+                         "ratios vs ob1 tcp: ulnet-net lat 0.750 bw -; ulnetxdp-net lat - bw -")
+        self.assertEqual(peers.mpi_ratios_vs_ob1({}, 8, 1 << 20),
+                         "ratios vs ob1 tcp: ulnet-net lat - bw -; ulnetxdp-net lat - bw -")
+
+
+class XdpFallback(unittest.TestCase):
+    def test_reason(self):
+        err = ("some noise\nulnet: xdp: cannot bind an AF_XDP socket to eth0 queue 0: no privilege; using udp\n")
+        self.assertEqual(peers.xdp_fallback(err), "cannot bind an AF_XDP socket to eth0 queue 0: no privilege; using udp")
+
+    def test_second_endpoint_is_no_failure(self):
+        err = "ulnet: xdp: cannot bind an AF_XDP socket to eth0 queue 0: the queue has an AF_XDP socket already; using udp\n"
+        self.assertIsNone(peers.xdp_fallback(err))
+        self.assertIsNone(peers.xdp_fallback(""))
+        self.assertIsNone(peers.xdp_fallback("ulnet: auto: eth0 (veth): no zero-copy; using udp\n"))
+
+
 if __name__ == "__main__":
     unittest.main()
