@@ -108,6 +108,9 @@ static const struct uln_setting settings_table[] = {
      "auto: native XDP where the driver has it, else generic; "
      "native; generic"},
     {"ULN_XDP_QUEUE", "0", 0, 1023, "the interface's receive queue the AF_XDP sockets bind"},
+    {"ULN_XDP_GSO_RUN", "4", 0, 64,
+     "copy mode: runs of this many datagrams or more to one peer leave by the bound UDP socket "
+     "as one UDP_SEGMENT send (the kernel builds one skb, not one per frame); 0: all by AF_XDP"},
     /* Sealed datagrams between hosts (docs/security.md). */
     {"ULN_SECURE", "off", 0, 0,
      "udp datagrams: off; auth: each carries a tag; encrypt: also encrypted (same in a job)"},
@@ -402,6 +405,7 @@ static int xdp_settings(struct uln_params *p)
     p->xdp_mode = choice_setting("ULN_XDP_MODE", modes);
     p->xdp_hook = choice_setting("ULN_XDP_HOOK", hooks);
     int rc = setting("ULN_XDP_QUEUE", 0, &p->xdp_queue);
+    if (!rc) rc = setting("ULN_XDP_GSO_RUN", 0, &p->xdp_gso_run);
     return p->xdp_mode < 0 || p->xdp_hook < 0 ? -EINVAL : rc;
 }
 

@@ -84,6 +84,7 @@ struct uln_params {
     int xdp_mode;         /* enum uln_xdp_copy (ULN_XDP_MODE) */
     int xdp_hook;         /* enum uln_xdp_hook (ULN_XDP_HOOK) */
     uint32_t xdp_queue;   /* ULN_XDP_QUEUE */
+    uint32_t xdp_gso_run; /* ULN_XDP_GSO_RUN */
     int progress_thread;  /* ULN_PROGRESS=thread */
     bool no_job;          /* ULN_BOOT=none or uln_config.boot: no launcher, no job */
     uint32_t max_peers;   /* with no job: peer ids (ULN_MAX_PEERS) */

@@ -19,6 +19,8 @@
  *
  * Options: --hook native|generic (xdp), --copy (xdp: copy mode),
  * --busy-poll (spin: SO_BUSY_POLL on the socket), --spin (never sleep),
+ * --gso-run N (xdp, copy mode: runs of N or more go by the bound socket as
+ * UDP_SEGMENT sends; default 0, every datagram by AF_XDP),
  * --no-gso (udp: one datagram per system-call message and per read, as
  * AF_XDP's copy mode moves them: the path's own per-packet cost).
  * Each end reports its CPU time per packet (user + system, getrusage: on this
@@ -50,7 +52,7 @@
 
 struct opts {
     const char *link, *bind, *peer, *mode, *hook;
-    unsigned port, size, batch, window, idle_ms;
+    unsigned port, size, batch, window, idle_ms, gso_run;
     unsigned long long count;
     bool copy, busy_poll, spin, no_gso, no_gro;
 };
@@ -81,7 +83,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: xdp_link_peer --link xdp|udp --bind A --port P --peer B:Q "
             "echo|ping|source|sink [--count N] [--size S] [--batch B] [--window W] "
-            "[--idle-ms T] [--hook native|generic] [--copy] [--busy-poll] [--spin] [--no-gso]\n");
+            "[--idle-ms T] [--hook native|generic] [--copy] [--busy-poll] [--spin] [--no-gso]\n"
+            "       [--gso-run N]\n");
     exit(2);
 }
 
@@ -105,6 +108,8 @@ static void parse(int argc, char **argv, struct opts *o)
             o->size = (unsigned)atoi(v);
         else if (!strcmp(a, "--batch") && v)
             o->batch = (unsigned)atoi(v);
+        else if (!strcmp(a, "--gso-run") && v)
+            o->gso_run = (unsigned)atoi(v);
         else if (!strcmp(a, "--window") && v)
             o->window = (unsigned)atoi(v);
         else if (!strcmp(a, "--idle-ms") && v)
@@ -153,7 +158,8 @@ static int open_link(const struct opts *o, struct uln_link **out)
     struct uln_link_xdp_cfg c = {.local = me,
                                  .fd = fd,
                                  .copy = o->copy ? ULN_XDP_COPY_ONLY : ULN_XDP_COPY_AUTO,
-                                 .busy_poll = o->busy_poll};
+                                 .busy_poll = o->busy_poll,
+                                 .gso_run = o->gso_run};
     if (o->hook) c.hook = !strcmp(o->hook, "generic") ? ULN_XDP_HOOK_GENERIC : ULN_XDP_HOOK_NATIVE;
     char why[256];
     int rc = uln_link_xdp_open(&c, out, why, sizeof(why));

@@ -24,6 +24,7 @@ static int open_xdp(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, enu
 {
     struct uln_link_xdp_cfg xc = {.fd = cfg->fd,
                                   .queue = ctx->p.xdp_queue,
+                                  .gso_run = ctx->p.xdp_gso_run,
                                   .copy = copy,
                                   .hook = (enum uln_xdp_hook)ctx->p.xdp_hook,
                                   .mtu = cfg->mtu,

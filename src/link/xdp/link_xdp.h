@@ -10,7 +10,9 @@
  *             ULN_LINK_XDP_FRAME bytes
  *   send      each packet copied into a send frame behind its headers, IPv4
  *             and UDP checksums computed; the peer's MAC from the kernel's
- *             neighbour table (resolved by the kernel when missing)
+ *             neighbour table (resolved by the kernel when missing); in
+ *             copy mode a run of gso_run or more to one peer goes by the
+ *             bound UDP socket as one UDP_SEGMENT send instead
  *   recv      frames the XDP program redirected, lent where they lie; a
  *             release puts the frame back on the fill ring
  *   peers     sockaddr_in, as for the socket link: the MAC is the link's
@@ -42,6 +44,9 @@ struct uln_link_xdp_cfg {
     unsigned rx_bufs;         /* datagrams the caller may keep; 0: 512 */
     unsigned max_peers;       /* 0: 256 */
     bool busy_poll;           /* the caller spins: SO_PREFER_BUSY_POLL, SO_BUSY_POLL */
+    unsigned gso_run;         /* copy mode: runs of this many datagrams or more to one
+                                 peer (one size) leave by the bound UDP socket as one
+                                 UDP_SEGMENT send; 0: all by AF_XDP (ULN_XDP_GSO_RUN) */
 };
 
 /* True if this build has the AF_XDP link. */

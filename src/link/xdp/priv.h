@@ -96,7 +96,16 @@ int uln_xdp_driver_of(int fd, const char *ifname, char drv[DRV_NAME_LEN]);
 extern const unsigned char uln_xdp_obj[];
 extern const size_t uln_xdp_obj_len;
 
-#define HDR_LEN          ULN_XDP_HDR_LEN
+#define HDR_LEN ULN_XDP_HDR_LEN
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+#define UDP_GSO_PAYLOAD_MAX 65507u /* an IPv4 datagram's 65535 less IP and UDP headers */
+/* ulnet_passed's mapping: ULN_XDP_SLOTS counts, a page at least. */
+#define PASSED_MAP_LEN   ((ULN_XDP_SLOTS * sizeof(uint64_t) + 4095u) & ~(size_t)4095u)
 #define RX_RING          2048u
 #define LEND_BUFS        64u          /* rx_lend's own buffers (tests) */
 #define NEIGH_RETRY_NS   2000000ull   /* look a missing MAC up again after 2 ms */
@@ -138,6 +147,7 @@ struct xprog {
     struct bpf_object *obj; /* prog's: libxdp does not own an object it was given */
     enum xdp_attach_mode mode;
     int xsks_fd, ports_fd;
+    uint64_t *passed; /* ulnet_passed, mapped: each link's count at its slot */
     unsigned refs;
     uint64_t slots; /* ulnet_xsks entries taken */
 };
@@ -168,6 +178,9 @@ struct link_xdp {
     unsigned ntx_free;
     bool zerocopy;
     bool busy_poll;     /* the caller spins: empty reads drive the queue's NAPI */
+    unsigned gso_run;   /* runs this long or longer leave by the bound socket as
+                           UDP_SEGMENT sends (sock.c); 0: never */
+    unsigned tx_put;    /* frames built on the TX ring, not yet submitted */
     uint32_t *fq_stash; /* released frames waiting to go back to the fill ring */
     unsigned nstash;
 
@@ -193,6 +206,18 @@ struct link_xdp {
     uint32_t *sock_free;
     uint64_t sock_next; /* when to read the socket next (coarse clock) */
     unsigned nlocal;    /* local peers: while there is one, read it every call */
+    /* With UDP_GRO a read brings a run of datagrams from one source (a GSO
+     * send the kernel kept whole, or segments it put back together): it
+     * lands in gro_buf and each datagram is copied into a landing buffer;
+     * those that found none wait there, from gro_off on, for the next recv. */
+    uint8_t *gro_buf;
+    uint32_t gro_len, gro_off, gro_seg;
+    struct sockaddr_in gro_sa;
+    /* Frames the XDP program passed to the kernel for our port (the
+     * program's count in a map we share, ulnet_passed): a change says the
+     * bound socket has, or is about to have, datagrams. */
+    const uint64_t *passed;
+    uint64_t passed_seen, pass_wait;
 
     /* peers: dense array, open-addressing index by (ip, port) */
     struct peer *peers;
@@ -205,10 +230,22 @@ struct link_xdp {
 int uln_xdp_route_to(struct link_xdp *x, struct peer *p);
 void uln_xdp_peer_resolve(struct link_xdp *x, struct peer *p, uint64_t now);
 
-/* program.c: the XDP program's lifecycle */
-struct xprog *uln_xdp_prog_get(int ifindex, enum uln_xdp_hook hook, uint32_t *slot, char *why,
-                               size_t whylen);
+/* program.c: the XDP program's lifecycle. generic_first: with the hook
+ * left to auto, try generic XDP before native (link.c says when). */
+struct xprog *uln_xdp_prog_get(int ifindex, enum uln_xdp_hook hook, bool generic_first,
+                               uint32_t *slot, char *why, size_t whylen);
 void uln_xdp_prog_put(struct xprog *xp, uint32_t slot);
+
+/* link.c: a peer's id by its address, or -1 */
+int uln_xdp_find_key(const struct link_xdp *x, uint32_t ip, uint16_t port);
+
+/* sock.c: the bound UDP socket's side of the link (same-host peers, runs
+ * sent by UDP_SEGMENT, what the program passed, read with UDP_GRO). */
+unsigned uln_xdp_gso_run_len(const struct uln_link_pkt *pkts, unsigned n);
+int uln_xdp_sock_send(struct link_xdp *x, const struct peer *pe, const struct uln_link_pkt *pkts,
+                      unsigned n);
+bool uln_xdp_sock_due(struct link_xdp *x);
+unsigned uln_xdp_sock_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned max);
 
 #endif /* ULN_HAVE_XDP */
 #endif

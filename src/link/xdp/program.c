@@ -91,7 +91,8 @@ static void reap_orphans(int ifindex)
     xdp_multiprog__close(mp);
 }
 
-static int prog_attach(struct xprog *xp, enum uln_xdp_hook hook, char *why, size_t whylen)
+static int prog_attach(struct xprog *xp, enum uln_xdp_hook hook, bool generic_first, char *why,
+                       size_t whylen)
 {
     struct bpf_object *obj = bpf_object__open_mem(uln_xdp_obj, uln_xdp_obj_len, NULL);
     if (!obj || libbpf_get_error(obj)) {
@@ -108,8 +109,13 @@ static int prog_attach(struct xprog *xp, enum uln_xdp_hook hook, char *why, size
     }
     int rc = -EINVAL;
     enum xdp_attach_mode modes[2] = {XDP_MODE_NATIVE, XDP_MODE_SKB};
+    if (generic_first) {
+        modes[0] = XDP_MODE_SKB;
+        modes[1] = XDP_MODE_NATIVE;
+    }
     for (int i = 0; i < 2; i++) {
-        if ((hook == ULN_XDP_HOOK_NATIVE && i == 1) || (hook == ULN_XDP_HOOK_GENERIC && i == 0))
+        if ((hook == ULN_XDP_HOOK_NATIVE && modes[i] != XDP_MODE_NATIVE) ||
+            (hook == ULN_XDP_HOOK_GENERIC && modes[i] != XDP_MODE_SKB))
             continue;
         rc = xdp_program__attach(prog, xp->ifindex, modes[i], 0);
         if (!rc) {
@@ -139,15 +145,30 @@ static int prog_attach(struct xprog *xp, enum uln_xdp_hook hook, char *why, size
         snprintf(why, whylen, "the XDP program's maps are missing");
         return -EINVAL;
     }
+    /* Without the count (a kernel that cannot map arrays) the link reads
+     * its socket by the tick alone, as before the count existed. */
+    int passed_fd = bpf_object__find_map_fd_by_name(obj, "ulnet_passed");
+    void *m = passed_fd < 0 ? MAP_FAILED
+                            : mmap(NULL, PASSED_MAP_LEN, PROT_READ, MAP_SHARED, passed_fd, 0);
+    xp->passed = m == MAP_FAILED ? NULL : m;
     xp->prog = prog;
     xp->obj = obj;
     return 0;
 }
 
+static void prog_free(struct xprog *xp)
+{
+    if (xp->passed) munmap(xp->passed, PASSED_MAP_LEN);
+    xdp_program__detach(xp->prog, xp->ifindex, xp->mode, 0);
+    xdp_program__close(xp->prog);
+    bpf_object__close(xp->obj);
+    *xp = (struct xprog){0};
+}
+
 /* This process's program on ifindex (attached now if it is the first link
  * there) and a free slot in its XSKMAP. */
-struct xprog *uln_xdp_prog_get(int ifindex, enum uln_xdp_hook hook, uint32_t *slot, char *why,
-                               size_t whylen)
+struct xprog *uln_xdp_prog_get(int ifindex, enum uln_xdp_hook hook, bool generic_first,
+                               uint32_t *slot, char *why, size_t whylen)
 {
     pthread_mutex_lock(&progs_lock);
     struct xprog *xp = NULL, *free_xp = NULL;
@@ -164,7 +185,7 @@ struct xprog *uln_xdp_prog_get(int ifindex, enum uln_xdp_hook hook, uint32_t *sl
     if (!xp && free_xp) {
         reap_orphans(ifindex);
         *free_xp = (struct xprog){.ifindex = ifindex};
-        if (prog_attach(free_xp, hook, why, whylen) == 0) xp = free_xp;
+        if (prog_attach(free_xp, hook, generic_first, why, whylen) == 0) xp = free_xp;
         if (!xp) goto out;
     } else if (!xp) {
         snprintf(why, whylen, "AF_XDP on more than %u interfaces", PROGS_MAX);
@@ -172,12 +193,7 @@ struct xprog *uln_xdp_prog_get(int ifindex, enum uln_xdp_hook hook, uint32_t *sl
     }
     if (xp->slots == UINT64_MAX) {
         snprintf(why, whylen, "more than %u AF_XDP sockets on one interface", ULN_XDP_SLOTS);
-        if (!xp->refs) {
-            xdp_program__detach(xp->prog, ifindex, xp->mode, 0);
-            xdp_program__close(xp->prog);
-            bpf_object__close(xp->obj);
-            *xp = (struct xprog){0};
-        }
+        if (!xp->refs) prog_free(xp);
         xp = NULL;
         goto out;
     }
@@ -194,12 +210,7 @@ void uln_xdp_prog_put(struct xprog *xp, uint32_t slot)
 {
     pthread_mutex_lock(&progs_lock);
     xp->slots &= ~(1ull << slot);
-    if (--xp->refs == 0) {
-        xdp_program__detach(xp->prog, xp->ifindex, xp->mode, 0);
-        xdp_program__close(xp->prog);
-        bpf_object__close(xp->obj);
-        *xp = (struct xprog){0};
-    }
+    if (--xp->refs == 0) prog_free(xp);
     pthread_mutex_unlock(&progs_lock);
 }
 

@@ -41,6 +41,18 @@ struct {
     __type(value, struct uln_xdp_port_val);
 } ulnet_ports SEC(".maps");
 
+/* Per socket (ulnet_xsks' index): frames for its port passed to the kernel,
+ * which the link reads from its bound UDP socket. The link maps this array
+ * and looks at its count in every receive call (no system call): a change
+ * says "read the socket now", not a tick later. */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, ULN_XDP_SLOTS);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __type(key, __u32);
+    __type(value, __u64);
+} ulnet_passed SEC(".maps");
+
 /* [0]: the pid of the process that attached this instance. */
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -75,13 +87,19 @@ int ulnet_xdp(struct xdp_md *ctx)
     if (!owner || !*owner) return XDP_PASS;
     struct uln_xdp_port_key k = {.addr = ip->daddr, .port = udp->dest};
     struct uln_xdp_port_val *v = bpf_map_lookup_elem(&ulnet_ports, &k);
+    if (!v) return XDP_PASS;
     /* A socket takes frames only from the queue it is bound to; from any
-     * other the kernel's UDP socket on that port gets them. */
-    if (!v || v->queue != ctx->rx_queue_index) return XDP_PASS;
-    /* Longer than any frame on the link's wire: a sender's GSO run that
-     * generic XDP sees whole (a UMEM frame cannot hold it). The kernel cuts
-     * it into datagrams for the link's bound UDP socket, which it reads. */
-    if (ctx->data_end - ctx->data > v->frame_max) return XDP_PASS;
+     * other the kernel's UDP socket on that port gets them. Longer than any
+     * frame on the link's wire: a sender's GSO run that generic XDP sees
+     * whole (a UMEM frame cannot hold it); the kernel gives it to the link's
+     * bound UDP socket, whole where that reads with UDP_GRO. Either way the
+     * link is told to read that socket. */
+    if (v->queue != ctx->rx_queue_index || ctx->data_end - ctx->data > v->frame_max) {
+        __u32 slot = v->slot;
+        __u64 *n = bpf_map_lookup_elem(&ulnet_passed, &slot);
+        if (n) __sync_fetch_and_add(n, 1);
+        return XDP_PASS;
+    }
     return bpf_redirect_map(&ulnet_xsks, v->slot, XDP_PASS);
 }
 
