@@ -700,6 +700,9 @@ struct uln_udp_conn {
 int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len);
 /* The connection with rank as it stands: -ENOENT before any contact. */
 int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c);
+/* The counters of the link under ep (link.h: what each path carried). */
+struct uln_link_stats;
+int uln_udp_link_stats(struct uln_ep *ep, struct uln_link_stats *st);
 /* Start a new life of ours towards rank (epoch 0: a random one), as the
  * protocol's reconnect does: what was in flight is void, ops fail with
  * -ECONNRESET, the peer sees a restart. */

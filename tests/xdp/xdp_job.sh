@@ -141,9 +141,14 @@ on() { local h=$1; shift; "$hosts_sh" exec "h$h" "$@"; }
 all_hosts=()
 for ((h = 0; h < hosts; h++)); do all_hosts+=("$h"); done
 for h in "${all_hosts[@]}"; do
-    on $h nft "add table netdev ulnxdp; table netdev ulnxdp { chain in { type filter hook ingress device \"eth0\" priority 0; udp sport != 7 udp dport != 7 counter; }; }"
+    on $h nft "add table netdev ulnxdp; table netdev ulnxdp { chain in { type filter hook ingress device \"eth0\" priority 0; udp sport != 7 udp dport != 7 meta length <= 1500 counter; udp sport != 7 udp dport != 7 meta length > 1500 counter; }; }"
 done
-kernel_udp() { on "$1" nft list chain netdev ulnxdp in | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
+# Datagrams the kernel's stack took one by one (a frame AF_XDP could have
+# taken), and GSO runs longer than the MTU: a sender's UDP_SEGMENT send that
+# generic XDP sees whole and passes to the link's bound socket by design
+# (docs/xdp.md, "Two paths"); those are not held against AF_XDP.
+kernel_udp() { on "$1" nft list chain netdev ulnxdp in | sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | head -n 1; }
+kernel_runs() { on "$1" nft list chain netdev ulnxdp in | sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | tail -n 1; }
 
 # A UDP echo on host 1, port 7 (not ulnet's): other UDP must keep working.
 "$hosts_sh" exec h1 python3 -c '
@@ -388,7 +393,8 @@ for r in "${all_hosts[@]}"; do
         [[ " ${xdp_hosts[*]} " == *" $r "* ]]; then
         fail "host $r's stack received $nw UDP packets of the job while it ran: not all went to AF_XDP"
     fi
-    echo "xdp_job.sh: host $r's stack received $nw UDP packets of the job while it ran, $n in all"
+    echo "xdp_job.sh: host $r's stack received $nw UDP packets of the job while it ran, $n in all," \
+        "and $(kernel_runs $r) GSO runs"
 done
 # A rank that died leaves its program: the next ulnet process on the host
 # removes it (and its own when it closes), as after --kill.

@@ -29,6 +29,15 @@ int uln_udp_rx_inject(struct uln_ep *ep, int rank, const void *buf, size_t len)
     return 0;
 }
 
+int uln_udp_link_stats(struct uln_ep *ep, struct uln_link_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    const struct uln_udp_ep *ue = udp_ep(ep);
+    if (!ue || !ue->io) return -EINVAL;
+    uln_link_stats(ue->io, st);
+    return 0;
+}
+
 int uln_udp_conn_get(struct uln_ep *ep, int rank, struct uln_udp_conn *c)
 {
     memset(c, 0, sizeof *c);
