@@ -12,9 +12,10 @@
 
 /* Drivers that can run AF_XDP zero-copy (they implement ndo_xsk_wakeup), by
  * the name ETHTOOL_GDRVINFO gives (stmmac says st_gmac). Anywhere else AF_XDP
- * is copy mode: every frame an skb of its own inside sendto, which on veth
- * measured 0.41x the socket link's message rate and 0.48x its bandwidth
- * (docs/xdp.md) for 0.72x its latency; auto keeps the socket link there. The
+ * is copy mode: every frame an skb of its own inside sendto. Runs sent by
+ * UDP_SEGMENT take most of that away, but on veth the XDP program itself
+ * still costs bulk data 1.5-2x the socket link's CPU a datagram (docs/xdp.md,
+ * "Two paths") for 0.7x its latency; auto keeps the socket link there. The
  * list only lets auto try: a zero-copy bind must still succeed. */
 static const char *const zc_drivers[] = {"i40e",      "ice",     "ixgbe",  "igb",   "igc",
                                          "mlx5_core", "st_gmac", "stmmac", "tsnep", "gve"};
@@ -44,8 +45,8 @@ static int driver_verdict(const char *ifname, const char *drv, char *why, size_t
         return -EOPNOTSUPP;
     }
     snprintf(why, whylen,
-             "%s (%s): no zero-copy AF_XDP; copy mode is slower than the socket link here "
-             "(ULN_LINK=xdp forces it)",
+             "%s (%s): no zero-copy AF_XDP; in copy mode it gains latency but bulk costs more "
+             "than the socket link's GSO/GRO (ULN_LINK=xdp forces it)",
              ifname, drv);
     return -ENOENT;
 }
