@@ -229,7 +229,10 @@ static int ring_send(struct link_xdp *x, struct peer *pe, const struct uln_link_
  * gso_run or more to one peer is one UDP_SEGMENT send on the bound socket
  * (in copy mode the kernel builds an skb per AF_XDP frame, but one per
  * run); a local peer's go by the socket too; the rest are frames on the TX
- * ring, kicked once at the end. */
+ * ring, kicked once at the end. A run no longer than one datagram may be
+ * goes as frames: a virtual path (veth) carries a GSO send whole, and a
+ * receiver's generic XDP would take one that fits a frame for a single
+ * datagram of the run's bytes. */
 static int xdp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigned n)
 {
     struct link_xdp *x = (struct link_xdp *)l;
@@ -240,8 +243,9 @@ static int xdp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigne
     while (done < n) {
         const struct uln_link_pkt *p = &pkts[done];
         struct peer *pe = &x->peers[p->peer];
-        unsigned run = x->gso_run || pe->local ? uln_xdp_gso_run_len(p, n - done) : 1;
-        if (pe->local || (x->gso_run && run >= x->gso_run)) {
+        uint32_t bytes = 0;
+        unsigned run = x->gso_run || pe->local ? uln_xdp_gso_run_len(p, n - done, &bytes) : 1;
+        if (pe->local || (x->gso_run && run >= x->gso_run && bytes > x->base.payload_max)) {
             tx_push(x);
             if (!x->gso_run) run = 1; /* a local peer without GSO: one at a time */
             int k = uln_xdp_sock_send(x, pe, p, run);

@@ -241,7 +241,7 @@ int uln_xdp_find_key(const struct link_xdp *x, uint32_t ip, uint16_t port);
 
 /* sock.c: the bound UDP socket's side of the link (same-host peers, runs
  * sent by UDP_SEGMENT, what the program passed, read with UDP_GRO). */
-unsigned uln_xdp_gso_run_len(const struct uln_link_pkt *pkts, unsigned n);
+unsigned uln_xdp_gso_run_len(const struct uln_link_pkt *pkts, unsigned n, uint32_t *bytes);
 int uln_xdp_sock_send(struct link_xdp *x, const struct peer *pe, const struct uln_link_pkt *pkts,
                       unsigned n);
 bool uln_xdp_sock_due(struct link_xdp *x);

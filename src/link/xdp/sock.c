@@ -17,8 +17,9 @@
 
 /* How many of pkts[0..n) go as one UDP_SEGMENT send: a run to one peer of
  * datagrams of one size (the last may be shorter), at most
- * ULN_LINK_BATCH of them and one IP datagram's worth of payload. */
-unsigned uln_xdp_gso_run_len(const struct uln_link_pkt *pkts, unsigned n)
+ * ULN_LINK_BATCH of them and one IP datagram's worth of payload, whose
+ * bytes *total gets. */
+unsigned uln_xdp_gso_run_len(const struct uln_link_pkt *pkts, unsigned n, uint32_t *bytes)
 {
     uint32_t seg = uln_link_pkt_len(&pkts[0]), total = seg;
     unsigned k = 1;
@@ -29,6 +30,7 @@ unsigned uln_xdp_gso_run_len(const struct uln_link_pkt *pkts, unsigned n)
         k++;
         if (len < seg) break; /* a shorter one ends the run */
     }
+    *bytes = total;
     return k;
 }
 
