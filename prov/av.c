@@ -32,7 +32,7 @@ static int av_close(struct fid *fid)
     struct ulnfi_av *av = ulnfi_container(fid, struct ulnfi_av, av.fid);
     if (av->refs) return -FI_EBUSY;
     av->dom->refs--;
-    for (size_t i = 0; i < av->count; i++)
+    for (size_t i = 0; i < av->count && !av->keep_peers; i++)
         if (av->used[i]) uln_peer_remove(av->dom->ctx, av->peer[i]);
     free(av->tab);
     free(av->peer);
@@ -90,6 +90,22 @@ static int insert_one(struct ulnfi_av *av, const struct ulnfi_addr *a)
     int peer, rc;
     rc = uln_peer_insert(av->dom->ctx, a->uaddr, a->ulen, a->ep, &peer);
     return rc ? rc : peer;
+}
+
+int ulnfi_av_insert_locked(struct ulnfi_av *av, const struct ulnfi_addr *name, fi_addr_t *fa)
+{
+    size_t slot = 0;
+    int peer = free_slot(av, &slot) ? -ENOMEM : insert_one(av, name);
+    if (peer < 0) return ulnfi_errno(peer);
+    if (slot == av->count) av->count++;
+    av->lowest_free = slot + 1;
+    av->tab[slot] = *name;
+    av->peer[slot] = peer;
+    av->used[slot] = 1;
+    av->by_peer[peer] = slot;
+    av->nslots[peer]++;
+    *fa = slot;
+    return 0;
 }
 
 static int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr_t *fi_addr,
@@ -318,17 +334,27 @@ int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid
 }
 
 /* The ulnet peer id of a destination (any endpoint may reach any). */
-int ulnfi_av_peer(struct ulnfi_ep *ep, fi_addr_t addr, int *peer)
+int ulnfi_av_peer_raw(struct ulnfi_av *av, fi_addr_t addr, int *peer)
 {
-    struct ulnfi_av *av = ep->av;
     if (!av || addr >= av->count || !av->used[addr]) return -FI_EINVAL;
     *peer = av->peer[addr];
     return 0;
 }
 
+/* A connected endpoint (FI_EP_MSG) reaches its peer whatever address it is
+ * given (fi_msg(3): the address is ignored on connected endpoints). */
+int ulnfi_av_peer(struct ulnfi_ep *ep, fi_addr_t addr, int *peer)
+{
+    if (ep->type == FI_EP_MSG) {
+        if (ep->cm_state != ULNFI_CMS_CONNECTED) return -FI_ENOTCONN;
+        addr = ep->conn;
+    }
+    return ulnfi_av_peer_raw(ep->av, addr, peer);
+}
+
 uint16_t ulnfi_av_gen(struct ulnfi_ep *ep, fi_addr_t addr)
 {
-    return ep->av->tab[addr].gen;
+    return ep->av->tab[ep->type == FI_EP_MSG ? ep->conn : addr].gen;
 }
 
 fi_addr_t ulnfi_av_src(struct ulnfi_av *av, int peer)

@@ -112,6 +112,10 @@ static struct ulnfi_cntr *op_cntr(const struct ulnfi_op *op)
 void ulnfi_op_complete(struct ulnfi_op *op)
 {
     struct ulnfi_ep *ep = op->ep;
+    if (op->kind == ULNFI_OP_CM) { /* no completion, no counter: the provider's own */
+        ulnfi_op_put(op);
+        return;
+    }
     if (op->kind == ULNFI_OP_RNDV_RECV ||
         ((op->kind == ULNFI_OP_READ || op->kind == ULNFI_OP_WRITE || op->kind == ULNFI_OP_ATOMIC) &&
          !op->status && op->done < op->len)) {
@@ -159,7 +163,7 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
     if (ep->enabled) return -FI_EOPBADSTATE;
     switch (bfid->fclass) {
     case FI_CLASS_AV: {
-        if (ep->av) return -FI_EINVAL;
+        if (ep->av) return -FI_EINVAL; /* FI_EP_MSG: its own */
         ep->av = ulnfi_container(bfid, struct ulnfi_av, av.fid);
         if (ep->av->dom != ep->dom) return -FI_EINVAL;
         ep->av->refs++;
@@ -202,6 +206,11 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
     }
     case FI_CLASS_EQ: { /* an RDM endpoint raises no events, but the EQ is bound */
         struct ulnfi_eq *eq = ulnfi_container(bfid, struct ulnfi_eq, eq.fid);
+        if (ep->type == FI_EP_MSG) { /* its connection events come in as eq is read */
+            ulnfi_cm_unbind(ep);
+            int rc = ulnfi_cm_bind(ep, eq);
+            if (rc) return rc;
+        }
         if (ep->eq) ulnfi_eq_ref(ep->eq, -1);
         ep->eq = eq;
         ulnfi_eq_ref(eq, 1);
@@ -214,6 +223,12 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 
 /* What fi_getname gives and the name service publishes; ulen: the room for
  * ulnet's address (less than a full one: its short form, uln_addr). */
+static int make_name(struct ulnfi_ep *ep, struct ulnfi_addr *a, size_t ulen);
+int ulnfi_ep_name(struct ulnfi_ep *ep, struct ulnfi_addr *a)
+{
+    return make_name(ep, a, sizeof(a->uaddr));
+}
+
 static int make_name(struct ulnfi_ep *ep, struct ulnfi_addr *a, size_t ulen)
 {
     *a = (struct ulnfi_addr){.magic = ULNFI_ADDR_MAGIC,
@@ -286,16 +301,20 @@ static int ep_enable(struct ulnfi_ep *ep)
     return 0;
 }
 
+int ulnfi_ep_enable(struct ulnfi_ep *ep)
+{
+    ulnfi_lock(ep->dom);
+    int rc = ep_enable(ep);
+    ulnfi_unlock(ep->dom);
+    return rc;
+}
+
 static int ep_control(struct fid *fid, int command, void *arg)
 {
     struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
-    int rc;
     switch (command) {
     case FI_ENABLE:
-        ulnfi_lock(ep->dom);
-        rc = ep_enable(ep);
-        ulnfi_unlock(ep->dom);
-        return rc;
+        return ulnfi_ep_enable(ep);
     case FI_GETOPSFLAG: {
         uint64_t *f = arg;
         if (*f & FI_TRANSMIT)
@@ -387,6 +406,9 @@ static int ep_close(struct fid *fid)
     if (ep->tx_cq) ep->tx_cq->refs--;
     if (ep->rx_cq) ep->rx_cq->refs--;
     if (ep->av) ep->av->refs--;
+    if (ep->own_av) fi_close(&ep->av->av.fid);
+    ulnfi_cm_unbind(ep);
+    free(ep->connreq); /* accepted by no one */
     if (ep->eq) ulnfi_eq_ref(ep->eq, -1);
     while (ep->free_ops) {
         struct ulnfi_op *op = ep->free_ops;
@@ -433,6 +455,8 @@ static int ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *op
 {
     struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
     if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+    if (optname == FI_OPT_CM_DATA_SIZE && ep->type == FI_EP_MSG)
+        return ulnfi_cm_getopt(ep, optname, optval, optlen);
     if (optname != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
     if (*optlen < sizeof(size_t)) return -FI_ETOOSMALL;
     *(size_t *)optval = ep->mmsg.min_multi_recv;
@@ -479,7 +503,11 @@ static struct fi_ops_ep ep_ops = {
 
 static int ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
-    struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
+    return ulnfi_ep_getname(ulnfi_container(fid, struct ulnfi_ep, ep.fid), addr, addrlen);
+}
+
+int ulnfi_ep_getname(struct ulnfi_ep *ep, void *addr, size_t *addrlen)
+{
     /* The endpoint index is ulnet's, known once the endpoint is enabled. */
     if (!ep->enabled) return -FI_EOPBADSTATE;
     /* fi_getname(3): too small a room is -FI_ETOOSMALL with the length
@@ -548,9 +576,9 @@ int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
                   void *context)
 {
     struct ulnfi_domain *d = ulnfi_container(domain, struct ulnfi_domain, dom);
-    if (!info ||
-        (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC))
-        return -FI_EINVAL;
+    enum fi_ep_type type = info && info->ep_attr ? info->ep_attr->type : FI_EP_RDM;
+    if (type == FI_EP_UNSPEC) type = FI_EP_RDM;
+    if (!info || (type != FI_EP_RDM && type != FI_EP_MSG && type != FI_EP_DGRAM)) return -FI_EINVAL;
     if (info->domain_attr && info->domain_attr->name && strcmp(info->domain_attr->name, ULNFI_NAME))
         return -FI_EINVAL;
     struct ulnfi_ep *ep = calloc(1, sizeof(*ep));
@@ -569,6 +597,34 @@ int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
         return -FI_ENOMEM;
     }
     ep->dom = d;
+    ep->type = type;
+    ep->conn = FI_ADDR_NOTAVAIL;
+    if (type == FI_EP_MSG) {
+        /* its one peer (and, connecting, the passive endpoint) in an AV of its own */
+        struct fi_av_attr aa = {.type = FI_AV_TABLE, .count = 2};
+        struct fid_av *fav;
+        if (ulnfi_av_open(domain, &aa, &fav, NULL)) {
+            drain_matcher(&ep->mtag);
+            drain_matcher(&ep->mmsg);
+            fi_freeinfo(ep->info);
+            free(ep);
+            return -FI_ENOMEM;
+        }
+        ep->av = ulnfi_container(fav, struct ulnfi_av, av);
+        ep->av->refs++;
+        ep->own_av = true;
+        /* A removed peer's traffic waits unread until it is inserted again
+         * (ulnet.h), and a client learns its server endpoint only from that
+         * endpoint's ACCEPT: were the peer removed when an earlier
+         * connection to the same endpoint index closed, the next ACCEPT
+         * would wait forever. So connections leave their peers inserted
+         * (a later insert of the same peer takes the same id). */
+        ep->av->keep_peers = true;
+        if (info->handle && info->handle->fclass == FI_CLASS_CONNREQ) {
+            ep->connreq = info->handle; /* fi_accept answers it; the endpoint owns it now */
+            ep->info->handle = NULL;
+        }
+    }
     ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
     ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
     ep->inline_max = d->uinfo.inline_max;
@@ -582,7 +638,7 @@ int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
     ep->ep.fid.context = context;
     ep->ep.fid.ops = &ep_fi_ops;
     ep->ep.ops = &ep_ops;
-    ep->ep.cm = &cm_ops;
+    ep->ep.cm = type == FI_EP_MSG ? &ulnfi_cm_ops : &cm_ops;
     ep->ep.msg = &ulnfi_msg_ops;
     ep->ep.tagged = &ulnfi_tagged_ops;
     ep->ep.rma = &ulnfi_rma_ops;

@@ -1,7 +1,7 @@
 /*
- * eq.c - event queues. An RDM endpoint of ulnet raises no connection events;
- * the EQ carries what the application writes (fi_eq_write) and is what an
- * AV or endpoint may be bound to.
+ * eq.c - event queues: the connection events of FI_EP_MSG endpoints and
+ * passive endpoints bound to them (cm.c, moved in as the EQ is read), and
+ * what the application writes (fi_eq_write). An RDM endpoint raises none.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +9,59 @@
 
 #include "ulnfi.h"
 
+static void ev_free(struct ulnfi_eqev *e)
+{
+    if (e->event == FI_CONNREQ && !e->is_err && e->len >= sizeof(struct fi_eq_cm_entry)) {
+        /* never read: the request's info (and handle) go with it */
+        struct fi_eq_cm_entry ent;
+        memcpy(&ent, e->data, sizeof(ent));
+        if (ent.info) free(ent.info->handle);
+        fi_freeinfo(ent.info);
+    }
+    free(e);
+}
+
+static void ev_append(struct ulnfi_eq *eq, struct ulnfi_eqev *e)
+{
+    pthread_mutex_lock(&eq->lock);
+    if (eq->tail)
+        eq->tail->next = e;
+    else
+        eq->head = e;
+    eq->tail = e;
+    pthread_mutex_unlock(&eq->lock);
+}
+
+int ulnfi_eq_post(struct ulnfi_eq *eq, uint32_t event, const void *entry, size_t len)
+{
+    struct ulnfi_eqev *e = calloc(1, sizeof(*e) + len);
+    if (!e) return -FI_ENOMEM;
+    e->event = event;
+    e->len = len;
+    memcpy(e->data, entry, len);
+    ev_append(eq, e);
+    return 0;
+}
+
+/* fi_eq(3): an error event, its connection data (a rejection's) as err_data. */
+int ulnfi_eq_post_err(struct ulnfi_eq *eq, fid_t fid, int err, const void *data, size_t len)
+{
+    struct ulnfi_eqev *e = calloc(1, sizeof(*e) + len);
+    if (!e) return -FI_ENOMEM;
+    e->is_err = true;
+    e->errent.fid = fid;
+    e->errent.err = err;
+    e->len = len;
+    memcpy(e->data, data, len);
+    ev_append(eq, e);
+    return 0;
+}
+
 static ssize_t eq_read(struct fid_eq *feq, uint32_t *event, void *buf, size_t len, uint64_t flags)
 {
     struct ulnfi_eq *eq = ulnfi_container(feq, struct ulnfi_eq, eq);
     pthread_mutex_lock(&eq->lock);
+    ulnfi_cm_poll(eq);
     struct ulnfi_eqev *e = eq->head;
     ssize_t rc;
     if (!e)
@@ -28,7 +77,7 @@ static ssize_t eq_read(struct fid_eq *feq, uint32_t *event, void *buf, size_t le
         if (!(flags & FI_PEEK)) {
             eq->head = e->next;
             if (!eq->head) eq->tail = NULL;
-            free(e);
+            free(e); /* a CONNREQ's info is the reader's now */
         }
     }
     pthread_mutex_unlock(&eq->lock);
@@ -39,10 +88,30 @@ static ssize_t eq_readerr(struct fid_eq *feq, struct fi_eq_err_entry *buf, uint6
 {
     struct ulnfi_eq *eq = ulnfi_container(feq, struct ulnfi_eq, eq);
     pthread_mutex_lock(&eq->lock);
+    ulnfi_cm_poll(eq);
     struct ulnfi_eqev *e = eq->head;
     ssize_t rc = -FI_EAGAIN;
     if (e && e->is_err) {
+        /* fi_eq(3) since 1.5: err_data into the caller's buffer when it gives
+         * one (err_data_size), else ours, good until the next readerr */
+        void *ud = buf->err_data;
+        size_t usz = buf->err_data_size;
         *buf = e->errent;
+        if (usz) {
+            size_t n = e->len < usz ? e->len : usz;
+            if (n) memcpy(ud, e->data, n);
+            buf->err_data = ud;
+            buf->err_data_size = n;
+        } else if (e->len) {
+            free(eq->err_data);
+            eq->err_data = malloc(e->len);
+            if (eq->err_data) memcpy(eq->err_data, e->data, e->len);
+            buf->err_data = eq->err_data;
+            buf->err_data_size = eq->err_data ? e->len : 0;
+        } else {
+            buf->err_data = NULL;
+            buf->err_data_size = 0;
+        }
         rc = sizeof(*buf);
         if (!(flags & FI_PEEK)) {
             eq->head = e->next;
@@ -58,19 +127,8 @@ static ssize_t eq_write(struct fid_eq *feq, uint32_t event, const void *buf, siz
                         uint64_t flags)
 {
     struct ulnfi_eq *eq = ulnfi_container(feq, struct ulnfi_eq, eq);
-    struct ulnfi_eqev *e = calloc(1, sizeof(*e) + len);
-    if (!e) return -FI_ENOMEM;
-    e->event = event;
-    e->len = len;
-    memcpy(e->data, buf, len);
-    pthread_mutex_lock(&eq->lock);
-    if (eq->tail)
-        eq->tail->next = e;
-    else
-        eq->head = e;
-    eq->tail = e;
-    pthread_mutex_unlock(&eq->lock);
-    return (ssize_t)len;
+    int rc = ulnfi_eq_post(eq, event, buf, len);
+    return rc ? rc : (ssize_t)len;
 }
 
 static ssize_t eq_sread(struct fid_eq *feq, uint32_t *event, void *buf, size_t len, int timeout,
@@ -122,8 +180,9 @@ static int eq_close(struct fid *fid)
     while (eq->head) {
         struct ulnfi_eqev *e = eq->head;
         eq->head = e->next;
-        free(e);
+        ev_free(e);
     }
+    free(eq->err_data);
     pthread_mutex_destroy(&eq->lock);
     free(eq);
     return 0;
@@ -144,7 +203,12 @@ int ulnfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid
         return -FI_ENOSYS;
     struct ulnfi_eq *eq = calloc(1, sizeof(*eq));
     if (!eq) return -FI_ENOMEM;
-    pthread_mutex_init(&eq->lock, NULL);
+    /* recursive: a read progresses the bound endpoints (cm.c), which post here */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&eq->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
     eq->fab = ulnfi_container(fabric, struct ulnfi_fabric, fab);
     eq->eq.fid.fclass = FI_CLASS_EQ;
     eq->eq.fid.context = context;

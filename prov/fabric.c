@@ -50,7 +50,7 @@ static int fabric_trywait(struct fid_fabric *fabric, struct fid **fids, int coun
 static struct fi_ops_fabric fabric_ops = {
     .size = sizeof(struct fi_ops_fabric),
     .domain = ulnfi_domain_open,
-    .passive_ep = ulnfi_no_passive_ep,
+    .passive_ep = ulnfi_passive_ep,
     .eq_open = ulnfi_eq_open,
     .wait_open = ulnfi_no_wait_open,
     .trywait = fabric_trywait,

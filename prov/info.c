@@ -38,6 +38,20 @@
     (FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |                       \
      FI_DELIVERY_COMPLETE | FI_MULTI_RECV)
 #define ULNFI_MAX_MSG (1ULL << 40)
+/* What each endpoint type offers. FI_EP_MSG: one peer, so no directed
+ * receives or sources. FI_EP_DGRAM: messages of one NAP, no RMA or atomics
+ * (fi_endpoint(3): datagram endpoints carry messages). */
+#define ULNFI_MSG_EP_CAPS (ULNFI_CAPS & ~(uint64_t)(FI_DIRECTED_RECV | FI_SOURCE))
+#define ULNFI_DGRAM_CAPS                                                                           \
+    (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_REMOTE_CQ_DATA |   \
+     FI_LOCAL_COMM | FI_REMOTE_COMM | FI_MULTI_RECV)
+
+static uint64_t type_caps(enum fi_ep_type type)
+{
+    return type == FI_EP_MSG     ? ULNFI_MSG_EP_CAPS
+           : type == FI_EP_DGRAM ? ULNFI_DGRAM_CAPS
+                                 : ULNFI_CAPS;
+}
 
 static bool subset(uint64_t want, uint64_t have)
 {
@@ -85,7 +99,9 @@ static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t
 static bool check_ep(const struct fi_ep_attr *h)
 {
     if (!h) return true;
-    if (h->type != FI_EP_UNSPEC && h->type != FI_EP_RDM) return false;
+    if (h->type != FI_EP_UNSPEC && h->type != FI_EP_RDM && h->type != FI_EP_MSG &&
+        h->type != FI_EP_DGRAM)
+        return false;
     if (h->protocol != FI_PROTO_UNSPEC) return false;
     if (h->max_msg_size > ULNFI_MAX_MSG) return false;
     if (h->msg_prefix_size) return false;
@@ -165,7 +181,7 @@ static int mr_mode(const struct fi_domain_attr *hd, uint64_t caps, uint32_t vers
 }
 
 static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint32_t version,
-                size_t inject, const struct ulnfi_limits *lim)
+                size_t inject, const struct ulnfi_limits *lim, enum fi_ep_type type)
 {
     fi->caps = caps;
     fi->mode = 0;
@@ -191,10 +207,11 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint
     rx->iov_limit = ULNFI_IOV_LIMIT;
 
     struct fi_ep_attr *ep = fi->ep_attr;
-    ep->type = FI_EP_RDM;
+    ep->type = type;
     ep->protocol = FI_PROTO_UNSPEC;
     ep->protocol_version = 1;
-    ep->max_msg_size = ULNFI_MAX_MSG;
+    /* a datagram is one NAP: no rendezvous behind it */
+    ep->max_msg_size = type == FI_EP_DGRAM ? inject : ULNFI_MAX_MSG;
     ep->max_order_raw_size = 0;
     ep->max_order_war_size = 0;
     ep->max_order_waw_size = 0;
@@ -373,18 +390,30 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
     rc = resolve(node, service, flags, hints, &ad);
     if (rc) return rc;
 
-    struct fi_info *fi = fi_allocinfo();
-    if (!fi) return -FI_ENOMEM;
-    rc = fill(fi, hints, caps, version, inject, &lim);
-    if (rc) {
-        fi_freeinfo(fi);
-        return rc;
+    /* One info per endpoint type the hints allow, RDM first (what most
+     * clients want when they name no type). */
+    static const enum fi_ep_type types[] = {FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM};
+    enum fi_ep_type want = hints && hints->ep_attr ? hints->ep_attr->type : FI_EP_UNSPEC;
+    struct fi_info *head = NULL, **tail = &head;
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        enum fi_ep_type t = types[i];
+        if (want != FI_EP_UNSPEC && want != t) continue;
+        if (hints && hints->caps && !subset(hints->caps, type_caps(t))) continue;
+        if (t == FI_EP_DGRAM && hints && hints->ep_attr && hints->ep_attr->max_msg_size > inject)
+            continue;
+        struct fi_info *fi = fi_allocinfo();
+        if (!fi) rc = -FI_ENOMEM;
+        if (!rc) rc = fill(fi, hints, caps & type_caps(t), version, inject, &lim, t);
+        if (!rc) rc = fill_addrs(fi, &ad);
+        if (rc) {
+            fi_freeinfo(fi);
+            fi_freeinfo(head);
+            return rc;
+        }
+        *tail = fi;
+        tail = &fi->next;
     }
-    rc = fill_addrs(fi, &ad);
-    if (rc) {
-        fi_freeinfo(fi);
-        return rc;
-    }
-    *info = fi;
+    if (!head) return not_supported("caps for the endpoint type");
+    *info = head;
     return 0;
 }

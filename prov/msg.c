@@ -72,6 +72,7 @@ ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
     size_t len = count == 1 ? iov[0].iov_len : ulnfi_iov_len(iov, count);
     bool inject = flags & FI_INJECT, silent = flags & ULNFI_INJECT_CALL;
     if (inject && len > ep->eager_max) return -FI_EINVAL;
+    if (ep->type == FI_EP_DGRAM && len > ep->eager_max) return -FI_EMSGSIZE; /* one NAP */
     struct ulnfi_domain *d = ep->dom;
     ulnfi_lock(d);
     if (!ep->enabled) {
@@ -394,6 +395,8 @@ static bool rx_one(struct ulnfi_ep *ep, const struct uln_cqe *c, bool taken)
     bool msg = h->pkt == ULNFI_PKT_EAGER || h->pkt == ULNFI_PKT_RTS;
     if (h->pkt == ULNFI_PKT_ACK) {
         ulnfi_rndv_ack(ep, c->peer, h);
+    } else if (h->pkt == ULNFI_PKT_CM) {
+        ulnfi_cm_rx(ep, c->peer, h, p, plen);
     } else if (msg && !ulnfi_ep_stale(ep, c->peer, h, p, plen) &&
                !arrive(ep, c->peer, h, p, plen)) {
         ep->rx_seq[c->peer] = seq; /* it comes again */

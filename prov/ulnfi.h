@@ -54,6 +54,7 @@ enum ulnfi_pkt {
     ULNFI_PKT_RTS,       /* rendezvous request: struct ulnfi_rts follows */
     ULNFI_PKT_ACK,       /* rendezvous done: hdr.data is the sender's cookie */
     ULNFI_PKT_PING,      /* nothing: a sender waiting for an ACK makes ulnet watch the peer */
+    ULNFI_PKT_CM,        /* FI_EP_MSG connection management: struct ulnfi_cm follows (cm.c) */
 };
 #define ULNFI_HF_TAGGED 0x1u
 #define ULNFI_HF_DATA   0x2u /* hdr.data is remote CQ data */
@@ -74,6 +75,21 @@ struct ulnfi_rts {
     struct {
         uint64_t key, len;
     } seg[ULNFI_RNDV_SEGS];
+};
+
+/* Connection management (cm.c): hdr.tag is the ULNFI_CM_* kind, hdr.data
+ * the connecting endpoint's cookie, echoed in the answer. */
+enum ulnfi_cm_kind {
+    ULNFI_CM_REQ = 1, /* client endpoint -> passive endpoint: name is the client's */
+    ULNFI_CM_ACCEPT,  /* server endpoint -> client: name is the server endpoint's */
+    ULNFI_CM_REJECT,  /* passive endpoint -> client */
+    ULNFI_CM_SHUTDOWN,
+};
+#define ULNFI_CM_DATA_MAX 256 /* FI_OPT_CM_DATA_SIZE */
+struct ulnfi_cm {
+    struct ulnfi_addr name;
+    uint32_t len; /* connection data that follows */
+    uint32_t resv;
 };
 
 /* The least nap_max the provider works with: a rendezvous request with all
@@ -141,6 +157,7 @@ struct ulnfi_av {
     fi_addr_t *by_peer; /* peer id -> fi_addr of the last inserted name, for FI_SOURCE */
     uint32_t *nslots;   /* peer id -> slots holding it (more than one: duplicates) */
     int refs;
+    bool keep_peers; /* an FI_EP_MSG endpoint's own: its peers stay inserted at close (cm.c) */
 };
 
 /* One completion waiting in a CQ (enough for every format and readfrom). */
@@ -180,8 +197,14 @@ struct ulnfi_cntr {
 struct ulnfi_eq {
     struct fid_eq eq;
     struct ulnfi_fabric *fab;
-    pthread_mutex_t lock;
-    int refs; /* endpoints bound to it (under lock): fi_close is -FI_EBUSY meanwhile */
+    pthread_mutex_t lock; /* recursive: reading progresses bound endpoints, which report here */
+    enum fi_wait_obj wait_obj;
+    int fd; /* FI_WAIT_FD: an eventfd readable while events wait */
+    struct ulnfi_ep *cm_eps[ULNFI_MAX_EPS_FI]; /* FI_EP_MSG endpoints bound: their events come
+                                                  in as the EQ is read (cm.c) */
+    int ncm;
+    void *err_data; /* the last error event's, when the reader gave no buffer */
+    int refs;       /* endpoints bound to it (under lock): fi_close is -FI_EBUSY meanwhile */
     struct ulnfi_eqev *head, *tail;
     struct ulnfi_eqev *err;
 };
@@ -193,6 +216,9 @@ struct ulnfi_eqev {
     struct fi_eq_err_entry errent;
     uint8_t data[];
 };
+/* An event into eq (its lock taken inside, recursively): entry is len bytes. */
+int ulnfi_eq_post(struct ulnfi_eq *eq, uint32_t event, const void *entry, size_t len);
+int ulnfi_eq_post_err(struct ulnfi_eq *eq, fid_t fid, int err, const void *data, size_t len);
 
 struct ulnfi_mr {
     struct fid_mr mr;
@@ -213,6 +239,7 @@ enum ulnfi_op_kind {
     ULNFI_OP_READ,
     ULNFI_OP_WRITE,
     ULNFI_OP_ATOMIC, /* its elements, one ulnet atomic each (atomic.c) */
+    ULNFI_OP_CM,     /* a connection-management NAP (cm.c): completes silently */
 };
 struct ulnfi_rseg {
     uint64_t key, off, len;
@@ -301,6 +328,26 @@ struct ulnfi_ep {
     uint16_t gen;              /* this life of the index: names carry it, arrivals must show it */
     uint64_t stale_refused;    /* messages for an earlier life of the index (ulnfi_ep_stale) */
     struct ulnfi_names *names; /* the name service, when the endpoint publishes its name */
+    /* FI_EP_MSG and FI_EP_DGRAM (cm.c) */
+    enum fi_ep_type type;
+    bool own_av;        /* av is the endpoint's own (FI_EP_MSG: its peer, its server) */
+    int cm_state;       /* ULNFI_CMS_* */
+    fi_addr_t conn;     /* the connected peer in av */
+    uint64_t cm_cookie; /* this connection attempt */
+    int cm_peer;        /* where CM messages go: the passive endpoint, then the peer */
+    uint16_t cm_gen;    /* their endpoint's life */
+    struct ulnfi_cmev *cm_head, *cm_tail; /* events for the EQ, moved there when it is read */
+    void *connreq;                        /* fi_info handle it was opened from (accept) */
+    struct ulnfi_pep *pep;                /* the passive endpoint this one serves, if internal */
+};
+enum { ULNFI_CMS_IDLE, ULNFI_CMS_CONNECTING, ULNFI_CMS_CONNECTED, ULNFI_CMS_SHUT };
+struct ulnfi_cmev {
+    struct ulnfi_cmev *next;
+    uint32_t event; /* FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN; 0: an error (err) */
+    int err;
+    struct fi_info *info; /* FI_CONNREQ */
+    size_t len;
+    uint8_t data[];
 };
 
 /* Flag of the fi_inject* calls, which complete with no CQ entry (fi_msg(3)).
@@ -346,9 +393,24 @@ int ulnfi_query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enu
                        struct fi_atomic_attr *attr, uint64_t flags);
 
 int ulnfi_errno(int uln_status); /* ulnet -errno -> -FI_E* */
+
+/* cm.c: passive endpoints and connections */
+int ulnfi_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep,
+                     void *context);
+extern struct fi_ops_cm ulnfi_cm_ops;
+void ulnfi_cm_rx(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, const void *p,
+                 size_t plen);
+/* Events of the endpoints bound to eq, into it (eq's lock held). */
+void ulnfi_cm_poll(struct ulnfi_eq *eq);
+int ulnfi_cm_bind(struct ulnfi_ep *ep, struct ulnfi_eq *eq);
+void ulnfi_cm_unbind(struct ulnfi_ep *ep);
+int ulnfi_cm_getopt(struct ulnfi_ep *ep, int optname, void *optval, size_t *optlen);
 void ulnfi_progress(struct ulnfi_domain *d);
 
 /* av.c */
+/* An endpoint's own AV (FI_EP_MSG): a name in, the domain lock held. */
+int ulnfi_av_insert_locked(struct ulnfi_av *av, const struct ulnfi_addr *name, fi_addr_t *fa);
+int ulnfi_av_peer_raw(struct ulnfi_av *av, fi_addr_t addr, int *peer);
 int ulnfi_av_peer(struct ulnfi_ep *ep, fi_addr_t addr, int *rank);
 uint16_t ulnfi_av_gen(struct ulnfi_ep *ep, fi_addr_t addr); /* after ulnfi_av_peer succeeded */
 fi_addr_t ulnfi_av_src(struct ulnfi_av *av, int rank);
@@ -377,6 +439,11 @@ void ulnfi_cq_put_err(struct ulnfi_cq *cq, void *context, uint64_t flags, size_t
                       uint64_t tag, size_t olen, int fi_err, int prov_errno, fi_addr_t src);
 void ulnfi_cntr_inc(struct ulnfi_cntr *c);
 void ulnfi_cntr_inc_err(struct ulnfi_cntr *c);
+
+/* ep.c: enabling (the domain lock taken inside), names */
+int ulnfi_ep_enable(struct ulnfi_ep *ep);
+int ulnfi_ep_name(struct ulnfi_ep *ep, struct ulnfi_addr *a); /* the full name */
+int ulnfi_ep_getname(struct ulnfi_ep *ep, void *addr, size_t *addrlen);
 
 /* ep.c: operations and their completion */
 struct ulnfi_op *ulnfi_op_get(struct ulnfi_ep *ep, size_t buf_len);

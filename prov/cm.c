@@ -1,0 +1,572 @@
+/*
+ * cm.c - FI_EP_MSG: passive endpoints and connections (fi_cm(3)) over
+ * ulnet's dynamic peers.
+ *
+ * A connected endpoint is an RDM endpoint of ours with an AV of its own that
+ * holds its one peer; every data call goes to that peer whatever address it
+ * is given. Connection management is a few NAPs of type ULNFI_PKT_CM on the
+ * endpoints themselves, in order with the data:
+ *   client endpoint  --REQ (its name, cookie, data)-->    passive endpoint
+ *   server endpoint  --ACCEPT (its name, cookie, data)--> client endpoint
+ *   passive endpoint --REJECT (cookie, data)-->           client endpoint
+ *   either           --SHUTDOWN-->                        the other
+ * A passive endpoint is an internal endpoint of an internal domain; its name
+ * is what fi_getname gives and, with a service in fi_getinfo, what the name
+ * service publishes (names.c), so fi_getinfo(node, service) gives clients the
+ * dest_addr fi_connect takes.
+ *
+ * Events: progress runs under the domain lock, where the EQ's lock must not
+ * be taken (an EQ reader takes the EQ lock, then the domain's). So arriving
+ * CM messages leave events on their endpoint, and reading the EQ moves them
+ * in after a progress pass of each bound endpoint's domain.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ulnfi.h"
+
+struct ulnfi_pep {
+    struct fid_pep pep;
+    struct fid_fabric *fabric;
+    struct fi_info *info;
+    struct fid_domain *dom;
+    struct fid_cq *cq;
+    struct fid_ep *iep; /* the internal endpoint that takes requests */
+    struct ulnfi_eq *eq;
+    bool listening;
+};
+
+/* fi_info::handle of an FI_CONNREQ: whom fi_accept or fi_reject answers. */
+struct ulnfi_connreq {
+    struct fid fid;
+    struct ulnfi_addr client;
+    uint64_t cookie;
+};
+
+static _Atomic uint64_t cookies;
+
+static struct ulnfi_ep *pep_ep(struct ulnfi_pep *p)
+{
+    return ulnfi_container(p->iep, struct ulnfi_ep, ep);
+}
+
+/* ---- events ------------------------------------------------------------------------------- */
+
+static struct ulnfi_cmev *ev_new(uint32_t event, int err, const void *data, size_t len)
+{
+    struct ulnfi_cmev *e = calloc(1, sizeof(*e) + len);
+    if (!e) return NULL;
+    e->event = event;
+    e->err = err;
+    e->len = len;
+    if (len) memcpy(e->data, data, len);
+    return e;
+}
+
+/* Under the domain lock. */
+static void ev_add(struct ulnfi_ep *ep, struct ulnfi_cmev *e)
+{
+    if (!e) {
+        FI_WARN(&ulnfi_prov, FI_LOG_EP_CTRL, "no memory for a connection event: lost\n");
+        return;
+    }
+    if (ep->cm_tail)
+        ep->cm_tail->next = e;
+    else
+        ep->cm_head = e;
+    ep->cm_tail = e;
+}
+
+static fid_t ev_fid(struct ulnfi_ep *ep)
+{
+    return ep->pep ? &ep->pep->pep.fid : &ep->ep.fid;
+}
+
+void ulnfi_cm_poll(struct ulnfi_eq *eq)
+{
+    for (int i = 0; i < eq->ncm; i++) {
+        struct ulnfi_ep *ep = eq->cm_eps[i];
+        ulnfi_lock(ep->dom);
+        if (ep->enabled) ulnfi_progress(ep->dom);
+        struct ulnfi_cmev *e = ep->cm_head;
+        ep->cm_head = ep->cm_tail = NULL;
+        ulnfi_unlock(ep->dom);
+        while (e) {
+            struct ulnfi_cmev *next = e->next;
+            if (e->err) {
+                ulnfi_eq_post_err(eq, ev_fid(ep), e->err, e->data, e->len);
+            } else {
+                struct fi_eq_cm_entry *ent = calloc(1, sizeof(*ent) + e->len);
+                if (ent) {
+                    ent->fid = ev_fid(ep);
+                    ent->info = e->info;
+                    memcpy(ent->data, e->data, e->len);
+                    ulnfi_eq_post(eq, e->event, ent, sizeof(*ent) + e->len);
+                    free(ent);
+                }
+            }
+            free(e);
+            e = next;
+        }
+    }
+}
+
+int ulnfi_cm_bind(struct ulnfi_ep *ep, struct ulnfi_eq *eq)
+{
+    pthread_mutex_lock(&eq->lock);
+    int rc = eq->ncm < ULNFI_MAX_EPS_FI ? 0 : -FI_ENOSPC;
+    if (!rc) eq->cm_eps[eq->ncm++] = ep;
+    pthread_mutex_unlock(&eq->lock);
+    return rc;
+}
+
+void ulnfi_cm_unbind(struct ulnfi_ep *ep)
+{
+    struct ulnfi_eq *eq = ep->eq;
+    if (!eq) return;
+    pthread_mutex_lock(&eq->lock);
+    for (int i = 0; i < eq->ncm; i++)
+        if (eq->cm_eps[i] == ep) eq->cm_eps[i] = eq->cm_eps[--eq->ncm];
+    pthread_mutex_unlock(&eq->lock);
+    while (ep->cm_head) {
+        struct ulnfi_cmev *e = ep->cm_head;
+        ep->cm_head = e->next;
+        fi_freeinfo(e->info);
+        free(e);
+    }
+}
+
+/* ---- the messages ---------------------------------------------------------------------------- */
+
+/* Under the domain lock. A NAP of its own: the operation completes silently. */
+static int cm_send(struct ulnfi_ep *ep, int peer, uint16_t dgen, int kind, uint64_t cookie,
+                   const struct ulnfi_addr *name, const void *data, size_t len)
+{
+    size_t total = sizeof(struct ulnfi_hdr) + sizeof(struct ulnfi_cm) + len;
+    struct ulnfi_op *op = ulnfi_op_get(ep, total);
+    if (!op) return -FI_ENOMEM;
+    op->kind = ULNFI_OP_CM;
+    op->pending = 1;
+    struct ulnfi_hdr h = {.pkt = ULNFI_PKT_CM,
+                          .dgen = dgen,
+                          .seq = ep->tx_seq[peer],
+                          .tag = (uint64_t)kind,
+                          .data = cookie};
+    struct ulnfi_cm cm = {.len = (uint32_t)len};
+    if (name) cm.name = *name;
+    memcpy(op->buf, &h, sizeof(h));
+    memcpy(op->buf + sizeof(h), &cm, sizeof(cm));
+    if (len) memcpy(op->buf + sizeof(h) + sizeof(cm), data, len);
+    FI_INFO(&ulnfi_prov, FI_LOG_EP_CTRL, "endpoint %d: cm %d to peer %d (life %u)\n", ep->index,
+            kind, peer, (unsigned)dgen);
+    int rc = uln_nap(ep->uep, peer, op->buf, total, (uintptr_t)op, 0);
+    if (rc == -EAGAIN) {
+        ulnfi_progress(ep->dom);
+        rc = uln_nap(ep->uep, peer, op->buf, total, (uintptr_t)op, 0);
+    }
+    if (rc) {
+        ulnfi_op_put(op);
+        return ulnfi_errno(rc);
+    }
+    ep->tx_seq[peer]++;
+    return 0;
+}
+
+/* A request at a passive endpoint's internal endpoint: an FI_CONNREQ whose
+ * info names the client (dest_addr) and carries the handle to answer. */
+static void on_req(struct ulnfi_ep *ep, const struct ulnfi_hdr *h, const struct ulnfi_cm *cm,
+                   const void *data)
+{
+    struct ulnfi_pep *p = ep->pep;
+    if (!p || !p->listening || ulnfi_name_check(&cm->name)) return;
+    struct ulnfi_connreq *cr = calloc(1, sizeof(*cr));
+    struct fi_info *info = fi_dupinfo(p->info);
+    struct ulnfi_cmev *e = ev_new(FI_CONNREQ, 0, data, cm->len);
+    struct ulnfi_addr *dest = malloc(sizeof(*dest));
+    if (!cr || !info || !e || !dest) {
+        free(cr);
+        fi_freeinfo(info);
+        free(e);
+        free(dest);
+        FI_WARN(&ulnfi_prov, FI_LOG_EP_CTRL, "no memory for a connection request: dropped\n");
+        return;
+    }
+    cr->fid.fclass = FI_CLASS_CONNREQ;
+    cr->client = cm->name;
+    cr->cookie = h->data;
+    /* the endpoint made from it is a new one: no source to publish at */
+    free(info->src_addr);
+    info->src_addr = NULL;
+    info->src_addrlen = 0;
+    free(info->dest_addr);
+    *dest = cm->name;
+    info->dest_addr = dest;
+    info->dest_addrlen = sizeof(*dest);
+    info->handle = &cr->fid;
+    e->info = info;
+    ev_add(ep, e);
+}
+
+static int add_peer(struct ulnfi_ep *ep, const struct ulnfi_addr *name, fi_addr_t *fa)
+{
+    /* the AV takes the domain lock itself: the caller holds it (recursive
+     * only where the domain locks), so insert through uln_peer_insert's
+     * caller in av.c without it */
+    return ulnfi_av_insert_locked(ep->av, name, fa);
+}
+
+static void on_accept(struct ulnfi_ep *ep, const struct ulnfi_hdr *h, const struct ulnfi_cm *cm,
+                      const void *data)
+{
+    if (ep->cm_state != ULNFI_CMS_CONNECTING || h->data != ep->cm_cookie) return;
+    fi_addr_t fa;
+    if (ulnfi_name_check(&cm->name) || add_peer(ep, &cm->name, &fa)) {
+        ep->cm_state = ULNFI_CMS_SHUT;
+        ev_add(ep, ev_new(0, FI_ECONNREFUSED, NULL, 0));
+        return;
+    }
+    ep->conn = fa;
+    ulnfi_av_peer_raw(ep->av, fa, &ep->cm_peer);
+    ep->cm_gen = cm->name.gen;
+    ep->cm_state = ULNFI_CMS_CONNECTED;
+    ulnfi_rx_resolve(ep);
+    ev_add(ep, ev_new(FI_CONNECTED, 0, data, cm->len));
+}
+
+static void on_reject(struct ulnfi_ep *ep, const struct ulnfi_hdr *h, const struct ulnfi_cm *cm,
+                      const void *data)
+{
+    if (ep->cm_state != ULNFI_CMS_CONNECTING || h->data != ep->cm_cookie) return;
+    ep->cm_state = ULNFI_CMS_SHUT;
+    ev_add(ep, ev_new(0, FI_ECONNREFUSED, data, cm->len));
+}
+
+static void shut(struct ulnfi_ep *ep)
+{
+    if (ep->cm_state == ULNFI_CMS_SHUT) return;
+    ep->cm_state = ULNFI_CMS_SHUT;
+    ev_add(ep, ev_new(FI_SHUTDOWN, 0, NULL, 0));
+}
+
+void ulnfi_cm_rx(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, const void *p,
+                 size_t plen)
+{
+    struct ulnfi_cm cm;
+    if (plen < sizeof(cm)) return;
+    memcpy(&cm, p, sizeof(cm));
+    if (cm.len > ULNFI_CM_DATA_MAX || cm.len > plen - sizeof(cm)) return;
+    const void *data = (const uint8_t *)p + sizeof(cm);
+    FI_INFO(&ulnfi_prov, FI_LOG_EP_CTRL,
+            "endpoint %d (life %u): cm %u from peer %d (for life %u)\n", ep->index,
+            (unsigned)ep->gen, (unsigned)h->tag, peer, (unsigned)h->dgen);
+    if (h->dgen != ep->gen) return; /* for an earlier life of the index */
+    switch (h->tag) {
+    case ULNFI_CM_REQ:
+        on_req(ep, h, &cm, data);
+        break;
+    case ULNFI_CM_ACCEPT:
+        on_accept(ep, h, &cm, data);
+        break;
+    case ULNFI_CM_REJECT:
+        on_reject(ep, h, &cm, data);
+        break;
+    case ULNFI_CM_SHUTDOWN:
+        if (ep->cm_state == ULNFI_CMS_CONNECTED && peer == ep->cm_peer) shut(ep);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- fi_ops_cm of active endpoints --------------------------------------------------------------
+ */
+
+static struct ulnfi_ep *msg_ep(struct fid_ep *fep)
+{
+    struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
+    return ep->type == FI_EP_MSG ? ep : NULL;
+}
+
+static int cm_connect(struct fid_ep *fep, const void *addr, const void *param, size_t len)
+{
+    struct ulnfi_ep *ep = msg_ep(fep);
+    if (!ep) return -FI_EOPNOTSUPP;
+    if (len > ULNFI_CM_DATA_MAX || (len && !param) || !addr) return -FI_EINVAL;
+    struct ulnfi_addr name;
+    size_t stride;
+    if (ulnfi_name_get(addr, &name, &stride)) return -FI_EINVAL;
+    if (!ep->eq) return -FI_ENOEQ;
+    int rc = ulnfi_ep_enable(ep);
+    if (rc) return rc;
+    ulnfi_lock(ep->dom);
+    if (ep->cm_state != ULNFI_CMS_IDLE) {
+        ulnfi_unlock(ep->dom);
+        return -FI_EOPBADSTATE; /* fi_cm(3): once in an endpoint's life */
+    }
+    fi_addr_t fa;
+    rc = add_peer(ep, &name, &fa);
+    if (!rc) rc = ulnfi_av_peer_raw(ep->av, fa, &ep->cm_peer);
+    if (!rc) {
+        struct ulnfi_addr me;
+        ep->cm_cookie = atomic_fetch_add_explicit(&cookies, 1, memory_order_relaxed) << 16 |
+                        ep->gen; /* relaxed: only distinctness matters */
+        rc = ulnfi_ep_name(ep, &me);
+        if (!rc)
+            rc = cm_send(ep, ep->cm_peer, name.gen, ULNFI_CM_REQ, ep->cm_cookie, &me, param, len);
+    }
+    if (!rc) ep->cm_state = ULNFI_CMS_CONNECTING;
+    ulnfi_unlock(ep->dom);
+    return rc;
+}
+
+static int cm_accept(struct fid_ep *fep, const void *param, size_t len)
+{
+    struct ulnfi_ep *ep = msg_ep(fep);
+    if (!ep) return -FI_EOPNOTSUPP;
+    if (len > ULNFI_CM_DATA_MAX || (len && !param)) return -FI_EINVAL;
+    struct ulnfi_connreq *cr = ep->connreq;
+    if (!cr) return -FI_EOPBADSTATE;
+    if (!ep->eq) return -FI_ENOEQ;
+    int rc = ulnfi_ep_enable(ep);
+    if (rc) return rc;
+    ulnfi_lock(ep->dom);
+    if (ep->cm_state != ULNFI_CMS_IDLE) {
+        ulnfi_unlock(ep->dom);
+        return -FI_EOPBADSTATE;
+    }
+    fi_addr_t fa;
+    struct ulnfi_addr me;
+    rc = add_peer(ep, &cr->client, &fa);
+    if (!rc) rc = ulnfi_av_peer_raw(ep->av, fa, &ep->cm_peer);
+    if (!rc) rc = ulnfi_ep_name(ep, &me);
+    if (!rc)
+        rc = cm_send(ep, ep->cm_peer, cr->client.gen, ULNFI_CM_ACCEPT, cr->cookie, &me, param, len);
+    if (!rc) {
+        ep->conn = fa;
+        ep->cm_gen = cr->client.gen;
+        ep->cm_state = ULNFI_CMS_CONNECTED;
+        ulnfi_rx_resolve(ep);
+        /* reliable and in order: the client is connected once the ACCEPT
+         * arrives, before anything sent after it */
+        ev_add(ep, ev_new(FI_CONNECTED, 0, NULL, 0));
+        ep->connreq = NULL;
+        free(cr);
+    }
+    ulnfi_unlock(ep->dom);
+    return rc;
+}
+
+static int cm_shutdown(struct fid_ep *fep, uint64_t flags)
+{
+    struct ulnfi_ep *ep = msg_ep(fep);
+    if (!ep) return -FI_EOPNOTSUPP;
+    ulnfi_lock(ep->dom);
+    int rc = 0;
+    if (ep->cm_state == ULNFI_CMS_CONNECTED) {
+        rc = cm_send(ep, ep->cm_peer, ep->cm_gen, ULNFI_CM_SHUTDOWN, 0, NULL, NULL, 0);
+        shut(ep); /* fi_cm(3): both sides see FI_SHUTDOWN */
+    } else if (ep->cm_state != ULNFI_CMS_SHUT) {
+        rc = -FI_ENOTCONN;
+    }
+    ulnfi_unlock(ep->dom);
+    return rc;
+}
+
+static int cm_getpeer(struct fid_ep *fep, void *addr, size_t *addrlen)
+{
+    struct ulnfi_ep *ep = msg_ep(fep);
+    if (!ep) return -FI_ENOSYS;
+    if (ep->cm_state != ULNFI_CMS_CONNECTED) return -FI_ENOTCONN;
+    size_t room = *addrlen;
+    *addrlen = sizeof(struct ulnfi_addr);
+    if (room < sizeof(struct ulnfi_addr)) return -FI_ETOOSMALL;
+    ulnfi_lock(ep->dom);
+    memcpy(addr, &ep->av->tab[ep->conn], sizeof(struct ulnfi_addr));
+    ulnfi_unlock(ep->dom);
+    return 0;
+}
+
+static int no_setname(fid_t fid, void *addr, size_t addrlen)
+{
+    return -FI_ENOSYS;
+}
+static int no_listen(struct fid_pep *pep)
+{
+    return -FI_EOPNOTSUPP;
+}
+static int no_reject(struct fid_pep *pep, fid_t h, const void *param, size_t len)
+{
+    return -FI_EOPNOTSUPP;
+}
+static int no_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc,
+                   void *context)
+{
+    return -FI_ENOSYS;
+}
+
+static int ep_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+    return ulnfi_ep_getname(ulnfi_container(fid, struct ulnfi_ep, ep.fid), addr, addrlen);
+}
+
+struct fi_ops_cm ulnfi_cm_ops = {
+    .size = sizeof(struct fi_ops_cm),
+    .setname = no_setname,
+    .getname = ep_getname,
+    .getpeer = cm_getpeer,
+    .connect = cm_connect,
+    .listen = no_listen,
+    .accept = cm_accept,
+    .reject = no_reject,
+    .shutdown = cm_shutdown,
+    .join = no_join,
+};
+
+int ulnfi_cm_getopt(struct ulnfi_ep *ep, int optname, void *optval, size_t *optlen)
+{
+    if (optname != FI_OPT_CM_DATA_SIZE) return -FI_ENOPROTOOPT;
+    if (*optlen < sizeof(size_t)) return -FI_ETOOSMALL;
+    *(size_t *)optval = ULNFI_CM_DATA_MAX;
+    *optlen = sizeof(size_t);
+    return 0;
+}
+
+/* ---- passive endpoints
+ * ---------------------------------------------------------------------------- */
+
+static int pep_close(struct fid *fid)
+{
+    struct ulnfi_pep *p = ulnfi_container(fid, struct ulnfi_pep, pep.fid);
+    if (p->iep) fi_close(&p->iep->fid);
+    if (p->cq) fi_close(&p->cq->fid);
+    if (p->dom) fi_close(&p->dom->fid);
+    fi_freeinfo(p->info);
+    free(p);
+    return 0;
+}
+
+static int pep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+    struct ulnfi_pep *p = ulnfi_container(fid, struct ulnfi_pep, pep.fid);
+    if (bfid->fclass != FI_CLASS_EQ) return -FI_EINVAL;
+    if (p->eq) return -FI_EINVAL;
+    int rc = fi_ep_bind(p->iep, bfid, 0);
+    if (!rc) p->eq = ulnfi_container(bfid, struct ulnfi_eq, eq.fid);
+    return rc;
+}
+
+static struct fi_ops pep_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = pep_close,
+    .bind = pep_bind,
+    .control = ulnfi_no_control,
+    .ops_open = ulnfi_no_ops_open,
+};
+
+static int pep_listen(struct fid_pep *fpep)
+{
+    struct ulnfi_pep *p = ulnfi_container(fpep, struct ulnfi_pep, pep);
+    if (!p->eq) return -FI_ENOEQ;
+    int rc = fi_enable(p->iep);
+    if (!rc) p->listening = true;
+    return rc;
+}
+
+static int pep_reject(struct fid_pep *fpep, fid_t handle, const void *param, size_t len)
+{
+    struct ulnfi_pep *p = ulnfi_container(fpep, struct ulnfi_pep, pep);
+    if (!handle || handle->fclass != FI_CLASS_CONNREQ) return -FI_EINVAL;
+    if (len > ULNFI_CM_DATA_MAX || (len && !param)) return -FI_EINVAL;
+    struct ulnfi_connreq *cr = ulnfi_container(handle, struct ulnfi_connreq, fid);
+    struct ulnfi_ep *ep = pep_ep(p);
+    ulnfi_lock(ep->dom);
+    fi_addr_t fa;
+    int peer;
+    int rc = add_peer(ep, &cr->client, &fa);
+    if (!rc) rc = ulnfi_av_peer_raw(ep->av, fa, &peer);
+    if (!rc) rc = cm_send(ep, peer, cr->client.gen, ULNFI_CM_REJECT, cr->cookie, NULL, param, len);
+    ulnfi_unlock(ep->dom);
+    free(cr);
+    return rc;
+}
+
+static int pep_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+    struct ulnfi_pep *p = ulnfi_container(fid, struct ulnfi_pep, pep.fid);
+    return ulnfi_ep_getname(pep_ep(p), addr, addrlen);
+}
+
+static struct fi_ops_cm pep_cm_ops = {
+    .size = sizeof(struct fi_ops_cm),
+    .setname = no_setname,
+    .getname = pep_getname,
+    .getpeer = (void *)cm_getpeer,
+    .connect = (void *)cm_connect,
+    .listen = pep_listen,
+    .accept = (void *)cm_accept,
+    .reject = pep_reject,
+    .shutdown = (void *)cm_shutdown,
+    .join = no_join,
+};
+
+static int pep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
+{
+    if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+    return ulnfi_cm_getopt(NULL, optname, optval, optlen);
+}
+static int pep_setopt(fid_t fid, int level, int optname, const void *optval, size_t optlen)
+{
+    return -FI_ENOPROTOOPT;
+}
+
+static ssize_t pep_cancel(fid_t fid, void *context)
+{
+    return -FI_ENOENT;
+}
+static int pep_ctx(struct fid_ep *sep, int index, void *attr, struct fid_ep **out, void *context)
+{
+    return -FI_ENOSYS;
+}
+static ssize_t pep_left(struct fid_ep *ep)
+{
+    return -FI_ENOSYS;
+}
+
+static struct fi_ops_ep pep_ep_ops = {
+    .size = sizeof(struct fi_ops_ep),
+    .cancel = pep_cancel,
+    .getopt = pep_getopt,
+    .setopt = pep_setopt,
+    .tx_ctx = (void *)pep_ctx,
+    .rx_ctx = (void *)pep_ctx,
+    .rx_size_left = pep_left,
+    .tx_size_left = pep_left,
+};
+
+int ulnfi_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **out,
+                     void *context)
+{
+    if (!info || !info->ep_attr || info->ep_attr->type != FI_EP_MSG) return -FI_EINVAL;
+    struct ulnfi_pep *p = calloc(1, sizeof(*p));
+    if (!p) return -FI_ENOMEM;
+    p->fabric = fabric;
+    p->info = fi_dupinfo(info);
+    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE, .size = 64};
+    int rc = p->info ? 0 : -FI_ENOMEM;
+    if (!rc) rc = fi_domain(fabric, p->info, &p->dom, NULL);
+    if (!rc) rc = fi_cq_open(p->dom, &ca, &p->cq, NULL);
+    if (!rc) rc = fi_endpoint(p->dom, p->info, &p->iep, NULL);
+    if (!rc) rc = fi_ep_bind(p->iep, &p->cq->fid, FI_TRANSMIT | FI_RECV);
+    if (rc) {
+        pep_close(&p->pep.fid);
+        return rc;
+    }
+    pep_ep(p)->pep = p;
+    p->pep.fid.fclass = FI_CLASS_PEP;
+    p->pep.fid.context = context;
+    p->pep.fid.ops = &pep_fi_ops;
+    p->pep.ops = &pep_ep_ops;
+    p->pep.cm = &pep_cm_ops;
+    *out = &p->pep;
+    return 0;
+}
