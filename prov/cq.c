@@ -221,6 +221,7 @@ static int cq_close(struct fid *fid)
         if (d->cqs[i] == cq) d->cqs[i] = d->cqs[--d->ncqs];
     d->refs--;
     ulnfi_unlock(d);
+    if (cq->wait_set) ulnfi_wait_del(cq->wait_set, cq);
     uln_cq_close(cq->ucq);
     while (cq->err_head) {
         struct ulnfi_cqerr *e = cq->err_head;
@@ -273,8 +274,9 @@ int ulnfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid
     if (!attr) return -FI_EINVAL;
     if (attr->format > FI_CQ_FORMAT_TAGGED) return -FI_EINVAL;
     if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC &&
-        attr->wait_obj != FI_WAIT_FD)
-        return -FI_ENOSYS; /* FI_WAIT_SET/MUTEX_COND: docs/provider.md */
+        attr->wait_obj != FI_WAIT_FD && attr->wait_obj != FI_WAIT_SET)
+        return -FI_ENOSYS; /* FI_WAIT_MUTEX_COND, FI_WAIT_YIELD: docs/provider.md */
+    if (attr->wait_obj == FI_WAIT_SET && !attr->wait_set) return -FI_EINVAL;
     if (attr->flags & FI_AFFINITY) return -FI_ENOSYS;
     if (attr->wait_cond != FI_CQ_COND_NONE) return -FI_ENOSYS;
     if (d->ncqs == (int)(sizeof(d->cqs) / sizeof(d->cqs[0]))) return -FI_ENOSPC;
@@ -304,6 +306,17 @@ int ulnfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid
     cq->cq.fid.context = context;
     cq->cq.fid.ops = &cq_fi_ops;
     cq->cq.ops = &cq_ops;
+    if (cq->wait_obj ==
+        FI_WAIT_SET) { /* before the domain lock: fi_wait takes it inside the set's */
+        rc = ulnfi_wait_add(attr->wait_set, cq);
+        if (rc) {
+            uln_cq_close(cq->ucq);
+            free(cq->ring);
+            free(cq);
+            return rc;
+        }
+        cq->wait_set = attr->wait_set;
+    }
     ulnfi_lock(d);
     d->cqs[d->ncqs++] = cq;
     d->refs++;

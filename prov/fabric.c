@@ -52,7 +52,7 @@ static struct fi_ops_fabric fabric_ops = {
     .domain = ulnfi_domain_open,
     .passive_ep = ulnfi_passive_ep,
     .eq_open = ulnfi_eq_open,
-    .wait_open = ulnfi_no_wait_open,
+    .wait_open = ulnfi_wait_open,
     .trywait = fabric_trywait,
 };
 

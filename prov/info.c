@@ -11,6 +11,7 @@
  * depth, found the same way. Settings uln_open would refuse: no info.
  */
 #include <stdlib.h>
+#include <netdb.h>
 #include <string.h>
 
 #include "ulnfi.h"
@@ -37,7 +38,8 @@
 #define ULNFI_OP_FLAGS                                                                             \
     (FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |                       \
      FI_DELIVERY_COMPLETE | FI_MULTI_RECV)
-#define ULNFI_MAX_MSG (1ULL << 40)
+#define ULNFI_MAX_MSG        (1ULL << 40)
+#define ULNFI_CORE_PROV_ONLY (1ULL << 59) /* libfabric's internal flag, ofi.h */
 /* What each endpoint type offers. FI_EP_MSG: one peer, so no directed
  * receives or sources. FI_EP_DGRAM: messages of one NAP, no RMA or atomics
  * (fi_endpoint(3): datagram endpoints carry messages). */
@@ -306,6 +308,21 @@ static bool chosen_by_name(const struct fi_info *h)
     return env && env[0] != '^' && strstr(env, ULNFI_NAME);
 }
 
+/* fi_getinfo(3) takes a node without a service. A ulnet name is not made
+ * from a host, and with no port there is no name service to ask, so the
+ * info carries no dest_addr (the client exchanges names itself, as fabtests'
+ * fi_multi_ep does); the node must still be a host, as with every provider:
+ * one that does not resolve is -FI_ENODATA. */
+static int node_resolves(const char *node)
+{
+    struct addrinfo *res = NULL, hint = {.ai_socktype = SOCK_STREAM};
+    int rc = getaddrinfo(node, NULL, &hint, &res);
+    if (res) freeaddrinfo(res);
+    if (!rc) return 0;
+    FI_INFO(&ulnfi_prov, FI_LOG_CORE, "%s: %s\n", node, gai_strerror(rc));
+    return -FI_ENODATA;
+}
+
 static int resolve(const char *node, const char *service, uint64_t flags, const struct fi_info *h,
                    struct addrs *ad)
 {
@@ -323,6 +340,7 @@ static int resolve(const char *node, const char *service, uint64_t flags, const 
     }
     if (flags & FI_SOURCE) return service ? ulnfi_names_source(node, service, &ad->src) : 0;
     if (!node && !service) return 0;
+    if (!service) return node_resolves(node); /* no port to ask: no dest_addr */
     if (!chosen_by_name(h)) {
         FI_INFO(&ulnfi_prov, FI_LOG_CORE,
                 "%s:%s: no name lookup unless ulnet is asked for by name\n", node ? node : "",
@@ -367,6 +385,12 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
                   const struct fi_info *hints, struct fi_info **info)
 {
     *info = NULL;
+    /* libfabric's utility providers (rxm over MSG, rxd over DGRAM) ask their
+     * cores with this flag (ofi.h's OFI_CORE_PROV_ONLY): ulnet offers RDM
+     * itself, and being layered would only list "ulnet;ofi_rxm" beside it
+     * (and have ulnet say on stderr, once per utility provider, why it
+     * refuses settings). */
+    if (flags & ULNFI_CORE_PROV_ONLY) return -FI_ENODATA;
     uint64_t caps = pick_caps(hints);
     const char *why = hints ? unmet_always(hints) : NULL;
     if (why) return not_supported(why);

@@ -177,8 +177,9 @@ struct ulnfi_cq {
     struct uln_cq *ucq;
     enum fi_cq_format format;
     enum fi_wait_obj wait_obj;
-    int fd;                  /* FI_WAIT_FD: uln_cq_fd */
-    size_t cap, head, count; /* ring of entries */
+    int fd;                    /* FI_WAIT_FD: uln_cq_fd */
+    struct fid_wait *wait_set; /* FI_WAIT_SET: the set it is in (wait.c) */
+    size_t cap, head, count;   /* ring of entries */
     struct ulnfi_cqent *ring;
     struct ulnfi_cqerr *err_head, *err_tail;
     size_t overflow; /* entries dropped because the ring was full (never should be) */
@@ -393,6 +394,11 @@ int ulnfi_query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enu
                        struct fi_atomic_attr *attr, uint64_t flags);
 
 int ulnfi_errno(int uln_status); /* ulnet -errno -> -FI_E* */
+
+/* wait.c: wait sets; a CQ opened with one is its member until it closes */
+int ulnfi_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr, struct fid_wait **out);
+int ulnfi_wait_add(struct fid_wait *w, struct ulnfi_cq *cq);
+void ulnfi_wait_del(struct fid_wait *w, struct ulnfi_cq *cq);
 
 /* cm.c: passive endpoints and connections */
 int ulnfi_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep,

@@ -19,10 +19,13 @@ for want in "prov_name: ulnet" "type: FI_EP_RDM" "FI_TAGGED" "FI_REMOTE_CQ_DATA"
     "iov_limit: 4" "threading: FI_THREAD_SAFE" "msg_order: \[ FI_ORDER_SAS \]"; do
     echo "$out" | grep -q "$want" || { echo "fi_info -v lacks: $want"; exit 1; }
 done
-if fi_info -p ulnet -t FI_EP_MSG >/dev/null 2>&1; then
-    echo "fi_info -p ulnet -t FI_EP_MSG listed something: only RDM is offered"
-    exit 1
-fi
+# connected and datagram endpoints; the datagram's largest message is one
+# NAP (the eager limit); no utility provider is layered over ulnet
+fi_info -p ulnet -t FI_EP_MSG | grep -q "type: FI_EP_MSG" || { echo "no FI_EP_MSG"; exit 1; }
+dg=$(fi_info -p ulnet -t FI_EP_DGRAM -v)
+echo "$dg" | grep -q "max_msg_size: 8168" || { echo "FI_EP_DGRAM: max_msg_size not 8168"; exit 1; }
+if echo "$dg" | grep -q "FI_RMA"; then echo "FI_EP_DGRAM offers FI_RMA"; exit 1; fi
+if fi_info | grep -q "ulnet;"; then echo "a utility provider layered over ulnet"; exit 1; fi
 # the FI_ULNET_* settings are documented to libfabric
 vars=$(fi_info -e)
 for v in NAP_MAX SQ_DEPTH RING_BYTES RNDV_MIN CHUNK_BYTES SHM_CMA NAME_TIMEOUT_MS MAX_PEERS \
