@@ -316,14 +316,6 @@ static int no_sep(struct fid_domain *d, struct fi_info *i, struct fid_ep **e, vo
 {
     return -FI_ENOSYS;
 }
-static int no_stx(struct fid_domain *d, struct fi_tx_attr *a, struct fid_stx **s, void *c)
-{
-    return -FI_ENOSYS;
-}
-static int no_srx(struct fid_domain *d, struct fi_rx_attr *a, struct fid_ep **e, void *c)
-{
-    return -FI_ENOSYS;
-}
 static int no_coll(struct fid_domain *d, enum fi_collective_op o, struct fi_collective_attr *a,
                    uint64_t f)
 {
@@ -338,8 +330,8 @@ static struct fi_ops_domain domain_ops = {
     .scalable_ep = no_sep,
     .cntr_open = ulnfi_cntr_open,
     .poll_open = ulnfi_poll_open,
-    .stx_ctx = no_stx,
-    .srx_ctx = no_srx,
+    .stx_ctx = ulnfi_stx_open,
+    .srx_ctx = ulnfi_srx_open,
     .query_atomic = ulnfi_query_atomic,
     .query_collective = no_coll,
 };

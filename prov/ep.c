@@ -216,6 +216,24 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
         ulnfi_eq_ref(eq, 1);
         return 0;
     }
+    case FI_CLASS_SRX_CTX: { /* receives are posted there, for all its endpoints */
+        struct ulnfi_ep *srx = ulnfi_container(bfid, struct ulnfi_ep, ep.fid);
+        if (ep->srx || srx->dom != ep->dom || ep->is_srx) return -FI_EINVAL;
+        ep->srx = srx;
+        ep->mt = srx->mt;
+        ep->mm = srx->mm;
+        srx->srx_refs++;
+        /* where a receive taken from a closed endpoint's message reports */
+        if (!srx->rx_cq && ep->rx_cq) {
+            srx->rx_cq = ep->rx_cq;
+            ep->rx_cq->refs++;
+        }
+        return 0;
+    }
+    case FI_CLASS_STX_CTX: /* each endpoint sends on its own ulnet endpoint anyway */
+        if (ep->stx) return -FI_EINVAL;
+        ep->stx = ulnfi_container(bfid, struct fid_stx, fid);
+        return 0;
     default:
         return -FI_EINVAL;
     }
@@ -357,6 +375,7 @@ static int ep_close(struct fid *fid)
 {
     struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
     struct ulnfi_domain *d = ep->dom;
+    if (ep->is_srx && ep->srx_refs) return -FI_EBUSY; /* its endpoints close first */
     ulnfi_names_stop(ep); /* first: a client must not learn a name about to go */
     ulnfi_lock(d);
     if (ep->uep) {
@@ -406,6 +425,7 @@ static int ep_close(struct fid *fid)
     if (ep->tx_cq) ep->tx_cq->refs--;
     if (ep->rx_cq) ep->rx_cq->refs--;
     if (ep->av) ep->av->refs--;
+    if (ep->srx) ep->srx->srx_refs--;
     if (ep->own_av) fi_close(&ep->av->av.fid);
     ulnfi_cm_unbind(ep);
     free(ep->connreq); /* accepted by no one */
@@ -435,7 +455,7 @@ static ssize_t ep_cancel(fid_t fid, void *context)
 {
     struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
     ulnfi_lock(ep->dom);
-    struct ulnfi_match *ms[] = {&ep->mtag, &ep->mmsg};
+    struct ulnfi_match *ms[] = {ep->mt, ep->mm};
     for (int i = 0; i < 2; i++) {
         struct ulnfi_match_recv *r = ulnfi_match_cancel(ms[i], context);
         if (!r) continue;
@@ -459,7 +479,7 @@ static int ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *op
         return ulnfi_cm_getopt(ep, optname, optval, optlen);
     if (optname != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
     if (*optlen < sizeof(size_t)) return -FI_ETOOSMALL;
-    *(size_t *)optval = ep->mmsg.min_multi_recv;
+    *(size_t *)optval = ep->mm->min_multi_recv;
     *optlen = sizeof(size_t);
     return 0;
 }
@@ -470,8 +490,8 @@ static int ep_setopt(fid_t fid, int level, int optname, const void *optval, size
     if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
     if (optname != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
     if (optlen != sizeof(size_t)) return -FI_EINVAL;
-    ulnfi_match_set_min_multi_recv(&ep->mmsg, *(const size_t *)optval);
-    ulnfi_match_set_min_multi_recv(&ep->mtag, *(const size_t *)optval);
+    ulnfi_match_set_min_multi_recv(ep->mm, *(const size_t *)optval);
+    ulnfi_match_set_min_multi_recv(ep->mt, *(const size_t *)optval);
     return 0;
 }
 
@@ -597,6 +617,8 @@ int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
         return -FI_ENOMEM;
     }
     ep->dom = d;
+    ep->mt = &ep->mtag;
+    ep->mm = &ep->mmsg;
     ep->type = type;
     ep->conn = FI_ADDR_NOTAVAIL;
     if (type == FI_EP_MSG) {
@@ -647,5 +669,64 @@ int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
     d->refs++;
     ulnfi_unlock(d);
     *out = &ep->ep;
+    return 0;
+}
+
+/* ---- shared contexts (fi_endpoint(3)) ---------------------------------------------------- */
+
+/* A shared receive context: an endpoint object with matchers and no ulnet
+ * endpoint. Endpoints bound to it match what arrives at them against its
+ * receives, and report to their own CQs; a receive posted onto a message
+ * waiting there is completed by the endpoint it arrived at (msg.c). */
+int ulnfi_srx_open(struct fid_domain *domain, struct fi_rx_attr *attr, struct fid_ep **out,
+                   void *context)
+{
+    struct fi_info *info = fi_allocinfo();
+    if (!info) return -FI_ENOMEM;
+    info->ep_attr->type = FI_EP_RDM;
+    info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+    if (attr) {
+        info->caps = attr->caps & ~(uint64_t)FI_DIRECTED_RECV; /* sources are per endpoint */
+        info->rx_attr->op_flags = attr->op_flags;
+    }
+    struct fid_ep *fep;
+    int rc = ulnfi_ep_open(domain, info, &fep, context);
+    fi_freeinfo(info);
+    if (rc) return rc;
+    struct ulnfi_ep *srx = ulnfi_container(fep, struct ulnfi_ep, ep);
+    srx->is_srx = true;
+    srx->ep.fid.fclass = FI_CLASS_SRX_CTX;
+    *out = fep;
+    return 0;
+}
+
+static int stx_close(struct fid *fid)
+{
+    free(fid);
+    return 0;
+}
+
+static struct fi_ops stx_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = stx_close,
+    .bind = ulnfi_no_bind,
+    .control = ulnfi_no_control,
+    .ops_open = ulnfi_no_ops_open,
+};
+
+/* A shared transmit context. ulnet endpoints are cheap and each endpoint
+ * transmits on its own: one bound to the context sends, completes and
+ * orders exactly as it would alone, which is all fi_endpoint(3) promises of
+ * a shared one (operations of one endpoint in order). So the context is a
+ * handle to bind, holding no queue. */
+int ulnfi_stx_open(struct fid_domain *domain, struct fi_tx_attr *attr, struct fid_stx **out,
+                   void *context)
+{
+    struct fid_stx *stx = calloc(1, sizeof(*stx));
+    if (!stx) return -FI_ENOMEM;
+    stx->fid.fclass = FI_CLASS_STX_CTX;
+    stx->fid.context = context;
+    stx->fid.ops = &stx_fi_ops;
+    *out = stx;
     return 0;
 }

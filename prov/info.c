@@ -83,7 +83,7 @@ static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t
         return false;
     if (h->ep_cnt > lim->max_eps || h->cq_cnt > ULNFI_MAX_EPS_FI * 2) return false;
     if (h->mr_cnt > lim->max_regions) return false;
-    if (h->max_ep_stx_ctx || h->max_ep_srx_ctx) return false;
+    if (h->max_ep_stx_ctx > 1 || h->max_ep_srx_ctx > 1) return false;
     if (h->caps && !subset(h->caps, FI_LOCAL_COMM | FI_REMOTE_COMM)) return false;
     /* Memory registration: keys are chosen by ulnet (FI_MR_PROV_KEY; FI_MR_BASIC
      * includes it). That matters only to a client that does RMA or atomics. */
@@ -107,7 +107,10 @@ static bool check_ep(const struct fi_ep_attr *h)
     if (h->protocol != FI_PROTO_UNSPEC) return false;
     if (h->max_msg_size > ULNFI_MAX_MSG) return false;
     if (h->msg_prefix_size) return false;
-    if (h->tx_ctx_cnt > 1 || h->rx_ctx_cnt > 1) return false; /* FI_SHARED_CONTEXT too */
+    /* one context each, or shared ones (fi_stx_context, fi_srx_context) */
+    if ((h->tx_ctx_cnt > 1 && h->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
+        (h->rx_ctx_cnt > 1 && h->rx_ctx_cnt != FI_SHARED_CONTEXT))
+        return false;
     return true;
 }
 
@@ -220,8 +223,9 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint
     ep->mem_tag_format = 0xAAAAAAAAAAAAAAAAull; /* 64 tag bits, no structure */
     if (h && h->ep_attr && h->ep_attr->mem_tag_format)
         ep->mem_tag_format = h->ep_attr->mem_tag_format;
-    ep->tx_ctx_cnt = 1;
-    ep->rx_ctx_cnt = 1;
+    const struct fi_ep_attr *he = h ? h->ep_attr : NULL;
+    ep->tx_ctx_cnt = he && he->tx_ctx_cnt == FI_SHARED_CONTEXT ? FI_SHARED_CONTEXT : 1;
+    ep->rx_ctx_cnt = he && he->rx_ctx_cnt == FI_SHARED_CONTEXT ? FI_SHARED_CONTEXT : 1;
 
     const struct fi_domain_attr *hd = h ? h->domain_attr : NULL;
     struct fi_domain_attr *d = fi->domain_attr;
@@ -248,6 +252,8 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint
     d->rx_ctx_cnt = lim->max_eps;
     d->max_ep_tx_ctx = 1;
     d->max_ep_rx_ctx = 1;
+    d->max_ep_stx_ctx = 1; /* shared contexts: one of each per endpoint */
+    d->max_ep_srx_ctx = 1;
     d->mr_iov_limit = 1;
     d->mr_cnt = lim->max_regions;
     d->cntr_cnt = 1024;

@@ -149,7 +149,7 @@ static void start_rndv(struct ulnfi_ep *ep, struct ulnfi_match *m, struct ulnfi_
                        const struct ulnfi_match_msg *msg, const struct ulnfi_rts *rts, int peer)
 {
     struct ulnfi_match_recv *r = hit->recv;
-    uint64_t fl = FI_RECV | op_class(m == &ep->mtag) | (msg->has_data ? FI_REMOTE_CQ_DATA : 0);
+    uint64_t fl = FI_RECV | op_class(m == ep->mt) | (msg->has_data ? FI_REMOTE_CQ_DATA : 0);
     struct ulnfi_op *op = ulnfi_op_get(ep, 0);
     if (!op) {
         ulnfi_recv_report(ep, r, fl, 0, 0, msg->data, msg->tag, msg->src, NULL, -ENOMEM);
@@ -179,12 +179,25 @@ static void start_rndv(struct ulnfi_ep *ep, struct ulnfi_match *m, struct ulnfi_
 }
 
 /* Deliver an unexpected message to the receive that took it. */
-static void take_unexp(struct ulnfi_ep *ep, struct ulnfi_match *m, struct ulnfi_match_hit *hit)
+static void take_unexp(struct ulnfi_ep *rep, struct ulnfi_match *m, struct ulnfi_match_hit *hit)
 {
     struct ulnfi_match_msg *msg = hit->msg;
     struct ulnfi_match_recv *r = hit->recv;
     struct ulnfi_unexp *u = msg->payload;
-    bool tagged = m == &ep->mtag;
+    bool tagged = m == rep->mt;
+    /* The endpoint it arrived at reports it and reads or answers its sender:
+     * rep may be a shared receive context, which has no ulnet endpoint. */
+    struct ulnfi_ep *ep = rep->dom->eps[u->ep_index];
+    if (!ep || ep->gen != u->ep_gen || !ep->uep) {
+        /* that endpoint closed: the message went with it */
+        if (rep->rx_cq)
+            ulnfi_cq_put_err(rep->rx_cq, r->context, FI_RECV | op_class(tagged), 0, 0, msg->tag, 0,
+                             FI_ECANCELED, 0, msg->src);
+        free(u);
+        ulnfi_match_msg_free(m, msg);
+        if (hit->recv_done) ulnfi_match_recv_free(m, r);
+        return;
+    }
     uint64_t fl = FI_RECV | op_class(tagged) | (msg->has_data ? FI_REMOTE_CQ_DATA : 0);
     if (r->flags & FI_PEEK && !(r->flags & FI_DISCARD)) {
         /* FI_PEEK: say what is there, leave it (claimed or not). */
@@ -222,10 +235,10 @@ ssize_t ulnfi_recv(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
 {
     if (count > ULNFI_IOV_LIMIT || (count && !iov)) return -FI_EINVAL;
     if ((flags & FI_MULTI_RECV) && tagged) return -FI_EINVAL;
-    struct ulnfi_match *m = tagged ? &ep->mtag : &ep->mmsg;
+    struct ulnfi_match *m = tagged ? ep->mt : ep->mm;
     struct ulnfi_match_hit hit;
     ulnfi_lock(ep->dom);
-    if (!ep->enabled) {
+    if (!ep->enabled && !ep->is_srx) {
         ulnfi_unlock(ep->dom);
         return -FI_EOPBADSTATE;
     }
@@ -286,7 +299,7 @@ static void deliver_eager(struct ulnfi_ep *ep, struct ulnfi_match *m, struct uln
     } else {
         ulnfi_copy_to_iov(r->iov, r->iov_count, hit->offset, payload, n);
     }
-    uint64_t fl = FI_RECV | op_class(m == &ep->mtag) | (msg->has_data ? FI_REMOTE_CQ_DATA : 0);
+    uint64_t fl = FI_RECV | op_class(m == ep->mt) | (msg->has_data ? FI_REMOTE_CQ_DATA : 0);
     void *buf = r->flags & FI_MULTI_RECV ? (uint8_t *)r->iov[0].iov_base + hit->offset : NULL;
     if (hit->recv_done && r->flags & FI_MULTI_RECV) fl |= FI_MULTI_RECV;
     if (olen) {
@@ -308,7 +321,7 @@ static bool arrive(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, con
                    size_t plen)
 {
     bool tagged = h->flags & ULNFI_HF_TAGGED;
-    struct ulnfi_match *m = tagged ? &ep->mtag : &ep->mmsg;
+    struct ulnfi_match *m = tagged ? ep->mt : ep->mm;
     const struct ulnfi_rts *rts = p;
     bool is_rts = h->pkt == ULNFI_PKT_RTS;
     if (is_rts && (plen < offsetof(struct ulnfi_rts, seg) || rts->nseg > ULNFI_RNDV_SEGS))
@@ -335,6 +348,8 @@ static bool arrive(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, con
     if (!u) return false;
     u->pkt = h->pkt;
     u->peer = peer;
+    u->ep_index = ep->index;
+    u->ep_gen = ep->gen;
     if (is_rts)
         u->rts = *rts;
     else
@@ -364,14 +379,14 @@ static fi_addr_t unexp_src(const struct ulnfi_match_msg *msg, void *av)
  * that peer is inserted again (then resolve names it anew). */
 void ulnfi_rx_forget(struct ulnfi_ep *ep, fi_addr_t src)
 {
-    ep->unexp_unknown += ulnfi_match_forget(&ep->mtag, src) + ulnfi_match_forget(&ep->mmsg, src);
+    ep->unexp_unknown += ulnfi_match_forget(ep->mt, src) + ulnfi_match_forget(ep->mm, src);
 }
 
 void ulnfi_rx_resolve(struct ulnfi_ep *ep)
 {
     if (!ep->unexp_unknown) return;
-    ep->unexp_unknown = ulnfi_match_resolve(&ep->mtag, unexp_src, ep->av) +
-                        ulnfi_match_resolve(&ep->mmsg, unexp_src, ep->av);
+    ep->unexp_unknown = ulnfi_match_resolve(ep->mt, unexp_src, ep->av) +
+                        ulnfi_match_resolve(ep->mm, unexp_src, ep->av);
 }
 
 static bool valid(const struct ulnfi_ep *ep, const struct uln_cqe *c)

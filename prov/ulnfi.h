@@ -101,6 +101,8 @@ struct ulnfi_cm {
 struct ulnfi_unexp {
     uint8_t pkt; /* EAGER or RTS */
     int peer;
+    int ep_index;         /* the endpoint it arrived at (a shared receive context's matcher */
+    uint16_t ep_gen;      /* holds several endpoints' messages), and its life */
     struct ulnfi_rts rts; /* RTS */
     uint8_t bytes[];      /* EAGER */
 };
@@ -314,6 +316,11 @@ struct ulnfi_ep {
     bool enabled;
     uint32_t *tx_seq, *rx_seq;     /* per peer */
     struct ulnfi_match mtag, mmsg; /* tagged and untagged matchers */
+    struct ulnfi_match *mt, *mm;   /* in use: these, or a shared receive context's */
+    struct ulnfi_ep *srx;          /* the shared receive context bound (ep.c) */
+    bool is_srx;                   /* this is one: receives only, no ulnet endpoint */
+    int srx_refs;                  /* endpoints bound to it */
+    struct fid_stx *stx;           /* the shared transmit context bound */
     struct ulnfi_op *free_ops;
     struct ulnfi_op *retry_head, *retry_tail; /* receives with GETs or an ACK to post */
     size_t eager_max, inline_max, rndv_min;
@@ -385,6 +392,10 @@ int ulnfi_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct
                     void *context);
 int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
                   void *context);
+int ulnfi_srx_open(struct fid_domain *domain, struct fi_rx_attr *attr, struct fid_ep **rx_ep,
+                   void *context);
+int ulnfi_stx_open(struct fid_domain *domain, struct fi_tx_attr *attr, struct fid_stx **stx,
+                   void *context);
 extern struct fi_ops_mr ulnfi_mr_ops;
 extern struct fi_ops_msg ulnfi_msg_ops;
 extern struct fi_ops_tagged ulnfi_tagged_ops;
