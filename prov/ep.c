@@ -125,6 +125,9 @@ void ulnfi_op_complete(struct ulnfi_op *op)
     for (uint32_t i = 0; i < op->nmr; i++)
         uln_mr_dereg(op->mrs[i]);
     op->nmr = 0;
+    if (!op->status && ep->info->caps & FI_RMA_EVENT &&
+        (op->kind == ULNFI_OP_READ || op->kind == ULNFI_OP_WRITE || op->kind == ULNFI_OP_ATOMIC))
+        ulnfi_rma_event_tx(op);
     if (op->status) {
         if (ep->tx_cq)
             ulnfi_cq_put_err(ep->tx_cq, op->context, op->flags, 0, 0, op->tag, 0,

@@ -23,14 +23,15 @@
 #define ULNFI_MR_CAPS (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
 #define ULNFI_SECONDARY                                                                            \
     (FI_SOURCE | FI_REMOTE_CQ_DATA | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_MULTI_RECV)
-#define ULNFI_CAPS (ULNFI_PRIMARY | ULNFI_SECONDARY)
+/* FI_RMA_EVENT costs a NAP after every RMA (mr.c): given only when asked */
+#define ULNFI_CAPS (ULNFI_PRIMARY | ULNFI_SECONDARY | FI_RMA_EVENT)
 /* Of those, what fi_endpoint(3) says applies to a transmit or a receive
  * context: a secondary capability such as FI_REMOTE_CQ_DATA or FI_LOCAL_COMM
  * belongs to fi_info::caps only. */
 #define ULNFI_TX_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND)
 #define ULNFI_RX_CAPS                                                                              \
     (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE |        \
-     FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV)
+     FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV | FI_RMA_EVENT)
 #define ULNFI_MSG_ORDER (FI_ORDER_SAS)
 /* Default op flags a client may ask for. FI_DELIVERY_COMPLETE: a send so
  * flagged goes by rendezvous, whose ACK comes once the data is in the receive
@@ -163,13 +164,14 @@ static uint64_t pick_caps(const struct fi_info *h)
         uint64_t c = ULNFI_CAPS;
         /* a client with no mr_mode cannot use our keys: no RMA, no atomics then */
         if (h && h->domain_attr && h->domain_attr->mr_mode == FI_MR_UNSPEC) c &= ~ULNFI_MR_CAPS;
+        if (!h || !(h->caps & FI_RMA_EVENT)) c &= ~(uint64_t)FI_RMA_EVENT;
         return c;
     }
     uint64_t c = h->caps & ULNFI_PRIMARY;
     if (c & (FI_RMA | FI_ATOMIC) && !(c & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
         c |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     if (c & (FI_MSG | FI_TAGGED) && !(c & (FI_SEND | FI_RECV))) c |= FI_SEND | FI_RECV;
-    return c | ULNFI_SECONDARY;
+    return c | ULNFI_SECONDARY | (h->caps & FI_RMA_EVENT);
 }
 
 /* The modes a client of RMA or atomics must follow: our keys, and remote

@@ -42,7 +42,8 @@ static int mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t f
     if (!attr || attr->iov_count != 1) return -FI_EINVAL; /* mr_iov_limit 1 */
     if (attr->iface != FI_HMEM_SYSTEM) return -FI_ENOSYS;
     if (flags & ~(uint64_t)FI_RMA_EVENT) return -FI_EBADFLAGS;
-    if (flags & FI_RMA_EVENT) return -FI_ENOSYS;
+    if (flags & FI_RMA_EVENT)
+        return -FI_ENOSYS;               /* regions' counters: not offered (docs/provider.md) */
     if (attr->offset) return -FI_EINVAL; /* offsets start at the region's first byte */
     unsigned acc = 0;
     if (attr->access & FI_REMOTE_READ) acc |= ULN_ACCESS_REMOTE_READ;

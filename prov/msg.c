@@ -412,6 +412,8 @@ static bool rx_one(struct ulnfi_ep *ep, const struct uln_cqe *c, bool taken)
         ulnfi_rndv_ack(ep, c->peer, h);
     } else if (h->pkt == ULNFI_PKT_CM) {
         ulnfi_cm_rx(ep, c->peer, h, p, plen);
+    } else if (h->pkt == ULNFI_PKT_RMA_EV) {
+        ulnfi_rma_event_rx(ep, p, plen);
     } else if (msg && !ulnfi_ep_stale(ep, c->peer, h, p, plen) &&
                !arrive(ep, c->peer, h, p, plen)) {
         ep->rx_seq[c->peer] = seq; /* it comes again */

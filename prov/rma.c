@@ -13,6 +13,48 @@
 
 #include "ulnfi.h"
 
+/* FI_RMA_EVENT, under the domain lock: an RMA onto us ended. The endpoint's
+ * remote counters count it (fi_cntr(3)); a write with data was counted as
+ * its data arrived. */
+void ulnfi_rma_event_rx(struct ulnfi_ep *ep, const void *p, size_t plen)
+{
+    struct ulnfi_rma_ev ev;
+    if (plen < sizeof(ev)) return; /* malformed: dropped */
+    memcpy(&ev, p, sizeof(ev));
+    if (ev.what & ULNFI_EV_COUNTED) return;
+    if (ev.what & ULNFI_EV_WRITE) ulnfi_cntr_inc(ep->rwr_cntr);
+    if (ev.what & ULNFI_EV_READ) ulnfi_cntr_inc(ep->rrd_cntr);
+}
+
+/* Under the domain lock: op (a read, write or atomic) completed; tell its
+ * target, silently (the notice is the provider's own). The target cannot
+ * see a PUT or GET land: only a NAP tells it. */
+void ulnfi_rma_event_tx(struct ulnfi_op *op)
+{
+    struct ulnfi_ep *ep = op->ep;
+    size_t total = sizeof(struct ulnfi_hdr) + sizeof(struct ulnfi_rma_ev);
+    struct ulnfi_op *n = ulnfi_op_get(ep, total);
+    if (!n) return;
+    struct ulnfi_hdr h = {.pkt = ULNFI_PKT_RMA_EV, .seq = ep->tx_seq[op->peer]};
+    struct ulnfi_rma_ev ev = {0};
+    if (op->kind == ULNFI_OP_READ)
+        ev.what = ULNFI_EV_READ;
+    else if (op->kind == ULNFI_OP_WRITE)
+        ev.what = ULNFI_EV_WRITE | (op->has_imm ? ULNFI_EV_COUNTED : 0);
+    else /* fi_cntr(3): fetching atomics count as reads, the others as writes */
+        ev.what = op->flags & FI_READ ? ULNFI_EV_READ : ULNFI_EV_WRITE;
+    n->kind = ULNFI_OP_CM;
+    n->pending = 1;
+    memcpy(n->buf, &h, sizeof(h));
+    memcpy(n->buf + sizeof(h), &ev, sizeof(ev));
+    if (!uln_nap(ep->uep, op->peer, n->buf, total, (uintptr_t)n, 0)) {
+        ep->tx_seq[op->peer]++;
+    } else { /* the send queue is full: the notice is lost, and said so */
+        FI_WARN(&ulnfi_prov, FI_LOG_EP_DATA, "send queue full: an FI_RMA_EVENT notice lost\n");
+        ulnfi_op_put(n);
+    }
+}
+
 /* Where byte off of the local iov list is, and how much follows it there. */
 static uint8_t *local_at(const struct ulnfi_op *op, uint64_t off, uint64_t *room)
 {

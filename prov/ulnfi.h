@@ -55,6 +55,7 @@ enum ulnfi_pkt {
     ULNFI_PKT_ACK,       /* rendezvous done: hdr.data is the sender's cookie */
     ULNFI_PKT_PING,      /* nothing: a sender waiting for an ACK makes ulnet watch the peer */
     ULNFI_PKT_CM,        /* FI_EP_MSG connection management: struct ulnfi_cm follows (cm.c) */
+    ULNFI_PKT_RMA_EV,    /* FI_RMA_EVENT: an RMA onto the receiver ended; struct ulnfi_rma_ev */
 };
 #define ULNFI_HF_TAGGED 0x1u
 #define ULNFI_HF_DATA   0x2u /* hdr.data is remote CQ data */
@@ -90,6 +91,16 @@ struct ulnfi_cm {
     struct ulnfi_addr name;
     uint32_t len; /* connection data that follows */
     uint32_t resv;
+};
+
+/* FI_RMA_EVENT: what the initiator's RMA did at the target (mr.c), sent after
+ * it: a write's NAP arrives after its data is placed (ulnet orders a NAP after
+ * the PUTs before it), a read's once the GET completed. */
+#define ULNFI_EV_WRITE   0x1u
+#define ULNFI_EV_READ    0x2u
+#define ULNFI_EV_COUNTED 0x4u /* the endpoint's counter was bumped already (a write with data) */
+struct ulnfi_rma_ev {
+    uint32_t what, resv;
 };
 
 /* The least nap_max the provider works with: a rendezvous request with all
@@ -410,6 +421,10 @@ int ulnfi_errno(int uln_status); /* ulnet -errno -> -FI_E* */
 int ulnfi_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr, struct fid_wait **out);
 int ulnfi_wait_add(struct fid_wait *w, struct ulnfi_cq *cq);
 void ulnfi_wait_del(struct fid_wait *w, struct ulnfi_cq *cq);
+
+/* rma.c: FI_RMA_EVENT at the target, and the initiator's notice */
+void ulnfi_rma_event_rx(struct ulnfi_ep *ep, const void *p, size_t plen);
+void ulnfi_rma_event_tx(struct ulnfi_op *op);
 
 /* cm.c: passive endpoints and connections */
 int ulnfi_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep,
