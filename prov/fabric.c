@@ -92,8 +92,11 @@ static void define_params(void)
                     "messages of at least this size go by rendezvous (default: the switch-over "
                     "measured in docs/provider.md, capped by the eager limit)");
     fi_param_define(&ulnfi_prov, "name_timeout_ms", FI_PARAM_SIZE_T,
-                    "how long fi_getinfo(node, service) and fi_av_insertsvc wait for a name "
-                    "service's answer, server start-up included (default 2000)");
+                    "how long fi_getinfo(node, service) and fi_av_insertsvc wait for a "
+                    "listening name service's connect and answer (default 2000)");
+    fi_param_define(&ulnfi_prov, "name_wait_ms", FI_PARAM_SIZE_T,
+                    "how long they keep trying, pauses doubling from 50 ms to 1 s, while "
+                    "nothing listens yet at node:service (a server starting; default 30000)");
     fi_param_define(&ulnfi_prov, "max_peers", FI_PARAM_INT,
                     "peers the process can reach at once: the addresses in its AVs and the "
                     "peers that sent before being inserted, 2..4096 (ULN_MAX_PEERS when unset)");

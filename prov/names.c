@@ -28,8 +28,10 @@
 
 #include "ulnfi.h"
 
-#define ULNFI_NAME_TIMEOUT_MS 2000 /* a server starting up, a connect, the answer */
-#define ULNFI_NAME_RETRY_MS   50   /* between connects refused while the server starts */
+#define ULNFI_NAME_TIMEOUT_MS 2000  /* a connect, and a listening server's answer */
+#define ULNFI_NAME_WAIT_MS    30000 /* a server not listening yet: how long to try again */
+#define ULNFI_NAME_RETRY_MS   50    /* the first pause between connects refused, */
+#define ULNFI_NAME_RETRY_MAX  1000  /* doubled up to this */
 
 struct ulnfi_names {
     int lfd, stop; /* the listening socket; an eventfd that ends the thread */
@@ -236,19 +238,26 @@ static int lookup_one(const struct addrinfo *ai, int64_t deadline, struct ulnfi_
 }
 
 /* Each address of the node in turn; while every one refuses (nothing
- * listens yet: a server may be starting), again after a pause. */
-static int lookup_all(const struct addrinfo *ai, int64_t deadline, struct ulnfi_addr *out)
+ * listens yet: a server may be starting, as a job launcher starts clients
+ * beside it), again after a pause that doubles, until wait_ms have passed
+ * (a connect refusing, like a TCP connect's retries). Each try - a connect
+ * and the answer - is bounded by timeout_ms. */
+static int lookup_all(const struct addrinfo *ai, int64_t timeout_ms, int64_t wait_ms,
+                      struct ulnfi_addr *out)
 {
+    int64_t until = now_ms() + wait_ms, pause = ULNFI_NAME_RETRY_MS;
     for (;;) {
         bool refused = true;
         int rc = -EHOSTUNREACH;
         for (const struct addrinfo *a = ai; a; a = a->ai_next) {
-            rc = lookup_one(a, deadline, out);
+            rc = lookup_one(a, now_ms() + timeout_ms, out);
             if (!rc) return 0;
             if (rc != -ECONNREFUSED) refused = false;
         }
-        if (!refused || now_ms() + ULNFI_NAME_RETRY_MS >= deadline) return rc;
-        usleep(ULNFI_NAME_RETRY_MS * 1000);
+        int64_t left = until - now_ms();
+        if (!refused || left <= 0) return rc;
+        usleep((useconds_t)(pause < left ? pause : left) * 1000);
+        pause = pause * 2 < ULNFI_NAME_RETRY_MAX ? pause * 2 : ULNFI_NAME_RETRY_MAX;
     }
 }
 
@@ -285,8 +294,10 @@ int ulnfi_names_lookup(const char *node, const char *service, struct ulnfi_addr 
                 gai_strerror(g));
         return -FI_ENODATA;
     }
-    int64_t deadline = now_ms() + (int64_t)ms;
-    int rc = lookup_all(ai, deadline, out);
+    size_t wait = ULNFI_NAME_WAIT_MS;
+    if (fi_param_get_size_t(&ulnfi_prov, "name_wait_ms", &wait) != FI_SUCCESS)
+        wait = ULNFI_NAME_WAIT_MS;
+    int rc = lookup_all(ai, (int64_t)ms, (int64_t)wait, out);
     freeaddrinfo(ai);
     if (rc) {
         FI_INFO(&ulnfi_prov, FI_LOG_CORE, "name of %s:%s: %s\n", node ? node : "localhost", service,

@@ -28,7 +28,7 @@ if echo "$dg" | grep -q "FI_RMA"; then echo "FI_EP_DGRAM offers FI_RMA"; exit 1;
 if fi_info | grep -q "ulnet;"; then echo "a utility provider layered over ulnet"; exit 1; fi
 # the FI_ULNET_* settings are documented to libfabric
 vars=$(fi_info -e)
-for v in NAP_MAX SQ_DEPTH RING_BYTES RNDV_MIN CHUNK_BYTES SHM_CMA NAME_TIMEOUT_MS MAX_PEERS \
+for v in NAP_MAX SQ_DEPTH RING_BYTES RNDV_MIN CHUNK_BYTES SHM_CMA NAME_TIMEOUT_MS NAME_WAIT_MS MAX_PEERS \
     MAX_EPS MAX_REGIONS POST_COPY_MAX SHM_DIRECT SPIN_US TRANSPORT UDP_WINDOW UDP_DEAD_MS; do
     echo "$vars" | grep -aq "FI_ULNET_$v:" || { echo "fi_info -e lacks FI_ULNET_$v"; exit 1; }
 done
