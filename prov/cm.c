@@ -36,12 +36,35 @@ struct ulnfi_pep {
     bool listening;
 };
 
-/* fi_info::handle of an FI_CONNREQ: whom fi_accept or fi_reject answers. */
+/* fi_info::handle of an FI_CONNREQ: whom fi_accept or fi_reject answers.
+ * Held by the application (until it answers, or the unread event goes) and
+ * by an endpoint opened from the info (until accept or close). */
 struct ulnfi_connreq {
     struct fid fid;
     struct ulnfi_addr client;
     uint64_t cookie;
+    _Atomic int refs;
+    _Atomic bool answered;
 };
+
+void ulnfi_connreq_hold(void *h)
+{
+    struct ulnfi_connreq *cr = h;
+    atomic_fetch_add_explicit(&cr->refs, 1, memory_order_relaxed);
+}
+
+/* acq_rel: the last holder sees every other holder's writes before it frees */
+void ulnfi_connreq_put(void *h)
+{
+    struct ulnfi_connreq *cr = h;
+    if (cr && atomic_fetch_sub_explicit(&cr->refs, 1, memory_order_acq_rel) == 1) free(cr);
+}
+
+/* The application's answer, once: false when it answered already. */
+static bool answer(struct ulnfi_connreq *cr)
+{
+    return !atomic_exchange_explicit(&cr->answered, true, memory_order_relaxed);
+}
 
 static _Atomic uint64_t cookies;
 
@@ -192,6 +215,7 @@ static void on_req(struct ulnfi_ep *ep, const struct ulnfi_hdr *h, const struct 
         return;
     }
     cr->fid.fclass = FI_CLASS_CONNREQ;
+    atomic_init(&cr->refs, 1);
     cr->client = cm->name;
     cr->cookie = h->data;
     /* the endpoint made from it is a new one: no source to publish at */
@@ -325,7 +349,7 @@ static int cm_accept(struct fid_ep *fep, const void *param, size_t len)
     if (!ep) return -FI_EOPNOTSUPP;
     if (len > ULNFI_CM_DATA_MAX || (len && !param)) return -FI_EINVAL;
     struct ulnfi_connreq *cr = ep->connreq;
-    if (!cr) return -FI_EOPBADSTATE;
+    if (!cr || atomic_load_explicit(&cr->answered, memory_order_relaxed)) return -FI_EOPBADSTATE;
     if (!ep->eq) return -FI_ENOEQ;
     int rc = ulnfi_ep_enable(ep);
     if (rc) return rc;
@@ -350,7 +374,8 @@ static int cm_accept(struct fid_ep *fep, const void *param, size_t len)
          * arrives, before anything sent after it */
         ev_add(ep, ev_new(FI_CONNECTED, 0, NULL, 0));
         ep->connreq = NULL;
-        free(cr);
+        if (answer(cr)) ulnfi_connreq_put(cr); /* the application's */
+        ulnfi_connreq_put(cr);                 /* the endpoint's */
     }
     ulnfi_unlock(ep->dom);
     return rc;
@@ -478,6 +503,7 @@ static int pep_reject(struct fid_pep *fpep, fid_t handle, const void *param, siz
     if (!handle || handle->fclass != FI_CLASS_CONNREQ) return -FI_EINVAL;
     if (len > ULNFI_CM_DATA_MAX || (len && !param)) return -FI_EINVAL;
     struct ulnfi_connreq *cr = ulnfi_container(handle, struct ulnfi_connreq, fid);
+    if (!answer(cr)) return -FI_EINVAL; /* accepted or rejected already */
     struct ulnfi_ep *ep = pep_ep(p);
     ulnfi_lock(ep->dom);
     fi_addr_t fa;
@@ -486,7 +512,7 @@ static int pep_reject(struct fid_pep *fpep, fid_t handle, const void *param, siz
     if (!rc) rc = ulnfi_av_peer_raw(ep->av, fa, &peer);
     if (!rc) rc = cm_send(ep, peer, cr->client.gen, ULNFI_CM_REJECT, cr->cookie, NULL, param, len);
     ulnfi_unlock(ep->dom);
-    free(cr);
+    ulnfi_connreq_put(cr);
     return rc;
 }
 

@@ -431,7 +431,7 @@ static int ep_close(struct fid *fid)
     if (ep->srx) ep->srx->srx_refs--;
     if (ep->own_av) fi_close(&ep->av->av.fid);
     ulnfi_cm_unbind(ep);
-    free(ep->connreq); /* accepted by no one */
+    ulnfi_connreq_put(ep->connreq); /* not accepted */
     if (ep->eq) ulnfi_eq_ref(ep->eq, -1);
     while (ep->free_ops) {
         struct ulnfi_op *op = ep->free_ops;
@@ -646,7 +646,8 @@ int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
          * (a later insert of the same peer takes the same id). */
         ep->av->keep_peers = true;
         if (info->handle && info->handle->fclass == FI_CLASS_CONNREQ) {
-            ep->connreq = info->handle; /* fi_accept answers it; the endpoint owns it now */
+            ep->connreq = info->handle; /* fi_accept answers it */
+            ulnfi_connreq_hold(ep->connreq);
             ep->info->handle = NULL;
         }
     }

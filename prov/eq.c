@@ -15,7 +15,7 @@ static void ev_free(struct ulnfi_eqev *e)
         /* never read: the request's info (and handle) go with it */
         struct fi_eq_cm_entry ent;
         memcpy(&ent, e->data, sizeof(ent));
-        if (ent.info) free(ent.info->handle);
+        if (ent.info) ulnfi_connreq_put(ent.info->handle);
         fi_freeinfo(ent.info);
     }
     free(e);

@@ -430,6 +430,8 @@ void ulnfi_rma_event_tx(struct ulnfi_op *op);
 int ulnfi_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep,
                      void *context);
 extern struct fi_ops_cm ulnfi_cm_ops;
+void ulnfi_connreq_hold(void *handle);
+void ulnfi_connreq_put(void *handle); /* NULL: nothing */
 void ulnfi_cm_rx(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, const void *p,
                  size_t plen);
 /* Events of the endpoints bound to eq, into it (eq's lock held). */
