@@ -34,6 +34,7 @@ static int av_close(struct fid *fid)
     av->dom->refs--;
     for (size_t i = 0; i < av->count && !av->keep_peers; i++)
         if (av->used[i]) uln_peer_remove(av->dom->ctx, av->peer[i]);
+    ulnfi_av_share_close(av);
     free(av->tab);
     free(av->peer);
     free(av->used);
@@ -108,12 +109,29 @@ int ulnfi_av_insert_locked(struct ulnfi_av *av, const struct ulnfi_addr *name, f
     return 0;
 }
 
+/* A shared AV's reader: the writer's name at the writer's slot. */
+int ulnfi_av_insert_at(struct ulnfi_av *av, size_t slot, const struct ulnfi_addr *name)
+{
+    while (slot >= av->cap)
+        if (grow(av)) return -FI_ENOMEM;
+    int peer = insert_one(av, name);
+    if (peer < 0) return ulnfi_errno(peer);
+    if (slot >= av->count) av->count = slot + 1;
+    av->tab[slot] = *name;
+    av->peer[slot] = peer;
+    av->used[slot] = 1;
+    av->by_peer[peer] = slot;
+    av->nslots[peer]++;
+    return 0;
+}
+
 static int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr_t *fi_addr,
                      uint64_t flags, void *context)
 {
     struct ulnfi_av *av = ulnfi_container(fav, struct ulnfi_av, av);
     if (flags & ~(uint64_t)FI_MORE) return -FI_EBADFLAGS;
     if (count && !addr) return -FI_EINVAL;
+    if (av->sav_reader) return -FI_EOPNOTSUPP; /* opened FI_READ: the writer's to fill */
     /* An array of names, full and short ones (names.h), each as long as its
      * first byte says. */
     const uint8_t *at = addr;
@@ -139,6 +157,7 @@ static int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr
         av->used[slot] = 1;
         av->by_peer[peer] = slot;
         av->nslots[peer]++;
+        ulnfi_av_share_put(av, slot, &name, true);
         if (fi_addr) fi_addr[i] = slot;
         ok++;
     }
@@ -219,6 +238,7 @@ static int av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count, uint6
 {
     struct ulnfi_av *av = ulnfi_container(fav, struct ulnfi_av, av);
     int rc = 0;
+    if (av->sav_reader) return -FI_EOPNOTSUPP; /* opened FI_READ */
     ulnfi_lock(av->dom);
     for (size_t i = 0; i < count; i++) {
         fi_addr_t a = fi_addr[i];
@@ -227,6 +247,7 @@ static int av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count, uint6
             continue;
         }
         av->used[a] = 0;
+        ulnfi_av_share_put(av, a, &av->tab[a], false);
         if (a < av->lowest_free) av->lowest_free = a;
         while (av->count && !av->used[av->count - 1]) /* the table ends at its last used slot */
             av->count--;
@@ -306,8 +327,8 @@ int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid
     if (!attr) return -FI_EINVAL;
     if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP && attr->type != FI_AV_TABLE)
         return -FI_EINVAL;
-    if (attr->flags & (FI_EVENT | FI_READ | FI_SYMMETRIC)) return -FI_ENOSYS;
-    if (attr->name) return -FI_ENOSYS; /* named (shared) AVs */
+    if (attr->flags & (FI_EVENT | FI_SYMMETRIC)) return -FI_ENOSYS;
+    if ((attr->flags & FI_READ) && !attr->name) return -FI_EINVAL;
     if (attr->rx_ctx_bits) return -FI_EINVAL;
     struct ulnfi_av *av = calloc(1, sizeof(*av));
     if (!av) return -FI_ENOMEM;
@@ -322,6 +343,15 @@ int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid
     for (int i = 0; i < d->size; i++)
         av->by_peer[i] = FI_ADDR_NOTAVAIL;
     av->dom = d;
+    if (attr->name) { /* FI_SHARED_AV */
+        int rc = ulnfi_av_share(av, attr);
+        if (rc) {
+            free(av->by_peer);
+            free(av->nslots);
+            free(av);
+            return rc;
+        }
+    }
     av->type = attr->type == FI_AV_UNSPEC ? FI_AV_MAP : attr->type;
     attr->type = av->type;
     av->av.fid.fclass = FI_CLASS_AV;
@@ -336,6 +366,7 @@ int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid
 /* The ulnet peer id of a destination (any endpoint may reach any). */
 int ulnfi_av_peer_raw(struct ulnfi_av *av, fi_addr_t addr, int *peer)
 {
+    if (av && av->sav_reader && (addr >= av->count || !av->used[addr])) ulnfi_av_share_sync(av);
     if (!av || addr >= av->count || !av->used[addr]) return -FI_EINVAL;
     *peer = av->peer[addr];
     return 0;

@@ -22,7 +22,7 @@
 /* What needs registered memory and so the client's mr_mode (prov/atomic.c) */
 #define ULNFI_MR_CAPS (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
 #define ULNFI_SECONDARY                                                                            \
-    (FI_SOURCE | FI_REMOTE_CQ_DATA | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_MULTI_RECV)
+    (FI_SOURCE | FI_REMOTE_CQ_DATA | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_MULTI_RECV | FI_SHARED_AV)
 /* FI_RMA_EVENT costs a NAP after every RMA (mr.c): given only when asked */
 #define ULNFI_CAPS (ULNFI_PRIMARY | ULNFI_SECONDARY | FI_RMA_EVENT)
 /* Of those, what fi_endpoint(3) says applies to a transmit or a receive

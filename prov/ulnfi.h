@@ -171,7 +171,16 @@ struct ulnfi_av {
     uint32_t *nslots;   /* peer id -> slots holding it (more than one: duplicates) */
     int refs;
     bool keep_peers; /* an FI_EP_MSG endpoint's own: its peers stay inserted at close (cm.c) */
+    struct ulnfi_sav *sav; /* a named AV's shared table (av_shared.c) */
+    bool sav_reader;       /* opened with FI_READ: the table is another process's */
+    char *sav_path;
 };
+/* av_shared.c */
+int ulnfi_av_share(struct ulnfi_av *av, struct fi_av_attr *attr);
+void ulnfi_av_share_close(struct ulnfi_av *av);
+void ulnfi_av_share_put(struct ulnfi_av *av, size_t slot, const struct ulnfi_addr *name, bool used);
+void ulnfi_av_share_sync(struct ulnfi_av *av);
+int ulnfi_av_insert_at(struct ulnfi_av *av, size_t slot, const struct ulnfi_addr *name);
 
 /* One completion waiting in a CQ (enough for every format and readfrom). */
 struct ulnfi_cqent {
