@@ -938,10 +938,10 @@ int main(int argc, char **argv)
     fic_open(&fx, hints, FI_AV_TABLE, 128);
     /* a hint the provider cannot meet means no info */
     struct fi_info *h2 = fi_dupinfo(hints), *none = NULL;
-    h2->ep_attr->type = FI_EP_MSG;
+    h2->ep_attr->type = FI_EP_SOCK_STREAM;
     CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h2, &none) == -FI_ENODATA);
     h2->ep_attr->type = FI_EP_RDM;
-    h2->caps |= FI_RMA_EVENT;
+    h2->caps |= FI_TRIGGER;
     CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h2, &none) == -FI_ENODATA);
     fi_freeinfo(h2);
     char tmp[256];
