@@ -41,6 +41,7 @@ struct ulnfi_pep {
  * by an endpoint opened from the info (until accept or close). */
 struct ulnfi_connreq {
     struct fid fid;
+    struct ulnfi_pep *pep; /* answers come from it (cm_accept says why) */
     struct ulnfi_addr client;
     uint64_t cookie;
     _Atomic int refs;
@@ -218,6 +219,7 @@ static void on_req(struct ulnfi_ep *ep, const struct ulnfi_hdr *h, const struct 
     atomic_init(&cr->refs, 1);
     cr->client = cm->name;
     cr->cookie = h->data;
+    cr->pep = p;
     /* the endpoint made from it is a new one: no source to publish at */
     free(info->src_addr);
     info->src_addr = NULL;
@@ -343,6 +345,12 @@ static int cm_connect(struct fid_ep *fep, const void *addr, const void *param, s
     return rc;
 }
 
+/* The ACCEPT goes from the passive endpoint, not from the new endpoint: the
+ * client inserted the passive endpoint's name to connect, and learns the new
+ * endpoint's from the ACCEPT. Traffic from a peer it has not inserted waits
+ * unread until it does (ulnet.h; over udp, a new endpoint's first packets
+ * would wait for the very ACCEPT they carry). The server's data that
+ * overtakes the ACCEPT waits the same way, then is read in order. */
 static int cm_accept(struct fid_ep *fep, const void *param, size_t len)
 {
     struct ulnfi_ep *ep = msg_ep(fep);
@@ -363,20 +371,27 @@ static int cm_accept(struct fid_ep *fep, const void *param, size_t len)
     rc = add_peer(ep, &cr->client, &fa);
     if (!rc) rc = ulnfi_av_peer_raw(ep->av, fa, &ep->cm_peer);
     if (!rc) rc = ulnfi_ep_name(ep, &me);
-    if (!rc)
-        rc = cm_send(ep, ep->cm_peer, cr->client.gen, ULNFI_CM_ACCEPT, cr->cookie, &me, param, len);
-    if (!rc) {
-        ep->conn = fa;
-        ep->cm_gen = cr->client.gen;
-        ep->cm_state = ULNFI_CMS_CONNECTED;
-        ulnfi_rx_resolve(ep);
-        /* reliable and in order: the client is connected once the ACCEPT
-         * arrives, before anything sent after it */
-        ev_add(ep, ev_new(FI_CONNECTED, 0, NULL, 0));
-        ep->connreq = NULL;
-        if (answer(cr)) ulnfi_connreq_put(cr); /* the application's */
-        ulnfi_connreq_put(cr);                 /* the endpoint's */
-    }
+    ulnfi_unlock(ep->dom);
+    if (rc) return rc;
+    /* the passive endpoint's domain is its own: one lock at a time */
+    struct ulnfi_ep *pe = pep_ep(cr->pep);
+    int peer;
+    ulnfi_lock(pe->dom);
+    rc = add_peer(pe, &cr->client, &fa);
+    fi_addr_t pfa = fa;
+    if (!rc) rc = ulnfi_av_peer_raw(pe->av, pfa, &peer);
+    if (!rc) rc = cm_send(pe, peer, cr->client.gen, ULNFI_CM_ACCEPT, cr->cookie, &me, param, len);
+    ulnfi_unlock(pe->dom);
+    if (rc) return rc;
+    ulnfi_lock(ep->dom);
+    ep->conn = ulnfi_av_src(ep->av, ep->cm_peer);
+    ep->cm_gen = cr->client.gen;
+    ep->cm_state = ULNFI_CMS_CONNECTED;
+    ulnfi_rx_resolve(ep);
+    ev_add(ep, ev_new(FI_CONNECTED, 0, NULL, 0));
+    ep->connreq = NULL;
+    if (answer(cr)) ulnfi_connreq_put(cr); /* the application's */
+    ulnfi_connreq_put(cr);                 /* the endpoint's */
     ulnfi_unlock(ep->dom);
     return rc;
 }

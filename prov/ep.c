@@ -226,11 +226,6 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
         ep->mt = srx->mt;
         ep->mm = srx->mm;
         srx->srx_refs++;
-        /* where a receive taken from a closed endpoint's message reports */
-        if (!srx->rx_cq && ep->rx_cq) {
-            srx->rx_cq = ep->rx_cq;
-            ep->rx_cq->refs++;
-        }
         return 0;
     }
     case FI_CLASS_STX_CTX: /* each endpoint sends on its own ulnet endpoint anyway */

@@ -189,13 +189,14 @@ static void take_unexp(struct ulnfi_ep *rep, struct ulnfi_match *m, struct ulnfi
      * rep may be a shared receive context, which has no ulnet endpoint. */
     struct ulnfi_ep *ep = rep->dom->eps[u->ep_index];
     if (!ep || ep->gen != u->ep_gen || !ep->uep) {
-        /* that endpoint closed: the message went with it */
-        if (rep->rx_cq)
-            ulnfi_cq_put_err(rep->rx_cq, r->context, FI_RECV | op_class(tagged), 0, 0, msg->tag, 0,
-                             FI_ECANCELED, 0, msg->src);
+        /* that endpoint closed: its message went with it, and the receive
+         * is posted again (onto the next message, or queued) */
+        FI_INFO(&ulnfi_prov, FI_LOG_EP_DATA, "a message of a closed endpoint dropped\n");
         free(u);
         ulnfi_match_msg_free(m, msg);
-        if (hit->recv_done) ulnfi_match_recv_free(m, r);
+        if (!hit->recv_done) return; /* a multi-receive buffer stays posted */
+        struct ulnfi_match_hit again;
+        if (ulnfi_match_post_entry(m, r, &again) == ULNFI_MATCH_FOUND) take_unexp(rep, m, &again);
         return;
     }
     uint64_t fl = FI_RECV | op_class(tagged) | (msg->has_data ? FI_REMOTE_CQ_DATA : 0);

@@ -2,7 +2,7 @@
 # libfabric's own fi_pingpong (Debian's libfabric-bin) over the ulnet
 # provider, server and client as two unrelated processes that find each other
 # through fi_pingpong's own control socket: every size, both transmit modes,
-# data checked (-c). With --hosts, the server and the client run on two
+# data checked (-c), on RDM, connected (FI_EP_MSG) and datagram endpoints. With --hosts, the server and the client run on two
 # network-namespace hosts (tests/netns/hosts.sh), so the data goes over udp.
 # Usage: fi_pingpong.sh PROVIDER_DIR [--hosts]      (77: no fi_pingpong, no netns)
 set -euo pipefail
@@ -13,21 +13,25 @@ pass=(FI_PROVIDER_PATH="$FI_PROVIDER_PATH")
 . "$(dirname "$0")/server_client.sh"
 cd "$work"
 port=$((20000 + RANDOM % 20000))
-for mode in msg tagged; do
+# endpoint type and mode: RDM both ways; a connected (FI_EP_MSG) endpoint, a
+# datagram one (FI_EP_DGRAM: sizes up to its max_msg_size, one NAP); the
+# largest size each must reach
+for run in "rdm msg 1m" "rdm tagged 1m" "msg msg 1m" "dgram msg 4k"; do
+    read -r ep mode last <<<"$run"
     # -S all: 0 B to the largest size it tries (eager and rendezvous); -c: every byte checked
-    run_srv timeout 120 fi_pingpong -p ulnet -e rdm -m "$mode" -B "$port" -S all -I 20 -c \
+    run_srv timeout 120 fi_pingpong -p ulnet -e "$ep" -m "$mode" -B "$port" -S all -I 20 -c \
         >srv.out 2>&1 &
     srv=$!
     sleep 0.5
-    if ! run_cli timeout 120 fi_pingpong -p ulnet -e rdm -m "$mode" -P "$port" -S all -I 20 -c \
+    if ! run_cli timeout 120 fi_pingpong -p ulnet -e "$ep" -m "$mode" -P "$port" -S all -I 20 -c \
         "$srv_addr" >cli.out 2>&1; then
-        echo "client failed ($mode):"; cat cli.out; echo "server:"; cat srv.out
+        echo "client failed ($ep $mode):"; cat cli.out; echo "server:"; cat srv.out
         kill $srv 2>/dev/null || true
         exit 1
     fi
-    wait $srv || { echo "server failed ($mode):"; cat srv.out; exit 1; }
-    grep -q "^1m " cli.out || { echo "no 1 MiB row ($mode):"; cat cli.out; exit 1; }
+    wait $srv || { echo "server failed ($ep $mode):"; cat srv.out; exit 1; }
+    grep -q "^$last " cli.out || { echo "no $last row ($ep $mode):"; cat cli.out; exit 1; }
     port=$((port + 1))
 done
 tail -3 cli.out
-echo "fi_pingpong over ulnet: every size, msg and tagged, data checked"
+echo "fi_pingpong over ulnet: every size, rdm (msg, tagged), msg and dgram endpoints, data checked"
