@@ -3,9 +3,13 @@
  * passive endpoints bound to them (cm.c, moved in as the EQ is read), and
  * what the application writes (fi_eq_write). An RDM endpoint raises none.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ulnfi.h"
 
@@ -29,6 +33,11 @@ static void ev_append(struct ulnfi_eq *eq, struct ulnfi_eqev *e)
     else
         eq->head = e;
     eq->tail = e;
+    if (eq->efd >= 0) { /* FI_WAIT_FD: readable while events wait */
+        uint64_t one = 1;
+        if (write(eq->efd, &one, sizeof(one)) < 0) { /* a full counter is readable anyway */
+        }
+    }
     pthread_mutex_unlock(&eq->lock);
 }
 
@@ -183,26 +192,92 @@ static int eq_close(struct fid *fid)
         ev_free(e);
     }
     free(eq->err_data);
+    if (eq->fd >= 0) close(eq->fd);
+    if (eq->efd >= 0) close(eq->efd);
     pthread_mutex_destroy(&eq->lock);
     free(eq);
     return 0;
+}
+
+/* FI_WAIT_FD: the descriptor is an epoll set of an eventfd, written as events
+ * are queued, and the ulnet CQ descriptors of the bound endpoints (added by
+ * fi_trywait, which arms them): a connection message arriving at one makes
+ * it readable, though its event is made only when the EQ is read. */
+static int eq_control(struct fid *fid, int command, void *arg)
+{
+    struct ulnfi_eq *eq = ulnfi_container(fid, struct ulnfi_eq, eq.fid);
+    if (command != FI_GETWAIT) return -FI_ENOSYS;
+    if (eq->wait_obj != FI_WAIT_FD) return -FI_ENODATA;
+    if (!arg) return -FI_EINVAL;
+    *(int *)arg = eq->fd;
+    return 0;
+}
+
+static void watch(struct ulnfi_eq *eq, int fd)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    if (epoll_ctl(eq->fd, EPOLL_CTL_ADD, fd, &ev) && errno != EEXIST)
+        FI_WARN(&ulnfi_prov, FI_LOG_EQ, "epoll_ctl: %s\n", strerror(errno));
+}
+
+/* fi_trywait(3) on an EQ: -FI_EAGAIN while events wait, else 0 once every
+ * bound endpoint's ulnet CQ is armed and in the set. */
+int ulnfi_eq_trywait(struct fid *fid)
+{
+    struct ulnfi_eq *eq = ulnfi_container(fid, struct ulnfi_eq, eq.fid);
+    if (eq->wait_obj != FI_WAIT_FD) return -FI_EINVAL;
+    pthread_mutex_lock(&eq->lock);
+    ulnfi_cm_poll(eq);
+    int rc = eq->head ? -FI_EAGAIN : 0;
+    if (!rc) { /* empty: drain the eventfd, then arm */
+        uint64_t n;
+        if (read(eq->efd, &n, sizeof(n)) < 0 && errno != EAGAIN) rc = -errno;
+    }
+    for (int i = 0; !rc && i < eq->ncm; i++) {
+        struct ulnfi_ep *ep = eq->cm_eps[i];
+        ulnfi_lock(ep->dom);
+        struct uln_cq *ucq = !ep->enabled ? NULL : ep->urx_cq ? ep->urx_cq->ucq : ep->own_cq;
+        int ms;
+        if (ucq) {
+            int fd = uln_cq_fd(ucq);
+            if (fd >= 0) watch(eq, fd);
+            if (uln_cq_arm(ucq, &ms) == -EAGAIN) rc = -FI_EAGAIN;
+        }
+        ulnfi_unlock(ep->dom);
+    }
+    pthread_mutex_unlock(&eq->lock);
+    return rc;
 }
 
 static struct fi_ops eq_fi_ops = {
     .size = sizeof(struct fi_ops),
     .close = eq_close,
     .bind = ulnfi_no_bind,
-    .control = ulnfi_no_control,
+    .control = eq_control,
     .ops_open = ulnfi_no_ops_open,
 };
 
 int ulnfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **out,
                   void *context)
 {
-    if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
+    if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC &&
+        attr->wait_obj != FI_WAIT_FD)
         return -FI_ENOSYS;
     struct ulnfi_eq *eq = calloc(1, sizeof(*eq));
     if (!eq) return -FI_ENOMEM;
+    eq->wait_obj = attr ? attr->wait_obj : FI_WAIT_NONE;
+    eq->fd = eq->efd = -1;
+    if (eq->wait_obj == FI_WAIT_FD) {
+        eq->fd = epoll_create1(EPOLL_CLOEXEC);
+        eq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (eq->fd < 0 || eq->efd < 0) {
+            if (eq->fd >= 0) close(eq->fd);
+            if (eq->efd >= 0) close(eq->efd);
+            free(eq);
+            return -FI_EMFILE;
+        }
+        watch(eq, eq->efd);
+    }
     /* recursive: a read progresses the bound endpoints (cm.c), which post here */
     pthread_mutexattr_t ma;
     pthread_mutexattr_init(&ma);

@@ -36,12 +36,13 @@ static struct fi_ops fabric_fi_ops = {
     .ops_open = ulnfi_no_ops_open,
 };
 
-/* fi_trywait(3): every object must be an FI_WAIT_FD CQ of ours; the first
- * that has something to read makes it -FI_EAGAIN. */
+/* fi_trywait(3): every object must be an FI_WAIT_FD CQ or EQ of ours; the
+ * first that has something to read makes it -FI_EAGAIN. */
 static int fabric_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
 {
     for (int i = 0; i < count; i++) {
-        int rc = ulnfi_cq_trywait(fids[i]);
+        int rc =
+            fids[i]->fclass == FI_CLASS_EQ ? ulnfi_eq_trywait(fids[i]) : ulnfi_cq_trywait(fids[i]);
         if (rc) return rc;
     }
     return 0;

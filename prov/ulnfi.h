@@ -222,7 +222,8 @@ struct ulnfi_eq {
     struct ulnfi_fabric *fab;
     pthread_mutex_t lock; /* recursive: reading progresses bound endpoints, which report here */
     enum fi_wait_obj wait_obj;
-    int fd; /* FI_WAIT_FD: an eventfd readable while events wait */
+    int fd;                                    /* FI_WAIT_FD: an epoll set (eq.c) */
+    int efd;                                   /* in it: an eventfd written as events are queued */
     struct ulnfi_ep *cm_eps[ULNFI_MAX_EPS_FI]; /* FI_EP_MSG endpoints bound: their events come
                                                   in as the EQ is read (cm.c) */
     int ncm;
@@ -405,6 +406,7 @@ void ulnfi_eq_ref(struct ulnfi_eq *eq, int delta); /* an endpoint binds (1) or l
 int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av,
                   void *context);
 int ulnfi_cq_trywait(struct fid *fid); /* fi_trywait on one CQ (FI_WAIT_FD) */
+int ulnfi_eq_trywait(struct fid *fid); /* ... and on one EQ */
 int ulnfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq,
                   void *context);
 int ulnfi_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr, struct fid_poll **out);

@@ -6,6 +6,7 @@
  *           fi_eq_readerr); one accepted (data both ways); messages in order
  *           both ways, eager and rendezvous, tagged, fi_write/fi_read and an
  *           atomic; fi_shutdown seen on both sides; sends after it refused.
+ *           The server's EQ is FI_WAIT_FD, slept on with poll().
  *   dgram:  FI_EP_DGRAM: a datagram of max_msg_size arrives intact, a larger
  *           one is refused (-FI_EMSGSIZE).
  *   event:  FI_RMA_EVENT: the target's remote-write counter counts writes.
@@ -21,6 +22,7 @@
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_rma.h>
+#include <poll.h>
 #include <sys/wait.h>
 
 #define V FI_VERSION(1, 17)
@@ -58,6 +60,26 @@ static ssize_t cq_wait1(struct fid_cq *cq, struct fi_cq_tagged_entry *e)
 static ssize_t eq_wait(struct fid_eq *eq, uint32_t *ev, void *buf, size_t len)
 {
     return fi_eq_sread(eq, ev, buf, len, 30000, 0);
+}
+
+/* The same, sleeping in poll() on the EQ's FI_WAIT_FD descriptor between
+ * fi_trywait and the read, as an event loop does. */
+static ssize_t eq_wait_fd(struct fid_fabric *fab, struct fid_eq *eq, uint32_t *ev, void *buf,
+                          size_t len)
+{
+    int fd = -1;
+    OK(fi_control(&eq->fid, FI_GETWAIT, &fd));
+    double end = fic_now() + 30;
+    struct fid *f = &eq->fid;
+    for (;;) {
+        ssize_t n = fi_eq_read(eq, ev, buf, len, 0);
+        if (n != -FI_EAGAIN) return n;
+        if (fi_trywait(fab, &f, 1) == 0) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            CHECK(poll(&p, 1, 30000) >= 0);
+        }
+        if (fic_now() > end) return -FI_ETIMEDOUT;
+    }
 }
 
 struct side {
@@ -126,9 +148,9 @@ static int test_msg(void)
     struct fid_fabric *fab;
     struct fid_eq *seq, *ceq;
     struct fid_pep *pep;
-    struct fi_eq_attr ea = {.wait_obj = FI_WAIT_UNSPEC};
+    struct fi_eq_attr ea = {.wait_obj = FI_WAIT_UNSPEC}, fa = {.wait_obj = FI_WAIT_FD};
     OK(fi_fabric(sfi->fabric_attr, &fab, NULL));
-    OK(fi_eq_open(fab, &ea, &seq, NULL));
+    OK(fi_eq_open(fab, &fa, &seq, NULL)); /* the server sleeps on a descriptor */
     OK(fi_eq_open(fab, &ea, &ceq, NULL));
     OK(fi_passive_ep(fab, sfi, &pep, NULL));
     OK(fi_pep_bind(pep, &seq->fid, 0));
@@ -150,7 +172,8 @@ static int test_msg(void)
         snprintf(data, sizeof(data), "request %d", round);
         CHECK(fi_connect(cli.ep, cfi->dest_addr, data, cmsz + 1) == -FI_EINVAL);
         OK(fi_connect(cli.ep, cfi->dest_addr, data, sizeof(data)));
-        CHECK(eq_wait(seq, &ev, buf, sizeof(buf)) == (ssize_t)(sizeof(*ent) + sizeof(data)));
+        CHECK(eq_wait_fd(fab, seq, &ev, buf, sizeof(buf)) ==
+              (ssize_t)(sizeof(*ent) + sizeof(data)));
         CHECK(ev == FI_CONNREQ && ent->fid == &pep->fid && !strcmp((char *)ent->data, data));
         struct fi_info *req = ent->info;
         if (round == 0) {
