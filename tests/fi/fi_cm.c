@@ -15,7 +15,9 @@
  *   waitset: fi_wait wakes for a completion, times out with none.
  *   sav:    FI_SHARED_AV: a child process opens the AV by name (FI_READ) and
  *           sends to the parent's fi_addr_t from map_addr.
- * Usage: fi_cm msg|dgram|event|srx|waitset|sav
+ *   msg_fd: a client process connects while the server sleeps in poll() on
+ *           its EQ's FI_WAIT_FD descriptor: the request wakes it.
+ * Usage: fi_cm msg|msg_fd|dgram|event|srx|waitset|sav
  */
 #include "fi_common.h"
 
@@ -64,6 +66,7 @@ static ssize_t eq_wait(struct fid_eq *eq, uint32_t *ev, void *buf, size_t len)
 
 /* The same, sleeping in poll() on the EQ's FI_WAIT_FD descriptor between
  * fi_trywait and the read, as an event loop does. */
+static int fd_wakes; /* poll() returned with the descriptor readable */
 static ssize_t eq_wait_fd(struct fid_fabric *fab, struct fid_eq *eq, uint32_t *ev, void *buf,
                           size_t len)
 {
@@ -76,7 +79,9 @@ static ssize_t eq_wait_fd(struct fid_fabric *fab, struct fid_eq *eq, uint32_t *e
         if (n != -FI_EAGAIN) return n;
         if (fi_trywait(fab, &f, 1) == 0) {
             struct pollfd p = {.fd = fd, .events = POLLIN};
-            CHECK(poll(&p, 1, 30000) >= 0);
+            int r = poll(&p, 1, 30000);
+            CHECK(r >= 0);
+            fd_wakes += r > 0;
         }
         if (fic_now() > end) return -FI_ETIMEDOUT;
     }
@@ -565,11 +570,84 @@ static int test_sav(void)
     return 0;
 }
 
+/* FI_WAIT_FD across processes: the server sleeps in poll() on its EQ's
+ * descriptor while a client process (started before, looking the server up
+ * by port) connects; the request must wake it. */
+static int test_msg_fd(void)
+{
+    char port[8];
+    snprintf(port, sizeof(port), "%d", 20000 + (int)((getpid() + 7) % 20000));
+    pid_t pid = fork(); /* the client, before any context */
+    if (pid == 0) {
+        struct fi_info *h = hints_of(FI_EP_MSG, FI_MSG), *fi;
+        OK(fi_getinfo(V, "127.0.0.1", port, 0, h, &fi)); /* waits for the server */
+        struct fid_fabric *fab;
+        struct fid_eq *eq;
+        struct fi_eq_attr ea = {.wait_obj = FI_WAIT_UNSPEC};
+        OK(fi_fabric(fi->fabric_attr, &fab, NULL));
+        OK(fi_eq_open(fab, &ea, &eq, NULL));
+        struct side c;
+        side_open(fab, fi, eq, &c);
+        OK(fi_connect(c.ep, fi->dest_addr, NULL, 0));
+        uint8_t buf[sizeof(struct fi_eq_cm_entry) + 64];
+        uint32_t ev;
+        CHECK(eq_wait(eq, &ev, buf, sizeof(buf)) > 0 && ev == FI_CONNECTED);
+        struct fi_cq_tagged_entry e;
+        OK(fi_send(c.ep, "over", 5, NULL, 0, NULL));
+        CHECK(cq_wait1(c.cq, &e) == 0);
+        CHECK(eq_wait(eq, &ev, buf, sizeof(buf)) > 0 && ev == FI_SHUTDOWN); /* the server's */
+        side_close(&c);
+        OK(fi_close(&eq->fid));
+        OK(fi_close(&fab->fid));
+        fi_freeinfo(fi);
+        fi_freeinfo(h);
+        _exit(failures ? 1 : 0);
+    }
+    struct fi_info *h = hints_of(FI_EP_MSG, FI_MSG), *fi;
+    OK(fi_getinfo(V, NULL, port, FI_SOURCE, h, &fi));
+    struct fid_fabric *fab;
+    struct fid_eq *eq;
+    struct fid_pep *pep;
+    struct fi_eq_attr fa = {.wait_obj = FI_WAIT_FD};
+    OK(fi_fabric(fi->fabric_attr, &fab, NULL));
+    OK(fi_eq_open(fab, &fa, &eq, NULL));
+    OK(fi_passive_ep(fab, fi, &pep, NULL));
+    OK(fi_pep_bind(pep, &eq->fid, 0));
+    OK(fi_listen(pep)); /* publishes: the client's lookup ends, it connects */
+    uint8_t buf[sizeof(struct fi_eq_cm_entry) + 64];
+    struct fi_eq_cm_entry *ent = (void *)buf;
+    uint32_t ev;
+    CHECK(eq_wait_fd(fab, eq, &ev, buf, sizeof(buf)) == sizeof(*ent) && ev == FI_CONNREQ);
+    CHECK(fd_wakes >= 1); /* it slept, and the request woke it */
+    struct side s;
+    side_open(fab, ent->info, eq, &s);
+    char rx[8] = {0};
+    OK(fi_recv(s.ep, rx, sizeof(rx), NULL, 0, rx));
+    OK(fi_accept(s.ep, NULL, 0));
+    fi_freeinfo(ent->info);
+    CHECK(eq_wait_fd(fab, eq, &ev, buf, sizeof(buf)) == sizeof(*ent) && ev == FI_CONNECTED);
+    struct fi_cq_tagged_entry e;
+    CHECK(cq_wait1(s.cq, &e) == 0 && !strcmp(rx, "over"));
+    OK(fi_shutdown(s.ep, 0));
+    CHECK(eq_wait_fd(fab, eq, &ev, buf, sizeof(buf)) == sizeof(*ent) && ev == FI_SHUTDOWN);
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    side_close(&s);
+    OK(fi_close(&pep->fid));
+    OK(fi_close(&eq->fid));
+    OK(fi_close(&fab->fid));
+    fi_freeinfo(fi);
+    fi_freeinfo(h);
+    printf("msg_fd: the server slept on its EQ's descriptor; %d wake(s)\n", fd_wakes);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) return 2;
     const char *t = argv[1];
     int rc = !strcmp(t, "msg")       ? test_msg()
+             : !strcmp(t, "msg_fd")  ? test_msg_fd()
              : !strcmp(t, "dgram")   ? test_dgram()
              : !strcmp(t, "event")   ? test_event()
              : !strcmp(t, "srx")     ? test_srx()
