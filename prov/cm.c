@@ -21,7 +21,9 @@
  * in after a progress pass of each bound endpoint's domain.
  */
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "ulnfi.h"
 
@@ -76,6 +78,8 @@ static struct ulnfi_ep *pep_ep(struct ulnfi_pep *p)
 
 /* ---- events ------------------------------------------------------------------------------- */
 
+static void shut(struct ulnfi_ep *ep);
+
 static struct ulnfi_cmev *ev_new(uint32_t event, int err, const void *data, size_t len)
 {
     struct ulnfi_cmev *e = calloc(1, sizeof(*e) + len);
@@ -106,12 +110,43 @@ static fid_t ev_fid(struct ulnfi_ep *ep)
     return ep->pep ? &ep->pep->pep.fid : &ep->ep.fid;
 }
 
+#define ULNFI_CM_WATCH_MS 200  /* how often a connection looks at its peer while its EQ is read */
+#define ULNFI_CM_PING_MS  1000 /* and pings it, so that udp watches it too */
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Under the domain lock: a connected peer that died ends the connection
+ * (FI_SHUTDOWN, fi_cm(3)): ulnet says so (shm: the peer's pidfd; udp: once
+ * a packet to it went unanswered, so a silent connection is pinged). */
+static void watch_peer(struct ulnfi_ep *ep)
+{
+    uint64_t now = now_ns();
+    if (ep->cm_state != ULNFI_CMS_CONNECTED || now < ep->cm_watch_at) return;
+    ep->cm_watch_at = now + ULNFI_CM_WATCH_MS * 1000000ull;
+    if (uln_peer_alive(ep->uep, ep->cm_peer) == -ECONNRESET) {
+        FI_INFO(&ulnfi_prov, FI_LOG_EP_CTRL, "endpoint %d: the connected peer died\n", ep->index);
+        shut(ep);
+        return;
+    }
+    if (now < ep->cm_ping_at) return;
+    ep->cm_ping_at = now + ULNFI_CM_PING_MS * 1000000ull;
+    struct ulnfi_hdr p = {.pkt = ULNFI_PKT_PING, .seq = ep->tx_seq[ep->cm_peer]};
+    if (uln_nap(ep->uep, ep->cm_peer, &p, sizeof(p), 0, ULN_INLINE | ULN_SILENT) == 0)
+        ep->tx_seq[ep->cm_peer]++;
+}
+
 void ulnfi_cm_poll(struct ulnfi_eq *eq)
 {
     for (int i = 0; i < eq->ncm; i++) {
         struct ulnfi_ep *ep = eq->cm_eps[i];
         ulnfi_lock(ep->dom);
         if (ep->enabled) ulnfi_progress(ep->dom);
+        if (ep->enabled && ep->uep) watch_peer(ep);
         struct ulnfi_cmev *e = ep->cm_head;
         ep->cm_head = ep->cm_tail = NULL;
         ulnfi_unlock(ep->dom);

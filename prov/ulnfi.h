@@ -368,6 +368,7 @@ struct ulnfi_ep {
     struct ulnfi_cmev *cm_head, *cm_tail; /* events for the EQ, moved there when it is read */
     void *connreq;                        /* fi_info handle it was opened from (accept) */
     struct ulnfi_pep *pep;                /* the passive endpoint this one serves, if internal */
+    uint64_t cm_watch_at, cm_ping_at;     /* connected: when to look at the peer next (ns) */
 };
 enum { ULNFI_CMS_IDLE, ULNFI_CMS_CONNECTING, ULNFI_CMS_CONNECTED, ULNFI_CMS_SHUT };
 struct ulnfi_cmev {

@@ -17,7 +17,8 @@
  *           sends to the parent's fi_addr_t from map_addr.
  *   msg_fd: a client process connects while the server sleeps in poll() on
  *           its EQ's FI_WAIT_FD descriptor: the request wakes it.
- * Usage: fi_cm msg|msg_fd|dgram|event|srx|waitset|sav
+ *   msg_death: the same, and the client dies connected: FI_SHUTDOWN.
+ * Usage: fi_cm msg|msg_fd|msg_death|dgram|event|srx|waitset|sav
  */
 #include "fi_common.h"
 
@@ -25,6 +26,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_rma.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #define V FI_VERSION(1, 17)
@@ -573,7 +575,7 @@ static int test_sav(void)
 /* FI_WAIT_FD across processes: the server sleeps in poll() on its EQ's
  * descriptor while a client process (started before, looking the server up
  * by port) connects; the request must wake it. */
-static int test_msg_fd(void)
+static int test_msg_fd(int die)
 {
     char port[8];
     snprintf(port, sizeof(port), "%d", 20000 + (int)((getpid() + 7) % 20000));
@@ -595,6 +597,7 @@ static int test_msg_fd(void)
         struct fi_cq_tagged_entry e;
         OK(fi_send(c.ep, "over", 5, NULL, 0, NULL));
         CHECK(cq_wait1(c.cq, &e) == 0);
+        if (die) raise(SIGKILL); /* connected, and gone without a word */
         CHECK(eq_wait(eq, &ev, buf, sizeof(buf)) > 0 && ev == FI_SHUTDOWN); /* the server's */
         side_close(&c);
         OK(fi_close(&eq->fid));
@@ -628,17 +631,22 @@ static int test_msg_fd(void)
     CHECK(eq_wait_fd(fab, eq, &ev, buf, sizeof(buf)) == sizeof(*ent) && ev == FI_CONNECTED);
     struct fi_cq_tagged_entry e;
     CHECK(cq_wait1(s.cq, &e) == 0 && !strcmp(rx, "over"));
-    OK(fi_shutdown(s.ep, 0));
-    CHECK(eq_wait_fd(fab, eq, &ev, buf, sizeof(buf)) == sizeof(*ent) && ev == FI_SHUTDOWN);
+    if (!die) OK(fi_shutdown(s.ep, 0));
+    /* shut down by us, or the client died: FI_SHUTDOWN either way, once */
+    CHECK(eq_wait_fd(fab, eq, &ev, buf, sizeof(buf)) == sizeof(*ent) && ev == FI_SHUTDOWN &&
+          ent->fid == &s.ep->fid);
     int st = 0;
-    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(die ? WIFSIGNALED(st) : WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    if (die) CHECK(fi_send(s.ep, "x", 1, NULL, 0, NULL) == -FI_ENOTCONN);
     side_close(&s);
     OK(fi_close(&pep->fid));
     OK(fi_close(&eq->fid));
     OK(fi_close(&fab->fid));
     fi_freeinfo(fi);
     fi_freeinfo(h);
-    printf("msg_fd: the server slept on its EQ's descriptor; %d wake(s)\n", fd_wakes);
+    printf("msg_%s: the server slept on its EQ's descriptor; %d wake(s)\n", die ? "death" : "fd",
+           fd_wakes);
     return 0;
 }
 
@@ -646,14 +654,15 @@ int main(int argc, char **argv)
 {
     if (argc != 2) return 2;
     const char *t = argv[1];
-    int rc = !strcmp(t, "msg")       ? test_msg()
-             : !strcmp(t, "msg_fd")  ? test_msg_fd()
-             : !strcmp(t, "dgram")   ? test_dgram()
-             : !strcmp(t, "event")   ? test_event()
-             : !strcmp(t, "srx")     ? test_srx()
-             : !strcmp(t, "waitset") ? test_waitset()
-             : !strcmp(t, "sav")     ? test_sav()
-                                     : 2;
+    int rc = !strcmp(t, "msg")         ? test_msg()
+             : !strcmp(t, "msg_fd")    ? test_msg_fd(0)
+             : !strcmp(t, "msg_death") ? test_msg_fd(1)
+             : !strcmp(t, "dgram")     ? test_dgram()
+             : !strcmp(t, "event")     ? test_event()
+             : !strcmp(t, "srx")       ? test_srx()
+             : !strcmp(t, "waitset")   ? test_waitset()
+             : !strcmp(t, "sav")       ? test_sav()
+                                       : 2;
     if (rc || failures) {
         fprintf(stderr, "fi_cm %s FAILED\n", t);
         return 1;
