@@ -35,6 +35,9 @@ static int av_close(struct fid *fid)
     for (size_t i = 0; i < av->count && !av->keep_peers; i++)
         if (av->used[i]) uln_peer_remove(av->dom->ctx, av->peer[i]);
     ulnfi_av_share_close(av);
+    for (size_t k = 0; av->xpeer && k < av->xcap * ULNFI_SEP_MAX; k++)
+        if (av->xpeer[k] >= 0) uln_peer_remove(av->dom->ctx, av->xpeer[k]);
+    free(av->xpeer);
     free(av->tab);
     free(av->peer);
     free(av->used);
@@ -329,7 +332,7 @@ int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid
         return -FI_EINVAL;
     if (attr->flags & (FI_EVENT | FI_SYMMETRIC)) return -FI_ENOSYS;
     if ((attr->flags & FI_READ) && !attr->name) return -FI_EINVAL;
-    if (attr->rx_ctx_bits) return -FI_EINVAL;
+    if (attr->rx_ctx_bits < 0 || attr->rx_ctx_bits > 8) return -FI_EINVAL;
     struct ulnfi_av *av = calloc(1, sizeof(*av));
     if (!av) return -FI_ENOMEM;
     av->by_peer = malloc(sizeof(fi_addr_t) * (size_t)d->size);
@@ -352,6 +355,7 @@ int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid
             return rc;
         }
     }
+    av->rx_bits = attr->rx_ctx_bits;
     av->type = attr->type == FI_AV_UNSPEC ? FI_AV_MAP : attr->type;
     attr->type = av->type;
     av->av.fid.fclass = FI_CLASS_AV;
@@ -364,8 +368,40 @@ int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid
 }
 
 /* The ulnet peer id of a destination (any endpoint may reach any). */
+/* fi_rx_addr(slot, i, rx_bits): receive context i of the scalable endpoint
+ * named at slot, the ulnet endpoint at its index plus i (sep.c); its peer
+ * id inserted at first use, kept until the AV closes. */
+static int ctx_peer(struct ulnfi_av *av, fi_addr_t slot, unsigned i, int *peer)
+{
+    if (i >= ULNFI_SEP_MAX || slot >= av->count || !av->used[slot]) return -FI_EINVAL;
+    if (!av->xpeer || av->xcap < av->cap) {
+        int *x = realloc(av->xpeer, av->cap * ULNFI_SEP_MAX * sizeof(*x));
+        if (!x) return -FI_ENOMEM;
+        for (size_t k = av->xcap * ULNFI_SEP_MAX; k < av->cap * ULNFI_SEP_MAX; k++)
+            x[k] = -1;
+        av->xpeer = x;
+        av->xcap = av->cap;
+    }
+    int *p = &av->xpeer[slot * ULNFI_SEP_MAX + i];
+    if (*p < 0) {
+        const struct ulnfi_addr *a = &av->tab[slot];
+        int rc = uln_peer_insert(av->dom->ctx, a->uaddr, a->ulen, a->ep + (int)i, p);
+        if (rc) {
+            *p = -1;
+            return ulnfi_errno(rc);
+        }
+    }
+    *peer = *p;
+    return 0;
+}
+
 int ulnfi_av_peer_raw(struct ulnfi_av *av, fi_addr_t addr, int *peer)
 {
+    if (av && av->rx_bits && addr != FI_ADDR_UNSPEC && addr != FI_ADDR_NOTAVAIL) {
+        unsigned i = (unsigned)(addr >> (64 - av->rx_bits));
+        addr &= ~(uint64_t)0 >> av->rx_bits;
+        if (i) return ctx_peer(av, addr, i, peer);
+    }
     if (av && av->sav_reader && (addr >= av->count || !av->used[addr])) ulnfi_av_share_sync(av);
     if (!av || addr >= av->count || !av->used[addr]) return -FI_EINVAL;
     *peer = av->peer[addr];
@@ -385,6 +421,7 @@ int ulnfi_av_peer(struct ulnfi_ep *ep, fi_addr_t addr, int *peer)
 
 uint16_t ulnfi_av_gen(struct ulnfi_ep *ep, fi_addr_t addr)
 {
+    if (ep->av->rx_bits) addr &= ~(uint64_t)0 >> ep->av->rx_bits; /* contexts share a life */
     return ep->av->tab[ep->type == FI_EP_MSG ? ep->conn : addr].gen;
 }
 

@@ -312,10 +312,6 @@ static struct fi_ops domain_fi_ops = {
     .ops_open = ulnfi_no_ops_open,
 };
 
-static int no_sep(struct fid_domain *d, struct fi_info *i, struct fid_ep **e, void *c)
-{
-    return -FI_ENOSYS;
-}
 static int no_coll(struct fid_domain *d, enum fi_collective_op o, struct fi_collective_attr *a,
                    uint64_t f)
 {
@@ -327,7 +323,7 @@ static struct fi_ops_domain domain_ops = {
     .av_open = ulnfi_av_open,
     .cq_open = ulnfi_cq_open,
     .endpoint = ulnfi_ep_open,
-    .scalable_ep = no_sep,
+    .scalable_ep = ulnfi_sep_open,
     .cntr_open = ulnfi_cntr_open,
     .poll_open = ulnfi_poll_open,
     .stx_ctx = ulnfi_stx_open,

@@ -262,6 +262,10 @@ static int ep_enable(struct ulnfi_ep *ep)
 {
     struct ulnfi_domain *d = ep->dom;
     if (ep->enabled) return 0;
+    if (ep->sep) { /* a scalable endpoint's context: its AV */
+        int rc = ulnfi_sep_ctx_enable(ep);
+        if (rc) return rc;
+    }
     if (!ep->av) return -FI_ENOAV;
     if (!ep->tx_cq && !ep->rx_cq && !ep->tx_cntr && !ep->rx_cntr) return -FI_ENOCQ;
     ep->utx_cq = ep->tx_cq;
@@ -298,6 +302,11 @@ static int ep_enable(struct ulnfi_ep *ep)
         return -FI_ENOSPC;
     }
     ep->gen = next_gen();
+    if (ep->sep && (rc = ulnfi_sep_ctx_placed(ep))) {
+        uln_ep_close(ep->uep);
+        ep->uep = NULL;
+        return rc;
+    }
     const struct ulnfi_addr *src = ep->info->src_addr;
     if (src && ep->info->src_addrlen == sizeof(*src) && src->flags & ULNFI_AF_SVC) {
         struct ulnfi_addr name;
@@ -424,6 +433,7 @@ static int ep_close(struct fid *fid)
     if (ep->rx_cq) ep->rx_cq->refs--;
     if (ep->av) ep->av->refs--;
     if (ep->srx) ep->srx->srx_refs--;
+    if (ep->sep) ulnfi_sep_ctx_closed(ep);
     if (ep->own_av) fi_close(&ep->av->av.fid);
     ulnfi_cm_unbind(ep);
     ulnfi_connreq_put(ep->connreq); /* not accepted */

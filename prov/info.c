@@ -18,7 +18,7 @@
 
 #define ULNFI_PRIMARY                                                                              \
     (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_RECV |            \
-     FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV)
+     FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_NAMED_RX_CTX)
 /* What needs registered memory and so the client's mr_mode (prov/atomic.c) */
 #define ULNFI_MR_CAPS (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
 #define ULNFI_SECONDARY                                                                            \
@@ -43,8 +43,8 @@
 #define ULNFI_CORE_PROV_ONLY (1ULL << 59) /* libfabric's internal flag, ofi.h */
 /* What each endpoint type offers. FI_EP_MSG: one peer, so no directed
  * receives or sources; no FI_RMA_EVENT (not tested there: fabtests' only
- * connected RMA-event program, fi_multi_mr, needs counters on regions). FI_EP_DGRAM: messages of one NAP, no RMA or atomics
- * (fi_endpoint(3): datagram endpoints carry messages). */
+ * connected RMA-event program, fi_multi_mr, needs counters on regions). FI_EP_DGRAM: messages of
+ * one NAP, no RMA or atomics (fi_endpoint(3): datagram endpoints carry messages). */
 #define ULNFI_MSG_EP_CAPS (ULNFI_CAPS & ~(uint64_t)(FI_DIRECTED_RECV | FI_SOURCE | FI_RMA_EVENT))
 #define ULNFI_DGRAM_CAPS                                                                           \
     (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_REMOTE_CQ_DATA |   \
@@ -80,8 +80,8 @@ static bool check_domain(const struct fi_domain_attr *h, uint64_t caps, uint32_t
     if (h->cq_data_size > 8 || h->mr_key_size > 8) return false;
     /* tx/rx_ctx_cnt count the domain's contexts, one per endpoint; the
      * per-endpoint limits are max_ep_*_ctx. */
-    if (h->tx_ctx_cnt > lim->max_eps || h->rx_ctx_cnt > lim->max_eps || h->max_ep_tx_ctx > 1 ||
-        h->max_ep_rx_ctx > 1)
+    if (h->tx_ctx_cnt > lim->max_eps || h->rx_ctx_cnt > lim->max_eps ||
+        h->max_ep_tx_ctx > ULNFI_SEP_MAX || h->max_ep_rx_ctx > ULNFI_SEP_MAX)
         return false;
     if (h->ep_cnt > lim->max_eps || h->cq_cnt > ULNFI_MAX_EPS_FI * 2) return false;
     if (h->mr_cnt > lim->max_regions) return false;
@@ -110,9 +110,9 @@ static bool check_ep(const struct fi_ep_attr *h)
     if (h->max_msg_size > ULNFI_MAX_MSG) return false;
     if (h->msg_prefix_size) return false;
     /* one context each, or shared ones (fi_stx_context, fi_srx_context) */
-    if ((h->tx_ctx_cnt > 1 && h->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
-        (h->rx_ctx_cnt > 1 && h->rx_ctx_cnt != FI_SHARED_CONTEXT))
-        return false;
+    if ((h->tx_ctx_cnt > ULNFI_SEP_MAX && h->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
+        (h->rx_ctx_cnt > ULNFI_SEP_MAX && h->rx_ctx_cnt != FI_SHARED_CONTEXT))
+        return false; /* more than one: a scalable endpoint's (sep.c) */
     return true;
 }
 
@@ -227,8 +227,8 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint
     if (h && h->ep_attr && h->ep_attr->mem_tag_format)
         ep->mem_tag_format = h->ep_attr->mem_tag_format;
     const struct fi_ep_attr *he = h ? h->ep_attr : NULL;
-    ep->tx_ctx_cnt = he && he->tx_ctx_cnt == FI_SHARED_CONTEXT ? FI_SHARED_CONTEXT : 1;
-    ep->rx_ctx_cnt = he && he->rx_ctx_cnt == FI_SHARED_CONTEXT ? FI_SHARED_CONTEXT : 1;
+    ep->tx_ctx_cnt = he && he->tx_ctx_cnt ? he->tx_ctx_cnt : 1; /* shared, or a scalable */
+    ep->rx_ctx_cnt = he && he->rx_ctx_cnt ? he->rx_ctx_cnt : 1; /* endpoint's (sep.c) */
 
     const struct fi_domain_attr *hd = h ? h->domain_attr : NULL;
     struct fi_domain_attr *d = fi->domain_attr;
@@ -253,8 +253,8 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint
     d->ep_cnt = lim->max_eps;
     d->tx_ctx_cnt = lim->max_eps;
     d->rx_ctx_cnt = lim->max_eps;
-    d->max_ep_tx_ctx = 1;
-    d->max_ep_rx_ctx = 1;
+    d->max_ep_tx_ctx = ULNFI_SEP_MAX; /* a scalable endpoint's contexts (sep.c) */
+    d->max_ep_rx_ctx = ULNFI_SEP_MAX;
     d->max_ep_stx_ctx = 1; /* shared contexts: one of each per endpoint */
     d->max_ep_srx_ctx = 1;
     d->mr_iov_limit = 1;

@@ -171,6 +171,9 @@ struct ulnfi_av {
     uint32_t *nslots;   /* peer id -> slots holding it (more than one: duplicates) */
     int refs;
     bool keep_peers; /* an FI_EP_MSG endpoint's own: its peers stay inserted at close (cm.c) */
+    int rx_bits;     /* fi_av_attr.rx_ctx_bits: an fi_addr_t's top bits name a receive context */
+    int *xpeer;      /* by slot * ULNFI_SEP_MAX + context: peer ids of contexts 1.. (sep.c) */
+    size_t xcap;     /* slots xpeer covers */
     struct ulnfi_sav *sav; /* a named AV's shared table (av_shared.c) */
     bool sav_reader;       /* opened with FI_READ: the table is another process's */
     char *sav_path;
@@ -369,6 +372,9 @@ struct ulnfi_ep {
     void *connreq;                        /* fi_info handle it was opened from (accept) */
     struct ulnfi_pep *pep;                /* the passive endpoint this one serves, if internal */
     uint64_t cm_watch_at, cm_ping_at;     /* connected: when to look at the peer next (ns) */
+    struct ulnfi_sep *sep;                /* a scalable endpoint's context (sep.c) */
+    int sep_index;
+    bool sep_rx;
 };
 enum { ULNFI_CMS_IDLE, ULNFI_CMS_CONNECTING, ULNFI_CMS_CONNECTED, ULNFI_CMS_SHUT };
 struct ulnfi_cmev {
@@ -428,6 +434,14 @@ int ulnfi_query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enu
                        struct fi_atomic_attr *attr, uint64_t flags);
 
 int ulnfi_errno(int uln_status); /* ulnet -errno -> -FI_E* */
+
+/* sep.c: scalable endpoints */
+#define ULNFI_SEP_MAX 8 /* contexts each way; fi_rx_addr's index reaches ulnet index + i */
+int ulnfi_sep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **out,
+                   void *context);
+int ulnfi_sep_ctx_enable(struct ulnfi_ep *ep); /* before: the scalable endpoint's AV */
+int ulnfi_sep_ctx_placed(struct ulnfi_ep *ep); /* after: receive context i at 0's index + i */
+void ulnfi_sep_ctx_closed(struct ulnfi_ep *ep);
 
 /* wait.c: wait sets; a CQ opened with one is its member until it closes */
 int ulnfi_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr, struct fid_wait **out);

@@ -13,12 +13,13 @@
  *   srx:    a shared receive context: two endpoints' messages taken by its
  *           receives, reported to each endpoint's CQ.
  *   waitset: fi_wait wakes for a completion, times out with none.
+ *   sep:    scalable endpoints: receive context i reached by fi_rx_addr.
  *   sav:    FI_SHARED_AV: a child process opens the AV by name (FI_READ) and
  *           sends to the parent's fi_addr_t from map_addr.
  *   msg_fd: a client process connects while the server sleeps in poll() on
  *           its EQ's FI_WAIT_FD descriptor: the request wakes it.
  *   msg_death: the same, and the client dies connected: FI_SHUTDOWN.
- * Usage: fi_cm msg|msg_fd|msg_death|dgram|event|srx|waitset|sav
+ * Usage: fi_cm msg|msg_fd|msg_death|dgram|event|srx|waitset|sav|sep
  */
 #include "fi_common.h"
 
@@ -650,6 +651,97 @@ static int test_msg_fd(int die)
     return 0;
 }
 
+/* Scalable endpoints: two of 4 contexts each; a message from transmit
+ * context i to receive context i of the other (fi_rx_addr) lands in that
+ * context's CQ and no other. */
+#define NCTX 4
+struct sep {
+    struct fid_ep *sep, *tx[NCTX], *rx[NCTX];
+    struct fid_cq *txcq[NCTX], *rxcq[NCTX];
+};
+
+static void sep_open(struct fid_domain *dom, struct fi_info *fi, struct fid_av *av, struct sep *e)
+{
+    OK(fi_scalable_ep(dom, fi, &e->sep, NULL));
+    OK(fi_scalable_ep_bind(e->sep, &av->fid, 0));
+    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED};
+    for (int i = 0; i < NCTX; i++) {
+        OK(fi_tx_context(e->sep, i, NULL, &e->tx[i], NULL));
+        OK(fi_cq_open(dom, &ca, &e->txcq[i], NULL));
+        OK(fi_ep_bind(e->tx[i], &e->txcq[i]->fid, FI_SEND));
+        OK(fi_enable(e->tx[i]));
+    }
+    for (int i = 0; i < NCTX; i++) {
+        OK(fi_rx_context(e->sep, i, NULL, &e->rx[i], NULL));
+        OK(fi_cq_open(dom, &ca, &e->rxcq[i], NULL));
+        OK(fi_ep_bind(e->rx[i], &e->rxcq[i]->fid, FI_RECV));
+        OK(fi_enable(e->rx[i]));
+    }
+    OK(fi_enable(e->sep));
+}
+
+static void sep_close(struct sep *e)
+{
+    CHECK(fi_close(&e->sep->fid) == -FI_EBUSY); /* contexts first */
+    for (int i = 0; i < NCTX; i++) {
+        OK(fi_close(&e->tx[i]->fid));
+        OK(fi_close(&e->rx[i]->fid));
+        OK(fi_close(&e->txcq[i]->fid));
+        OK(fi_close(&e->rxcq[i]->fid));
+    }
+    OK(fi_close(&e->sep->fid));
+}
+
+static int test_sep(void)
+{
+    struct fi_info *h = hints_of(FI_EP_RDM, FI_MSG | FI_NAMED_RX_CTX), *fi;
+    OK(fi_getinfo(V, NULL, NULL, 0, h, &fi));
+    CHECK(fi->domain_attr->max_ep_rx_ctx >= NCTX);
+    fi->ep_attr->tx_ctx_cnt = NCTX;
+    fi->ep_attr->rx_ctx_cnt = NCTX;
+    struct fid_fabric *fab;
+    struct fid_domain *dom;
+    struct fid_av *av;
+    OK(fi_fabric(fi->fabric_attr, &fab, NULL));
+    OK(fi_domain(fab, fi, &dom, NULL));
+    int bits = 0;
+    while (NCTX >> ++bits)
+        ;
+    struct fi_av_attr aa = {.type = FI_AV_TABLE, .rx_ctx_bits = bits};
+    OK(fi_av_open(dom, &aa, &av, NULL));
+    struct sep a, b;
+    sep_open(dom, fi, av, &a);
+    sep_open(dom, fi, av, &b);
+    char name[64];
+    size_t nl = sizeof(name);
+    fi_addr_t bb;
+    OK(fi_getname(&b.sep->fid, name, &nl));
+    CHECK(fi_av_insert(av, name, 1, &bb, 0, NULL) == 1);
+    char rx[NCTX][16];
+    struct fi_cq_tagged_entry e;
+    for (int i = 0; i < NCTX; i++)
+        OK(fi_recv(b.rx[i], rx[i], 16, NULL, FI_ADDR_UNSPEC, rx[i]));
+    for (int i = NCTX; i-- > 0;) { /* in reverse: each must find its own context */
+        char tx[16];
+        snprintf(tx, sizeof(tx), "to context %d", i);
+        OK(fi_send(a.tx[i], tx, 16, NULL, fi_rx_addr(bb, i, bits), NULL));
+        CHECK(cq_wait1(a.txcq[i], &e) == 0);
+        CHECK(cq_wait1(b.rxcq[i], &e) == 0 && e.op_context == rx[i]);
+        CHECK(!strcmp(rx[i], tx));
+    }
+    for (int i = 0; i < NCTX; i++) /* nothing anywhere else */
+        CHECK(fi_cq_read(b.rxcq[i], &e, 1) == -FI_EAGAIN);
+    sep_close(&a);
+    sep_close(&b);
+    OK(fi_close(&av->fid));
+    OK(fi_close(&dom->fid));
+    OK(fi_close(&fab->fid));
+    fi_freeinfo(fi);
+    fi_freeinfo(h);
+    printf("sep: %d receive contexts each reached by fi_rx_addr\n", NCTX);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) return 2;
@@ -662,6 +754,7 @@ int main(int argc, char **argv)
              : !strcmp(t, "srx")       ? test_srx()
              : !strcmp(t, "waitset")   ? test_waitset()
              : !strcmp(t, "sav")       ? test_sav()
+             : !strcmp(t, "sep")       ? test_sep()
                                        : 2;
     if (rc || failures) {
         fprintf(stderr, "fi_cm %s FAILED\n", t);
