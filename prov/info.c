@@ -28,7 +28,8 @@
 /* Of those, what fi_endpoint(3) says applies to a transmit or a receive
  * context: a secondary capability such as FI_REMOTE_CQ_DATA or FI_LOCAL_COMM
  * belongs to fi_info::caps only. */
-#define ULNFI_TX_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND)
+#define ULNFI_TX_CAPS                                                                              \
+    (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_NAMED_RX_CTX)
 #define ULNFI_RX_CAPS                                                                              \
     (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE |        \
      FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV | FI_RMA_EVENT)
@@ -45,7 +46,8 @@
  * receives or sources; no FI_RMA_EVENT (not tested there: fabtests' only
  * connected RMA-event program, fi_multi_mr, needs counters on regions). FI_EP_DGRAM: messages of
  * one NAP, no RMA or atomics (fi_endpoint(3): datagram endpoints carry messages). */
-#define ULNFI_MSG_EP_CAPS (ULNFI_CAPS & ~(uint64_t)(FI_DIRECTED_RECV | FI_SOURCE | FI_RMA_EVENT))
+#define ULNFI_MSG_EP_CAPS                                                                          \
+    (ULNFI_CAPS & ~(uint64_t)(FI_DIRECTED_RECV | FI_SOURCE | FI_RMA_EVENT | FI_NAMED_RX_CTX))
 #define ULNFI_DGRAM_CAPS                                                                           \
     (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_REMOTE_CQ_DATA |   \
      FI_LOCAL_COMM | FI_REMOTE_COMM | FI_MULTI_RECV)
