@@ -255,8 +255,12 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint
     d->ep_cnt = lim->max_eps;
     d->tx_ctx_cnt = lim->max_eps;
     d->rx_ctx_cnt = lim->max_eps;
-    d->max_ep_tx_ctx = ULNFI_SEP_MAX; /* a scalable endpoint's contexts (sep.c) */
-    d->max_ep_rx_ctx = ULNFI_SEP_MAX;
+    /* a scalable endpoint's contexts (sep.c), offered to a client that names
+     * receive contexts: one that does not (Open MPI's ofi BTL) would build
+     * scalable endpoints for nothing, enabling transmit and receive contexts
+     * in turn, which ulnet's consecutive receive indices cannot follow */
+    d->max_ep_tx_ctx = caps & FI_NAMED_RX_CTX ? ULNFI_SEP_MAX : 1;
+    d->max_ep_rx_ctx = caps & FI_NAMED_RX_CTX ? ULNFI_SEP_MAX : 1;
     d->max_ep_stx_ctx = 1; /* shared contexts: one of each per endpoint */
     d->max_ep_srx_ctx = 1;
     d->mr_iov_limit = 1;
