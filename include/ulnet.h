@@ -265,18 +265,23 @@ int uln_barrier(struct uln_ctx *ctx, int timeout_ms);
  * rank, this rank's own included (mine may point there). A collective like
  * uln_barrier: every rank calls it with the same len on its endpoint of the
  * same index, and it returns once every rank holds every blob (it ends with
- * a uln_barrier, so a rank that returns may post at once). ep's CQs must have
- * nothing else in flight during the call: it takes every completion on them,
- * and one not its own fails it with -EBUSY (that completion is lost). So
- * call it before other traffic, as the examples do after uln_mr_reg:
+ * a uln_barrier, so a rank that returns may post at once). ep must be idle:
+ * an endpoint with operations outstanding (posted, not yet completed) or
+ * with completions waiting on its CQs (other than peers' blobs of this very
+ * call, already received) is refused with -EBUSY before anything is sent or
+ * taken, so nothing is lost; poll them, then call again. Nothing else may
+ * arrive during the call: a completion not its own stops it with -EBUSY
+ * (-EPROTO for a NAP of another length) and stays on its CQ to be polled.
+ * So call it before other traffic, as the examples do after uln_mr_reg:
  *
  *   struct { uint64_t key; uint64_t addr; } me = {uln_mr_key(mr), 0}, all[n];
  *   uln_allgather(ep, &me, sizeof me, all, 10000);
  *
  * len: 1 .. nap_max (uln_query). timeout_ms < 0: no timeout. Returns 0,
  * -EINVAL, -EMSGSIZE (len over nap_max), -EOPNOTSUPP (a context with no
- * job), -ETIMEDOUT, -EPROTO (a rank gave another len), -EBUSY, -ECONNRESET
- * (a rank died), or the status of a failed NAP.
+ * job), -ETIMEDOUT, -EPROTO (a rank gave another len), -EBUSY (ep not idle,
+ * as above), -EBADF (ep closed), -ECONNRESET (a rank died), or the status of
+ * a failed NAP.
  */
 int uln_allgather(struct uln_ep *ep, const void *mine, size_t len, void *all, int timeout_ms);
 

@@ -37,38 +37,89 @@ static int ms_left(const struct gather *g)
     return ms > 0 ? (int)ms : 0;
 }
 
-/* One completion: ours (a send retired, a peer's blob copied out), or not. */
-static int take(struct gather *g, struct uln_cq *cq, const struct uln_cqe *e)
+/* What a completion on ep's CQs is to this call. */
+enum kind { NOT_OURS, OUR_SEND, OUR_BLOB, OTHER_LEN };
+
+static enum kind kind_of(const struct gather *g, const struct uln_cqe *e)
 {
-    if (e->status) {
-        if (e->flags & ULN_CQE_MUST_RELEASE) uln_cqe_release(cq, e);
-        return e->status;
+    if (e->ep != g->ep->index) return NOT_OURS; /* another endpoint's, on a shared CQ */
+    if (e->op == ULN_OP_NAP && e->user_data == ALLGATHER_TAG) return OUR_SEND;
+    if (e->op != ULN_OP_NAP_RECV || e->status) return NOT_OURS;
+    /* A received NAP carries no tag: one of the blob's length is taken as a
+     * peer's blob (the contract: no other traffic during the call). */
+    return e->len == g->len ? OUR_BLOB : OTHER_LEN;
+}
+
+/* The CQs' sides of the refusal at entry: every entry waiting must be a
+ * peer's blob of this call, already received (a peer that entered first
+ * sent it, and a progress pass of ours - in the barrier ending the last
+ * call, say - made its completion). Anything else fails the call before it
+ * sends or takes anything: -EBUSY, and the completions stay to be polled. */
+static int cqs_clear(const struct gather *g, struct uln_cq *const cqs[2], int n_cqs)
+{
+    for (int i = 0; i < n_cqs; i++) {
+        struct uln_cqe e;
+        int rc;
+        for (uint64_t k = 0; (rc = uln_cq_peek(cqs[i], k, &e)) == 1; k++)
+            if (kind_of(g, &e) != OUR_BLOB) return -EBUSY;
+        if (rc < 0) return rc;
     }
-    if (e->op == ULN_OP_NAP && e->user_data == ALLGATHER_TAG) {
+    return 0;
+}
+
+/* Refuse (-EBUSY) an endpoint with operations outstanding - their
+ * completions would come during the call - or with completions waiting
+ * that are not this call's. Nothing is sent or taken first, so a refusal
+ * loses nothing. */
+static int admit(const struct gather *g, struct uln_cq *const cqs[2], int n_cqs)
+{
+    struct uln_ctx *ctx = g->ep->ctx;
+    int rc = uln_api_enter(ctx);
+    if (rc) return rc;
+    /* Under the lock: the progress thread (ULN_PROGRESS=thread) retires
+     * entries too. */
+    rc = g->ep->closed ? -EBADF : uln_ep_outstanding(g->ep) ? -EBUSY : 0;
+    uln_api_unlock(ctx);
+    if (rc) return rc;
+    return cqs_clear(g, cqs, n_cqs);
+}
+
+/* Take the next completion of cq, known to be ours (a send retired, a
+ * peer's blob copied out). */
+static int take(struct gather *g, struct uln_cq *cq, enum kind kind)
+{
+    struct uln_cqe e;
+    int n = uln_cq_poll(cq, &e, 1); /* the entry uln_cq_peek showed: only we take */
+    if (n != 1) return n < 0 ? n : -EIO;
+    if (kind == OUR_SEND) {
+        if (e.flags & ULN_CQE_MUST_RELEASE) uln_cqe_release(cq, &e);
+        if (e.status) return e.status;
         g->sends_left--;
         return 0;
     }
-    if (e->op != ULN_OP_NAP_RECV) return -EBUSY; /* another operation's completion */
-    int rc = 0;
-    if (e->len != g->len)
-        rc = -EPROTO; /* a rank gave another length (or sent a NAP of its own) */
-    else
-        memcpy(g->all + (size_t)e->peer * g->len, e->data, g->len);
-    uln_cqe_release(cq, e);
-    if (!rc) g->recvs_left--;
-    return rc;
+    memcpy(g->all + (size_t)e.peer * g->len, e.data, g->len);
+    uln_cqe_release(cq, &e);
+    g->recvs_left--;
+    return 0;
 }
 
-/* Take what the endpoint's CQs hold; 1 when something was taken. */
+/* Take what the endpoint's CQs hold of ours, after a progress pass; 1 when
+ * something was taken. A completion not ours stops the call where it
+ * stands (-EBUSY; -EPROTO for a NAP of another length: a rank gave another
+ * len) and stays in its CQ: nothing taken that is not ours. */
 static int drain(struct gather *g)
 {
     struct uln_cq *cqs[2] = {g->ep->send_cq, g->ep->recv_cq};
     int took = 0;
     for (int i = 0; i < (cqs[0] == cqs[1] ? 1 : 2); i++) {
+        int n = uln_cq_poll(cqs[i], NULL, 0); /* max 0: a progress pass alone */
+        if (n < 0) return n;
         struct uln_cqe e;
-        int n;
-        while ((n = uln_cq_poll(cqs[i], &e, 1)) == 1) {
-            int rc = take(g, cqs[i], &e);
+        while ((n = uln_cq_peek(cqs[i], 0, &e)) == 1) {
+            enum kind kind = kind_of(g, &e);
+            if (kind == NOT_OURS) return -EBUSY;
+            if (kind == OTHER_LEN) return -EPROTO;
+            int rc = take(g, cqs[i], kind);
             if (rc) return rc;
             took = 1;
         }
@@ -109,9 +160,11 @@ ULN_EXPORT int uln_allgather(struct uln_ep *ep, const void *mine, size_t len, vo
         g.end.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
         if (g.end.tv_nsec >= 1000000000) g.end.tv_sec++, g.end.tv_nsec -= 1000000000;
     }
+    struct uln_cq *cqs[2] = {ep->send_cq, ep->recv_cq};
+    int rc = admit(&g, cqs, cqs[0] == cqs[1] ? 1 : 2);
+    if (rc) return rc;
     memmove(g.all + (size_t)me * len, mine, len);
     const void *src = g.all + (size_t)me * len; /* stays put until every send retires */
-    int rc = 0;
     /* Peers in the order me+1, me+2, ...: not every rank at rank 0 first. */
     for (int k = 1; k < n && !rc; k++) {
         int peer = (me + k) % n;

@@ -146,6 +146,20 @@ ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)
     return n;
 }
 
+int uln_cq_peek(struct uln_cq *cq, uint64_t i, struct uln_cqe *out)
+{
+    int rc = uln_api_enter(cq->ctx);
+    if (rc) return rc;
+    if (cq->closed)
+        rc = -EBADF;
+    else if (cq->tail - cq->head > i) {
+        *out = cq->ring[(cq->head + i) % cq->entries];
+        rc = 1;
+    }
+    uln_api_unlock(cq->ctx);
+    return rc;
+}
+
 /* One progress pass; true if the CQ has entries. */
 static bool cq_step(struct uln_cq *cq)
 {

@@ -613,6 +613,10 @@ static inline void uln_cq_complete(struct uln_cq *cq, int ep_index, uint8_t op, 
                                         .len = status ? 0 : len};
 }
 void uln_cq_unbind(struct uln_cq *cq, struct uln_ep *ep);
+/* The i-th entry waiting in cq (0: the one uln_cq_poll takes next), copied
+ * and left there: 1, or 0 when fewer wait, -EBADF on a closed cq. No progress
+ * pass. For a call that takes only completions of its own (allgather.c). */
+int uln_cq_peek(struct uln_cq *cq, uint64_t i, struct uln_cqe *out);
 void uln_cq_close_all(struct uln_ctx *ctx);
 
 /* engine.c */
@@ -624,6 +628,12 @@ int uln_engine_napv_now(struct uln_ep *ep, int peer, const struct iovec *iov, in
 int uln_engine_rdma_now(struct uln_ep *ep, bool write, int peer, const struct iovec *local,
                         int nlocal, uint64_t len, uint64_t rkey, uint64_t roff);
 bool uln_engine_busy(const struct uln_ep *ep); /* work that waits on a peer */
+/* Operations posted on ep whose completions have not yet been made: queued
+ * or in flight (sq_head..sq_tail), flushes waiting (fl_head..fl_tail). */
+static inline bool uln_ep_outstanding(const struct uln_ep *ep)
+{
+    return ep->sq_head != ep->sq_tail || ep->fl_head != ep->fl_tail;
+}
 void uln_engine_fail_peer(struct uln_ep *ep, int peer, int status);
 /* The peer's life ended (a packet transport saw its next one, or its death):
  * drop what we owe that life - queued ACKs, the GET or atomic being served,

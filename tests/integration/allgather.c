@@ -10,6 +10,11 @@
  * completions. Every byte of every rank's slot is checked, and the bytes
  * past the last slot are untouched.
  *
+ * An endpoint not idle is refused with -EBUSY before anything is sent, and
+ * loses nothing: a NAP to itself outstanding, or its completions waiting on
+ * the CQs, are all still there to be polled after the refusal (payload
+ * intact), and the next call succeeds.
+ *
  * usage: allgather [rounds]
  */
 #include "common.h"
@@ -54,6 +59,70 @@ static void one_round(struct uln_ep *ep, int k)
     free(all);
 }
 
+/* Poll until the NAP to ourselves (user_data 77, 5 bytes) has completed on
+ * both sides; every completion must be one of those two, payload intact. */
+static void take_self_nap(struct uln_cq *scq, struct uln_cq *rcq, const unsigned char *sent)
+{
+    bool sent_done = false, recv_done = false;
+    for (int spins = 0; !(sent_done && recv_done); spins++) {
+        CHECKF(spins < 1000000, "the NAP to ourselves never completed on both sides");
+        struct uln_cq *cqs[2] = {scq, rcq};
+        for (int i = 0; i < (scq == rcq ? 1 : 2); i++) {
+            struct uln_cqe e;
+            int n = uln_cq_poll(cqs[i], &e, 1);
+            CHECK(n >= 0);
+            if (n == 0) continue;
+            CHECK_OK(e.status);
+            if (e.op == ULN_OP_NAP) {
+                CHECKF(e.user_data == 77 && !sent_done, "a send completion not ours (%#llx)",
+                       (unsigned long long)e.user_data);
+                sent_done = true;
+            } else {
+                CHECKF(e.op == ULN_OP_NAP_RECV && !recv_done && e.peer == J.rank && e.len == 5,
+                       "an unexpected completion: op %u peer %d len %llu", e.op, e.peer,
+                       (unsigned long long)e.len);
+                CHECK(memcmp(e.data, sent, 5) == 0);
+                CHECK_OK(uln_cqe_release(cqs[i], &e));
+                recv_done = true;
+            }
+        }
+    }
+}
+
+/* The refusal of an endpoint that is not idle, and that it loses nothing. */
+static void busy_refused(struct uln_ep *ep, struct uln_cq *cq, struct uln_ep *ep2,
+                         struct uln_cq *scq, struct uln_cq *rcq)
+{
+    static const unsigned char msg[5] = {'u', 'l', 'n', '!', 0x5a};
+    uint64_t keys[4096];
+    unsigned char b[8] = {0};
+
+    /* A NAP to ourselves just posted: outstanding, or already completed
+     * into the CQ (shared memory completes a post at once). */
+    CHECK_OK(uln_nap(ep, J.rank, msg, sizeof msg, 77, 0));
+    CHECK_RC(uln_allgather(ep, b, 8, keys, 1000), -EBUSY);
+    take_self_nap(cq, cq, msg);
+
+    /* Its completions waiting on both of ep2's CQs, none taken yet. */
+    CHECK_OK(uln_nap(ep2, J.rank, msg, sizeof msg, 77, 0));
+    CHECK_OK(uln_cq_wait(scq, 10000));
+    CHECK_OK(uln_cq_wait(rcq, 10000));
+    CHECK_RC(uln_allgather(ep2, b, 8, keys, 1000), -EBUSY);
+    CHECK_RC(uln_allgather(ep2, b, 8, keys, 1000), -EBUSY); /* and again: still there */
+    take_self_nap(scq, rcq, msg);
+
+    /* No rank sent anything while refused; now every call succeeds. */
+    t_barrier(&J);
+    for (int i = 0; i < 2; i++) {
+        struct uln_ep *e = i ? ep2 : ep;
+        keys[J.rank] = 0x2000u + (uint64_t)J.rank + (uint64_t)i;
+        CHECK_OK(uln_allgather(e, &keys[J.rank], sizeof keys[0], keys, 60000));
+        for (int r = 0; r < J.size; r++)
+            CHECKF(keys[r] == 0x2000u + (uint64_t)r + (uint64_t)i,
+                   "after the refusal: rank %d's key is %#llx", r, (unsigned long long)keys[r]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 50;
@@ -78,6 +147,8 @@ int main(int argc, char **argv)
     for (int r = 0; r < J.size; r++)
         CHECKF(keys[r] == 0x1000u + (uint64_t)r, "in place: rank %d's key is %#llx", r,
                (unsigned long long)keys[r]);
+
+    busy_refused(ep, cq, ep2, scq, rcq);
 
     /* Refusals, each before anything is sent (so every rank makes them). */
     unsigned char b[8] = {0};
