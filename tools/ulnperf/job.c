@@ -11,8 +11,7 @@ struct pins {
     int cpu, ncpu, peer_cpu; /* ours, CPUs allowed, the one rank 1 gets */
     int rcpu[MAX_RANKS], rncpu[MAX_RANKS];
     uint64_t machine, peer_machine; /* machine_id: ours, the other of ranks 0, 1 */
-    double floor_us;                /* rank 0: cache-line floor at the start, or -1 */
-    double floor_median_us;         /* its median batch: far above it, the floor is unsure */
+    struct line_floor floor;        /* rank 0: cache-line floor at the start (best_us -1: none) */
 };
 
 /* Pin before uln_open so anything the library starts inherits the CPU. */
@@ -27,7 +26,7 @@ static void job_pin(struct perf *pf, struct pins *pn)
      * it with its peer (one CPU in all): spinning must let the peer run. */
     pf->yield = pn->ncpu < 2;
     pn->machine = pn->peer_machine = machine_id();
-    pn->floor_us = -1;
+    pn->floor = floor_judge(NULL, 0);
 }
 
 /* The library, and what it says it runs. Returns 0 or an exit code. */
@@ -231,14 +230,6 @@ static void job_header_pins(struct perf *pf, const struct pins *pn)
     note_load_cpus(pf, pn->rcpu, pn->cpu);
 }
 
-/* A floor is unsure when its median batch took over 1.5 times its best: one
- * of the two threads lost its CPU in many batches, so the best may be luck
- * and the rest is the machine's load, not a cache line's time. */
-static bool floor_unsure(double best_us, double median_us)
-{
-    return median_us > 1.5 * best_us;
-}
-
 /* Rank 0's header: the library's figures, pinning, the floor, the timer. */
 static void job_header(struct perf *pf, const struct pins *pn)
 {
@@ -252,20 +243,9 @@ static void job_header(struct perf *pf, const struct pins *pn)
             in->inline_max, in->shm_direct, in->shm_cma, in->sq_depth, in->ring_bytes,
             in->chunk_bytes, pf->size);
     job_header_pins(pf, pn);
-    if (pn->floor_us > 0 && floor_unsure(pn->floor_us, pn->floor_median_us))
-        fprintf(hdr,
-                "# floor: UNRELIABLE: a cache line crossed cpu %d <-> cpu %d in %.3f us one-way "
-                "at best but %.3f us in the median batch: the machine is busy, so neither the "
-                "floor nor the latencies below are a bound here\n",
-                pn->cpu, pn->peer_cpu, pn->floor_us, pn->floor_median_us);
-    else if (pn->floor_us > 0)
-        fprintf(hdr,
-                "# floor: a cache line crosses cpu %d <-> cpu %d in %.3f us one-way "
-                "(no shared-memory latency here can be lower)\n",
-                pn->cpu, pn->peer_cpu, pn->floor_us);
-    if (pn->floor_us > 0) {
-        if (pf->out.csv) fprintf(pf->out.csv, "platform,cacheline,lat,64,%.4f,us\n", pn->floor_us);
-    }
+    floor_print_start(hdr, &pn->floor, pn->cpu, pn->peer_cpu);
+    if (pn->floor.best_us > 0 && pf->out.csv)
+        fprintf(pf->out.csv, "platform,cacheline,lat,64,%.4f,us\n", pn->floor.best_us);
     if (pf->tm.use_tsc)
         fprintf(hdr, "# timer: rdtsc at %.3f GHz (calibrated against CLOCK_MONOTONIC)\n",
                 pf->tm.ticks_per_ns);
@@ -314,17 +294,11 @@ static void job_close(struct perf *pf, const struct pins *pn)
     job_barrier(pf, "final uln_barrier");
     /* The floor again, with the others asleep: the host may have moved our
      * CPUs during the run. */
-    if (pn->floor_us > 0) {
-        double end_med_us, end_us = line_floor_us(pf, pn->peer_cpu, &end_med_us);
-        /* Moved by more than half: the host placed the CPUs elsewhere, or
-         * the load changed; the run's figures belong to neither floor. */
-        bool moved = end_us > 1.5 * pn->floor_us || pn->floor_us > 1.5 * end_us;
-        fprintf(pf->out.hdr, "# floor at the end: %.3f us one-way (at the start: %.3f us)%s\n",
-                end_us, pn->floor_us,
-                floor_unsure(end_us, end_med_us) ? ": UNRELIABLE, the machine is busy"
-                : moved ? ": it moved during the run, compare these figures with care"
-                        : "");
-        if (pf->out.csv) fprintf(pf->out.csv, "platform,cacheline,lat_end,64,%.4f,us\n", end_us);
+    if (pn->floor.best_us > 0) {
+        struct line_floor end = line_floor(pf, pn->peer_cpu);
+        floor_print_end(pf->out.hdr, &end, &pn->floor);
+        if (pf->out.csv)
+            fprintf(pf->out.csv, "platform,cacheline,lat_end,64,%.4f,us\n", end.best_us);
     }
     if (pf->rank == 0 && pf->out.csv && pf->out.csv != stdout && fclose(pf->out.csv))
         die(pf, "writing %s: %s", pf->opt->csv_path, strerror(errno));
@@ -359,7 +333,7 @@ int perf_job_run(struct perf *pf)
     /* The others sleep in a second barrier (a futex: off their CPUs) while
      * rank 0 measures the cache-line floor between the two pinned CPUs. */
     if (pf->rank == 0 && pn.cpu >= 0 && pn.peer_cpu >= 0 && pn.peer_cpu != pn.cpu)
-        pn.floor_us = line_floor_us(pf, pn.peer_cpu, &pn.floor_median_us);
+        pn.floor = line_floor(pf, pn.peer_cpu);
     job_barrier(pf, "uln_barrier");
     job_hello(pf, &pn);
     if (pf->rank == 0)

@@ -37,6 +37,7 @@
 #define HAVE_TSC 0
 #endif
 
+#include "floor.h"
 #include "ulnet.h"
 
 /* ------------------------------------------------------------------------- */
@@ -411,7 +412,7 @@ int allowed_cpus(int *cpus, int max);
 int cpu_for_rank(int rank, const int *cpus, int ncpu);
 int pin_self(int rank, int *ncpu);
 uint64_t machine_id(void);
-double line_floor_us(struct perf *pf, int cpu, double *median_us);
+struct line_floor line_floor(struct perf *pf, int cpu);
 void describe_pin(char *buf, size_t n, int rank, int cpu, int ncpu);
 void note_load_cpus(struct perf *pf, const int *rcpu, int cpu0);
 

@@ -86,18 +86,10 @@ static void *floor_peer(void *p)
     return NULL;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* One-way time in us for a cache line between our CPU and cpu, or -1; and in
- * *median_us the median batch's. The rounds are timed in batches: a batch in
- * which either thread was descheduled (a loaded machine) is slow, so the
- * floor is the fastest batch, and a median far above it says the machine was
- * busy and the floor is not to be trusted (job.c flags it). */
-double line_floor_us(struct perf *pf, int cpu, double *median_us)
+/* One-way time in us for a cache line between our CPU and cpu, timed in
+ * batches and judged by floor_judge (floor.c); best_us -1 when it could not
+ * be measured. */
+struct line_floor line_floor(struct perf *pf, int cpu)
 {
     enum { BATCH = 1000 };
     struct floor_arg a = {.cpu = cpu, .rounds = pf->opt->quick ? 20000 : 200000};
@@ -105,7 +97,7 @@ double line_floor_us(struct perf *pf, int cpu, double *median_us)
     double batch_us[200];
     atomic_store(&a.line, 0);
     pthread_t t;
-    if (pthread_create(&t, NULL, floor_peer, &a)) return -1;
+    if (pthread_create(&t, NULL, floor_peer, &a)) return floor_judge(batch_us, 0);
     /* Let the thread reach its CPU before timing. */
     for (int w = 0; w < 1000; w++)
         sched_yield();
@@ -122,9 +114,7 @@ double line_floor_us(struct perf *pf, int cpu, double *median_us)
         batch_us[b] = ns / (2.0 * BATCH) / 1000.0;
     }
     pthread_join(t, NULL);
-    qsort(batch_us, (size_t)nb, sizeof batch_us[0], cmp_double);
-    *median_us = batch_us[nb / 2];
-    return batch_us[0];
+    return floor_judge(batch_us, nb);
 }
 
 void describe_pin(char *buf, size_t n, int rank, int cpu, int ncpu)
