@@ -2,11 +2,11 @@
 # ulninfo itself: alone it is a job of one and prints every section; settings
 # given in the environment show as set, with their defaults beside them; under
 # ulnrun only rank 0 prints and the bootstrap and peers are the job's; a bad
-# setting or a bad option fails plainly. The settings it lists (the library's
-# own table) are exactly the ones docs/running.md documents, with the same
-# defaults, and every one in the README's table is among them: the docs cannot
-# drift from the code, and every setting is in the README's table. ulninfo
-# --version is the project's version.
+# setting or a bad option fails plainly (under ulnrun, said once per job).
+# The settings it lists (the library's own table) are exactly the ones
+# docs/running.md documents, with the same defaults, and every one in the
+# README's table is among them: the docs cannot drift from the code, and every
+# setting is in the README's table. ulninfo --version is the project's version.
 #   tool_ulninfo.sh ULNRUN ULNINFO SOURCE_DIR PMIX(0|1)
 set -euo pipefail
 ulnrun=$1 ulninfo=$2 src=$3 pmix=$4
@@ -57,6 +57,32 @@ grep -q 'uln_open would refuse' <<<"$err" || fail "-c does not say uln_open woul
 rc=0
 "$ulninfo" --bogus >/dev/null 2>&1 || rc=$?
 [[ $rc == 2 ]] || fail "a bad option gave status $rc, want 2"
+# Under a launcher every rank has the bad option: it is said once per job,
+# by rank 0, and every rank still fails with it. Ranks other than 0 silent,
+# each on its own (ulnrun ends a job at its first failure, so the job alone
+# could hide a rank that printed); then whole jobs. --help, --version once.
+for r in 0 1 2; do
+    rc=0
+    err=$(ULN_RANK=$r "$ulninfo" --bad-option 2>&1 >/dev/null) || rc=$?
+    [[ $rc == 2 ]] || fail "rank $r: a bad option gave status $rc, want 2"
+    if [[ $r == 0 ]]; then
+        grep -q '^Usage: ulninfo' <<<"$err" || fail "rank 0 did not report the bad option"
+    else
+        [[ -z $err ]] || fail "rank $r reported the bad option too: $err"
+    fi
+done
+[[ -z $(PMIX_RANK=1 "$ulninfo" --help) ]] || fail "PMIx rank 1 printed --help"
+rc=0
+err=$("$ulnrun" -n 3 --timeout 60 "$ulninfo" --bad-option 2>&1 >/dev/null) || rc=$?
+[[ $rc == 2 ]] || fail "ulnrun -n 3 ulninfo --bad-option gave status $rc, want 2"
+[[ $(grep -c "unrecognized option '--bad-option'" <<<"$err") == 1 ]] ||
+    fail "ulnrun -n 3: the bad option not reported exactly once: $err"
+[[ $(grep -c '^Usage: ulninfo' <<<"$err") == 1 ]] ||
+    fail "ulnrun -n 3: the usage not printed exactly once: $err"
+out=$("$ulnrun" -n 3 --timeout 60 "$ulninfo" --help)
+[[ $(grep -c '^Usage: ulninfo' <<<"$out") == 1 ]] || fail "ulnrun -n 3: --help not once"
+out=$("$ulnrun" -n 3 --timeout 60 "$ulninfo" --version)
+[[ $(grep -c '^ulninfo (ulnet) ' <<<"$out") == 1 ]] || fail "ulnrun -n 3: --version not once"
 
 # The settings: the library's table against the docs.
 "$ulninfo" -c | sed -n 's/^\(ULN_[A-Z_]*\)=\([^ ]*\) .*/\1 \2/p' | sort >"${TMPDIR:-/tmp}/ulninfo.$$"

@@ -11,7 +11,9 @@
  * one; under ulnrun, mpirun or with ULN_ROOT every rank joins and rank 0
  * prints, so the bootstrap and transports shown are the ones a program
  * started the same way would get. -c opens nothing: it asks the library
- * whether uln_open would take the settings (uln_config_query).
+ * whether uln_open would take the settings (uln_config_query). Help,
+ * version, build and usage errors, said before joining, come from rank 0
+ * alone under a launcher (reports_for_job).
  *
  * Exit status: 0; 1 if the context cannot be opened (a bad setting, a
  * bootstrap that fails: the library says why on stderr); 2 on a usage error.
@@ -39,6 +41,31 @@
 /* Bytes of a datagram that are not ulnet payload: IPv4 or IPv6 header, UDP
  * header, ulnet's 32-byte packet header (docs/protocol.md). */
 #define ULN_PKT_HDR 32u
+
+/* Under a launcher every rank runs ulninfo with the same arguments: what is
+ * said before joining the job (help, version, build, a usage error) comes
+ * once per job, from the process the launcher made rank 0 (ULN_RANK, or
+ * PMIX_RANK under mpirun), as ulnperf does. Alone, it reports. */
+static bool reports_for_job(void)
+{
+    const char *re = getenv("ULN_RANK");
+    if (!re || !*re) re = getenv("PMIX_RANK");
+    return !re || !*re || atoi(re) == 0;
+}
+
+static void usage(FILE *f);
+
+/* A usage error: said by the reporting rank; the others stay silent and
+ * wait half a second before failing, so a launcher that ends the job at the
+ * first failure does not cut the report short. */
+static int usage_error(bool report)
+{
+    if (report)
+        usage(stderr);
+    else
+        usleep(500 * 1000);
+    return 2;
+}
 
 static void usage(FILE *f)
 {
@@ -244,10 +271,13 @@ int main(int argc, char **argv)
         {"config", no_argument, NULL, 'c'}, {"version", no_argument, NULL, 'V'},
         {"build", no_argument, NULL, 'b'},  {"transports", no_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},   {NULL, 0, NULL, 0}};
+    bool report = reports_for_job();
+    opterr = report; /* getopt's own "unrecognized option" line too */
     int o;
     while ((o = getopt_long(argc, argv, "cthVb", opts, NULL)) != -1) {
         switch (o) {
         case 'b':
+            if (!report) return 0;
             printf("# ulnet %s\n", uln_version(NULL));
             print_build(); /* this build's facts: no context, no job */
             return 0;
@@ -258,20 +288,16 @@ int main(int argc, char **argv)
             only_transports = true;
             break;
         case 'h':
-            usage(stdout);
+            if (report) usage(stdout);
             return 0;
         case 'V':
-            printf("ulninfo (ulnet) %s\n", uln_version(NULL));
+            if (report) printf("ulninfo (ulnet) %s\n", uln_version(NULL));
             return 0;
         default:
-            usage(stderr);
-            return 2;
+            return usage_error(report);
         }
     }
-    if (optind < argc || (only_config && only_transports)) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind < argc || (only_config && only_transports)) return usage_error(report);
     if (only_config) {
         print_settings();
         /* Checked by the library's own code, so the verdict is uln_open's
