@@ -142,6 +142,10 @@ done
 echo "PartitionName=ulnet Nodes=ALL Default=YES MaxTime=10 State=UP OverSubscribe=FORCE:4" >>"$dir/slurm.conf"
 export SLURM_CONF=$dir/slurm.conf
 mkdir -p "$dir/ctld"
+# The directory under /tmp that holds this checkout, if it lies there.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
+tmp_top=
+case $here in /tmp/?*) tmp_top=${here#/tmp/} && tmp_top=${tmp_top%%/*} ;; esac
 
 first_ns=$(IFS="|" read -r _ ns _ <<<"${nodes[0]}"; echo "$ns")
 in_ns "$first_ns" slurmctld -i >"$dir/slurmctld.out" 2>&1
@@ -149,10 +153,15 @@ for n in "${nodes[@]}"; do
     IFS="|" read -r name ns addr port <<<"$n"
     mkdir -p "$dir/spool.$name"
     # Each node its own /tmp, as real nodes have: Slurm's PMIx plugin makes
-    # a directory per job step there, named the same on every node.
-    # shellcheck disable=SC2016 # $0 is expanded by that shell
+    # a directory per job step there, named the same on every node. A
+    # checkout (and so the programs the jobs run) under /tmp stays reachable:
+    # its top directory there is bound back over the new /tmp.
+    mkdir -p "$dir/tmp.$name"
+    # shellcheck disable=SC2016 # $0.. are expanded by that shell
     in_ns "$ns" unshare --mount --propagation private sh -c \
-        'mount -t tmpfs -o mode=1777 ulnet-slurm /tmp && exec slurmd -N "$0"' "$name" \
+        'mount --bind /tmp "$1" && mount -t tmpfs -o mode=1777 ulnet-slurm /tmp &&
+         if [ -n "$2" ]; then mkdir -p "/tmp/$2" && mount --bind "$1/$2" "/tmp/$2"; fi &&
+         exec slurmd -N "$0"' "$name" "$dir/tmp.$name" "$tmp_top" \
         >"$dir/slurmd.$name.out" 2>&1
 done
 # Asked from the controller's network namespace, where clients run (the
