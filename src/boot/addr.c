@@ -247,11 +247,11 @@ static int from_route(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_
     return 0;
 }
 
-int uln_addr_local(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len)
+int uln_addr_local(struct uln_ctx *ctx, const char *addr_setting, const char *if_setting,
+                   struct sockaddr_storage *ss, socklen_t *len)
 {
-    const struct uln_params *p = &ctx->p;
-    if (p->udp_addr) return from_setting_addr(p->udp_addr, ss, len);
-    if (p->udp_if) return from_setting_if(p->udp_if, ss, len);
+    if (addr_setting) return from_setting_addr(addr_setting, ss, len);
+    if (if_setting) return from_setting_if(if_setting, ss, len);
     if (ctx->root) return from_route(ctx, ss, len);
     if ((ctx->pmix || ctx->no_job) &&
         (default_route_addr(ss, len) == 0 || if_addr(NULL, ss, len) == 0))

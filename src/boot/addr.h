@@ -34,11 +34,10 @@ bool uln_addr_is_any(const struct sockaddr_storage *ss);
 const char *uln_sockaddr_str(const struct sockaddr_storage *ss, socklen_t len, char *buf, size_t n);
 
 /* The address this process binds and publishes (port 0), the first that applies:
- *   ULN_UDP_ADDR   as given;
- *   ULN_UDP_IF     that interface's address (the same name on every host, so
- *                  one setting serves a whole job under mpirun or srun);
- *   ULN_ROOT mode  the bootstrap's route (uln_boot_route_addr): the local end
- *                  of the connection to rank 0, or for rank 0 the address the
+ *   addr_setting   as given (ULN_UDP_ADDR; NULL: none);
+ *   if_setting     that interface's address (ULN_UDP_IF; NULL: none) (the same name on every host,
+ * so one setting serves a whole job under mpirun or srun); ULN_ROOT mode  the bootstrap's route
+ * (uln_boot_route_addr): the local end of the connection to rank 0, or for rank 0 the address the
  *                  other ranks reached it at - never the wildcard it listens on;
  *   PMIx mode      no address of the other hosts is known before we publish
  *                  ours, so: the source address of the default route (on a
@@ -47,7 +46,8 @@ const char *uln_sockaddr_str(const struct sockaddr_storage *ss, socklen_t len, c
  *                  with no default route, such as tests/netns's);
  *   otherwise      loopback (every rank on this host).
  * 0 or -EINVAL (a setting names no usable address: a message says which). */
-int uln_addr_local(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len);
+int uln_addr_local(struct uln_ctx *ctx, const char *addr_setting, const char *if_setting,
+                   struct sockaddr_storage *ss, socklen_t *len);
 
 /* This host, as far as shared memory reaches: equal ids can map each other's
  * inboxes (same kernel, pid and network namespace). Never 0. */

@@ -7,9 +7,11 @@
 #include "core/internal.h"
 #include "boot/board.h"
 #include "boot/pmix.h"
+#include "link/select.h"
 #include "link/udp/link_udp.h"
 #include "link/xdp/link_xdp.h"
 #include "seal/seal.h"
+#include "seal/settings.h"
 #include "transport/udp/ctx.h"
 
 void uln_diag_link(const struct uln_ctx *ctx, struct uln_diag_link *out)
@@ -17,9 +19,10 @@ void uln_diag_link(const struct uln_ctx *ctx, struct uln_diag_link *out)
     memset(out, 0, sizeof *out);
     const struct uln_udp *u = udp_of(ctx);
     out->udp = u != NULL;
-    out->auto_choice = !strcmp(ctx->p.link, "auto") && ctx->p.transport == ULN_TP_AUTO;
-    out->udp_mtu = ctx->p.udp_mtu;
-    snprintf(out->asked, sizeof out->asked, "%s", ctx->p.link);
+    const struct uln_link_params *lp = uln_params_block(&ctx->p, &uln_link_settings);
+    out->auto_choice = !strcmp(lp->link, "auto") && ctx->p.transport == ULN_TP_AUTO;
+    out->udp_mtu = udp_params(ctx)->mtu;
+    snprintf(out->asked, sizeof out->asked, "%s", lp->link);
     if (!u) return;
     snprintf(out->kind, sizeof out->kind, "%s", u->link_kind);
     snprintf(out->xdp_mode, sizeof out->xdp_mode, "%s", u->xdp_mode);
@@ -28,15 +31,15 @@ void uln_diag_link(const struct uln_ctx *ctx, struct uln_diag_link *out)
 
 void uln_diag_seal(const struct uln_ctx *ctx, struct uln_diag_seal *out)
 {
-    enum uln_seal_mode m = (enum uln_seal_mode)ctx->p.secure;
-    *out = (struct uln_diag_seal){
-        .mode = uln_seal_mode_name(m),
-        .level = m == ULN_SEAL_OFF    ? 0
-                 : m == ULN_SEAL_AUTH ? 1
-                                      : 2,
-        .cipher = uln_seal_cipher_name((enum uln_seal_cipher)ctx->p.secure_cipher),
-        .cpu_aes = uln_seal_cpu_aes(),
-        .secret = ctx->p.secret != NULL};
+    const struct uln_seal_params *sp = uln_seal_params(&ctx->p);
+    enum uln_seal_mode m = (enum uln_seal_mode)sp->mode;
+    *out = (struct uln_diag_seal){.mode = uln_seal_mode_name(m),
+                                  .level = m == ULN_SEAL_OFF    ? 0
+                                           : m == ULN_SEAL_AUTH ? 1
+                                                                : 2,
+                                  .cipher = uln_seal_cipher_name((enum uln_seal_cipher)sp->cipher),
+                                  .cpu_aes = uln_seal_cpu_aes(),
+                                  .secret = sp->secret != NULL};
 }
 
 bool uln_diag_xdp_built(void)

@@ -15,13 +15,17 @@
 
 /* The ULN_* settings uln_open reads: name, default (NULL: none, set by a
  * launcher or derived), bounds of a number (hi 0: not a plain number), and
- * what it does. n: how many. */
+ * what it does. n: how many, in the order ulninfo lists them. */
 struct uln_setting {
     const char *name;
     const char *dflt;
     uint64_t lo, hi;
     const char *doc;
+    /* Where the list has it (core/params.h: enum uln_setting_section), and
+     * ULN_SETTING_SIZE: a size in bytes that takes K, M or G. */
+    unsigned flags;
 };
+#define ULN_SETTING_SIZE 0x100u
 const struct uln_setting *uln_settings(unsigned *n);
 
 /* The link under udp's packets in a context, as far as it knows. */

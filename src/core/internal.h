@@ -27,6 +27,7 @@
 #include "core/frag.h"
 #include "core/inbox.h"
 #include "core/iov.h"
+#include "core/params.h"
 #include "core/ring.h"
 #include "core/transport.h"
 #include "core/wire.h"
@@ -59,44 +60,7 @@ struct uln_stats {
     _Atomic uint64_t refused_stale_ep, refused_auth;
 };
 
-struct uln_params {
-    uint32_t ring_bytes, nap_max, sq_depth, chunk_bytes, max_eps, max_regions, frag_max;
-    uint32_t post_copy_max; /* largest PUT/GET copied inside the post call */
-    uint32_t spin_us;
-    int shm_direct, shm_cma;
-    int membarrier;       /* 0: no asymmetric fence for the hazards (ULN_MEMBARRIER) */
-    int transport;        /* ULN_TP_AUTO, ULN_TP_SHM or ULN_TP_UDP (ULN_TRANSPORT) */
-    uint32_t udp_window;  /* packets in flight per (endpoint, peer) (ULN_UDP_WINDOW) */
-    uint32_t udp_mtu;     /* 0: the interface's (ULN_UDP_MTU) */
-    uint32_t udp_dead_ms; /* a silent peer is dead after this (ULN_UDP_DEAD_MS) */
-    uint32_t udp_port;    /* first port, 0: random (ULN_UDP_PORT) */
-    int local_rank;       /* place among this host's ranks, -1: unknown (ULN_LOCAL_RANK) */
-    int udp_gro;          /* 0: no UDP_GRO (ULN_UDP_GRO) */
-    int stats;            /* 1: uln_close prints the counters (ULN_STATS) */
-    const char *udp_addr; /* NULL or the address to publish and bind (ULN_UDP_ADDR) */
-    const char *udp_if;   /* NULL or the interface to take it from (ULN_UDP_IF) */
-    const char *fault;    /* NULL or the fault injector's spec (ULN_FAULT) */
-    char link[16];        /* ULN_LINK: "auto" or a link's name (link/select.h); xdp
-                             also as ULN_TRANSPORT=xdp (transport ULN_TP_UDP) */
-    int secure;           /* enum uln_seal_mode: udp datagrams sealed (ULN_SECURE) */
-    int secure_cipher;    /* enum uln_seal_cipher asked for (ULN_SECURE_CIPHER, or the CPU's) */
-    const char *secret;   /* NULL or the job secret's file (ULN_SECRET_FILE) */
-    int xdp_mode;         /* enum uln_xdp_copy (ULN_XDP_MODE) */
-    int xdp_hook;         /* enum uln_xdp_hook (ULN_XDP_HOOK) */
-    uint32_t xdp_queue;   /* ULN_XDP_QUEUE */
-    uint32_t xdp_gso_run; /* ULN_XDP_GSO_RUN */
-    int progress_thread;  /* ULN_PROGRESS=thread */
-    bool no_job;          /* ULN_BOOT=none or uln_config.boot: no launcher, no job */
-    uint32_t max_peers;   /* with no job: peer ids (ULN_MAX_PEERS) */
-    /* Who we are, as the launcher says (ULN_RANK, ULN_SIZE, ULN_BOOT_FD,
-     * ULN_JOB_KEY, ULN_ROOT, ULN_BOOT_TIMEOUT), read only where struct
-     * uln_config leaves it open: -1, 0 or NULL where unset (boot.c). */
-    long boot_rank, boot_size, boot_fd;
-    uint64_t job_key;
-    const char *root;
-    uint32_t boot_timeout_s;
-};
-enum { ULN_TP_AUTO = 0, ULN_TP_SHM, ULN_TP_UDP };
+/* struct uln_params, the context's settings: core/params.h. */
 
 /* ---- key table: one 64-byte entry per region, in shared memory ---------- */
 struct uln_key_entry {
@@ -566,8 +530,8 @@ static inline void uln_api_unlock(struct uln_ctx *ctx)
     if (ULN_UNLIKELY(ctx->progress_on)) pthread_mutex_unlock(&ctx->big_lock);
 }
 
-/* ctx.c: the environment variables ulnet reads (ulninfo prints them). */
-/* The settings table (struct uln_setting, uln_settings): core/diag.h. */
+/* params.c: the environment variables ulnet reads (ulninfo prints them).
+ * The settings table (struct uln_setting, uln_settings): core/diag.h. */
 
 /* ep.c: uln_close frees the structs that closed endpoints kept. */
 void uln_ep_free_closed(struct uln_ctx *ctx);

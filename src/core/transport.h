@@ -28,6 +28,7 @@ struct uln_ep_peer;
 struct uln_sqe;
 struct uln_info;
 struct uln_atomic_req;
+struct uln_settings_group;
 
 /* PUT/GET copy straight to/from the target's memory (ops->direct), with no
  * work for the target. */
@@ -55,6 +56,10 @@ struct uln_transport_ops {
      * registry places the parts (uln_tp_slot_off): no transport knows
      * where another's is. */
     unsigned slot_bytes;
+    /* Optional: its settings (core/params.h: table, parameter block, how
+     * to read them), and through them its links'. Checked at every uln_open
+     * whether the transport is used or not; read with uln_params_block. */
+    const struct uln_settings_group *settings;
 
     /* -- context -- */
     /* Before our address is published: set up what the context needs and
@@ -85,6 +90,9 @@ struct uln_transport_ops {
     int (*reaches)(const struct uln_ctx *ctx, int peer);
     /* Its part of uln_query (counters of its peers, its settings). */
     void (*query)(const struct uln_ctx *ctx, struct uln_info *info);
+    /* Optional: what of caps its settings leave it in this context (a path
+     * turned off); NULL: caps. For uln_query's caps_all and caps_any. */
+    unsigned (*caps_in_force)(const struct uln_ctx *ctx);
 
     /* -- endpoint -- */
     /* Per-endpoint state in ep->tp_ep[id] (NULL: none needed). 0 or -errno. */

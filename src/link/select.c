@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,11 +39,90 @@ void uln_link_kind_names(char *out, size_t room)
         at += (size_t)snprintf(out + at, room - at, ", %s", kinds[i]->name);
 }
 
-int uln_link_fault_check(const char *spec, char *err, size_t errlen)
+/* ---- ULN_LINK ----------------------------------------------------------------- */
+
+static const struct uln_setting link_table[] = {
+    {"ULN_LINK", "auto", 0, 0,
+     "the link under udp: auto (AF_XDP where the driver runs it zero-copy, under "
+     "ULN_TRANSPORT=auto; else udp); udp: sockets; xdp: AF_XDP (docs/xdp.md)",
+     ULN_SEC_LINK_CHOICE},
+    {"ULN_FAULT", NULL, 0, 0, "tests: drop=P,dup=P,reorder=P,delay=US,seed=N at the socket",
+     ULN_SEC_TESTS},
+};
+
+/* ULN_LINK: "auto" or a link this ulnet has. ULN_TRANSPORT=xdp (or
+ * uln_config.transport "xdp") is ULN_LINK=xdp, and says so if ULN_LINK names
+ * another. */
+static int link_choice_resolve(const struct uln_config *cfg, struct uln_link_params *lp)
+{
+    const char *tp = cfg->transport ? cfg->transport : getenv("ULN_TRANSPORT");
+    bool xdp_alias = tp && !strcmp(tp, "xdp");
+    const char *v = uln_setting_string("ULN_LINK");
+    if (!v) v = xdp_alias ? "xdp" : "auto";
+    char names[128];
+    if (strcmp(v, "auto") && !uln_link_kind_find(v)) {
+        uln_link_kind_names(names, sizeof names);
+        uln_setting_err("ulnet: ULN_LINK=%s: use %s\n", v, names);
+        return -EINVAL;
+    }
+    if (xdp_alias && strcmp(v, "xdp")) {
+        uln_setting_err("ulnet: ULN_TRANSPORT=xdp is ULN_LINK=xdp, but ULN_LINK=%s\n", v);
+        return -EINVAL;
+    }
+    snprintf(lp->link, sizeof lp->link, "%s", v);
+    return 0;
+}
+
+/* ULN_FAULT: a bad spec fails uln_open, not the first endpoint that would
+ * use it. */
+static int fault_resolve(struct uln_link_params *lp)
 {
     struct uln_link_fault f;
-    return uln_link_fault_parse(spec, &f, err, errlen);
+    char why[160];
+    lp->fault = uln_setting_string("ULN_FAULT");
+    if (lp->fault && uln_link_fault_parse(lp->fault, &f, why, sizeof why) < 0) {
+        uln_setting_err("ulnet: ULN_FAULT=%s: %s\n", lp->fault, why);
+        return -EINVAL;
+    }
+    return 0;
 }
+
+static int link_resolve(const struct uln_config *cfg, void *block)
+{
+    int rc = fault_resolve(block);
+    return link_choice_resolve(cfg, block) | rc;
+}
+
+/* The kinds' settings, of those that have some. */
+static const struct uln_settings_group *link_sub(unsigned i)
+{
+    for (unsigned k = 0; k < N_KINDS; k++)
+        if (kinds[k]->settings && i-- == 0) return kinds[k]->settings;
+    return NULL;
+}
+
+const struct uln_settings_group uln_link_settings = {
+    .name = "link",
+    .table = link_table,
+    .n = sizeof link_table / sizeof link_table[0],
+    .block_bytes = sizeof(struct uln_link_params),
+    .resolve = link_resolve,
+    .sub = link_sub,
+};
+
+static const char *link_asked(const struct uln_ctx *ctx)
+{
+    const struct uln_link_params *lp = uln_params_block(&ctx->p, &uln_link_settings);
+    return lp->link;
+}
+
+static const char *fault_spec(const struct uln_ctx *ctx)
+{
+    const struct uln_link_params *lp = uln_params_block(&ctx->p, &uln_link_settings);
+    return lp->fault;
+}
+
+/* ---- choosing ----------------------------------------------------------------- */
 
 /* auto's next kind to try: the cheapest with a cost above `above` (ties in
  * table order), or NULL. */
@@ -70,7 +150,7 @@ static int open_chosen(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg,
                        size_t whylen, bool *loud)
 {
     struct uln_udp *u = udp_of(ctx);
-    const struct uln_link_kind *asked = uln_link_kind_find(ctx->p.link);
+    const struct uln_link_kind *asked = uln_link_kind_find(link_asked(ctx));
     *loud = false;
     if (asked == &uln_link_kind_udp) return -EOPNOTSUPP;
     if (asked) {
@@ -107,7 +187,7 @@ int uln_link_select_open(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg
         if (rc == -EBUSY && !strcmp(u->link_kind, "xdp")) loud = false;
         if (!u->xdp_why[0] && loud)
             fprintf(stderr, "ulnet: %s: %s; using udp\n",
-                    strcmp(ctx->p.link, "auto") ? got->name : "auto", why);
+                    strcmp(link_asked(ctx), "auto") ? got->name : "auto", why);
         snprintf(u->xdp_why, sizeof u->xdp_why, "%s", why);
     }
     if (rc) {
@@ -126,7 +206,7 @@ int uln_link_select_open(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg
      * packet's fate before the link gathers the survivors into GSO runs, so
      * a run carries only packets meant to leave, and loss is measured on the
      * path jobs really take. */
-    rc = uln_link_fault_wrap(ctx->p.fault, out, why, sizeof why);
-    if (rc == -EINVAL) fprintf(stderr, "ulnet: fault spec '%s': %s\n", ctx->p.fault, why);
+    rc = uln_link_fault_wrap(fault_spec(ctx), out, why, sizeof why);
+    if (rc == -EINVAL) fprintf(stderr, "ulnet: fault spec '%s': %s\n", fault_spec(ctx), why);
     return rc;
 }

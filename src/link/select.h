@@ -3,8 +3,9 @@
  * a link gives select.c to be chosen: a struct uln_link_kind.
  *
  * Adding a link: its files (src/link/<name>/, the ops of link.h), a kind
- * (name, cost, open) in one of them, and one line in select.c's table. It
- * is then ULN_LINK=<name>, and auto weighs it by its cost.
+ * (name, settings, cost, open) in one of them, and one line in select.c's
+ * table. It is then ULN_LINK=<name>, auto weighs it by its cost, and its
+ * settings are checked and listed with everyone's.
  */
 #ifndef ULN_LINK_SELECT_H
 #define ULN_LINK_SELECT_H
@@ -16,8 +17,12 @@ struct uln_ctx;
 struct uln_link;
 struct uln_link_udp_cfg;
 
+struct uln_settings_group;
+
 struct uln_link_kind {
     const char *name; /* ULN_LINK=<name> */
+    /* Optional: its settings (core/params.h), read at every uln_open. */
+    const struct uln_settings_group *settings;
     /* What auto weighs: it tries the kinds with a cost, cheapest first, and
      * takes the first that opens. 0: only when ULN_LINK names it. */
     unsigned cost;
@@ -40,9 +45,14 @@ const struct uln_link_kind *uln_link_kind_find(const char *name);
 /* "auto, udp, xdp, ...": the names ULN_LINK takes, for messages. */
 void uln_link_kind_names(char *out, size_t room);
 
-/* ULN_FAULT's spec (link/fault.h), checked at uln_open: 0, or -EINVAL with
- * the reason in err. The core knows the links through this header only. */
-int uln_link_fault_check(const char *spec, char *err, size_t errlen);
+/* ULN_LINK and ULN_FAULT, a settings group (core/params.h) that brings
+ * along every kind's: the transports whose packets go over a link name it
+ * among theirs. */
+struct uln_link_params {
+    char link[16];     /* "auto" or a kind's name; ULN_TRANSPORT=xdp: "xdp" */
+    const char *fault; /* NULL or the fault injector's spec, checked */
+};
+extern const struct uln_settings_group uln_link_settings;
 
 /* The link under an endpoint: the one ULN_LINK names (ULN_TRANSPORT=xdp is
  * ULN_LINK=xdp), the socket link when it did not come (one line on stderr

@@ -65,7 +65,53 @@ struct shm_peer {
     struct uln_bell_addr bell;
 };
 
+/* ---- settings ------------------------------------------------------------- */
+
+struct shm_params { /* the block of uln_shm_settings */
+    int direct;     /* ULN_SHM_DIRECT */
+    int cma;        /* ULN_SHM_CMA */
+};
+
+static const struct uln_setting shm_table[] = {
+    {"ULN_SHM_DIRECT", "1", 0, 1, "0: PUT/GET through the rings, placed by the target",
+     ULN_SEC_MEMORY},
+    {"ULN_SHM_CMA", "1", 0, 1, "0: never use process_vm_readv/writev", ULN_SEC_MEMORY},
+};
+
+static int shm_resolve(const struct uln_config *cfg, void *block)
+{
+    struct shm_params *sp = block;
+    int rc = uln_setting_switch("ULN_SHM_DIRECT", cfg->shm_direct, &sp->direct);
+    rc |= uln_setting_switch("ULN_SHM_CMA", cfg->shm_cma, &sp->cma);
+    return rc;
+}
+
+/* uln_config_query's: as asked (uln_query's says whether CMA works). */
+static void shm_info(const void *block, struct uln_info *info)
+{
+    const struct shm_params *sp = block;
+    info->shm_direct = sp->direct;
+    info->shm_cma = sp->cma;
+}
+
+static const struct uln_settings_group shm_settings = {
+    .name = "shm",
+    .table = shm_table,
+    .n = sizeof shm_table / sizeof shm_table[0],
+    .block_bytes = sizeof(struct shm_params),
+    .resolve = shm_resolve,
+    .info = shm_info,
+};
+
+static const struct shm_params *shm_params(const struct uln_ctx *ctx)
+{
+    return uln_params_block(&ctx->p, &shm_settings);
+}
+
+/* ---- context ---------------------------------------------------------------- */
+
 struct uln_shm { /* ctx->tp_ctx[ULN_TPID_SHM] */
+    bool direct; /* ULN_SHM_DIRECT: here, where the direct path reads it */
     _Atomic bool cma_ok;
     _Atomic bool cma_warned;
     struct shm_peer *peers;
@@ -116,7 +162,8 @@ static int uln_shm_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
 
     /* Can we reach other processes' memory with process_vm_*? Only a real peer
      * can tell (see direct_cma); start hopeful unless told not to. */
-    s->cma_ok = ctx->p.shm_cma != 0;
+    s->cma_ok = shm_params(ctx)->cma != 0;
+    s->direct = shm_params(ctx)->direct != 0;
 
     struct shm_addr addr = {
         .inbox_fd = ctx->inbox->fd, .inbox_bytes = ctx->inbox->len, .host = uln_host_id()};
@@ -387,7 +434,7 @@ static int shm_direct_access(struct uln_ep *ep, int peer, bool write, const stru
     int rc;
 
     /* ULN_SHM_DIRECT=0: PUT/GET go through the rings, placed by the target. */
-    if (ULN_UNLIKELY(!ctx->p.shm_direct)) return ULN_NO_DIRECT;
+    if (ULN_UNLIKELY(!s->direct)) return ULN_NO_DIRECT;
     /* A peer known dead gets no more writes: its memory is still mapped (no
      * fault), but "visible at the target" would be a lie. */
     if (ULN_UNLIKELY(atomic_load_explicit(&pp->dead, memory_order_relaxed))) return -ECONNRESET;
@@ -489,10 +536,11 @@ static int uln_shm_atomic(struct uln_ep *ep, int peer, const struct uln_atomic_r
                           uint64_t *old)
 {
     struct uln_ctx *ctx = ep->ctx;
-    struct shm_peer *pp = &shm_of(ctx)->peers[peer];
+    struct uln_shm *s = shm_of(ctx);
+    struct shm_peer *pp = &s->peers[peer];
     struct uln_inbox_hdr *h = pp->hdr;
     uint64_t idx = r->key >> ULN_KEY_INDEX_SHIFT;
-    if (ULN_UNLIKELY(!ctx->p.shm_direct)) return ULN_NO_DIRECT;
+    if (ULN_UNLIKELY(!s->direct)) return ULN_NO_DIRECT;
     if (ULN_UNLIKELY(atomic_load_explicit(&pp->dead, memory_order_relaxed))) return -ECONNRESET;
     if (ULN_UNLIKELY((++ep->peers[peer].direct_ops & 1023) == 0) && uln_shm_peer_dead(ctx, peer))
         return -ECONNRESET;
@@ -639,8 +687,14 @@ static int uln_shm_addr_str(const uint8_t *in, size_t len, char *out, size_t roo
 
 static void uln_shm_query(const struct uln_ctx *ctx, struct uln_info *info)
 {
-    info->shm_direct = ctx->p.shm_direct;
-    info->shm_cma = ctx->p.shm_cma && uln_shm_cma_ok(ctx);
+    info->shm_direct = shm_params(ctx)->direct;
+    info->shm_cma = shm_params(ctx)->cma && uln_shm_cma_ok(ctx);
+}
+
+/* ULN_SHM_DIRECT=0: PUT/GET take the rings, placed by the target's CPU. */
+static unsigned uln_shm_caps_in_force(const struct uln_ctx *ctx)
+{
+    return shm_of(ctx)->direct ? uln_tp_shm.caps : uln_tp_shm.caps & ~ULN_TP_CAP_DIRECT_RMA;
 }
 
 static uint32_t uln_shm_frag_max(struct uln_ep *ep, int peer)
@@ -654,6 +708,7 @@ const struct uln_transport_ops uln_tp_shm = {
     .caps = ULN_TP_CAP_DIRECT_RMA | ULN_TP_CAP_RINGS,
     .slot_bytes = sizeof(struct shm_addr),
     .id = ULN_TPID_SHM,
+    .settings = &shm_settings,
     .open = uln_shm_open,
     .choose = uln_shm_choose,
     /* no .learn: shm finds everything it needs on the board slot at connect */
@@ -663,6 +718,7 @@ const struct uln_transport_ops uln_tp_shm = {
     .close = uln_shm_close,
     .reaches = uln_shm_reaches,
     .query = uln_shm_query,
+    .caps_in_force = uln_shm_caps_in_force,
     .peer_free = uln_shm_peer_free,
     .connect = uln_shm_connect,
     .direct = uln_shm_direct,

@@ -6,7 +6,9 @@
  * uln_open refuses refused with the same errno and the same words on stderr,
  * and without uln_open's pause for launchers (this file's usleep counts the
  * calls: uln_open pauses, the query never does); a query leaves what a later
- * uln_open does alone; threads query at once beside an open context.
+ * uln_open does alone; threads query at once beside an open context; every
+ * numeric setting of the table, the transports' and links' as the core's,
+ * checked against its own bounds.
  * One process, contexts of no job or a job of one.
  */
 #define _GNU_SOURCE
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "core/diag.h" /* the settings table, as ulninfo -c lists it */
 
 extern char **environ;
 
@@ -322,6 +325,50 @@ static void test_threads(void)
     uln_close(ctx);
 }
 
+/* The table ulninfo -c lists: every name once, and every number's bounds
+ * the ones uln_config_query applies, whoever owns the setting (the core, a
+ * transport, a link): its default taken, one past either bound refused with
+ * its name said. The transports' and links' groups are all in it. */
+static void test_table(void)
+{
+    unsigned n;
+    const struct uln_setting *t = uln_settings(&n);
+    static const char *const owned[] = {"ULN_SHM_DIRECT", "ULN_UDP_WINDOW", "ULN_LINK",
+                                        "ULN_FAULT",      "ULN_XDP_MODE",   "ULN_SECURE"};
+    for (unsigned k = 0; k < sizeof owned / sizeof owned[0]; k++) {
+        unsigned found = 0;
+        for (unsigned i = 0; i < n; i++)
+            found += !strcmp(t[i].name, owned[k]);
+        CHECK_EQ(found, 1);
+    }
+    struct uln_config c = no_job();
+    for (unsigned i = 0; i < n; i++) {
+        CHECK(!strncmp(t[i].name, "ULN_", 4));
+        for (unsigned j = 0; j < i; j++)
+            CHECK(strcmp(t[i].name, t[j].name) != 0);
+        if (!t[i].hi || !t[i].dflt) continue;
+        struct uln_info q;
+        char v[32], said[1024], want[64];
+        setenv(t[i].name, t[i].dflt, 1);
+        CHECK_EQ(uln_config_query(&c, &q), 0);
+        snprintf(want, sizeof want, "%s=", t[i].name);
+        for (int side = 0; side < 2; side++) {
+            if (side == 0 && t[i].lo == 0) continue;
+            snprintf(v, sizeof v, "%llu",
+                     (unsigned long long)(side == 0 ? t[i].lo - 1 : t[i].hi + 1));
+            setenv(t[i].name, v, 1);
+            capture_begin();
+            int rc = uln_config_query(&c, &q);
+            capture_end(said, sizeof said);
+            if (rc != -EINVAL || !strstr(said, want))
+                fprintf(stderr, "%s=%s: %d, said \"%s\"\n", t[i].name, v, rc, said);
+            CHECK_EQ(rc, -EINVAL);
+            CHECK(strstr(said, want) != NULL);
+        }
+        unsetenv(t[i].name);
+    }
+}
+
 int main(void)
 {
     clear_settings();
@@ -333,5 +380,6 @@ int main(void)
     test_refused();
     test_no_trace();
     test_threads();
+    test_table();
     return summary();
 }

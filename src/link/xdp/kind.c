@@ -16,17 +16,19 @@
 #include "link/select.h"
 #include "link/udp/link_udp.h"
 #include "link/xdp/link_xdp.h"
+#include "link/xdp/settings.h"
 
 /* AF_XDP on the endpoint's address and port (the socket's), in copy mode
  * `copy`. 0 or -errno, why saying what stood in the way. */
 static int open_xdp(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, enum uln_xdp_copy copy,
                     struct uln_link **out, char *why, size_t whylen)
 {
+    const struct uln_xdp_params *xp = uln_params_block(&ctx->p, &uln_link_xdp_settings);
     struct uln_link_xdp_cfg xc = {.fd = cfg->fd,
-                                  .queue = ctx->p.xdp_queue,
-                                  .gso_run = ctx->p.xdp_gso_run,
+                                  .queue = xp->queue,
+                                  .gso_run = xp->gso_run,
                                   .copy = copy,
-                                  .hook = (enum uln_xdp_hook)ctx->p.xdp_hook,
+                                  .hook = (enum uln_xdp_hook)xp->hook,
                                   .mtu = cfg->mtu,
                                   .rx_bufs = cfg->rx_bufs,
                                   .max_peers = cfg->max_peers};
@@ -73,11 +75,13 @@ static int open_auto(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, st
 static int xdp_open(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, bool asked,
                     struct uln_link **out, char *why, size_t whylen, bool *loud)
 {
+    const struct uln_xdp_params *xp = uln_params_block(&ctx->p, &uln_link_xdp_settings);
     *loud = true;
-    if (asked) return open_xdp(ctx, cfg, (enum uln_xdp_copy)ctx->p.xdp_mode, out, why, whylen);
+    if (asked) return open_xdp(ctx, cfg, (enum uln_xdp_copy)xp->mode, out, why, whylen);
     return open_auto(ctx, cfg, out, why, whylen, loud);
 }
 
 /* Cheaper than the socket link where it opens (docs/xdp.md: a NAP's latency
  * 0.72x, zero-copy's bandwidth): auto tries it first. */
-const struct uln_link_kind uln_link_kind_xdp = {.name = "xdp", .cost = 10, .open = xdp_open};
+const struct uln_link_kind uln_link_kind_xdp = {
+    .name = "xdp", .settings = &uln_link_xdp_settings, .cost = 10, .open = xdp_open};

@@ -19,6 +19,7 @@
 #include "core/internal.h"
 #include "boot/addr.h"
 #include "boot/root.h"
+#include "seal/settings.h"
 #include "transport/udp/ctx.h"
 
 /* ---- context: sockets and addresses ---------------------------------------- */
@@ -79,7 +80,7 @@ static int bind_random(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t
  * launcher said; else under ulnrun (every rank on this host) the rank; else 0. */
 static unsigned local_rank(const struct uln_ctx *ctx)
 {
-    if (ctx->p.local_rank >= 0) return (unsigned)ctx->p.local_rank;
+    if (udp_params(ctx)->local_rank >= 0) return (unsigned)udp_params(ctx)->local_rank;
     return !strcmp(uln_boot_mode(ctx), "ulnrun") ? (unsigned)ctx->rank : 0;
 }
 
@@ -162,18 +163,19 @@ static int seal_republished(void *arg, int p, struct uln_seal_pub *out)
  * yet: a context with no job refuses to open rather than send in clear. */
 static int seal_open(struct uln_ctx *ctx, struct uln_udp *u)
 {
-    if (ctx->p.secure == ULN_SEAL_OFF) return 0;
+    const struct uln_seal_params *sp = uln_seal_params(&ctx->p);
+    if (sp->mode == ULN_SEAL_OFF) return 0;
     if (ctx->no_job) {
         fprintf(stderr,
                 "ulnet: ULN_SECURE=%s needs a job (ulnrun, ULN_ROOT, PMIx): addresses "
                 "of contexts with no job do not carry keys yet\n",
-                uln_seal_mode_name((enum uln_seal_mode)ctx->p.secure));
+                uln_seal_mode_name((enum uln_seal_mode)sp->mode));
         return -EOPNOTSUPP;
     }
     if (!(u->seal = malloc(sizeof *u->seal))) return -ENOMEM;
-    int rc = uln_seal_store_open(u->seal, (enum uln_seal_mode)ctx->p.secure,
-                                 (enum uln_seal_cipher)ctx->p.secure_cipher, ctx->p.secret, u->nfds,
-                                 (unsigned)ctx->size);
+    int rc =
+        uln_seal_store_open(u->seal, (enum uln_seal_mode)sp->mode, (enum uln_seal_cipher)sp->cipher,
+                            sp->secret, u->nfds, (unsigned)ctx->size);
     if (rc) {
         free(u->seal);
         u->seal = NULL;
@@ -203,10 +205,11 @@ int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
 
     struct sockaddr_storage ss;
     socklen_t len;
-    int rc = uln_addr_local(ctx, &ss, &len);
+    int rc = uln_addr_local(ctx, udp_params(ctx)->addr, udp_params(ctx)->ifname, &ss, &len);
     if (rc) return rc;
-    int base = ctx->p.udp_port ? bind_fixed(u, &ss, len, ctx->p.udp_port, local_rank(ctx))
-                               : bind_random(u, &ss, len);
+    int base = udp_params(ctx)->port
+                   ? bind_fixed(u, &ss, len, udp_params(ctx)->port, local_rank(ctx))
+                   : bind_random(u, &ss, len);
     if (base < 0) return base;
     if ((rc = seal_open(ctx, u)) != 0) return rc;
     publish(u, &ss, base, slot_addr);

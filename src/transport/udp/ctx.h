@@ -54,6 +54,25 @@ static inline struct uln_udp *udp_of(const struct uln_ctx *ctx)
     return ctx->tp_ctx[ULN_TPID_UDP];
 }
 
+/* The transport's settings (settings.c), read at uln_open whether udp is
+ * used or not. */
+struct uln_udp_params {
+    uint32_t window;    /* packets in flight per (endpoint, peer) (ULN_UDP_WINDOW) */
+    uint32_t mtu;       /* 0: the interface's (ULN_UDP_MTU) */
+    uint32_t dead_ms;   /* a silent peer is dead after this (ULN_UDP_DEAD_MS) */
+    uint32_t port;      /* first port, 0: random (ULN_UDP_PORT) */
+    int local_rank;     /* place among this host's ranks, -1: unknown (ULN_LOCAL_RANK) */
+    int gro;            /* 0: no UDP_GRO (ULN_UDP_GRO) */
+    const char *addr;   /* NULL or the address to publish and bind (ULN_UDP_ADDR) */
+    const char *ifname; /* NULL or the interface to take it from (ULN_UDP_IF) */
+};
+extern const struct uln_settings_group uln_udp_settings;
+
+static inline const struct uln_udp_params *udp_params(const struct uln_ctx *ctx)
+{
+    return uln_params_block(&ctx->p, &uln_udp_settings);
+}
+
 /* The transport's context ops (uln_tp_udp): bind the ports and publish our
  * address; once every rank's is known, learn which peers UDP reaches. */
 int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "link/select.h"
+#include "seal/settings.h"
 #include "transport/udp/priv.h"
 
 /* ---- endpoint ------------------------------------------------------------------- */
@@ -172,14 +173,14 @@ int uln_udp_ep_open(struct uln_ep *ep)
      * one peers know) and a closed life's packets stay refusable there. */
     int fd = fcntl(u->fds[ep->index], F_DUPFD_CLOEXEC, 0);
     if (fd < 0) return -errno;
-    struct uln_link_udp_cfg cfg = {.adopt = true,
-                                   .fd = fd,
-                                   .mtu = ctx->p.udp_mtu,
-                                   .rx_bufs =
-                                       2 * ctx->p.udp_window < 512 ? 512 : 2 * ctx->p.udp_window,
-                                   .max_peers = (unsigned)n,
-                                   .no_gro = !ctx->p.udp_gro,
-                                   .dgram_len = dgram_len_of(ctx->p.secure)};
+    struct uln_link_udp_cfg cfg = {
+        .adopt = true,
+        .fd = fd,
+        .mtu = udp_params(ctx)->mtu,
+        .rx_bufs = 2 * udp_params(ctx)->window < 512 ? 512 : 2 * udp_params(ctx)->window,
+        .max_peers = (unsigned)n,
+        .no_gro = !udp_params(ctx)->gro,
+        .dgram_len = dgram_len_of(uln_seal_params(&ctx->p)->mode)};
     int rc = uln_link_select_open(ctx, &cfg, &ue->io); /* AF_XDP or the socket */
     if (rc || (rc = uln_udp_seal_wrap(ctx, (unsigned)ep->index, &ep->stats.refused_auth, &ue->io)))
         return rc; /* ULN_SECURE: sealed before the link sends, opened after it receives */
@@ -197,7 +198,7 @@ int uln_udp_ep_open(struct uln_ep *ep)
     }
     ue->payload_max = uln_link_payload_max(ue->io);
     ue->stride = (ue->payload_max + 63u) & ~63u;
-    ue->window = ctx->p.udp_window;
+    ue->window = udp_params(ctx)->window;
     for (int p = 0; p < n; p++)
         ue->id_of_rank[p] = ue->rank_of_id[p] = -1;
     for (int p = 0; p < n; p++)
@@ -224,7 +225,7 @@ static void peer_free(struct uln_udp_ep *ue, struct uln_udp_peer *up)
 static void linger(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
-    uint64_t ms = ep->ctx->p.udp_dead_ms < 2000 ? ep->ctx->p.udp_dead_ms : 2000;
+    uint64_t ms = udp_params(ep->ctx)->dead_ms < 2000 ? udp_params(ep->ctx)->dead_ms : 2000;
     uint64_t until = uln_now_ns() + ms * 1000000u;
     for (int i = 0; i < ue->n_live; i++)
         uln_rel_want_fb(&udp_peer(ep, ue->live[i])->rel);

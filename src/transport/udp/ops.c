@@ -15,8 +15,6 @@ static int uln_udp_reaches(const struct uln_ctx *ctx, int peer)
 
 static void uln_udp_query(const struct uln_ctx *ctx, struct uln_info *info)
 {
-    info->udp_window = ctx->p.udp_window;
-    info->udp_dead_ms = ctx->p.udp_dead_ms;
     for (int p = 0; p < ctx->size; p++)
         info->udp_peers += ctx->peer_tp[p] == &uln_tp_udp;
     const struct uln_udp *u = udp_of(ctx);
@@ -39,6 +37,7 @@ const struct uln_transport_ops uln_tp_udp = {
     .caps = ULN_TP_CAP_TARGET_CPU,
     .slot_bytes = sizeof(struct udp_addr),
     .id = ULN_TPID_UDP,
+    .settings = &uln_udp_settings,
     .open = uln_udp_open,
     .choose = uln_udp_choose,
     .learn = uln_udp_learn,

@@ -17,7 +17,7 @@ void uln_udp_rel_cfg(const struct uln_ep *ep, struct uln_rel_cfg *cfg)
     /* The congestion window counts datagram bytes; its bound is what the
      * send slots hold (window x payload_max: docs/limits.md). */
     cfg->mss = udp_ep(ep)->payload_max;
-    cfg->dead_after = (uint64_t)ep->ctx->p.udp_dead_ms * 1000000u;
+    cfg->dead_after = (uint64_t)udp_params(ep->ctx)->dead_ms * 1000000u;
 }
 
 /* A life of ours for a peer: random, nonzero (it is also our first seq). */
