@@ -203,6 +203,7 @@ struct uln_mr {
     unsigned access;
     uint32_t index;
     uint64_t key;
+    void *tp_state[ULN_TP_MAX]; /* each transport's mem_reg state (transport.h) */
 };
 
 struct uln_root;

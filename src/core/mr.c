@@ -142,6 +142,51 @@ static int range_mapped(void *addr, size_t len)
     return 0;
 }
 
+/* Region mr (entry e) as the transports' memory hooks see it. */
+static struct uln_tp_region tp_region(const struct uln_mr *mr, const struct uln_key_entry *e,
+                                      uint64_t key)
+{
+    return (struct uln_tp_region){.addr = mr->addr,
+                                  .len = mr->len,
+                                  .access = mr->access,
+                                  .key = key,
+                                  .index = mr->index,
+                                  .memfd = e->memfd,
+                                  .memfd_off = e->memfd_off,
+                                  .memfd_len = e->memfd_len};
+}
+
+/* The transports open in ctx (transport.h: mem_reg) told of region mr,
+ * before its key is live; one refusing it undoes those that took it. Under
+ * the context lock. 0 or the refusal. */
+static int tp_mem_reg(struct uln_ctx *ctx, struct uln_mr *mr, const struct uln_tp_region *r)
+{
+    for (unsigned id = 0; uln_transports[id]; id++) {
+        const struct uln_transport_ops *t = uln_transports[id];
+        if (!t->mem_reg || !ctx->tp_ctx[id]) continue;
+        int rc = t->mem_reg(ctx, r, &mr->tp_state[id]);
+        if (rc == 0) continue;
+        while (id-- > 0)
+            if (uln_transports[id]->mem_reg && ctx->tp_ctx[id] && uln_transports[id]->mem_dereg)
+                uln_transports[id]->mem_dereg(ctx, r, mr->tp_state[id]);
+        return rc < 0 ? rc : -EIO;
+    }
+    return 0;
+}
+
+/* ... and of its end, in reverse order, once nobody is inside it. */
+static void tp_mem_dereg(struct uln_ctx *ctx, struct uln_mr *mr, const struct uln_tp_region *r)
+{
+    unsigned n = 0;
+    while (uln_transports[n])
+        n++;
+    while (n-- > 0) {
+        const struct uln_transport_ops *t = uln_transports[n];
+        if (t->mem_reg && ctx->tp_ctx[n] && t->mem_dereg) t->mem_dereg(ctx, r, mr->tp_state[n]);
+        mr->tp_state[n] = NULL;
+    }
+}
+
 ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned access,
                           struct uln_mr **out)
 {
@@ -186,6 +231,14 @@ ULN_EXPORT int uln_mr_reg(struct uln_ctx *ctx, void *addr, size_t len, unsigned 
     mr->access = access;
     mr->index = idx;
     mr->key = ((uint64_t)idx << ULN_KEY_INDEX_SHIFT) | random_magic(ctx);
+    /* The transports first: the entry's key is still 0 (a cleared entry's),
+     * so nobody can use the region before all of them have it. */
+    struct uln_tp_region r = tp_region(mr, e, mr->key);
+    if ((rc = tp_mem_reg(ctx, mr, &r)) != 0) {
+        pthread_mutex_unlock(&ctx->lock);
+        free(mr);
+        return rc;
+    }
     ctx->regions[idx] = mr;
     /* Release: the entry's fields are visible before a peer can match the key. */
     atomic_store_explicit(&e->key, mr->key, memory_order_release);
@@ -327,6 +380,8 @@ ULN_EXPORT int uln_mr_dereg(struct uln_mr *mr)
      * the classic Dekker pair, no fence needed here. */
     if (!(e->access & ULN_MR_TRANSIENT)) dereg_fence(ctx);
     wait_hazards(ctx, mr->index);
+    struct uln_tp_region r = tp_region(mr, e, mr->key);
+    tp_mem_dereg(ctx, mr, &r);
     ctx->regions[mr->index] = NULL;
     mr->dead = true;
     mr->key = 0;

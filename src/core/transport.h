@@ -45,7 +45,18 @@ _Static_assert(ULN_TP_CAP_DIRECT_RMA == ULN_CAP_DIRECT_RMA &&
                    ULN_TP_CAP_TARGET_CPU == ULN_CAP_TARGET_CPU && ULN_TP_CAP_RINGS == ULN_CAP_RINGS,
                "uln_info's capability bits are the transports'");
 
-#define ULN_TP_MAX 4 /* transports built in (uln_transports) */
+#define ULN_TP_MAX 8 /* transports built in, at most (uln_transports) */
+
+/* A registered region as the transports' memory hooks see it (mr.c). */
+struct uln_tp_region {
+    void *addr;
+    size_t len;
+    unsigned access; /* ULN_ACCESS_* and ULN_MR_* */
+    uint64_t key;    /* what peers will name it by; live only once every transport took it */
+    uint32_t index;  /* its entry in our key table (key >> ULN_KEY_INDEX_SHIFT) */
+    int memfd;       /* the uln_mem_alloc block it lies in (our descriptor), -1: other memory */
+    uint64_t memfd_off, memfd_len; /* where in that block it starts; the block's size */
+};
 
 struct uln_transport_ops {
     const char *name; /* as uln_query's transport string says it */
@@ -93,6 +104,30 @@ struct uln_transport_ops {
     /* Optional: what of caps its settings leave it in this context (a path
      * turned off); NULL: caps. For uln_query's caps_all and caps_any. */
     unsigned (*caps_in_force)(const struct uln_ctx *ctx);
+
+    /* -- memory (optional; as UCX's md mem_reg / mem_dereg) --
+     * A transport that must tell someone of a region (a host service that
+     * places into it, a device's translation table) does it here. mr.c calls
+     * mem_reg of every transport open in the context (one that kept state:
+     * ctx->tp_ctx[id] set) at uln_mr_reg, in registry order, under the
+     * context lock (so: no ulnet call from it) and before the key is live: no
+     * peer can use the key until every transport took the region. *state:
+     * the transport's own per-region state, handed back to mem_dereg. 0, or
+     * -errno: uln_mr_reg fails with it, and the transports that took the
+     * region already are given mem_dereg (in reverse order), so nothing of it
+     * stays anywhere. */
+    int (*mem_reg)(struct uln_ctx *ctx, const struct uln_tp_region *r, void **state);
+    /* At uln_mr_dereg (and uln_close, for the regions left), in reverse
+     * registry order: after the key is gone and no peer of this host is
+     * inside the region any more, before the memory is the user's again.
+     * It cannot fail: what the transport cannot undo it must make harmless
+     * (a service's late packet for the region is refused by the key check).
+     * There is no rkey_pack / rkey_unpack: a remote key is one 64-bit number
+     * every transport carries as it is (table index and magic, checked at
+     * the target's key table by whoever touches the memory); what else a
+     * transport needs of a region stays at the target, in *state, found by
+     * the key's index. */
+    void (*mem_dereg)(struct uln_ctx *ctx, const struct uln_tp_region *r, void *state);
 
     /* -- endpoint -- */
     /* Per-endpoint state in ep->tp_ep[id] (NULL: none needed). 0 or -errno. */

@@ -1,14 +1,10 @@
 /*
- * transports.c - the registry: every transport built in, in the order they
- * are opened and named. Which one carries a peer is their reachability's
- * choice (core/transport.c), not this order.
+ * transports.c - the registry (transports.h): every transport built in,
+ * NULL-terminated, at its id.
  */
 #include "transport/transports.h"
 
-_Static_assert(ULN_TPID_UDP < ULN_TP_MAX, "room for every transport");
+_Static_assert(ULN_TP_COUNT <= ULN_TP_MAX, "room for every transport");
 
-const struct uln_transport_ops *const uln_transports[] = {
-    [ULN_TPID_SHM] = &uln_tp_shm,
-    [ULN_TPID_UDP] = &uln_tp_udp,
-    NULL,
-};
+#define ULN_TP_ENTRY_(id, ops) [ULN_TPID_##id] = &ops,
+const struct uln_transport_ops *const uln_transports[] = {ULN_TRANSPORTS(ULN_TP_ENTRY_) NULL};
