@@ -17,10 +17,11 @@
  * An address is an endpoint index and a ulnet context address; inserting
  * it is uln_peer_insert, which gives the peer id every operation uses, from
  * any endpoint. A malformed address, or one no transport reaches, gets
- * FI_ADDR_NOTAVAIL (and -FI_EINVAL when none went in, as fi_av(3) asks).
+ * FI_ADDR_NOTAVAIL, and is not counted in what fi_av_insert returns.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +32,10 @@ static int av_close(struct fid *fid)
 {
     struct ulnfi_av *av = ulnfi_container(fid, struct ulnfi_av, av.fid);
     if (av->refs) return -FI_EBUSY;
+    ulnfi_av_sa_close(av); /* first: its lookups insert */
     av->dom->refs--;
     for (size_t i = 0; i < av->count && !av->keep_peers; i++)
-        if (av->used[i]) uln_peer_remove(av->dom->ctx, av->peer[i]);
+        if (av->used[i] && av->peer[i] >= 0) uln_peer_remove(av->dom->ctx, av->peer[i]);
     ulnfi_av_share_close(av);
     for (size_t k = 0; av->xpeer && k < av->xcap * ULNFI_SEP_MAX; k++)
         if (av->xpeer[k] >= 0) uln_peer_remove(av->dom->ctx, av->xpeer[k]);
@@ -73,6 +75,12 @@ static int grow(struct ulnfi_av *av)
     if (!u) return -FI_ENOMEM;
     memset(u + av->cap, 0, cap - av->cap);
     av->used = u;
+    if (ulnfi_sa_format(av->dom->addr_format)) {
+        struct ulnfi_av_sa *sa = realloc(av->sa, cap * sizeof(*sa));
+        if (!sa) return -FI_ENOMEM;
+        memset(sa + av->cap, 0, (cap - av->cap) * sizeof(*sa));
+        av->sa = sa;
+    }
     av->cap = cap;
     return 0;
 }
@@ -112,6 +120,17 @@ int ulnfi_av_insert_locked(struct ulnfi_av *av, const struct ulnfi_addr *name, f
     return 0;
 }
 
+int ulnfi_av_resolved(struct ulnfi_av *av, size_t slot, const struct ulnfi_addr *name)
+{
+    int peer = insert_one(av, name);
+    if (peer < 0) return ulnfi_errno(peer);
+    av->tab[slot] = *name;
+    av->peer[slot] = peer;
+    av->by_peer[peer] = slot;
+    av->nslots[peer]++;
+    return 0;
+}
+
 /* A shared AV's reader: the writer's name at the writer's slot. */
 int ulnfi_av_insert_at(struct ulnfi_av *av, size_t slot, const struct ulnfi_addr *name)
 {
@@ -128,48 +147,99 @@ int ulnfi_av_insert_at(struct ulnfi_av *av, size_t slot, const struct ulnfi_addr
     return 0;
 }
 
+/* One socket address into a free slot, its lookup started (av_sockaddr.c):
+ * the slot, or a negative errno. stride: its length. */
+static int insert_sa(struct ulnfi_av *av, const uint8_t *at, size_t *stride, size_t *slot,
+                     struct ulnfi_sa_first *first)
+{
+    socklen_t len = ulnfi_sa_len(at);
+    /* an address of no family of ours: as long as the format says */
+    *stride = len ? len
+                  : (av->dom->addr_format == FI_SOCKADDR_IN6 ? sizeof(struct sockaddr_in6)
+                                                             : sizeof(struct sockaddr_in));
+    if (!len || (av->dom->addr_format == FI_SOCKADDR_IN && len != sizeof(struct sockaddr_in)) ||
+        (av->dom->addr_format == FI_SOCKADDR_IN6 && len != sizeof(struct sockaddr_in6)))
+        return -EINVAL;
+    if (free_slot(av, slot)) return -ENOMEM;
+    av->peer[*slot] = -1; /* until its name is known */
+    int rc = ulnfi_av_sa_insert(av, *slot, at, len, first);
+    return rc ? (rc == -FI_ENOMEM ? -ENOMEM : -EINVAL) : 0;
+}
+
+/* One name, full or short (names.h), each as long as its first byte says. */
+static int insert_name(struct ulnfi_av *av, const uint8_t *at, size_t *stride, size_t *slot,
+                       struct ulnfi_addr *name)
+{
+    int peer = ulnfi_name_get(at, name, stride);
+    if (!peer) peer = free_slot(av, slot) ? -ENOMEM : insert_one(av, name);
+    if (peer < 0) return peer;
+    av->tab[*slot] = *name;
+    av->peer[*slot] = peer;
+    av->by_peer[peer] = *slot;
+    av->nslots[peer]++;
+    ulnfi_av_share_put(av, *slot, name, true);
+    return 0;
+}
+
 static int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr_t *fi_addr,
                      uint64_t flags, void *context)
 {
     struct ulnfi_av *av = ulnfi_container(fav, struct ulnfi_av, av);
-    if (flags & ~(uint64_t)FI_MORE) return -FI_EBADFLAGS;
+    if (flags & ~(uint64_t)(FI_MORE | FI_SYNC_ERR)) return -FI_EBADFLAGS;
     if (count && !addr) return -FI_EINVAL;
-    if (av->sav_reader) return -FI_EOPNOTSUPP; /* opened FI_READ: the writer's to fill */
-    /* An array of names, full and short ones (names.h), each as long as its
-     * first byte says. */
+    if (av->sav_reader) return -FI_EOPNOTSUPP;          /* opened FI_READ: the writer's to fill */
+    int *status = flags & FI_SYNC_ERR ? context : NULL; /* fi_av(3): each address's */
+    if (flags & FI_SYNC_ERR && count && !status) return -FI_EINVAL;
+    bool sa = ulnfi_sa_format(av->dom->addr_format);
+    struct ulnfi_sa_first first = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     const uint8_t *at = addr;
     int ok = 0, bad = 0;
     ulnfi_lock(av->dom);
     for (size_t i = 0; i < count; i++) {
         struct ulnfi_addr name;
-        size_t stride;
-        size_t slot = 0;
-        int peer = ulnfi_name_get(at, &name, &stride);
+        size_t stride, slot = 0;
+        int rc = sa ? insert_sa(av, at, &stride, &slot, &first)
+                    : insert_name(av, at, &stride, &slot, &name);
         at += stride;
-        if (!peer) peer = free_slot(av, &slot) ? -ENOMEM : insert_one(av, &name);
-        if (peer < 0) {
+        if (status) status[i] = rc < 0 ? -ulnfi_errno(rc) : 0; /* a positive fi errno */
+        if (rc < 0) {
             if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
-            FI_WARN(&ulnfi_prov, FI_LOG_AV, "address %zu refused: %s\n", i, uln_strerror(peer));
+            FI_WARN(&ulnfi_prov, FI_LOG_AV, "address %zu refused: %s\n", i, uln_strerror(rc));
             bad++;
             continue;
         }
         if (slot == av->count) av->count++;
         av->lowest_free = slot + 1;
-        av->tab[slot] = name;
-        av->peer[slot] = peer;
         av->used[slot] = 1;
-        av->by_peer[peer] = slot;
-        av->nslots[peer]++;
-        ulnfi_av_share_put(av, slot, &name, true);
         if (fi_addr) fi_addr[i] = slot;
         ok++;
     }
-    for (int i = 0; ok && i < av->dom->nlive; i++)
+    for (int i = 0; ok && !sa && i < av->dom->nlive; i++)
         if (av->dom->live[i]->av == av) ulnfi_rx_resolve(av->dom->live[i]);
     ulnfi_unlock(av->dom);
-    /* fi_av(3): the number inserted; without an EQ, an address that failed
-     * makes the call fail as a whole only when none went in. */
-    return ok ? ok : (count ? -FI_EINVAL : 0);
+    if (sa) ulnfi_av_sa_wait(&first); /* the lookups' first tries (av_sockaddr.c) */
+    /* fi_av(3): synchronous insertion returns the number inserted; each
+     * that failed has FI_ADDR_NOTAVAIL (and its error with FI_SYNC_ERR). */
+    return ok;
+}
+
+/* fi_av(3)'s insertsvc in a domain of socket addresses: node's first. */
+static int insertsvc_sa(struct fid_av *fav, const char *node, const char *service,
+                        fi_addr_t *fi_addr, uint64_t flags, void *context)
+{
+    struct ulnfi_av *av = ulnfi_container(fav, struct ulnfi_av, av);
+    struct addrinfo hints = {.ai_flags = AI_NUMERICSERV, .ai_socktype = SOCK_STREAM}, *ai;
+    hints.ai_family = av->dom->addr_format == FI_SOCKADDR_IN    ? AF_INET
+                      : av->dom->addr_format == FI_SOCKADDR_IN6 ? AF_INET6
+                                                                : AF_UNSPEC;
+    if (getaddrinfo(node, service, &hints, &ai)) {
+        if (fi_addr) *fi_addr = FI_ADDR_NOTAVAIL;
+        return 0; /* none inserted */
+    }
+    struct sockaddr_storage ss = {0};
+    memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    return av_insert(fav, &ss, 1, fi_addr, flags, context);
 }
 
 /* fi_av(3): one address, found by the name service at node:service. */
@@ -178,10 +248,12 @@ static int av_insertsvc(struct fid_av *fav, const char *node, const char *servic
 {
     if (flags & ~(uint64_t)FI_MORE) return -FI_EBADFLAGS;
     if (!node || !service) return -FI_EINVAL;
+    if (ulnfi_sa_format(ulnfi_container(fav, struct ulnfi_av, av)->dom->addr_format))
+        return insertsvc_sa(fav, node, service, fi_addr, flags, context);
     struct ulnfi_addr a;
     if (ulnfi_names_lookup(node, service, &a)) {
         if (fi_addr) *fi_addr = FI_ADDR_NOTAVAIL;
-        return -FI_EINVAL; /* none inserted: fi_av(3)'s failure without an EQ */
+        return 0; /* none inserted */
     }
     return av_insert(fav, &a, 1, fi_addr, flags, context);
 }
@@ -222,10 +294,10 @@ static int av_insertsym(struct fid_av *fav, const char *node, size_t nodecnt, co
             snprintf(s, sizeof(s), "%lu", port + k);
             int rc = sym_node(node, i, h, sizeof(h));
             if (!rc) rc = av_insertsvc(fav, h, s, slot, flags, context);
-            if (rc < 0 && slot) *slot = FI_ADDR_NOTAVAIL;
+            if (rc <= 0 && slot) *slot = FI_ADDR_NOTAVAIL;
             ok += rc > 0;
         }
-    return ok ? ok : -FI_EINVAL;
+    return ok;
 }
 
 /* Another slot holding peer (a duplicate insertion: fi_av(3) leaves those
@@ -250,11 +322,13 @@ static int av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count, uint6
             continue;
         }
         av->used[a] = 0;
-        ulnfi_av_share_put(av, a, &av->tab[a], false);
+        if (av->sa) av->sa[a].seq++; /* a lookup under way leaves the slot alone */
         if (a < av->lowest_free) av->lowest_free = a;
         while (av->count && !av->used[av->count - 1]) /* the table ends at its last used slot */
             av->count--;
         int peer = av->peer[a];
+        if (peer < 0) continue; /* a socket address not resolved: no peer yet */
+        ulnfi_av_share_put(av, a, &av->tab[a], false);
         if (--av->nslots[peer] == 0)
             av->by_peer[peer] = FI_ADDR_NOTAVAIL;
         else if (av->by_peer[peer] == a)
@@ -276,6 +350,12 @@ static int av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr, size_t *
 {
     struct ulnfi_av *av = ulnfi_container(fav, struct ulnfi_av, av);
     if (fi_addr >= av->count || !av->used[fi_addr]) return -FI_ENOENT;
+    if (av->sa) { /* the socket address inserted, as much as fits */
+        const struct ulnfi_av_sa *s = &av->sa[fi_addr];
+        memcpy(addr, &s->sa, *addrlen < s->len ? *addrlen : s->len);
+        *addrlen = s->len;
+        return 0;
+    }
     /* As fi_getname: the full name, or in 32 to 63 bytes the short one where
      * there is one; else, fi_av(3), as much as fits, and the length needed. */
     size_t room = *addrlen, n = ulnfi_name_put(&av->tab[fi_addr], addr, room);
@@ -289,14 +369,20 @@ static int av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr, size_t *
 
 static const char *av_straddr(struct fid_av *fav, const void *addr, char *buf, size_t *len)
 {
-    struct ulnfi_addr a;
-    size_t stride;
-    char u[160] = "not a ulnet address";
-    ulnfi_name_get(addr, &a, &stride);
-    if (a.magic == ULNFI_ADDR_MAGIC && a.ulen <= ULN_ADDR_MAX)
-        uln_addr_str(a.uaddr, a.ulen, u, sizeof u); /* says what ulnet knows of it */
+    struct ulnfi_av *av = ulnfi_container(fav, struct ulnfi_av, av);
     char s[200];
-    int n = snprintf(s, sizeof(s), "ulnet ep %u, %s, life %u", (unsigned)a.ep, u, (unsigned)a.gen);
+    int n;
+    if (ulnfi_sa_format(av->dom->addr_format)) {
+        n = (int)ulnfi_sa_str(addr, s, sizeof(s));
+    } else {
+        struct ulnfi_addr a;
+        size_t stride;
+        char u[160] = "not a ulnet address";
+        ulnfi_name_get(addr, &a, &stride);
+        if (a.magic == ULNFI_ADDR_MAGIC && a.ulen <= ULN_ADDR_MAX)
+            uln_addr_str(a.uaddr, a.ulen, u, sizeof u); /* says what ulnet knows of it */
+        n = snprintf(s, sizeof(s), "ulnet ep %u, %s, life %u", (unsigned)a.ep, u, (unsigned)a.gen);
+    }
     if (*len) {
         size_t c = (size_t)n < *len - 1 ? (size_t)n : *len - 1;
         memcpy(buf, s, c);
@@ -332,6 +418,7 @@ int ulnfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid
         return -FI_EINVAL;
     if (attr->flags & (FI_EVENT | FI_SYMMETRIC)) return -FI_ENOSYS;
     if ((attr->flags & FI_READ) && !attr->name) return -FI_EINVAL;
+    if (attr->name && ulnfi_sa_format(d->addr_format)) return -FI_ENOSYS; /* shares names only */
     if (attr->rx_ctx_bits < 0 || attr->rx_ctx_bits > 8) return -FI_EINVAL;
     struct ulnfi_av *av = calloc(1, sizeof(*av));
     if (!av) return -FI_ENOMEM;
@@ -400,10 +487,13 @@ int ulnfi_av_peer_raw(struct ulnfi_av *av, fi_addr_t addr, int *peer)
     if (av && av->rx_bits && addr != FI_ADDR_UNSPEC && addr != FI_ADDR_NOTAVAIL) {
         unsigned i = (unsigned)(addr >> (64 - av->rx_bits));
         addr &= ~(uint64_t)0 >> av->rx_bits;
+        if (i && addr < av->count && av->used[addr] && av->peer[addr] < 0)
+            return ulnfi_av_sa_use(av, addr); /* the endpoint's name first */
         if (i) return ctx_peer(av, addr, i, peer);
     }
     if (av && av->sav_reader && (addr >= av->count || !av->used[addr])) ulnfi_av_share_sync(av);
     if (!av || addr >= av->count || !av->used[addr]) return -FI_EINVAL;
+    if (av->peer[addr] < 0) return ulnfi_av_sa_use(av, addr); /* its name still to be known */
     *peer = av->peer[addr];
     return 0;
 }

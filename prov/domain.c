@@ -356,6 +356,10 @@ int ulnfi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fi
     /* Progress is domain-wide, so only FI_THREAD_DOMAIN without a progress
      * thread of ours lets us skip the lock. */
     d->locking = d->threading != FI_THREAD_DOMAIN || d->progress == FI_PROGRESS_AUTO;
+    /* socket addresses: their names are looked up by threads of the AV's,
+     * which insert them under the lock (av_sockaddr.c) */
+    d->addr_format = info ? info->addr_format : FI_FORMAT_UNSPEC;
+    if (ulnfi_sa_format(d->addr_format)) d->locking = true;
     pthread_mutex_init(&d->lock, NULL);
     if (d->progress == FI_PROGRESS_AUTO &&
         pthread_create(&d->auto_thread, NULL, auto_progress, d)) {

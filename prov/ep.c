@@ -258,6 +258,27 @@ static int make_name(struct ulnfi_ep *ep, struct ulnfi_addr *a, size_t ulen)
     return 0;
 }
 
+/* An endpoint named by a socket address (av_sockaddr.c) is found there: the
+ * info's source, or any address and a port the system picks. */
+static int publish_sa(struct ulnfi_ep *ep, const struct ulnfi_addr *name)
+{
+    const struct fi_info *fi = ep->info;
+    struct sockaddr_storage ss = {0};
+    socklen_t len = fi->src_addr && fi->src_addrlen >= sizeof(struct sockaddr_in)
+                        ? ulnfi_sa_len(fi->src_addr)
+                        : 0;
+    if (len && len <= fi->src_addrlen) {
+        memcpy(&ss, fi->src_addr, len);
+    } else if (fi->addr_format == FI_SOCKADDR_IN6) {
+        ss.ss_family = AF_INET6; /* in6addr_any, port 0 */
+        len = sizeof(struct sockaddr_in6);
+    } else {
+        ss.ss_family = AF_INET;
+        len = sizeof(struct sockaddr_in);
+    }
+    return ulnfi_names_start_sa(ep, (struct sockaddr *)&ss, len, name);
+}
+
 static int ep_enable(struct ulnfi_ep *ep)
 {
     struct ulnfi_domain *d = ep->dom;
@@ -308,10 +329,11 @@ static int ep_enable(struct ulnfi_ep *ep)
         return rc;
     }
     const struct ulnfi_addr *src = ep->info->src_addr;
-    if (src && ep->info->src_addrlen == sizeof(*src) && src->flags & ULNFI_AF_SVC) {
+    bool sa = ulnfi_sa_format(ep->info->addr_format);
+    if (sa || (src && ep->info->src_addrlen == sizeof(*src) && src->flags & ULNFI_AF_SVC)) {
         struct ulnfi_addr name;
         rc = make_name(ep, &name, sizeof(name.uaddr));
-        if (!rc) rc = ulnfi_names_start(ep, src, &name);
+        if (!rc) rc = sa ? publish_sa(ep, &name) : ulnfi_names_start(ep, src, &name);
         if (rc) {
             uln_ep_close(ep->uep);
             ep->uep = NULL;
@@ -538,6 +560,7 @@ int ulnfi_ep_getname(struct ulnfi_ep *ep, void *addr, size_t *addrlen)
 {
     /* The endpoint index is ulnet's, known once the endpoint is enabled. */
     if (!ep->enabled) return -FI_EOPBADSTATE;
+    if (ulnfi_sa_format(ep->info->addr_format)) return ulnfi_names_bound(ep, addr, addrlen);
     /* fi_getname(3): too small a room is -FI_ETOOSMALL with the length
      * needed, the full name's; a room of 32 to 63 bytes takes the short
      * name where there is one (names.h). */

@@ -150,8 +150,22 @@ static bool check_rx(const struct fi_rx_attr *h)
     return true;
 }
 
+/* A socket address given in hints: one of its format's family. */
+static bool sa_ok(const struct fi_info *h, const void *a, size_t len)
+{
+    if (len < sizeof(struct sockaddr_in)) return false;
+    socklen_t n = ulnfi_sa_len(a);
+    if (!n || n > len) return false;
+    if (h->addr_format == FI_SOCKADDR_IN) return n == sizeof(struct sockaddr_in);
+    if (h->addr_format == FI_SOCKADDR_IN6) return n == sizeof(struct sockaddr_in6);
+    return true;
+}
+
 static bool check_addr(const struct fi_info *h)
 {
+    if (ulnfi_sa_format(h->addr_format)) /* socket addresses (av_sockaddr.c) */
+        return (!h->src_addr || sa_ok(h, h->src_addr, h->src_addrlen)) &&
+               (!h->dest_addr || sa_ok(h, h->dest_addr, h->dest_addrlen));
     if (h->addr_format != FI_FORMAT_UNSPEC) return false;
     if (h->src_addr && h->src_addrlen != sizeof(struct ulnfi_addr)) return false;
     struct ulnfi_addr a; /* a name, full or short (names.h), of its own length */
@@ -282,6 +296,11 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint
 struct addrs {
     struct ulnfi_addr src, dest;
     bool has_dest;
+    /* or socket addresses (av_sockaddr.c): the format, and either one's
+     * length when there is one */
+    uint32_t fmt;
+    struct sockaddr_storage ssrc, sdest;
+    socklen_t ssrc_len, sdest_len;
 };
 
 /* src_addr: "this process, the endpoint fi_endpoint will give": a name of
@@ -289,8 +308,25 @@ struct addrs {
  * which may say where the endpoint is to publish its name (names.c). The
  * real one is fi_getname's once the endpoint is enabled; the context that
  * knows it opens only at fi_domain. dest_addr: a name, looked up or given. */
+static int fill_sa(struct fi_info *fi, const struct addrs *ad)
+{
+    fi->addr_format = ad->fmt;
+    if (ad->ssrc_len) {
+        if (!(fi->src_addr = malloc(ad->ssrc_len))) return -FI_ENOMEM;
+        memcpy(fi->src_addr, &ad->ssrc, ad->ssrc_len);
+        fi->src_addrlen = ad->ssrc_len;
+    }
+    if (ad->sdest_len) {
+        if (!(fi->dest_addr = malloc(ad->sdest_len))) return -FI_ENOMEM;
+        memcpy(fi->dest_addr, &ad->sdest, ad->sdest_len);
+        fi->dest_addrlen = ad->sdest_len;
+    }
+    return 0;
+}
+
 static int fill_addrs(struct fi_info *fi, const struct addrs *ad)
 {
+    if (ad->fmt != FI_FORMAT_UNSPEC) return fill_sa(fi, ad);
     struct ulnfi_addr *a = malloc(sizeof(*a));
     if (!a) return -FI_ENOMEM;
     *a = ad->src;
@@ -338,10 +374,67 @@ static int node_resolves(const char *node)
     return -FI_ENODATA;
 }
 
+/* node:service as a socket address of family (AF_UNSPEC: either) into ss. */
+static int sa_of(const char *node, const char *service, bool passive, int family,
+                 struct sockaddr_storage *ss, socklen_t *len)
+{
+    struct addrinfo hint = {.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0),
+                            .ai_family = family,
+                            .ai_socktype = SOCK_STREAM},
+                    *ai;
+    int rc = getaddrinfo(node, service ? service : "0", &hint, &ai);
+    if (rc) {
+        FI_INFO(&ulnfi_prov, FI_LOG_CORE, "%s:%s: %s\n", node ? node : "*", service ? service : "",
+                gai_strerror(rc));
+        return -FI_ENODATA;
+    }
+    memset(ss, 0, sizeof(*ss));
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+/* fi_getinfo(3) with a socket address format: node and service are the
+ * source's (FI_SOURCE) or the destination's socket address, looked up by
+ * the system's resolver only: an endpoint's ulnet name is asked for when an
+ * AV gets its address (av_sockaddr.c). The format returned is the family's. */
+static int resolve_sa(const char *node, const char *service, uint64_t flags,
+                      const struct fi_info *h, struct addrs *ad)
+{
+    int family = h->addr_format == FI_SOCKADDR_IN    ? AF_INET
+                 : h->addr_format == FI_SOCKADDR_IN6 ? AF_INET6
+                                                     : AF_UNSPEC;
+    if (h->src_addr) {
+        ad->ssrc_len = ulnfi_sa_len(h->src_addr);
+        memcpy(&ad->ssrc, h->src_addr, ad->ssrc_len);
+    }
+    if (h->dest_addr) {
+        ad->sdest_len = ulnfi_sa_len(h->dest_addr);
+        memcpy(&ad->sdest, h->dest_addr, ad->sdest_len);
+    }
+    int rc = 0;
+    if (flags & FI_SOURCE && (node || service))
+        rc = sa_of(node, service, true, family, &ad->ssrc, &ad->ssrc_len);
+    else if (!(flags & FI_SOURCE) && node && service)
+        rc = sa_of(node, service, false, family, &ad->sdest, &ad->sdest_len);
+    else if (!(flags & FI_SOURCE) && node)
+        rc = node_resolves(node); /* no port: no endpoint named */
+    if (rc) return rc;
+    if (family == AF_UNSPEC) /* FI_SOCKADDR: the family of the address there is */
+        family = ad->ssrc_len ? ad->ssrc.ss_family : ad->sdest_len ? ad->sdest.ss_family : AF_INET;
+    ad->fmt = family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
+    if ((ad->ssrc_len && ad->ssrc.ss_family != family) ||
+        (ad->sdest_len && ad->sdest.ss_family != family))
+        return -FI_ENODATA; /* a source and a destination of different families */
+    return 0;
+}
+
 static int resolve(const char *node, const char *service, uint64_t flags, const struct fi_info *h,
                    struct addrs *ad)
 {
     memset(ad, 0, sizeof(*ad));
+    if (h && ulnfi_sa_format(h->addr_format)) return resolve_sa(node, service, flags, h, ad);
     if (h && h->src_addr) {
         memcpy(&ad->src, h->src_addr, sizeof(ad->src));
     } else {
@@ -437,6 +530,7 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         enum fi_ep_type t = types[i];
         if (want != FI_EP_UNSPEC && want != t) continue;
+        if (t == FI_EP_MSG && ad.fmt != FI_FORMAT_UNSPEC) continue; /* cm.c speaks ulnet names */
         if (hints && hints->caps && !subset(hints->caps, type_caps(t))) continue;
         if (t == FI_EP_DGRAM && hints && hints->ep_attr && hints->ep_attr->max_msg_size > inject)
             continue;

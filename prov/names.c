@@ -37,6 +37,8 @@ struct ulnfi_names {
     int lfd, stop; /* the listening socket; an eventfd that ends the thread */
     pthread_t thread;
     struct ulnfi_names_msg answer;
+    struct sockaddr_storage bound; /* where it listens (port 0 asked: the one given) */
+    socklen_t bound_len;
 };
 
 static int64_t now_ms(void)
@@ -86,20 +88,46 @@ static socklen_t svc_sockaddr(const struct ulnfi_svc *s, struct sockaddr_storage
     return sizeof(*a);
 }
 
-static int listen_on(const struct ulnfi_svc *s)
+static int listen_on(const struct sockaddr *sa, socklen_t len)
 {
-    struct sockaddr_storage ss;
-    socklen_t len = svc_sockaddr(s, &ss);
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
     int one = 1; /* a server restarted at once reuses its port (TIME_WAIT) */
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 64) < 0) {
+    if (bind(fd, sa, len) < 0 || listen(fd, 64) < 0) {
         int e = -errno;
         close(fd);
         return e;
     }
     return fd;
+}
+
+/* Publish name at sa, from a thread of its own. */
+static int publish(struct ulnfi_ep *ep, const struct sockaddr *sa, socklen_t len,
+                   const struct ulnfi_addr *name)
+{
+    struct ulnfi_names *n = calloc(1, sizeof(*n));
+    if (!n) return -FI_ENOMEM;
+    ulnfi_name_answer(name, &n->answer);
+    n->lfd = listen_on(sa, len);
+    if (n->lfd < 0) {
+        int e = n->lfd;
+        free(n);
+        return e;
+    }
+    n->bound_len = sizeof(n->bound);
+    getsockname(n->lfd, (struct sockaddr *)&n->bound, &n->bound_len);
+    n->stop = eventfd(0, EFD_CLOEXEC);
+    if (n->stop < 0 || pthread_create(&n->thread, NULL, serve, n)) {
+        if (n->stop >= 0) close(n->stop);
+        close(n->lfd);
+        free(n);
+        return -ENOMEM;
+    }
+    FI_INFO(&ulnfi_prov, FI_LOG_EP_CTRL, "endpoint %d: name published on port %u\n", ep->index,
+            ntohs(((struct sockaddr_in *)&n->bound)->sin_port)); /* sin6_port is there too */
+    ep->names = n;
+    return 0;
 }
 
 /* Publish name at src's service. A port that cannot be had is said and
@@ -110,26 +138,40 @@ int ulnfi_names_start(struct ulnfi_ep *ep, const struct ulnfi_addr *src,
 {
     struct ulnfi_svc s;
     memcpy(&s, src->uaddr, sizeof(s));
-    struct ulnfi_names *n = calloc(1, sizeof(*n));
-    if (!n) return -FI_ENOMEM;
-    ulnfi_name_answer(name, &n->answer);
-    n->lfd = listen_on(&s);
-    if (n->lfd < 0) {
+    struct sockaddr_storage ss;
+    socklen_t len = svc_sockaddr(&s, &ss);
+    int rc = publish(ep, (struct sockaddr *)&ss, len, name);
+    if (rc == -ENOMEM) return -FI_ENOMEM;
+    if (rc)
         FI_WARN(&ulnfi_prov, FI_LOG_EP_CTRL, "name service on port %u: %s; name not published\n",
-                ntohs(s.port), strerror(-n->lfd));
-        free(n);
-        return 0;
+                ntohs(s.port), strerror(-rc));
+    return 0;
+}
+
+/* An endpoint named by a socket address (FI_SOCKADDR_IN*) is that address:
+ * one it cannot listen on is an error, not a name unpublished. */
+int ulnfi_names_start_sa(struct ulnfi_ep *ep, const struct sockaddr *sa, socklen_t len,
+                         const struct ulnfi_addr *name)
+{
+    int rc = publish(ep, sa, len, name);
+    if (rc == -ENOMEM) return -FI_ENOMEM;
+    if (rc) {
+        FI_WARN(&ulnfi_prov, FI_LOG_EP_CTRL, "endpoint's socket address: %s\n", strerror(-rc));
+        return -FI_EADDRINUSE;
     }
-    n->stop = eventfd(0, EFD_CLOEXEC);
-    if (n->stop < 0 || pthread_create(&n->thread, NULL, serve, n)) {
-        if (n->stop >= 0) close(n->stop);
-        close(n->lfd);
-        free(n);
-        return -FI_ENOMEM;
-    }
-    FI_INFO(&ulnfi_prov, FI_LOG_EP_CTRL, "endpoint %d: name published on port %u\n", ep->index,
-            ntohs(s.port));
-    ep->names = n;
+    return 0;
+}
+
+/* Where the endpoint's name service listens, as fi_getname(3) gives an
+ * address: the length needed in *len, -FI_ETOOSMALL when more than room. */
+int ulnfi_names_bound(const struct ulnfi_ep *ep, void *addr, size_t *len)
+{
+    const struct ulnfi_names *n = ep->names;
+    if (!n) return -FI_EOPBADSTATE;
+    size_t room = *len;
+    *len = n->bound_len;
+    if (room < n->bound_len) return -FI_ETOOSMALL;
+    memcpy(addr, &n->bound, n->bound_len);
     return 0;
 }
 
@@ -243,7 +285,7 @@ static int lookup_one(const struct addrinfo *ai, int64_t deadline, struct ulnfi_
  * (a connect refusing, like a TCP connect's retries). Each try - a connect
  * and the answer - is bounded by timeout_ms. */
 static int lookup_all(const struct addrinfo *ai, int64_t timeout_ms, int64_t wait_ms,
-                      struct ulnfi_addr *out)
+                      const _Atomic bool *stop, struct ulnfi_addr *out)
 {
     int64_t until = now_ms() + wait_ms, pause = ULNFI_NAME_RETRY_MS;
     for (;;) {
@@ -255,7 +297,7 @@ static int lookup_all(const struct addrinfo *ai, int64_t timeout_ms, int64_t wai
             if (rc != -ECONNREFUSED) refused = false;
         }
         int64_t left = until - now_ms();
-        if (!refused || left <= 0) return rc;
+        if (!refused || left <= 0 || (stop && *stop)) return rc;
         usleep((useconds_t)(pause < left ? pause : left) * 1000);
         pause = pause * 2 < ULNFI_NAME_RETRY_MAX ? pause * 2 : ULNFI_NAME_RETRY_MAX;
     }
@@ -277,11 +319,21 @@ static const char *why(int rc)
     }
 }
 
-int ulnfi_names_lookup(const char *node, const char *service, struct ulnfi_addr *out)
+/* The bounds of a lookup: each try's, and how long to try again. */
+static void bounds(int64_t *timeout_ms, int64_t *wait_ms)
 {
     size_t ms = ULNFI_NAME_TIMEOUT_MS;
     if (fi_param_get_size_t(&ulnfi_prov, "name_timeout_ms", &ms) != FI_SUCCESS || !ms)
         ms = ULNFI_NAME_TIMEOUT_MS;
+    size_t wait = ULNFI_NAME_WAIT_MS;
+    if (fi_param_get_size_t(&ulnfi_prov, "name_wait_ms", &wait) != FI_SUCCESS)
+        wait = ULNFI_NAME_WAIT_MS;
+    *timeout_ms = (int64_t)ms;
+    *wait_ms = (int64_t)wait;
+}
+
+int ulnfi_names_lookup(const char *node, const char *service, struct ulnfi_addr *out)
+{
     if (!service) {
         FI_INFO(&ulnfi_prov, FI_LOG_CORE, "node %s without a service: no name to ask for\n",
                 node ? node : "(null)");
@@ -294,15 +346,33 @@ int ulnfi_names_lookup(const char *node, const char *service, struct ulnfi_addr 
                 gai_strerror(g));
         return -FI_ENODATA;
     }
-    size_t wait = ULNFI_NAME_WAIT_MS;
-    if (fi_param_get_size_t(&ulnfi_prov, "name_wait_ms", &wait) != FI_SUCCESS)
-        wait = ULNFI_NAME_WAIT_MS;
-    int rc = lookup_all(ai, (int64_t)ms, (int64_t)wait, out);
+    int64_t ms, wait;
+    bounds(&ms, &wait);
+    int rc = lookup_all(ai, ms, wait, NULL, out);
     freeaddrinfo(ai);
     if (rc) {
         FI_INFO(&ulnfi_prov, FI_LOG_CORE, "name of %s:%s: %s\n", node ? node : "localhost", service,
                 why(rc));
         return -FI_ENODATA;
+    }
+    return 0;
+}
+
+int ulnfi_names_lookup_sa(const struct sockaddr *sa, socklen_t len, bool once,
+                          const _Atomic bool *stop, struct ulnfi_addr *out)
+{
+    struct addrinfo ai = {.ai_family = sa->sa_family,
+                          .ai_socktype = SOCK_STREAM,
+                          .ai_addrlen = len,
+                          .ai_addr = (struct sockaddr *)sa};
+    int64_t ms, wait;
+    bounds(&ms, &wait);
+    int rc = lookup_all(&ai, ms, once ? 0 : wait, stop, out);
+    if (rc) {
+        char s[ULNFI_SA_STRLEN];
+        ulnfi_sa_str(sa, s, sizeof(s));
+        FI_INFO(&ulnfi_prov, FI_LOG_AV, "name of %s: %s\n", s, why(rc));
+        return -FI_EADDRNOTAVAIL;
     }
     return 0;
 }

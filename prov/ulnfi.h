@@ -28,6 +28,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "match.h"
@@ -135,8 +137,9 @@ struct ulnfi_domain {
     int size; /* peer ids are below it */
     int threading;
     int progress;
-    bool mr_vaddr; /* FI_MR_VIRT_ADDR: peers name our memory by address (mr.c) */
-    int refs;      /* objects opened on it */
+    bool mr_vaddr;        /* FI_MR_VIRT_ADDR: peers name our memory by address (mr.c) */
+    uint32_t addr_format; /* its info's: FI_FORMAT_UNSPEC (ulnet names) or a socket address's */
+    int refs;             /* objects opened on it */
     bool locking;
     pthread_t auto_thread; /* FI_PROGRESS_AUTO */
     _Atomic bool auto_stop;
@@ -158,6 +161,16 @@ static inline void ulnfi_unlock(struct ulnfi_domain *d)
     if (d->locking) pthread_mutex_unlock(&d->lock);
 }
 
+/* A slot of an AV of socket addresses: the address, and its ulnet name's
+ * lookup (av_sockaddr.c). */
+enum { ULNFI_SA_NONE, ULNFI_SA_PENDING, ULNFI_SA_DONE, ULNFI_SA_FAILED };
+struct ulnfi_av_sa {
+    struct sockaddr_storage sa;
+    socklen_t len;
+    int state;    /* ULNFI_SA_* */
+    uint32_t seq; /* the slot's insertion, or lookup: a lookup for an earlier one is dropped */
+};
+
 struct ulnfi_av {
     struct fid_av av;
     struct ulnfi_domain *dom;
@@ -177,7 +190,28 @@ struct ulnfi_av {
     struct ulnfi_sav *sav; /* a named AV's shared table (av_shared.c) */
     bool sav_reader;       /* opened with FI_READ: the table is another process's */
     char *sav_path;
+    struct ulnfi_av_sa *sa;       /* by slot, in a domain of socket addresses (av_sockaddr.c) */
+    struct ulnfi_sa_job *sa_jobs; /* its lookups under way or not yet joined */
+    _Atomic bool sa_stop;         /* closing: lookups give up */
 };
+/* av.c: a slot's name found (av_sockaddr.c): inserted. 0 or -FI_*. */
+int ulnfi_av_resolved(struct ulnfi_av *av, size_t slot, const struct ulnfi_addr *name);
+/* av_sockaddr.c: under the domain lock but for close */
+bool ulnfi_sa_format(uint32_t fmt);
+socklen_t ulnfi_sa_len(const void *addr); /* of an IPv4 or IPv6 address, else 0 */
+#define ULNFI_SA_STRLEN 80
+size_t ulnfi_sa_str(const void *addr, char *buf, size_t n); /* what fi_av_straddr gives */
+/* The first tries of a call's lookups, which fi_av_insert waits for. */
+struct ulnfi_sa_first {
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    int left;
+};
+int ulnfi_av_sa_insert(struct ulnfi_av *av, size_t slot, const void *addr, socklen_t len,
+                       struct ulnfi_sa_first *first);
+void ulnfi_av_sa_wait(struct ulnfi_sa_first *first);   /* not under the domain lock */
+int ulnfi_av_sa_use(struct ulnfi_av *av, size_t slot); /* -FI_EAGAIN while resolving */
+void ulnfi_av_sa_close(struct ulnfi_av *av);
 /* av_shared.c */
 int ulnfi_av_share(struct ulnfi_av *av, struct fi_av_attr *attr);
 void ulnfi_av_share_close(struct ulnfi_av *av);
@@ -527,6 +561,16 @@ void ulnfi_names_stop(struct ulnfi_ep *ep);
 int ulnfi_names_lookup(const char *node, const char *service, struct ulnfi_addr *out);
 /* A source to publish at: node (NULL: every address) and service into src. */
 int ulnfi_names_source(const char *node, const char *service, struct ulnfi_addr *src);
+/* An endpoint named by a socket address (av_sockaddr.c) publishes there,
+ * or fails; ulnfi_names_bound gives that address, as fi_getname does. */
+int ulnfi_names_start_sa(struct ulnfi_ep *ep, const struct sockaddr *sa, socklen_t len,
+                         const struct ulnfi_addr *name);
+int ulnfi_names_bound(const struct ulnfi_ep *ep, void *addr, size_t *len);
+/* The name published at sa: one try (once), or tried again while nothing
+ * listens, as ulnfi_names_lookup; stop: give up early. 0 or
+ * -FI_EADDRNOTAVAIL. */
+int ulnfi_names_lookup_sa(const struct sockaddr *sa, socklen_t len, bool once,
+                          const _Atomic bool *stop, struct ulnfi_addr *out);
 
 /* msg.c / tagged.c */
 ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
