@@ -43,11 +43,9 @@
 #define ULNFI_MAX_MSG        (1ULL << 40)
 #define ULNFI_CORE_PROV_ONLY (1ULL << 59) /* libfabric's internal flag, ofi.h */
 /* What each endpoint type offers. FI_EP_MSG: one peer, so no directed
- * receives or sources; no FI_RMA_EVENT (not tested there: fabtests' only
- * connected RMA-event program, fi_multi_mr, needs counters on regions). FI_EP_DGRAM: messages of
+ * receives or sources. FI_EP_DGRAM: messages of
  * one NAP, no RMA or atomics (fi_endpoint(3): datagram endpoints carry messages). */
-#define ULNFI_MSG_EP_CAPS                                                                          \
-    (ULNFI_CAPS & ~(uint64_t)(FI_DIRECTED_RECV | FI_SOURCE | FI_RMA_EVENT | FI_NAMED_RX_CTX))
+#define ULNFI_MSG_EP_CAPS (ULNFI_CAPS & ~(uint64_t)(FI_DIRECTED_RECV | FI_SOURCE | FI_NAMED_RX_CTX))
 #define ULNFI_DGRAM_CAPS                                                                           \
     (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_REMOTE_CQ_DATA |   \
      FI_LOCAL_COMM | FI_REMOTE_COMM | FI_MULTI_RECV)

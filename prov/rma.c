@@ -15,12 +15,13 @@
 
 /* FI_RMA_EVENT, under the domain lock: an RMA onto us ended. The endpoint's
  * remote counters count it (fi_cntr(3)); a write with data was counted as
- * its data arrived. */
+ * its data arrived. So do the counters bound to the region it targeted. */
 void ulnfi_rma_event_rx(struct ulnfi_ep *ep, const void *p, size_t plen)
 {
     struct ulnfi_rma_ev ev;
     if (plen < sizeof(ev)) return; /* malformed: dropped */
     memcpy(&ev, p, sizeof(ev));
+    ulnfi_mr_event(ep->dom, ev.key, ev.what);
     if (ev.what & ULNFI_EV_COUNTED) return;
     if (ev.what & ULNFI_EV_WRITE) ulnfi_cntr_inc(ep->rwr_cntr);
     if (ev.what & ULNFI_EV_READ) ulnfi_cntr_inc(ep->rrd_cntr);
@@ -36,7 +37,7 @@ void ulnfi_rma_event_tx(struct ulnfi_op *op)
     struct ulnfi_op *n = ulnfi_op_get(ep, total);
     if (!n) return;
     struct ulnfi_hdr h = {.pkt = ULNFI_PKT_RMA_EV, .seq = ep->tx_seq[op->peer]};
-    struct ulnfi_rma_ev ev = {0};
+    struct ulnfi_rma_ev ev = {.key = op->nrseg ? op->rseg[0].key : 0};
     if (op->kind == ULNFI_OP_READ)
         ev.what = ULNFI_EV_READ;
     else if (op->kind == ULNFI_OP_WRITE)

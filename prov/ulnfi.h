@@ -103,6 +103,7 @@ struct ulnfi_cm {
 #define ULNFI_EV_COUNTED 0x4u /* the endpoint's counter was bumped already (a write with data) */
 struct ulnfi_rma_ev {
     uint32_t what, resv;
+    uint64_t key; /* the region of its first remote piece: counters bound to it (mr.c) */
 };
 
 /* The least nap_max the provider works with: a rendezvous request with all
@@ -150,6 +151,7 @@ struct ulnfi_domain {
     int nlive;
     struct ulnfi_cq *cqs[ULNFI_MAX_EPS_FI * 2];
     int ncqs;
+    struct ulnfi_mr *ev_mrs; /* regions with counters bound (fi_mr_bind) */
 };
 
 static inline void ulnfi_lock(struct ulnfi_domain *d)
@@ -286,7 +288,13 @@ struct ulnfi_mr {
     struct ulnfi_domain *dom;
     struct uln_mr *umr;
     uint64_t access;
+    /* fi_mr_bind: counters of the RMA that targets the region, known by the
+     * initiator's FI_RMA_EVENT notices (rma.c); listed in the domain */
+    struct ulnfi_cntr *rwr_cntr, *rrd_cntr;
+    struct ulnfi_mr *ev_next;
 };
+/* mr.c: an RMA onto the region of key ended (ULNFI_EV_*): its counters */
+void ulnfi_mr_event(struct ulnfi_domain *d, uint64_t key, uint32_t what);
 
 /* An operation in flight. Its address is the user_data of the ulnet ops it
  * posts; pending counts those not completed yet. Transfers made of several

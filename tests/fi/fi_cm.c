@@ -5,11 +5,15 @@
  *           rejected with data (FI_ECONNREFUSED and the data by
  *           fi_eq_readerr); one accepted (data both ways); messages in order
  *           both ways, eager and rendezvous, tagged, fi_write/fi_read and an
- *           atomic; fi_shutdown seen on both sides; sends after it refused.
+ *           atomic; FI_RMA_EVENT: the server's remote-write counter and
+ *           counters bound to regions; fi_shutdown seen on both sides; sends
+ *           after it refused.
  *           The server's EQ is FI_WAIT_FD, slept on with poll().
  *   dgram:  FI_EP_DGRAM: a datagram of max_msg_size arrives intact, a larger
  *           one is refused (-FI_EMSGSIZE).
- *   event:  FI_RMA_EVENT: the target's remote-write counter counts writes.
+ *   event:  FI_RMA_EVENT: the target's remote-write counter counts writes;
+ *           counters bound to regions (fi_mr_bind) count those that target
+ *           them, writes and reads, and no others.
  *   srx:    a shared receive context: two endpoints' messages taken by its
  *           receives, reported to each endpoint's CQ.
  *   waitset: fi_wait wakes for a completion, times out with none.
@@ -27,6 +31,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_rma.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -94,23 +99,26 @@ struct side {
     struct fid_domain *dom;
     struct fid_ep *ep;
     struct fid_cq *cq;
+    struct fid_cntr *cntr; /* a connected side's counter, if it asked for one */
 };
 
-static void side_open(struct fid_fabric *fab, struct fi_info *fi, struct fid_eq *eq, struct side *s)
+/* A connected endpoint's side: a domain of its own, its EQ, and a counter
+ * bound with cntr_flags unless they are 0. */
+static void side_open(struct fid_fabric *fab, struct fi_info *fi, struct fid_eq *eq,
+                      uint64_t cntr_flags, struct side *s)
 {
-    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
+    struct fi_cntr_attr na = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
     OK(fi_domain(fab, fi, &s->dom, NULL));
-    OK(fi_cq_open(s->dom, &ca, &s->cq, NULL));
-    OK(fi_endpoint(s->dom, fi, &s->ep, NULL));
-    OK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV));
-    OK(fi_ep_bind(s->ep, &eq->fid, 0));
-    OK(fi_enable(s->ep));
+    s->cntr = NULL;
+    if (cntr_flags) OK(fi_cntr_open(s->dom, &na, &s->cntr, NULL));
+    struct fic_ep_cfg cfg = {.eq = eq, .cntr = s->cntr, .cntr_flags = cntr_flags};
+    fic_ep_open(s->dom, fi, &cfg, &s->ep, &s->cq);
 }
 
 static void side_close(struct side *s)
 {
-    OK(fi_close(&s->ep->fid));
-    OK(fi_close(&s->cq->fid));
+    fic_ep_close(s->ep, s->cq);
+    if (s->cntr) OK(fi_close(&s->cntr->fid));
     OK(fi_close(&s->dom->fid));
 }
 
@@ -146,11 +154,15 @@ static void xfer(struct side *a, struct side *b, size_t n, unsigned seed, int ta
     free(rx);
 }
 
+static void region_counters(struct fid_domain *dom, struct fid_ep *ep, struct fid_cq *cq,
+                            fi_addr_t dest, struct fid_cntr *epc, uint64_t epc_n);
+
 static int test_msg(void)
 {
     char port[8];
     snprintf(port, sizeof(port), "%d", 20000 + (int)(getpid() % 20000));
-    struct fi_info *h = hints_of(FI_EP_MSG, FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC), *sfi, *cfi;
+    struct fi_info *h = hints_of(FI_EP_MSG, FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RMA_EVENT),
+                   *sfi, *cfi;
     OK(fi_getinfo(V, NULL, port, FI_SOURCE, h, &sfi));
     CHECK(sfi->ep_attr->type == FI_EP_MSG);
     struct fid_fabric *fab;
@@ -176,7 +188,7 @@ static int test_msg(void)
     struct side cli, srv;
     char data[32];
     for (int round = 0; round < 2; round++) { /* 0: rejected, 1: accepted */
-        side_open(fab, cfi, ceq, &cli);
+        side_open(fab, cfi, ceq, 0, &cli);
         snprintf(data, sizeof(data), "request %d", round);
         CHECK(fi_connect(cli.ep, cfi->dest_addr, data, cmsz + 1) == -FI_EINVAL);
         OK(fi_connect(cli.ep, cfi->dest_addr, data, sizeof(data)));
@@ -195,7 +207,7 @@ static int test_msg(void)
             side_close(&cli);
             continue;
         }
-        side_open(fab, req, seq, &srv);
+        side_open(fab, req, seq, FI_REMOTE_WRITE, &srv);
         OK(fi_accept(srv.ep, "yes", 4));
         fi_freeinfo(req);
         CHECK(eq_wait(seq, &ev, buf, sizeof(buf)) == sizeof(*ent));
@@ -225,6 +237,9 @@ static int test_msg(void)
                        NULL));
     CHECK(cq_wait1(cli.cq, &e) == 0);
     CHECK(old == 977 && region[1] == 982);
+    /* FI_RMA_EVENT on the connection: the write above counted, then regions' counters */
+    OK(fi_cntr_wait(srv.cntr, 1, 30000));
+    region_counters(srv.dom, cli.ep, cli.cq, 0, srv.cntr, 1);
     /* shutdown: both sides see it; the connection carries nothing more */
     OK(fi_shutdown(cli.ep, 0));
     CHECK(eq_wait(ceq, &ev, buf, sizeof(buf)) == sizeof(*ent) && ev == FI_SHUTDOWN);
@@ -247,48 +262,39 @@ static int test_msg(void)
     return 0;
 }
 
-/* Two endpoints of one domain, each in the other's AV (RDM or DGRAM). */
+/* Two endpoints of one domain, each in the other's AV (RDM or DGRAM); with
+ * rcntr, the second's remote writes counted by cntr. */
 struct pair {
     struct fi_info *fi;
-    struct fid_fabric *fab;
-    struct fid_domain *dom;
-    struct fid_av *av;
+    struct fic_dom d;
+    struct fid_cntr *cntr;
     struct side s[2];
     fi_addr_t addr[2];
 };
 
-static void pair_open(struct pair *p, struct fi_info *h)
+static void pair_open(struct pair *p, struct fi_info *h, bool rcntr)
 {
     OK(fi_getinfo(V, NULL, NULL, 0, h, &p->fi));
-    OK(fi_fabric(p->fi->fabric_attr, &p->fab, NULL));
-    OK(fi_domain(p->fab, p->fi, &p->dom, NULL));
     struct fi_av_attr aa = {.type = FI_AV_TABLE};
-    OK(fi_av_open(p->dom, &aa, &p->av, NULL));
+    fic_dom_open(&p->d, p->fi, &aa);
+    struct fi_cntr_attr na = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
+    p->cntr = NULL;
+    if (rcntr) OK(fi_cntr_open(p->d.dom, &na, &p->cntr, NULL));
     for (int i = 0; i < 2; i++) {
-        struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED};
-        struct side *s = &p->s[i];
-        s->dom = p->dom;
-        OK(fi_cq_open(p->dom, &ca, &s->cq, NULL));
-        OK(fi_endpoint(p->dom, p->fi, &s->ep, NULL));
-        OK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV));
-        OK(fi_ep_bind(s->ep, &p->av->fid, 0));
-        OK(fi_enable(s->ep));
-        char name[64];
-        size_t nl = sizeof(name);
-        OK(fi_getname(&s->ep->fid, name, &nl));
-        CHECK(fi_av_insert(p->av, name, 1, &p->addr[i], 0, NULL) == 1);
+        struct fic_ep_cfg cfg = {.av = p->d.av};
+        if (i == 1) cfg.cntr = p->cntr, cfg.cntr_flags = FI_REMOTE_WRITE;
+        p->s[i].dom = p->d.dom;
+        fic_ep_open(p->d.dom, p->fi, &cfg, &p->s[i].ep, &p->s[i].cq);
+        p->addr[i] = fic_ep_insert(p->s[i].ep, p->d.av);
     }
 }
 
 static void pair_close(struct pair *p)
 {
-    for (int i = 0; i < 2; i++) {
-        OK(fi_close(&p->s[i].ep->fid));
-        OK(fi_close(&p->s[i].cq->fid));
-    }
-    OK(fi_close(&p->av->fid));
-    OK(fi_close(&p->dom->fid));
-    OK(fi_close(&p->fab->fid));
+    for (int i = 0; i < 2; i++)
+        fic_ep_close(p->s[i].ep, p->s[i].cq);
+    if (p->cntr) OK(fi_close(&p->cntr->fid));
+    fic_dom_close(&p->d);
     fi_freeinfo(p->fi);
 }
 
@@ -296,7 +302,7 @@ static int test_dgram(void)
 {
     struct fi_info *h = hints_of(FI_EP_DGRAM, FI_MSG);
     struct pair p;
-    pair_open(&p, h);
+    pair_open(&p, h, false);
     size_t max = p.fi->ep_attr->max_msg_size;
     CHECK(max >= 1024 && max == p.fi->tx_attr->inject_size);
     uint8_t *tx = malloc(max + 1), *rx = calloc(1, max + 1);
@@ -315,38 +321,69 @@ static int test_dgram(void)
     return 0;
 }
 
+/* Counters bound to regions (fi_mr_bind): from ep (its CQ cq) to dest,
+ * writes and reads of region a move a's counters and the target endpoint's
+ * remote-write counter epc (at epc_n before), a write to region b (no
+ * counter) moves only epc; rebinding a's write counter to another replaces
+ * it; a bound counter cannot close. */
+static void region_counters(struct fid_domain *dom, struct fid_ep *ep, struct fid_cq *cq,
+                            fi_addr_t dest, struct fid_cntr *epc, uint64_t epc_n)
+{
+    struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
+    struct fid_cntr *wr, *rd, *wr2;
+    OK(fi_cntr_open(dom, &ca, &wr, NULL));
+    OK(fi_cntr_open(dom, &ca, &rd, NULL));
+    OK(fi_cntr_open(dom, &ca, &wr2, NULL));
+    uint64_t a[16] = {0}, b[16] = {0}, v[16], back[16];
+    struct fid_mr *ma, *mb;
+    uint64_t acc = FI_REMOTE_WRITE | FI_REMOTE_READ;
+    OK(fi_mr_reg(dom, a, sizeof(a), acc, 0, 0, FI_RMA_EVENT, &ma, NULL));
+    OK(fi_mr_reg(dom, b, sizeof(b), acc, 0, 0, 0, &mb, NULL));
+    CHECK(fi_mr_bind(ma, &wr->fid, FI_SEND) == -FI_EBADFLAGS);
+    OK(fi_mr_bind(ma, &wr->fid, FI_REMOTE_WRITE));
+    OK(fi_mr_bind(ma, &rd->fid, FI_REMOTE_READ));
+    OK(fi_mr_enable(ma));
+    CHECK(fi_close(&wr->fid) == -FI_EBUSY);
+    struct fi_cq_tagged_entry e;
+    for (int i = 0; i < 16; i++)
+        v[i] = 7000 + (uint64_t)i;
+    for (int i = 0; i < 4; i++) { /* 4 writes to a, 1 to b, 2 reads of a */
+        OK(fi_write(ep, &v[i], 8, NULL, dest, (uint64_t)i * 8, fi_mr_key(ma), NULL));
+        CHECK(cq_wait1(cq, &e) == 0);
+    }
+    OK(fi_write(ep, v, 64, NULL, dest, 0, fi_mr_key(mb), NULL));
+    CHECK(cq_wait1(cq, &e) == 0);
+    for (int i = 0; i < 2; i++) {
+        OK(fi_read(ep, back, 32, NULL, dest, 0, fi_mr_key(ma), NULL));
+        CHECK(cq_wait1(cq, &e) == 0);
+    }
+    OK(fi_cntr_wait(epc, epc_n + 5, 30000)); /* every notice here: 4 + 1 writes */
+    OK(fi_cntr_wait(rd, 2, 30000));
+    CHECK(fi_cntr_read(wr) == 4 && fi_cntr_read(rd) == 2 && fi_cntr_read(epc) == epc_n + 5);
+    CHECK(!memcmp(a, v, 32) && !memcmp(b, v, 64) && !memcmp(back, v, 32));
+    /* rebound: the next write moves the new counter only */
+    OK(fi_mr_bind(ma, &wr2->fid, FI_REMOTE_WRITE));
+    OK(fi_write(ep, &v[5], 8, NULL, dest, 40, fi_mr_key(ma), NULL));
+    CHECK(cq_wait1(cq, &e) == 0);
+    OK(fi_cntr_wait(wr2, 1, 30000));
+    CHECK(fi_cntr_read(wr) == 4 && a[5] == v[5]);
+    OK(fi_close(&wr->fid)); /* no longer bound */
+    OK(fi_close(&ma->fid));
+    OK(fi_close(&mb->fid));
+    OK(fi_close(&rd->fid));
+    OK(fi_close(&wr2->fid));
+}
+
 static int test_event(void)
 {
     struct fi_info *h = hints_of(FI_EP_RDM, FI_MSG | FI_RMA | FI_RMA_EVENT);
     struct pair p;
-    struct fid_cntr *cntr;
-    struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
-    struct fi_info *h2 = fi_dupinfo(h);
-    memset(&p, 0, sizeof(p));
-    OK(fi_getinfo(V, NULL, NULL, 0, h2, &p.fi));
-    OK(fi_fabric(p.fi->fabric_attr, &p.fab, NULL));
+    pair_open(&p, h, true);
     CHECK(p.fi->caps & FI_RMA_EVENT);
-    OK(fi_domain(p.fab, p.fi, &p.dom, NULL));
-    OK(fi_cntr_open(p.dom, &ca, &cntr, NULL));
-    struct fi_av_attr aa = {.type = FI_AV_TABLE};
-    OK(fi_av_open(p.dom, &aa, &p.av, NULL));
-    for (int i = 0; i < 2; i++) {
-        struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_TAGGED};
-        struct side *s = &p.s[i];
-        OK(fi_cq_open(p.dom, &cqa, &s->cq, NULL));
-        OK(fi_endpoint(p.dom, p.fi, &s->ep, NULL));
-        OK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV));
-        OK(fi_ep_bind(s->ep, &p.av->fid, 0));
-        if (i == 1) OK(fi_ep_bind(s->ep, &cntr->fid, FI_REMOTE_WRITE));
-        OK(fi_enable(s->ep));
-        char name[64];
-        size_t nl = sizeof(name);
-        OK(fi_getname(&s->ep->fid, name, &nl));
-        CHECK(fi_av_insert(p.av, name, 1, &p.addr[i], 0, NULL) == 1);
-    }
+    struct fid_cntr *cntr = p.cntr;
     uint64_t region[64] = {0}, src[64];
     struct fid_mr *mr;
-    OK(fi_mr_reg(p.dom, region, sizeof(region), FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
+    OK(fi_mr_reg(p.d.dom, region, sizeof(region), FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
     struct fi_cq_tagged_entry e;
     for (int i = 0; i < 3; i++) {
         src[i] = 100 + (uint64_t)i;
@@ -356,19 +393,11 @@ static int test_event(void)
     /* the notices arrive after the data: the counter, once 3, shows all */
     OK(fi_cntr_wait(cntr, 3, 30000));
     CHECK(fi_cntr_read(cntr) == 3 && region[0] == 100 && region[2] == 102);
+    region_counters(p.d.dom, p.s[0].ep, p.s[0].cq, p.addr[1], cntr, 3);
     OK(fi_close(&mr->fid));
-    for (int i = 0; i < 2; i++) {
-        OK(fi_close(&p.s[i].ep->fid));
-        OK(fi_close(&p.s[i].cq->fid));
-    }
-    OK(fi_close(&cntr->fid));
-    OK(fi_close(&p.av->fid));
-    OK(fi_close(&p.dom->fid));
-    OK(fi_close(&p.fab->fid));
-    fi_freeinfo(p.fi);
-    fi_freeinfo(h2);
+    pair_close(&p);
     fi_freeinfo(h);
-    printf("event: 3 remote writes counted at the target\n");
+    printf("event: remote writes counted at the target, by endpoint and by region\n");
     return 0;
 }
 
@@ -380,32 +409,20 @@ static int test_srx(void)
     struct fi_info *fi;
     OK(fi_getinfo(V, NULL, NULL, 0, h, &fi));
     CHECK(fi->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT);
-    struct fid_fabric *fab;
-    struct fid_domain *dom;
-    struct fid_av *av;
+    struct fic_dom d;
     struct fid_ep *srx, *ep[3];
     struct fid_stx *stx;
     struct fid_cq *cq[3];
     fi_addr_t addr[3];
-    OK(fi_fabric(fi->fabric_attr, &fab, NULL));
-    OK(fi_domain(fab, fi, &dom, NULL));
     struct fi_av_attr aa = {.type = FI_AV_TABLE};
-    OK(fi_av_open(dom, &aa, &av, NULL));
-    OK(fi_srx_context(dom, fi->rx_attr, &srx, NULL));
-    OK(fi_stx_context(dom, fi->tx_attr, &stx, NULL));
+    fic_dom_open(&d, fi, &aa);
+    OK(fi_srx_context(d.dom, fi->rx_attr, &srx, NULL));
+    OK(fi_stx_context(d.dom, fi->tx_attr, &stx, NULL));
     for (int i = 0; i < 3; i++) {
-        struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED};
-        OK(fi_cq_open(dom, &ca, &cq[i], NULL));
-        OK(fi_endpoint(dom, fi, &ep[i], NULL));
-        OK(fi_ep_bind(ep[i], &cq[i]->fid, FI_TRANSMIT | FI_RECV));
-        OK(fi_ep_bind(ep[i], &av->fid, 0));
-        OK(fi_ep_bind(ep[i], &stx->fid, 0));
-        if (i) OK(fi_ep_bind(ep[i], &srx->fid, 0)); /* endpoints 1 and 2 share it */
-        OK(fi_enable(ep[i]));
-        char name[64];
-        size_t nl = sizeof(name);
-        OK(fi_getname(&ep[i]->fid, name, &nl));
-        CHECK(fi_av_insert(av, name, 1, &addr[i], 0, NULL) == 1);
+        /* endpoints 1 and 2 share the receive context */
+        struct fic_ep_cfg cfg = {.av = d.av, .shared = {&stx->fid, i ? &srx->fid : NULL}};
+        fic_ep_open(d.dom, fi, &cfg, &ep[i], &cq[i]);
+        addr[i] = fic_ep_insert(ep[i], d.av);
     }
     CHECK(fi_close(&srx->fid) == -FI_EBUSY);
     /* one message to each sharer: both taken by the receives on srx, in order
@@ -425,15 +442,11 @@ static int test_srx(void)
     OK(fi_send(ep[0], tx[1], 16, NULL, addr[2], NULL));
     CHECK(cq_wait1(cq[0], &e) == 0);
     CHECK(cq_wait1(cq[2], &e) == 0 && e.op_context == rx[1] && !strcmp(rx[1], "to two"));
-    for (int i = 0; i < 3; i++) {
-        OK(fi_close(&ep[i]->fid));
-        OK(fi_close(&cq[i]->fid));
-    }
+    for (int i = 0; i < 3; i++)
+        fic_ep_close(ep[i], cq[i]);
     OK(fi_close(&srx->fid));
     OK(fi_close(&stx->fid));
-    OK(fi_close(&av->fid));
-    OK(fi_close(&dom->fid));
-    OK(fi_close(&fab->fid));
+    fic_dom_close(&d);
     fi_freeinfo(fi);
     fi_freeinfo(h);
     printf("srx: messages to two endpoints taken by the shared receives, one unexpected\n");
@@ -444,29 +457,19 @@ static int test_waitset(void)
 {
     struct fi_info *h = hints_of(FI_EP_RDM, FI_MSG), *fi;
     OK(fi_getinfo(V, NULL, NULL, 0, h, &fi));
-    struct fid_fabric *fab;
-    struct fid_domain *dom;
+    struct fic_dom d;
     struct fid_wait *ws;
-    struct fid_av *av;
     struct fid_ep *ep;
     struct fid_cq *cq;
-    OK(fi_fabric(fi->fabric_attr, &fab, NULL));
-    struct fi_wait_attr wa = {.wait_obj = FI_WAIT_UNSPEC};
-    OK(fi_wait_open(fab, &wa, &ws));
-    OK(fi_domain(fab, fi, &dom, NULL));
-    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_SET, .wait_set = ws};
-    OK(fi_cq_open(dom, &ca, &cq, NULL));
     struct fi_av_attr aa = {.type = FI_AV_TABLE};
-    OK(fi_av_open(dom, &aa, &av, NULL));
-    OK(fi_endpoint(dom, fi, &ep, NULL));
-    OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
-    OK(fi_ep_bind(ep, &av->fid, 0));
-    OK(fi_enable(ep));
-    char name[64], rx[8] = {0};
-    size_t nl = sizeof(name);
-    fi_addr_t self;
-    OK(fi_getname(&ep->fid, name, &nl));
-    CHECK(fi_av_insert(av, name, 1, &self, 0, NULL) == 1);
+    fic_dom_open(&d, fi, &aa);
+    struct fi_wait_attr wa = {.wait_obj = FI_WAIT_UNSPEC};
+    OK(fi_wait_open(d.fab, &wa, &ws));
+    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_SET, .wait_set = ws};
+    struct fic_ep_cfg cfg = {.cq = &ca, .av = d.av};
+    fic_ep_open(d.dom, fi, &cfg, &ep, &cq);
+    char rx[8] = {0};
+    fi_addr_t self = fic_ep_insert(ep, d.av);
     CHECK(fi_wait(ws, 10) == -FI_ETIMEDOUT); /* nothing there */
     OK(fi_recv(ep, rx, sizeof(rx), NULL, FI_ADDR_UNSPEC, rx));
     OK(fi_send(ep, "ping", 5, NULL, self, NULL));
@@ -475,12 +478,9 @@ static int test_waitset(void)
     CHECK(fi_cq_read(cq, &e, 1) == 1);
     CHECK(cq_wait1(cq, &e) == 0 && !strcmp(rx, "ping"));
     CHECK(fi_close(&ws->fid) == -FI_EBUSY); /* its CQ first */
-    OK(fi_close(&ep->fid));
-    OK(fi_close(&cq->fid));
+    fic_ep_close(ep, cq);
     OK(fi_close(&ws->fid));
-    OK(fi_close(&av->fid));
-    OK(fi_close(&dom->fid));
-    OK(fi_close(&fab->fid));
+    fic_dom_close(&d);
     fi_freeinfo(fi);
     fi_freeinfo(h);
     printf("waitset: timed out empty, woke for completions\n");
@@ -495,31 +495,20 @@ static int sav_child(const char *avname, int ready_fd)
     if (read(ready_fd, &c, 1) != 1) return 1;
     struct fi_info *h = hints_of(FI_EP_RDM, FI_MSG | FI_SHARED_AV), *fi;
     OK(fi_getinfo(V, NULL, NULL, 0, h, &fi));
-    struct fid_fabric *fab;
-    struct fid_domain *dom;
-    struct fid_av *av;
+    struct fic_dom d;
     struct fid_ep *ep;
     struct fid_cq *cq;
-    OK(fi_fabric(fi->fabric_attr, &fab, NULL));
-    OK(fi_domain(fab, fi, &dom, NULL));
     struct fi_av_attr aa = {.type = FI_AV_TABLE, .name = avname, .flags = FI_READ};
-    OK(fi_av_open(dom, &aa, &av, NULL));
+    fic_dom_open(&d, fi, &aa);
     CHECK(aa.map_addr != NULL);
     fi_addr_t parent = ((fi_addr_t *)aa.map_addr)[0];
-    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED};
-    OK(fi_cq_open(dom, &ca, &cq, NULL));
-    OK(fi_endpoint(dom, fi, &ep, NULL));
-    OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
-    OK(fi_ep_bind(ep, &av->fid, 0));
-    OK(fi_enable(ep));
+    struct fic_ep_cfg cfg = {.av = d.av};
+    fic_ep_open(d.dom, fi, &cfg, &ep, &cq);
     OK(fi_send(ep, "from the child", 15, NULL, parent, NULL));
     struct fi_cq_tagged_entry e;
     CHECK(cq_wait1(cq, &e) == 0);
-    OK(fi_close(&ep->fid));
-    OK(fi_close(&cq->fid));
-    OK(fi_close(&av->fid));
-    OK(fi_close(&dom->fid));
-    OK(fi_close(&fab->fid));
+    fic_ep_close(ep, cq);
+    fic_dom_close(&d);
     fi_freeinfo(fi);
     fi_freeinfo(h);
     return failures ? 1 : 0;
@@ -536,37 +525,23 @@ static int test_sav(void)
     struct fi_info *h = hints_of(FI_EP_RDM, FI_MSG | FI_SHARED_AV), *fi;
     OK(fi_getinfo(V, NULL, NULL, 0, h, &fi));
     CHECK(fi->caps & FI_SHARED_AV);
-    struct fid_fabric *fab;
-    struct fid_domain *dom;
-    struct fid_av *av;
+    struct fic_dom d;
     struct fid_ep *ep;
     struct fid_cq *cq;
-    OK(fi_fabric(fi->fabric_attr, &fab, NULL));
-    OK(fi_domain(fab, fi, &dom, NULL));
     struct fi_av_attr aa = {.type = FI_AV_TABLE, .name = avname};
-    OK(fi_av_open(dom, &aa, &av, NULL));
-    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED};
-    OK(fi_cq_open(dom, &ca, &cq, NULL));
-    OK(fi_endpoint(dom, fi, &ep, NULL));
-    OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
-    OK(fi_ep_bind(ep, &av->fid, 0));
-    OK(fi_enable(ep));
-    char name[64], rx[16] = {0};
-    size_t nl = sizeof(name);
-    fi_addr_t self;
-    OK(fi_getname(&ep->fid, name, &nl));
-    CHECK(fi_av_insert(av, name, 1, &self, 0, NULL) == 1 && self == 0);
+    fic_dom_open(&d, fi, &aa);
+    struct fic_ep_cfg cfg = {.av = d.av};
+    fic_ep_open(d.dom, fi, &cfg, &ep, &cq);
+    char rx[16] = {0};
+    CHECK(fic_ep_insert(ep, d.av) == 0);
     OK(fi_recv(ep, rx, sizeof(rx), NULL, FI_ADDR_UNSPEC, rx));
     CHECK(write(p[1], "g", 1) == 1);
     struct fi_cq_tagged_entry e;
     CHECK(cq_wait1(cq, &e) == 0 && !strcmp(rx, "from the child"));
     int st = 0;
     CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    OK(fi_close(&ep->fid));
-    OK(fi_close(&cq->fid));
-    OK(fi_close(&av->fid));
-    OK(fi_close(&dom->fid));
-    OK(fi_close(&fab->fid));
+    fic_ep_close(ep, cq);
+    fic_dom_close(&d);
     fi_freeinfo(fi);
     fi_freeinfo(h);
     printf("sav: the child sent through the parent's named AV\n");
@@ -590,7 +565,7 @@ static int test_msg_fd(int die)
         OK(fi_fabric(fi->fabric_attr, &fab, NULL));
         OK(fi_eq_open(fab, &ea, &eq, NULL));
         struct side c;
-        side_open(fab, fi, eq, &c);
+        side_open(fab, fi, eq, 0, &c);
         OK(fi_connect(c.ep, fi->dest_addr, NULL, 0));
         uint8_t buf[sizeof(struct fi_eq_cm_entry) + 64];
         uint32_t ev;
@@ -624,7 +599,7 @@ static int test_msg_fd(int die)
     CHECK(eq_wait_fd(fab, eq, &ev, buf, sizeof(buf)) == sizeof(*ent) && ev == FI_CONNREQ);
     CHECK(fd_wakes >= 1); /* it slept, and the request woke it */
     struct side s;
-    side_open(fab, ent->info, eq, &s);
+    side_open(fab, ent->info, eq, 0, &s);
     char rx[8] = {0};
     OK(fi_recv(s.ep, rx, sizeof(rx), NULL, 0, rx));
     OK(fi_accept(s.ep, NULL, 0));

@@ -14,6 +14,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 #include <stdio.h>
@@ -149,6 +150,67 @@ static inline ssize_t fic_wait(struct fic *f, struct fi_cq_tagged_entry *e, doub
         if (n != -FI_EAGAIN) return n;
         if (fic_now() >= deadline) return -FI_ETIMEDOUT;
     }
+}
+
+/* For programs that open several endpoints in one process: a fabric and a
+ * domain from an info, and an AV of attributes aa (NULL: none). */
+struct fic_dom {
+    struct fid_fabric *fab;
+    struct fid_domain *dom;
+    struct fid_av *av;
+};
+static inline void fic_dom_open(struct fic_dom *d, struct fi_info *fi, struct fi_av_attr *aa)
+{
+    OK(fi_fabric(fi->fabric_attr, &d->fab, NULL));
+    OK(fi_domain(d->fab, fi, &d->dom, NULL));
+    d->av = NULL;
+    if (aa) OK(fi_av_open(d->dom, aa, &d->av, NULL));
+}
+static inline void fic_dom_close(struct fic_dom *d)
+{
+    if (d->av) OK(fi_close(&d->av->fid));
+    OK(fi_close(&d->dom->fid));
+    OK(fi_close(&d->fab->fid));
+}
+
+/* An endpoint with a CQ of its own for both directions (cq NULL: tagged, no
+ * wait object), bound to what is given of the rest, then enabled. */
+struct fic_ep_cfg {
+    struct fi_cq_attr *cq;
+    struct fid_av *av;
+    struct fid_eq *eq;
+    struct fid_cntr *cntr; /* bound with cntr_flags */
+    uint64_t cntr_flags;
+    struct fid *shared[2]; /* shared contexts (fi_stx_context, fi_srx_context) */
+};
+static inline void fic_ep_open(struct fid_domain *dom, struct fi_info *fi,
+                               const struct fic_ep_cfg *c, struct fid_ep **ep, struct fid_cq **cq)
+{
+    struct fi_cq_attr tagged = {.format = FI_CQ_FORMAT_TAGGED};
+    OK(fi_cq_open(dom, c->cq ? c->cq : &tagged, cq, NULL));
+    OK(fi_endpoint(dom, fi, ep, NULL));
+    OK(fi_ep_bind(*ep, &(*cq)->fid, FI_TRANSMIT | FI_RECV));
+    if (c->av) OK(fi_ep_bind(*ep, &c->av->fid, 0));
+    if (c->eq) OK(fi_ep_bind(*ep, &c->eq->fid, 0));
+    if (c->cntr) OK(fi_ep_bind(*ep, &c->cntr->fid, c->cntr_flags));
+    for (int i = 0; i < 2; i++)
+        if (c->shared[i]) OK(fi_ep_bind(*ep, c->shared[i], 0));
+    OK(fi_enable(*ep));
+}
+static inline void fic_ep_close(struct fid_ep *ep, struct fid_cq *cq)
+{
+    OK(fi_close(&ep->fid));
+    OK(fi_close(&cq->fid));
+}
+/* ep's name into av: its address there. */
+static inline fi_addr_t fic_ep_insert(struct fid_ep *ep, struct fid_av *av)
+{
+    char name[64];
+    size_t nl = sizeof(name);
+    fi_addr_t a = FI_ADDR_NOTAVAIL;
+    OK(fi_getname(&ep->fid, name, &nl));
+    CHECK(fi_av_insert(av, name, 1, &a, 0, NULL) == 1);
+    return a;
 }
 
 /* Close everything fic_open (and the test: f->cntr) opened, in reverse. */

@@ -128,22 +128,16 @@ static void test_src_addr(void)
 {
     struct fi_info *h = hints_for(FI_MSG | FI_TAGGED), *fi = NULL;
     OK(fi_getinfo(V, NULL, NULL, 0, h, &fi));
-    struct fid_fabric *fab;
-    struct fid_domain *dom;
-    struct fid_av *av;
+    struct fic_dom d;
     struct fid_ep *ep;
     struct fi_av_attr aa = {.type = FI_AV_TABLE};
-    OK(fi_fabric(fi->fabric_attr, &fab, NULL));
-    OK(fi_domain(fab, fi, &dom, NULL));
-    OK(fi_av_open(dom, &aa, &av, NULL));
-    OK(fi_endpoint(dom, fi, &ep, NULL));
+    fic_dom_open(&d, fi, &aa);
+    OK(fi_endpoint(d.dom, fi, &ep, NULL));
     fi_addr_t fa = 0;
-    CHECK(fi_av_insert(av, fi->src_addr, 1, &fa, 0, NULL) == 0); /* none inserted */
+    CHECK(fi_av_insert(d.av, fi->src_addr, 1, &fa, 0, NULL) == 0); /* none inserted */
     CHECK(fa == FI_ADDR_NOTAVAIL);
     OK(fi_close(&ep->fid));
-    OK(fi_close(&av->fid));
-    OK(fi_close(&dom->fid));
-    OK(fi_close(&fab->fid));
+    fic_dom_close(&d);
     fi_freeinfo(fi);
     fi_freeinfo(h);
 }
@@ -157,21 +151,13 @@ static void readerr_as(uint32_t version)
     struct fi_info *h = hints_for(FI_MSG | FI_TAGGED), *fi = NULL;
     h->domain_attr->mr_mode = version < FI_VERSION(1, 5) ? FI_MR_UNSPEC : 0;
     OK(fi_getinfo(version, NULL, NULL, 0, h, &fi));
-    struct fid_fabric *fab;
-    struct fid_domain *dom;
-    struct fid_av *av;
+    struct fic_dom d;
     struct fid_cq *cq;
     struct fid_ep *ep;
     struct fi_av_attr aa = {.type = FI_AV_TABLE};
-    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED};
-    OK(fi_fabric(fi->fabric_attr, &fab, NULL));
-    OK(fi_domain(fab, fi, &dom, NULL));
-    OK(fi_av_open(dom, &aa, &av, NULL));
-    OK(fi_cq_open(dom, &ca, &cq, NULL));
-    OK(fi_endpoint(dom, fi, &ep, NULL));
-    OK(fi_ep_bind(ep, &av->fid, 0));
-    OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
-    OK(fi_enable(ep));
+    fic_dom_open(&d, fi, &aa);
+    struct fic_ep_cfg cfg = {.av = d.av};
+    fic_ep_open(d.dom, fi, &cfg, &ep, &cq);
     char b[8], mine[4];
     struct fi_context c;
     OK(fi_trecv(ep, b, sizeof b, NULL, FI_ADDR_UNSPEC, 1, 0, &c));
@@ -189,11 +175,8 @@ static void readerr_as(uint32_t version)
         CHECK(err.err_data_size == 0x5a5a && err.err_data == NULL);
     else
         CHECK(err.err_data_size == 0 && err.err_data == mine);
-    OK(fi_close(&ep->fid));
-    OK(fi_close(&cq->fid));
-    OK(fi_close(&av->fid));
-    OK(fi_close(&dom->fid));
-    OK(fi_close(&fab->fid));
+    fic_ep_close(ep, cq);
+    fic_dom_close(&d);
     fi_freeinfo(fi);
     fi_freeinfo(h);
 }

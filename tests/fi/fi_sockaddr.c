@@ -50,13 +50,9 @@ static struct fi_info *sa_hints(uint32_t fmt)
 static void ep_open(struct ep *e, struct fi_info *fi)
 {
     struct fi_av_attr aa = {.type = FI_AV_TABLE};
-    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED};
     OK(fi_av_open(dom, &aa, &e->av, NULL));
-    OK(fi_cq_open(dom, &ca, &e->cq, NULL));
-    OK(fi_endpoint(dom, fi, &e->ep, NULL));
-    OK(fi_ep_bind(e->ep, &e->av->fid, 0));
-    OK(fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV));
-    OK(fi_enable(e->ep));
+    struct fic_ep_cfg cfg = {.av = e->av};
+    fic_ep_open(dom, fi, &cfg, &e->ep, &e->cq);
     size_t len = sizeof(e->sin);
     OK(fi_getname(&e->ep->fid, &e->sin, &len));
     CHECK(len == sizeof(struct sockaddr_in));
@@ -66,9 +62,8 @@ static void ep_open(struct ep *e, struct fi_info *fi)
 
 static void ep_close(struct ep *e)
 {
-    OK(fi_close(&e->ep->fid));
+    fic_ep_close(e->ep, e->cq);
     OK(fi_close(&e->av->fid));
-    OK(fi_close(&e->cq->fid));
 }
 
 /* A send, retried while the provider says -FI_EAGAIN (the peer's name still
