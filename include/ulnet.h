@@ -326,7 +326,7 @@ int uln_allgather(struct uln_ep *ep, const void *mine, size_t len, void *all, in
  * endpoint limit), -EHOSTUNREACH (no transport reaches it), -ENOSPC (max_peers
  * ids in use).
  */
-#define ULN_ADDR_MAX   56
+#define ULN_ADDR_MAX   128 /* room for a third part: IPv6, a service, a public key */
 #define ULN_ADDR_SHORT 27
 int uln_addr(const struct uln_ctx *ctx, void *addr, size_t *len); /* in: room, out: length */
 int uln_peer_insert(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index, int *peer);

@@ -361,7 +361,7 @@ static int av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr, size_t *
     size_t room = *addrlen, n = ulnfi_name_put(&av->tab[fi_addr], addr, room);
     if (!n) {
         memcpy(addr, &av->tab[fi_addr], room);
-        n = sizeof(struct ulnfi_addr);
+        n = ulnfi_name_len(&av->tab[fi_addr]);
     }
     *addrlen = n;
     return 0;

@@ -262,7 +262,7 @@ static void on_req(struct ulnfi_ep *ep, const struct ulnfi_hdr *h, const struct 
     free(info->dest_addr);
     *dest = cm->name;
     info->dest_addr = dest;
-    info->dest_addrlen = sizeof(*dest);
+    info->dest_addrlen = ulnfi_name_len(dest);
     info->handle = &cr->fid;
     e->info = info;
     ev_add(ep, e);
@@ -453,12 +453,12 @@ static int cm_getpeer(struct fid_ep *fep, void *addr, size_t *addrlen)
     if (!ep) return -FI_ENOSYS;
     if (ep->cm_state != ULNFI_CMS_CONNECTED) return -FI_ENOTCONN;
     size_t room = *addrlen;
-    *addrlen = sizeof(struct ulnfi_addr);
-    if (room < sizeof(struct ulnfi_addr)) return -FI_ETOOSMALL;
     ulnfi_lock(ep->dom);
-    memcpy(addr, &ep->av->tab[ep->conn], sizeof(struct ulnfi_addr));
+    const struct ulnfi_addr *a = &ep->av->tab[ep->conn];
+    *addrlen = ulnfi_name_len(a);
+    if (room >= *addrlen) memcpy(addr, a, *addrlen);
     ulnfi_unlock(ep->dom);
-    return 0;
+    return room >= *addrlen ? 0 : -FI_ETOOSMALL;
 }
 
 static int no_setname(fid_t fid, void *addr, size_t addrlen)

@@ -330,7 +330,7 @@ static int ep_enable(struct ulnfi_ep *ep)
     }
     const struct ulnfi_addr *src = ep->info->src_addr;
     bool sa = ulnfi_sa_format(ep->info->addr_format);
-    if (sa || (src && ep->info->src_addrlen == sizeof(*src) && src->flags & ULNFI_AF_SVC)) {
+    if (sa || (src && ep->info->src_addrlen == ULNFI_NAME_FULL && src->flags & ULNFI_AF_SVC)) {
         struct ulnfi_addr name;
         rc = make_name(ep, &name, sizeof(name.uaddr));
         if (!rc) rc = sa ? publish_sa(ep, &name) : ulnfi_names_start(ep, src, &name);
@@ -562,14 +562,16 @@ int ulnfi_ep_getname(struct ulnfi_ep *ep, void *addr, size_t *addrlen)
     if (!ep->enabled) return -FI_EOPBADSTATE;
     if (ulnfi_sa_format(ep->info->addr_format)) return ulnfi_names_bound(ep, addr, addrlen);
     /* fi_getname(3): too small a room is -FI_ETOOSMALL with the length
-     * needed, the full name's; a room of 32 to 63 bytes takes the short
-     * name where there is one (names.h). */
+     * needed, the full name's; a room of 32 bytes or more that is too small
+     * for it takes the short name where there is one (names.h). */
     struct ulnfi_addr a;
     size_t room = *addrlen;
-    *addrlen = sizeof(a);
-    int rc =
-        make_name(ep, &a, room >= sizeof(a) ? sizeof(a.uaddr) : ULNFI_NAME_SHORT - ULNFI_SHORT_HDR);
+    int rc = make_name(ep, &a, sizeof(a.uaddr));
     if (rc) return rc;
+    *addrlen = ulnfi_name_len(&a);
+    if (room < *addrlen && room >= ULNFI_NAME_SHORT &&
+        make_name(ep, &a, ULNFI_NAME_SHORT - ULNFI_SHORT_HDR) != 0)
+        return -FI_ETOOSMALL;
     size_t n = ulnfi_name_put(&a, addr, room);
     if (!n) return -FI_ETOOSMALL;
     *addrlen = n;

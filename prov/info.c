@@ -165,7 +165,7 @@ static bool check_addr(const struct fi_info *h)
         return (!h->src_addr || sa_ok(h, h->src_addr, h->src_addrlen)) &&
                (!h->dest_addr || sa_ok(h, h->dest_addr, h->dest_addrlen));
     if (h->addr_format != FI_FORMAT_UNSPEC) return false;
-    if (h->src_addr && h->src_addrlen != sizeof(struct ulnfi_addr)) return false;
+    if (h->src_addr && h->src_addrlen != ULNFI_NAME_FULL) return false; /* fill_addrs' */
     struct ulnfi_addr a; /* a name, full or short (names.h), of its own length */
     if (h->dest_addr && ulnfi_name_read(h->dest_addr, h->dest_addrlen, &a)) return false;
     return true;
@@ -329,12 +329,12 @@ static int fill_addrs(struct fi_info *fi, const struct addrs *ad)
     if (!a) return -FI_ENOMEM;
     *a = ad->src;
     fi->src_addr = a;
-    fi->src_addrlen = sizeof(*a);
+    fi->src_addrlen = ULNFI_NAME_FULL; /* no ulnet address yet: ulen 0 */
     if (ad->has_dest) {
         fi->dest_addr = malloc(sizeof(struct ulnfi_addr));
         if (!fi->dest_addr) return -FI_ENOMEM;
         memcpy(fi->dest_addr, &ad->dest, sizeof(struct ulnfi_addr));
-        fi->dest_addrlen = sizeof(struct ulnfi_addr);
+        fi->dest_addrlen = ulnfi_name_len(&ad->dest);
     }
     return 0;
 }
@@ -434,7 +434,8 @@ static int resolve(const char *node, const char *service, uint64_t flags, const 
     memset(ad, 0, sizeof(*ad));
     if (h && ulnfi_sa_format(h->addr_format)) return resolve_sa(node, service, flags, h, ad);
     if (h && h->src_addr) {
-        memcpy(&ad->src, h->src_addr, sizeof(ad->src));
+        memset(&ad->src, 0, sizeof(ad->src));
+        memcpy(&ad->src, h->src_addr, ULNFI_NAME_FULL);
     } else {
         ad->src.magic = ULNFI_ADDR_MAGIC;
         ad->src.version = ULNFI_ADDR_VERSION;

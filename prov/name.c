@@ -24,7 +24,7 @@ int ulnfi_name_parse(const void *buf, size_t n, struct ulnfi_addr *out)
     if (n != sizeof(m)) return -EPROTO;
     memcpy(&m, buf, sizeof(m)); /* buf may be unaligned */
     if (ntohl(m.magic) != ULNFI_NAMES_MAGIC || ntohs(m.version) != ULNFI_NAMES_VERSION ||
-        ntohs(m.len) != sizeof(m.name))
+        ntohs(m.len) != ulnfi_name_len(&m.name))
         return -EPROTO;
     int rc = ulnfi_name_check(&m.name);
     if (rc) return rc;
@@ -37,15 +37,16 @@ void ulnfi_name_answer(const struct ulnfi_addr *name, struct ulnfi_names_msg *m)
     memset(m, 0, sizeof(*m));
     m->magic = htonl(ULNFI_NAMES_MAGIC);
     m->version = htons(ULNFI_NAMES_VERSION);
-    m->len = htons(sizeof(m->name));
     m->name = *name;
+    m->len = htons((uint16_t)ulnfi_name_len(name));
 }
 
 size_t ulnfi_name_put(const struct ulnfi_addr *a, void *out, size_t room)
 {
-    if (room >= sizeof(*a)) {
-        memcpy(out, a, sizeof(*a));
-        return sizeof(*a);
+    size_t n = ulnfi_name_len(a);
+    if (room >= n) {
+        memcpy(out, a, n);
+        return n;
     }
     if (room < ULNFI_NAME_SHORT || a->ulen > ULNFI_NAME_SHORT - ULNFI_SHORT_HDR) return 0;
     uint8_t s[ULNFI_NAME_SHORT] = {ULNFI_SHORT_MARK | a->ulen, a->ep};
@@ -55,18 +56,25 @@ size_t ulnfi_name_put(const struct ulnfi_addr *a, void *out, size_t room)
     return sizeof(s);
 }
 
-/* How long the name that starts with byte b is: a short one's first byte
- * has ULNFI_SHORT_MARK's top bits, a full one's never does (names.h). */
-static size_t name_len(uint8_t b)
+/* How long the name at in is: a short one's first byte has
+ * ULNFI_SHORT_MARK's top bits, a full one's never does (names.h), and a full
+ * one's length follows from its header's ulen (one past ULN_ADDR_MAX is
+ * taken as 64 and refused by the check). Reads the first byte, and the
+ * fifth of a full name: a name is at least 32 bytes. */
+static size_t name_len(const uint8_t *in)
 {
-    return (b & 0xe0u) == ULNFI_SHORT_MARK ? ULNFI_NAME_SHORT : sizeof(struct ulnfi_addr);
+    if ((in[0] & 0xe0u) == ULNFI_SHORT_MARK) return ULNFI_NAME_SHORT;
+    size_t ulen = in[offsetof(struct ulnfi_addr, ulen)];
+    if (ulen > ULN_ADDR_MAX || ULNFI_NAME_HDR + ulen < ULNFI_NAME_FULL) return ULNFI_NAME_FULL;
+    return ULNFI_NAME_HDR + ulen;
 }
 
 int ulnfi_name_get(const void *in, struct ulnfi_addr *out, size_t *stride)
 {
-    *stride = name_len(*(const uint8_t *)in);
-    if (*stride == sizeof(*out)) { /* a full name: read as one */
-        memcpy(out, in, sizeof(*out));
+    *stride = name_len(in);
+    if (*stride != ULNFI_NAME_SHORT) { /* a full name: its bytes, zeros after them */
+        memset(out, 0, sizeof(*out));
+        memcpy(out, in, *stride);
         return ulnfi_name_check(out);
     }
     /* a short one: only its 32 bytes are read; *out all zeros (no name) if
@@ -90,7 +98,7 @@ int ulnfi_name_get(const void *in, struct ulnfi_addr *out, size_t *stride)
 int ulnfi_name_read(const void *in, size_t len, struct ulnfi_addr *out)
 {
     /* the length checked before any byte past the first is read */
-    if (!len || len != name_len(*(const uint8_t *)in)) return -EADDRNOTAVAIL;
+    if (len < ULNFI_NAME_SHORT || len != name_len(in)) return -EADDRNOTAVAIL;
     size_t stride;
     return ulnfi_name_get(in, out, &stride);
 }

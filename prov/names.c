@@ -61,7 +61,7 @@ static void *serve(void *arg)
         if (!(p[0].revents & POLLIN)) continue;
         int c = accept4(n->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (c < 0) continue; /* the client left already, or no descriptor: it times out */
-        /* 76 bytes into a new connection's empty send buffer: never blocks,
+        /* 144 bytes into a new connection's empty send buffer: never blocks,
          * so one client that does not read cannot hold up the next. */
         ssize_t w = send(c, &n->answer, sizeof(n->answer), MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w != (ssize_t)sizeof(n->answer))

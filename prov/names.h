@@ -15,8 +15,17 @@
 
 /* Versioned and opaque to clients: the endpoint index and its life (gen),
  * and the context's ulnet address (uln_addr: how to reach the process, its
- * key, its life). 64 bytes, FI_NAME_MAX, what clients such as Open MPI
- * allocate. Version 3 added gen, which took two bytes of the magic. */
+ * key, its life). Version 3 added gen, which took two bytes of the magic.
+ * On the wire a name is the struct's first ulnfi_name_len bytes: 64,
+ * FI_NAME_MAX, what clients such as Open MPI allocate, while the ulnet
+ * address fits in 56 bytes (shm and udp, IPv4 or IPv6, do); a longer one (a
+ * third part: a service, a public key) makes a longer name, up to
+ * ULNFI_NAME_MAX, which only a client that asks fi_getname for the length
+ * can hold. A name of up to 56 bytes of address is the very name version 3
+ * always gave. */
+#define ULNFI_NAME_HDR     8
+#define ULNFI_NAME_FULL    64
+#define ULNFI_NAME_MAX     (ULNFI_NAME_HDR + ULN_ADDR_MAX)
 #define ULNFI_ADDR_MAGIC   0x6675u /* "uf" */
 #define ULNFI_ADDR_VERSION 3
 struct ulnfi_addr {
@@ -28,7 +37,16 @@ struct ulnfi_addr {
     uint16_t gen;  /* the endpoint's life: never 0 in a name of an endpoint */
     uint8_t uaddr[ULN_ADDR_MAX];
 };
-_Static_assert(sizeof(struct ulnfi_addr) == 64, "address size is part of the wire");
+_Static_assert(offsetof(struct ulnfi_addr, uaddr) == ULNFI_NAME_HDR &&
+                   sizeof(struct ulnfi_addr) == ULNFI_NAME_MAX,
+               "a name is its header and the ulnet address");
+
+/* How many bytes of a name are on the wire. */
+static inline size_t ulnfi_name_len(const struct ulnfi_addr *a)
+{
+    size_t n = ULNFI_NAME_HDR + a->ulen;
+    return n < ULNFI_NAME_FULL ? ULNFI_NAME_FULL : n;
+}
 #define ULNFI_EP_ANY 0xff /* fi_getinfo's src_addr: no endpoint yet (info.c) */
 
 /* fi_getinfo(node, service, FI_SOURCE)'s src_addr: no endpoint yet (ep
@@ -46,11 +64,11 @@ _Static_assert(sizeof(struct ulnfi_svc) <= ULN_ADDR_MAX, "a service fits a name'
 /* The name service's answer: a magic, a version, the name's length, the
  * name; then the server closes the connection. Integers in network order. */
 #define ULNFI_NAMES_MAGIC   0x554c4e53u /* "ULNS" */
-#define ULNFI_NAMES_VERSION 1
+#define ULNFI_NAMES_VERSION 2           /* 2: room for ULNFI_NAME_MAX */
 struct ulnfi_names_msg {
     uint32_t magic;
     uint16_t version;
-    uint16_t len; /* sizeof(struct ulnfi_addr) */
+    uint16_t len; /* ulnfi_name_len(&name); the rest of name is zeros */
     struct ulnfi_addr name;
 };
 

@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ulnet.h" /* ULN_ADDR_MAX */
 #include "core/ring.h"
 #include "core/wire.h"
 
@@ -41,7 +42,7 @@ struct uln_ctx;
 struct uln_params;
 
 #define ULN_INBOX_MAGIC   0x756c6e657473686dull /* "ulnetshm" */
-#define ULN_INBOX_VERSION 6u                    /* 6: act_gen, endpoint lives */
+#define ULN_INBOX_VERSION 7u                    /* 7: claims hold ULN_ADDR_MAX = 128 */
 
 struct uln_inbox_hdr {
     uint64_t magic, job_key;
@@ -98,10 +99,10 @@ struct uln_inbox_claim {
                                the writer from it before inserting it (peer.c) */
     uint8_t addr_len;
     uint8_t pad0_[3];
-    uint8_t addr[56]; /* the writer's uln_addr (ULN_ADDR_MAX) */
-    uint8_t pad1_[40];
+    uint8_t addr[ULN_ADDR_MAX]; /* the writer's uln_addr */
+    uint8_t pad1_[32];
 };
-_Static_assert(sizeof(struct uln_inbox_claim) == 128, "two cache lines per slot");
+_Static_assert(sizeof(struct uln_inbox_claim) == 192, "three cache lines per slot");
 
 static inline uint64_t uln_inbox_ident(uint64_t key, int ep)
 {

@@ -28,6 +28,7 @@ struct uln_ep_peer;
 struct uln_sqe;
 struct uln_info;
 struct uln_atomic_req;
+struct uln_get_req;
 struct uln_settings_group;
 
 /* PUT/GET copy straight to/from the target's memory (ops->direct), with no

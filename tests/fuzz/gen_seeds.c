@@ -609,7 +609,6 @@ static void name_answer(const char *name, uint8_t ep, uint16_t gen, uint8_t flag
 {
     struct ulnfi_names_msg m = {.magic = htonl(ULNFI_NAMES_MAGIC),
                                 .version = htons(ULNFI_NAMES_VERSION),
-                                .len = htons(sizeof(struct ulnfi_addr)),
                                 .name = {.magic = ULNFI_ADDR_MAGIC,
                                          .version = ULNFI_ADDR_VERSION,
                                          .ep = ep,
@@ -619,6 +618,7 @@ static void name_answer(const char *name, uint8_t ep, uint16_t gen, uint8_t flag
         m.name.ulen = (uint8_t)in[2];
         memcpy(m.name.uaddr, in, in[2]);
     }
+    m.len = htons((uint16_t)ulnfi_name_len(&m.name));
     memcpy(in, &m, sizeof(m));
     in_len = len;
     save("fuzz_fi_name", name);
@@ -638,8 +638,8 @@ static void name_seeds(void)
     /* names as fi_av_insert takes them: a full one, and a short one (32 bytes) */
     address("shm-udp4", true, 4);
     name_answer("answer-ep2", 2, 9, 0, sizeof(struct ulnfi_names_msg));
-    memmove(in, in + offsetof(struct ulnfi_names_msg, name), sizeof(struct ulnfi_addr));
-    in_len = sizeof(struct ulnfi_addr);
+    memmove(in, in + offsetof(struct ulnfi_names_msg, name), ULNFI_NAME_FULL);
+    in_len = ULNFI_NAME_FULL;
     save("fuzz_fi_name", "full-name");
     short_address();
     uint8_t n[ULNFI_NAME_SHORT] = {ULNFI_SHORT_MARK | ULN_ADDR_SHORT, 2, 9, 0};

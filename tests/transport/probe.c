@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/internal.h"
@@ -17,12 +18,18 @@
 /* Tests drive it from one thread; the library calls it under the context
  * lock. */
 static bool armed;
+static unsigned part_len;
 static int refuse_rc;
 static struct uln_probe_log plog;
 
 void uln_probe_arm(bool on)
 {
     armed = on;
+}
+
+void uln_probe_addr_part(unsigned len)
+{
+    part_len = len;
 }
 
 void uln_probe_refuse_next(int rc)
@@ -36,7 +43,8 @@ const struct uln_probe_log *uln_probe_log(void)
 }
 
 struct probe_ctx {
-    unsigned regions; /* taken and not given back */
+    unsigned regions;  /* taken and not given back */
+    unsigned part_len; /* its part of uln_addr */
 };
 
 /* Unarmed it keeps no state: then it is not open, and nothing calls it but
@@ -45,7 +53,9 @@ static int probe_open(struct uln_ctx *ctx, void *slot, size_t slot_len)
 {
     (void)slot, (void)slot_len;
     if (!armed) return 0;
-    if (!(ctx->tp_ctx[ULN_TPID_PROBE] = calloc(1, sizeof(struct probe_ctx)))) return -ENOMEM;
+    struct probe_ctx *p = calloc(1, sizeof *p);
+    if (!(ctx->tp_ctx[ULN_TPID_PROBE] = p)) return -ENOMEM;
+    p->part_len = part_len;
     plog.opens++;
     return 0;
 }
@@ -70,6 +80,36 @@ static int probe_reaches(const struct uln_ctx *ctx, int peer)
 {
     (void)ctx, (void)peer;
     return 0;
+}
+
+/* uln_addr's part: part_len bytes of a pattern, which unpack checks. */
+static uint8_t part_byte(size_t i)
+{
+    return (uint8_t)(i * 13u + 7u);
+}
+
+static size_t probe_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room)
+{
+    const struct probe_ctx *p = ctx->tp_ctx[ULN_TPID_PROBE];
+    if (!p || !p->part_len || room < p->part_len) return 0;
+    for (size_t i = 0; i < p->part_len; i++)
+        out[i] = part_byte(i);
+    return p->part_len;
+}
+
+static int probe_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot,
+                             size_t slot_len)
+{
+    (void)host, (void)slot, (void)slot_len;
+    for (size_t i = 0; i < len; i++)
+        if (in[i] != part_byte(i)) return -EADDRNOTAVAIL;
+    return 0;
+}
+
+static int probe_addr_str(const uint8_t *in, size_t len, char *out, size_t room)
+{
+    (void)in;
+    return snprintf(out, room, "%zu B", len);
 }
 
 static bool key_live(const struct uln_ctx *ctx, const struct uln_tp_region *r)
@@ -114,6 +154,9 @@ const struct uln_transport_ops uln_tp_probe = {
     .id = ULN_TPID_PROBE,
     .open = probe_open,
     .choose = probe_choose,
+    .addr_pack = probe_addr_pack,
+    .addr_unpack = probe_addr_unpack,
+    .addr_str = probe_addr_str,
     .close = probe_close,
     .reaches = probe_reaches,
     .mem_reg = probe_mem_reg,

@@ -24,6 +24,9 @@ struct uln_probe_log {
 
 /* Process-wide: contexts opened while armed have the probe. */
 void uln_probe_arm(bool on);
+/* Contexts opened from now on (armed) add a part of len bytes to their
+ * uln_addr (0: none), a pattern probe.c's unpack checks. */
+void uln_probe_addr_part(unsigned len);
 /* The next mem_reg refuses with rc (0: none). */
 void uln_probe_refuse_next(int rc);
 const struct uln_probe_log *uln_probe_log(void);
