@@ -20,7 +20,7 @@ void uln_diag_link(const struct uln_ctx *ctx, struct uln_diag_link *out)
     const struct uln_udp *u = udp_of(ctx);
     out->udp = u != NULL;
     const struct uln_link_params *lp = uln_params_block(&ctx->p, &uln_link_settings);
-    out->auto_choice = !strcmp(lp->link, "auto") && ctx->p.transport == ULN_TP_AUTO;
+    out->auto_choice = !strcmp(lp->link, "auto") && uln_tp_auto(ctx);
     out->udp_mtu = udp_params(ctx)->mtu;
     snprintf(out->asked, sizeof out->asked, "%s", lp->link);
     if (!u) return;

@@ -453,6 +453,20 @@ static inline void uln_tp_busy(struct uln_ep *ep, const struct uln_transport_ops
     ep->tp_quiet &= ~(1u << tp->id);
 }
 
+/* Does ULN_TRANSPORT name tp (so that it carries every peer it reaches)?
+ * No: auto, or another one. */
+static inline bool uln_tp_named(const struct uln_ctx *ctx, const struct uln_transport_ops *tp)
+{
+    return tp && ctx->p.transport == (int)tp->id;
+}
+
+/* ULN_TRANSPORT=auto: the library chooses (every transport open where it may
+ * be needed, and links by their cost). */
+static inline bool uln_tp_auto(const struct uln_ctx *ctx)
+{
+    return ctx->p.transport < 0;
+}
+
 struct uln_cq {
     struct uln_ctx *ctx;
     bool closed; /* its ring is freed; calls on it return -EBADF */

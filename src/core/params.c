@@ -437,26 +437,55 @@ static int boot_setting(const struct uln_config *cfg, struct uln_params *p)
     return uln_setting_u32("ULN_MAX_PEERS", cfg->max_peers, &p->max_peers);
 }
 
-/* ULN_TRANSPORT, or uln_config.transport: which transports carry the peers. */
+/* Does transport t answer to name (its own, or one of its aliases)? */
+static bool tp_called(const struct uln_transport_ops *t, const char *name)
+{
+    if (!strcmp(t->name, name)) return true;
+    for (unsigned i = 0; t->aliases && t->aliases[i]; i++)
+        if (!strcmp(t->aliases[i], name)) return true;
+    return false;
+}
+
+/* "auto, shm, udp or xdp": the names ULN_TRANSPORT takes, for messages. */
+static void tp_names(char *out, size_t room)
+{
+    const char *names[16];
+    unsigned n = 0;
+    names[n++] = "auto";
+    for (unsigned id = 0; uln_transports[id]; id++)
+        if (n < 16) names[n++] = uln_transports[id]->name;
+    for (unsigned id = 0; uln_transports[id]; id++)
+        for (unsigned i = 0; uln_transports[id]->aliases && uln_transports[id]->aliases[i]; i++)
+            if (n < 16) names[n++] = uln_transports[id]->aliases[i];
+    size_t at = 0;
+    out[0] = 0;
+    for (unsigned i = 0; i < n && at < room; i++)
+        at += (size_t)snprintf(out + at, room - at, "%s%s",
+                               i == 0       ? ""
+                               : i + 1 == n ? " or "
+                                            : ", ",
+                               names[i]);
+}
+
+/* ULN_TRANSPORT, or uln_config.transport: auto, or the transport that is to
+ * carry every peer it reaches (by its name or an alias). */
 static int transport_setting(const struct uln_config *cfg, struct uln_params *p)
 {
     const char *tp = cfg->transport ? cfg->transport : getenv("ULN_TRANSPORT");
-    if (!tp || !*tp || !strcmp(tp, "auto"))
-        p->transport = ULN_TP_AUTO;
-    else if (!strcmp(tp, "shm"))
-        p->transport = ULN_TP_SHM;
-    else if (!strcmp(tp, "udp"))
-        p->transport = ULN_TP_UDP;
-    else if (!strcmp(tp, "xdp")) /* an alias: udp everywhere, its packets over AF_XDP */
-        p->transport = ULN_TP_UDP;
-    else {
-        if (cfg->transport) /* this process's own value: always say */
-            fprintf(stderr, "ulnet: transport \"%s\": use auto, shm, udp or xdp\n", tp);
-        else
-            setting_err("ulnet: ULN_TRANSPORT=%s: use auto, shm, udp or xdp\n", tp);
-        return -EINVAL;
-    }
-    return 0;
+    p->transport = -1;
+    if (!tp || !*tp || !strcmp(tp, "auto")) return 0;
+    for (unsigned id = 0; uln_transports[id]; id++)
+        if (tp_called(uln_transports[id], tp)) {
+            p->transport = (int)id;
+            return 0;
+        }
+    char names[128];
+    tp_names(names, sizeof names);
+    if (cfg->transport) /* this process's own value: always say */
+        fprintf(stderr, "ulnet: transport \"%s\": use %s\n", tp, names);
+    else
+        setting_err("ulnet: ULN_TRANSPORT=%s: use %s\n", tp, names);
+    return -EINVAL;
 }
 
 /* The core's numbers and switches. */

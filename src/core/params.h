@@ -63,7 +63,7 @@ struct uln_params {
     uint32_t post_copy_max; /* largest PUT/GET copied inside the post call */
     uint32_t spin_us;
     int membarrier;      /* 0: no asymmetric fence for the hazards (ULN_MEMBARRIER) */
-    int transport;       /* ULN_TP_AUTO, ULN_TP_SHM or ULN_TP_UDP (ULN_TRANSPORT) */
+    int transport;       /* ULN_TRANSPORT: -1 auto, else the id of the transport named */
     int stats;           /* 1: uln_close prints the counters (ULN_STATS) */
     int progress_thread; /* ULN_PROGRESS=thread */
     bool no_job;         /* ULN_BOOT=none or uln_config.boot: no launcher, no job */
@@ -78,7 +78,6 @@ struct uln_params {
     /* The settings groups' blocks, each where uln_params_block says. */
     _Alignas(16) unsigned char blocks[ULN_PARAMS_BLOCKS_BYTES];
 };
-enum { ULN_TP_AUTO = 0, ULN_TP_SHM, ULN_TP_UDP };
 
 /* Group g's block in p (g must be one the transports bring: a bug
  * otherwise, caught by every test). Not for a fast path: a transport keeps

@@ -53,6 +53,8 @@ static void name_transports(struct uln_ctx *ctx)
         snprintf(ctx->tp_names, sizeof ctx->tp_names, "%s", ctx->peer_tp[ctx->rank]->name);
 }
 
+/* The cheapest transport that reaches p, or the one ULN_TRANSPORT names
+ * where it does: each says its own cost (transport.h: reaches). */
 int uln_transports_learn(struct uln_ctx *ctx, int p)
 {
     int best = 0;
@@ -61,9 +63,11 @@ int uln_transports_learn(struct uln_ctx *ctx, int p)
         const struct uln_transport_ops *t = uln_transports[id];
         int rc = t->learn ? t->learn(ctx, p) : 0;
         if (rc) return rc;
-        int r = t->reaches(ctx, p);
-        if (r > best) {
-            best = r;
+        int cost = t->reaches(ctx, p);
+        if (cost <= 0) continue;
+        bool named = uln_tp_named(ctx, t);
+        if (!best || named || (cost < best && !uln_tp_named(ctx, ctx->peer_tp[p]))) {
+            best = cost;
             ctx->peer_tp[p] = t;
         }
     }

@@ -48,6 +48,11 @@ _Static_assert(ULN_TP_CAP_DIRECT_RMA == ULN_CAP_DIRECT_RMA &&
 
 #define ULN_TP_MAX 8 /* transports built in, at most (uln_transports) */
 
+/* The scale of reaches()'s costs: a store into mapped memory and a doorbell;
+ * a datagram through the kernel's stack to another host. */
+#define ULN_TP_COST_MEMORY  500
+#define ULN_TP_COST_NETWORK 10000
+
 /* A registered region as the transports' memory hooks see it (mr.c). */
 struct uln_tp_region {
     void *addr;
@@ -60,9 +65,12 @@ struct uln_tp_region {
 };
 
 struct uln_transport_ops {
-    const char *name; /* as uln_query's transport string says it */
-    unsigned caps;    /* ULN_TP_CAP_* */
-    unsigned id;      /* its place in uln_transports: ctx->tp_ctx[id], ep->tp_ep[id] */
+    const char *name; /* as uln_query's transport string says it; ULN_TRANSPORT=<name> */
+    /* Optional, NULL-terminated: other names ULN_TRANSPORT may give it (udp:
+     * "xdp", which is udp with ULN_LINK=xdp). */
+    const char *const *aliases;
+    unsigned caps; /* ULN_TP_CAP_* */
+    unsigned id;   /* its place in uln_transports: ctx->tp_ctx[id], ep->tp_ep[id] */
     /* Its part of a rank's board slot: what open publishes there, what
      * addr_unpack fills, what it reads of a peer's slot (uln_tp_part). The
      * registry places the parts (uln_tp_slot_off): no transport knows
@@ -97,8 +105,12 @@ struct uln_transport_ops {
      * for people: snprintf's contract. */
     int (*addr_str)(const uint8_t *in, size_t len, char *out, size_t room);
     void (*close)(struct uln_ctx *ctx); /* also after a failed open */
-    /* How well it reaches peer: 0 not at all, else the transport with the
-     * highest number carries the peer. */
+    /* Whether it reaches peer, and at what cost: 0 not at all, else about
+     * what a small message to it takes one way, in nanoseconds (the order of
+     * magnitude is what counts: ULN_TP_COST_*). Each transport says its own,
+     * knowing no other: the cheapest carries the peer (ties: registry
+     * order), unless ULN_TRANSPORT names one (uln_tp_named), which then
+     * carries every peer it reaches. */
     int (*reaches)(const struct uln_ctx *ctx, int peer);
     /* Its part of uln_query (counters of its peers, its settings). */
     void (*query)(const struct uln_ctx *ctx, struct uln_info *info);

@@ -160,7 +160,7 @@ static int open_chosen(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg,
     /* auto, only where the transport is chosen by the library too; and an
      * auto that failed once is not tried again in this context: every
      * endpoint would meet the same obstacle (or a busy queue). */
-    if (ctx->p.transport != ULN_TP_AUTO || u->xdp_why[0]) return -EOPNOTSUPP;
+    if (!uln_tp_auto(ctx) || u->xdp_why[0]) return -EOPNOTSUPP;
     int rc = -EOPNOTSUPP;
     for (const struct uln_link_kind *k = cheapest_above(0, NULL); k && k != &uln_link_kind_udp;
          k = cheapest_above(k->cost, k)) {

@@ -648,13 +648,15 @@ static int uln_shm_choose(struct uln_ctx *ctx)
 /* Every peer whose board slot we can read: the fallback when no transport
  * claims a peer better (one host, or ULN_TRANSPORT=shm). With no job, a peer
  * on this host only (its address says where it runs). */
+/* Ourselves, and every peer whose inbox is on this host (its part of the
+ * board slot says so): a store into mapped memory. */
 static int uln_shm_reaches(const struct uln_ctx *ctx, int peer)
 {
-    if (!ctx->no_job || peer == ctx->rank) return 1;
+    if (uln_peer_is_self(ctx, peer)) return ULN_TP_COST_MEMORY;
     int32_t pid;
     const struct shm_addr *a =
         uln_tp_part(uln_boot_peer((struct uln_ctx *)ctx, peer, &pid), ULN_TPID_SHM);
-    return a && a->host == uln_host_id() && a->inbox_fd >= 0 ? 1 : 0;
+    return a && a->host == uln_host_id() && a->inbox_fd >= 0 ? ULN_TP_COST_MEMORY : 0;
 }
 
 /* uln_addr's part: the inbox's descriptor number (the host is in the

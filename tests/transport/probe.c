@@ -79,7 +79,7 @@ static void probe_close(struct uln_ctx *ctx)
 static int probe_reaches(const struct uln_ctx *ctx, int peer)
 {
     (void)ctx, (void)peer;
-    return 0;
+    return 0; /* nobody */
 }
 
 /* uln_addr's part: part_len bytes of a pattern, which unpack checks. */

@@ -114,9 +114,8 @@ static int bind_fixed(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t 
  * sockets must be bound before the address is published. */
 static bool udp_needed(const struct uln_ctx *ctx)
 {
-    return ctx->p.transport == ULN_TP_UDP ||
-           (ctx->p.transport == ULN_TP_AUTO &&
-            (((ctx->root || ctx->pmix) && ctx->size > 1) || ctx->no_job));
+    return uln_tp_named(ctx, &uln_tp_udp) ||
+           (uln_tp_auto(ctx) && (((ctx->root || ctx->pmix) && ctx->size > 1) || ctx->no_job));
 }
 
 static void publish(struct uln_udp *u, const struct sockaddr_storage *ss, int base, void *slot_addr)
@@ -263,7 +262,9 @@ int uln_udp_learn(struct uln_ctx *ctx, int p)
     const uint8_t *slot = uln_boot_peer(ctx, p, &pid);
     u->remote[p] = 0;
     memset(&u->addrs[p], 0, sizeof u->addrs[p]);
-    if (!slot || uln_peer_is_self(ctx, p)) return 0; /* ourselves: always shared memory */
+    /* Ourselves: no datagrams to our own sockets (another transport, or
+     * none, carries us). */
+    if (!slot || uln_peer_is_self(ctx, p)) return 0;
     memcpy(&u->addrs[p], uln_tp_part(slot, ULN_TPID_UDP), sizeof u->addrs[p]);
     const struct udp_addr *a = &u->addrs[p];
     char why[160];
@@ -276,8 +277,9 @@ int uln_udp_learn(struct uln_ctx *ctx, int p)
     int32_t ep = ctx->peer_recs[p].ep;
     bool ports_ok = ctx->no_job ? ep >= 0 && ep < a->nports : a->nports >= ctx->p.max_eps;
     if (a->magic != UDP_ADDR_MAGIC || !ports_ok) return 0;
-    bool same_host = memcmp(a->host_id, u->me.host_id, 16) == 0;
-    u->remote[p] = ctx->p.transport == ULN_TP_UDP || !same_host ? UDP_REMOTE : 0;
+    /* On this host too: it reaches it, at its cost; whether it carries it
+     * is the core's choice (udp_remote). */
+    u->remote[p] = UDP_REMOTE;
     return 0;
 }
 

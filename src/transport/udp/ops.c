@@ -8,10 +8,15 @@
 
 /* ---- the transport's ops ---------------------------------------------------------- */
 
+/* Every peer whose address it could learn (uln_udp_learn), on this host
+ * or another: a datagram through the kernel's stack. */
 static int uln_udp_reaches(const struct uln_ctx *ctx, int peer)
 {
-    return udp_remote(ctx, peer) ? 2 : 0; /* better than shm for whom it claims */
+    const struct uln_udp *u = udp_of(ctx);
+    return u && u->remote && u->remote[peer] == UDP_REMOTE ? ULN_TP_COST_NETWORK : 0;
 }
+
+static const char *const udp_aliases[] = {"xdp", NULL}; /* ULN_LINK=xdp under udp */
 
 static void uln_udp_query(const struct uln_ctx *ctx, struct uln_info *info)
 {
@@ -34,6 +39,7 @@ static void uln_udp_kick(struct uln_ep *ep, int peer)
 
 const struct uln_transport_ops uln_tp_udp = {
     .name = "udp",
+    .aliases = udp_aliases,
     .caps = ULN_TP_CAP_TARGET_CPU,
     .slot_bytes = sizeof(struct udp_addr),
     .id = ULN_TPID_UDP,

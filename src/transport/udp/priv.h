@@ -152,7 +152,8 @@ static inline struct uln_udp_peer *udp_peer(const struct uln_ep *ep, int rank)
 static inline bool udp_remote(const struct uln_ctx *ctx, int peer)
 {
     const struct uln_udp *u = udp_of(ctx);
-    return u && u->remote && u->remote[peer] == UDP_REMOTE;
+    return u && u->remote && u->remote[peer] == UDP_REMOTE && ctx->peer_tp &&
+           ctx->peer_tp[peer] == &uln_tp_udp;
 }
 
 /* A progress pass reads the clock where it first needs the time (a read
