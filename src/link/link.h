@@ -148,6 +148,10 @@ struct uln_link_stats {
                                  (same-host peers, what the XDP program passed) */
     uint64_t rx_refused_auth; /* sealing link: datagrams that did not open (forged,
                                  altered, replayed, too old): dropped */
+    uint64_t rx_order_held;   /* AF_XDP: times a frame waited for datagrams the XDP
+                                 program passed to the bound socket before it */
+    uint64_t rx_order_gaps;   /* ... of which the datagrams never came (the kernel
+                                 dropped them): the frame went on after a tick */
 };
 
 struct uln_link;

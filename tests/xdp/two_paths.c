@@ -10,7 +10,14 @@
  * link sent runs and frames both, and no packet was resent for a gap in the
  * sequence or reported missing (rel's tx_fast, lose_sent): the sequence
  * numbers span both paths, and what reaches the receiver in another order
- * than it left must not read as loss. Every resend is printed by its cause.
+ * than it left must not read as loss. The receiving link delivered every
+ * frame after the socket's datagrams that passed its XDP program before it
+ * (rx_order_held says how often a frame had to wait for them), and none
+ * waited in vain (rx_order_gaps 0: no passed datagram went missing). No
+ * packet arrived twice but by a resend: each rank's duplicates are at most
+ * the resends its peer made (by the timers, which a loaded machine fires:
+ * a rank descheduled for longer than the retransmission timeout). Every
+ * resend is printed by its cause.
  *
  * usage: two_paths [rounds]   (default 300)
  */
@@ -163,6 +170,8 @@ int main(int argc, char **argv)
         sender(rounds, all[1]);
     else
         receiver(rounds, reg.buf);
+    struct uln_counters before;
+    CHECK_OK(uln_counters_get(J.ctx, &before));
     t_barrier(&J);
 
     struct uln_link_stats ls;
@@ -174,12 +183,19 @@ int main(int argc, char **argv)
     printf(
         "rank %d: link %llu datagrams, %llu of them in %llu UDP_SEGMENT runs; retransmits %llu "
         "(fast %llu, probe %llu, tail %llu, timeout %llu), duplicates %llu; holes reported (LOSE) "
-        "%llu\n",
+        "%llu; frames that waited for the socket %llu (gave up %llu), read from it %llu; kernel "
+        "drops %llu, sends cut short %llu; dropped for want of a buffer %llu, outside the "
+        "window %llu; link errors: sent %llu, bad frames %llu, cut short %llu\n",
         J.rank, (unsigned long long)ls.tx_pkts, (unsigned long long)ls.tx_gso_pkts,
         (unsigned long long)ls.tx_gso_msgs, (unsigned long long)n.retransmits,
         (unsigned long long)c.rel.tx_fast, (unsigned long long)c.rel.tx_pto,
         (unsigned long long)c.rel.tx_tlp, (unsigned long long)c.rel.tx_timeout,
-        (unsigned long long)n.duplicates, (unsigned long long)c.rel.lose_sent);
+        (unsigned long long)n.duplicates, (unsigned long long)c.rel.lose_sent,
+        (unsigned long long)ls.rx_order_held, (unsigned long long)ls.rx_order_gaps,
+        (unsigned long long)ls.rx_sock, (unsigned long long)ls.rx_kernel_drops,
+        (unsigned long long)ls.tx_again, (unsigned long long)c.rel.rx_dropped,
+        (unsigned long long)c.rel.rx_oow, (unsigned long long)ls.tx_err,
+        (unsigned long long)ls.rx_bad_frame, (unsigned long long)ls.rx_trunc);
     if (J.rank == 0) {
         CHECKF(ls.tx_gso_msgs > 0, "no run left by the bound socket");
         CHECKF(ls.tx_pkts > ls.tx_gso_pkts, "no frame left by AF_XDP");
@@ -191,6 +207,15 @@ int main(int argc, char **argv)
     CHECKF(c.rel.tx_fast == 0 && c.rel.lose_sent == 0,
            "the paths' reordering read as loss: %llu resent after a gap, %llu holes reported",
            (unsigned long long)c.rel.tx_fast, (unsigned long long)c.rel.lose_sent);
+    CHECKF(ls.rx_order_gaps == 0, "%llu frames waited for datagrams that never came",
+           (unsigned long long)ls.rx_order_gaps);
+    /* Duplicates counted before the barrier come from resends the peer made
+     * before it left the barrier, so before its count below. */
+    uint64_t resent = n.retransmits, peer_resent[2];
+    t_exchange(&J, ep, cq, &resent, 1, peer_resent);
+    CHECKF(before.duplicates <= peer_resent[peer],
+           "%llu packets arrived twice, the peer resent %llu: a path delivered one twice",
+           (unsigned long long)before.duplicates, (unsigned long long)peer_resent[peer]);
     t_region_free(&J, &reg);
     return t_finish(&J);
 }

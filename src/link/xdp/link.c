@@ -247,6 +247,10 @@ static int xdp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigne
         unsigned run = x->gso_run || pe->local ? uln_xdp_gso_run_len(p, n - done, &bytes) : 1;
         if (pe->local || (x->gso_run && run >= x->gso_run && bytes > x->base.payload_max)) {
             tx_push(x);
+            /* Frames to this peer still on the ring (the kernel took only a
+             * batch per kick, or none): the run would pass them in the
+             * kernel, and the receiver see a hole. It goes after them. */
+            if (!pe->local && tx_queued(x)) break;
             if (!x->gso_run) run = 1; /* a local peer without GSO: one at a time */
             int k = uln_xdp_sock_send(x, pe, p, run);
             if (k < 0) continue; /* GSO refused: the same run again, otherwise */
@@ -298,12 +302,31 @@ static void fill_frame(struct link_xdp *x, uint32_t fr)
     if (x->nstash >= ULN_LINK_BATCH) fill_flush(x);
 }
 
-/* Frames on the RX ring, lent where they lie. */
-static unsigned ring_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned max)
+/* The frame at UMEM address a, and what passed to the bound socket before
+ * it: true when it may go now (uln_xdp_sock_before). Its stamp (struct
+ * uln_xdp_meta, just before the frame) is cleared once the frame goes, so a
+ * later frame in the same place without one (a program that found no room)
+ * is not taken for stamped. */
+static bool ring_order(struct link_xdp *x, uint64_t a, struct uln_link_rx *out, unsigned *got,
+                       unsigned max)
+{
+    if (!x->passed || a % ULN_LINK_XDP_FRAME < sizeof(struct uln_xdp_meta)) return true;
+    struct uln_xdp_meta *m = (struct uln_xdp_meta *)(x->area + a) - 1;
+    if (m->magic != ULN_XDP_META_MAGIC) return true;
+    if (!uln_xdp_sock_before(x, m->passed, out, got, max) || *got == max) return false;
+    m->magic = 0;
+    return true;
+}
+
+/* Frames on the RX ring, lent where they lie, each after what the bound
+ * socket got before it (ring_order). *drained: it took every frame the ring
+ * had (so a frame the ring gets later was redirected after this call began). */
+static unsigned ring_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned max, bool *drained)
 {
     uint32_t idx;
     unsigned n = xsk_ring_cons__peek(&x->rx, max, &idx);
     x->st.rx_calls++;
+    *drained = n < max;
     if (!n) {
         x->st.rx_empty++;
         /* A driver that sleeps (need_wakeup) fills frames only when asked;
@@ -313,11 +336,12 @@ static unsigned ring_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned 
         recvfrom(x->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
         if (!x->busy_poll || !(n = xsk_ring_cons__peek(&x->rx, max, &idx))) return 0;
     }
-    unsigned got = 0;
-    for (unsigned i = 0; i < n; i++) {
+    unsigned got = 0, i;
+    for (i = 0; i < n && got < max; i++) {
         const struct xdp_desc *d = xsk_ring_cons__rx_desc(&x->rx, idx + i);
         uint64_t a = xsk_umem__extract_addr(d->addr);
         uint32_t fr = (uint32_t)(a / ULN_LINK_XDP_FRAME);
+        if (fr < x->nrx && !ring_order(x, a, out, &got, max)) break; /* it waits in the ring */
         uint32_t plen = 0;
         uint32_t off = fr < x->nrx ? uln_xdp_frame_parse(x->ip, x->port, x->area + a, d->len, &plen,
                                                          &x->rx_sa[fr])
@@ -335,20 +359,31 @@ static unsigned ring_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned 
         x->st.rx_pkts++;
         x->st.rx_bytes += plen;
     }
-    xsk_ring_cons__release(&x->rx, n);
+    if (i < n) *drained = false;
+    xsk_ring_cons__cancel(&x->rx, n - i);
+    xsk_ring_cons__release(&x->rx, i);
     return got;
 }
 
-/* The ring first; the socket when due, with a quarter of the room kept for
- * it, so that a ring that always has a batch cannot starve it. */
+/* The ring, each frame after the socket's datagrams that passed the program
+ * before it; then, when due, the rest of the socket that passed before the
+ * ring was looked at, with a quarter of the room kept for it. Where the
+ * ring still holds frames, the socket waits for them: ring_order reads it
+ * as far as each one needs, so a ring that always has a batch cannot
+ * starve it of what came first. */
 static int xdp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
 {
     struct link_xdp *x = (struct link_xdp *)l;
     if (tx_queued(x)) kick_tx(x); /* copy mode sends only when asked */
     fill_flush(x);
-    bool sock = uln_xdp_sock_due(x);
-    unsigned got = ring_recv(x, out, sock ? max - max / 4 : max);
-    if (sock) got += uln_xdp_sock_recv(x, out + got, max - got);
+    bool sock = uln_xdp_sock_due(x), drained;
+    /* Acquire, before the ring's producer index is read: the program adds
+     * to the count (an atomic, a full barrier) for a pass that came after
+     * the frames it put on the ring before, so any frame the ring shows
+     * only later was stamped with this count or more. */
+    uint64_t upto = x->passed ? __atomic_load_n(x->passed, __ATOMIC_ACQUIRE) : 0;
+    unsigned got = ring_recv(x, out, sock ? max - max / 4 : max, &drained);
+    if (sock && drained) got += uln_xdp_sock_recv(x, upto, out + got, max - got);
     return (int)got;
 }
 
@@ -708,7 +743,7 @@ static int start(struct link_xdp *x, unsigned queue, char *why, size_t whylen)
     struct uln_xdp_port_val v = {.slot = x->slot, .queue = queue, .frame_max = x->info.mtu + 14};
     if (x->xp->passed) { /* the slot's count so far is an earlier link's */
         x->passed = &x->xp->passed[x->slot];
-        x->passed_seen = __atomic_load_n(x->passed, __ATOMIC_RELAXED);
+        x->sock_pos = __atomic_load_n(x->passed, __ATOMIC_RELAXED);
     }
     if (bpf_map_update_elem(x->xp->xsks_fd, &x->slot, &fd, 0) ||
         bpf_map_update_elem(x->xp->ports_fd, &k, &v, BPF_NOEXIST)) {

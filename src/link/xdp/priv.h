@@ -213,11 +213,19 @@ struct link_xdp {
     uint8_t *gro_buf;
     uint32_t gro_len, gro_off, gro_seg;
     struct sockaddr_in gro_sa;
-    /* Frames the XDP program passed to the kernel for our port (the
-     * program's count in a map we share, ulnet_passed): a change says the
-     * bound socket has, or is about to have, datagrams. */
+    /* UDP payload bytes the XDP program passed to the kernel for our port
+     * (the program's count in a map we share, ulnet_passed): ahead of
+     * sock_pos, the bound socket has, or is about to have, datagrams.
+     * sock_pos: how far in that count the socket's reads have come (or a
+     * wait for bytes that never came gave up, pass_wait: until when, coarse
+     * clock); gro_pos: where gro_buf's read starts in it, if gro_counted
+     * (the read came through the program, not from this host). Each frame
+     * on the RX ring carries the count when it was redirected (struct
+     * uln_xdp_meta): the socket's datagrams before it are delivered first,
+     * so the protocol sees the order the program saw. */
     const uint64_t *passed;
-    uint64_t passed_seen, pass_wait;
+    uint64_t sock_pos, gro_pos, pass_wait;
+    bool gro_counted;
 
     /* peers: dense array, open-addressing index by (ip, port) */
     struct peer *peers;
@@ -245,7 +253,10 @@ unsigned uln_xdp_gso_run_len(const struct uln_link_pkt *pkts, unsigned n, uint32
 int uln_xdp_sock_send(struct link_xdp *x, const struct peer *pe, const struct uln_link_pkt *pkts,
                       unsigned n);
 bool uln_xdp_sock_due(struct link_xdp *x);
-unsigned uln_xdp_sock_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned max);
+bool uln_xdp_sock_before(struct link_xdp *x, uint64_t stamp, struct uln_link_rx *out, unsigned *got,
+                         unsigned max);
+unsigned uln_xdp_sock_recv(struct link_xdp *x, uint64_t upto, struct uln_link_rx *out,
+                           unsigned max);
 
 #endif /* ULN_HAVE_XDP */
 #endif

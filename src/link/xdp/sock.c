@@ -87,45 +87,79 @@ int uln_xdp_sock_send(struct link_xdp *x, const struct peer *pe, const struct ul
     return (int)n;
 }
 
+/* a before b in the program's byte count (which wraps in theory only). */
+static bool pos_before(uint64_t a, uint64_t b)
+{
+    return (int64_t)(a - b) < 0;
+}
+
+/* Bytes the program passed that no read has brought: is the wait for them
+ * over? The first call starts it (rx_order_held); a tick of the coarse clock
+ * later the kernel has dropped them (a full receive buffer, a bad checksum)
+ * or never will give them: they count as read (rx_order_gaps), up to upto. */
+static bool pass_wait_over(struct link_xdp *x, uint64_t upto)
+{
+    uint64_t now = uln_coarse_ns();
+    if (!x->pass_wait) {
+        x->pass_wait = now + SOCK_READ_NS;
+        x->st.rx_order_held++;
+        return false;
+    }
+    if (now < x->pass_wait) return false;
+    x->pass_wait = 0;
+    if (pos_before(x->sock_pos, upto)) {
+        x->sock_pos = upto;
+        x->st.rx_order_gaps++;
+    }
+    return true;
+}
+
 /* Whether to read the bound socket in this call: always while a peer is
- * local or the last read found something; when the XDP program counted a
- * frame passed to the kernel for us since the last read (a load from the
- * map, no system call), until the socket gave as many datagrams or a tick
- * passed (the kernel dropped some, or they were read already); else once
- * per SOCK_READ_NS of the coarse clock (a read of the vDSO's data). */
+ * local or the last read left datagrams; while the XDP program's count of
+ * bytes passed for us is ahead of what the socket gave (a load from the
+ * map, no system call; a tick at most, pass_wait_over); else once per
+ * SOCK_READ_NS of the coarse clock (a read of the vDSO's data). */
 bool uln_xdp_sock_due(struct link_xdp *x)
 {
     if (x->nlocal || x->gro_off < x->gro_len) return true;
-    uint64_t now = 0;
-    if (x->passed) {
-        /* Relaxed: the count only says "read now"; the socket read is what
-         * hands the datagrams over, with the kernel's own ordering. */
-        uint64_t p = __atomic_load_n(x->passed, __ATOMIC_RELAXED);
-        if (p != x->passed_seen) {
-            now = uln_coarse_ns();
-            if (!x->pass_wait) {
-                x->pass_wait = now + SOCK_READ_NS;
-            } else if (now >= x->pass_wait) {
-                x->passed_seen = p;
-                x->pass_wait = 0;
-            }
-            return true;
-        }
-    }
-    if (!now) now = uln_coarse_ns();
+    /* Relaxed: the count only says "read now"; the socket read is what
+     * hands the datagrams over, with the kernel's own ordering. */
+    if (x->passed && pos_before(x->sock_pos, __atomic_load_n(x->passed, __ATOMIC_RELAXED)))
+        return true;
+    uint64_t now = uln_coarse_ns();
     if (now < x->sock_next) return false;
     x->sock_next = now + SOCK_READ_NS;
     return true;
 }
 
-/* The socket's datagrams read since the count was last looked at: the
- * program's passes they answer for (a GSO run it saw whole counts once). */
-static void passed_got(struct link_xdp *x, unsigned n)
+/* Whether a datagram from sa came through the XDP program, and so counts in
+ * its bytes passed: not one from this host, which comes by lo. */
+static bool via_program(const struct link_xdp *x, const struct sockaddr_in *sa)
 {
-    if (!x->passed || !n) return;
-    uint64_t p = __atomic_load_n(x->passed, __ATOMIC_RELAXED);
-    x->passed_seen = p - x->passed_seen <= n ? p : x->passed_seen + n;
-    if (x->passed_seen == p) x->pass_wait = 0;
+    uint32_t a = sa->sin_addr.s_addr;
+    if (a == x->ip || (ntohl(a) >> 24) == 127) return false;
+    int32_t id = uln_xdp_find_key(x, a, sa->sin_port);
+    return id < 0 || !x->peers[id].local;
+}
+
+/* A read of n bytes (the datagram's whole length, cut short or not): where
+ * it lies in the program's count. One the count does not hold (it came
+ * before our port was in the program's map, or by another interface) is
+ * ordered with nothing: sock_pos never runs ahead of the count, or a read
+ * could wait in gro_buf for passes that never come. */
+static void sock_count(struct link_xdp *x, uint64_t n)
+{
+    x->gro_counted = x->passed && via_program(x, &x->gro_sa);
+    if (!x->gro_counted) return;
+    /* Relaxed: the program added a pass's bytes before the kernel queued it
+     * on the socket, and the read that got it is a system call since. */
+    if (pos_before(__atomic_load_n(x->passed, __ATOMIC_RELAXED), x->sock_pos + n)) {
+        x->gro_counted = false;
+        return;
+    }
+    x->gro_pos = x->sock_pos;
+    x->sock_pos += n;
+    x->pass_wait = 0; /* they come: wait afresh for any still missing */
 }
 
 /* One read of the bound socket into gro_buf: the datagrams' bytes, their
@@ -144,7 +178,9 @@ static int sock_read(struct link_xdp *x)
                        .msg_iovlen = 1,
                        .msg_control = c.buf,
                        .msg_controllen = sizeof(c.buf)};
-    ssize_t n = recvmsg(x->udp_fd, &m, MSG_DONTWAIT);
+    /* MSG_TRUNC: the datagram's whole length, even of one cut short, which
+     * the program's count holds whole. */
+    ssize_t n = recvmsg(x->udp_fd, &m, MSG_DONTWAIT | MSG_TRUNC);
     x->st.rx_calls++;
     if (n < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) x->st.rx_err++;
@@ -152,9 +188,11 @@ static int sock_read(struct link_xdp *x)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
     }
     if ((m.msg_flags & MSG_TRUNC) || x->gro_sa.sin_family != AF_INET) {
+        if (x->gro_sa.sin_family == AF_INET) sock_count(x, (uint64_t)n);
         x->st.rx_trunc++;
         return -1;
     }
+    sock_count(x, (uint64_t)n);
     uint32_t seg = (uint32_t)n;
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
         if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
@@ -206,22 +244,57 @@ static unsigned sock_lend(struct link_xdp *x, struct uln_link_rx *out, unsigned 
     return got;
 }
 
-/* What waits in the bound socket: the rest of the last read first, then
- * reads while there is room. */
-unsigned uln_xdp_sock_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned max)
+/* The socket's datagrams that passed the XDP program before its count said
+ * stamp (all of them with drain: the trailing read of a recv call, which
+ * goes on past stamp), into out[*got..max): what is left of the last read
+ * first, then reads. Datagrams from this host (by lo, not the program) are
+ * ordered with nothing and go whenever read; one that passed at stamp or
+ * after stops the reading and waits in gro_buf. True: nothing before stamp
+ * is left. False: out is full, or the bytes
+ * are still on their way through the kernel's stack (generic XDP runs
+ * before it, and the stack may queue a pass in a batch while the frames
+ * after it reach the ring) until a tick says they are lost. With every
+ * landing buffer lent it says true: the frame goes first. */
+static bool sock_upto(struct link_xdp *x, uint64_t stamp, bool drain, struct uln_link_rx *out,
+                      unsigned *got, unsigned max)
+{
+    for (unsigned errs = 0;;) {
+        /* Every landing buffer lent: the caller may keep them all (link.h),
+         * maybe for the very frame that would let it give one back (a hole
+         * it fills). The frame goes, out of the order it came in. */
+        if (!x->nsock_free) return true;
+        if (x->gro_off < x->gro_len) {
+            if (x->gro_counted && !pos_before(x->gro_pos, stamp)) return true;
+            if (*got == max) return false;
+            *got += sock_lend(x, out + *got, max - *got);
+            x->sock_next = 0; /* a stream (GSO runs): read again until it is dry */
+            continue;
+        }
+        if (!drain && !pos_before(x->sock_pos, stamp)) return true;
+        if (*got == max) return false;
+        int r = sock_read(x);
+        if (r > 0 || (r < 0 && ++errs < ULN_LINK_BATCH)) continue;
+        return !pos_before(x->sock_pos, stamp) || pass_wait_over(x, stamp);
+    }
+}
+
+bool uln_xdp_sock_before(struct link_xdp *x, uint64_t stamp, struct uln_link_rx *out, unsigned *got,
+                         unsigned max)
+{
+    return sock_upto(x, stamp, false, out, got, max);
+}
+
+/* What waits in the bound socket, up to what passed the program before its
+ * count said upto (loaded before the ring was read: what passed since may
+ * come after a frame the ring has by now), and all from this host. */
+unsigned uln_xdp_sock_recv(struct link_xdp *x, uint64_t upto, struct uln_link_rx *out, unsigned max)
 {
     if (!x->nsock_free) { /* every landing buffer lent: the caller releases first */
         x->st.rx_pool_empty++;
         return 0;
     }
-    unsigned got = sock_lend(x, out, max);
-    while (got < max && x->nsock_free && x->gro_off >= x->gro_len) {
-        int r = sock_read(x);
-        if (r == 0) break;
-        if (r > 0) got += sock_lend(x, out + got, max - got);
-    }
-    passed_got(x, got);
-    if (got) x->sock_next = 0; /* a stream (GSO runs): read again until it is dry */
+    unsigned got = 0;
+    sock_upto(x, upto, true, out, &got, max);
     /* Datagrams left in gro_buf are not in the socket any more: an empty
      * datagram to ourselves keeps its fd readable, so that a caller that
      * sleeps on it (xdp_fds) is not left asleep with them waiting. */

@@ -41,10 +41,14 @@ struct {
     __type(value, struct uln_xdp_port_val);
 } ulnet_ports SEC(".maps");
 
-/* Per socket (ulnet_xsks' index): frames for its port passed to the kernel,
- * which the link reads from its bound UDP socket. The link maps this array
- * and looks at its count in every receive call (no system call): a change
- * says "read the socket now", not a tick later. */
+/* Per socket (ulnet_xsks' index): UDP payload bytes of the frames for its
+ * port passed to the kernel, which the link reads from its bound UDP socket.
+ * Bytes, not frames: the kernel may merge frames (GRO) or cut a run (GSO)
+ * between here and the socket, and a read's length still adds up. The link
+ * maps this array and looks at it in every receive call (no system call):
+ * a change says "read the socket now", not a tick later; and each frame
+ * redirected to the socket carries the count it saw (struct uln_xdp_meta),
+ * so the link delivers the two paths in the order they passed here. */
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
     __uint(max_entries, ULN_XDP_SLOTS);
@@ -66,6 +70,19 @@ struct {
     __uint(priority, 20);
     __uint(XDP_PASS, 1);
 } XDP_RUN_CONFIG(ulnet_xdp);
+
+/* The UDP payload a pass brings the socket: the IP datagram's length (whole
+ * for a GSO run or a GRO merge, whose header speaks for all of it) less the
+ * headers, at most what the frame holds (a lying length counts no more than
+ * is there; Ethernet's padding does not count). */
+static __always_inline __u64 udp_payload(struct xdp_md *ctx, const struct iphdr *ip, __u32 ihl)
+{
+    __u64 frame = ctx->data_end - ctx->data, tot = bpf_ntohs(ip->tot_len);
+    __u64 hdrs = sizeof(struct ethhdr) + ihl + sizeof(struct udphdr);
+    __u64 in_frame = frame > hdrs ? frame - hdrs : 0;
+    __u64 in_ip = tot > ihl + sizeof(struct udphdr) ? tot - ihl - sizeof(struct udphdr) : 0;
+    return in_ip < in_frame ? in_ip : in_frame;
+}
 
 SEC("xdp")
 int ulnet_xdp(struct xdp_md *ctx)
@@ -94,13 +111,25 @@ int ulnet_xdp(struct xdp_md *ctx)
      * whole (a UMEM frame cannot hold it); the kernel gives it to the link's
      * bound UDP socket, whole where that reads with UDP_GRO. Either way the
      * link is told to read that socket. */
+    __u32 slot = v->slot;
+    __u64 *n = bpf_map_lookup_elem(&ulnet_passed, &slot);
     if (v->queue != ctx->rx_queue_index || ctx->data_end - ctx->data > v->frame_max) {
-        __u32 slot = v->slot;
-        __u64 *n = bpf_map_lookup_elem(&ulnet_passed, &slot);
-        if (n) __sync_fetch_and_add(n, 1);
+        if (n) __sync_fetch_and_add(n, udp_payload(ctx, ip, ihl));
         return XDP_PASS;
     }
-    return bpf_redirect_map(&ulnet_xsks, v->slot, XDP_PASS);
+    /* The count so far, before the frame, for the link's ordering; a
+     * driver without metadata room just gets the frame without it. A
+     * concurrent pass on another queue may or may not be counted: those are
+     * not ordered with this frame anyway. */
+    if (n && bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct uln_xdp_meta)) == 0) {
+        struct uln_xdp_meta *m = (void *)(long)ctx->data_meta;
+        if ((void *)(m + 1) <= (void *)(long)ctx->data) {
+            m->passed = *n;
+            m->magic = ULN_XDP_META_MAGIC;
+            m->pad = 0;
+        }
+    }
+    return bpf_redirect_map(&ulnet_xsks, slot, XDP_PASS);
 }
 
 char _license[] SEC("license") = "GPL";

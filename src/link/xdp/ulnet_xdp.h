@@ -22,4 +22,16 @@ struct uln_xdp_port_val {
     __u32 frame_max; /* the longest frame the link takes: its MTU + Ethernet's 14 */
 };
 
+/* Before each frame redirected to an AF_XDP socket, in its metadata (the
+ * bytes just before the frame, in the UMEM): the slot's ulnet_passed count
+ * when the frame was redirected, so the link knows which of the bytes
+ * passed to its bound socket came before it (docs/xdp.md, "Two paths").
+ * magic says the program wrote it: the link clears it once read. */
+#define ULN_XDP_META_MAGIC 0x756c6e6du /* "ulnm" */
+struct uln_xdp_meta {
+    __u64 passed; /* UDP payload bytes passed to the kernel for the slot before this frame */
+    __u32 magic;
+    __u32 pad;
+};
+
 #endif
