@@ -389,6 +389,18 @@ struct uln_info {
 #define ULN_CAP_RINGS 0x4u
 int uln_query(const struct uln_ctx *ctx, struct uln_info *info);
 
+/* Each transport's (and its link's) own facts by key, as text: its settings
+ * in force, what it found here, its counters - "<transport>.<name>", e.g.
+ * "udp.window", "udp.link", "shm.cma". Whatever a transport reports, so a
+ * new transport's facts need no new field here (struct uln_info's stay).
+ * uln_query_key: the value of key into buf (snprintf's contract: returns the
+ * length it needs), -ENOENT for a key no transport of the context has.
+ * uln_query_keys: the i-th key (0, 1, ...) and its value, each as
+ * uln_query_key writes it; -ENOENT past the last. */
+int uln_query_key(const struct uln_ctx *ctx, const char *key, char *buf, size_t len);
+int uln_query_keys(const struct uln_ctx *ctx, unsigned i, char *key, size_t klen, char *val,
+                   size_t vlen);
+
 /* What uln_open(cfg) would have in force, without opening anything: the
  * settings resolved as uln_open resolves them (cfg's fields, then the ULN_*
  * variables, then the defaults, with the same checks, by the same code), so

@@ -205,8 +205,24 @@ static void print_seal(const struct uln_ctx *ctx)
            s.secret ? "given: keys bound to it" : "none: keys from the exchange alone");
 }
 
+/* A transport's fact by key (uln_query_key), or "?" when it has none. */
+static const char *fact(const struct uln_ctx *ctx, const char *key, char *buf, size_t len)
+{
+    return uln_query_key(ctx, key, buf, len) >= 0 ? buf : "?";
+}
+
+/* Every transport's facts, as each reports them (uln_query_keys). */
+static void print_facts(const struct uln_ctx *ctx)
+{
+    char k[80], v[256];
+    printf("transport facts (uln_query_key):\n");
+    for (unsigned i = 0; uln_query_keys(ctx, i, k, sizeof k, v, sizeof v) == 0; i++)
+        printf("  %-32s %s\n", k, v[0] ? v : "-");
+}
+
 static void print_transports(struct uln_ctx *ctx, const struct uln_info *in)
 {
+    char buf[64];
     printf("# Transports\n");
     printf("shm: available (every peer on this host)\n");
     printf("  PUT/GET to uln_mem_alloc memory  direct loads/stores on a shared mapping%s\n",
@@ -216,8 +232,9 @@ static void print_transports(struct uln_ctx *ctx, const struct uln_info *in)
                                          : "through the rings, placed by the target");
     printf("  NAP ring per (peer, endpoint)    %" PRIu32 " B\n", in->ring_bytes);
     printf("udp: available (peers on other hosts; ULN_TRANSPORT=udp: every peer)\n");
-    printf("  window per (endpoint, peer)      %" PRIu32 " packets\n", in->udp_window);
-    printf("  dead after silence of            %" PRIu32 " ms\n", in->udp_dead_ms);
+    printf("  window per (endpoint, peer)      %s packets\n",
+           fact(ctx, "udp.window", buf, sizeof buf));
+    printf("  dead after silence of            %s ms\n", fact(ctx, "udp.dead_ms", buf, sizeof buf));
     printf("  UDP_SEGMENT (send offload)       %s\n", udp_opt(UDP_SEGMENT, 1400));
     printf("  UDP_GRO (receive offload)        %s\n", udp_opt(UDP_GRO, 1));
     struct uln_diag_link l;
@@ -225,6 +242,7 @@ static void print_transports(struct uln_ctx *ctx, const struct uln_info *in)
     print_interfaces(l.udp_mtu); /* ULN_UDP_MTU as the library resolved it */
     print_link(ctx);
     print_seal(ctx);
+    print_facts(ctx);
     printf("\n# Limits\n");
     printf("nap_max        %10" PRIu32 "  largest NAP payload, bytes\n", in->nap_max);
     printf("inline_max     %10" PRIu32 "  largest ULN_INLINE payload\n", in->inline_max);

@@ -207,6 +207,28 @@ ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
     return 0;
 }
 
+ULN_EXPORT int uln_query_keys(const struct uln_ctx *ctx, unsigned i, char *key, size_t klen,
+                              char *val, size_t vlen)
+{
+    if (!ctx || (!key && klen) || (!val && vlen)) return -EINVAL;
+    for (unsigned id = 0; uln_transports[id]; id++) {
+        const struct uln_transport_ops *t = uln_transports[id];
+        char k[64];
+        for (unsigned j = 0; t->info && t->info(ctx, j, k, sizeof k, val, vlen) == 0; j++)
+            if (i-- == 0) return snprintf(key, klen, "%s.%s", t->name, k) < 0 ? -EINVAL : 0;
+    }
+    return -ENOENT;
+}
+
+ULN_EXPORT int uln_query_key(const struct uln_ctx *ctx, const char *key, char *buf, size_t len)
+{
+    if (!ctx || !key || (!buf && len)) return -EINVAL;
+    char k[80], v[256];
+    for (unsigned i = 0; uln_query_keys(ctx, i, k, sizeof k, v, sizeof v) == 0; i++)
+        if (!strcmp(k, key)) return snprintf(buf, len, "%s", v);
+    return -ENOENT;
+}
+
 /* Every field of struct uln_counters, each also one of struct uln_stats.
  * A list clang-format would rewrap on every run: laid out by hand. */
 /* clang-format off */

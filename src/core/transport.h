@@ -114,6 +114,12 @@ struct uln_transport_ops {
     int (*reaches)(const struct uln_ctx *ctx, int peer);
     /* Its part of uln_query (counters of its peers, its settings). */
     void (*query)(const struct uln_ctx *ctx, struct uln_info *info);
+    /* Optional: its i-th fact for uln_query_key (0, 1, ...): its name,
+     * without the transport's (the core adds "<name>."), into key and its
+     * value as text into val (each snprintf's contract); -ENOENT past the
+     * last. Its settings in force, what it found, its counters. */
+    int (*info)(const struct uln_ctx *ctx, unsigned i, char *key, size_t klen, char *val,
+                size_t vlen);
     /* Optional: what of caps its settings leave it in this context (a path
      * turned off); NULL: caps. For uln_query's caps_all and caps_any. */
     unsigned (*caps_in_force)(const struct uln_ctx *ctx);

@@ -693,6 +693,29 @@ static void uln_shm_query(const struct uln_ctx *ctx, struct uln_info *info)
     info->shm_cma = shm_params(ctx)->cma && uln_shm_cma_ok(ctx);
 }
 
+/* uln_query_key's "shm.*". */
+static int uln_shm_info(const struct uln_ctx *ctx, unsigned i, char *key, size_t klen, char *val,
+                        size_t vlen)
+{
+    const struct uln_shm *s = shm_of(ctx);
+    int peers = 0;
+    for (int p = 0; ctx->peer_tp && p < ctx->size; p++)
+        peers += p != ctx->rank && ctx->peer_tp[p] == &uln_tp_shm;
+    switch (i) {
+    case 0: /* ULN_SHM_DIRECT */
+        snprintf(key, klen, "direct");
+        return snprintf(val, vlen, "%d", s && s->direct) < 0 ? -EINVAL : 0;
+    case 1: /* ULN_SHM_CMA, and whether the kernel lets us */
+        snprintf(key, klen, "cma");
+        return snprintf(val, vlen, "%d", s && uln_shm_cma_ok(ctx)) < 0 ? -EINVAL : 0;
+    case 2:
+        snprintf(key, klen, "peers");
+        return snprintf(val, vlen, "%d", peers) < 0 ? -EINVAL : 0;
+    default:
+        return -ENOENT;
+    }
+}
+
 /* ULN_SHM_DIRECT=0: PUT/GET take the rings, placed by the target's CPU. */
 static unsigned uln_shm_caps_in_force(const struct uln_ctx *ctx)
 {
@@ -721,6 +744,7 @@ const struct uln_transport_ops uln_tp_shm = {
     .reaches = uln_shm_reaches,
     .query = uln_shm_query,
     .caps_in_force = uln_shm_caps_in_force,
+    .info = uln_shm_info,
     .peer_free = uln_shm_peer_free,
     .connect = uln_shm_connect,
     .direct = uln_shm_direct,

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include <stddef.h>
+#include <stdio.h>
 
 #include "transport/udp/priv.h"
 
@@ -24,6 +25,50 @@ static void uln_udp_query(const struct uln_ctx *ctx, struct uln_info *info)
         info->udp_peers += ctx->peer_tp[p] == &uln_tp_udp;
     const struct uln_udp *u = udp_of(ctx);
     if (u && u->link_kind[0]) info->link = u->link_kind;
+}
+
+/* uln_query_key's "udp.*": its settings in force, the link, its peers. */
+static int uln_udp_info(const struct uln_ctx *ctx, unsigned i, char *key, size_t klen, char *val,
+                        size_t vlen)
+{
+    const struct uln_udp_params *up = udp_params(ctx);
+    const struct uln_udp *u = udp_of(ctx);
+    int peers = 0, n;
+    for (int p = 0; ctx->peer_tp && p < ctx->size; p++)
+        peers += ctx->peer_tp[p] == &uln_tp_udp;
+    switch (i) {
+    case 0:
+        snprintf(key, klen, "open"); /* needed in this context (bound its ports) */
+        n = snprintf(val, vlen, "%d", u != NULL);
+        break;
+    case 1:
+        snprintf(key, klen, "window");
+        n = snprintf(val, vlen, "%u", up->window);
+        break;
+    case 2:
+        snprintf(key, klen, "dead_ms");
+        n = snprintf(val, vlen, "%u", up->dead_ms);
+        break;
+    case 3:
+        snprintf(key, klen, "mtu"); /* 0: the interface's */
+        n = snprintf(val, vlen, "%u", up->mtu);
+        break;
+    case 4:
+        snprintf(key, klen, "peers");
+        n = snprintf(val, vlen, "%d", peers);
+        break;
+    case 5: /* the link the endpoints took ("" before one opened) */
+        snprintf(key, klen, "link");
+        n = snprintf(val, vlen, "%s", u ? u->link_kind : "");
+        break;
+    case 6: /* why the link asked for (or auto's) was not had */
+        snprintf(key, klen, "link_why");
+        n = snprintf(val, vlen, "%s", u ? u->xdp_why : "");
+        break;
+    default:
+        return -ENOENT;
+    }
+    return n < 0 ? -EINVAL : 0;
 }
 
 /* After the engine committed packets: a GET request to an idle peer leaves at
@@ -53,6 +98,7 @@ const struct uln_transport_ops uln_tp_udp = {
     .close = uln_udp_close,
     .reaches = uln_udp_reaches,
     .query = uln_udp_query,
+    .info = uln_udp_info,
     .ep_open = uln_udp_ep_open,
     .ep_close = uln_udp_ep_close,
     .connect = uln_udp_attach,
