@@ -114,7 +114,7 @@ static void print_auto(const char *ifname)
 {
     char why[160];
     if (uln_diag_xdp_verdict(ifname, why, sizeof why) == 0)
-        printf("  %-10s auto link: xdp (its driver runs AF_XDP zero-copy)\n", "");
+        printf("  %-10s auto link: xdp (%s)\n", "", why);
     else
         printf("  %-10s auto link: udp (%s)\n", "", why);
 }

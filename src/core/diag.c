@@ -10,6 +10,7 @@
 #include "link/select.h"
 #include "link/udp/link_udp.h"
 #include "link/xdp/link_xdp.h"
+#include "link/xdp/settings.h"
 #include "seal/seal.h"
 #include "seal/settings.h"
 #include "transport/udp/ctx.h"
@@ -54,7 +55,7 @@ bool uln_diag_pmix_built(void)
 
 int uln_diag_xdp_verdict(const char *ifname, char *why, size_t whylen)
 {
-    return uln_link_xdp_auto_verdict(ifname, why, whylen);
+    return uln_link_xdp_auto_verdict(ifname, uln_link_xdp_auto_copy() == 1, why, whylen);
 }
 
 unsigned uln_diag_iface_mtu(int m)

@@ -44,6 +44,9 @@
 #     and the kernel's stack carries the job; with --quiet, no rank prints
 #     an auto line (veth is auto's choice, not a failure; ulninfo says why).
 #     Runs also where the link is not built;
+#   - --tp auto: the ranks (and ulninfo) run with ULN_TRANSPORT=auto, all
+#     else as for xdp: AF_XDP must carry the job all the same (with
+#     ULN_XDP_AUTO=copy on veth), or, with --fallback, say why not;
 #   - --expect-out REGEX (repeatable): rank 0's output must match each;
 #     --expect-err REGEX (repeatable): and its stderr;
 #   - --ulninfo REGEX (repeatable): after the job, `ulninfo -t` on host 1
@@ -71,7 +74,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 hosts_sh=$here/../netns/hosts.sh
 built="" hook=native fallback="" kill=0 timeout=120 envs=() prefix=() more_eps=0 mixed=0 forge=0
-auto=0 quiet=0 expect_out=() expect_err=() own_eps=0 info_out=() ranks=0 hosts=2 expect_status="" no_neigh=0
+tp_all=xdp auto=0 quiet=0 expect_out=() expect_err=() own_eps=0 info_out=() ranks=0 hosts=2 expect_status="" no_neigh=0
 while [[ $# -gt 0 ]]; do
     case $1 in
     --built) built=$2; shift 2 ;;
@@ -83,6 +86,7 @@ while [[ $# -gt 0 ]]; do
     --own-eps) own_eps=1; shift ;;
     --mixed) mixed=1; shift ;;
     --auto) auto=1; shift ;;
+    --tp) tp_all=$2; shift 2 ;;
     --quiet) quiet=1; shift ;;
     --expect-out) expect_out+=("$2"); shift 2 ;;
     --expect-err) expect_err+=("$2"); shift 2 ;;
@@ -217,12 +221,13 @@ fi
 
 for ((r = 0; r < ranks; r++)); do
     h=$((r % hosts))
-    tp=xdp
+    tp=$tp_all
     ((mixed && r == 1)) && tp=udp
     # udp (AF_XDP or not) to every other rank; auto: to the other hosts'
     # (shm on the same host), all but the (ranks - 1 - h) / hosts + 1 on host h.
     udp_peers=$((ranks - 1))
-    ((auto)) && tp=auto udp_peers=$((ranks - ((ranks - 1 - h) / hosts + 1)))
+    ((auto)) && tp=auto
+    [[ $tp != auto ]] || udp_peers=$((ranks - ((ranks - 1 - h) / hosts + 1)))
     addr=()
     ((no_neigh)) && addr=(ULN_UDP_ADDR="$(host_ip $h)")
     # hosts.sh directly (it execs the rank), so $! is the rank itself.
@@ -411,7 +416,7 @@ for h in "${all_hosts[@]}"; do
 done
 # ulninfo with the job's settings says what the ranks got, and why.
 if ((${#info_out[@]})); then
-    on 1 env ULN_TRANSPORT=xdp ULN_XDP_HOOK="$hook" ULN_UDP_IF=eth0 "${envs[@]}" "$ulninfo" -t \
+    on 1 "${prefix[@]}" env ULN_TRANSPORT=$tp_all ULN_XDP_HOOK="$hook" ULN_UDP_IF=eth0 "${envs[@]}" "$ulninfo" -t \
         >"$logs/info.out" 2>&1 || fail "ulninfo -t on host 1: $(cat "$logs/info.out")"
     for re in "${info_out[@]}"; do
         grep -Eq -- "$re" "$logs/info.out" || fail "ulninfo -t does not match '$re': $(cat "$logs/info.out")"

@@ -43,8 +43,9 @@ static int open_xdp(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, enu
     return uln_link_xdp_open(&xc, out, why, whylen);
 }
 
-/* ULN_LINK=auto: AF_XDP where it can be zero-copy, else the socket
- * link (docs/xdp.md says why copy mode does not pay). *loud: AF_XDP was for
+/* ULN_LINK=auto: AF_XDP where it can be zero-copy (or, ULN_XDP_AUTO=copy,
+ * on any Ethernet driver, in copy mode where it has no zero-copy), else the
+ * socket link (docs/xdp.md says why copy mode does not pay for bulk). *loud: AF_XDP was for
  * this interface and did not come (refused, or not built), so the reason is
  * worth a line on stderr. An interface that is simply not one for AF_XDP
  * (veth, virtio_net: auto's own choice), loopback or the any address is the
@@ -64,9 +65,12 @@ static int open_auto(struct uln_ctx *ctx, const struct uln_link_udp_cfg *cfg, st
         snprintf(why, whylen, "not bound to an IPv4 address of an interface");
         return -EOPNOTSUPP;
     }
-    int rc = uln_link_xdp_auto_verdict(ifname, why, whylen);
+    const struct uln_xdp_params *xp = uln_params_block(&ctx->p, &uln_link_xdp_settings);
+    int rc = uln_link_xdp_auto_verdict(ifname, xp->auto_copy == 1, why, whylen);
     *loud = rc != -ENOENT;
-    return rc ? rc : open_xdp(ctx, cfg, ULN_XDP_ZEROCOPY, out, why, whylen);
+    if (rc) return rc;
+    return open_xdp(ctx, cfg, xp->auto_copy == 1 ? ULN_XDP_COPY_AUTO : ULN_XDP_ZEROCOPY, out, why,
+                    whylen);
 }
 
 /* Asked (ULN_LINK=xdp, or its alias ULN_TRANSPORT=xdp): in the copy mode

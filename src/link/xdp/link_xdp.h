@@ -54,13 +54,15 @@ bool uln_link_xdp_built(void);
 
 /* ULN_TRANSPORT=auto (docs/xdp.md). iface_of: the interface that owns the
  * local IPv4 address ip (network order): 0, or -ENODEV. auto_verdict: 0 if
- * auto should try AF_XDP on ifname - zero-copy, which its driver can do - or
- * -errno with the one-line reason it keeps the socket link there: -ENOENT
- * when the interface is simply not one for AF_XDP (not Ethernet, a driver
- * without zero-copy such as veth or virtio_net: auto's choice, nothing to
- * fix), -EOPNOTSUPP when it is but this ulnet was built without the link. */
+ * auto should try AF_XDP on ifname - zero-copy, which its driver can do, or
+ * with copy (ULN_XDP_AUTO=copy) copy mode on any Ethernet driver; why says
+ * which - or -errno with the one-line reason it keeps the socket link there:
+ * -ENOENT when the interface is simply not one for AF_XDP (not Ethernet, a
+ * driver without zero-copy such as veth or virtio_net: auto's choice,
+ * nothing to fix), -EOPNOTSUPP when it is but this ulnet was built without
+ * the link. */
 int uln_link_xdp_iface_of(uint32_t ip, char *ifname, size_t len);
-int uln_link_xdp_auto_verdict(const char *ifname, char *why, size_t whylen);
+int uln_link_xdp_auto_verdict(const char *ifname, bool copy, char *why, size_t whylen);
 
 /* 0, or -errno with a one-line reason in why (the caller prints it and takes
  * the socket link): -EOPNOTSUPP (not built, not IPv4), -EPERM (no

@@ -15,7 +15,9 @@ struct uln_xdp_params {
     int hook;         /* enum uln_xdp_hook (ULN_XDP_HOOK) */
     uint32_t queue;   /* ULN_XDP_QUEUE */
     uint32_t gso_run; /* ULN_XDP_GSO_RUN */
+    int auto_copy;    /* ULN_XDP_AUTO: 0 zc, 1 copy */
 };
 extern const struct uln_settings_group uln_link_xdp_settings;
+int uln_link_xdp_auto_copy(void);
 
 #endif

@@ -6,6 +6,14 @@
 #define _GNU_SOURCE
 #include "link/xdp/priv.h"
 
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef CAP_BPF
+#define CAP_BPF 39 /* Linux 5.8; before it, CAP_SYS_ADMIN loads programs */
+#endif
+
 /* ------------------------------------------------------------------------- */
 /* ULN_TRANSPORT=auto: where AF_XDP is worth having                           */
 /* ------------------------------------------------------------------------- */
@@ -15,8 +23,10 @@
  * is copy mode: every frame an skb of its own inside sendto. Runs sent by
  * UDP_SEGMENT take most of that away, but on veth the XDP program itself
  * still costs bulk data 1.5-2x the socket link's CPU a datagram (docs/xdp.md,
- * "Two paths") for 0.7x its latency; auto keeps the socket link there. The
- * list only lets auto try: a zero-copy bind must still succeed. */
+ * "Two paths"): measured, 0.6x its latency and 1.5x its small-message rate,
+ * but 0.8-0.9x its bandwidth at 1-4 MiB; auto keeps the socket link there
+ * unless ULN_XDP_AUTO=copy says latency is what counts. The list only lets
+ * auto try: a zero-copy bind must still succeed. */
 static const char *const zc_drivers[] = {"i40e",      "ice",     "ixgbe",  "igb",   "igc",
                                          "mlx5_core", "st_gmac", "stmmac", "tsnep", "gve"};
 
@@ -33,20 +43,27 @@ int uln_link_xdp_iface_of(uint32_t ip, char *ifname, size_t len)
     return rc;
 }
 
-static int driver_verdict(const char *ifname, const char *drv, char *why, size_t whylen)
+static int driver_verdict(const char *ifname, const char *drv, bool copy, char *why, size_t whylen)
 {
     for (size_t i = 0; i < sizeof(zc_drivers) / sizeof(zc_drivers[0]); i++) {
         if (strcmp(drv, zc_drivers[i])) continue;
-        if (uln_link_xdp_built()) return 0;
+        if (uln_link_xdp_built()) {
+            snprintf(why, whylen, "%s (%s) runs AF_XDP zero-copy", ifname, drv);
+            return 0;
+        }
         snprintf(why, whylen,
                  "%s (%s): zero-copy AF_XDP could be had, but this ulnet was built without "
                  "libxdp/libbpf/clang",
                  ifname, drv);
         return -EOPNOTSUPP;
     }
+    if (copy && uln_link_xdp_built()) {
+        snprintf(why, whylen, "%s (%s): copy mode, as ULN_XDP_AUTO=copy asks", ifname, drv);
+        return 0;
+    }
     snprintf(why, whylen,
-             "%s (%s): no zero-copy AF_XDP; in copy mode it gains latency but bulk costs more "
-             "than the socket link's GSO/GRO (ULN_LINK=xdp forces it)",
+             "%s (%s): no zero-copy AF_XDP; in copy mode it gains latency but loses bulk "
+             "bandwidth to the socket link's GSO/GRO (ULN_XDP_AUTO=copy or ULN_LINK=xdp take it)",
              ifname, drv);
     return -ENOENT;
 }
@@ -68,7 +85,20 @@ int uln_xdp_driver_of(int fd, const char *ifname, char drv[DRV_NAME_LEN])
     return 0;
 }
 
-int uln_link_xdp_auto_verdict(const char *ifname, char *why, size_t whylen)
+/* Whether this process may attach an XDP program and bind AF_XDP sockets:
+ * CAP_NET_ADMIN, and CAP_BPF or CAP_SYS_ADMIN (its effective set). */
+static bool privileged(void)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+    memset(d, 0, sizeof d);
+    if (syscall(SYS_capget, &h, d) < 0) return true; /* cannot tell: let the open say */
+#define HAS(c) ((d[(c) / 32].effective >> ((c) % 32)) & 1u)
+    return HAS(CAP_NET_ADMIN) && (HAS(CAP_BPF) || HAS(CAP_SYS_ADMIN));
+#undef HAS
+}
+
+int uln_link_xdp_auto_verdict(const char *ifname, bool copy, char *why, size_t whylen)
 {
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -90,7 +120,13 @@ int uln_link_xdp_auto_verdict(const char *ifname, char *why, size_t whylen)
                  strerror(-rc));
         rc = -ENOENT;
     } else {
-        rc = driver_verdict(ifname, drv, why, whylen);
+        rc = driver_verdict(ifname, drv, copy, why, whylen);
+        /* Where auto would try AF_XDP: not without the privilege, which
+         * ulninfo says as well as the open would. */
+        if (rc == 0 && !privileged()) {
+            snprintf(why, whylen, "%s (%s): no privilege (CAP_NET_ADMIN and CAP_BPF)", ifname, drv);
+            rc = -EPERM;
+        }
     }
     close(fd);
     return rc;
