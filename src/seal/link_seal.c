@@ -9,7 +9,7 @@
  * encrypt the cipher writes the ciphertext into this link's scratch in the
  * same pass that reads the plaintext, which is the only write the packet's
  * bytes get. Receiving: each datagram is opened where the link below lent
- * it, in place, and handed up 24 bytes shorter.
+ * it, in place, and handed up a trailer (26 bytes) shorter.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -24,6 +24,9 @@ static void put_le(uint8_t *p, uint64_t v, int n)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
+#define LEN_AT (ULN_SEAL_CTR_BYTES) /* the length field's place in the trailer */
+#define TAG_AT (ULN_SEAL_CTR_BYTES + ULN_SEAL_LEN_BYTES)
+
 static uint64_t get_le64(const uint8_t *p)
 {
     uint64_t v = 0;
@@ -167,12 +170,9 @@ static int tag_param(EVP_CIPHER_CTX *c, uint8_t tag[ULN_SEAL_TAG_BYTES], bool ge
 /* The pieces' bytes through the cipher: one Update per piece, or one for all
  * when they are few bytes (GATHER_MAX). */
 static int tx_pieces(EVP_CIPHER_CTX *c, bool enc, const struct iovec *in, const struct iovec *out,
-                     int n)
+                     int n, size_t total)
 {
-    size_t total = 0;
     int outl;
-    for (int i = 0; i < n; i++)
-        total += in[i].iov_len;
     if (n > 1 && total <= GATHER_MAX) {
         uint8_t b[GATHER_MAX];
         size_t at = 0;
@@ -191,7 +191,6 @@ static int tx_pieces(EVP_CIPHER_CTX *c, bool enc, const struct iovec *in, const 
     }
     for (int i = 0; i < n; i++) {
         if (!in[i].iov_len) continue;
-        if (in[i].iov_len > (size_t)INT32_MAX) return -EINVAL;
         /* auth: the piece is additional data, read only; encrypt: ciphertext
          * into out (or over the piece itself). */
         uint8_t *dst = enc ? (out ? out[i].iov_base : in[i].iov_base) : NULL;
@@ -206,6 +205,12 @@ int uln_seal_tx(struct uln_seal_tx *tx, const struct iovec *in, const struct iov
     /* UINT64_MAX is never sent, so a receiver's "one past the newest" fits. */
     if (tx->next == UINT64_MAX) return -EOVERFLOW;
     if (n < 0 || n > ULN_SEAL_MAX_IOV) return -EINVAL;
+    size_t total = ULN_SEAL_TRAILER;
+    for (int i = 0; i < n; i++) {
+        if (in[i].iov_len > ULN_SEAL_DGRAM_MAX) return -EMSGSIZE;
+        total += in[i].iov_len;
+    }
+    if (total > ULN_SEAL_DGRAM_MAX) return -EMSGSIZE;
     uint64_t ctr = tx->next++; /* spent even if sealing fails: never reused */
     uint8_t iv[NONCE_BYTES], fin[16];
     EVP_CIPHER_CTX *c = tx->cipher;
@@ -213,11 +218,12 @@ int uln_seal_tx(struct uln_seal_tx *tx, const struct iovec *in, const struct iov
     nonce(iv, tx->epoch, ctr);
     /* Only the nonce is new: the key schedule stays as keyed() left it. */
     if (EVP_EncryptInit_ex2(c, NULL, NULL, iv, NULL) != 1) return -EIO;
-    int rc = tx_pieces(c, tx->mode == ULN_SEAL_ENCRYPT, in, out, n);
+    int rc = tx_pieces(c, tx->mode == ULN_SEAL_ENCRYPT, in, out, n, total - ULN_SEAL_TRAILER);
     if (rc) return rc;
     if (EVP_EncryptFinal_ex(c, fin, &outl) != 1) return -EIO;
     put_le(trailer, ctr, 8);
-    if (tag_param(c, trailer + ULN_SEAL_CTR_BYTES, true) != 1) return -EIO;
+    put_le(trailer + LEN_AT, total, 2);
+    if (tag_param(c, trailer + TAG_AT, true) != 1) return -EIO;
     return 0;
 }
 
@@ -255,15 +261,19 @@ static void window_accept(struct uln_seal_rx *rx, uint64_t c)
 
 long uln_seal_rx(struct uln_seal_rx *rx, uint8_t *dgram, size_t len)
 {
-    if (len < ULN_SEAL_TRAILER || len - ULN_SEAL_TRAILER > (size_t)INT32_MAX) return -EMSGSIZE;
+    if (len < ULN_SEAL_TRAILER || len > ULN_SEAL_DGRAM_MAX) return -EMSGSIZE;
     size_t plen = len - ULN_SEAL_TRAILER;
     uint64_t ctr = get_le64(dgram + plen);
+    /* A length not its own: cut or grown on the way, or cut wrongly out of a
+     * run (uln_seal_len). No cipher call spent; the tag would fail too,
+     * save for a change of the field alone, which this refuses. */
+    if (uln_seal_len(dgram, (uint32_t)len) != len) return -EBADMSG;
     int rc = window_check(rx, ctr);
     if (rc) return rc;
     uint8_t iv[NONCE_BYTES], tag[ULN_SEAL_TAG_BYTES], fin[16];
     EVP_CIPHER_CTX *c = rx->cipher;
     int outl;
-    memcpy(tag, dgram + plen + ULN_SEAL_CTR_BYTES, sizeof tag);
+    memcpy(tag, dgram + plen + TAG_AT, sizeof tag);
     nonce(iv, rx->epoch, ctr);
     if (EVP_DecryptInit_ex2(c, NULL, NULL, iv, NULL) != 1) return -EIO;
     uint8_t *dst = rx->mode == ULN_SEAL_ENCRYPT ? dgram : NULL; /* in place */
@@ -272,4 +282,12 @@ long uln_seal_rx(struct uln_seal_rx *rx, uint8_t *dgram, size_t len)
     if (EVP_DecryptFinal_ex(c, fin, &outl) != 1) return -EBADMSG;
     window_accept(rx, ctr);
     return (long)plen;
+}
+
+uint32_t uln_seal_len(const uint8_t *buf, uint32_t end)
+{
+    if (end < ULN_SEAL_TRAILER) return 0;
+    const uint8_t *f = buf + end - ULN_SEAL_TRAILER + LEN_AT;
+    uint32_t n = (uint32_t)f[0] | (uint32_t)f[1] << 8;
+    return n >= ULN_SEAL_TRAILER && n <= end ? n : 0;
 }

@@ -11,10 +11,16 @@
  * both sides' epochs: a restarted peer (a new life, a new epoch) gets new
  * keys, and old packets of either life fail their tag.
  *
- * The trailer. A sealed datagram is the plain one with 24 bytes appended:
+ * The trailer. A sealed datagram is the plain one with 26 bytes appended:
  *
  *    [ datagram: header(s) and payload, ciphertext under encrypt ]
- *    [ counter: u64 little-endian ][ tag: 16 bytes ]
+ *    [ counter: u64 little-endian ][ length: u16 little-endian ][ tag: 16 bytes ]
+ *
+ * The length is the sealed datagram's, trailer included: a receiver that
+ * read a run of datagrams the kernel merged (GRO) without its segment size
+ * finds where each ends from the back (uln_seal_len), also under encrypt,
+ * where the headers are ciphertext. The receiver refuses a datagram whose
+ * length is not its own, so the field is as good as authenticated.
  *
  * The nonce is the sender's epoch (u32) and the counter (u64), 96 bits: the
  * counter is drawn afresh for every datagram sent, a resend included, so a
@@ -39,8 +45,10 @@
 #define ULN_SEAL_PUB_BYTES    32u /* an X25519 public key */
 #define ULN_SEAL_SECRET_BYTES 32u /* the job secret, hashed */
 #define ULN_SEAL_CTR_BYTES    8u
+#define ULN_SEAL_LEN_BYTES    2u
 #define ULN_SEAL_TAG_BYTES    16u
-#define ULN_SEAL_TRAILER      (ULN_SEAL_CTR_BYTES + ULN_SEAL_TAG_BYTES)
+#define ULN_SEAL_TRAILER      (ULN_SEAL_CTR_BYTES + ULN_SEAL_LEN_BYTES + ULN_SEAL_TAG_BYTES)
+#define ULN_SEAL_DGRAM_MAX    65535u /* the length field's reach; UDP's is less */
 /* How far behind the newest accepted counter a datagram may still arrive.
  * Reordering on a path is a few datagrams; a GSO burst of 64 and a window of
  * resends stay well inside. Older ones are refused; the sender resends their
@@ -131,21 +139,27 @@ int uln_seal_pair_open(struct uln_seal_pair *p, const struct uln_seal_id *me,
 void uln_seal_pair_close(struct uln_seal_pair *p);
 
 /* Seals one datagram given as n pieces (n <= ULN_SEAL_MAX_IOV) and writes its
- * trailer. Under auth the pieces are read only (they may be a user's
- * buffer). Under encrypt each piece in[i] is encrypted into out[i], which has
- * in[i]'s length and may be the same memory (in place) - or out may be NULL
- * for in place throughout. -EOVERFLOW once the counter is spent (never in
- * practice: 2^64 datagrams), -EIO if libcrypto fails. */
+ * trailer; the pieces with the trailer are at most ULN_SEAL_DGRAM_MAX bytes. Under auth the pieces
+ * are read only (they may be a user's buffer). Under encrypt each piece in[i] is encrypted into
+ * out[i], which has in[i]'s length and may be the same memory (in place) - or out may be NULL for
+ * in place throughout. -EOVERFLOW once the counter is spent (never in practice: 2^64 datagrams),
+ * -EMSGSIZE for a datagram too long, -EIO if libcrypto fails. */
 int uln_seal_tx(struct uln_seal_tx *tx, const struct iovec *in, const struct iovec *out, int n,
                 uint8_t trailer[ULN_SEAL_TRAILER]);
 
 /* Opens one received datagram of len bytes, trailer included, in place.
  * Returns the plain length (len - ULN_SEAL_TRAILER), or: -EMSGSIZE shorter
  * than a trailer, -EALREADY a counter already accepted (a replay), -ESTALE a
- * counter older than the window, -EBADMSG a tag that does not check out
- * (forged, altered, truncated, another key). On any error nothing was
+ * counter older than the window, -EBADMSG a length field not len or a tag
+ * that does not check out (forged, altered, truncated, another key). On any error nothing was
  * accepted and the window is unchanged; under encrypt the bytes may have
  * been overwritten and must be dropped. */
 long uln_seal_rx(struct uln_seal_rx *rx, uint8_t *dgram, size_t len);
+
+/* The length field of the sealed datagram that ends at buf + end: where it
+ * says the datagram starts is buf + end - the result. 0 when end is shorter
+ * than a trailer, or the field says less than a trailer or more than end.
+ * Unchecked until the datagram is opened. */
+uint32_t uln_seal_len(const uint8_t *buf, uint32_t end);
 
 #endif

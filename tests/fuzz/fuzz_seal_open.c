@@ -99,7 +99,8 @@ static long open_checked(struct uln_seal_rx *rx, const uint8_t *d, size_t len, u
     must(r >= 0 || r == -EMSGSIZE || r == -EALREADY || r == -ESTALE || r == -EBADMSG,
          "an error not in seal.h");
     if (r >= 0) {
-        must((size_t)r + ULN_SEAL_TRAILER == len, "plain length is not the datagram's less 24");
+        must((size_t)r + ULN_SEAL_TRAILER == len,
+             "plain length is not the datagram's less its trailer");
         uint64_t c = counter_of(d, len);
         must(!was_seen(c), "a counter accepted twice");
         if (F.nseen < MAX_SEEN) F.seen[F.nseen++] = c;

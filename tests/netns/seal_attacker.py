@@ -30,6 +30,7 @@ import time
 
 ETH_P_IP = 0x0800
 HDR = 36
+TRAILER = 26  # a sealed datagram's counter, length and tag (src/seal/seal.h)
 
 
 def capture(dir_, a, b):
@@ -142,10 +143,10 @@ def main():
     # A's last, one still lands (a PUT ahead of order is placed on arrival)
     forged = [f for f in (forge(got, a, b, k) for k in range(1, 5)) if f]
     if not forged:  # encrypt: nothing to read; the same size, the payload overwritten
-        size = HDR + 24 + 64 + 24
+        size = HDR + 24 + 64 + TRAILER
         same = [g for g in ab if len(g[4]) == size]
         for s, d, sp, dp, p in same[-4:]:
-            forged.append((s, d, sp, dp, p[:HDR + 24] + b"FORGED BY THE PATH!!" + b"!" * 44 + p[-24:]))
+            forged.append((s, d, sp, dp, p[:HDR + 24] + b"FORGED BY THE PATH!!" + b"!" * 44 + p[-TRAILER:]))
     plan["forge"] = forged
     # the forgery first: the next sequence number is only the next until A sends again
     order = ["forge", "replay", "flip_hdr", "flip_pay", "cut", "reorder"]

@@ -178,15 +178,19 @@ static void test_known_answer(enum uln_seal_mode mode, enum uln_seal_cipher ciph
     for (int i = 7; i >= 0; i--)
         ctr = ctr << 8 | d[n + i];
     CHECK_EQ(ctr, 0x0102030405060708ull);
+    /* the length field: the whole sealed datagram's, little-endian */
+    CHECK_EQ(d[n + 8] | d[n + 9] << 8, n + (int)ULN_SEAL_TRAILER);
     CHECK_EQ(memcmp(d, msg, (size_t)n) != 0, mode == ULN_SEAL_ENCRYPT);
-    CHECK_EQ(raw_aead(mode, cipher, kab, A_ENDS.my_epoch, ctr, d, n, d + n + 8, 0), 0);
+    CHECK_EQ(raw_aead(mode, cipher, kab, A_ENDS.my_epoch, ctr, d, n, d + n + 10, 0), 0);
     CHECK(!memcmp(d, msg, (size_t)n));
 
     /* B -> A by a raw sealer with kba, counter 5: A opens it. */
     memcpy(d, msg, (size_t)n);
     for (int i = 0; i < 8; i++)
         d[n + i] = (uint8_t)(UINT64_C(5) >> (8 * i));
-    CHECK_EQ(raw_aead(mode, cipher, kba, B_ENDS.my_epoch, 5, d, n, d + n + 8, 1), 0);
+    d[n + 8] = (uint8_t)(n + (int)ULN_SEAL_TRAILER);
+    d[n + 9] = (uint8_t)((n + (int)ULN_SEAL_TRAILER) >> 8);
+    CHECK_EQ(raw_aead(mode, cipher, kba, B_ENDS.my_epoch, 5, d, n, d + n + 10, 1), 0);
     CHECK_EQ(uln_seal_rx(&t.pa.rx, d, (size_t)n + ULN_SEAL_TRAILER), n);
     CHECK(!memcmp(d, msg, (size_t)n));
     two_close(&t);
@@ -218,6 +222,42 @@ static void test_round_trips(enum uln_seal_mode mode, enum uln_seal_cipher ciphe
         bad += memcmp(dst, src, n) != 0;
     }
     CHECK_EQ(bad, 0);
+    two_close(&t);
+}
+
+/* A run of sealed datagrams read as one (the kernel's GRO, read without its
+ * segment size) is cut where they end by the length fields, from the back;
+ * every piece then opens to its bytes. A datagram longer than the length
+ * field reaches is refused at sealing. */
+static void test_run_cut(enum uln_seal_mode mode)
+{
+    struct two t;
+    CHECK_EQ(two_open(&t, mode, ULN_SEAL_AES_256_GCM, false), 0);
+    static const size_t lens[] = {1000, 1000, 1000, 300};
+    enum { NRUN = 4 };
+    static uint8_t run[4 * (1000 + ULN_SEAL_TRAILER)];
+    uint8_t plain[1000];
+    size_t at = 0, starts[NRUN];
+    for (int k = 0; k < NRUN; k++) {
+        memset(plain, 'a' + k, sizeof plain);
+        starts[k] = at;
+        seal_ab(&t, plain, lens[k], run + at);
+        at += lens[k] + ULN_SEAL_TRAILER;
+    }
+    uint32_t end = (uint32_t)at;
+    for (int k = NRUN - 1; k >= 0; k--) {
+        uint32_t n = uln_seal_len(run, end);
+        CHECK_EQ(n, lens[k] + ULN_SEAL_TRAILER);
+        CHECK_EQ(end - n, starts[k]);
+        CHECK_EQ(uln_seal_rx(&t.pb.rx, run + end - n, n), (long)lens[k]);
+        CHECK_EQ(run[end - n], (uint8_t)('a' + k));
+        end -= n;
+    }
+    CHECK_EQ(end, 0);
+    CHECK_EQ(uln_seal_len(run, ULN_SEAL_TRAILER - 1), 0); /* no room for a trailer */
+    static uint8_t big[ULN_SEAL_DGRAM_MAX + 1];
+    struct iovec io = {big, ULN_SEAL_DGRAM_MAX - ULN_SEAL_TRAILER + 1};
+    CHECK_EQ(uln_seal_tx(&t.pa.tx, &io, NULL, 1, big + io.iov_len - ULN_SEAL_TRAILER), -EMSGSIZE);
     two_close(&t);
 }
 
@@ -510,6 +550,8 @@ int main(void)
             test_tamper((enum uln_seal_mode)m, ciphers[c]);
         }
     }
+    test_run_cut(ULN_SEAL_AUTH);
+    test_run_cut(ULN_SEAL_ENCRYPT);
     test_replay_window();
     test_nonces();
     test_other_keys();

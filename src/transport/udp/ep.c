@@ -44,19 +44,23 @@ void uln_udp_dst_sockaddr(const struct uln_ep *ep, int peer, struct sockaddr_sto
     peer_sockaddr(&udp_of(ep->ctx)->addrs[peer], (unsigned)ep->peers[peer].dst_ep, ss, len);
 }
 
-/* ULN_SECURE=auth: dgram_len, and the seal's trailer after the last packet.
- * Under encrypt the headers are ciphertext and say nothing: such reads keep
- * the kernel's segment size (no dgram_len). A cut an attacker's headers
- * chose only makes datagrams that do not open. */
+/* ULN_SECURE=auth or encrypt: where the first sealed datagram of a read ends,
+ * found from the back by the trailers' length fields (uln_seal_len) - under
+ * encrypt the headers are ciphertext and say nothing. A run the kernel
+ * merged is datagrams of one size but the last: the last one's field says
+ * where it starts, and the one before it ends there and says the size. A
+ * cut an attacker's fields chose only makes datagrams that do not open
+ * (uln_seal_rx refuses a length not its own). */
 static uint32_t dgram_len_sealed(const uint8_t *buf, uint32_t avail)
 {
-    uint32_t n = dgram_len(buf, avail);
-    return n && avail - n >= ULN_SEAL_TRAILER ? n + ULN_SEAL_TRAILER : 0;
+    uint32_t last = uln_seal_len(buf, avail);
+    if (last == 0 || last == avail) return last;
+    return uln_seal_len(buf, avail - last);
 }
 
 static uint32_t (*dgram_len_of(int secure))(const uint8_t *, uint32_t)
 {
-    return secure == ULN_SEAL_OFF ? dgram_len : secure == ULN_SEAL_AUTH ? dgram_len_sealed : NULL;
+    return secure == ULN_SEAL_OFF ? dgram_len : dgram_len_sealed;
 }
 
 /* Put peer into the link's table: its id there. -ENOENT: udp does not
