@@ -122,6 +122,7 @@ struct uln_seal_rx {
     uint64_t top;   /* one past the newest counter accepted (0: none yet) */
     uint32_t epoch; /* the peer's */
     enum uln_seal_mode mode;
+    bool one_call; /* AES-GCM: nonce and tag given in one parameter call (seal.c) */
     uint64_t seen[ULN_SEAL_WINDOW / 64]; /* bit c % WINDOW: counter c accepted */
 };
 
