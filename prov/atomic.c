@@ -245,6 +245,9 @@ static ssize_t atomic_post(struct ulnfi_ep *ep, const struct areq *r)
     unsigned uop, w;
     size_t n;
     ssize_t rc = areq_check(r, &uop, &w, &n);
+    struct ulnfi_cntr *trig = NULL;
+    uint64_t trig_at = 0;
+    if (!rc) rc = ulnfi_trigger_of(ep, r->m->context, r->flags, &trig, &trig_at);
     if (rc) return rc;
     struct ulnfi_domain *d = ep->dom;
     ulnfi_lock(d);
@@ -258,6 +261,11 @@ static ssize_t atomic_post(struct ulnfi_ep *ep, const struct areq *r)
     }
     op->peer = peer;
     op_fill(op, r, uop, w, n);
+    if (trig) {
+        ulnfi_trigger_park(op, trig, trig_at); /* trigger.c posts it */
+        ulnfi_unlock(d);
+        return 0;
+    }
     rc = ulnfi_atomic_advance(op);
     if (rc == -FI_EAGAIN && !op->pending) {
         ulnfi_progress(d);

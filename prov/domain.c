@@ -227,6 +227,7 @@ void ulnfi_progress(struct ulnfi_domain *d)
         struct ulnfi_ep *ep = d->live[i];
         if (ep->own_cq) poll_ucq(d, ep->own_cq);
         if (ep->retry_head) retry(ep);
+        if (ep->trig_head) ulnfi_trigger_fire(ep);
         if (ep->held_head) ulnfi_rx_retry(ep);
         if (ep->rndv_out) ulnfi_rndv_watch(ep);
     }

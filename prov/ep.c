@@ -435,6 +435,7 @@ static int ep_close(struct fid *fid)
         free(op);
     }
     ep->retry_tail = NULL;
+    ulnfi_trigger_drop(ep); /* never fired: their counters did not get there */
     while (ep->held_head) { /* messages held in the ring: dropped with it */
         struct ulnfi_held *e = ep->held_head;
         ep->held_head = e->next;

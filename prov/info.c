@@ -23,13 +23,16 @@
 #define ULNFI_MR_CAPS (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
 #define ULNFI_SECONDARY                                                                            \
     (FI_SOURCE | FI_REMOTE_CQ_DATA | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_MULTI_RECV | FI_SHARED_AV)
-/* FI_RMA_EVENT costs a NAP after every RMA (mr.c): given only when asked */
-#define ULNFI_CAPS (ULNFI_PRIMARY | ULNFI_SECONDARY | FI_RMA_EVENT)
+/* FI_RMA_EVENT costs a NAP after every RMA (mr.c), FI_TRIGGER (trigger.c)
+ * refuses triggered messages: each given only when asked */
+#define ULNFI_ASKED (FI_RMA_EVENT | FI_TRIGGER)
+#define ULNFI_CAPS  (ULNFI_PRIMARY | ULNFI_SECONDARY | ULNFI_ASKED)
 /* Of those, what fi_endpoint(3) says applies to a transmit or a receive
  * context: a secondary capability such as FI_REMOTE_CQ_DATA or FI_LOCAL_COMM
  * belongs to fi_info::caps only. */
 #define ULNFI_TX_CAPS                                                                              \
-    (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_NAMED_RX_CTX)
+    (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_NAMED_RX_CTX |    \
+     FI_TRIGGER)
 #define ULNFI_RX_CAPS                                                                              \
     (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE |        \
      FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV | FI_RMA_EVENT)
@@ -179,14 +182,14 @@ static uint64_t pick_caps(const struct fi_info *h)
         uint64_t c = ULNFI_CAPS;
         /* a client with no mr_mode cannot use our keys: no RMA, no atomics then */
         if (h && h->domain_attr && h->domain_attr->mr_mode == FI_MR_UNSPEC) c &= ~ULNFI_MR_CAPS;
-        if (!h || !(h->caps & FI_RMA_EVENT)) c &= ~(uint64_t)FI_RMA_EVENT;
+        c &= ~(uint64_t)ULNFI_ASKED | (h ? h->caps : 0);
         return c;
     }
     uint64_t c = h->caps & ULNFI_PRIMARY;
     if (c & (FI_RMA | FI_ATOMIC) && !(c & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
         c |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     if (c & (FI_MSG | FI_TAGGED) && !(c & (FI_SEND | FI_RECV))) c |= FI_SEND | FI_RECV;
-    return c | ULNFI_SECONDARY | (h->caps & FI_RMA_EVENT);
+    return c | ULNFI_SECONDARY | (h->caps & ULNFI_ASKED);
 }
 
 /* The modes a client of RMA or atomics must follow: our keys, and remote

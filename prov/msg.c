@@ -69,6 +69,7 @@ ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
                    uint64_t tag, uint64_t data, void *context, uint64_t flags, bool tagged)
 {
     if (count > ULNFI_IOV_LIMIT || (count && !iov)) return -FI_EINVAL;
+    if (flags & FI_TRIGGER) return -FI_ENOSYS; /* triggered RMA and atomics only (trigger.c) */
     size_t len = count == 1 ? iov[0].iov_len : ulnfi_iov_len(iov, count);
     bool inject = flags & FI_INJECT, silent = flags & ULNFI_INJECT_CALL;
     if (inject && len > ep->eager_max) return -FI_EINVAL;

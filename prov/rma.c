@@ -161,10 +161,15 @@ static ssize_t rma(struct ulnfi_ep *ep, bool write, const struct iovec *iov, siz
     if (len != rlen) return -FI_EINVAL;
     bool inject = write && (flags & FI_INJECT);
     if (inject && len > ep->eager_max) return -FI_EINVAL;
+    struct ulnfi_cntr *trig;
+    uint64_t trig_at = 0;
+    ssize_t rc = ulnfi_trigger_of(ep, context, flags, &trig, &trig_at);
+    if (rc) return rc;
+    if (trig && !len) return -FI_ENOSYS; /* a triggered write of no bytes is not built ahead */
     struct ulnfi_domain *d = ep->dom;
     ulnfi_lock(d);
     int peer;
-    ssize_t rc = ep->enabled ? ulnfi_av_peer(ep, addr, &peer) : -FI_EOPBADSTATE;
+    rc = ep->enabled ? ulnfi_av_peer(ep, addr, &peer) : -FI_EOPBADSTATE;
     struct ulnfi_op *op = rc ? NULL : ulnfi_op_get(ep, inject ? len : 0);
     if (!rc && !op) rc = -FI_ENOMEM;
     if (rc) {
@@ -191,6 +196,11 @@ static ssize_t rma(struct ulnfi_ep *ep, bool write, const struct iovec *iov, siz
         op->nliov = (uint32_t)count;
         for (size_t i = 0; i < count; i++)
             op->liov[i] = iov[i];
+    }
+    if (trig) {
+        ulnfi_trigger_park(op, trig, trig_at); /* trigger.c posts it */
+        ulnfi_unlock(d);
+        return 0;
     }
     if (!len && op->has_imm) {
         /* nothing to move, but the target must see the data */

@@ -344,6 +344,9 @@ struct ulnfi_op {
     struct uln_mr *mrs[ULNFI_RNDV_SEGS];
     uint32_t nmr, slot;
     uint64_t ping_at; /* rendezvous send: when to ping its peer next (ns) */
+    /* FI_TRIGGER: parked on its endpoint until trig_cntr reaches trig_at */
+    struct ulnfi_cntr *trig_cntr;
+    uint64_t trig_at;
     /* atomic: len elements of width bytes, done of them posted; operands (and
      * compares after them) copied into buf, results into the caller's res */
     uint8_t aop, awidth;
@@ -389,6 +392,7 @@ struct ulnfi_ep {
     struct fid_stx *stx;           /* the shared transmit context bound */
     struct ulnfi_op *free_ops;
     struct ulnfi_op *retry_head, *retry_tail; /* receives with GETs or an ACK to post */
+    struct ulnfi_op *trig_head, *trig_tail;   /* FI_TRIGGER: waiting for their counters */
     size_t eager_max, inline_max, rndv_min;
     uint64_t seq_errors, unexp_held;
     size_t unexp_unknown; /* queued messages from peers not in the AV (at most: some taken since) */
@@ -555,6 +559,15 @@ void ulnfi_recv_report(struct ulnfi_ep *ep, const struct ulnfi_match_recv *r, ui
                        size_t len, size_t olen, uint64_t data, uint64_t tag, fi_addr_t src,
                        void *buf, int status);
 void ulnfi_retry_add(struct ulnfi_ep *ep, struct ulnfi_op *op);
+/* trigger.c (FI_TRIGGER), under the domain lock: the counter and threshold
+ * of a triggered operation's context (*c NULL: not triggered), or -FI_*;
+ * parking a built operation; posting those whose counter is there
+ * (progress); dropping an endpoint's at its close. */
+int ulnfi_trigger_of(struct ulnfi_ep *ep, void *context, uint64_t flags, struct ulnfi_cntr **c,
+                     uint64_t *at);
+void ulnfi_trigger_park(struct ulnfi_op *op, struct ulnfi_cntr *c, uint64_t at);
+void ulnfi_trigger_fire(struct ulnfi_ep *ep);
+void ulnfi_trigger_drop(struct ulnfi_ep *ep);
 /* A message (EAGER or RTS) for an earlier life of the endpoint's index: true
  * when refused (counted; a rendezvous sender is told by an error ACK). */
 bool ulnfi_ep_stale(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, const void *p,

@@ -18,18 +18,22 @@
  *           receives, reported to each endpoint's CQ.
  *   waitset: fi_wait wakes for a completion, times out with none.
  *   sep:    scalable endpoints: receive context i reached by fi_rx_addr.
+ *   trigger: FI_TRIGGER: RMA and an atomic fired when their counters reach
+ *           the thresholds (one moved by the application, one by the
+ *           provider), in order, with their triggered contexts.
  *   sav:    FI_SHARED_AV: a child process opens the AV by name (FI_READ) and
  *           sends to the parent's fi_addr_t from map_addr.
  *   msg_fd: a client process connects while the server sleeps in poll() on
  *           its EQ's FI_WAIT_FD descriptor: the request wakes it.
  *   msg_death: the same, and the client dies connected: FI_SHUTDOWN.
- * Usage: fi_cm msg|msg_fd|msg_death|dgram|event|srx|waitset|sav|sep
+ * Usage: fi_cm msg|msg_fd|msg_death|dgram|event|srx|waitset|sav|sep|trigger
  */
 #include "fi_common.h"
 
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_trigger.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <signal.h>
@@ -292,7 +296,7 @@ static void pair_open(struct pair *p, struct fi_info *h, bool rcntr)
 static void pair_close(struct pair *p)
 {
     for (int i = 0; i < 2; i++)
-        fic_ep_close(p->s[i].ep, p->s[i].cq);
+        if (p->s[i].ep) fic_ep_close(p->s[i].ep, p->s[i].cq); /* a test may close one first */
     if (p->cntr) OK(fi_close(&p->cntr->fid));
     fic_dom_close(&p->d);
     fi_freeinfo(p->fi);
@@ -484,6 +488,95 @@ static int test_waitset(void)
     fi_freeinfo(fi);
     fi_freeinfo(h);
     printf("waitset: timed out empty, woke for completions\n");
+    return 0;
+}
+
+/* FI_TRIGGER: RMA and atomics parked until their counter reaches the
+ * threshold, then posted in order, completing with the triggered context;
+ * a counter the application moves, and one the provider moves (the
+ * target's remote writes); messages refused; an endpoint closed with one
+ * still parked. */
+static int test_trigger(void)
+{
+    struct fi_info *h =
+        hints_of(FI_EP_RDM, FI_MSG | FI_RMA | FI_ATOMIC | FI_RMA_EVENT | FI_TRIGGER);
+    struct pair p;
+    pair_open(&p, h, true); /* p.cntr: side 1's remote writes */
+    CHECK(p.fi->caps & FI_TRIGGER);
+    struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
+    struct fid_cntr *tc;
+    OK(fi_cntr_open(p.d.dom, &ca, &tc, NULL));
+    uint64_t region[4] = {0}, v[4] = {11, 22, 33, 5};
+    struct fid_mr *mr;
+    OK(fi_mr_reg(p.d.dom, region, sizeof(region), FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 0, 0, &mr,
+                 NULL));
+    uint64_t key = fi_mr_key(mr);
+    struct fi_triggered_context t[5];
+    for (int i = 0; i < 5; i++)
+        t[i] = (struct fi_triggered_context){.event_type = FI_TRIGGER_THRESHOLD};
+    t[0].trigger.threshold.cntr = tc, t[0].trigger.threshold.threshold = 2;
+    t[1].trigger.threshold.cntr = tc, t[1].trigger.threshold.threshold = 1;
+    t[2].trigger.threshold.cntr = tc, t[2].trigger.threshold.threshold = 2;
+    t[3].trigger.threshold.cntr = p.cntr, t[3].trigger.threshold.threshold = 1;
+    t[4].trigger.threshold.cntr = tc, t[4].trigger.threshold.threshold = 100;
+    struct fi_rma_iov r[3] = {{0, 8, key}, {8, 8, key}, {16, 8, key}};
+    struct iovec iv[3] = {{&v[0], 8}, {&v[1], 8}, {&v[2], 8}};
+    struct fi_msg_rma m0 = {.msg_iov = &iv[0],
+                            .iov_count = 1,
+                            .addr = p.addr[1],
+                            .rma_iov = &r[0],
+                            .rma_iov_count = 1,
+                            .context = &t[0]};
+    struct fi_msg_rma m1 = m0, m3 = m0;
+    m1.msg_iov = &iv[1], m1.rma_iov = &r[1], m1.context = &t[1];
+    m3.msg_iov = &iv[2], m3.rma_iov = &r[2], m3.context = &t[3];
+    OK(fi_writemsg(p.s[0].ep, &m0, FI_TRIGGER));
+    OK(fi_writemsg(p.s[0].ep, &m1, FI_TRIGGER));
+    struct fi_ioc ioc = {&v[3], 1};
+    struct fi_rma_ioc rioc = {24, 1, key};
+    struct fi_msg_atomic am = {.msg_iov = &ioc,
+                               .iov_count = 1,
+                               .addr = p.addr[1],
+                               .rma_iov = &rioc,
+                               .rma_iov_count = 1,
+                               .datatype = FI_UINT64,
+                               .op = FI_SUM,
+                               .context = &t[2]};
+    OK(fi_atomicmsg(p.s[0].ep, &am, FI_TRIGGER));
+    OK(fi_writemsg(p.s[0].ep, &m3, FI_TRIGGER)); /* on side 1's remote-write counter */
+    struct fi_cq_tagged_entry e;
+    for (int i = 0; i < 100; i++) /* progress: nothing fires below its threshold */
+        CHECK(fi_cq_read(p.s[0].cq, &e, 1) == -FI_EAGAIN);
+    CHECK(!region[0] && !region[1] && !region[2] && !region[3]);
+    OK(fi_cntr_add(tc, 1)); /* t[1] */
+    CHECK(cq_wait1(p.s[0].cq, &e) == 0 && e.op_context == &t[1] && region[1] == 22);
+    CHECK(!region[0] && !region[3]);
+    /* t[1]'s write moved side 1's remote-write counter: t[3] fires too */
+    CHECK(cq_wait1(p.s[0].cq, &e) == 0 && e.op_context == &t[3] && region[2] == 33);
+    OK(fi_cntr_add(tc, 1)); /* t[0] and t[2] (posted in that order; they complete in either) */
+    void *done[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++)
+        CHECK(cq_wait1(p.s[0].cq, &e) == 0 && (done[i] = e.op_context));
+    CHECK((done[0] == &t[0] && done[1] == &t[2]) || (done[0] == &t[2] && done[1] == &t[0]));
+    CHECK(region[0] == 11 && region[3] == 5);
+    /* refused: a triggered message; another event type */
+    struct iovec siv = {v, 8};
+    struct fi_msg sm = {.msg_iov = &siv, .iov_count = 1, .addr = p.addr[1], .context = &t[1]};
+    CHECK(fi_sendmsg(p.s[0].ep, &sm, FI_TRIGGER) == -FI_ENOSYS);
+    struct fi_triggered_context other = {.event_type = FI_TRIGGER_XPU};
+    m0.context = &other;
+    CHECK(fi_writemsg(p.s[0].ep, &m0, FI_TRIGGER) == -FI_ENOSYS);
+    /* one left parked: its counter stays bound until the endpoint closes */
+    m0.context = &t[4];
+    OK(fi_writemsg(p.s[0].ep, &m0, FI_TRIGGER));
+    CHECK(fi_close(&tc->fid) == -FI_EBUSY);
+    fic_ep_close(p.s[0].ep, p.s[0].cq);
+    p.s[0].ep = NULL;
+    OK(fi_close(&tc->fid));
+    OK(fi_close(&mr->fid));
+    pair_close(&p);
+    fi_freeinfo(h);
+    printf("trigger: RMA and an atomic fired at their thresholds\n");
     return 0;
 }
 
@@ -730,6 +823,7 @@ int main(int argc, char **argv)
              : !strcmp(t, "waitset")   ? test_waitset()
              : !strcmp(t, "sav")       ? test_sav()
              : !strcmp(t, "sep")       ? test_sep()
+             : !strcmp(t, "trigger")   ? test_trigger()
                                        : 2;
     if (rc || failures) {
         fprintf(stderr, "fi_cm %s FAILED\n", t);

@@ -941,7 +941,7 @@ int main(int argc, char **argv)
     h2->ep_attr->type = FI_EP_SOCK_STREAM;
     CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h2, &none) == -FI_ENODATA);
     h2->ep_attr->type = FI_EP_RDM;
-    h2->caps |= FI_TRIGGER;
+    h2->caps |= FI_COLLECTIVE; /* not offered */
     CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h2, &none) == -FI_ENODATA);
     fi_freeinfo(h2);
     char tmp[256];
