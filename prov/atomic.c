@@ -281,7 +281,7 @@ static ssize_t atomic_post(struct ulnfi_ep *ep, const struct areq *r)
     return rc;
 }
 
-#define EP(fep) ulnfi_container(fep, struct ulnfi_ep, ep)
+#define EP(fep) ulnfi_ep_of(fep) /* itself, or what an alias stands for */
 
 /* fi_msg_atomic for the single-buffer and vector forms. */
 #define MSG(iov_, cnt_, dest_, rma_, dt_, op_, ctx_)                                               \
@@ -298,7 +298,7 @@ static ssize_t a_write(struct fid_ep *fep, const void *buf, size_t count, void *
     struct fi_ioc v = {(void *)buf, count};
     struct fi_rma_ioc rv = {addr, count, key};
     struct fi_msg_atomic m = MSG(&v, 1, dest, &rv, dt, op, context);
-    return atomic_post(EP(fep), &(struct areq){.m = &m, .flags = EP(fep)->tx_op_flags});
+    return atomic_post(EP(fep), &(struct areq){.m = &m, .flags = ulnfi_tx_flags(fep)});
 }
 static ssize_t a_writev(struct fid_ep *fep, const struct fi_ioc *iov, void **desc, size_t count,
                         fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt,
@@ -306,7 +306,7 @@ static ssize_t a_writev(struct fid_ep *fep, const struct fi_ioc *iov, void **des
 {
     struct fi_rma_ioc rv = {addr, ioc_count(iov, count), key};
     struct fi_msg_atomic m = MSG(iov, count, dest, &rv, dt, op, context);
-    return atomic_post(EP(fep), &(struct areq){.m = &m, .flags = EP(fep)->tx_op_flags});
+    return atomic_post(EP(fep), &(struct areq){.m = &m, .flags = ulnfi_tx_flags(fep)});
 }
 static ssize_t a_writemsg(struct fid_ep *fep, const struct fi_msg_atomic *m, uint64_t flags)
 {
@@ -330,7 +330,7 @@ static ssize_t a_readwrite(struct fid_ep *fep, const void *buf, size_t count, vo
     struct fi_msg_atomic m = MSG(&v, 1, dest, &rv, dt, op, context);
     return atomic_post(
         EP(fep),
-        &(struct areq){.m = &m, .res = &rs, .nres = 1, .k = FETCH, .flags = EP(fep)->tx_op_flags});
+        &(struct areq){.m = &m, .res = &rs, .nres = 1, .k = FETCH, .flags = ulnfi_tx_flags(fep)});
 }
 static ssize_t a_readwritev(struct fid_ep *fep, const struct fi_ioc *iov, void **desc, size_t count,
                             struct fi_ioc *resultv, void **result_desc, size_t result_count,
@@ -343,7 +343,7 @@ static ssize_t a_readwritev(struct fid_ep *fep, const struct fi_ioc *iov, void *
                                                .res = resultv,
                                                .nres = result_count,
                                                .k = FETCH,
-                                               .flags = EP(fep)->tx_op_flags});
+                                               .flags = ulnfi_tx_flags(fep)});
 }
 static ssize_t a_readwritemsg(struct fid_ep *fep, const struct fi_msg_atomic *m,
                               struct fi_ioc *resultv, void **result_desc, size_t result_count,
@@ -368,7 +368,7 @@ static ssize_t a_compwrite(struct fid_ep *fep, const void *buf, size_t count, vo
                                                .res = &rs,
                                                .nres = 1,
                                                .k = COMPARE,
-                                               .flags = EP(fep)->tx_op_flags});
+                                               .flags = ulnfi_tx_flags(fep)});
 }
 static ssize_t a_compwritev(struct fid_ep *fep, const struct fi_ioc *iov, void **desc, size_t count,
                             const struct fi_ioc *comparev, void **compare_desc,
@@ -384,7 +384,7 @@ static ssize_t a_compwritev(struct fid_ep *fep, const struct fi_ioc *iov, void *
                                                .res = resultv,
                                                .nres = result_count,
                                                .k = COMPARE,
-                                               .flags = EP(fep)->tx_op_flags});
+                                               .flags = ulnfi_tx_flags(fep)});
 }
 static ssize_t a_compwritemsg(struct fid_ep *fep, const struct fi_msg_atomic *m,
                               const struct fi_ioc *comparev, void **compare_desc,

@@ -362,6 +362,8 @@ static int ep_control(struct fid *fid, int command, void *arg)
     switch (command) {
     case FI_ENABLE:
         return ulnfi_ep_enable(ep);
+    case FI_ALIAS:
+        return ulnfi_alias_open(ep, arg);
     case FI_GETOPSFLAG: {
         uint64_t *f = arg;
         if (*f & FI_TRANSMIT)
@@ -405,6 +407,7 @@ static int ep_close(struct fid *fid)
     struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
     struct ulnfi_domain *d = ep->dom;
     if (ep->is_srx && ep->srx_refs) return -FI_EBUSY; /* its endpoints close first */
+    if (ep->aliases) return -FI_EBUSY;                /* and its aliases (alias.c) */
     ulnfi_names_stop(ep); /* first: a client must not learn a name about to go */
     ulnfi_lock(d);
     if (ep->uep) {

@@ -491,59 +491,59 @@ void ulnfi_rx_retry(struct ulnfi_ep *ep)
 static ssize_t msg_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, fi_addr_t src,
                         void *context)
 {
-    struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
+    struct ulnfi_ep *ep = ulnfi_ep_of(fep);
     struct iovec iov = {buf, len};
-    return ulnfi_recv(ep, &iov, 1, src, 0, 0, context, ep->rx_op_flags, false);
+    return ulnfi_recv(ep, &iov, 1, src, 0, 0, context, ulnfi_rx_flags(fep), false);
 }
 static ssize_t msg_recvv(struct fid_ep *fep, const struct iovec *iov, void **desc, size_t count,
                          fi_addr_t src, void *context)
 {
-    struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
-    return ulnfi_recv(ep, iov, count, src, 0, 0, context, ep->rx_op_flags, false);
+    struct ulnfi_ep *ep = ulnfi_ep_of(fep);
+    return ulnfi_recv(ep, iov, count, src, 0, 0, context, ulnfi_rx_flags(fep), false);
 }
 static ssize_t msg_recvmsg(struct fid_ep *fep, const struct fi_msg *msg, uint64_t flags)
 {
-    struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
+    struct ulnfi_ep *ep = ulnfi_ep_of(fep);
     return ulnfi_recv(ep, msg->msg_iov, msg->iov_count, msg->addr, 0, 0, msg->context, flags,
                       false);
 }
 static ssize_t msg_send(struct fid_ep *fep, const void *buf, size_t len, void *desc, fi_addr_t dest,
                         void *context)
 {
-    struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
+    struct ulnfi_ep *ep = ulnfi_ep_of(fep);
     struct iovec iov = {(void *)buf, len};
-    return ulnfi_send(ep, &iov, 1, dest, 0, 0, context, ep->tx_op_flags, false);
+    return ulnfi_send(ep, &iov, 1, dest, 0, 0, context, ulnfi_tx_flags(fep), false);
 }
 static ssize_t msg_sendv(struct fid_ep *fep, const struct iovec *iov, void **desc, size_t count,
                          fi_addr_t dest, void *context)
 {
-    struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
-    return ulnfi_send(ep, iov, count, dest, 0, 0, context, ep->tx_op_flags, false);
+    struct ulnfi_ep *ep = ulnfi_ep_of(fep);
+    return ulnfi_send(ep, iov, count, dest, 0, 0, context, ulnfi_tx_flags(fep), false);
 }
 static ssize_t msg_sendmsg(struct fid_ep *fep, const struct fi_msg *msg, uint64_t flags)
 {
-    struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
+    struct ulnfi_ep *ep = ulnfi_ep_of(fep);
     return ulnfi_send(ep, msg->msg_iov, msg->iov_count, msg->addr, 0, msg->data, msg->context,
                       flags & ~ULNFI_INJECT_CALL, false);
 }
 static ssize_t msg_inject(struct fid_ep *fep, const void *buf, size_t len, fi_addr_t dest)
 {
-    struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
+    struct ulnfi_ep *ep = ulnfi_ep_of(fep);
     struct iovec iov = {(void *)buf, len};
     return ulnfi_send(ep, &iov, 1, dest, 0, 0, NULL, FI_INJECT | ULNFI_INJECT_CALL, false);
 }
 static ssize_t msg_senddata(struct fid_ep *fep, const void *buf, size_t len, void *desc,
                             uint64_t data, fi_addr_t dest, void *context)
 {
-    struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
+    struct ulnfi_ep *ep = ulnfi_ep_of(fep);
     struct iovec iov = {(void *)buf, len};
-    return ulnfi_send(ep, &iov, 1, dest, 0, data, context, ep->tx_op_flags | FI_REMOTE_CQ_DATA,
+    return ulnfi_send(ep, &iov, 1, dest, 0, data, context, ulnfi_tx_flags(fep) | FI_REMOTE_CQ_DATA,
                       false);
 }
 static ssize_t msg_injectdata(struct fid_ep *fep, const void *buf, size_t len, uint64_t data,
                               fi_addr_t dest)
 {
-    struct ulnfi_ep *ep = ulnfi_container(fep, struct ulnfi_ep, ep);
+    struct ulnfi_ep *ep = ulnfi_ep_of(fep);
     struct iovec iov = {(void *)buf, len};
     return ulnfi_send(ep, &iov, 1, dest, 0, data, NULL,
                       FI_INJECT | ULNFI_INJECT_CALL | FI_REMOTE_CQ_DATA, false);

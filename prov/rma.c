@@ -224,20 +224,20 @@ static ssize_t rma(struct ulnfi_ep *ep, bool write, const struct iovec *iov, siz
     return rc;
 }
 
-#define EP(fep) ulnfi_container(fep, struct ulnfi_ep, ep)
+#define EP(fep) ulnfi_ep_of(fep) /* itself, or what an alias stands for */
 
 static ssize_t r_read(struct fid_ep *fep, void *buf, size_t len, void *desc, fi_addr_t src,
                       uint64_t addr, uint64_t key, void *context)
 {
     struct iovec iov = {buf, len};
     struct fi_rma_iov r = {addr, len, key};
-    return rma(EP(fep), false, &iov, 1, src, &r, 1, 0, context, EP(fep)->tx_op_flags);
+    return rma(EP(fep), false, &iov, 1, src, &r, 1, 0, context, ulnfi_tx_flags(fep));
 }
 static ssize_t r_readv(struct fid_ep *fep, const struct iovec *iov, void **desc, size_t count,
                        fi_addr_t src, uint64_t addr, uint64_t key, void *context)
 {
     struct fi_rma_iov r = {addr, ulnfi_iov_len(iov, count), key};
-    return rma(EP(fep), false, iov, count, src, &r, 1, 0, context, EP(fep)->tx_op_flags);
+    return rma(EP(fep), false, iov, count, src, &r, 1, 0, context, ulnfi_tx_flags(fep));
 }
 static ssize_t r_readmsg(struct fid_ep *fep, const struct fi_msg_rma *m, uint64_t flags)
 {
@@ -249,13 +249,13 @@ static ssize_t r_write(struct fid_ep *fep, const void *buf, size_t len, void *de
 {
     struct iovec iov = {(void *)buf, len};
     struct fi_rma_iov r = {addr, len, key};
-    return rma(EP(fep), true, &iov, 1, dest, &r, 1, 0, context, EP(fep)->tx_op_flags);
+    return rma(EP(fep), true, &iov, 1, dest, &r, 1, 0, context, ulnfi_tx_flags(fep));
 }
 static ssize_t r_writev(struct fid_ep *fep, const struct iovec *iov, void **desc, size_t count,
                         fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
 {
     struct fi_rma_iov r = {addr, ulnfi_iov_len(iov, count), key};
-    return rma(EP(fep), true, iov, count, dest, &r, 1, 0, context, EP(fep)->tx_op_flags);
+    return rma(EP(fep), true, iov, count, dest, &r, 1, 0, context, ulnfi_tx_flags(fep));
 }
 static ssize_t r_writemsg(struct fid_ep *fep, const struct fi_msg_rma *m, uint64_t flags)
 {
@@ -276,7 +276,7 @@ static ssize_t r_writedata(struct fid_ep *fep, const void *buf, size_t len, void
     struct iovec iov = {(void *)buf, len};
     struct fi_rma_iov r = {addr, len, key};
     return rma(EP(fep), true, &iov, 1, dest, &r, 1, data, context,
-               EP(fep)->tx_op_flags | FI_REMOTE_CQ_DATA);
+               ulnfi_tx_flags(fep) | FI_REMOTE_CQ_DATA);
 }
 static ssize_t r_injectdata(struct fid_ep *fep, const void *buf, size_t len, uint64_t data,
                             fi_addr_t dest, uint64_t addr, uint64_t key)

@@ -4,18 +4,18 @@
  */
 #include "ulnfi.h"
 
-#define EP(fep) ulnfi_container(fep, struct ulnfi_ep, ep)
+#define EP(fep) ulnfi_ep_of(fep) /* itself, or what an alias stands for */
 
 static ssize_t t_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, fi_addr_t src,
                       uint64_t tag, uint64_t ignore, void *context)
 {
     struct iovec iov = {buf, len};
-    return ulnfi_recv(EP(fep), &iov, 1, src, tag, ignore, context, EP(fep)->rx_op_flags, true);
+    return ulnfi_recv(EP(fep), &iov, 1, src, tag, ignore, context, ulnfi_rx_flags(fep), true);
 }
 static ssize_t t_recvv(struct fid_ep *fep, const struct iovec *iov, void **desc, size_t count,
                        fi_addr_t src, uint64_t tag, uint64_t ignore, void *context)
 {
-    return ulnfi_recv(EP(fep), iov, count, src, tag, ignore, context, EP(fep)->rx_op_flags, true);
+    return ulnfi_recv(EP(fep), iov, count, src, tag, ignore, context, ulnfi_rx_flags(fep), true);
 }
 static ssize_t t_recvmsg(struct fid_ep *fep, const struct fi_msg_tagged *m, uint64_t flags)
 {
@@ -26,12 +26,12 @@ static ssize_t t_send(struct fid_ep *fep, const void *buf, size_t len, void *des
                       uint64_t tag, void *context)
 {
     struct iovec iov = {(void *)buf, len};
-    return ulnfi_send(EP(fep), &iov, 1, dest, tag, 0, context, EP(fep)->tx_op_flags, true);
+    return ulnfi_send(EP(fep), &iov, 1, dest, tag, 0, context, ulnfi_tx_flags(fep), true);
 }
 static ssize_t t_sendv(struct fid_ep *fep, const struct iovec *iov, void **desc, size_t count,
                        fi_addr_t dest, uint64_t tag, void *context)
 {
-    return ulnfi_send(EP(fep), iov, count, dest, tag, 0, context, EP(fep)->tx_op_flags, true);
+    return ulnfi_send(EP(fep), iov, count, dest, tag, 0, context, ulnfi_tx_flags(fep), true);
 }
 static ssize_t t_sendmsg(struct fid_ep *fep, const struct fi_msg_tagged *m, uint64_t flags)
 {
@@ -49,7 +49,7 @@ static ssize_t t_senddata(struct fid_ep *fep, const void *buf, size_t len, void 
 {
     struct iovec iov = {(void *)buf, len};
     return ulnfi_send(EP(fep), &iov, 1, dest, tag, data, context,
-                      EP(fep)->tx_op_flags | FI_REMOTE_CQ_DATA, true);
+                      ulnfi_tx_flags(fep) | FI_REMOTE_CQ_DATA, true);
 }
 static ssize_t t_injectdata(struct fid_ep *fep, const void *buf, size_t len, uint64_t data,
                             fi_addr_t dest, uint64_t tag)

@@ -378,6 +378,7 @@ struct ulnfi_ep {
     struct ulnfi_cntr *tx_cntr, *rx_cntr, *rd_cntr, *wr_cntr, *rrd_cntr, *rwr_cntr;
     bool tx_selective, rx_selective;
     uint64_t tx_op_flags, rx_op_flags;
+    int aliases; /* fi_ep_alias objects open on it (alias.c): they close first */
     struct uln_ep *uep;
     struct uln_cq *own_cq;            /* when a direction has no fi_cq bound */
     struct ulnfi_cq *utx_cq, *urx_cq; /* whose ucq the ulnet endpoint reports to */
@@ -422,6 +423,34 @@ struct ulnfi_ep {
     int sep_index;
     bool sep_rx;
 };
+
+/* fi_ep_alias (alias.c): another fid_ep for an endpoint, with default op
+ * flags of its own; data operations given either go to the endpoint. */
+struct ulnfi_alias {
+    struct fid_ep ep;
+    struct ulnfi_ep *of;
+    uint64_t tx_op_flags, rx_op_flags;
+};
+extern struct fi_ops ulnfi_alias_fi_ops;
+int ulnfi_alias_open(struct ulnfi_ep *ep, struct fi_alias *al);
+
+/* The endpoint a data operation's fid_ep names - itself, or the one an
+ * alias stands for - and the default op flags it gives. */
+static inline struct ulnfi_ep *ulnfi_ep_of(struct fid_ep *fep)
+{
+    if (fep->fid.ops == &ulnfi_alias_fi_ops) return ((struct ulnfi_alias *)fep)->of;
+    return ulnfi_container(fep, struct ulnfi_ep, ep);
+}
+static inline uint64_t ulnfi_tx_flags(struct fid_ep *fep)
+{
+    if (fep->fid.ops == &ulnfi_alias_fi_ops) return ((struct ulnfi_alias *)fep)->tx_op_flags;
+    return ulnfi_container(fep, struct ulnfi_ep, ep)->tx_op_flags;
+}
+static inline uint64_t ulnfi_rx_flags(struct fid_ep *fep)
+{
+    if (fep->fid.ops == &ulnfi_alias_fi_ops) return ((struct ulnfi_alias *)fep)->rx_op_flags;
+    return ulnfi_container(fep, struct ulnfi_ep, ep)->rx_op_flags;
+}
 enum { ULNFI_CMS_IDLE, ULNFI_CMS_CONNECTING, ULNFI_CMS_CONNECTED, ULNFI_CMS_SHUT };
 struct ulnfi_cmev {
     struct ulnfi_cmev *next;

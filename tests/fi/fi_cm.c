@@ -20,7 +20,8 @@
  *   sep:    scalable endpoints: receive context i reached by fi_rx_addr.
  *   trigger: FI_TRIGGER: RMA and an atomic fired when their counters reach
  *           the thresholds (one moved by the application, one by the
- *           provider), in order, with their triggered contexts.
+ *           provider), in order, with their triggered contexts; an alias
+ *           endpoint (fi_ep_alias) whose transmit default is FI_TRIGGER.
  *   sav:    FI_SHARED_AV: a child process opens the AV by name (FI_READ) and
  *           sends to the parent's fi_addr_t from map_addr.
  *   msg_fd: a client process connects while the server sleeps in poll() on
@@ -566,6 +567,23 @@ static int test_trigger(void)
     struct fi_triggered_context other = {.event_type = FI_TRIGGER_XPU};
     m0.context = &other;
     CHECK(fi_writemsg(p.s[0].ep, &m0, FI_TRIGGER) == -FI_ENOSYS);
+    /* an alias whose transmit default is FI_TRIGGER (fi_ep_alias): its plain
+     * fi_write is triggered, the endpoint's own is not */
+    struct fid_ep *alias = NULL;
+    OK(fi_ep_alias(p.s[0].ep, &alias, FI_TRANSMIT | FI_TRIGGER));
+    uint64_t fl = FI_TRANSMIT;
+    OK(fi_control(&alias->fid, FI_GETOPSFLAG, &fl));
+    CHECK(fl == FI_TRIGGER);
+    struct fi_triggered_context ta = {.event_type = FI_TRIGGER_THRESHOLD};
+    ta.trigger.threshold.cntr = tc, ta.trigger.threshold.threshold = 3;
+    uint64_t nine = 9, eight = 8;
+    OK(fi_write(alias, &nine, 8, NULL, p.addr[1], 0, key, &ta));
+    OK(fi_write(p.s[0].ep, &eight, 8, NULL, p.addr[1], 8, key, &e));
+    CHECK(cq_wait1(p.s[0].cq, &e) == 0 && region[1] == 8 && region[0] == 11);
+    CHECK(fi_close(&p.s[0].ep->fid) == -FI_EBUSY); /* its alias first */
+    OK(fi_cntr_add(tc, 1));
+    CHECK(cq_wait1(p.s[0].cq, &e) == 0 && e.op_context == &ta && region[0] == 9);
+    OK(fi_close(&alias->fid));
     /* one left parked: its counter stays bound until the endpoint closes */
     m0.context = &t[4];
     OK(fi_writemsg(p.s[0].ep, &m0, FI_TRIGGER));
