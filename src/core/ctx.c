@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/un.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 
 #include "core/internal.h"
 #include "boot/board.h"
 #include "boot/root.h" /* uln_boot_mode */
+#include "transport/svc/svc.h"
 
 ULN_EXPORT const char *uln_version(int *num)
 {
@@ -74,6 +76,7 @@ static void ctx_free(struct uln_ctx *ctx)
     uln_transports_close(ctx);
     uln_peers_close(ctx);
     uln_doorbell_close(ctx);
+    uln_svc_detach(ctx); /* before the inbox it shares goes */
     uln_inbox_close(ctx);
     uln_boot_fini(ctx);
     free(ctx->regions);
@@ -126,6 +129,8 @@ ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
     /* Before the inbox is published: peers read the flag when they map it. */
     ctx->hz_light = ctx->p.membarrier && membarrier_setup();
     ctx->inbox->hdr->dereg_fence = ctx->hz_light;
+    /* After the inbox header is whole: the service checks it at attach. */
+    if ((rc = uln_svc_attach(ctx)) != 0) goto fail;
     if ((rc = uln_transports_open(ctx, addr, sizeof addr)) != 0) goto fail;
     if ((rc = uln_boot_publish(ctx, addr, sizeof addr)) != 0) goto fail;
     /* Everybody's address must be on the board before anyone sends. */

@@ -15,6 +15,11 @@
 #include "seal/settings.h"
 #include "transport/udp/ctx.h"
 
+const char *uln_diag_service(const struct uln_ctx *ctx)
+{
+    return ctx->svc_why;
+}
+
 void uln_diag_link(const struct uln_ctx *ctx, struct uln_diag_link *out)
 {
     memset(out, 0, sizeof *out);

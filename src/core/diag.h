@@ -50,6 +50,9 @@ struct uln_diag_seal {
 };
 void uln_diag_seal(const struct uln_ctx *ctx, struct uln_diag_seal *out);
 
+/* The host service (ULN_SERVICE): one line, attached to which, or why not. */
+const char *uln_diag_service(const struct uln_ctx *ctx);
+
 /* Whether this build has the AF_XDP link and the PMIx bootstrap. */
 bool uln_diag_xdp_built(void);
 bool uln_diag_pmix_built(void);

@@ -163,9 +163,12 @@ static inline void peer_wake(struct uln_ep *ep, int peer)
  * path, which looks again every pass.) */
 void uln_engine_release(struct uln_ep *ep, int src, struct uln_ring_cons *c, struct uln_msg *m)
 {
-    if (uln_ring_release(c, m) && (ep->peers[src].tp->caps & ULN_TP_CAP_RINGS) &&
-        out_rings_ready(ep, src))
+    if (ULN_LIKELY(!uln_ring_release(c, m))) return;
+    const struct uln_transport_ops *tp = ep->peers[src].tp;
+    if ((tp->caps & ULN_TP_CAP_RINGS) && out_rings_ready(ep, src))
         peer_wake(ep, src);
+    else if (tp->room)
+        tp->room(ep, src); /* a producer of its own (the host service) waits */
 }
 
 /* ---- fast path: the doorbell with nothing ahead ------------------------------- */

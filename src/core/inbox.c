@@ -7,6 +7,7 @@
  * ever shrinks it).
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -49,10 +50,13 @@ int uln_inbox_open(struct uln_ctx *ctx)
         align_up(uln_ring_footprint(p->ring_bytes) + uln_ring_footprint(ULN_REQ_RING_BYTES), 4096);
     size_t total = rings_off + stride * (size_t)ctx->size * p->max_eps;
 
-    ib->fd = memfd_create("ulnet-inbox", MFD_CLOEXEC);
+    ib->fd = memfd_create("ulnet-inbox", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (ib->fd < 0) return -errno;
     /* Sparse: pages cost memory only once a peer actually uses a ring. */
     if (ftruncate(ib->fd, (off_t)total) != 0) return -errno;
+    /* Its size is final: whoever maps it (the host service, which must not
+     * take SIGBUS from a process that shrinks its own inbox) can rely on it. */
+    if (fcntl(ib->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return -errno;
     ib->base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, ib->fd, 0);
     if (ib->base == MAP_FAILED) {
         ib->base = NULL;
@@ -92,14 +96,15 @@ void uln_inbox_close(struct uln_ctx *ctx)
     ctx->keys = NULL;
 }
 
-bool uln_inbox_hdr_ok(const struct uln_ctx *ctx, const struct uln_inbox_hdr *h, int rank,
-                      size_t len)
+bool uln_inbox_layout_ok(const struct uln_inbox_hdr *h, size_t len)
 {
     /* Everything we will compute addresses from must stay inside the mapping. */
     uint64_t want_stride =
         uln_ring_footprint(h->ring_bytes) + uln_ring_footprint(ULN_REQ_RING_BYTES);
     bool layout_ok =
         h->keys_off >= sizeof *h && h->max_regions <= (1u << 24) && h->max_eps <= 64 &&
+        h->size <= ULN_BOARD_MAX_RANKS && h->ring_bytes >= 4096 && h->ring_bytes <= (1u << 28) &&
+        !(h->ring_bytes & (h->ring_bytes - 1)) &&
         h->keys_off + (uint64_t)h->max_regions * 64 <= h->hazards_off &&
         h->hazards_off + (uint64_t)h->size * h->max_eps * 64 <= h->active_off &&
         h->active_off + 8ull * (2ull * h->max_eps + 1) * active_words((int)h->size) <=
@@ -110,13 +115,19 @@ bool uln_inbox_hdr_ok(const struct uln_ctx *ctx, const struct uln_inbox_hdr *h, 
         h->rings_off + h->pair_stride * h->size * h->max_eps <= h->total &&
         h->req_ring_bytes == ULN_REQ_RING_BYTES && h->keys_off % 4096 == 0 &&
         h->hazards_off % 4096 == 0;
+    return h->magic == ULN_INBOX_MAGIC && h->version == ULN_INBOX_VERSION && h->total == len &&
+           layout_ok;
+}
+
+bool uln_inbox_hdr_ok(const struct uln_ctx *ctx, const struct uln_inbox_hdr *h, int rank,
+                      size_t len)
+{
     /* In a job every member has the job's size and settings; a context with
      * no job only needs the ring size to match (our rings there are written
      * with our ring_bytes), and any size up to a job's limit. */
     bool size_ok = ctx->no_job ? h->size >= 2 && h->size <= ULN_BOARD_MAX_RANKS
                                : h->size == (uint32_t)ctx->size && h->max_eps >= ctx->p.max_eps;
-    return h->magic == ULN_INBOX_MAGIC && h->version == ULN_INBOX_VERSION &&
-           h->rank == (uint32_t)rank && size_ok && h->total == len && layout_ok &&
+    return uln_inbox_layout_ok(h, len) && h->rank == (uint32_t)rank && size_ok &&
            h->ring_bytes == ctx->p.ring_bytes;
 }
 

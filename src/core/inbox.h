@@ -128,6 +128,10 @@ void uln_inbox_close(struct uln_ctx *ctx);
  * counted.) */
 bool uln_inbox_hdr_ok(const struct uln_ctx *ctx, const struct uln_inbox_hdr *h, int rank,
                       size_t len);
+/* The part of that which needs no context: the header is an inbox's, of
+ * this version, and every address computed from it stays inside len bytes
+ * (the service checks a process's inbox with it at attach). */
+bool uln_inbox_layout_ok(const struct uln_inbox_hdr *h, size_t len);
 struct uln_inbox_claim *uln_inbox_claim_at(uint8_t *base, const struct uln_inbox_hdr *h, int slot);
 
 uint32_t uln_inbox_ring_bytes(int ch, const struct uln_params *p);

@@ -68,8 +68,8 @@ static const struct uln_setting core_table[] = {
      ULN_SEC_CORE},
     /* Transports and progress. */
     {"ULN_TRANSPORT", "auto", 0, 0,
-     "auto: shm on this host, udp to others; udp; shm; xdp: the same as ULN_TRANSPORT=udp "
-     "ULN_LINK=xdp",
+     "auto: shm on this host, udp to others; udp; shm; svc: every peer through the host's "
+     "ulnetd; xdp: the same as ULN_TRANSPORT=udp ULN_LINK=xdp",
      ULN_SEC_CORE},
     SECTION(ULN_SEC_LINK_CHOICE),
     {"ULN_PROGRESS", "caller", 0, 0, "thread: a progress thread serves peers in the background",

@@ -208,6 +208,10 @@ struct uln_transport_ops {
     /* After sending to peer: make it see what was sent (ring its doorbell,
      * send the batched packets). */
     void (*kick)(struct uln_ep *ep, int peer);
+    /* Optional, without ULN_TP_CAP_RINGS: we gave back room in a ring of
+     * ours that someone other than our own receive path writes for peer
+     * (the host service), and that producer asked to be told. */
+    void (*room)(struct uln_ep *ep, int peer);
     /* Has peer died? ep NULL: the process (a peer that mapped our inbox),
      * not one endpoint's connection. */
     bool (*peer_dead)(struct uln_ctx *ctx, struct uln_ep *ep, int peer);

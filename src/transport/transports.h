@@ -23,6 +23,7 @@
 #define ULN_TRANSPORTS(X)                                                                          \
     X(SHM, uln_tp_shm) /* shm.c: processes on one host */                                          \
     X(UDP, uln_tp_udp) /* udp/: processes anywhere */                                              \
+    X(SVC, uln_tp_svc) /* svc/: through the host's ulnetd (docs/service.md) */                     \
     ULN_TRANSPORTS_OF_TESTS(X)
 
 #define ULN_TP_ID_(id, ops) ULN_TPID_##id,

@@ -1,0 +1,178 @@
+/*
+ * attach.c - finding the host's service and attaching to it (svc.h).
+ *
+ * The service listens on a unix socket, abstract by default, so every
+ * network namespace (every "host" of the tests) has its own. We send our job
+ * key, rank and size, and our inbox memfd (SCM_RIGHTS); the service learns
+ * who we are from the socket itself (SO_PEERCRED), maps the inbox, checks
+ * that it is ours, and answers. The socket then stays open for our life: its
+ * hang-up is how the service learns we are gone, however we die.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "boot/addr.h"
+#include "transport/svc/svc.h"
+
+#define ATTACH_TIMEOUT_MS 5000 /* a service that accepted but does not answer */
+
+/* One message with descriptors (SCM_RIGHTS). */
+static int send_fds(int fd, const void *msg, size_t len, const int *fds, int nfds)
+{
+    union {
+        struct cmsghdr c;
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+    } u;
+    memset(&u, 0, sizeof u);
+    struct iovec iov = {(void *)msg, len};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds > 0) {
+        m.msg_control = u.buf;
+        m.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+    }
+    return sendmsg(fd, &m, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -errno;
+}
+
+/* The service's answer: 0 and its bytes in out (want of them), or the
+ * refusal, or -ETIMEDOUT / -ECONNRESET / -EPROTO. */
+static int recv_answer(int fd, unsigned type, void *out, size_t want)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int n = poll(&p, 1, ATTACH_TIMEOUT_MS);
+    if (n == 0) return -ETIMEDOUT;
+    if (n < 0) return -errno;
+    _Alignas(8) uint8_t buf[256];
+    ssize_t r = recv(fd, buf, sizeof buf, 0);
+    if (r < 0) return -errno;
+    if (r == 0) return -ECONNRESET;
+    struct uln_svc_hdr h;
+    if ((size_t)r < sizeof h) return -EPROTO;
+    memcpy(&h, buf, sizeof h);
+    if (h.magic != ULN_SVC_MAGIC || h.version != ULN_SVC_VERSION) return -EPROTO;
+    if (h.type == ULN_SVC_REFUSED) return h.status < 0 ? h.status : -EPROTO;
+    if (h.type != type || (size_t)r != want) return -EPROTO;
+    memcpy(out, buf, want);
+    return 0;
+}
+
+static int send_attach(int fd, const struct uln_ctx *ctx)
+{
+    struct uln_svc_attach a = {.job_key = ctx->job_key,
+                               .rank = (uint32_t)ctx->rank,
+                               .size = (uint32_t)ctx->size,
+                               .max_eps = ctx->p.max_eps,
+                               .inbox_bytes = ctx->inbox->len};
+    uln_svc_hdr_init(&a.h, ULN_SVC_ATTACH, sizeof a, 0);
+    return send_fds(fd, &a, sizeof a, &ctx->inbox->fd, 1);
+}
+
+int uln_svc_request(struct uln_ctx *ctx, const void *msg, size_t len, const int *fds, int nfds,
+                    unsigned answer_type, void *answer, size_t answer_len)
+{
+    struct uln_svc *s = ctx->svc;
+    if (!s) return -ENOTCONN;
+    pthread_mutex_lock(&s->lock);
+    int rc = send_fds(s->fd, msg, len, fds, nfds);
+    if (!rc) rc = recv_answer(s->fd, answer_type, answer, answer_len);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* Connect and attach: 0, -ENOTCONN (nobody listens there), or why the
+ * attach failed. */
+static int try_attach(struct uln_ctx *ctx, const char *path, struct uln_svc *s)
+{
+    struct sockaddr_un sa;
+    int salen = uln_svc_sockaddr(path, &sa);
+    if (salen < 0) return salen;
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, (socklen_t)salen) != 0) {
+        int e = errno;
+        close(fd);
+        return e == ECONNREFUSED || e == ENOENT ? -ENOTCONN : -e;
+    }
+    struct uln_svc_attach_ok ok;
+    int rc = send_attach(fd, ctx);
+    if (!rc) rc = recv_answer(fd, ULN_SVC_ATTACH_OK, &ok, sizeof ok);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    s->fd = fd;
+    s->host_id = ok.host_id;
+    s->client = ok.client;
+    return 0;
+}
+
+int uln_svc_attach(struct uln_ctx *ctx)
+{
+    const struct uln_svc_params *sp = uln_svc_params(&ctx->p);
+    const char *path = sp->path ? sp->path : ULN_SVC_DEFAULT_PATH;
+    if (sp->mode == ULN_SVC_OFF) {
+        snprintf(ctx->svc_why, sizeof ctx->svc_why, "off (ULN_SERVICE=off): direct mode");
+        return 0;
+    }
+    struct uln_svc *s = calloc(1, sizeof *s);
+    if (!s) return -ENOMEM;
+    snprintf(s->path, sizeof s->path, "%s", path);
+    int rc = try_attach(ctx, path, s);
+    if (rc) {
+        free(s);
+        snprintf(ctx->svc_why, sizeof ctx->svc_why, "none (%s at %s): direct mode",
+                 rc == -ENOTCONN ? "no ulnetd listening" : strerror(-rc), path);
+        if (sp->mode != ULN_SVC_REQUIRED) return 0;
+        fprintf(stderr, "ulnet: ULN_SERVICE=required: %s at %s\n",
+                rc == -ENOTCONN ? "no ulnetd listening" : strerror(-rc), path);
+        return rc;
+    }
+    snprintf(ctx->svc_why, sizeof ctx->svc_why, "attached to ulnetd at %s (client %u)", path,
+             s->client);
+    pthread_mutex_init(&s->lock, NULL);
+    ctx->svc = s;
+    return 0;
+}
+
+bool uln_svc_lost(struct uln_ctx *ctx)
+{
+    struct uln_svc *s = ctx->svc;
+    if (!s) return false;
+    if (atomic_load_explicit(&s->lost, memory_order_relaxed)) return true;
+    /* The service sends nothing unasked: anything readable outside a
+     * request is its hang-up (or garbage: the same to us). */
+    struct pollfd p = {.fd = s->fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) != 1 || pthread_mutex_trylock(&s->lock) != 0) return false;
+    char b;
+    ssize_t r = recv(s->fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+    bool gone = r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+    pthread_mutex_unlock(&s->lock);
+    if (gone && !atomic_exchange(&s->lost, true))
+        fprintf(stderr,
+                "ulnet: rank %d: the host's ulnetd (%s) is gone: peers reached through it "
+                "are lost (-ECONNRESET)\n",
+                ctx->rank, s->path);
+    return gone;
+}
+
+void uln_svc_detach(struct uln_ctx *ctx)
+{
+    if (!ctx->svc) return;
+    close(ctx->svc->fd); /* the hang-up is the detach */
+    pthread_mutex_destroy(&ctx->svc->lock);
+    free(ctx->svc);
+    ctx->svc = NULL;
+}

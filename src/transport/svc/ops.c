@@ -1,0 +1,169 @@
+/*
+ * ops.c - the svc transport's ops (core/transport.h) and its context part.
+ *
+ * It carries a peer when this process and the peer are both attached to a
+ * service: with ULN_TRANSPORT=svc every other rank (one host is enough to
+ * run every path through the service), otherwise none yet - peers on other
+ * hosts come with the wire between services (docs/service.md, "next").
+ * Capabilities: none of the bits. PUT, GET and atomics take the ring path
+ * through the queue; the target's engine places and serves them as it does
+ * for a shm peer with ULN_SHM_DIRECT=0 (the service doing it in the target's
+ * stead is the next step).
+ */
+#define _GNU_SOURCE
+#include <string.h>
+#include <unistd.h>
+
+#include "transport/svc/priv.h"
+
+static int uln_svc_open(struct uln_ctx *ctx, void *slot, size_t slot_len)
+{
+    struct svc_addr a = {0};
+    if (ctx->svc) a = (struct svc_addr){.host = ctx->svc->host_id, .client = ctx->svc->client};
+    if (slot_len < sizeof a) return -EINVAL;
+    memcpy(slot, &a, sizeof a);
+    return 0;
+}
+
+static int uln_svc_choose(struct uln_ctx *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+static void uln_svc_close(struct uln_ctx *ctx)
+{
+    (void)ctx; /* the attachment is the context's (attach.c), closed after us */
+}
+
+static int uln_svc_reaches(const struct uln_ctx *ctx, int peer)
+{
+    if (!ctx->svc || uln_peer_is_self(ctx, peer) || !uln_tp_named(ctx, &uln_tp_svc)) return 0;
+    int32_t pid;
+    const struct svc_addr *a =
+        uln_tp_part(uln_boot_peer((struct uln_ctx *)ctx, peer, &pid), ULN_TPID_SVC);
+    /* Both attached to the one service (the wire between services is next):
+     * two stores into mapped memory and the service's hop between them. */
+    return a && a->host && a->host == ctx->svc->host_id ? 2 * ULN_TP_COST_MEMORY : 0;
+}
+
+static struct svc_ep *svc_ep(const struct uln_ep *ep)
+{
+    return ep->tp_ep[ULN_TPID_SVC];
+}
+
+static bool peer_gone(const struct svc_ep *q, int peer)
+{
+    return peer < (int)(ULN_SVC_GONE_WORDS * 64) &&
+           (atomic_load_explicit(&q->qhdr->gone[peer / 64], memory_order_acquire) >> (peer % 64) &
+            1);
+}
+
+static int uln_svc_connect(struct uln_ep *ep, int peer)
+{
+    struct svc_ep *q = svc_ep(ep);
+    if (!q) return -EHOSTUNREACH;
+    return uln_svc_lost(ep->ctx) || peer_gone(q, peer) ? -ECONNRESET : 0;
+}
+
+/* Its process ended (the service said so), or the service itself did. */
+static bool uln_svc_peer_dead(struct uln_ctx *ctx, struct uln_ep *ep, int peer)
+{
+    if (uln_svc_lost(ctx)) return true;
+    struct svc_ep *q = ep ? svc_ep(ep) : NULL;
+    return q && peer_gone(q, peer);
+}
+
+/* One load per call (and a call on one pass in 64: we stay quiet): when
+ * the service marked peers gone, their operations end now, not when the
+ * endpoint has stalled long enough to look (check_peers). */
+static void uln_svc_progress_rx(struct uln_ep *ep)
+{
+    struct svc_ep *q = svc_ep(ep);
+    uln_tp_quiet(ep, &uln_tp_svc);
+    /* Acquire: pairs with the service's bump after the bits (proto.h). */
+    uint32_t g = atomic_load_explicit(&q->qhdr->gone_gen, memory_order_acquire);
+    if (ULN_LIKELY(g == q->gone_seen)) return;
+    q->gone_seen = g;
+    for (int p = 0; p < ep->ctx->size; p++) {
+        uint64_t bit = 1ull << (p % 64);
+        if (ep->ctx->peer_tp[p] != &uln_tp_svc || !peer_gone(q, p) || (q->gone_known[p / 64] & bit))
+            continue;
+        q->gone_known[p / 64] |= bit;
+        ULN_COUNT(&ep->stats, peers_dead, 1);
+        ep->peers[p].out_ready = false; /* later posts fail at connect */
+        uln_engine_fail_peer(ep, p, -ECONNRESET);
+    }
+}
+
+/* The service found one of our rings full and waits for room: wake it. */
+static void uln_svc_room(struct uln_ep *ep, int peer)
+{
+    (void)peer;
+    struct svc_ep *q = svc_ep(ep);
+    uint64_t one = 1;
+    if (q) (void)!write(q->bell, &one, sizeof one);
+}
+
+static void uln_svc_progress_tx(struct uln_ep *ep)
+{
+    (void)ep;
+}
+
+static bool uln_svc_busy(const struct uln_ep *ep)
+{
+    (void)ep;
+    return false;
+}
+
+/* A sleeper also wakes when the service hangs up (it died): its next
+ * passes find the peers dead (peer_dead) instead of sleeping on. */
+static int uln_svc_wait_fds(struct uln_ep *ep, int *fds, int max, int *timeout_ms)
+{
+    (void)timeout_ms;
+    if (max < 1 || !ep->ctx->svc) return 0;
+    fds[0] = ep->ctx->svc->fd;
+    return 1;
+}
+
+/* Never directly: every PUT and GET takes the ring path through the queue. */
+static int uln_svc_direct(struct uln_ep *ep, int peer, bool write, const struct iovec *local,
+                          int nlocal, uint64_t len, uint64_t span, uint64_t rkey, uint64_t roff)
+{
+    (void)ep, (void)peer, (void)write, (void)local, (void)nlocal, (void)len, (void)span;
+    (void)rkey, (void)roff;
+    return ULN_NO_DIRECT;
+}
+
+static uint32_t uln_svc_frag_max(struct uln_ep *ep, int peer)
+{
+    (void)peer;
+    return ep->ctx->p.frag_max;
+}
+
+const struct uln_transport_ops uln_tp_svc = {
+    .name = "svc",
+    .caps = 0,
+    .slot_bytes = sizeof(struct svc_addr),
+    .id = ULN_TPID_SVC,
+    .settings = &uln_svc_settings,
+    .open = uln_svc_open,
+    .choose = uln_svc_choose,
+    .close = uln_svc_close,
+    .reaches = uln_svc_reaches,
+    .ep_open = uln_svc_ep_open,
+    .ep_close = uln_svc_ep_close,
+    .connect = uln_svc_connect,
+    .reserve = uln_svc_reserve,
+    .commit = uln_svc_commit,
+    .send_nap = uln_svc_nap,
+    .direct = uln_svc_direct,
+    .room = uln_svc_room,
+    .kick = uln_svc_kick,
+    .peer_dead = uln_svc_peer_dead,
+    .frag_max = uln_svc_frag_max,
+    .progress_rx = uln_svc_progress_rx,
+    .progress_tx = uln_svc_progress_tx,
+    .busy = uln_svc_busy,
+    .wait_fds = uln_svc_wait_fds,
+};

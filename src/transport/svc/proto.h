@@ -1,0 +1,101 @@
+/*
+ * proto.h - the messages between a process and its host's service (ulnetd),
+ * over the service's unix socket (SOCK_SEQPACKET: one message per record).
+ * docs/service.md has the design.
+ *
+ * Shared by the library (attach.c) and the service (tools/ulnetd), and
+ * checked by one parser (proto.c) on the service's side: whatever a process
+ * sends is untrusted. A process's identity is never in a message: the
+ * service takes it from the socket (SO_PEERCRED).
+ */
+#ifndef ULN_SVC_PROTO_H
+#define ULN_SVC_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ULN_SVC_MAGIC        0x756c6e64u /* "ulnd" */
+#define ULN_SVC_VERSION      1u
+#define ULN_SVC_DEFAULT_PATH "@ulnet/ulnetd"
+#define ULN_SVC_PATH_MAX     107u /* sun_path less its terminating byte */
+#define ULN_SVC_MSG_MAX      65536u
+
+enum uln_svc_type {
+    ULN_SVC_ATTACH = 1,  /* process -> service: struct uln_svc_attach + inbox memfd */
+    ULN_SVC_ATTACH_OK,   /* service -> process: struct uln_svc_attach_ok */
+    ULN_SVC_REFUSED,     /* service -> process: hdr.status says why */
+    ULN_SVC_STATUS,      /* anyone -> service: the status, please */
+    ULN_SVC_STATUS_TEXT, /* service -> asker: hdr + text lines */
+    ULN_SVC_QUEUE,       /* process -> service: struct uln_svc_queue + queue memfd + eventfd */
+    ULN_SVC_QUEUE_OK,    /* service -> process: hdr (status 0) */
+    ULN_SVC_TYPES
+};
+
+struct uln_svc_hdr {
+    uint32_t magic;
+    uint16_t version, type;
+    uint32_t len;   /* bytes of the whole message, this header included */
+    int32_t status; /* answers: 0 or -errno */
+};
+
+struct uln_svc_attach {
+    struct uln_svc_hdr h;
+    uint64_t job_key;
+    uint32_t rank, size, max_eps, pad_;
+    uint64_t inbox_bytes; /* the memfd's size: checked against fstat */
+};
+
+struct uln_svc_attach_ok {
+    struct uln_svc_hdr h;
+    uint64_t host_id; /* uln_host_id of the service */
+    uint32_t client;  /* the service's number for this attachment */
+    uint32_t pad_;
+};
+
+/* An endpoint's queue to the service (docs/service.md, "Queues"): one
+ * memfd, sealed, of ULN_SVC_QUEUE_BYTES(ring_bytes): this header page, then
+ * the tx ring (the process produces, the service consumes). Each message in
+ * it is the engine's ring message as it would go into the peer's own ring,
+ * with aux = the destination rank | channel << 31. */
+#define ULN_SVC_QUEUE_MAGIC    0x756c6e71u /* "ulnq" */
+#define ULN_SVC_RING_BYTES     (1u << 20)
+#define ULN_SVC_QUEUE_BYTES(r) (4096u + 64u + (r))
+#define ULN_SVC_AUX_CH         (1u << 31)
+#define ULN_SVC_GONE_WORDS     64u /* a bit per rank: a job's 4096 (ULN_BOARD_MAX_RANKS) */
+
+struct uln_svc_queue_hdr {
+    uint32_t magic, ring_bytes;
+    /* The service is about to sleep, or sleeps (1): a producer that wrote
+     * must then write the eventfd. Dekker with the service's own check of
+     * the ring after setting it: seq_cst on both sides (svc/send.c,
+     * ulnetd's queues.c). */
+    _Alignas(64) _Atomic uint32_t svc_sleeping;
+    /* Peers gone (their process ended): the service sets rank's bit, then
+     * bumps gone_gen (both seq_cst RMWs); the process reads gone_gen
+     * (acquire) and, when it moved, the bits: operations to those peers end
+     * with -ECONNRESET (svc/ops.c). */
+    _Alignas(64) _Atomic uint32_t gone_gen;
+    _Alignas(64) _Atomic uint64_t gone[ULN_SVC_GONE_WORDS];
+};
+_Static_assert(sizeof(struct uln_svc_queue_hdr) <= 4096, "the queue header fits its page");
+
+struct uln_svc_queue {
+    struct uln_svc_hdr h;
+    uint32_t ep, ring_bytes;
+    uint64_t bytes;
+};
+
+/* A message from a process, checked: its type, or -EPROTO (malformed: bad
+ * magic, version, type or length, or the wrong number of descriptors
+ * nfds for its type). len: bytes received; truncated: the kernel cut it. */
+int uln_svc_parse(const void *buf, size_t len, int truncated, int nfds);
+
+/* Fill h for a message of type and len bytes. */
+void uln_svc_hdr_init(struct uln_svc_hdr *h, unsigned type, uint32_t len, int32_t status);
+
+/* The socket address of path ("@name": abstract; else a file path; NULL or
+ * "": the default). The address's length, or -ENAMETOOLONG / -EINVAL. */
+struct sockaddr_un;
+int uln_svc_sockaddr(const char *path, struct sockaddr_un *sa);
+
+#endif

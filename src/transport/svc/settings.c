@@ -1,0 +1,42 @@
+/*
+ * settings.c - the host service's settings (svc.h): whether uln_open
+ * attaches to the host's ulnetd, and where it listens.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sys/un.h>
+
+#include "transport/svc/svc.h"
+
+static const struct uln_setting svc_table[] = {
+    {"ULN_SERVICE", "auto", 0, 0,
+     "auto: through the host's ulnetd if one runs (docs/service.md); off; required",
+     ULN_SEC_LINK_CHOICE},
+    {"ULN_SERVICE_PATH", NULL, 0, 0,
+     "where ulnetd listens: @name (abstract socket) or a path; unset: @ulnet/ulnetd",
+     ULN_SEC_LINK_CHOICE},
+};
+
+static int svc_resolve(const struct uln_config *cfg, void *block)
+{
+    (void)cfg;
+    struct uln_svc_params *sp = block;
+    static const char *const modes[] = {"auto", "off", "required", NULL};
+    sp->mode = uln_setting_choice("ULN_SERVICE", modes);
+    sp->path = uln_setting_string("ULN_SERVICE_PATH");
+    struct sockaddr_un sa;
+    if (sp->path && uln_svc_sockaddr(sp->path, &sa) < 0) {
+        uln_setting_err("ulnet: ULN_SERVICE_PATH=%s: use @name or a path of at most %u bytes\n",
+                        sp->path, ULN_SVC_PATH_MAX);
+        return -EINVAL;
+    }
+    return sp->mode < 0 ? -EINVAL : 0;
+}
+
+const struct uln_settings_group uln_svc_settings = {
+    .name = "svc",
+    .table = svc_table,
+    .n = sizeof svc_table / sizeof svc_table[0],
+    .block_bytes = sizeof(struct uln_svc_params),
+    .resolve = svc_resolve,
+};

@@ -1,0 +1,54 @@
+/*
+ * svc.h - the process's side of the host service (ulnetd), docs/service.md:
+ * attaching at uln_open and what the core asks of it.
+ */
+#ifndef ULN_SVC_H
+#define ULN_SVC_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/params.h"
+#include "transport/svc/proto.h"
+
+struct uln_ctx;
+
+enum uln_svc_mode { ULN_SVC_AUTO = 0, ULN_SVC_OFF, ULN_SVC_REQUIRED };
+
+/* Its settings group (settings.c), brought by the svc transport's ops. */
+struct uln_svc_params {
+    int mode;         /* enum uln_svc_mode (ULN_SERVICE) */
+    const char *path; /* NULL or where ulnetd listens (ULN_SERVICE_PATH) */
+};
+extern const struct uln_settings_group uln_svc_settings;
+
+static inline const struct uln_svc_params *uln_svc_params(const struct uln_params *p)
+{
+    return (const struct uln_svc_params *)uln_params_block(p, &uln_svc_settings);
+}
+
+/* The attachment: the socket to the service is the process's life line. */
+struct uln_svc {
+    int fd;
+    uint64_t host_id; /* the service's */
+    uint32_t client;  /* its number for us */
+    char path[ULN_SVC_PATH_MAX + 1];
+    pthread_mutex_t lock; /* one request and its answer at a time on fd */
+    _Atomic bool lost;    /* it hung up: set once, by whoever sees it first */
+};
+
+/* uln_open: attach to the host's service as ULN_SERVICE says (ctx->svc, and
+ * one line in ctx->svc_why either way). 0, or -ENOTCONN (required, and no
+ * service answers), or the service's refusal (required). */
+int uln_svc_attach(struct uln_ctx *ctx);
+void uln_svc_detach(struct uln_ctx *ctx);
+/* Send a request (with nfds descriptors) and wait for its answer, of
+ * answer_type and exactly answer_len bytes, into answer. 0, the service's
+ * refusal, or -ENOTCONN / -ECONNRESET / -ETIMEDOUT / -EPROTO. */
+int uln_svc_request(struct uln_ctx *ctx, const void *msg, size_t len, const int *fds, int nfds,
+                    unsigned answer_type, void *answer, size_t answer_len);
+
+#endif

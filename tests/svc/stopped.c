@@ -1,0 +1,123 @@
+/*
+ * stopped.c - a stopped process does not stall another's stream through the
+ * service (no head-of-line blocking across processes).
+ *
+ * Four ranks, ULN_TRANSPORT=svc. Rank 1 prints its pid and "ready"; the
+ * script (stopped.sh) stops it with SIGSTOP and then creates the file
+ * argv[1]. Rank 0 then streams N NAPs to the stopped rank 1 (its ring and
+ * rank 0's queue fill up and stay full), while rank 2 streams N NAPs to
+ * rank 3, which must receive every one, in order, data checked, while rank
+ * 1 is still stopped: it prints "neighbour done". The script then sends
+ * SIGCONT, and rank 1 must receive all of rank 0's NAPs, in order, once.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ulnet.h"
+
+#define N        20000u
+#define LEN      256u
+#define DIE(...) (fprintf(stderr, "stopped: " __VA_ARGS__), exit(1))
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void fill(uint8_t *b, uint32_t seq)
+{
+    for (uint32_t i = 0; i < LEN; i++)
+        b[i] = (uint8_t)(seq * 31 + i);
+}
+
+static void send_all(struct uln_ep *ep, struct uln_cq *cq, int peer)
+{
+    /* Each NAP's buffer stays untouched until its completion (ulnet.h). */
+    uint8_t *all = malloc((size_t)N * LEN);
+    if (!all) DIE("malloc\n");
+    uint32_t done = 0;
+    for (uint32_t seq = 0; seq < N; seq++)
+        fill(all + (size_t)seq * LEN, seq);
+    for (uint32_t seq = 0; seq < N;) {
+        int rc = uln_nap(ep, peer, all + (size_t)seq * LEN, LEN, seq, 0);
+        if (rc == 0)
+            seq++;
+        else if (rc != -EAGAIN)
+            DIE("nap: %s\n", uln_strerror(rc));
+        struct uln_cqe e[64];
+        int n = uln_cq_poll(cq, e, 64);
+        for (int i = 0; i < n; i++)
+            if (e[i].status) DIE("nap completion: %d\n", e[i].status);
+        done += (uint32_t)(n > 0 ? n : 0);
+        if (rc == -EAGAIN) uln_cq_wait(cq, 10);
+    }
+    while (done < N) {
+        struct uln_cqe e;
+        if (uln_cq_poll(cq, &e, 1) == 1) {
+            if (e.status) DIE("nap completion: %d\n", e.status);
+            done++;
+        } else
+            uln_cq_wait(cq, 10);
+    }
+    free(all);
+}
+
+/* All N from peer, in order, data checked, within bound_s. */
+static int recv_all(struct uln_cq *cq, int peer, double bound_s)
+{
+    uint8_t want[LEN];
+    double end = now_s() + bound_s;
+    for (uint32_t seq = 0; seq < N;) {
+        struct uln_cqe e;
+        if (uln_cq_poll(cq, &e, 1) != 1) {
+            if (now_s() > end) DIE("%u of %u NAPs within %.0f s\n", seq, N, bound_s);
+            uln_cq_wait(cq, 10);
+            continue;
+        }
+        fill(want, seq);
+        if (e.op != ULN_OP_NAP_RECV || e.peer != peer || e.len != LEN || memcmp(e.data, want, LEN))
+            DIE("NAP %u from %d: wrong (op %u peer %d len %llu)\n", seq, peer, e.op, e.peer,
+                (unsigned long long)e.len);
+        uln_cqe_release(cq, &e);
+        seq++;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) return 2;
+    struct uln_ctx *ctx;
+    struct uln_cq *cq;
+    struct uln_ep *ep;
+    if (uln_open(NULL, &ctx) || uln_cq_open(ctx, 4096, &cq) || uln_ep_open(ctx, cq, cq, &ep))
+        DIE("open\n");
+    int r = uln_rank(ctx);
+    if (uln_size(ctx) != 4) DIE("run with 4 ranks\n");
+    if (r == 1) {
+        printf("stopped: rank 1 pid %d ready\n", (int)getpid());
+        fflush(stdout);
+    }
+    while (access(argv[1], F_OK) != 0) /* rank 1 is stopped by now (the script) */
+        usleep(10000);
+    if (r == 0 || r == 2) send_all(ep, cq, r + 1);
+    if (r == 3) {
+        recv_all(cq, 2, 60);
+        printf("stopped: neighbour done\n");
+        fflush(stdout);
+    }
+    if (r == 1) {
+        recv_all(cq, 0, 60); /* after SIGCONT */
+        printf("stopped: rank 1 got all after SIGCONT\n");
+    }
+    uln_ep_close(ep);
+    uln_cq_close(cq);
+    uln_close(ctx);
+    return 0;
+}

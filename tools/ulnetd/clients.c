@@ -1,0 +1,286 @@
+/*
+ * clients.c - processes attaching to the service and leaving it.
+ *
+ * Everything a process sends is untrusted: one parser (uln_svc_parse)
+ * checks each message, the identity comes from SO_PEERCRED, and the inbox
+ * it passes must be its own (the pid in its header is the socket's, from the
+ * kernel, and its job key, rank and size are those claimed), sealed against
+ * shrinking (so
+ * that the service never takes SIGBUS from it), and laid out so that every
+ * address computed from its header stays inside it. A refusal is counted
+ * and ends that connection alone.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ulnetd.h"
+#include "core/inbox.h"
+#include "transport/svc/proto.h"
+
+#define MAX_FDS 4 /* descriptors taken from one message; more: malformed */
+
+static int client_slot(struct ulnetd *d)
+{
+    for (unsigned i = 0; i < d->n_clients; i++)
+        if (!d->clients[i]) return (int)i;
+    if (d->n_clients == d->cap_clients) {
+        unsigned cap = d->cap_clients ? 2 * d->cap_clients : 16;
+        struct client **c = realloc(d->clients, cap * sizeof *c);
+        if (!c) return -1;
+        d->clients = c;
+        d->cap_clients = cap;
+    }
+    d->clients[d->n_clients] = NULL;
+    return (int)d->n_clients++;
+}
+
+int clients_accept(struct ulnetd *d)
+{
+    for (;;) {
+        int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) return errno == EAGAIN ? 0 : -errno;
+        struct ucred cr;
+        socklen_t crl = sizeof cr;
+        int slot = client_slot(d);
+        struct client *c = slot < 0 ? NULL : calloc(1, sizeof *c);
+        if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0) {
+            free(c);
+            close(fd);
+            continue;
+        }
+        *c = (struct client){
+            .kind = KIND_CLIENT, .fd = fd, .id = d->next_id++, .pid = cr.pid, .uid = cr.uid};
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+        if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            free(c);
+            close(fd);
+            continue;
+        }
+        d->clients[slot] = c;
+    }
+}
+
+static void send_answer(struct client *c, const void *buf, size_t len)
+{
+    /* A process that does not read its answers loses only its own. */
+    (void)!send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static void refuse(struct ulnetd *d, struct client *c, int status, const char *why)
+{
+    struct uln_svc_hdr h;
+    uln_svc_hdr_init(&h, ULN_SVC_REFUSED, sizeof h, status);
+    send_answer(c, &h, sizeof h);
+    d->c.refused++;
+    fprintf(stderr, "ulnetd: pid %d uid %u refused: %s\n", (int)c->pid, (unsigned)c->uid, why);
+}
+
+/* Is fd an inbox we can keep mapped: sealed, of the size said, with a
+ * header that is this process's? 0, or -errno and why. */
+static int inbox_check(struct client *c, const struct uln_svc_attach *a, int fd, const char **why)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != a->inbox_bytes ||
+        st.st_size < 4096) {
+        *why = "the inbox descriptor is not a memory object of the size said";
+        return -EINVAL;
+    }
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        *why = "the inbox may shrink (not sealed)";
+        return -EPERM;
+    }
+    struct uln_inbox_hdr h;
+    if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
+        !uln_inbox_layout_ok(&h, (size_t)st.st_size)) {
+        *why = "the inbox's header is not a valid inbox of this version";
+        return -EINVAL;
+    }
+    if (h.pid != c->pid || h.job_key != a->job_key || h.rank != a->rank || h.size != a->size ||
+        a->rank >= a->size) {
+        *why = "the inbox is not this process's (pid, job key, rank or size)";
+        return -EPERM;
+    }
+    c->hdr = h; /* what we compute addresses from from now on */
+    return 0;
+}
+
+static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_attach *a, int fd)
+{
+    const char *why = "";
+    if (c->attached) {
+        refuse(d, c, -EALREADY, "attached already");
+        return;
+    }
+    int rc = inbox_check(c, a, fd, &why);
+    if (rc) {
+        refuse(d, c, rc, why);
+        return;
+    }
+    void *m = mmap(NULL, a->inbox_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        refuse(d, c, -errno, "cannot map its inbox");
+        return;
+    }
+    c->inbox = m;
+    c->inbox_len = a->inbox_bytes;
+    c->job_key = a->job_key;
+    c->rank = a->rank;
+    c->size = a->size;
+    c->attached = true;
+    d->c.attached++;
+    struct uln_svc_attach_ok ok = {.host_id = d->host_id, .client = c->id};
+    uln_svc_hdr_init(&ok.h, ULN_SVC_ATTACH_OK, sizeof ok, 0);
+    send_answer(c, &ok, sizeof ok);
+    fprintf(stderr, "ulnetd: attached pid %d uid %u job %016llx rank %u/%u (client %u)\n",
+            (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size, c->id);
+}
+
+static void status(struct ulnetd *d, struct client *c)
+{
+    static char buf[ULN_SVC_MSG_MAX];
+    size_t n = sizeof(struct uln_svc_hdr);
+    n += status_text(d, buf + n, sizeof buf - n);
+    struct uln_svc_hdr h;
+    uln_svc_hdr_init(&h, ULN_SVC_STATUS_TEXT, (uint32_t)n, 0);
+    memcpy(buf, &h, sizeof h);
+    send_answer(c, buf, n);
+}
+
+/* One message from c: checked, then served; a malformed one ends c. */
+void client_input(struct ulnetd *d, struct client *c)
+{
+    _Alignas(8) uint8_t buf[256];
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(MAX_FDS * sizeof(int))];
+    } u;
+    struct iovec iov = {buf, sizeof buf};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+    ssize_t n = recvmsg(c->fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) {
+        client_gone(c, n == 0 ? "hang-up" : "receive error");
+        return;
+    }
+    int fds[MAX_FDS], nfds = 0;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+        int k = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int i = 0; i < k; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
+            if (nfds < MAX_FDS)
+                fds[nfds++] = fd;
+            else
+                close(fd);
+        }
+    }
+    bool trunc = (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+    int type = uln_svc_parse(buf, (size_t)n, trunc, nfds);
+    if (type == ULN_SVC_ATTACH) {
+        struct uln_svc_attach a;
+        memcpy(&a, buf, sizeof a);
+        attach(d, c, &a, fds[0]);
+    } else if (type == ULN_SVC_STATUS)
+        status(d, c);
+    else if (type == ULN_SVC_QUEUE) {
+        struct uln_svc_queue q;
+        memcpy(&q, buf, sizeof q);
+        const char *why;
+        int rc = queue_add(d, c, &q, fds[0], fds[1], &why);
+        if (rc)
+            refuse(d, c, rc, why);
+        else {
+            struct uln_svc_hdr ok;
+            uln_svc_hdr_init(&ok, ULN_SVC_QUEUE_OK, sizeof ok, 0);
+            send_answer(c, &ok, sizeof ok);
+        }
+    }
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]); /* a mapping needs no descriptor */
+    if (type < 0) {
+        d->c.malformed++;
+        refuse(d, c, -EPROTO, "malformed message");
+        client_gone(c, "malformed message");
+    }
+}
+
+void client_gone(struct client *c, const char *why)
+{
+    if (!c->gone) c->gone = why;
+}
+
+static void client_free(struct ulnetd *d, struct client *c)
+{
+    for (unsigned i = 0; i < d->n_clients; i++)
+        if (d->clients[i] == c) d->clients[i] = NULL;
+    for (unsigned e = 0; e < ULN_SVC_MAX_EPS; e++)
+        if (c->queues[e]) queue_free(d, c->queues[e]);
+    for (struct queue *q = c->retired, *n; q; q = n) {
+        n = q->next_retired;
+        queue_free(d, q);
+    }
+    free(c);
+}
+
+/* Its end: unreachable at once (its inbox unmapped, every process of its
+ * job told), but what it sent before it ended still goes out - a NAP that
+ * completed at its sender is delivered, as over shm where it already sits
+ * in the peer's ring - unless force (the service stops). */
+static void client_drop(struct ulnetd *d, struct client *c, const char *why, bool force)
+{
+    if (c->attached) {
+        queues_peer_gone(d, c);
+        /* Nothing of ours is inside its memory between two messages (the
+         * service holds no hazard across a sleep), so it goes at once. */
+        munmap(c->inbox, c->inbox_len);
+        c->inbox = NULL;
+        free(c->feeds);
+        c->feeds = NULL;
+        c->attached = false;
+        d->c.detached++;
+        fprintf(stderr, "ulnetd: detached pid %d (client %u): %s\n", (int)c->pid, c->id, why);
+    }
+    if (c->fd >= 0) {
+        epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+        c->fd = -1;
+    }
+    c->gone = NULL;
+    c->draining = !force && !queues_empty(c);
+    if (!c->draining) client_free(d, c);
+}
+
+void clients_reap(struct ulnetd *d)
+{
+    for (unsigned i = 0; i < d->n_clients; i++) {
+        struct client *c = d->clients[i];
+        if (c && c->draining && queues_empty(c)) client_free(d, c);
+    }
+}
+
+void clients_sweep(struct ulnetd *d)
+{
+    for (unsigned i = 0; i < d->n_clients; i++) {
+        struct client *c = d->clients[i];
+        if (c && c->gone) client_drop(d, c, c->gone, false);
+    }
+}
+
+void clients_drop_all(struct ulnetd *d)
+{
+    for (unsigned i = 0; i < d->n_clients; i++)
+        if (d->clients[i]) client_drop(d, d->clients[i], "service stopping", true);
+    free(d->clients);
+}

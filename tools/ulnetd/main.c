@@ -1,0 +1,207 @@
+/*
+ * ulnetd - ulnet's host service (docs/service.md, ulnetd(8)).
+ *
+ *   ulnetd [--foreground] [--if IFACE] [--link xdp|udp|auto] [--path P]
+ *   ulnetd --status [--path P]
+ *
+ * One per host (per network namespace): processes attach to it at uln_open
+ * (ULN_SERVICE=auto|required) over a unix socket, abstract by default
+ * (@ulnet/ulnetd; ULN_SERVICE_PATH or --path name another). It knows each by
+ * its socket's credentials, maps its inbox, and notices its end at once (the
+ * socket's hang-up). One thread: it sleeps in epoll_wait when there is
+ * nothing to do, so an idle service costs no CPU.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ulnetd.h"
+#include "boot/addr.h"
+#include "link/select.h"
+#include "transport/svc/proto.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ulnetd [--foreground] [--if IFACE] [--link xdp|udp|auto] [--path P]\n"
+            "       ulnetd --status [--path P]\n"
+            "  --path P  where to listen: @name (abstract socket) or a file path;\n"
+            "            default: $ULN_SERVICE_PATH, else %s\n",
+            ULN_SVC_DEFAULT_PATH);
+}
+
+/* Listen at d->path. A second service on one path is refused by the
+ * kernel (abstract) or by finding the first one answering (a file). */
+static int listen_at(struct ulnetd *d)
+{
+    struct sockaddr_un sa;
+    int salen = uln_svc_sockaddr(d->path, &sa);
+    if (salen < 0) {
+        fprintf(stderr, "ulnetd: %s: not a usable socket name\n", d->path);
+        return -1;
+    }
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    if (d->path[0] != '@') {
+        int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, (socklen_t)salen) == 0) {
+            close(probe);
+            close(fd);
+            fprintf(stderr, "ulnetd: another ulnetd listens at %s\n", d->path);
+            return -1;
+        }
+        if (probe >= 0) close(probe);
+        unlink(d->path); /* a dead service's socket file */
+    }
+    if (bind(fd, (struct sockaddr *)&sa, (socklen_t)salen) != 0 || listen(fd, 64) != 0) {
+        fprintf(stderr, "ulnetd: %s: %s%s\n", d->path, strerror(errno),
+                errno == EADDRINUSE ? " (another ulnetd runs here)" : "");
+        close(fd);
+        return -1;
+    }
+    d->listen_fd = fd;
+    return 0;
+}
+
+static int setup(struct ulnetd *d)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    d->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    d->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (d->signal_fd < 0 || d->epoll_fd < 0 || listen_at(d) != 0) return -1;
+    struct epoll_event l = {.events = EPOLLIN, .data.ptr = &d->listen_fd};
+    struct epoll_event s = {.events = EPOLLIN, .data.ptr = &d->signal_fd};
+    if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->listen_fd, &l) != 0 ||
+        epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->signal_fd, &s) != 0)
+        return -1;
+    d->host_id = uln_host_id();
+    d->bell_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    return d->bell_fd < 0 ? -1 : 0;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* One batch of events: new connections, messages, hang-ups, doorbells.
+ * False: a signal asked us to stop. */
+static bool events(struct ulnetd *d, int timeout_ms)
+{
+    struct epoll_event ev[32];
+    int n = epoll_wait(d->epoll_fd, ev, 32, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+        perror("ulnetd: epoll_wait");
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        void *p = ev[i].data.ptr;
+        if (p == &d->signal_fd) return false;
+        if (p == &d->listen_fd) {
+            clients_accept(d);
+        } else if (*(int *)p == KIND_QUEUE) {
+            uint64_t v;
+            (void)!read(((struct queue *)p)->bell, &v, sizeof v);
+            d->c.wakeups++;
+        } else if (ev[i].events & EPOLLIN)
+            client_input(d, p); /* a hang-up with input pending: reads 0 there */
+        else
+            client_gone(p, "hang-up");
+    }
+    clients_sweep(d); /* after the batch: nothing in it names a freed client */
+    return true;
+}
+
+/* Forward while there is work (busy-polling the queues, SPIN_NS after the
+ * last message), then sleep in epoll_wait until a socket or a queue's
+ * eventfd has something: idle, the service costs no CPU. A target's full
+ * ring is looked at again every millisecond (its consumer has no way yet to
+ * wake us: docs/service.md). */
+#define SPIN_NS 50000u
+
+static void run(struct ulnetd *d)
+{
+    uint64_t busy_at = now_ns();
+    for (;;) {
+        bool blocked;
+        if (queues_pump(d, &blocked)) busy_at = now_ns();
+        int timeout = 0;
+        if (now_ns() - busy_at > SPIN_NS) {
+            queues_sleeping(d, 1);
+            if (queues_pump(d, &blocked)) { /* a message came as we went to sleep */
+                queues_sleeping(d, 0);
+                busy_at = now_ns();
+                continue;
+            }
+            timeout = blocked ? 1 : -1;
+            d->c.sleeps++;
+        }
+        bool go_on = events(d, timeout);
+        if (timeout) {
+            queues_sleeping(d, 0);
+            busy_at = now_ns();
+        }
+        if (!go_on) return;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct ulnetd d = {
+        .listen_fd = -1, .epoll_fd = -1, .signal_fd = -1, .bell_fd = -1, .next_id = 1};
+    const char *env = getenv("ULN_SERVICE_PATH");
+    snprintf(d.path, sizeof d.path, "%s", env && *env ? env : ULN_SVC_DEFAULT_PATH);
+    snprintf(d.link, sizeof d.link, "auto");
+    bool status = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool more = i + 1 < argc;
+        if (!strcmp(a, "--foreground") || !strcmp(a, "-f"))
+            ; /* the only way it runs so far: systemd (Type=simple) wants it so */
+        else if (!strcmp(a, "--status"))
+            status = true;
+        else if (!strcmp(a, "--path") && more)
+            snprintf(d.path, sizeof d.path, "%s", argv[++i]);
+        else if (!strcmp(a, "--if") && more)
+            snprintf(d.iface, sizeof d.iface, "%s", argv[++i]);
+        else if (!strcmp(a, "--link") && more) {
+            const char *l = argv[++i];
+            if (strcmp(l, "auto") && !uln_link_kind_find(l)) {
+                char names[128];
+                uln_link_kind_names(names, sizeof names);
+                fprintf(stderr, "ulnetd: --link %s: use auto or %s\n", l, names);
+                return 2;
+            }
+            snprintf(d.link, sizeof d.link, "%s", l);
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (status) return status_ask(d.path);
+    if (setup(&d) != 0) return 1;
+    fprintf(stderr, "ulnetd: pid %d listening at %s\n", (int)getpid(), d.path);
+    run(&d);
+    clients_drop_all(&d);
+    if (d.path[0] != '@') unlink(d.path);
+    return 0;
+}

@@ -1,0 +1,189 @@
+/*
+ * serve.c - one-sided operations done by the service in the target's stead
+ * (docs/service.md, "Who does what"): a PUT fragment placed into the
+ * target's memory and the last one acknowledged, a GET answered from it,
+ * while the target may sleep in pause().
+ *
+ * Exactly the target engine's rules (engine.c: place_put_frag, serve_gets):
+ * the whole operation is checked against the target's key table, a refused
+ * PUT writes nothing and is answered once, a GET is checked again for every
+ * piece. We announce ourselves in the hazard slot of the initiator's rank
+ * and endpoint, as its engine would over shm, and in the inbox's attached
+ * bitmap, so that the owner's uln_mr_dereg waits for us. Our hazard store is
+ * seq_cst (the classic Dekker side), right for every owner whether it
+ * fences at dereg or not. Refusals are counted in the owner's inbox header,
+ * as the direct path counts them.
+ *
+ * The bytes move with process_vm_writev/readv, which need the right to
+ * trace the target (root, or the same uid where Yama allows). Where that is
+ * refused, the target's own engine places and serves (SERVE_FORWARD) as
+ * before. Atomics are always forwarded: process_vm_* cannot be atomic, and
+ * mapping the target's uln_mem_alloc memory here is the next step.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "ulnetd.h"
+
+/* Enter region key of t for src's endpoint ep: the entry's address in t's
+ * space for [off, off+len) with rights need, or -errno (counted). The
+ * hazard stays set until leave(). */
+static int enter(struct client *t, uint32_t src, uint32_t ep, uint64_t key, uint64_t off,
+                 uint64_t len, unsigned need, uint64_t *addr)
+{
+    struct uln_inbox_hdr *live = (struct uln_inbox_hdr *)t->inbox;
+    uint64_t idx = key >> ULN_KEY_INDEX_SHIFT;
+    int rc = -ENOKEY;
+    if (idx < t->hdr.max_regions) {
+        if (src < ULN_SVC_GONE_WORDS * 64 && !(t->attached_srcs[src / 64] >> (src % 64) & 1)) {
+            /* Before the first hazard: the owner's dereg reads the slots of
+             * the ranks in this bitmap only (inbox.h). Seq_cst RMW. */
+            uln_inbox_mark(uln_inbox_attached_at(t->inbox, &t->hdr), (int)src);
+            t->attached_srcs[src / 64] |= 1ull << (src % 64);
+        }
+        struct uln_key_entry *e = (struct uln_key_entry *)(t->inbox + t->hdr.keys_off) + idx;
+        _Atomic uint32_t *hz = uln_inbox_hazard_at(t->inbox, &t->hdr, (int)src, (int)ep);
+        uint64_t live_key = uln_hazard_enter(hz, (uint32_t)idx, false, &e->key);
+        struct uln_key_entry copy;
+        memcpy(&copy, (const void *)e, sizeof copy); /* the owner's to change: checked once */
+        rc = uln_key_check(&copy, live_key, key, &off, len, need);
+        if (rc)
+            uln_hazard_leave(hz);
+        else
+            *addr = copy.addr + off;
+    }
+    if (rc) uln_count_refusal_at(live, rc);
+    return rc;
+}
+
+static void leave(struct client *t, uint32_t src, uint32_t ep)
+{
+    uln_hazard_leave(uln_inbox_hazard_at(t->inbox, &t->hdr, (int)src, (int)ep));
+}
+
+/* Move n bytes between here and t's address space. 0, -EPERM (we may not:
+ * forward from now on), -ECONNRESET (t has just died: its hang-up is on its
+ * way to us), or -EFAULT. */
+static int vm_copy(struct client *t, bool write, void *here, uint64_t there, uint64_t n)
+{
+    if (!n) return 0;
+    struct iovec l = {here, n}, r = {(void *)(uintptr_t)there, n};
+    ssize_t k = write ? process_vm_writev(t->pid, &l, 1, &r, 1, 0)
+                      : process_vm_readv(t->pid, &l, 1, &r, 1, 0);
+    if (k == (ssize_t)n) return 0;
+    if (k < 0 && errno == ESRCH) return -ECONNRESET;
+    return k < 0 && (errno == EPERM || errno == ENOSYS) ? -EPERM : -EFAULT;
+}
+
+static int no_vm(struct client *t)
+{
+    if (!t->no_vm)
+        fprintf(stderr,
+                "ulnetd: may not reach pid %d's memory (process_vm_*): its engine "
+                "places and serves for it\n",
+                (int)t->pid);
+    t->no_vm = true;
+    return SERVE_FORWARD;
+}
+
+int serve_put(struct ulnetd *d, struct client *c, struct queue *q, struct client *t,
+              const struct uln_msg *m, const uint8_t *payload)
+{
+    struct uln_put_frag f;
+    uint32_t src = c->rank, ep = q->ep;
+    if (m->len < sizeof f) {
+        d->c.malformed++;
+        return SERVE_DONE;
+    }
+    memcpy(&f, payload, sizeof f);
+    uint64_t n = m->len - sizeof f;
+    struct feed *tf = feed_of(t, src, ep, 0);
+    if (!tf) return SERVE_LATER;
+    if (uln_refused_is(&tf->refused, f.op_id, f.key, f.op_offset, f.op_len))
+        return SERVE_DONE; /* the rest of a refused PUT: answered already */
+    if (f.offset < f.op_offset || f.offset - f.op_offset > f.op_len ||
+        n > f.op_len - (f.offset - f.op_offset)) {
+        d->c.malformed++;
+        return SERVE_DONE;
+    }
+    bool last = m->flags & ULN_FRAG_LAST, imm = m->flags & ULN_FRAG_IMM;
+    /* Room for every answer before anything is placed: a fragment is never
+     * placed and then left in the queue to be placed again. */
+    struct uln_ack *a = NULL;
+    struct uln_put_notify *pn = NULL;
+    if (last && !(a = feed_reserve(c, t->rank, ep, 0, sizeof *a))) return SERVE_LATER;
+    if (last && imm && !(pn = feed_reserve(t, src, ep, 0, sizeof *pn))) return SERVE_LATER;
+    uint64_t addr = 0;
+    int rc = enter(t, src, ep, f.key, f.op_offset, f.op_len, ULN_ACCESS_REMOTE_WRITE, &addr);
+    if (!rc) {
+        rc = vm_copy(t, true, (void *)(payload + sizeof f), addr + (f.offset - f.op_offset), n);
+        leave(t, src, ep);
+        if (rc == -EPERM) return no_vm(t);
+    }
+    if (rc) {
+        d->c.refused_ops++;
+        tf->refused = (struct uln_refused_put){.valid = true,
+                                               .op_id = f.op_id,
+                                               .key = f.key,
+                                               .op_offset = f.op_offset,
+                                               .op_len = f.op_len,
+                                               .status = rc};
+        if (!a && !(a = feed_reserve(c, t->rank, ep, 0, sizeof *a))) return SERVE_LATER;
+    }
+    if (a) {
+        *a = (struct uln_ack){.op_id = f.op_id, .status = rc};
+        feed_commit(c, t->rank, ep, 0, ULN_MSG_ACK, 0, sizeof *a);
+    }
+    if (pn && !rc) {
+        /* The target's completion (put_imm): waits in its ring for its CQ. */
+        *pn = (struct uln_put_notify){.imm = f.imm, .offset = f.op_offset, .len = f.op_len};
+        feed_commit(t, src, ep, 0, ULN_MSG_PUT_NOTIFY, 0, sizeof *pn);
+    }
+    return SERVE_DONE;
+}
+
+int serve_get(struct ulnetd *d, struct client *c, struct queue *q, struct client *t,
+              const struct uln_msg *m, const uint8_t *payload)
+{
+    struct uln_get_req r;
+    uint32_t src = c->rank, ep = q->ep;
+    if (m->len != sizeof r) {
+        d->c.malformed++;
+        return SERVE_DONE;
+    }
+    memcpy(&r, payload, sizeof r);
+    /* Pieces that fit the initiator's ring with room to spare. */
+    uint64_t piece = uln_ring_max_payload(c->hdr.ring_bytes) / 4 - sizeof(struct uln_get_resp);
+    for (;;) {
+        uint64_t n = r.len - q->get_sent < piece ? r.len - q->get_sent : piece;
+        struct uln_get_resp *g = feed_reserve(c, t->rank, ep, 0, (uint32_t)(sizeof *g + n));
+        if (!g) return SERVE_LATER;
+        /* The whole request checked for every piece, as the engine does. */
+        uint64_t addr = 0;
+        int rc = enter(t, src, ep, r.key, r.offset, r.len, ULN_ACCESS_REMOTE_READ, &addr);
+        if (!rc) {
+            rc = vm_copy(t, false, g + 1, addr + q->get_sent, n);
+            leave(t, src, ep);
+            if (rc == -EPERM) {
+                if (q->get_sent)
+                    rc = -EFAULT; /* cannot be: the right does not change */
+                else
+                    return no_vm(t); /* nothing committed: forwarded whole */
+            }
+        }
+        if (rc) {
+            n = 0;
+            d->c.refused_ops++;
+        }
+        *g = (struct uln_get_resp){.op_id = r.op_id, .op_offset = q->get_sent, .status = rc};
+        feed_commit(c, t->rank, ep, 0, ULN_MSG_GET_RESP, 0, (uint32_t)(sizeof *g + n));
+        q->get_sent += n;
+        if (rc || q->get_sent >= r.len) {
+            q->get_sent = 0;
+            return SERVE_DONE;
+        }
+    }
+}

@@ -1,0 +1,93 @@
+/*
+ * status.c - what `ulnetd --status` shows: the service's answer to a STATUS
+ * message, and the asking.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ulnetd.h"
+#include "transport/svc/proto.h"
+
+struct text {
+    char *p;
+    size_t n, room;
+};
+
+static void put(struct text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(t->p + t->n, t->room - t->n, fmt, ap);
+    va_end(ap);
+    if (k > 0) t->n = t->n + (size_t)k < t->room ? t->n + (size_t)k : t->room - 1;
+}
+
+size_t status_text(const struct ulnetd *d, char *out, size_t room)
+{
+    struct text t = {out, 0, room};
+    out[0] = 0;
+    unsigned n = 0;
+    for (unsigned i = 0; i < d->n_clients; i++)
+        n += d->clients[i] && d->clients[i]->attached;
+    put(&t, "ulnetd pid %d at %s, host %012llx\n", (int)getpid(), d->path,
+        (unsigned long long)d->host_id);
+    put(&t, "link: %s asked%s%s; not opened: forwarding between hosts is not built yet\n", d->link,
+        d->iface[0] ? ", interface " : "", d->iface);
+    put(&t,
+        "counters: attached %llu, detached %llu, refused %llu, malformed %llu\n"
+        "messages: forwarded %llu, unroutable %llu; sleeps %llu, woken by a queue %llu\n"
+        "served here: %llu PUT fragments and GETs, %llu refused\n"
+        "processes: %u attached\n",
+        (unsigned long long)d->c.attached, (unsigned long long)d->c.detached,
+        (unsigned long long)d->c.refused, (unsigned long long)d->c.malformed,
+        (unsigned long long)d->c.forwarded, (unsigned long long)d->c.unroutable,
+        (unsigned long long)d->c.sleeps, (unsigned long long)d->c.wakeups,
+        (unsigned long long)d->c.served, (unsigned long long)d->c.refused_ops, n);
+    for (unsigned i = 0; i < d->n_clients; i++) {
+        const struct client *c = d->clients[i];
+        if (!c || !c->attached) continue;
+        unsigned nq = 0;
+        for (unsigned e = 0; e < ULN_SVC_MAX_EPS; e++)
+            nq += c->queues[e] != NULL;
+        put(&t, "  client %u pid %d uid %u job %016llx rank %u/%u inbox %zu KiB queues %u\n", c->id,
+            (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size,
+            c->inbox_len >> 10, nq);
+    }
+    return t.n;
+}
+
+int status_ask(const char *path)
+{
+    struct sockaddr_un sa;
+    int salen = uln_svc_sockaddr(path, &sa);
+    int fd = salen < 0 ? -1 : socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, (socklen_t)salen) != 0) {
+        fprintf(stderr, "ulnetd: no ulnetd at %s (%s)\n", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return 1;
+    }
+    struct uln_svc_hdr h;
+    uln_svc_hdr_init(&h, ULN_SVC_STATUS, sizeof h, 0);
+    static char buf[ULN_SVC_MSG_MAX + 1];
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    ssize_t n = -1;
+    if (send(fd, &h, sizeof h, MSG_NOSIGNAL) == (ssize_t)sizeof h && poll(&p, 1, 5000) == 1)
+        n = recv(fd, buf, ULN_SVC_MSG_MAX, 0);
+    close(fd);
+    memcpy(&h, buf, sizeof h);
+    if (n < (ssize_t)sizeof h || h.magic != ULN_SVC_MAGIC || h.type != ULN_SVC_STATUS_TEXT) {
+        fprintf(stderr, "ulnetd: the service at %s did not answer\n", path);
+        return 1;
+    }
+    buf[n] = 0;
+    fputs(buf + sizeof h, stdout);
+    return 0;
+}

@@ -1,0 +1,138 @@
+/*
+ * ulnetd.h - the host service's state (docs/service.md), shared by its files:
+ * main.c (options, the loop), clients.c (attach, detach), status.c
+ * (--status, and the text the service answers it with).
+ */
+#ifndef ULNETD_H
+#define ULNETD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/internal.h"
+#include "core/inbox.h"
+#include "core/ring.h"
+#include "transport/svc/proto.h"
+
+#define ULN_SVC_MAX_EPS 64 /* endpoints per process (ULN_MAX_EPS's bound) */
+
+/* What an epoll event's pointer points at: each such struct starts so. */
+enum { KIND_CLIENT = 1, KIND_QUEUE };
+
+struct client;
+
+/* One ring of a target's inbox that we produce into (queues.c), and what we
+ * serve there in the target's stead for that (source, endpoint) (serve.c). */
+struct feed {
+    struct uln_ring_prod prod;
+    uint32_t life;
+    bool open, marked;
+    struct uln_refused_put refused; /* channel 0's: the PUT refused last */
+};
+
+/* An endpoint's queue to us (queues.c). */
+struct queue {
+    int kind; /* KIND_QUEUE */
+    struct client *client;
+    uint32_t ep;
+    int bell; /* the process's eventfd: it writes when we sleep */
+    uint8_t *map;
+    size_t bytes;
+    struct uln_svc_queue_hdr *qhdr;
+    struct uln_ring_cons cons;
+    bool bad, bad_said;         /* its producer broke the ring's rules: not read any more */
+    uint64_t get_sent;          /* of the GET request at its head: bytes answered (serve.c) */
+    struct queue *next_retired; /* replaced by a later life's: freed after the event batch */
+};
+
+/* An attached process (or a connection that has not attached yet). */
+struct client {
+    int kind; /* KIND_CLIENT */
+    int fd;
+    uint32_t id;
+    pid_t pid; /* SO_PEERCRED: the kernel's word, not the process's */
+    uid_t uid;
+    bool attached;
+    uint64_t job_key;
+    uint32_t rank, size;
+    uint8_t *inbox; /* its inbox, mapped shared */
+    size_t inbox_len;
+    struct uln_inbox_hdr hdr; /* its header as checked at attach: every address from this */
+    struct feed *feeds;       /* the rings of its inbox we write (queues.c), lazily */
+    bool wrote;               /* since its doorbell was last considered */
+    bool no_vm;               /* process_vm_* refused on it: its engine places and serves */
+    uint64_t attached_srcs[ULN_SVC_GONE_WORDS]; /* ranks we marked in its attached bitmap */
+    struct queue *queues[ULN_SVC_MAX_EPS];
+    struct queue *retired;
+    const char *gone; /* why it is to be dropped after this event batch; NULL: not */
+    bool draining;    /* it ended; its queues still hold what it sent before */
+};
+
+struct counters {
+    uint64_t attached, detached, refused, malformed;
+    uint64_t forwarded, unroutable; /* messages between processes; no such destination */
+    uint64_t sleeps, wakeups;       /* epoll_wait with nothing to do; woken by a queue */
+    uint64_t served, refused_ops;   /* PUT fragments and GETs done here; refused (key, range) */
+};
+
+struct ulnetd {
+    int listen_fd, epoll_fd, signal_fd;
+    int bell_fd; /* to ring processes' doorbells */
+    char path[128];
+    char link[16];  /* --link: auto, udp or xdp */
+    char iface[32]; /* --if, "" unset */
+    uint64_t host_id;
+    struct client **clients; /* by slot; NULL: free */
+    unsigned n_clients, cap_clients;
+    uint32_t next_id;
+    struct counters c;
+};
+
+/* clients.c */
+int clients_accept(struct ulnetd *d);
+void client_input(struct ulnetd *d, struct client *c);
+/* Mark c to go (freed by clients_sweep, after the event batch that may
+ * still name it or its queues). */
+void client_gone(struct client *c, const char *why);
+void clients_sweep(struct ulnetd *d);
+/* Free the ended clients whose queues are empty now. */
+void clients_reap(struct ulnetd *d);
+void clients_drop_all(struct ulnetd *d);
+
+/* queues.c: the rings of t's inbox we write for src's endpoint ep. */
+struct feed *feed_of(struct client *t, uint32_t src, uint32_t ep, int ch);
+void *feed_reserve(struct client *t, uint32_t src, uint32_t ep, int ch, uint32_t len);
+void feed_commit(struct client *t, uint32_t src, uint32_t ep, int ch, uint8_t type, uint8_t flags,
+                 uint32_t len);
+
+/* serve.c: a PUT fragment placed, a GET answered, in the target's stead. */
+enum { SERVE_DONE = 0, SERVE_LATER, SERVE_FORWARD };
+int serve_put(struct ulnetd *d, struct client *c, struct queue *q, struct client *t,
+              const struct uln_msg *m, const uint8_t *payload);
+int serve_get(struct ulnetd *d, struct client *c, struct queue *q, struct client *t,
+              const struct uln_msg *m, const uint8_t *payload);
+
+/* queues.c */
+int queue_add(struct ulnetd *d, struct client *c, const struct uln_svc_queue *m, int memfd,
+              int bell, const char **why);
+void queue_free(struct ulnetd *d, struct queue *q);
+/* gone's process ended: tell every process of its job (their operations to
+ * it end with -ECONNRESET). */
+void queues_peer_gone(struct ulnetd *d, const struct client *gone);
+void queue_give_back(struct queue *q, uint64_t bytes);
+/* Move every queue's messages on; true if any moved; *blocked: a target's
+ * ring was full (try again soon). */
+bool queues_pump(struct ulnetd *d, bool *blocked);
+/* Nothing left to read in any of c's queues (or they are broken). */
+bool queues_empty(const struct client *c);
+/* Tell every queue's process we sleep (1) or not (0). */
+void queues_sleeping(struct ulnetd *d, uint32_t v);
+
+/* status.c: the text of a STATUS answer into out (at most room bytes, NUL
+ * included): its length. And --status: ask the service at path, print. */
+size_t status_text(const struct ulnetd *d, char *out, size_t room);
+int status_ask(const char *path);
+
+#endif
