@@ -77,7 +77,7 @@ install(FILES ${CMAKE_BINARY_DIR}/ulnet.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/p
 set(ULN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ulnet)
 set_target_properties(ulnet PROPERTIES EXPORT_NAME ulnet)
 install(TARGETS ulnet EXPORT ulnetTargets)
-install(TARGETS ulnet_static ulnrun ulnperf ulninfo)
+install(TARGETS ulnet_static ulnrun ulnperf ulninfo ulnetd)
 install(EXPORT ulnetTargets NAMESPACE ulnet:: DESTINATION ${ULN_CMAKE_DIR})
 configure_package_config_file(cmake/ulnetConfig.cmake.in ulnetConfig.cmake
                               INSTALL_DESTINATION ${ULN_CMAKE_DIR})
@@ -88,9 +88,9 @@ install(FILES ${CMAKE_BINARY_DIR}/ulnetConfig.cmake ${CMAKE_BINARY_DIR}/ulnetCon
 
 install(FILES include/ulnet.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
-# Man pages: docs/man/man1 (the tools), docs/man/man3 (the API; pages that
+# Man pages: docs/man/man1 (the tools), docs/man/man8 (ulnetd), docs/man/man3 (the API; pages that
 # document several functions are reached from the others by .so links).
-install(DIRECTORY docs/man/ DESTINATION ${CMAKE_INSTALL_MANDIR} FILES_MATCHING PATTERN "*.[13]")
+install(DIRECTORY docs/man/ DESTINATION ${CMAKE_INSTALL_MANDIR} FILES_MATCHING PATTERN "*.[138]")
 
 # `ninja uninstall`: removes every file the last install wrote (CMake's
 # install_manifest.txt), then the directories that install left empty, up to

@@ -214,11 +214,11 @@ stage_install() {
         -o "$stage/hello-static"
     "$stage/bin/ulnrun" -n 2 --timeout 30 "$stage/hello-static"
     # Man pages: found by man after install, and clean under groff's warnings.
-    for page in uln_open uln_put uln_get uln_nap uln_cq_poll uln_mr_reg ulnrun ulninfo ulnperf; do
+    for page in uln_open uln_put uln_get uln_nap uln_cq_poll uln_mr_reg ulnrun ulninfo ulnperf ulnetd; do
         MANPATH=$stage/share/man man -w "$page" >/dev/null
     done
     # From share/man: the pages of functions documented together are ".so" links.
-    for f in $(cd "$stage/share/man" && echo man[13]/*); do
+    for f in $(cd "$stage/share/man" && echo man[138]/*); do
         out=$(cd "$stage/share/man" && groff -man -z -ww -t "$f" 2>&1) || out="groff failed: $out"
         [[ -z $out ]] || { echo "$f: $out"; exit 1; }
         out=$(cd "$stage/share/man" && MANWIDTH=80 man --warnings -l "$f" 2>&1 >/dev/null)
@@ -277,7 +277,7 @@ stage_user() {
         ! -path '*/CMakeFiles/*' -printf '%f\n' | sort | tr '\n' ' ')
     # The libfabric provider is a user's too (a library, installed), where libfabric is.
     fi_so=$(pkg-config --exists libfabric && echo "libulnet-fi.so " || true)
-    [[ $built == "${fi_so}libulnet.a libulnet.so.$version ulninfo ulnperf ulnrun " ]] ||
+    [[ $built == "${fi_so}libulnet.a libulnet.so.$version ulnetd ulninfo ulnperf ulnrun " ]] ||
         { echo "BUILD_TESTING=OFF built: $built"; exit 1; }
     ustage=$root/build-user/stage
     cmake --install build-user --prefix "$ustage" >/dev/null
