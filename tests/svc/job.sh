@@ -14,25 +14,16 @@ while [[ $1 != -- ]]; do
     if [[ $1 == --expect-status ]]; then expect=$2; shift 2; else opts+=("$1"); shift; fi
 done
 shift
-path=@ulnet-test-job-$$-$RANDOM
-log=$(mktemp)
-"$ulnetd" --foreground --path "$path" 2>"$log" &
-dpid=$!
-cleanup() {
-    kill "$dpid" 2>/dev/null || true
-    wait "$dpid" 2>/dev/null || true
-    rm -f "$log"
-}
-trap cleanup EXIT
-for _ in $(seq 200); do "$ulnetd" --status --path "$path" >/dev/null 2>&1 && break; sleep 0.05; done
+. "$(dirname "$0")/service.sh"
+svc_start "$ulnetd" job
 rc=0
 ULN_SERVICE=required ULN_SERVICE_PATH=$path ULN_TRANSPORT=svc \
     "$ulnrun" -n "$np" "${opts[@]}" "$@" || rc=$?
-s=$("$ulnetd" --status --path "$path")
+s=$(svc_status)
 if ((rc != expect)); then
     echo "job.sh: ulnrun's status $rc, expected $expect" >&2
     echo "--- ulnetd:" >&2
-    cat "$log" >&2
+    cat "$tmp/d.log" >&2
     echo "$s" >&2
     exit 1
 fi

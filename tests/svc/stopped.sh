@@ -3,27 +3,17 @@
 # stream through the same service (stopped.c). Usage: stopped.sh ULNETD ULNRUN STOPPED
 set -euo pipefail
 ulnetd=$1 ulnrun=$2 prog=$3
-path=@ulnet-test-stopped-$$-$RANDOM
-tmp=$(mktemp -d)
-"$ulnetd" --foreground --path "$path" 2>"$tmp/d.log" &
-dpid=$!
-jpid= r1=
-cleanup() {
-    [[ -z $r1 ]] || kill -CONT "$r1" 2>/dev/null || true
-    [[ -z $jpid ]] || kill "$jpid" 2>/dev/null || true
-    kill "$dpid" 2>/dev/null || true
-    wait 2>/dev/null || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/service.sh"
+svc_start "$ulnetd" stopped
 fail() { echo "svc.stopped: $*" >&2; cat "$tmp/out" "$tmp/d.log" >&2; exit 1; }
-for _ in $(seq 200); do "$ulnetd" --status --path "$path" >/dev/null 2>&1 && break; sleep 0.05; done
 ULN_SERVICE=required ULN_SERVICE_PATH=$path ULN_TRANSPORT=svc \
     "$ulnrun" -n 4 --timeout 150 "$prog" "$tmp/go" >"$tmp/out" 2>&1 &
 jpid=$!
+svc_kill_at_exit "$jpid"
 for _ in $(seq 600); do grep -q "rank 1 pid [0-9]* ready" "$tmp/out" && break; sleep 0.05; done
 r1=$(sed -n 's/.*rank 1 pid \([0-9]*\) ready.*/\1/p' "$tmp/out")
 [[ -n $r1 ]] || fail "rank 1 did not start"
+svc_kill_at_exit "$r1" # continued, then ended, whatever happens
 kill -STOP "$r1"
 touch "$tmp/go"
 # The neighbour's stream must finish while rank 1 is stopped (stopped.c's
@@ -32,10 +22,9 @@ for _ in $(seq 1400); do grep -q "neighbour done\|exited with status" "$tmp/out"
 grep -q "neighbour done" "$tmp/out" || fail "the neighbour's stream stalled behind the stopped process"
 [[ $(awk '{print $3}' "/proc/$r1/stat") == T ]] || fail "rank 1 was not stopped all along"
 kill -CONT "$r1"
-r1=
 rc=0
 wait "$jpid" || rc=$?
-jpid=
+svc_pids=("$dpid") # the job and its ranks are gone (reaped): nothing of theirs to end
 ((rc == 0)) || fail "ulnrun's status $rc"
 grep -q "rank 1 got all after SIGCONT" "$tmp/out" || fail "rank 1 did not get its NAPs"
 echo "svc.stopped: passed"

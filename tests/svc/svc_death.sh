@@ -1,27 +1,16 @@
 #!/usr/bin/env bash
 # svc.death: the service killed (kill -9) under a job: rank 0's atomic on a
-# peer reached through it (only that sleeping peer could answer it) ends with -ECONNRESET, and so does a later post;
-# nothing hangs. Usage: svc_death.sh ULNETD ULNRUN SVC_DEATH
+# peer reached through it (only that sleeping peer could answer it) ends
+# with -ECONNRESET, and so does a later post; nothing hangs. Usage: svc_death.sh ULNETD ULNRUN SVC_DEATH
 set -euo pipefail
 ulnetd=$1 ulnrun=$2 prog=$3
-path=@ulnet-test-death-$$-$RANDOM
-tmp=$(mktemp -d)
-"$ulnetd" --foreground --path "$path" 2>"$tmp/d.log" &
-dpid=$!
-jpid=
-cleanup() {
-    kill -9 "$dpid" 2>/dev/null || true
-    [[ -z $jpid ]] || kill "$jpid" 2>/dev/null || true
-    wait 2>/dev/null || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-for _ in $(seq 200); do "$ulnetd" --status --path "$path" >/dev/null 2>&1 && break; sleep 0.05; done
+. "$(dirname "$0")/service.sh"
+svc_start "$ulnetd" death
 # --keep-going: rank 1 sleeps on after rank 0 is done; ulnrun's own timeout
 # ends it (its status is not what this test checks: rank 0's is).
 ULN_SERVICE=required ULN_SERVICE_PATH=$path ULN_TRANSPORT=svc \
     "$ulnrun" -n 2 --keep-going --timeout 60 "$prog" >"$tmp/out" 2>&1 &
-jpid=$!
+svc_kill_at_exit $!
 for _ in $(seq 600); do grep -q posted "$tmp/out" && break; sleep 0.05; done
 grep -q posted "$tmp/out" || { cat "$tmp/out" >&2; exit 1; }
 kill -9 "$dpid"
