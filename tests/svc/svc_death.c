@@ -84,6 +84,10 @@ int main(void)
         fprintf(stderr, "svc_death: a NAP after the death: %d, not -ECONNRESET\n", rc);
         fails++;
     }
-    printf("svc_death: the atomic ended %.2f s after the post (the service's death)\n", now_s() - t0);
+    printf("svc_death: the atomic ended %.2f s after the post (the service's death)\n",
+           now_s() - t0);
+    uln_ep_close(ep);
+    uln_cq_close(cq);
+    uln_close(ctx);
     return fails ? 1 : 0;
 }
