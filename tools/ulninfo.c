@@ -242,9 +242,9 @@ static void print_transports(struct uln_ctx *ctx, const struct uln_info *in)
     print_interfaces(l.udp_mtu); /* ULN_UDP_MTU as the library resolved it */
     print_link(ctx);
     print_seal(ctx);
-    print_facts(ctx);
     printf("svc: the host's ulnetd (ULN_SERVICE; docs/service.md)\n");
     printf("  service                          %s\n", uln_diag_service(ctx));
+    print_facts(ctx);
     printf("\n# Limits\n");
     printf("nap_max        %10" PRIu32 "  largest NAP payload, bytes\n", in->nap_max);
     printf("inline_max     %10" PRIu32 "  largest ULN_INLINE payload\n", in->inline_max);

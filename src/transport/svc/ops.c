@@ -11,6 +11,7 @@
  * stead is the next step).
  */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -45,6 +46,33 @@ static int uln_svc_reaches(const struct uln_ctx *ctx, int peer)
     /* Both attached to the one service (the wire between services is next):
      * two stores into mapped memory and the service's hop between them. */
     return a && a->host && a->host == ctx->svc->host_id ? 2 * ULN_TP_COST_MEMORY : 0;
+}
+
+/* Its facts (uln_query_key "svc.*"): attached or not, the one line saying
+ * so (or why not), and the peers it carries. */
+static int uln_svc_info(const struct uln_ctx *ctx, unsigned i, char *key, size_t klen, char *val,
+                        size_t vlen)
+{
+    int peers = 0, n;
+    for (int p = 0; ctx->peer_tp && p < ctx->size; p++)
+        peers += ctx->peer_tp[p] == &uln_tp_svc;
+    switch (i) {
+    case 0:
+        snprintf(key, klen, "attached");
+        n = snprintf(val, vlen, "%d", ctx->svc != NULL);
+        break;
+    case 1:
+        snprintf(key, klen, "service");
+        n = snprintf(val, vlen, "%s", ctx->svc_why);
+        break;
+    case 2:
+        snprintf(key, klen, "peers");
+        n = snprintf(val, vlen, "%d", peers);
+        break;
+    default:
+        return -ENOENT;
+    }
+    return n < 0 ? -EINVAL : 0;
 }
 
 static struct svc_ep *svc_ep(const struct uln_ep *ep)
@@ -151,6 +179,7 @@ const struct uln_transport_ops uln_tp_svc = {
     .choose = uln_svc_choose,
     .close = uln_svc_close,
     .reaches = uln_svc_reaches,
+    .info = uln_svc_info,
     .ep_open = uln_svc_ep_open,
     .ep_close = uln_svc_ep_close,
     .connect = uln_svc_connect,
