@@ -263,6 +263,20 @@ static void on_req(struct ulnfi_ep *ep, const struct ulnfi_hdr *h, const struct 
     *dest = cm->name;
     info->dest_addr = dest;
     info->dest_addrlen = ulnfi_name_len(dest);
+    if (ulnfi_sa_format(info->addr_format)) {
+        /* socket addresses: the endpoint is found at the passive endpoint's
+         * address, as an accepted TCP socket is at its listener's; the
+         * client has no socket address of ours to name it by */
+        info->dest_addr = NULL;
+        info->dest_addrlen = 0;
+        free(dest);
+        struct sockaddr_storage ss;
+        size_t len = sizeof(ss);
+        if (!ulnfi_names_bound(ep, &ss, &len) && (info->src_addr = malloc(len))) {
+            memcpy(info->src_addr, &ss, len);
+            info->src_addrlen = len;
+        }
+    }
     info->handle = &cr->fid;
     e->info = info;
     ev_add(ep, e);
@@ -348,6 +362,12 @@ static struct ulnfi_ep *msg_ep(struct fid_ep *fep)
     return ep->type == FI_EP_MSG ? ep : NULL;
 }
 
+static int lookup_pep(const void *addr, struct ulnfi_addr *name)
+{
+    static const _Atomic bool never = false;
+    return ulnfi_names_lookup_sa(addr, ulnfi_sa_len(addr), true, &never, name);
+}
+
 static int cm_connect(struct fid_ep *fep, const void *addr, const void *param, size_t len)
 {
     struct ulnfi_ep *ep = msg_ep(fep);
@@ -355,14 +375,25 @@ static int cm_connect(struct fid_ep *fep, const void *addr, const void *param, s
     if (len > ULNFI_CM_DATA_MAX || (len && !param) || !addr) return -FI_EINVAL;
     struct ulnfi_addr name;
     size_t stride;
-    if (ulnfi_name_get(addr, &name, &stride)) return -FI_EINVAL;
+    bool sa = ulnfi_sa_format(ep->info->addr_format);
+    if (sa ? !ulnfi_sa_len(addr) : ulnfi_name_get(addr, &name, &stride)) return -FI_EINVAL;
     if (!ep->eq) return -FI_ENOEQ;
     int rc = ulnfi_ep_enable(ep);
     if (rc) return rc;
+    /* a socket address names a passive endpoint's name service: asked now,
+     * once (bounded by FI_ULNET_NAME_TIMEOUT_MS); nothing there is refused,
+     * as a TCP connect is, with an FI_ECONNREFUSED event */
+    int found = sa ? lookup_pep(addr, &name) : 0;
     ulnfi_lock(ep->dom);
     if (ep->cm_state != ULNFI_CMS_IDLE) {
         ulnfi_unlock(ep->dom);
         return -FI_EOPBADSTATE; /* fi_cm(3): once in an endpoint's life */
+    }
+    if (found) {
+        ep->cm_state = ULNFI_CMS_SHUT;
+        ev_add(ep, ev_new(0, FI_ECONNREFUSED, NULL, 0));
+        ulnfi_unlock(ep->dom);
+        return 0;
     }
     fi_addr_t fa;
     rc = add_peer(ep, &name, &fa);
@@ -461,9 +492,9 @@ static int cm_getpeer(struct fid_ep *fep, void *addr, size_t *addrlen)
     return room >= *addrlen ? 0 : -FI_ETOOSMALL;
 }
 
-static int no_setname(fid_t fid, void *addr, size_t addrlen)
+static int ep_setname(fid_t fid, void *addr, size_t addrlen)
 {
-    return -FI_ENOSYS;
+    return ulnfi_ep_setname(ulnfi_container(fid, struct ulnfi_ep, ep.fid), addr, addrlen);
 }
 static int no_listen(struct fid_pep *pep)
 {
@@ -486,7 +517,7 @@ static int ep_getname(fid_t fid, void *addr, size_t *addrlen)
 
 struct fi_ops_cm ulnfi_cm_ops = {
     .size = sizeof(struct fi_ops_cm),
-    .setname = no_setname,
+    .setname = ep_setname,
     .getname = ep_getname,
     .getpeer = cm_getpeer,
     .connect = cm_connect,
@@ -572,9 +603,20 @@ static int pep_getname(fid_t fid, void *addr, size_t *addrlen)
     return ulnfi_ep_getname(pep_ep(p), addr, addrlen);
 }
 
+/* fi_setname(3) on a passive endpoint: where it listens (socket addresses
+ * only), taken at once - port 0 is one the system picks, which fi_getname
+ * then gives - and kept until the pep closes. Before fi_listen; requests
+ * that come before it are not taken (on_req). */
+static int pep_setname(fid_t fid, void *addr, size_t addrlen)
+{
+    struct ulnfi_pep *p = ulnfi_container(fid, struct ulnfi_pep, pep.fid);
+    int rc = ulnfi_ep_setname(pep_ep(p), addr, addrlen);
+    return rc ? rc : fi_enable(p->iep);
+}
+
 static struct fi_ops_cm pep_cm_ops = {
     .size = sizeof(struct fi_ops_cm),
-    .setname = no_setname,
+    .setname = pep_setname,
     .getname = pep_getname,
     .getpeer = (void *)cm_getpeer,
     .connect = (void *)cm_connect,

@@ -163,7 +163,9 @@ void ulnfi_recv_report(struct ulnfi_ep *ep, const struct ulnfi_match_recv *r, ui
 static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
     struct ulnfi_ep *ep = ulnfi_container(fid, struct ulnfi_ep, ep.fid);
-    if (ep->enabled) return -FI_EOPBADSTATE;
+    /* a passive endpoint's takes its EQ after fi_setname enabled it
+     * (cm.c): requests are not taken before fi_listen anyway */
+    if (ep->enabled && !(ep->pep && bfid->fclass == FI_CLASS_EQ)) return -FI_EOPBADSTATE;
     switch (bfid->fclass) {
     case FI_CLASS_AV: {
         if (ep->av) return -FI_EINVAL; /* FI_EP_MSG: its own */
@@ -329,7 +331,10 @@ static int ep_enable(struct ulnfi_ep *ep)
         return rc;
     }
     const struct ulnfi_addr *src = ep->info->src_addr;
-    bool sa = ulnfi_sa_format(ep->info->addr_format);
+    /* a connected endpoint is reached through its connection, not looked
+     * up: only a passive endpoint's publishes (its address is the pep's or
+     * the one fi_setname gave, which the pep may still hold) */
+    bool sa = ulnfi_sa_format(ep->info->addr_format) && (ep->type != FI_EP_MSG || ep->pep);
     if (sa || (src && ep->info->src_addrlen == ULNFI_NAME_FULL && src->flags & ULNFI_AF_SVC)) {
         struct ulnfi_addr name;
         rc = make_name(ep, &name, sizeof(name.uaddr));
@@ -564,7 +569,10 @@ int ulnfi_ep_getname(struct ulnfi_ep *ep, void *addr, size_t *addrlen)
 {
     /* The endpoint index is ulnet's, known once the endpoint is enabled. */
     if (!ep->enabled) return -FI_EOPBADSTATE;
-    if (ulnfi_sa_format(ep->info->addr_format)) return ulnfi_names_bound(ep, addr, addrlen);
+    if (ulnfi_sa_format(ep->info->addr_format)) {
+        if (ep->type == FI_EP_MSG && !ep->pep) return ulnfi_sa_src(ep, addr, addrlen);
+        return ulnfi_names_bound(ep, addr, addrlen);
+    }
     /* fi_getname(3): too small a room is -FI_ETOOSMALL with the length
      * needed, the full name's; a room of 32 bytes or more that is too small
      * for it takes the short name where there is one (names.h). */
@@ -584,7 +592,50 @@ int ulnfi_ep_getname(struct ulnfi_ep *ep, void *addr, size_t *addrlen)
 
 static int ep_setname(fid_t fid, void *addr, size_t addrlen)
 {
-    return -FI_ENOSYS;
+    return ulnfi_ep_setname(ulnfi_container(fid, struct ulnfi_ep, ep.fid), addr, addrlen);
+}
+
+/* fi_setname(3), before the endpoint is enabled: the socket address it is
+ * to be found at (FI_SOCKADDR_IN*: av_sockaddr.c). ulnet names are made by
+ * ulnet, not chosen, so other formats have none to set. */
+int ulnfi_ep_setname(struct ulnfi_ep *ep, const void *addr, size_t addrlen)
+{
+    if (!ulnfi_sa_format(ep->info->addr_format)) return -FI_ENOSYS;
+    socklen_t len = addr && addrlen >= sizeof(struct sockaddr_in) ? ulnfi_sa_len(addr) : 0;
+    if (!len || len > addrlen) return -FI_EINVAL;
+    if (ep->info->addr_format == FI_SOCKADDR_IN && len != sizeof(struct sockaddr_in))
+        return -FI_EINVAL;
+    if (ep->info->addr_format == FI_SOCKADDR_IN6 && len != sizeof(struct sockaddr_in6))
+        return -FI_EINVAL;
+    void *a = malloc(len);
+    if (!a) return -FI_ENOMEM;
+    memcpy(a, addr, len);
+    ulnfi_lock(ep->dom);
+    int rc = ep->enabled ? -FI_EOPBADSTATE : 0; /* published already */
+    if (!rc) {
+        free(ep->info->src_addr);
+        ep->info->src_addr = a;
+        ep->info->src_addrlen = len;
+    }
+    ulnfi_unlock(ep->dom);
+    if (rc) free(a);
+    return rc;
+}
+
+/* A connected endpoint's socket address: its info's source (the passive
+ * endpoint's for one accepted, fi_setname's, or its pep's). */
+int ulnfi_sa_src(const struct ulnfi_ep *ep, void *addr, size_t *addrlen)
+{
+    const struct fi_info *fi = ep->info;
+    socklen_t len = fi->src_addr && fi->src_addrlen >= sizeof(struct sockaddr_in)
+                        ? ulnfi_sa_len(fi->src_addr)
+                        : 0;
+    if (!len || len > fi->src_addrlen) return -FI_EADDRNOTAVAIL; /* none given */
+    size_t room = *addrlen;
+    *addrlen = len;
+    if (room < len) return -FI_ETOOSMALL;
+    memcpy(addr, fi->src_addr, len);
+    return 0;
 }
 static int ep_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen)
 {
@@ -628,6 +679,21 @@ static struct fi_ops_cm cm_ops = {
     .shutdown = ep_shutdown,
     .join = ep_join,
 };
+
+/* An endpoint opened from a passive endpoint's info handle takes over the
+ * passive endpoint's socket address (fi_endpoint(3)), as its source. */
+static void take_pep_name(struct ulnfi_ep *ep, struct fid *pep)
+{
+    struct sockaddr_storage ss;
+    size_t len = sizeof(ss);
+    if (!ulnfi_sa_format(ep->info->addr_format) || fi_getname(pep, &ss, &len)) return;
+    void *a = malloc(len);
+    if (!a) return; /* the info's own source stays */
+    memcpy(a, &ss, len);
+    free(ep->info->src_addr);
+    ep->info->src_addr = a;
+    ep->info->src_addrlen = len;
+}
 
 int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **out,
                   void *context)
@@ -682,6 +748,9 @@ int ulnfi_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
         if (info->handle && info->handle->fclass == FI_CLASS_CONNREQ) {
             ep->connreq = info->handle; /* fi_accept answers it */
             ulnfi_connreq_hold(ep->connreq);
+            ep->info->handle = NULL;
+        } else if (info->handle && info->handle->fclass == FI_CLASS_PEP) {
+            take_pep_name(ep, info->handle); /* fi_endpoint(3): its address */
             ep->info->handle = NULL;
         }
     }

@@ -211,6 +211,9 @@ static int fill(struct fi_info *fi, const struct fi_info *h, uint64_t caps, uint
     fi->caps = caps;
     fi->mode = 0;
     fi->addr_format = FI_FORMAT_UNSPEC;
+    /* fi_getinfo(3): a passive endpoint given as the hints' handle comes
+     * back in the info, for fi_endpoint to take over its address */
+    fi->handle = h && h->handle && h->handle->fclass == FI_CLASS_PEP ? h->handle : NULL;
 
     struct fi_tx_attr *tx = fi->tx_attr;
     tx->caps = caps & ULNFI_TX_CAPS;
@@ -532,7 +535,6 @@ int ulnfi_getinfo(uint32_t version, const char *node, const char *service, uint6
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         enum fi_ep_type t = types[i];
         if (want != FI_EP_UNSPEC && want != t) continue;
-        if (t == FI_EP_MSG && ad.fmt != FI_FORMAT_UNSPEC) continue; /* cm.c speaks ulnet names */
         if (hints && hints->caps && !subset(hints->caps, type_caps(t))) continue;
         if (t == FI_EP_DGRAM && hints && hints->ep_attr && hints->ep_attr->max_msg_size > inject)
             continue;

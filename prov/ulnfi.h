@@ -579,6 +579,9 @@ void ulnfi_cntr_inc_err(struct ulnfi_cntr *c);
 int ulnfi_ep_enable(struct ulnfi_ep *ep);
 int ulnfi_ep_name(struct ulnfi_ep *ep, struct ulnfi_addr *a); /* the full name */
 int ulnfi_ep_getname(struct ulnfi_ep *ep, void *addr, size_t *addrlen);
+int ulnfi_ep_setname(struct ulnfi_ep *ep, const void *addr, size_t addrlen);
+/* a connected endpoint's socket address (FI_SOCKADDR_IN*): its info's source */
+int ulnfi_sa_src(const struct ulnfi_ep *ep, void *addr, size_t *addrlen);
 
 /* ep.c: operations and their completion */
 struct ulnfi_op *ulnfi_op_get(struct ulnfi_ep *ep, size_t buf_len);

@@ -27,7 +27,15 @@
  *   msg_fd: a client process connects while the server sleeps in poll() on
  *           its EQ's FI_WAIT_FD descriptor: the request wakes it.
  *   msg_death: the same, and the client dies connected: FI_SHUTDOWN.
- * Usage: fi_cm msg|msg_fd|msg_death|dgram|event|srx|waitset|sav|sep|trigger
+ *   msg_sockaddr: FI_EP_MSG named by socket addresses (FI_SOCKADDR_IN), as
+ *           fabtests' fi_msg_sockets uses them: fi_setname on a passive
+ *           endpoint (port 0: one picked, which fi_getname gives; another
+ *           family refused; once only; an address taken refused), a client
+ *           endpoint taking over its pep's address (the hints' handle), a
+ *           connect to an address nobody listens on refused by an event,
+ *           then a connection: the accepted endpoint is at the listener's
+ *           address, messages both ways checked.
+ * Usage: fi_cm msg|msg_fd|msg_death|msg_sockaddr|dgram|event|srx|waitset|sav|sep|trigger
  */
 #include "fi_common.h"
 
@@ -35,6 +43,8 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_trigger.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <signal.h>
@@ -662,6 +672,122 @@ static int test_sav(void)
 /* FI_WAIT_FD across processes: the server sleeps in poll() on its EQ's
  * descriptor while a client process (started before, looking the server up
  * by port) connects; the request must wake it. */
+/* A loopback port nothing listens on: one the system gave and took back. */
+static uint16_t free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0 && !bind(fd, (struct sockaddr *)&a, l) &&
+          !getsockname(fd, (struct sockaddr *)&a, &l));
+    close(fd);
+    return a.sin_port;
+}
+
+static int test_msg_sockaddr(void)
+{
+    struct fi_info *h = hints_of(FI_EP_MSG, FI_MSG | FI_TAGGED), *sfi, *cfi;
+    h->addr_format = FI_SOCKADDR_IN;
+    OK(fi_getinfo(V, "127.0.0.1", NULL, FI_SOURCE, h, &sfi));
+    CHECK(sfi->ep_attr->type == FI_EP_MSG && sfi->addr_format == FI_SOCKADDR_IN);
+    struct fid_fabric *fab;
+    struct fid_eq *seq, *ceq;
+    struct fid_pep *pep, *other, *cpep;
+    struct fi_eq_attr ea = {.wait_obj = FI_WAIT_UNSPEC};
+    OK(fi_fabric(sfi->fabric_attr, &fab, NULL));
+    OK(fi_eq_open(fab, &ea, &seq, NULL));
+    OK(fi_eq_open(fab, &ea, &ceq, NULL));
+    free(sfi->src_addr); /* as fi_msg_sockets: no source, fi_setname gives it */
+    sfi->src_addr = NULL;
+    sfi->src_addrlen = 0;
+    OK(fi_passive_ep(fab, sfi, &pep, NULL));
+    struct sockaddr_in6 six = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    CHECK(fi_setname(&pep->fid, &six, sizeof(six)) == -FI_EINVAL);
+    struct sockaddr_in any = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in bound = {0}, got = {0};
+    size_t bl = sizeof(bound), gl = sizeof(got);
+    OK(fi_setname(&pep->fid, &any, sizeof(any)));
+    OK(fi_getname(&pep->fid, &bound, &bl));
+    CHECK(bl == sizeof(bound) && bound.sin_family == AF_INET && bound.sin_port != 0 &&
+          bound.sin_addr.s_addr == htonl(INADDR_LOOPBACK));
+    CHECK(fi_setname(&pep->fid, &any, sizeof(any)) == -FI_EOPBADSTATE);
+    OK(fi_pep_bind(pep, &seq->fid, 0));
+    OK(fi_listen(pep));
+    OK(fi_passive_ep(fab, sfi, &other, NULL)); /* the same address twice: refused */
+    CHECK(fi_setname(&other->fid, &bound, sizeof(bound)) == -FI_EADDRINUSE);
+    OK(fi_close(&other->fid));
+
+    /* the client: a pep of its own gives its endpoint's address (fi_endpoint(3)) */
+    struct sockaddr_in cbound = {0};
+    size_t cl = sizeof(cbound);
+    OK(fi_passive_ep(fab, sfi, &cpep, NULL));
+    OK(fi_setname(&cpep->fid, &any, sizeof(any)));
+    OK(fi_getname(&cpep->fid, &cbound, &cl));
+    char port[8];
+    snprintf(port, sizeof(port), "%u", ntohs(bound.sin_port));
+    h->handle = &cpep->fid;
+    OK(fi_getinfo(V, "127.0.0.1", port, 0, h, &cfi));
+    h->handle = NULL;
+    CHECK(cfi->handle == &cpep->fid && cfi->dest_addrlen == sizeof(bound) &&
+          !memcmp(cfi->dest_addr, &bound, sizeof(bound)));
+
+    uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+    struct fi_eq_cm_entry *ent = (void *)buf;
+    uint32_t ev;
+    struct side cli, srv;
+    side_open(fab, cfi, ceq, 0, &cli);
+    OK(fi_close(&cpep->fid)); /* its address is the endpoint's now */
+    OK(fi_getname(&cli.ep->fid, &got, &gl));
+    CHECK(gl == sizeof(got) && !memcmp(&got, &cbound, sizeof(got)));
+    /* nobody at an address: refused, as an event */
+    struct sockaddr_in none = any;
+    none.sin_port = free_port();
+    OK(fi_connect(cli.ep, &none, NULL, 0));
+    CHECK(eq_wait(ceq, &ev, buf, sizeof(buf)) == -FI_EAVAIL);
+    struct fi_eq_err_entry err = {0};
+    CHECK(fi_eq_readerr(ceq, &err, 0) == sizeof(err));
+    CHECK(err.err == FI_ECONNREFUSED && err.fid == &cli.ep->fid);
+    side_close(&cli);
+
+    side_open(fab, cfi, ceq, 0, &cli);
+    OK(fi_connect(cli.ep, cfi->dest_addr, "hi", 3));
+    CHECK(eq_wait(seq, &ev, buf, sizeof(buf)) == (ssize_t)(sizeof(*ent) + 3));
+    CHECK(ev == FI_CONNREQ && ent->fid == &pep->fid && !strcmp((char *)ent->data, "hi"));
+    struct fi_info *req = ent->info;
+    CHECK(req->addr_format == FI_SOCKADDR_IN && req->src_addrlen == sizeof(bound) &&
+          !memcmp(req->src_addr, &bound, sizeof(bound)));
+    side_open(fab, req, seq, 0, &srv);
+    OK(fi_accept(srv.ep, NULL, 0));
+    fi_freeinfo(req);
+    CHECK(eq_wait(seq, &ev, buf, sizeof(buf)) == sizeof(*ent));
+    CHECK(ev == FI_CONNECTED && ent->fid == &srv.ep->fid);
+    CHECK(eq_wait(ceq, &ev, buf, sizeof(buf)) == sizeof(*ent));
+    CHECK(ev == FI_CONNECTED && ent->fid == &cli.ep->fid);
+    /* the accepted endpoint is found at its listener's address */
+    gl = sizeof(got);
+    OK(fi_getname(&srv.ep->fid, &got, &gl));
+    CHECK(gl == sizeof(got) && !memcmp(&got, &bound, sizeof(got)));
+    size_t sizes[] = {0, 1, 4000, 1 << 20};
+    for (unsigned i = 0; i < 4; i++) {
+        xfer(&cli, &srv, sizes[i], i, 0);
+        xfer(&srv, &cli, sizes[i], i + 10, 1);
+    }
+    OK(fi_shutdown(cli.ep, 0));
+    CHECK(eq_wait(ceq, &ev, buf, sizeof(buf)) == sizeof(*ent) && ev == FI_SHUTDOWN);
+    CHECK(eq_wait(seq, &ev, buf, sizeof(buf)) == sizeof(*ent) && ev == FI_SHUTDOWN);
+    side_close(&cli);
+    side_close(&srv);
+    OK(fi_close(&pep->fid));
+    OK(fi_close(&seq->fid));
+    OK(fi_close(&ceq->fid));
+    OK(fi_close(&fab->fid));
+    fi_freeinfo(cfi);
+    fi_freeinfo(sfi);
+    fi_freeinfo(h);
+    printf("msg_sockaddr: listener at 127.0.0.1:%s, connected, data checked both ways\n", port);
+    return 0;
+}
+
 static int test_msg_fd(int die)
 {
     char port[8];
@@ -832,17 +958,18 @@ int main(int argc, char **argv)
 {
     if (argc != 2) return 2;
     const char *t = argv[1];
-    int rc = !strcmp(t, "msg")         ? test_msg()
-             : !strcmp(t, "msg_fd")    ? test_msg_fd(0)
-             : !strcmp(t, "msg_death") ? test_msg_fd(1)
-             : !strcmp(t, "dgram")     ? test_dgram()
-             : !strcmp(t, "event")     ? test_event()
-             : !strcmp(t, "srx")       ? test_srx()
-             : !strcmp(t, "waitset")   ? test_waitset()
-             : !strcmp(t, "sav")       ? test_sav()
-             : !strcmp(t, "sep")       ? test_sep()
-             : !strcmp(t, "trigger")   ? test_trigger()
-                                       : 2;
+    int rc = !strcmp(t, "msg")            ? test_msg()
+             : !strcmp(t, "msg_fd")       ? test_msg_fd(0)
+             : !strcmp(t, "msg_death")    ? test_msg_fd(1)
+             : !strcmp(t, "msg_sockaddr") ? test_msg_sockaddr()
+             : !strcmp(t, "dgram")        ? test_dgram()
+             : !strcmp(t, "event")        ? test_event()
+             : !strcmp(t, "srx")          ? test_srx()
+             : !strcmp(t, "waitset")      ? test_waitset()
+             : !strcmp(t, "sav")          ? test_sav()
+             : !strcmp(t, "sep")          ? test_sep()
+             : !strcmp(t, "trigger")      ? test_trigger()
+                                          : 2;
     if (rc || failures) {
         fprintf(stderr, "fi_cm %s FAILED\n", t);
         return 1;
