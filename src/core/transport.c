@@ -12,7 +12,7 @@ size_t uln_tp_slot_off(unsigned id)
 {
     size_t off = 0;
     for (unsigned i = 0; i < id && uln_transports[i]; i++)
-        off += (uln_transports[i]->slot_bytes + 63u) & ~(size_t)63u;
+        off += (uln_transports[i]->slot_bytes + 7u) & ~(size_t)7u;
     return off;
 }
 
@@ -21,7 +21,7 @@ int uln_transports_open(struct uln_ctx *ctx, void *slot, size_t slot_len)
     for (unsigned id = 0; uln_transports[id]; id++) {
         const struct uln_transport_ops *t = uln_transports[id];
         size_t off = uln_tp_slot_off(id);
-        if (off + t->slot_bytes > slot_len) { /* the board slot is too small: a build error */
+        if (t->slot_bytes && off + t->slot_bytes > slot_len) { /* the board slot is too small: a build error */
             fprintf(stderr, "ulnet: the board slot has no room for %s's part\n", t->name);
             return -EINVAL;
         }

@@ -249,7 +249,9 @@ extern const struct uln_transport_ops *const uln_transports[];
  * best. */
 int uln_transports_open(struct uln_ctx *ctx, void *slot, size_t slot_len);
 /* Where transport id's part of a board slot starts: after the parts of those
- * before it in uln_transports, each on whole 64-byte lines of its own. */
+ * before it in uln_transports, each on 8-byte words of its own: a slot is read
+ * once per peer, so its parts need no cache lines of their own, and packed they
+ * leave room in the slot (ULN_BOARD_SLOT_BYTES) for the next transport's. */
 size_t uln_tp_slot_off(unsigned id);
 /* Transport id's part of a peer's board slot (NULL: none). */
 static inline const void *uln_tp_part(const void *slot, unsigned id)
