@@ -5,7 +5,7 @@
 #
 #   run_job.sh [--hosts H] [--ranks N] [--timeout S] [--expect-status X]
 #              [--rate R] [--drop-pct P --drop-on hostK] [--env VAR=value]...
-#              [--root-any]
+#              [--root-any] [--svc ULNETD]
 #              -- PROGRAM ARGS...
 #
 # Makes H hosts with hosts.sh (default 2), places rank r on host r % H (so
@@ -19,11 +19,14 @@
 # other hosts, which the integration tests check against uln_query.
 # --root-any: rank 0 listens on ULN_ROOT=0.0.0.0:port (the others still reach
 # it at its host's address), so it must publish the address its route says.
+# --svc ULNETD: one ulnetd per host (--addr its host's address), every rank
+# attached to its host's (ULN_SERVICE=required) and every peer reached through
+# the services (ULN_TRANSPORT=svc); their --status is printed at the end.
 # Exit 77 (ctest's "skipped") when this machine cannot make namespaces.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=() root_any=0
+hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=() root_any=0 svc=
 while [[ $# -gt 0 ]]; do
     case $1 in
     --hosts) hosts=$2; shift 2 ;;
@@ -35,6 +38,7 @@ while [[ $# -gt 0 ]]; do
     --drop-on) up_args+=(--drop-on "$2"); shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
     --root-any) root_any=1; shift ;;
+    --svc) svc=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "run_job.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -46,13 +50,40 @@ done
 set -a
 eval "$("$here/hosts.sh" up "$hosts" "${up_args[@]}")"
 set +a
-pids=()
+pids=() svc_pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    [[ -z $svc ]] || svc_report
+    for p in "${svc_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    [[ -z ${svc_logs:-} ]] || rm -rf "$svc_logs"
     "$here/hosts.sh" down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+svc_logs=$(mktemp -d)
+if [[ -n $svc ]]; then
+    for ((h = 0; h < hosts; h++)); do
+        v=ULNTEST_HOST_$h
+        "$here/hosts.sh" exec "h$h" "$svc" --foreground --addr "${!v}" 2>"$svc_logs/h$h.log" &
+        svc_pids+=($!)
+    done
+    for ((h = 0; h < hosts; h++)); do
+        for _ in $(seq 100); do
+            "$here/hosts.sh" exec "h$h" "$svc" --status >/dev/null 2>&1 && break
+            sleep 0.05
+        done
+    done
+    envs+=(ULN_SERVICE=required ULN_TRANSPORT=svc)
+fi
+svc_report() {
+    for ((h = 0; h < ${#svc_pids[@]}; h++)); do
+        echo "--- h$h:"
+        "$here/hosts.sh" exec "h$h" "$svc" --status 2>&1 || true
+        cat "$svc_logs/h$h.log" 2>/dev/null || true
+    done
+}
 
 root_var=ULNTEST_HOST_0
 port=$((20000 + RANDOM % 20000))
@@ -62,6 +93,7 @@ for ((r = 0; r < ranks; r++)); do
     # Ranks of other hosts: all but those placed on host h.
     same=$(((ranks - 1 - h) / hosts + 1))
     remote=$((ranks - same))
+    [[ -z $svc ]] || remote=0 # every peer through the services, none on udp
     root="${!root_var}:$port"
     ((r == 0 && root_any)) && root="0.0.0.0:$port"
     "$here/hosts.sh" exec "h$h" env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="$root" \

@@ -138,7 +138,8 @@ static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_atta
     c->size = a->size;
     c->attached = true;
     d->c.attached++;
-    struct uln_svc_attach_ok ok = {.host_id = d->host_id, .client = c->id};
+    struct uln_svc_attach_ok ok = {
+        .host_id = d->host_id, .client = c->id, .wire_ip = d->wire_ip, .wire_port = d->wire_port};
     uln_svc_hdr_init(&ok.h, ULN_SVC_ATTACH_OK, sizeof ok, 0);
     send_answer(c, &ok, sizeof ok);
     fprintf(stderr, "ulnetd: attached pid %d uid %u job %016llx rank %u/%u (client %u)\n",
@@ -204,6 +205,20 @@ void client_input(struct ulnetd *d, struct client *c)
         else {
             struct uln_svc_hdr ok;
             uln_svc_hdr_init(&ok, ULN_SVC_QUEUE_OK, sizeof ok, 0);
+            send_answer(c, &ok, sizeof ok);
+        }
+    } else if (type == ULN_SVC_ROUTE) {
+        struct uln_svc_route r;
+        memcpy(&r, buf, sizeof r);
+        /* Routes only for the process's own job, and its ranks. */
+        int rc = !c->attached || r.rank >= c->size || r.rank == c->rank
+                     ? -EINVAL
+                     : wire_route(d, c->job_key, r.rank, r.ip, r.port);
+        if (rc)
+            refuse(d, c, rc, "no route to that rank's service");
+        else {
+            struct uln_svc_hdr ok;
+            uln_svc_hdr_init(&ok, ULN_SVC_ROUTE_OK, sizeof ok, 0);
             send_answer(c, &ok, sizeof ok);
         }
     }

@@ -32,11 +32,14 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ulnetd [--foreground] [--if IFACE] [--link xdp|udp|auto] [--path P]\n"
+            "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
+            "              [--path P]\n"
             "       ulnetd --status [--path P]\n"
+            "  --addr    where other hosts' services reach this one (UDP, IPv4; port %u);\n"
+            "            without it the service serves this host only\n"
             "  --path P  where to listen: @name (abstract socket) or a file path;\n"
             "            default: $ULN_SERVICE_PATH, else %s\n",
-            ULN_SVC_DEFAULT_PATH);
+            ULN_SVC_WIRE_PORT, ULN_SVC_DEFAULT_PATH);
 }
 
 /* Listen at d->path. A second service on one path is refused by the
@@ -115,6 +118,8 @@ static bool events(struct ulnetd *d, int timeout_ms)
         if (p == &d->signal_fd) return false;
         if (p == &d->listen_fd) {
             clients_accept(d);
+        } else if (p == &d->wire_kind) {
+            wire_input(d);
         } else if (*(int *)p == KIND_QUEUE) {
             uint64_t v;
             (void)!read(((struct queue *)p)->bell, &v, sizeof v);
@@ -139,8 +144,10 @@ static void run(struct ulnetd *d)
 {
     uint64_t busy_at = now_ns();
     for (;;) {
-        bool blocked;
-        if (queues_pump(d, &blocked)) busy_at = now_ns();
+        bool blocked, moved = wire_input(d);
+        moved |= queues_pump(d, &blocked);
+        uint64_t deadline = wire_tick(d, &moved);
+        if (moved) busy_at = now_ns();
         int timeout = 0;
         if (now_ns() - busy_at > SPIN_NS) {
             queues_sleeping(d, 1);
@@ -149,7 +156,8 @@ static void run(struct ulnetd *d)
                 busy_at = now_ns();
                 continue;
             }
-            timeout = blocked ? 1 : -1;
+            timeout = wire_timeout_ms(deadline);
+            if (blocked && (timeout < 0 || timeout > 1)) timeout = 1;
             d->c.sleeps++;
         }
         bool go_on = events(d, timeout);
@@ -169,6 +177,7 @@ int main(int argc, char **argv)
     snprintf(d.path, sizeof d.path, "%s", env && *env ? env : ULN_SVC_DEFAULT_PATH);
     snprintf(d.link, sizeof d.link, "auto");
     bool status = false;
+    const char *addr = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool more = i + 1 < argc;
@@ -178,6 +187,8 @@ int main(int argc, char **argv)
             status = true;
         else if (!strcmp(a, "--path") && more)
             snprintf(d.path, sizeof d.path, "%s", argv[++i]);
+        else if (!strcmp(a, "--addr") && more)
+            addr = argv[++i];
         else if (!strcmp(a, "--if") && more)
             snprintf(d.iface, sizeof d.iface, "%s", argv[++i]);
         else if (!strcmp(a, "--link") && more) {
@@ -199,6 +210,7 @@ int main(int argc, char **argv)
     }
     if (status) return status_ask(d.path);
     if (setup(&d) != 0) return 1;
+    if (addr && wire_open(&d, addr) != 0) return 1;
     fprintf(stderr, "ulnetd: pid %d listening at %s\n", (int)getpid(), d.path);
     run(&d);
     clients_drop_all(&d);

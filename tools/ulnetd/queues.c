@@ -86,9 +86,8 @@ void feed_commit(struct client *t, uint32_t src, uint32_t ep, int ch, uint8_t ty
     t->wrote = true;
 }
 
-/* Write one message for t from src's endpoint ep. False: no room now. */
-static bool feed_put(struct client *t, uint32_t src, uint32_t ep, int ch, uint8_t type,
-                     uint8_t flags, const uint8_t *payload, uint32_t len)
+bool feed_put(struct client *t, uint32_t src, uint32_t ep, int ch, uint8_t type, uint8_t flags,
+              const uint8_t *payload, uint32_t len)
 {
     void *d = feed_reserve(t, src, ep, ch, len);
     if (!d) return false;
@@ -97,7 +96,7 @@ static bool feed_put(struct client *t, uint32_t src, uint32_t ep, int ch, uint8_
     return true;
 }
 
-static struct client *find_target(struct ulnetd *d, uint64_t job, uint32_t rank)
+struct client *find_target(struct ulnetd *d, uint64_t job, uint32_t rank)
 {
     for (unsigned i = 0; i < d->n_clients; i++) {
         struct client *c = d->clients[i];
@@ -162,8 +161,22 @@ static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool
         uint32_t dst = m.aux & ~ULN_SVC_AUX_CH;
         int ch = (m.aux & ULN_SVC_AUX_CH) != 0;
         struct client *t = dst < c->size ? find_target(d, c->job_key, dst) : NULL;
-        if (!uln_msg_desc(m.type) || !t || q->ep >= t->hdr.max_eps || c->rank >= t->hdr.size ||
-            m.len > uln_ring_max_payload(ch ? t->hdr.req_ring_bytes : t->hdr.ring_bytes) / 2) {
+        if (!t && dst < c->size && dst != c->rank && uln_msg_desc(m.type) &&
+            wire_routes(d, c->job_key, dst)) {
+            /* On another host: its service places it (wire.c). */
+            int r = wire_forward(d, c, q->ep, ch, &m, dst, payload);
+            if (r == -EAGAIN) {
+                *blocked = true;
+                break;
+            }
+            if (r)
+                d->c.unroutable++;
+            else
+                d->c.forwarded++;
+        } else if (!uln_msg_desc(m.type) || !t || q->ep >= t->hdr.max_eps ||
+                   c->rank >= t->hdr.size ||
+                   m.len >
+                       uln_ring_max_payload(ch ? t->hdr.req_ring_bytes : t->hdr.ring_bytes) / 2) {
             d->c.unroutable++; /* counted; the sender's own business */
         } else if ((m.type == ULN_MSG_PUT_FRAG || m.type == ULN_MSG_GET_REQ) && !t->no_vm &&
                    c->attached) {
@@ -254,23 +267,29 @@ void queues_sleeping(struct ulnetd *d, uint32_t v)
     atomic_thread_fence(memory_order_seq_cst);
 }
 
-void queues_peer_gone(struct ulnetd *d, const struct client *gone)
+void queues_rank_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank)
 {
-    if (gone->rank >= ULN_SVC_GONE_WORDS * 64) return;
+    if (rank >= ULN_SVC_GONE_WORDS * 64) return;
     for (unsigned i = 0; i < d->n_clients; i++) {
         struct client *c = d->clients[i];
-        if (!c || c == gone || !c->attached || c->job_key != gone->job_key) continue;
+        if (!c || c->rank == rank || !c->attached || c->job_key != job_key) continue;
         for (unsigned e = 0; e < ULN_SVC_MAX_EPS; e++) {
             struct queue *q = c->queues[e];
             if (!q) continue;
             /* The bit, then the generation: seq_cst RMWs, so a process
              * that sees the new generation (acquire) sees the bit. */
-            atomic_fetch_or(&q->qhdr->gone[gone->rank / 64], 1ull << (gone->rank % 64));
+            atomic_fetch_or(&q->qhdr->gone[rank / 64], 1ull << (rank % 64));
             atomic_fetch_add(&q->qhdr->gone_gen, 1);
         }
         c->wrote = true; /* its doorbell, if it sleeps: its operations end now */
     }
     wake_targets(d);
+}
+
+void queues_peer_gone(struct ulnetd *d, const struct client *gone)
+{
+    queues_rank_gone(d, gone->job_key, gone->rank);
+    wire_gone(d, gone->job_key, gone->rank);
 }
 
 void queue_free(struct ulnetd *d, struct queue *q)

@@ -39,18 +39,23 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         n += d->clients[i] && d->clients[i]->attached;
     put(&t, "ulnetd pid %d at %s, host %012llx\n", (int)getpid(), d->path,
         (unsigned long long)d->host_id);
-    put(&t, "link: %s asked%s%s; not opened: forwarding between hosts is not built yet\n", d->link,
+    put(&t, "link: %s asked%s%s; the wire is a UDP socket so far (AF_XDP is next)\n", d->link,
         d->iface[0] ? ", interface " : "", d->iface);
+    t.n += wire_status(d, t.p + t.n, t.room - t.n);
+    if (t.n >= t.room) t.n = t.room - 1;
     put(&t,
         "counters: attached %llu, detached %llu, refused %llu, malformed %llu\n"
         "messages: forwarded %llu, unroutable %llu; sleeps %llu, woken by a queue %llu\n"
         "served here: %llu PUT fragments and GETs, %llu refused\n"
+        "wire: datagrams sent %llu, received %llu, resent %llu; services dead %llu\n"
         "processes: %u attached\n",
         (unsigned long long)d->c.attached, (unsigned long long)d->c.detached,
         (unsigned long long)d->c.refused, (unsigned long long)d->c.malformed,
         (unsigned long long)d->c.forwarded, (unsigned long long)d->c.unroutable,
         (unsigned long long)d->c.sleeps, (unsigned long long)d->c.wakeups,
-        (unsigned long long)d->c.served, (unsigned long long)d->c.refused_ops, n);
+        (unsigned long long)d->c.served, (unsigned long long)d->c.refused_ops,
+        (unsigned long long)d->c.wire_tx, (unsigned long long)d->c.wire_rx,
+        (unsigned long long)d->c.wire_resent, (unsigned long long)d->c.remotes_dead, n);
     for (unsigned i = 0; i < d->n_clients; i++) {
         const struct client *c = d->clients[i];
         if (!c || !c->attached) continue;

@@ -14,6 +14,7 @@
 #include "core/internal.h"
 #include "core/inbox.h"
 #include "core/ring.h"
+#include "rel/rel.h"
 #include "transport/svc/proto.h"
 
 #define ULN_SVC_MAX_EPS 64 /* endpoints per process (ULN_MAX_EPS's bound) */
@@ -75,7 +76,11 @@ struct counters {
     uint64_t forwarded, unroutable; /* messages between processes; no such destination */
     uint64_t sleeps, wakeups;       /* epoll_wait with nothing to do; woken by a queue */
     uint64_t served, refused_ops;   /* PUT fragments and GETs done here; refused (key, range) */
+    uint64_t wire_tx, wire_rx, wire_resent; /* datagrams to and from other services */
+    uint64_t remotes_dead;                  /* other services that fell silent */
 };
+
+struct wire;
 
 struct ulnetd {
     int listen_fd, epoll_fd, signal_fd;
@@ -84,6 +89,10 @@ struct ulnetd {
     char link[16];  /* --link: auto, udp or xdp */
     char iface[32]; /* --if, "" unset */
     uint64_t host_id;
+    struct wire *wire; /* wire.c: to other hosts' services; NULL: none (no --addr) */
+    int wire_kind;     /* its socket's epoll tag */
+    uint32_t wire_ip;  /* where we are reached (network order) */
+    uint16_t wire_port;
     struct client **clients; /* by slot; NULL: free */
     unsigned n_clients, cap_clients;
     uint32_t next_id;
@@ -107,6 +116,31 @@ void *feed_reserve(struct client *t, uint32_t src, uint32_t ep, int ch, uint32_t
 void feed_commit(struct client *t, uint32_t src, uint32_t ep, int ch, uint8_t type, uint8_t flags,
                  uint32_t len);
 
+/* Write one message for t from src's endpoint ep. False: no room now. */
+bool feed_put(struct client *t, uint32_t src, uint32_t ep, int ch, uint8_t type, uint8_t flags,
+              const uint8_t *payload, uint32_t len);
+/* The attached process of job's rank on this host, or NULL. */
+struct client *find_target(struct ulnetd *d, uint64_t job, uint32_t rank);
+
+/* wire.c: the wire to other hosts' services (docs/service.md). */
+int wire_open(struct ulnetd *d, const char *addr); /* --addr IPv4[:port]; 0 or -1 (said) */
+/* job's rank lives behind the service at (ip, port): 0 or -errno. */
+int wire_route(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, uint16_t port);
+bool wire_routes(const struct ulnetd *d, uint64_t job_key, uint32_t rank);
+/* m from c's endpoint ep to rank dst of its job on another host: 0,
+ * -EAGAIN (not now: the queue waits), or another -errno (unroutable). */
+int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
+                 const struct uln_msg *m, uint32_t dst, const uint8_t *payload);
+/* A process of job ended here: tell the services its job reaches. */
+void wire_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank);
+/* Take what arrived: true if anything did. */
+bool wire_input(struct ulnetd *d);
+/* Timers, resends, acknowledgements, the backlog: the next deadline (ns,
+ * ULN_REL_NEVER: none); *moved set when a backlog moved. */
+uint64_t wire_tick(struct ulnetd *d, bool *moved);
+int wire_timeout_ms(uint64_t deadline);
+size_t wire_status(const struct ulnetd *d, char *out, size_t room);
+
 /* serve.c: a PUT fragment placed, a GET answered, in the target's stead. */
 enum { SERVE_DONE = 0, SERVE_LATER, SERVE_FORWARD };
 int serve_put(struct ulnetd *d, struct client *c, struct queue *q, struct client *t,
@@ -121,6 +155,8 @@ void queue_free(struct ulnetd *d, struct queue *q);
 /* gone's process ended: tell every process of its job (their operations to
  * it end with -ECONNRESET). */
 void queues_peer_gone(struct ulnetd *d, const struct client *gone);
+/* ... or job's rank on another host (its service said so, or fell silent). */
+void queues_rank_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank);
 void queue_give_back(struct queue *q, uint64_t bytes);
 /* Move every queue's messages on; true if any moved; *blocked: a target's
  * ring was full (try again soon). */

@@ -116,6 +116,8 @@ static int try_attach(struct uln_ctx *ctx, const char *path, struct uln_svc *s)
     s->fd = fd;
     s->host_id = ok.host_id;
     s->client = ok.client;
+    s->wire_ip = ok.wire_ip;
+    s->wire_port = ok.wire_port;
     return 0;
 }
 

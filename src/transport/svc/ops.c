@@ -20,7 +20,11 @@
 static int uln_svc_open(struct uln_ctx *ctx, void *slot, size_t slot_len)
 {
     struct svc_addr a = {0};
-    if (ctx->svc) a = (struct svc_addr){.host = ctx->svc->host_id, .client = ctx->svc->client};
+    if (ctx->svc)
+        a = (struct svc_addr){.host = ctx->svc->host_id,
+                              .client = ctx->svc->client,
+                              .wire_ip = ctx->svc->wire_ip,
+                              .wire_port = ctx->svc->wire_port};
     if (slot_len < sizeof a) return -EINVAL;
     memcpy(slot, &a, sizeof a);
     return 0;
@@ -37,15 +41,25 @@ static void uln_svc_close(struct uln_ctx *ctx)
     (void)ctx; /* the attachment is the context's (attach.c), closed after us */
 }
 
+static const struct svc_addr *peer_addr(const struct uln_ctx *ctx, int peer)
+{
+    int32_t pid;
+    return uln_tp_part(uln_boot_peer((struct uln_ctx *)ctx, peer, &pid), ULN_TPID_SVC);
+}
+
+/* On this host only when named (shm is direct there: the service's hop
+ * costs a second store and a wake-up). On another host when both services
+ * have a wire: below udp's cost, since the service is the host's engine
+ * (one reliable stream per host pair, one-sided operations without the
+ * target's CPU). */
 static int uln_svc_reaches(const struct uln_ctx *ctx, int peer)
 {
-    if (!ctx->svc || uln_peer_is_self(ctx, peer) || !uln_tp_named(ctx, &uln_tp_svc)) return 0;
-    int32_t pid;
-    const struct svc_addr *a =
-        uln_tp_part(uln_boot_peer((struct uln_ctx *)ctx, peer, &pid), ULN_TPID_SVC);
-    /* Both attached to the one service (the wire between services is next):
-     * two stores into mapped memory and the service's hop between them. */
-    return a && a->host && a->host == ctx->svc->host_id ? 2 * ULN_TP_COST_MEMORY : 0;
+    if (!ctx->svc || uln_peer_is_self(ctx, peer)) return 0;
+    const struct svc_addr *a = peer_addr(ctx, peer);
+    if (!a || !a->host) return 0;
+    if (a->host == ctx->svc->host_id)
+        return uln_tp_named(ctx, &uln_tp_svc) ? 2 * ULN_TP_COST_MEMORY : 0;
+    return a->wire_port && ctx->svc->wire_port ? ULN_TP_COST_NETWORK - ULN_TP_COST_MEMORY : 0;
 }
 
 /* Its facts (uln_query_key "svc.*"): attached or not, the one line saying
@@ -91,7 +105,14 @@ static int uln_svc_connect(struct uln_ep *ep, int peer)
 {
     struct svc_ep *q = svc_ep(ep);
     if (!q) return -EHOSTUNREACH;
-    return uln_svc_lost(ep->ctx) || peer_gone(q, peer) ? -ECONNRESET : 0;
+    if (uln_svc_lost(ep->ctx) || peer_gone(q, peer)) return -ECONNRESET;
+    /* On another host: tell our service where that peer's service is. */
+    const struct svc_addr *a = peer_addr(ep->ctx, peer);
+    if (!a || a->host == ep->ctx->svc->host_id) return 0;
+    struct uln_svc_route m = {.rank = (uint32_t)peer, .ip = a->wire_ip, .port = a->wire_port};
+    uln_svc_hdr_init(&m.h, ULN_SVC_ROUTE, sizeof m, 0);
+    struct uln_svc_hdr ok;
+    return uln_svc_request(ep->ctx, &m, sizeof m, NULL, 0, ULN_SVC_ROUTE_OK, &ok, sizeof ok);
 }
 
 /* Its process ended (the service said so), or the service itself did. */

@@ -20,7 +20,9 @@
 /* What a rank publishes: whether it is attached, and to which service. */
 struct svc_addr {
     uint64_t host; /* the service's uln_host_id; 0: not attached */
-    uint32_t client, pad_;
+    uint32_t client;
+    uint32_t wire_ip; /* the service's wire address (svc.h); port 0: none */
+    uint16_t wire_port, pad_[3];
 };
 
 struct svc_ep {                              /* ep->tp_ep[ULN_TPID_SVC] */

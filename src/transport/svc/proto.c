@@ -17,6 +17,7 @@ static const struct {
     [ULN_SVC_ATTACH] = {sizeof(struct uln_svc_attach), 1},
     [ULN_SVC_STATUS] = {sizeof(struct uln_svc_hdr), 0},
     [ULN_SVC_QUEUE] = {sizeof(struct uln_svc_queue), 2},
+    [ULN_SVC_ROUTE] = {sizeof(struct uln_svc_route), 0},
 };
 
 int uln_svc_parse(const void *buf, size_t len, int truncated, int nfds)

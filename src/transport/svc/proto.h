@@ -15,10 +15,11 @@
 #include <stdint.h>
 
 #define ULN_SVC_MAGIC        0x756c6e64u /* "ulnd" */
-#define ULN_SVC_VERSION      1u
+#define ULN_SVC_VERSION      2u
 #define ULN_SVC_DEFAULT_PATH "@ulnet/ulnetd"
 #define ULN_SVC_PATH_MAX     107u /* sun_path less its terminating byte */
 #define ULN_SVC_MSG_MAX      65536u
+#define ULN_SVC_WIRE_PORT    7475u /* the services' UDP port, unless ulnetd --addr says */
 
 enum uln_svc_type {
     ULN_SVC_ATTACH = 1,  /* process -> service: struct uln_svc_attach + inbox memfd */
@@ -28,6 +29,8 @@ enum uln_svc_type {
     ULN_SVC_STATUS_TEXT, /* service -> asker: hdr + text lines */
     ULN_SVC_QUEUE,       /* process -> service: struct uln_svc_queue + queue memfd + eventfd */
     ULN_SVC_QUEUE_OK,    /* service -> process: hdr (status 0) */
+    ULN_SVC_ROUTE,       /* process -> service: struct uln_svc_route */
+    ULN_SVC_ROUTE_OK,    /* service -> process: hdr (status 0) */
     ULN_SVC_TYPES
 };
 
@@ -49,7 +52,19 @@ struct uln_svc_attach_ok {
     struct uln_svc_hdr h;
     uint64_t host_id; /* uln_host_id of the service */
     uint32_t client;  /* the service's number for this attachment */
-    uint32_t pad_;
+    uint32_t wire_ip; /* where other services reach it (IPv4, network order); 0: no wire */
+    uint16_t wire_port, pad_[3];
+};
+
+/* A rank of the process's own job lives on another host, whose service is
+ * at (ip, port): the process learnt it from the job's board. The service
+ * sends that rank's messages there, stamped with the process's own job key
+ * and rank (the process names only the destination). */
+struct uln_svc_route {
+    struct uln_svc_hdr h;
+    uint32_t rank;
+    uint32_t ip; /* IPv4, network order */
+    uint16_t port, pad_[3];
 };
 
 /* An endpoint's queue to the service (docs/service.md, "Queues"): one

@@ -33,8 +33,10 @@ static inline const struct uln_svc_params *uln_svc_params(const struct uln_param
 /* The attachment: the socket to the service is the process's life line. */
 struct uln_svc {
     int fd;
-    uint64_t host_id; /* the service's */
-    uint32_t client;  /* its number for us */
+    uint64_t host_id;   /* the service's */
+    uint32_t client;    /* its number for us */
+    uint32_t wire_ip;   /* where other hosts' services reach it (IPv4, network order) */
+    uint16_t wire_port; /* ... 0: it has no wire, it reaches this host only */
     char path[ULN_SVC_PATH_MAX + 1];
     pthread_mutex_t lock; /* one request and its answer at a time on fd */
     _Atomic bool lost;    /* it hung up: set once, by whoever sees it first */
