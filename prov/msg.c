@@ -65,27 +65,92 @@ static ssize_t send_eager(struct ulnfi_ep *ep, int peer, const struct iovec *iov
     return rc;
 }
 
-ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
-                   uint64_t tag, uint64_t data, void *context, uint64_t flags, bool tagged)
+static ssize_t send_locked(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, size_t len,
+                           fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
+                           uint64_t flags, bool tagged);
+
+/* A triggered send (fi_trigger(3)): its arguments kept - the iov array is
+ * the caller's only during the call, the buffers until the completion, an
+ * FI_INJECT's data only during the call (copied) - and parked on the
+ * endpoint until its counter reaches the threshold (trigger.c). Its header,
+ * sequence number and protocol are chosen when it fires, so it goes in
+ * order with what is sent then. */
+static ssize_t send_park(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, size_t len,
+                         fi_addr_t dest, uint64_t tag, uint64_t data, void *context, uint64_t flags,
+                         bool tagged)
 {
-    if (count > ULNFI_IOV_LIMIT || (count && !iov)) return -FI_EINVAL;
-    if (flags & FI_TRIGGER) return -FI_ENOSYS; /* triggered RMA and atomics only (trigger.c) */
-    size_t len = count == 1 ? iov[0].iov_len : ulnfi_iov_len(iov, count);
-    bool inject = flags & FI_INJECT, silent = flags & ULNFI_INJECT_CALL;
-    if (inject && len > ep->eager_max) return -FI_EINVAL;
-    if (ep->type == FI_EP_DGRAM && len > ep->eager_max) return -FI_EMSGSIZE; /* one NAP */
+    struct ulnfi_cntr *trig;
+    uint64_t at = 0;
+    ssize_t rc = ulnfi_trigger_of(ep, context, flags, &trig, &at);
+    if (rc) return rc;
+    bool inject = flags & FI_INJECT;
     struct ulnfi_domain *d = ep->dom;
     ulnfi_lock(d);
-    if (!ep->enabled) {
-        ulnfi_unlock(d);
-        return -FI_EOPBADSTATE;
-    }
     int peer;
-    ssize_t rc = ulnfi_av_peer(ep, dest, &peer);
+    rc = ep->enabled ? ulnfi_av_peer(ep, dest, &peer) : -FI_EOPBADSTATE;
+    struct ulnfi_op *op = rc ? NULL : ulnfi_op_get(ep, inject ? len : 0);
+    if (!rc && !op) rc = -FI_ENOMEM;
     if (rc) {
         ulnfi_unlock(d);
         return rc;
     }
+    op->kind = ULNFI_OP_TSEND;
+    op->context = context;
+    op->src = dest;
+    op->tag = tag;
+    op->data = data;
+    op->len = len;
+    op->trig_flags = flags & ~(uint64_t)FI_TRIGGER;
+    op->trig_tagged = tagged;
+    if (inject) {
+        ulnfi_copy_from_iov(op->buf, iov, count, len);
+        op->liov[0] = (struct iovec){op->buf, len};
+        op->nliov = 1;
+    } else {
+        op->nliov = (uint32_t)count;
+        for (size_t i = 0; i < count; i++)
+            op->liov[i] = iov[i];
+    }
+    ulnfi_trigger_park(op, trig, at);
+    ulnfi_unlock(d);
+    return 0;
+}
+
+ssize_t ulnfi_send_fire(struct ulnfi_op *op)
+{
+    return send_locked(op->ep, op->liov, op->nliov, op->len, op->src, op->tag, op->data,
+                       op->context, op->trig_flags, op->trig_tagged);
+}
+
+ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
+                   uint64_t tag, uint64_t data, void *context, uint64_t flags, bool tagged)
+{
+    if (count > ULNFI_IOV_LIMIT || (count && !iov)) return -FI_EINVAL;
+    size_t len = count == 1 ? iov[0].iov_len : ulnfi_iov_len(iov, count);
+    bool inject = flags & FI_INJECT;
+    if (inject && len > ep->eager_max) return -FI_EINVAL;
+    if (ep->type == FI_EP_DGRAM && len > ep->eager_max) return -FI_EMSGSIZE; /* one NAP */
+    if (flags & FI_TRIGGER)
+        return send_park(ep, iov, count, len, dest, tag, data, context, flags, tagged);
+    struct ulnfi_domain *d = ep->dom;
+    ulnfi_lock(d);
+    ssize_t rc = ep->enabled
+                     ? send_locked(ep, iov, count, len, dest, tag, data, context, flags, tagged)
+                     : -FI_EOPBADSTATE;
+    ulnfi_unlock(d);
+    return rc;
+}
+
+/* Under the domain lock, the endpoint enabled. */
+static ssize_t send_locked(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, size_t len,
+                           fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
+                           uint64_t flags, bool tagged)
+{
+    struct ulnfi_domain *d = ep->dom;
+    bool inject = flags & FI_INJECT, silent = flags & ULNFI_INJECT_CALL;
+    int peer;
+    ssize_t rc = ulnfi_av_peer(ep, dest, &peer);
+    if (rc) return rc;
     struct ulnfi_hdr h = {.pkt = ULNFI_PKT_EAGER,
                           .flags = (tagged ? ULNFI_HF_TAGGED : 0) |
                                    (flags & FI_REMOTE_CQ_DATA ? ULNFI_HF_DATA : 0),
@@ -106,10 +171,7 @@ ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
     if (need_op) {
         size_t own = rndv ? (inject ? len : 0) : (total > ep->inline_max ? total : 0);
         op = ulnfi_op_get(ep, own);
-        if (!op) {
-            ulnfi_unlock(d);
-            return -FI_ENOMEM;
-        }
+        if (!op) return -FI_ENOMEM;
         op->kind = rndv ? ULNFI_OP_RNDV_SEND : ULNFI_OP_SEND;
         op->context = context;
         op->flags = FI_SEND | op_class(tagged);
@@ -141,7 +203,6 @@ ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, f
     } else {
         ep->tx_seq[peer]++;
     }
-    ulnfi_unlock(d);
     return rc;
 }
 

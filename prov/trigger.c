@@ -8,9 +8,12 @@
  * operations of one endpoint fire in the order they were posted among those
  * whose counters are ready. The counter may move by completions or by the
  * application (fi_cntr_add/set); either is seen at the next progress pass.
- * Triggered messages (send, tagged) are refused (-FI_ENOSYS): an eager send
- * is not built ahead, and a client that needs one posts it on the
- * completion of what it waits for.
+ * Triggered messages (send, tagged: msg.c) park their arguments instead of
+ * a built operation, and are sent when they fire, with the header and
+ * sequence number of that moment: a send goes in order with the sends
+ * around it as they are made, not as they were parked. One that finds no
+ * room yet stays first in line for the next pass; one that fails completes
+ * with the error, as if just issued.
  */
 #include <rdma/fi_trigger.h>
 #include <stdlib.h>
@@ -49,6 +52,32 @@ void ulnfi_trigger_park(struct ulnfi_op *op, struct ulnfi_cntr *c, uint64_t at)
     ep->trig_tail = op;
 }
 
+/* A ready triggered send, sent now. No room: it and the ready ones after it
+ * go back to the front of the parked, in order (true). An error completes
+ * it with that error, as a send that failed (fi_trigger(3): the operation
+ * is issued as if just posted, and reports as such). */
+static bool send_fire(struct ulnfi_ep *ep, struct ulnfi_op *f, struct ulnfi_op *ready)
+{
+    ssize_t rc = ulnfi_send_fire(f);
+    if (rc == -FI_EAGAIN) {
+        struct ulnfi_op *last = ready;
+        while (last->next)
+            last = last->next;
+        last->next = ep->trig_head;
+        if (!ep->trig_head) ep->trig_tail = last;
+        ep->trig_head = ready;
+        return true;
+    }
+    if (rc) {
+        uint64_t cls = f->trig_tagged ? FI_TAGGED : FI_MSG;
+        if (ep->tx_cq)
+            ulnfi_cq_put_err(ep->tx_cq, f->context, FI_SEND | cls, 0, 0, f->tag, 0, (int)-rc, 0,
+                             FI_ADDR_NOTAVAIL);
+        ulnfi_cntr_inc_err(ep->tx_cntr);
+    }
+    return false;
+}
+
 void ulnfi_trigger_fire(struct ulnfi_ep *ep)
 {
     /* Take the ready ones off first: firing one may complete it at once,
@@ -72,11 +101,15 @@ void ulnfi_trigger_fire(struct ulnfi_ep *ep)
     }
     while (ready) {
         struct ulnfi_op *f = ready;
+        if (f->kind == ULNFI_OP_TSEND && send_fire(ep, f, ready)) return; /* no room: later */
         ready = f->next;
         f->next = NULL;
         f->trig_cntr->refs--;
         f->trig_cntr = NULL;
-        ulnfi_op_advance(f); /* posted now; completes, or waits for room (retry) */
+        if (f->kind == ULNFI_OP_TSEND)
+            ulnfi_op_put(f); /* its send is an operation of its own now */
+        else
+            ulnfi_op_advance(f); /* posted now; completes, or waits for room (retry) */
     }
 }
 

@@ -309,6 +309,7 @@ enum ulnfi_op_kind {
     ULNFI_OP_WRITE,
     ULNFI_OP_ATOMIC, /* its elements, one ulnet atomic each (atomic.c) */
     ULNFI_OP_CM,     /* a connection-management NAP (cm.c): completes silently */
+    ULNFI_OP_TSEND,  /* a triggered send's arguments, parked until it fires (trigger.c) */
 };
 struct ulnfi_rseg {
     uint64_t key, off, len;
@@ -347,6 +348,8 @@ struct ulnfi_op {
     /* FI_TRIGGER: parked on its endpoint until trig_cntr reaches trig_at */
     struct ulnfi_cntr *trig_cntr;
     uint64_t trig_at;
+    uint64_t trig_flags; /* a triggered send's own flags (src: its destination) */
+    bool trig_tagged;
     /* atomic: len elements of width bytes, done of them posted; operands (and
      * compares after them) copied into buf, results into the caller's res */
     uint8_t aop, awidth;
@@ -600,6 +603,9 @@ int ulnfi_trigger_of(struct ulnfi_ep *ep, void *context, uint64_t flags, struct 
 void ulnfi_trigger_park(struct ulnfi_op *op, struct ulnfi_cntr *c, uint64_t at);
 void ulnfi_trigger_fire(struct ulnfi_ep *ep);
 void ulnfi_trigger_drop(struct ulnfi_ep *ep);
+/* msg.c: a parked triggered send (ULNFI_OP_TSEND) posted now, under the
+ * domain lock: 0, -FI_EAGAIN (no room yet: it stays parked) or an error */
+ssize_t ulnfi_send_fire(struct ulnfi_op *op);
 /* A message (EAGER or RTS) for an earlier life of the endpoint's index: true
  * when refused (counted; a rendezvous sender is told by an error ACK). */
 bool ulnfi_ep_stale(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, const void *p,

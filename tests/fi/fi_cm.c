@@ -20,7 +20,8 @@
  *   sep:    scalable endpoints: receive context i reached by fi_rx_addr.
  *   trigger: FI_TRIGGER: RMA and an atomic fired when their counters reach
  *           the thresholds (one moved by the application, one by the
- *           provider), in order, with their triggered contexts; an alias
+ *           provider), in order, with their triggered contexts; sends and
+ *           tagged sends (eager, injected, rendezvous) likewise; an alias
  *           endpoint (fi_ep_alias) whose transmit default is FI_TRIGGER.
  *   sav:    FI_SHARED_AV: a child process opens the AV by name (FI_READ) and
  *           sends to the parent's fi_addr_t from map_addr.
@@ -507,10 +508,68 @@ static int test_waitset(void)
  * a counter the application moves, and one the provider moves (the
  * target's remote writes); messages refused; an endpoint closed with one
  * still parked. */
+/* Triggered messages: a send (FI_INJECT: its buffer reused at once), a
+ * tagged send and a rendezvous-sized tagged send wait for tc's next count;
+ * a plain send made meanwhile arrives first; then all three arrive, data
+ * intact, each completing with its triggered context. */
+static void trigger_sends(struct pair *p, struct fid_cntr *tc)
+{
+    const size_t big = 1 << 20;
+    uint64_t at = fi_cntr_read(tc) + 1;
+    struct fi_triggered_context ts[3];
+    for (int i = 0; i < 3; i++) {
+        ts[i] = (struct fi_triggered_context){.event_type = FI_TRIGGER_THRESHOLD};
+        ts[i].trigger.threshold.cntr = tc, ts[i].trigger.threshold.threshold = at;
+    }
+    char rplain[16] = {0}, rsend[16] = {0}, rtag[16] = {0}, msg[16] = "triggered";
+    char tagmsg[16] = "triggered tag", plain[16] = "plain";
+    uint8_t *tx = malloc(big), *rx = calloc(1, big);
+    fill(tx, big, 4);
+    struct fid_ep *a = p->s[0].ep, *b = p->s[1].ep;
+    OK(fi_recv(b, rplain, 16, NULL, FI_ADDR_UNSPEC, rplain));
+    OK(fi_recv(b, rsend, 16, NULL, FI_ADDR_UNSPEC, rsend));
+    OK(fi_trecv(b, rtag, 16, NULL, FI_ADDR_UNSPEC, 7, 0, rtag));
+    OK(fi_trecv(b, rx, big, NULL, FI_ADDR_UNSPEC, 8, 0, rx));
+    struct iovec im = {msg, 16}, it = {tagmsg, 16}, ib = {tx, big};
+    struct fi_msg sm = {.msg_iov = &im, .iov_count = 1, .addr = p->addr[1], .context = &ts[0]};
+    OK(fi_sendmsg(a, &sm, FI_TRIGGER | FI_INJECT));
+    memset(msg, 'x', sizeof(msg)); /* injected: the copy goes */
+    struct fi_msg_tagged tm = {
+        .msg_iov = &it, .iov_count = 1, .addr = p->addr[1], .tag = 7, .context = &ts[1]};
+    OK(fi_tsendmsg(a, &tm, FI_TRIGGER));
+    tm.msg_iov = &ib, tm.tag = 8, tm.context = &ts[2];
+    OK(fi_tsendmsg(a, &tm, FI_TRIGGER));
+    struct fi_cq_tagged_entry e;
+    for (int i = 0; i < 100; i++) /* nothing goes below the threshold */
+        CHECK(fi_cq_read(p->s[1].cq, &e, 1) == -FI_EAGAIN);
+    OK(fi_send(a, plain, 16, NULL, p->addr[1], plain));
+    CHECK(cq_wait1(p->s[1].cq, &e) == 0 && e.op_context == rplain && !strcmp(rplain, "plain"));
+    CHECK(cq_wait1(p->s[0].cq, &e) == 0 && e.op_context == plain);
+    CHECK(fi_cq_read(p->s[1].cq, &e, 1) == -FI_EAGAIN);
+    OK(fi_cntr_add(tc, 1));
+    int rx_seen = 0, tx_seen = 0;
+    for (int i = 0; i < 3; i++) {
+        CHECK(cq_wait1(p->s[1].cq, &e) == 0);
+        rx_seen |= e.op_context == rsend  ? 1
+                   : e.op_context == rtag ? 2
+                   : e.op_context == rx   ? 4
+                                          : 8;
+        CHECK(cq_wait1(p->s[0].cq, &e) == 0);
+        tx_seen |= e.op_context == &ts[0]   ? 1
+                   : e.op_context == &ts[1] ? 2
+                   : e.op_context == &ts[2] ? 4
+                                            : 8;
+    }
+    CHECK(rx_seen == 7 && tx_seen == 7);
+    CHECK(!strcmp(rsend, "triggered") && !strcmp(rtag, "triggered tag") && same(rx, big, 4));
+    free(tx);
+    free(rx);
+}
+
 static int test_trigger(void)
 {
     struct fi_info *h =
-        hints_of(FI_EP_RDM, FI_MSG | FI_RMA | FI_ATOMIC | FI_RMA_EVENT | FI_TRIGGER);
+        hints_of(FI_EP_RDM, FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RMA_EVENT | FI_TRIGGER);
     struct pair p;
     pair_open(&p, h, true); /* p.cntr: side 1's remote writes */
     CHECK(p.fi->caps & FI_TRIGGER);
@@ -570,10 +629,8 @@ static int test_trigger(void)
         CHECK(cq_wait1(p.s[0].cq, &e) == 0 && (done[i] = e.op_context));
     CHECK((done[0] == &t[0] && done[1] == &t[2]) || (done[0] == &t[2] && done[1] == &t[0]));
     CHECK(region[0] == 11 && region[3] == 5);
-    /* refused: a triggered message; another event type */
-    struct iovec siv = {v, 8};
-    struct fi_msg sm = {.msg_iov = &siv, .iov_count = 1, .addr = p.addr[1], .context = &t[1]};
-    CHECK(fi_sendmsg(p.s[0].ep, &sm, FI_TRIGGER) == -FI_ENOSYS);
+    trigger_sends(&p, tc);
+    /* refused: another event type */
     struct fi_triggered_context other = {.event_type = FI_TRIGGER_XPU};
     m0.context = &other;
     CHECK(fi_writemsg(p.s[0].ep, &m0, FI_TRIGGER) == -FI_ENOSYS);
@@ -585,7 +642,7 @@ static int test_trigger(void)
     OK(fi_control(&alias->fid, FI_GETOPSFLAG, &fl));
     CHECK(fl == FI_TRIGGER);
     struct fi_triggered_context ta = {.event_type = FI_TRIGGER_THRESHOLD};
-    ta.trigger.threshold.cntr = tc, ta.trigger.threshold.threshold = 3;
+    ta.trigger.threshold.cntr = tc, ta.trigger.threshold.threshold = fi_cntr_read(tc) + 1;
     uint64_t nine = 9, eight = 8;
     OK(fi_write(alias, &nine, 8, NULL, p.addr[1], 0, key, &ta));
     OK(fi_write(p.s[0].ep, &eight, 8, NULL, p.addr[1], 8, key, &e));
