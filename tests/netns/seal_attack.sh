@@ -12,8 +12,9 @@
 #                  taken. encrypt: neither the marked payload nor rank 1's
 #                  region key appears anywhere in the capture.
 #   off            the mark and the region key are in the capture, and the
-#                  forged PUT lands in rank 1's region (it says FORGED), or a
-#                  replayed PUT whose seq a flipped bit moved into the window.
+#                  forged PUT lands in rank 1's region (it says FORGED): the
+#                  attacker sends it again until rank 1 has seen it
+#                  (DIR/forged_seen), before its other datagrams.
 # Exit 77 where this machine cannot make namespaces.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,7 +35,7 @@ cleanup() {
 trap cleanup EXIT
 fail() {
     echo "seal_attack.sh ($mode): $*" >&2
-    for f in "$dir"/rank*.out "$dir"/attacker.out "$dir"/attack_done; do
+    for f in "$dir"/rank*.out "$dir"/attacker.out "$dir"/attack_done "$dir"/forged_seen; do
         [[ -f $f ]] && { echo "--- $(basename "$f")"; tail -20 "$f"; } >&2
     done
     exit 1
@@ -50,7 +51,7 @@ for k in 0 1 2; do
         true
 done
 
-"$here/hosts.sh" exec h2 python3 "$here/seal_attacker.py" "$dir" "$ULNTEST_HOST_0" \
+"$here/hosts.sh" exec h2 python3 "$here/seal_attacker.py" "$dir" "$mode" "$ULNTEST_HOST_0" \
     "$ULNTEST_HOST_1" >"$dir/attacker.out" 2>&1 &
 attacker=$!
 pids+=("$attacker")
@@ -85,12 +86,14 @@ in_capture() { od -An -v -tx1 "$dir/capture.bin" | tr -d ' \n' | grep -q "$1"; }
 mark_hex=$(printf 'ULNET-SEAL-MARK.' | od -An -tx1 | tr -d ' \n')
 
 if [[ $mode == off ]]; then
-    # The forged PUT lands; a replayed PUT whose sequence number a flipped bit
-    # moved into the window may land after it and write an older round.
-    grep -q '^FORGED: ' "$dir/rank1.out" || fail "no forged write landed (rank 1: status $st1)"
+    # The forged PUT lands (the attacker sends it until rank 1 sees it), and
+    # rank 1 says so and stops (3).
+    [[ -e $dir/forged_seen ]] && grep -q '^FORGED: ' "$dir/rank1.out" && ((st1 == 3)) ||
+        fail "no forged write landed (rank 1: status $st1)"
     in_capture "$mark_hex" || fail "the mark is not in the capture"
     in_capture "$rkey_le" || fail "rank 1's region key is not in the capture"
     echo "seal_attack.sh (off): the mark and the region key read on the path;" \
+        "$(sed -n 's/^forge //p' "$dir/attack_done") forged PUTs sent;" \
         "$(sed -n 's/^FORGED: //p' "$dir/rank1.out")"
     exit 0
 fi

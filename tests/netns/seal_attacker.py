@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """seal_attacker.py - an attacker on the path of a ulnet job (seal_attack.sh).
 
-    seal_attacker.py DIR ADDR_A ADDR_B
+    seal_attacker.py DIR MODE ADDR_A ADDR_B
 
 Runs on a third host of the bridge, which floods every frame to every port
 (as a shared segment or a mirrored switch port would). It captures the UDP
@@ -18,7 +18,9 @@ sends, from the members' own addresses and ports (raw IPv4, source spoofed):
               made from the last PUT A sent B: the next sequence numbers, the
               tag, region key and offset it carried (docs/protocol.md); under
               encrypt the headers cannot be read, so the forgery is the last
-              datagram of that size with the payload overwritten
+              datagram of that size with the payload overwritten. Under MODE
+              off, sent first and again until B says it landed
+              (DIR/forged_seen): the test shows what off allows, every time.
 
 and writes DIR/attack_done with a line per kind and "injected N".
 """
@@ -33,34 +35,64 @@ HDR = 36
 TRAILER = 26  # a sealed datagram's counter, length and tag (src/seal/seal.h)
 
 
+PACKET_OUTGOING = 4  # sll_pkttype of a frame this host sent: the attacker's own
+
+
+def frame_udp(frame, a, b):
+    """(src, dst, sport, dport, payload) of a UDP datagram between a and b, or None."""
+    ip = frame[14:]
+    if len(ip) < 28 or ip[0] >> 4 != 4 or ip[9] != 17:
+        return None
+    ihl = (ip[0] & 15) * 4
+    src, dst = socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20])
+    if {src, dst} != {a, b}:
+        return None
+    sport, dport, ulen = struct.unpack("!HHH", ip[ihl:ihl + 6])
+    return (src, dst, sport, dport, bytes(ip[ihl + 8:ihl + ulen]))
+
+
+def drain(s, a, b, got):
+    """Appends what the socket holds now (never the attacker's own frames)."""
+    s.setblocking(False)
+    while True:
+        try:
+            frame, addr = s.recvfrom(70000)
+        except BlockingIOError:
+            return
+        d = frame_udp(frame, a, b)
+        if d and addr[2] != PACKET_OUTGOING:
+            got.append(d)
+
+
 def capture(dir_, a, b):
+    """Everything between a and b until DIR/traffic_done, and the open socket.
+
+    Once traffic_done is there, the socket is read until it stays empty for
+    0.3 s: a loaded host reads frames long after they arrived, and the
+    forgery needs the newest sequence numbers."""
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)  # miss nothing under load
     s.bind(("eth0", 0))
-    s.settimeout(0.1)
     open(os.path.join(dir_, "capturing"), "w").close()
     got = []
     done = os.path.join(dir_, "traffic_done")
+    quiet = seen_done = None
     while True:
+        s.settimeout(0.1)
         try:
-            frame = s.recv(70000)
+            frame, addr = s.recvfrom(70000)
         except socket.timeout:
             if os.path.exists(done):
-                break
+                quiet = quiet or time.monotonic()
+                seen_done = seen_done or quiet
+                if time.monotonic() - quiet >= 0.3 or time.monotonic() - seen_done >= 5:
+                    break
             continue
-        ip = frame[14:]
-        if len(ip) < 28 or ip[0] >> 4 != 4 or ip[9] != 17:
-            continue
-        ihl = (ip[0] & 15) * 4
-        src, dst = socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20])
-        if {src, dst} != {a, b}:
-            continue
-        sport, dport, ulen = struct.unpack("!HHH", ip[ihl:ihl + 6])
-        got.append((src, dst, sport, dport, bytes(ip[ihl + 8:ihl + ulen])))
-        if os.path.exists(done) and len(got) % 64 == 0:
-            break
-    s.close()
-    return got
+        quiet = None
+        d = frame_udp(frame, a, b)
+        if d and addr[2] != PACKET_OUTGOING:
+            got.append(d)
+    return got, s
 
 
 def send_all(pkts):
@@ -118,9 +150,37 @@ def forge(got, a, b, ahead):
     return (src, dst, sport, dport, bytes(p))
 
 
+def forge_until_seen(dir_, s, got, a, b, deadline=60):
+    """ULN_SECURE=off: forge PUTs until B says one landed (DIR/forged_seen).
+
+    Each try reads what A sent meanwhile first, so the sequence numbers are
+    the next ones, and reaches a little further ahead than the last (should
+    the capture still have missed A's newest): a PUT ahead of order is
+    placed on arrival. Returns the PUTs sent."""
+    sent = []
+    seen = os.path.join(dir_, "forged_seen")
+    end = time.monotonic() + deadline
+    tries = 0
+    while not os.path.exists(seen) and time.monotonic() < end:
+        drain(s, a, b, got)
+        batch = [f for f in (forge(got, a, b, k) for k in range(1, 5 + 4 * min(tries, 8))) if f]
+        if not batch:
+            sys.exit("seal_attacker: no PUT of A's to forge from")
+        send_all(batch)
+        sent += batch
+        tries += 1
+        for _ in range(20):  # up to 0.2 s for B to look
+            if os.path.exists(seen):
+                break
+            time.sleep(0.01)
+    if not os.path.exists(seen):
+        sys.exit(f"seal_attacker: no forged PUT landed in {deadline} s ({tries} tries)")
+    return sent
+
+
 def main():
-    dir_, a, b = sys.argv[1], sys.argv[2], sys.argv[3]
-    got = capture(dir_, a, b)
+    dir_, mode, a, b = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+    got, sock = capture(dir_, a, b)
     with open(os.path.join(dir_, "capture.bin"), "wb") as f:
         for *_, pay in got:
             f.write(pay)
@@ -139,20 +199,29 @@ def main():
                [(s, d, sp, dp, p[:10]) for s, d, sp, dp, p in ab[-5:]],
         "reorder": list(reversed(ab[-30:])),
     }
-    # four PUTs at the next sequence numbers: should the capture have missed
-    # A's last, one still lands (a PUT ahead of order is placed on arrival)
-    forged = [f for f in (forge(got, a, b, k) for k in range(1, 5)) if f]
-    if not forged:  # encrypt: nothing to read; the same size, the payload overwritten
-        size = HDR + 24 + 64 + TRAILER
-        same = [g for g in ab if len(g[4]) == size]
-        for s, d, sp, dp, p in same[-4:]:
-            forged.append((s, d, sp, dp, p[:HDR + 24] + b"FORGED BY THE PATH!!" + b"!" * 44 + p[-TRAILER:]))
-    plan["forge"] = forged
-    # the forgery first: the next sequence number is only the next until A sends again
-    order = ["forge", "replay", "flip_hdr", "flip_pay", "cut", "reorder"]
     n = 0
     lines = []
-    for k in order:
+    if mode == "off":
+        # the forgery first, until it lands: the replays and flips after it
+        # may move B's window past where it would
+        plan["forge"] = forge_until_seen(dir_, sock, got, a, b)
+    else:
+        # four PUTs at the next sequence numbers: should the capture have
+        # missed A's last, one is still new (a PUT ahead of order is placed
+        # on arrival), and must be refused as the rest
+        forged = [f for f in (forge(got, a, b, k) for k in range(1, 5)) if f]
+        if not forged:  # encrypt: nothing to read; the same size, the payload overwritten
+            size = HDR + 24 + 64 + TRAILER
+            same = [g for g in ab if len(g[4]) == size]
+            for s, d, sp, dp, p in same[-4:]:
+                forged.append((s, d, sp, dp,
+                               p[:HDR + 24] + b"FORGED BY THE PATH!!" + b"!" * 44 + p[-TRAILER:]))
+        plan["forge"] = forged
+        send_all(forged)
+    sock.close()
+    n += len(plan["forge"])
+    lines.append(f"forge {len(plan['forge'])}")
+    for k in ["replay", "flip_hdr", "flip_pay", "cut", "reorder"]:
         send_all(plan[k])
         n += len(plan[k])
         lines.append(f"{k} {len(plan[k])}")

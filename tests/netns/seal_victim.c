@@ -11,8 +11,8 @@
  * NAP, checks the NAP and the region hold round i's bytes exactly, and
  * answers with a NAP. Then rank 0 writes DIR/traffic_done, and both ranks
  * keep reading what arrives (their CQs polled) until DIR/attack_done
- * appears: the attacker's turn. Rank 1 then checks its region still holds
- * the last round's bytes (a forged PUT that got in changed them: it says
+ * appears: the attacker's turn. Rank 1 then checks the forgery never showed
+ * in its region and it still holds the last round's bytes (else it says
  * FORGED and exits 3), and ROUNDS more rounds show the job goes on.
  * Each rank ends with a line of its counters, and rank 1 prints its region
  * key at the start (the attacker looks for it in what it captured).
@@ -21,10 +21,11 @@
 
 #include <sys/stat.h>
 
-#define REGION 65536u
-#define SMALL  64u
-#define BIG    16384u
-#define MARK   "ULNET-SEAL-MARK."
+#define REGION  65536u
+#define SMALL   64u
+#define BIG     16384u
+#define MARK    "ULNET-SEAL-MARK."
+#define FORGERY "FORGED BY THE PATH!!" /* what seal_attacker.py writes */
 
 static struct t_job J;
 static struct uln_cq *cq;
@@ -94,21 +95,34 @@ static void rounds(unsigned first, unsigned n, uint64_t rkey, uint8_t *region)
 }
 
 /* Read what arrives until the attacker is done (its packets meet the
- * transport here). */
-static void wait_attack(void)
+ * transport here). Rank 1 says as soon as the forgery is in its region
+ * (DIR/forged_seen): under off the attacker sends it until then. Sealed, no
+ * completion may come of the attack; under off a replayed or flipped NAP is
+ * delivered (corrupted, perhaps): that is what off allows, so it is taken and
+ * released, not judged. */
+static bool wait_attack(const uint8_t *region, bool sealed)
 {
     double deadline = t_now() + 120;
+    bool seen = false;
     while (!exists("attack_done")) {
+        if (J.rank == 1 && !seen && !memcmp(region, FORGERY, sizeof FORGERY - 1)) {
+            touch("forged_seen");
+            seen = true;
+        }
         struct uln_cqe e;
         int r = uln_cq_poll(cq, &e, 1);
         CHECK(r >= 0);
         if (r > 0) {
-            CHECK_CQE(&e, e.status == 0 && (e.op == ULN_OP_PUT || e.op == ULN_OP_NAP));
+            if (sealed)
+                CHECK_CQE(&e, e.status == 0 && (e.op == ULN_OP_PUT || e.op == ULN_OP_NAP));
+            else if (e.op == ULN_OP_NAP_RECV)
+                t_release(cq, &e);
             continue;
         }
         CHECKF(t_now() < deadline, "no attack_done in %s", dir);
         uln_cq_wait(cq, 20);
     }
+    return seen;
 }
 
 int main(int argc, char **argv)
@@ -128,16 +142,18 @@ int main(int argc, char **argv)
 
     rounds(0, n, keys[1], reg.buf);
     if (J.rank == 0) touch("traffic_done");
-    wait_attack();
+    const char *mode = getenv("ULN_SECURE");
+    bool forged = wait_attack(reg.buf, !(mode && !strcmp(mode, "off")));
     if (J.rank == 1) {
         uint8_t last[SMALL];
         marked(last, SMALL, n - 1);
-        if (memcmp(reg.buf, last, SMALL) != 0) {
+        if (forged || memcmp(reg.buf, last, SMALL) != 0) {
             struct uln_counters c;
             CHECK_OK(uln_counters_get(J.ctx, &c));
-            printf("FORGED: rank 1's region was written by someone not in the job: %.24s "
+            printf("FORGED: rank 1's region was written by someone not in the job%s: now %.24s "
                    "(duplicates %llu, stale %llu, malformed %llu)\n",
-                   (char *)reg.buf, (unsigned long long)c.duplicates, (unsigned long long)c.stale,
+                   forged ? " (" FORGERY " seen)" : "", (char *)reg.buf,
+                   (unsigned long long)c.duplicates, (unsigned long long)c.stale,
                    (unsigned long long)c.malformed);
             fflush(stdout);
             _exit(3);
