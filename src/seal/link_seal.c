@@ -47,7 +47,9 @@ struct seal_link {
     uint8_t trailer[ULN_LINK_BATCH][ULN_SEAL_TRAILER];
     uint8_t *scratch; /* encrypt: ULN_LINK_BATCH datagrams of the payload_max below */
     unsigned stride;
-    uint64_t refused_here; /* for stats */
+    uint64_t refused_here;                                   /* for stats */
+    int (*resolve)(void *arg, const struct uln_link_rx *rx); /* no job: see link_seal.h */
+    void *resolve_arg;
 };
 
 /* ---- the store ------------------------------------------------------------------ */
@@ -197,6 +199,22 @@ static void look_again(struct seal_link *sl, int32_t id)
     if (pr) sp->pair = pr;
 }
 
+/* No job: a datagram of a source the link below did not know when it read
+ * it. Linked since (by an earlier datagram of the same read, or by our own
+ * send), or an inserted peer's first (the resolver links it): its pair, and
+ * rx->peer its link id. Else NULL. */
+static struct uln_seal_pair *pair_of_source(struct seal_link *sl, struct uln_link_rx *rx)
+{
+    if (!sl->resolve) return NULL;
+    socklen_t len;
+    const void *a = uln_link_rx_addr(sl->below, rx->handle, &len);
+    int id = a ? uln_link_find_peer(sl->below, a, len) : -1;
+    struct uln_seal_pair *pr = pair_of(sl, id);
+    if (!pr && (id = sl->resolve(sl->resolve_arg, rx)) >= 0) pr = pair_of(sl, id);
+    if (pr) rx->peer = id;
+    return pr;
+}
+
 /* Packet p sealed into out: its pieces and the trailer (auth), or the
  * ciphertext in scratch slot i and the trailer after it (encrypt). */
 static int seal_one(struct seal_link *sl, const struct uln_link_pkt *p, unsigned i,
@@ -253,6 +271,7 @@ static int sl_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
         if (n <= 0) return n;
         for (int i = 0; i < n; i++) {
             struct uln_seal_pair *pr = pair_of(sl, out[i].peer);
+            if (!pr) pr = pair_of_source(sl, &out[i]);
             long r = pr ? uln_seal_rx(&pr->rx, out[i].buf, out[i].len) : -EBADMSG;
             /* a new life's counters start again: too old or replayed, to the
              * old pair's window, as well as unopened */
@@ -405,4 +424,12 @@ int uln_link_seal_peer(struct uln_link *io, int id, int peer, unsigned peer_ep,
     if (!pr) return -ENOMEM;
     sl->by_id[id] = (struct seal_peer){.pair = pr, .rank = peer, .peer_ep = peer_ep};
     return 0;
+}
+
+void uln_link_seal_resolver(struct uln_link *io,
+                            int (*resolve)(void *arg, const struct uln_link_rx *rx), void *arg)
+{
+    if (io->ops != &seal_ops) return;
+    sl_of(io)->resolve = resolve;
+    sl_of(io)->resolve_arg = arg;
 }

@@ -70,5 +70,12 @@ int uln_link_seal_open(struct uln_seal_store *s, unsigned ep, _Atomic uint64_t *
  * had it in an earlier life). 0 or -errno. */
 int uln_link_seal_peer(struct uln_link *io, int id, int peer, unsigned peer_ep,
                        const struct uln_seal_pub *pub);
+/* A context with no job links peers as they first send: a datagram of a
+ * source the sealing link has no pair for is first given to resolve, which
+ * links it (uln_link_seal_peer) if it is a peer the context has inserted, and
+ * returns its link id, or -1 (the datagram is then refused). It must not
+ * open the datagram or read it: it is not opened yet. */
+void uln_link_seal_resolver(struct uln_link *io,
+                            int (*resolve)(void *arg, const struct uln_link_rx *rx), void *arg);
 
 #endif

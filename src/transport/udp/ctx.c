@@ -158,19 +158,11 @@ static int seal_republished(void *arg, int p, struct uln_seal_pub *out)
 }
 
 /* ULN_SECURE=auth|encrypt: this context's keys, drawn now, published with
- * the address. Addresses handed out by uln_addr have no room for the key
- * yet: a context with no job refuses to open rather than send in clear. */
+ * the address (a job's board, or with no job uln_addr's UDP part). */
 static int seal_open(struct uln_ctx *ctx, struct uln_udp *u)
 {
     const struct uln_seal_params *sp = uln_seal_params(&ctx->p);
     if (sp->mode == ULN_SEAL_OFF) return 0;
-    if (ctx->no_job) {
-        fprintf(stderr,
-                "ulnet: ULN_SECURE=%s needs a job (ulnrun, ULN_ROOT, PMIx): addresses "
-                "of contexts with no job do not carry keys yet\n",
-                uln_seal_mode_name((enum uln_seal_mode)sp->mode));
-        return -EOPNOTSUPP;
-    }
     if (!(u->seal = malloc(sizeof *u->seal))) return -ENOMEM;
     int rc =
         uln_seal_store_open(u->seal, (enum uln_seal_mode)sp->mode, (enum uln_seal_cipher)sp->cipher,
@@ -268,8 +260,11 @@ int uln_udp_learn(struct uln_ctx *ctx, int p)
     memcpy(&u->addrs[p], uln_tp_part(slot, ULN_TPID_UDP), sizeof u->addrs[p]);
     const struct udp_addr *a = &u->addrs[p];
     char why[160];
-    if (a->magic == UDP_ADDR_MAGIC && !ctx->no_job && seal_check(u, a, why, sizeof why)) {
-        fprintf(stderr, "ulnet: rank %d: rank %d: %s\n", ctx->rank, p, why);
+    if (a->magic == UDP_ADDR_MAGIC && seal_check(u, a, why, sizeof why)) {
+        if (ctx->no_job)
+            fprintf(stderr, "ulnet: a peer's address refused: %s\n", why);
+        else
+            fprintf(stderr, "ulnet: rank %d: rank %d: %s\n", ctx->rank, p, why);
         return -EPROTO;
     }
     /* A job's members all have max_eps ports; a peer with no job has its
@@ -283,27 +278,35 @@ int uln_udp_learn(struct uln_ctx *ctx, int p)
     return 0;
 }
 
-/* uln_addr's part: family, first port, port count, IP (4 or 16 bytes). */
+/* uln_addr's part: family, first port, port count, IP (4 or 16 bytes), and
+ * under ULN_SECURE the sealing state a job's member publishes on the board
+ * (struct uln_seal_pub, 48 bytes), said by ADDR_SEALED in the family byte. */
+#define ADDR_SEALED 0x80u
 size_t uln_udp_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room)
 {
     const struct uln_udp *u = udp_of(ctx);
     if (!u) return 0;
     size_t iplen = u->me.family == AF_INET ? 4 : 16;
-    if (room < 4 + iplen) return 0;
-    out[0] = u->me.family == AF_INET ? 4 : 6;
+    size_t seal = u->seal ? sizeof u->me.seal : 0;
+    if (room < 4 + iplen + seal) return 0;
+    out[0] = (uint8_t)((u->me.family == AF_INET ? 4 : 6) | (seal ? ADDR_SEALED : 0));
     out[1] = (uint8_t)u->me.nports;
     memcpy(out + 2, &u->me.port, 2);
     memcpy(out + 4, u->me.ip, iplen);
-    return 4 + iplen;
+    memcpy(out + 4 + iplen, &u->me.seal, seal);
+    return 4 + iplen + seal;
 }
 
 int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len)
 {
     struct udp_addr a = {.magic = UDP_ADDR_MAGIC};
     if (slot_len < sizeof a || len < 4) return -EADDRNOTAVAIL;
-    size_t iplen = in[0] == 4 ? 4 : in[0] == 6 ? 16 : 0;
-    if (!iplen || len != 4 + iplen || in[1] == 0) return -EADDRNOTAVAIL;
-    a.family = in[0] == 4 ? AF_INET : AF_INET6;
+    uint8_t fam = in[0] & (uint8_t)~ADDR_SEALED;
+    size_t iplen = fam == 4 ? 4 : fam == 6 ? 16 : 0;
+    size_t seal = in[0] & ADDR_SEALED ? sizeof a.seal : 0; /* else zero: ULN_SECURE=off */
+    if (!iplen || len != 4 + iplen + seal || in[1] == 0) return -EADDRNOTAVAIL;
+    a.family = fam == 4 ? AF_INET : AF_INET6;
+    memcpy(&a.seal, in + 4 + iplen, seal);
     a.nports = in[1];
     memcpy(&a.port, in + 2, 2);
     if (a.port == 0 || a.port + a.nports - 1u > 65535u) return -EADDRNOTAVAIL;
@@ -318,9 +321,11 @@ int uln_udp_addr_str(const uint8_t *in, size_t len, char *out, size_t room)
     char ip[INET6_ADDRSTRLEN];
     uint16_t port;
     memcpy(&port, in + 2, 2);
-    if (!inet_ntop(in[0] == 4 ? AF_INET : AF_INET6, in + 4, ip, sizeof ip)) return -EINVAL;
+    uint8_t fam = in[0] & (uint8_t)~ADDR_SEALED;
+    if (!inet_ntop(fam == 4 ? AF_INET : AF_INET6, in + 4, ip, sizeof ip)) return -EINVAL;
     /* IPv6 in brackets, as in a URL, so the port stands apart */
-    return snprintf(out, room, in[0] == 4 ? "%s:%u+%u" : "[%s]:%u+%u", ip, port, in[1]);
+    return snprintf(out, room, fam == 4 ? "%s:%u+%u%s" : "[%s]:%u+%u%s", ip, port, in[1],
+                    in[0] & ADDR_SEALED ? " sealed" : "");
 }
 
 void uln_udp_close(struct uln_ctx *ctx)

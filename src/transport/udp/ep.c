@@ -159,6 +159,17 @@ int uln_udp_ctrl_sender(struct uln_ep *ep, int32_t io_peer, int r, const struct 
     return ue->rank_of_id[io_peer] == p ? p : r;
 }
 
+/* Sealed, with no job: the first datagram of a peer inserted since this
+ * endpoint opened comes before the sealing link has its pair; the link asks
+ * here (link_seal.h) before it opens it. Only a peer the application
+ * inserted is linked so (its address and key known); one that would be
+ * learnt from its hello is not: the hello cannot be opened before its key
+ * is known, so it is refused. */
+static int seal_resolve(void *arg, const struct uln_link_rx *rx)
+{
+    return uln_udp_link_peer_of(arg, rx);
+}
+
 int uln_udp_ep_open(struct uln_ep *ep)
 {
     struct uln_ctx *ctx = ep->ctx;
@@ -188,6 +199,7 @@ int uln_udp_ep_open(struct uln_ep *ep)
     int rc = uln_link_select_open(ctx, &cfg, &ue->io); /* AF_XDP or the socket */
     if (rc || (rc = uln_udp_seal_wrap(ctx, (unsigned)ep->index, &ep->stats.refused_auth, &ue->io)))
         return rc; /* ULN_SECURE: sealed before the link sends, opened after it receives */
+    if (ctx->no_job) uln_link_seal_resolver(ue->io, seal_resolve, ep);
     ue->pool_bufs = cfg.rx_bufs;
     if (uln_udp_bundles_init(ue) != 0) return -ENOMEM;
     /* uln_ep_open holds the context lock here: the context's generator is ours. */
