@@ -115,11 +115,14 @@ struct uln_udp_ep {
     uint32_t hello_len;
     uint64_t posted_at; /* when a post last queued a packet: answers may wait for the next */
     unsigned nbatch;
-    bool batch_data;   /* the batch holds more than answers (engine ACKs, feedback) */
-    bool answers_held; /* ... and the last pass left them there (hold_answers) */
-    bool kick_now;     /* the packet just committed went to an idle peer (uln_udp_kick) */
-    bool in_pass;      /* inside a progress pass (progress_rx to progress_tx) */
-    bool now_read;     /* ... and now was read in it: fresh (pass_clock) */
+    bool batch_data;     /* the batch holds more than answers (engine ACKs, feedback) */
+    bool answers_held;   /* ... and the last pass left them there (hold_answers) */
+    bool kick_now;       /* the packet just committed went to an idle peer (uln_udp_kick) */
+    bool in_pass;        /* inside a progress pass (progress_rx to progress_tx) */
+    bool now_read;       /* ... and now was read in it: fresh (pass_clock) */
+    uint64_t timers_now; /* the now progress_tx's timers last ran with (idle_pass) */
+    uint64_t timers_tsc; /* ... uln_tsc() when it was read */
+    int timers_live;     /* ... and n_live then */
     struct uln_link_pkt batch[ULN_LINK_BATCH];
     bool batch_region[ULN_LINK_BATCH];   /* its data is in a region under a key held now */
     int8_t batch_bundle[ULN_LINK_BATCH]; /* the bundle buffer it is in; -1: none */
@@ -158,10 +161,11 @@ static inline bool udp_remote(const struct uln_ctx *ctx, int peer)
 
 /* A progress pass reads the clock where it first needs the time (a read
  * that brought datagrams, a batch sent, a packet reserved) and not at all
- * when it finds nothing to do: one read per empty pass (progress_tx's, for
- * the timers), not two. A read costs ~23 ns in this VM, a tenth of the
- * empty recvfrom the pass is mostly made of. progress_tx takes the pass's
- * time as it is when the pass read it: at most the pass's own work old
+ * when it finds nothing to do: progress_tx reads it for the timers only
+ * when the last read is older than a few microseconds (idle_pass). A read
+ * costs ~25 ns in this VM, a tenth of the empty recvfrom the pass is mostly
+ * made of. progress_tx takes the pass's time as it is when the pass read
+ * it: at most the pass's own work old
  * (the engine serves and issues a chunk between rx and tx, ~20 us at worst),
  * well inside the timers' resolution (ack_delay 50 us, rto at least 200 us),
  * and the stamps of what it sends (resends, feedback) give no RTT sample. */

@@ -514,7 +514,7 @@ void uln_udp_progress_rx(struct uln_ep *ep)
     if (rx_quiet_skip(ue)) return;
     ue->in_pass = true; /* until progress_tx */
     /* A poll or wait ends a burst of posts, and the answers held for one. */
-    uln_udp_flush(ep);
+    if (ue->nbatch) uln_udp_flush(ep);
     /* Deliveries that waited for ring room (the application released NAPs). */
     for (int i = 0; i < ue->n_live; i++) {
         struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
