@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "boot/root.h"
-#include "core/internal.h"
 
 /* A dotted quad or an IPv6 literal (with an optional %scope), as inet_pton
  * reads them: getaddrinfo alone would also take inet_aton's forms ("10.0.0"
@@ -239,21 +238,21 @@ static int from_setting_if(const char *ifn, struct sockaddr_storage *ss, socklen
 
 /* ULN_ROOT mode: the bootstrap's route. A wildcard is left only for a job of
  * one listening everywhere, which has nobody to be reached by: loopback. */
-static int from_route(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len)
+static int from_route(struct uln_boot *boot, struct sockaddr_storage *ss, socklen_t *len)
 {
-    int rc = uln_boot_route_addr(ctx, ss, len);
+    int rc = uln_boot_route_addr(boot, ss, len);
     if (rc) return rc;
     if (uln_addr_is_any(ss)) loopback(ss, len);
     return 0;
 }
 
-int uln_addr_local(struct uln_ctx *ctx, const char *addr_setting, const char *if_setting,
+int uln_addr_local(struct uln_boot *boot, const char *addr_setting, const char *if_setting,
                    struct sockaddr_storage *ss, socklen_t *len)
 {
     if (addr_setting) return from_setting_addr(addr_setting, ss, len);
     if (if_setting) return from_setting_if(if_setting, ss, len);
-    if (ctx->root) return from_route(ctx, ss, len);
-    if ((ctx->pmix || ctx->no_job) &&
+    if (boot->root) return from_route(boot, ss, len);
+    if ((boot->pmix || boot->no_job) &&
         (default_route_addr(ss, len) == 0 || if_addr(NULL, ss, len) == 0))
         return 0;
     loopback(ss, len);

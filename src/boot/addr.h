@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-struct uln_ctx;
+struct uln_boot;
 
 /* "ipv4:port" or "[ipv6]:port", port 1..65535, numeric literals only: a
  * bootstrap that waits on DNS has one more way to hang, and a job's launcher
@@ -46,7 +46,7 @@ const char *uln_sockaddr_str(const struct sockaddr_storage *ss, socklen_t len, c
  *                  with no default route, such as tests/netns's);
  *   otherwise      loopback (every rank on this host).
  * 0 or -EINVAL (a setting names no usable address: a message says which). */
-int uln_addr_local(struct uln_ctx *ctx, const char *addr_setting, const char *if_setting,
+int uln_addr_local(struct uln_boot *boot, const char *addr_setting, const char *if_setting,
                    struct sockaddr_storage *ss, socklen_t *len);
 
 /* This host, as far as shared memory reaches: equal ids can map each other's

@@ -16,9 +16,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "boot/boot.h"
+
 #define ULN_BOARD_MAGIC      0x756c6e626f617264ull /* "ulnboard" */
 #define ULN_BOARD_SLOT_BYTES 256u
-#define ULN_BOARD_MAX_RANKS  4096u
+#define ULN_BOARD_MAX_RANKS  ULN_BOOT_MAX_RANKS
 
 struct uln_board_hdr {
     uint64_t magic;             /* written by the creator */
@@ -36,6 +38,9 @@ struct uln_board_slot {
     int32_t pid;
     uint8_t addr[ULN_BOARD_SLOT_BYTES - 8];
 };
+
+_Static_assert(sizeof(((struct uln_board_slot *)0)->addr) == ULN_BOOT_ADDR_BYTES,
+               "boot.h's address size is a slot's");
 
 static inline size_t uln_board_bytes(unsigned nranks)
 {

@@ -24,10 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "boot/boot.h"
+#include "boot/board.h"
 #include "boot/pmix.h"
 #include "boot/root.h"
-#include "core/internal.h"
-#include "boot/board.h"
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
 {
@@ -35,18 +35,11 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
     return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
 }
 
-/* Who we are: the configuration's values, else the launcher's variables. */
+/* Who we are: the core's uln_boot_want, as this file refines it. */
 struct boot_id {
     long rank, size, fd;
     uint64_t key;
 };
-
-static struct boot_id boot_id(const struct uln_config *cfg, const struct uln_params *p)
-{
-    return (struct boot_id){
-        cfg->rank >= 0 ? cfg->rank : p->boot_rank, cfg->size > 0 ? cfg->size : p->boot_size,
-        cfg->boot_fd >= 0 ? cfg->boot_fd : p->boot_fd, cfg->job_key ? cfg->job_key : p->job_key};
-}
 
 /* A task of a multi-task srun step with no PMIx (--mpi=none, pmi2) would run
  * as one of many jobs of one without a word: task 0 says so, once per step. */
@@ -63,7 +56,7 @@ static void srun_alone_warn(void)
 }
 
 /* Not started by a launcher: a job of one, on a board of our own. */
-static int boot_alone(struct uln_ctx *ctx, struct boot_id *id, bool pmix)
+static int boot_alone(struct uln_boot *boot, struct boot_id *id, bool pmix)
 {
     if (id->size > 1) {
         fprintf(stderr,
@@ -84,14 +77,14 @@ static int boot_alone(struct uln_ctx *ctx, struct boot_id *id, bool pmix)
     id->fd = uln_board_create(1);
     if (id->fd < 0) return (int)id->fd;
     fcntl((int)id->fd, F_SETFD, FD_CLOEXEC); /* private to us: keep it out of exec'd programs */
-    ctx->board_fd = (int)id->fd;             /* ours to close */
+    boot->board_fd = (int)id->fd;            /* ours to close */
     if (id->key == 0 && getentropy(&id->key, sizeof id->key) != 0) return -errno;
     if (id->key == 0) id->key = 1;
     return 0;
 }
 
 /* Map the board at id->fd and check it is the job's. */
-static int map_board(struct uln_ctx *ctx, const struct boot_id *id)
+static int map_board(struct uln_boot *boot, const struct boot_id *id)
 {
     struct stat st;
     if (fstat((int)id->fd, &st) != 0) return -errno;
@@ -102,9 +95,9 @@ static int map_board(struct uln_ctx *ctx, const struct boot_id *id)
     }
     void *b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)id->fd, 0);
     if (b == MAP_FAILED) return -errno;
-    ctx->board = b;
-    ctx->board_len = len;
-    if (ctx->board->magic != ULN_BOARD_MAGIC || ctx->board->nranks != (uint32_t)id->size) {
+    boot->board = b;
+    boot->board_len = len;
+    if (boot->board->magic != ULN_BOARD_MAGIC || boot->board->nranks != (uint32_t)id->size) {
         fprintf(stderr, "ulnet: bootstrap board does not match ULN_SIZE=%ld\n", id->size);
         return -EINVAL;
     }
@@ -114,53 +107,53 @@ static int map_board(struct uln_ctx *ctx, const struct boot_id *id)
 /* No job: a private board with a slot per peer id, ours in slot 0; the
  * others are filled by uln_peer_insert from the addresses it is given. The
  * key is this context's own, fresh at every open: it names this life. */
-static int boot_none(struct uln_ctx *ctx)
+static int boot_none(struct uln_boot *boot, unsigned max_peers)
 {
-    int rc = uln_boot_private_board(ctx, ctx->p.max_peers);
+    int rc = uln_boot_private_board(boot, max_peers);
     if (rc) return rc;
-    ctx->no_job = true;
-    ctx->rank = 0;
-    ctx->size = (int)ctx->p.max_peers;
+    boot->no_job = true;
+    boot->rank = 0;
+    boot->size = (int)max_peers;
     do
-        if (getentropy(&ctx->job_key, sizeof ctx->job_key) != 0) return -errno;
-    while (ctx->job_key == 0);
+        if (getentropy(&boot->job_key, sizeof boot->job_key) != 0) return -errno;
+    while (boot->job_key == 0);
     return 0;
 }
 
-int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg)
+int uln_boot_init(struct uln_boot *boot, const struct uln_boot_want *w)
 {
-    if (ctx->p.no_job) return boot_none(ctx);
-    struct boot_id id = boot_id(cfg, &ctx->p);
+    boot->board_fd = -1;
+    if (w->no_job) return boot_none(boot, w->max_peers);
+    struct boot_id id = {w->rank, w->size, w->fd, w->key};
     int rc;
-    const char *root = ctx->p.root;
+    const char *root = w->root;
     bool pmix = id.fd < 0 && !root && uln_pmix_started();
-    int timeout_s = (int)ctx->p.boot_timeout_s;
+    int timeout_s = w->timeout_s;
     /* ULN_BOOT_FD wins: a board from ulnrun is the cheaper way on one host.
      * ULN_ROOT then, as it is set on purpose, where PMIx's variables may only
      * have been inherited from a launcher further up. */
-    if (id.fd < 0 && root) return uln_root_init(ctx, root, id.rank, id.size, id.key, timeout_s);
-    if (pmix && uln_pmix_built()) return uln_pmix_init(ctx, id.rank, id.size, id.key, timeout_s);
+    if (id.fd < 0 && root) return uln_root_init(boot, root, id.rank, id.size, id.key, timeout_s);
+    if (pmix && uln_pmix_built()) return uln_pmix_init(boot, id.rank, id.size, id.key, timeout_s);
 
-    ctx->board_fd = -1;
-    if (id.fd < 0 && (rc = boot_alone(ctx, &id, pmix)) != 0) return rc;
+    if (id.fd < 0 && (rc = boot_alone(boot, &id, pmix)) != 0) return rc;
     if (id.rank < 0 || id.size <= 0 || id.key == 0) {
         fprintf(stderr, "ulnet: ULN_BOOT_FD set but ULN_RANK/ULN_SIZE/ULN_JOB_KEY missing\n");
         return -EINVAL;
     }
     if (id.rank >= id.size) return -EINVAL;
-    if ((rc = map_board(ctx, &id)) != 0) return rc;
-    ctx->rank = (int)id.rank;
-    ctx->size = (int)id.size;
-    ctx->job_key = id.key;
+    if ((rc = map_board(boot, &id)) != 0) return rc;
+    boot->rank = (int)id.rank;
+    boot->size = (int)id.size;
+    boot->job_key = id.key;
     return 0;
 }
 
-int uln_boot_publish(struct uln_ctx *ctx, const void *addr, size_t len)
+int uln_boot_publish(struct uln_boot *boot, const void *addr, size_t len)
 {
-    if (ctx->root) return uln_root_publish(ctx, addr, len);
-    if (ctx->pmix) return uln_pmix_publish(ctx, addr, len);
-    struct uln_board_slot *s = uln_board_slot(ctx->board, ctx->rank);
-    if (ctx->no_job) { /* our slot of a private board: nobody else reads it */
+    if (boot->root) return uln_root_publish(boot, addr, len);
+    if (boot->pmix) return uln_pmix_publish(boot, addr, len);
+    struct uln_board_slot *s = uln_board_slot(boot->board, boot->rank);
+    if (boot->no_job) { /* our slot of a private board: nobody else reads it */
         if (len > sizeof s->addr) return -EINVAL;
         memcpy(s->addr, addr, len);
         s->pid = (int32_t)getpid();
@@ -170,15 +163,15 @@ int uln_boot_publish(struct uln_ctx *ctx, const void *addr, size_t len)
     if (len > sizeof s->addr) return -EINVAL;
     if (atomic_load_explicit(&s->ready, memory_order_acquire)) {
         fprintf(stderr, "ulnet: rank %d joined twice (or two processes have that rank)\n",
-                ctx->rank);
+                boot->rank);
         return -EADDRINUSE;
     }
     memcpy(s->addr, addr, len);
     s->pid = getpid();
     /* Release: the address is written before a peer can see the slot ready. */
     atomic_store_explicit(&s->ready, 1, memory_order_release);
-    if (atomic_fetch_add(&ctx->board->arrived, 1) + 1 == (uint32_t)ctx->size)
-        futex(&ctx->board->arrived, FUTEX_WAKE, INT_MAX, NULL);
+    if (atomic_fetch_add(&boot->board->arrived, 1) + 1 == (uint32_t)boot->size)
+        futex(&boot->board->arrived, FUTEX_WAKE, INT_MAX, NULL);
     return 0;
 }
 
@@ -207,36 +200,59 @@ static struct timespec *deadline_in(int timeout_ms, struct timespec *ts)
     return ts;
 }
 
-int uln_boot_wait_all(struct uln_ctx *ctx, int timeout_ms)
+int uln_boot_wait_all(struct uln_boot *boot, int timeout_ms)
 {
-    if (ctx->no_job) return 0; /* nobody to wait for */
-    if (ctx->root) return uln_root_wait_all(ctx, timeout_ms);
-    if (ctx->pmix) return uln_pmix_wait_all(ctx, timeout_ms);
+    if (boot->no_job) return 0; /* nobody to wait for */
+    if (boot->root) return uln_root_wait_all(boot, timeout_ms);
+    if (boot->pmix) return uln_pmix_wait_all(boot, timeout_ms);
     struct timespec ts, *dl = deadline_in(timeout_ms, &ts);
     for (;;) {
-        uint32_t n = atomic_load_explicit(&ctx->board->arrived, memory_order_acquire);
-        if (n >= (uint32_t)ctx->size) return 0;
-        int rc = wait_change(&ctx->board->arrived, n, dl);
+        uint32_t n = atomic_load_explicit(&boot->board->arrived, memory_order_acquire);
+        if (n >= (uint32_t)boot->size) return 0;
+        int rc = wait_change(&boot->board->arrived, n, dl);
         if (rc) return rc;
     }
 }
 
-const void *uln_boot_peer(struct uln_ctx *ctx, int peer, int32_t *pid)
+const void *uln_boot_peer(const struct uln_boot *boot, int peer, int32_t *pid)
 {
-    struct uln_board_slot *s = uln_board_slot(ctx->board, peer);
-    /* Acquire: pairs with the release in uln_boot_publish. */
+    struct uln_board_slot *s = uln_board_slot(boot->board, peer);
+    /* Acquire: pairs with the release in uln_boot_publish (and
+     * uln_boot_slot_set, uln_board_slot_ready_wire). */
     if (!atomic_load_explicit(&s->ready, memory_order_acquire)) return NULL;
     *pid = s->pid;
     return s->addr;
 }
 
+int uln_boot_slot_set(struct uln_boot *boot, int peer, int32_t pid, const void *addr, size_t len)
+{
+    if (!boot->no_job || peer < 0 || peer >= boot->size || len > ULN_BOOT_ADDR_BYTES)
+        return -EINVAL;
+    struct uln_board_slot *s = uln_board_slot(boot->board, peer);
+    atomic_store_explicit(&s->ready, 0, memory_order_relaxed);
+    if (!addr) return 0; /* cleared: a peer that could not be learnt */
+    s->pid = pid;
+    memcpy(s->addr, addr, len);
+    memset(s->addr + len, 0, sizeof s->addr - len);
+    /* Release: pairs with uln_boot_peer's acquire (a transport's lookup). */
+    atomic_store_explicit(&s->ready, 1, memory_order_release);
+    return 0;
+}
+
+int uln_boot_slice(int64_t deadline_ms)
+{
+    int64_t now = uln_boot_now_ms();
+    if (deadline_ms <= now) return 0;
+    return deadline_ms - now < 1 ? (int)(deadline_ms - now) : 1;
+}
+
 /* Has the process behind rank exited? Every rank on a board runs on this
  * host, so its pid names it: a pidfd cannot be opened once the process is
  * reaped (ESRCH) and reads as ready once it has exited and not yet been. */
-static bool rank_gone(struct uln_ctx *ctx, int rank)
+static bool rank_gone(struct uln_boot *boot, int rank)
 {
     int32_t pid;
-    if (rank == ctx->rank || !uln_boot_peer(ctx, rank, &pid) || pid <= 0) return false;
+    if (rank == boot->rank || !uln_boot_peer(boot, rank, &pid) || pid <= 0) return false;
     int fd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (fd < 0) return errno == ESRCH;
     struct pollfd pf = {.fd = fd, .events = POLLIN};
@@ -248,68 +264,64 @@ static bool rank_gone(struct uln_ctx *ctx, int rank)
 /* A member that died never arrives: look for one while waiting, a few ranks
  * per look (round robin from *next), so a waiter costs O(1) syscalls per
  * look however large the job and a death is seen within size/8 looks. */
-static bool member_dead(struct uln_ctx *ctx, unsigned *next)
+static bool member_dead(struct uln_boot *boot, unsigned *next)
 {
-    unsigned n = ctx->size < 8 ? (unsigned)ctx->size : 8;
-    for (unsigned k = 0; k < n; k++, *next = (*next + 1) % (unsigned)ctx->size)
-        if (rank_gone(ctx, (int)*next)) {
+    unsigned n = boot->size < 8 ? (unsigned)boot->size : 8;
+    for (unsigned k = 0; k < n; k++, *next = (*next + 1) % (unsigned)boot->size)
+        if (rank_gone(boot, (int)*next)) {
             /* Let the transport reaching it know (shm: it marks the peer
              * dead and counts it in peers_dead, once). */
-            int r = (int)*next;
-            if (ctx->peer_tp && ctx->peer_tp[r]->peer_dead)
-                ctx->peer_tp[r]->peer_dead(ctx, NULL, r);
+            if (boot->hooks.peer_dead) boot->hooks.peer_dead(boot->hooks.arg, (int)*next);
             return true;
         }
     return false;
 }
 
-ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
+int uln_boot_barrier(struct uln_boot *boot, int timeout_ms)
 {
-    if (!ctx) return -EINVAL;
-    if (uln_ctx_forked(ctx)) return -EPERM; /* the parent's, not ours */
-    if (ctx->no_job) return -EOPNOTSUPP;    /* no members to wait for */
-    if (ctx->root) return uln_root_barrier(ctx, timeout_ms);
-    if (ctx->pmix) return uln_pmix_barrier(ctx, timeout_ms);
-    struct uln_board_hdr *b = ctx->board;
+    if (boot->no_job) return -EOPNOTSUPP; /* no members to wait for */
+    if (boot->root) return uln_root_barrier(boot, timeout_ms);
+    if (boot->pmix) return uln_pmix_barrier(boot, timeout_ms);
+    struct uln_board_hdr *b = boot->board;
     /* A member is dead: no barrier of this job can complete again, and
      * counting in once more would release the survivors' current one. */
-    if (ctx->bar_broken) return -ECONNRESET;
+    if (boot->bar_broken) return -ECONNRESET;
     struct timespec ts, *dl = deadline_in(timeout_ms, &ts);
     /* Sense reversal by generation: read the generation before counting in, so
      * the last arrival's bump is never missed. */
     uint32_t gen = atomic_load_explicit(&b->bar_gen, memory_order_acquire);
-    if (atomic_fetch_add(&b->bar_count, 1) + 1 == (uint32_t)ctx->size) {
+    if (atomic_fetch_add(&b->bar_count, 1) + 1 == (uint32_t)boot->size) {
         atomic_store(&b->bar_count, 0); /* reset before releasing the others */
         atomic_fetch_add(&b->bar_gen, 1);
         futex(&b->bar_gen, FUTEX_WAKE, INT_MAX, NULL);
         return 0;
     }
     unsigned next = 0;
-    int64_t look = uln_now_ms();
+    int64_t look = uln_boot_now_ms();
     while (atomic_load_explicit(&b->bar_gen, memory_order_acquire) == gen) {
         /* Wait in short slices and keep the endpoints moving in between: over
          * UDP a peer may need this rank to resend or answer before it can
-         * arrive here (uln_progress_idle). The slices grow while there is
+         * arrive here (the core's idle hook). The slices grow while there is
          * nothing to do: hundreds of waiting ranks must not starve the few
-         * still working (uln_progress_idle_ms). */
+         * still working (its idle_ms). */
         struct timespec slice;
         clock_gettime(CLOCK_MONOTONIC, &slice);
-        slice.tv_nsec += (long)uln_progress_idle_ms(ctx) * 1000000;
+        slice.tv_nsec += (long)uln_boot_idle_ms(boot) * 1000000;
         if (slice.tv_nsec >= 1000000000) slice.tv_sec++, slice.tv_nsec -= 1000000000;
         bool last = dl && (slice.tv_sec > dl->tv_sec ||
                            (slice.tv_sec == dl->tv_sec && slice.tv_nsec >= dl->tv_nsec));
         int rc = wait_change(&b->bar_gen, gen, last ? dl : &slice);
         if (rc == -ETIMEDOUT && !last) {
-            uln_progress_idle(ctx);
+            uln_boot_idle(boot);
             /* Every 100 ms: a dead member fails the barrier (-ECONNRESET)
              * rather than holding the others for their whole timeout. */
-            if (uln_now_ms() - look >= 100) {
-                look = uln_now_ms();
+            if (uln_boot_now_ms() - look >= 100) {
+                look = uln_boot_now_ms();
                 /* A member that released the barrier and then exited is not
                  * a failure: look at the generation again after the death. */
-                if (member_dead(ctx, &next) &&
+                if (member_dead(boot, &next) &&
                     atomic_load_explicit(&b->bar_gen, memory_order_acquire) == gen) {
-                    ctx->bar_broken = true;
+                    boot->bar_broken = true;
                     return -ECONNRESET;
                 }
             }
@@ -324,33 +336,33 @@ ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
     return 0;
 }
 
-int uln_boot_private_board(struct uln_ctx *ctx, unsigned nranks)
+int uln_boot_private_board(struct uln_boot *boot, unsigned nranks)
 {
     /* Private anonymous memory: nobody else maps it, so no futex or fd. */
     size_t len = uln_board_bytes(nranks);
     void *b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (b == MAP_FAILED) return -errno;
-    ctx->board = b;
-    ctx->board_len = len;
-    ctx->board_fd = -1;
-    ctx->board->magic = ULN_BOARD_MAGIC;
-    ctx->board->nranks = nranks;
-    ctx->board->slot_bytes = ULN_BOARD_SLOT_BYTES;
+    boot->board = b;
+    boot->board_len = len;
+    boot->board_fd = -1;
+    boot->board->magic = ULN_BOARD_MAGIC;
+    boot->board->nranks = nranks;
+    boot->board->slot_bytes = ULN_BOARD_SLOT_BYTES;
     return 0;
 }
 
-void uln_boot_fini(struct uln_ctx *ctx)
+void uln_boot_fini(struct uln_boot *boot)
 {
-    uln_root_fini(ctx);
-    uln_pmix_fini(ctx);
-    if (ctx->board) munmap(ctx->board, ctx->board_len);
-    if (ctx->board_fd >= 0) close(ctx->board_fd);
-    ctx->board = NULL;
+    uln_root_fini(boot);
+    uln_pmix_fini(boot);
+    if (boot->board) munmap(boot->board, boot->board_len);
+    if (boot->board_fd >= 0) close(boot->board_fd);
+    boot->board = NULL;
 }
 
-const char *uln_boot_mode(const struct uln_ctx *ctx)
+const char *uln_boot_mode(const struct uln_boot *boot)
 {
     /* board_fd is open only on a board we made ourselves (a job of one). */
-    if (ctx->no_job) return "none";
-    return ctx->root ? "root" : ctx->pmix ? "pmix" : ctx->board_fd >= 0 ? "single" : "ulnrun";
+    if (boot->no_job) return "none";
+    return boot->root ? "root" : boot->pmix ? "pmix" : boot->board_fd >= 0 ? "single" : "ulnrun";
 }

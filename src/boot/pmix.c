@@ -14,7 +14,7 @@
  *   uln_barrier        PMIx_Fence_nb without data
  *
  * Fences are non-blocking so the caller's thread keeps driving the endpoints
- * (uln_progress_idle) while it waits, and can give up at its deadline. A fence
+ * (the core's idle hook) while it waits, and can give up at its deadline. A fence
  * that was given up on is not started again: the next barrier waits for the
  * same one, as root.c counts its barriers.
  *
@@ -30,7 +30,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "core/internal.h"
 #include "boot/board.h"
 
 bool uln_pmix_started(void)
@@ -68,23 +67,23 @@ bool uln_pmix_built(void)
 {
     return false;
 }
-int uln_pmix_init(struct uln_ctx *ctx, long rank, long size, uint64_t key, int timeout_s)
+int uln_pmix_init(struct uln_boot *boot, long rank, long size, uint64_t key, int timeout_s)
 {
     return -ENOTSUP;
 }
-int uln_pmix_publish(struct uln_ctx *ctx, const void *addr, size_t len)
+int uln_pmix_publish(struct uln_boot *boot, const void *addr, size_t len)
 {
     return -ENOTSUP;
 }
-int uln_pmix_wait_all(struct uln_ctx *ctx, int timeout_ms)
+int uln_pmix_wait_all(struct uln_boot *boot, int timeout_ms)
 {
     return -ENOTSUP;
 }
-int uln_pmix_barrier(struct uln_ctx *ctx, int timeout_ms)
+int uln_pmix_barrier(struct uln_boot *boot, int timeout_ms)
 {
     return -ENOTSUP;
 }
-void uln_pmix_fini(struct uln_ctx *ctx) {}
+void uln_pmix_fini(struct uln_boot *boot) {}
 
 #else
 
@@ -142,9 +141,9 @@ static void fence_done(pmix_status_t st, void *cbdata)
     syscall(SYS_futex, (uint32_t *)&P->fences_done, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-static int fence_start(struct uln_ctx *ctx, bool collect)
+static int fence_start(struct uln_boot *boot, bool collect)
 {
-    struct uln_pmix *P = ctx->pmix;
+    struct uln_pmix *P = boot->pmix;
     /* NULL procs: every process of our namespace, i.e. the job. */
     pmix_status_t st =
         PMIx_Fence_nb(NULL, 0, collect ? &P->collect : NULL, collect ? 1 : 0, fence_done, P);
@@ -155,7 +154,7 @@ static int fence_start(struct uln_ctx *ctx, bool collect)
         return 0;
     }
     if (st != PMIX_SUCCESS) {
-        fprintf(stderr, "ulnet: rank %d: PMIx_Fence_nb failed: %s\n", ctx->rank,
+        fprintf(stderr, "ulnet: rank %d: PMIx_Fence_nb failed: %s\n", boot->rank,
                 PMIx_Error_string(st));
         return errno_of(st);
     }
@@ -166,19 +165,19 @@ static int fence_start(struct uln_ctx *ctx, bool collect)
 /* Wait until every fence started has completed, or deadline_ms passes. With
  * drive, keep the endpoints moving in 1 ms slices (over UDP a peer may need
  * this rank to resend or answer before it can reach the fence). */
-static int fence_wait(struct uln_ctx *ctx, int64_t deadline_ms, bool drive)
+static int fence_wait(struct uln_boot *boot, int64_t deadline_ms, bool drive)
 {
-    struct uln_pmix *P = ctx->pmix;
+    struct uln_pmix *P = boot->pmix;
     for (;;) {
         uint32_t done = atomic_load_explicit(&P->fences_done, memory_order_acquire);
         if (done == P->fences)
             return errno_of(atomic_load_explicit(&P->fence_status, memory_order_relaxed));
-        int64_t left = deadline_ms - uln_now_ms();
+        int64_t left = deadline_ms - uln_boot_now_ms();
         if (left <= 0) return -ETIMEDOUT;
-        int ms = drive ? uln_progress_slice(deadline_ms) : left < 100 ? (int)left : 100;
+        int ms = drive ? uln_boot_slice(deadline_ms) : left < 100 ? (int)left : 100;
         struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
         syscall(SYS_futex, (uint32_t *)&P->fences_done, FUTEX_WAIT_PRIVATE, done, &ts, NULL, 0);
-        if (drive) uln_progress_idle(ctx);
+        if (drive) uln_boot_idle(boot);
     }
 }
 
@@ -222,13 +221,13 @@ static bool value_number(const pmix_value_t *v, uint64_t *out)
     }
 }
 
-int uln_pmix_init(struct uln_ctx *ctx, long rank, long size, uint64_t key, int timeout_s)
+int uln_pmix_init(struct uln_boot *boot, long rank, long size, uint64_t key, int timeout_s)
 {
     struct uln_pmix *P = calloc(1, sizeof *P);
     if (!P) return -ENOMEM;
-    ctx->pmix = P;
+    boot->pmix = P;
     P->timeout_s = timeout_s;
-    P->boot_deadline = uln_now_ms() + (int64_t)timeout_s * 1000;
+    P->boot_deadline = uln_boot_now_ms() + (int64_t)timeout_s * 1000;
 
     pmix_status_t st = PMIx_Init(&P->me, NULL, 0);
     if (st != PMIX_SUCCESS) {
@@ -268,25 +267,25 @@ int uln_pmix_init(struct uln_ctx *ctx, long rank, long size, uint64_t key, int t
                 rank, size, P->me.rank, (unsigned long long)n);
         return -EINVAL;
     }
-    ctx->rank = (int)P->me.rank;
-    ctx->size = (int)n;
-    ctx->job_key = key ? key : uln_pmix_job_key(P->me.nspace);
+    boot->rank = (int)P->me.rank;
+    boot->size = (int)n;
+    boot->job_key = key ? key : uln_pmix_job_key(P->me.nspace);
     snprintf(P->key, sizeof P->key, "ulnet.slot.%u", atomic_fetch_add(&pmix_opens, 1));
     bool yes = true;
     PMIX_INFO_LOAD(&P->collect, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
     P->info_loaded = true;
 
     /* The table of addresses goes in a private board (boot.c). */
-    return uln_boot_private_board(ctx, (unsigned)n);
+    return uln_boot_private_board(boot, (unsigned)n);
 }
 
-int uln_pmix_publish(struct uln_ctx *ctx, const void *addr, size_t len)
+int uln_pmix_publish(struct uln_boot *boot, const void *addr, size_t len)
 {
-    struct uln_pmix *P = ctx->pmix;
+    struct uln_pmix *P = boot->pmix;
     uint8_t w[SLOT_WIRE] = {0};
     if (len > SLOT_WIRE - 4) return -EINVAL;
     if (P->published) {
-        fprintf(stderr, "ulnet: rank %d published twice\n", ctx->rank);
+        fprintf(stderr, "ulnet: rank %d published twice\n", boot->rank);
         return -EADDRINUSE;
     }
     uint32_t pid = (uint32_t)getpid();
@@ -303,34 +302,34 @@ int uln_pmix_publish(struct uln_ctx *ctx, const void *addr, size_t len)
     if (st == PMIX_SUCCESS) st = PMIx_Commit();
     if (st != PMIX_SUCCESS) {
         fprintf(stderr, "ulnet: rank %d: PMIx_Put/PMIx_Commit of our address failed: %s\n",
-                ctx->rank, PMIx_Error_string(st));
+                boot->rank, PMIx_Error_string(st));
         return errno_of(st);
     }
     P->published = true;
-    slot_fill(uln_board_slot(ctx->board, ctx->rank), w);
+    slot_fill(uln_board_slot(boot->board, boot->rank), w);
     /* The fence that spreads everybody's slot; uln_pmix_wait_all waits for it. */
-    return fence_start(ctx, true);
+    return fence_start(boot, true);
 }
 
-int uln_pmix_wait_all(struct uln_ctx *ctx, int timeout_ms)
+int uln_pmix_wait_all(struct uln_boot *boot, int timeout_ms)
 {
-    struct uln_pmix *P = ctx->pmix;
+    struct uln_pmix *P = boot->pmix;
     if (!P->published) return -EINVAL;
     if (P->have_table) return 0;
     /* Never past ULN_BOOT_TIMEOUT, whatever the caller allows. */
     int64_t deadline = P->boot_deadline;
-    if (timeout_ms >= 0 && uln_now_ms() + timeout_ms < deadline)
-        deadline = uln_now_ms() + timeout_ms;
-    int rc = fence_wait(ctx, deadline, false);
+    if (timeout_ms >= 0 && uln_boot_now_ms() + timeout_ms < deadline)
+        deadline = uln_boot_now_ms() + timeout_ms;
+    int rc = fence_wait(boot, deadline, false);
     if (rc == -ETIMEDOUT) {
         fprintf(stderr,
                 "ulnet: rank %d: bootstrap timed out after %d s in the PMIx fence: a rank of job "
                 "%s has not called uln_open\n",
-                ctx->rank, P->timeout_s, P->me.nspace);
+                boot->rank, P->timeout_s, P->me.nspace);
         return rc;
     }
     if (rc) {
-        fprintf(stderr, "ulnet: rank %d: the PMIx fence of job %s failed: %s\n", ctx->rank,
+        fprintf(stderr, "ulnet: rank %d: the PMIx fence of job %s failed: %s\n", boot->rank,
                 P->me.nspace,
                 PMIx_Error_string(atomic_load_explicit(&P->fence_status, memory_order_relaxed)));
         return rc;
@@ -341,24 +340,24 @@ int uln_pmix_wait_all(struct uln_ctx *ctx, int timeout_ms)
      * data that never comes; TIMEOUT bounds the rest. */
     pmix_info_t info[2];
     bool yes = true;
-    int secs = (int)((deadline - uln_now_ms() + 999) / 1000);
+    int secs = (int)((deadline - uln_boot_now_ms() + 999) / 1000);
     if (secs < 1) secs = 1;
     PMIX_INFO_LOAD(&info[0], PMIX_IMMEDIATE, &yes, PMIX_BOOL);
     PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &secs, PMIX_INT);
-    for (int r = 0; r < ctx->size && !rc; r++) {
-        if (r == ctx->rank) continue;
+    for (int r = 0; r < boot->size && !rc; r++) {
+        if (r == boot->rank) continue;
         pmix_proc_t peer;
         PMIX_PROC_LOAD(&peer, P->me.nspace, (pmix_rank_t)r);
         pmix_value_t *v = NULL;
         pmix_status_t st = PMIx_Get(&peer, P->key, info, 2, &v);
         if (st == PMIX_SUCCESS && v && v->type == PMIX_BYTE_OBJECT &&
             v->data.bo.size == SLOT_WIRE) {
-            slot_fill(uln_board_slot(ctx->board, r), (const uint8_t *)v->data.bo.bytes);
+            slot_fill(uln_board_slot(boot->board, r), (const uint8_t *)v->data.bo.bytes);
         } else {
             fprintf(stderr,
                     "ulnet: rank %d: no ulnet address from rank %d through PMIx (%s): does every "
                     "rank of the job call uln_open?\n",
-                    ctx->rank, r,
+                    boot->rank, r,
                     st != PMIX_SUCCESS ? PMIx_Error_string(st) : "not a ulnet board slot");
             rc = st == PMIX_ERR_TIMEOUT ? -ETIMEDOUT : -EPROTO;
         }
@@ -370,29 +369,29 @@ int uln_pmix_wait_all(struct uln_ctx *ctx, int timeout_ms)
     return rc;
 }
 
-int uln_pmix_barrier(struct uln_ctx *ctx, int timeout_ms)
+int uln_pmix_barrier(struct uln_boot *boot, int timeout_ms)
 {
-    struct uln_pmix *P = ctx->pmix;
+    struct uln_pmix *P = boot->pmix;
     if (!P->have_table) return -EINVAL; /* not joined yet (uln_open did not finish) */
-    if (ctx->size == 1) return 0;
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : uln_now_ms() + timeout_ms;
+    if (boot->size == 1) return 0;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : uln_boot_now_ms() + timeout_ms;
     /* Counted: a call after a timeout waits for the fence it started instead
      * of entering a second one the others would match against the first. */
     if (atomic_load_explicit(&P->fences_done, memory_order_acquire) == P->fences) {
-        int rc = fence_start(ctx, false);
+        int rc = fence_start(boot, false);
         if (rc) return rc;
     }
-    int rc = fence_wait(ctx, deadline, true);
+    int rc = fence_wait(boot, deadline, true);
     if (rc && rc != -ETIMEDOUT)
-        fprintf(stderr, "ulnet: rank %d: PMIx fence of job %s failed in a barrier: %s\n", ctx->rank,
-                P->me.nspace,
+        fprintf(stderr, "ulnet: rank %d: PMIx fence of job %s failed in a barrier: %s\n",
+                boot->rank, P->me.nspace,
                 PMIx_Error_string(atomic_load_explicit(&P->fence_status, memory_order_relaxed)));
     return rc;
 }
 
-void uln_pmix_fini(struct uln_ctx *ctx)
+void uln_pmix_fini(struct uln_boot *boot)
 {
-    struct uln_pmix *P = ctx->pmix;
+    struct uln_pmix *P = boot->pmix;
     if (!P) return;
     bool pending = atomic_load_explicit(&P->fences_done, memory_order_acquire) != P->fences;
     if (P->inited) PMIx_Finalize(NULL, 0);
@@ -401,7 +400,7 @@ void uln_pmix_fini(struct uln_ctx *ctx)
      * PMIx_Finalize no callback should come, but a few bytes are not worth
      * the risk of one writing into freed memory. */
     if (!pending) free(P);
-    ctx->pmix = NULL;
+    boot->pmix = NULL;
 }
 
 #endif /* ULN_HAVE_PMIX */

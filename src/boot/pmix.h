@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct uln_ctx;
+struct uln_boot;
 
 /* Whether this library was built with PMIx support (tools such as ulninfo
  * report it next to uln_boot_mode). */
@@ -47,10 +47,10 @@ uint64_t uln_pmix_job_key(const char *nspace);
  * size: from the configuration or ULN_RANK/ULN_SIZE (-1 / 0: not given); key:
  * ULN_JOB_KEY or the configuration's (0: derive it from the namespace).
  * Without PMIx support uln_pmix_init fails with -ENOTSUP. */
-int uln_pmix_init(struct uln_ctx *ctx, long rank, long size, uint64_t key, int timeout_s);
-int uln_pmix_publish(struct uln_ctx *ctx, const void *addr, size_t len);
-int uln_pmix_wait_all(struct uln_ctx *ctx, int timeout_ms);
-int uln_pmix_barrier(struct uln_ctx *ctx, int timeout_ms);
-void uln_pmix_fini(struct uln_ctx *ctx);
+int uln_pmix_init(struct uln_boot *boot, long rank, long size, uint64_t key, int timeout_s);
+int uln_pmix_publish(struct uln_boot *boot, const void *addr, size_t len);
+int uln_pmix_wait_all(struct uln_boot *boot, int timeout_ms);
+int uln_pmix_barrier(struct uln_boot *boot, int timeout_ms);
+void uln_pmix_fini(struct uln_boot *boot);
 
 #endif

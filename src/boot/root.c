@@ -45,7 +45,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/internal.h"
 #include "boot/board.h"
 
 #define ROOT_MAGIC     0x756c6e726f6f7421ull /* "ulnroot!" */
@@ -91,7 +90,7 @@ struct uln_root {
 
 static int ms_left(int64_t deadline)
 {
-    int64_t d = deadline - uln_now_ms();
+    int64_t d = deadline - uln_boot_now_ms();
     return d < 0 ? 0 : d > INT_MAX ? INT_MAX : (int)d;
 }
 
@@ -253,10 +252,10 @@ struct pending {
     socklen_t from_len;
 };
 
-static uint64_t job_key_so_far(struct uln_ctx *ctx, uint64_t own)
+static uint64_t job_key_so_far(struct uln_boot *boot, uint64_t own)
 {
-    for (int r = 1; !own && r < ctx->size; r++)
-        if (ctx->root->c[r].fd >= 0) own = ctx->root->c[r].key;
+    for (int r = 1; !own && r < boot->size; r++)
+        if (boot->root->c[r].fd >= 0) own = boot->root->c[r].key;
     return own;
 }
 
@@ -297,22 +296,22 @@ static const char *verdict_str(uint32_t v)
 
 /* A whole HELLO arrived on p. Returns 1 if it joined, 0 if it was refused or
  * dropped (p->fd is closed then). */
-static int judge(struct uln_ctx *ctx, struct pending *p, uint64_t own_key)
+static int judge(struct uln_boot *boot, struct pending *p, uint64_t own_key)
 {
-    struct uln_root *R = ctx->root;
+    struct uln_root *R = boot->root;
     const uint8_t *h = p->hello;
     if (get64(h) != ROOT_MAGIC) {
         close_fd(&p->fd); /* not one of ours: no answer, no message */
         return 0;
     }
     uint32_t version = get32(h + 8), rank = get32(h + 12), size = get32(h + 16);
-    uint64_t key = get64(h + 24), job = job_key_so_far(ctx, own_key);
-    uint32_t v = version != ROOT_VERSION       ? V_VERSION
-                 : size != (uint32_t)ctx->size ? V_SIZE
-                 : rank == 0 || rank >= size   ? V_RANK
-                 : R->c[rank].fd >= 0          ? V_DUP
-                 : key && job && key != job    ? V_KEY
-                                               : V_OK;
+    uint64_t key = get64(h + 24), job = job_key_so_far(boot, own_key);
+    uint32_t v = version != ROOT_VERSION        ? V_VERSION
+                 : size != (uint32_t)boot->size ? V_SIZE
+                 : rank == 0 || rank >= size    ? V_RANK
+                 : R->c[rank].fd >= 0           ? V_DUP
+                 : key && job && key != job     ? V_KEY
+                                                : V_OK;
     if (v == V_OK) {
         R->c[rank].fd = p->fd;
         R->c[rank].key = key;
@@ -325,15 +324,15 @@ static int judge(struct uln_ctx *ctx, struct pending *p, uint64_t own_key)
     /* The socket is fresh and the reply small: it fits in the send buffer, so a
      * single try is enough; a peer that does not read it loses nothing of ours. */
     uint8_t m[REPLY_BYTES];
-    make_reply(m, v, ctx->size, 0, NULL);
+    make_reply(m, v, boot->size, 0, NULL);
     (void)send(p->fd, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
     close_fd(&p->fd);
     return 0;
 }
 
-static int host_listen(struct uln_ctx *ctx)
+static int host_listen(struct uln_boot *boot)
 {
-    struct uln_root *R = ctx->root;
+    struct uln_root *R = boot->root;
     int fd = socket(R->root.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return -errno;
     R->listen_fd = fd;
@@ -393,14 +392,14 @@ static void joined_readable(struct uln_root *R, struct joining *J, int r)
 }
 
 /* More of a pending connection's HELLO; judged once it is whole. */
-static void pending_readable(struct uln_ctx *ctx, struct joining *J, struct pending *p,
+static void pending_readable(struct uln_boot *boot, struct joining *J, struct pending *p,
                              uint64_t own_key)
 {
     ssize_t got = recv_some(p->fd, p->hello + p->got, HELLO_BYTES - p->got);
     if (got < 0) close_fd(&p->fd);
     if (got <= 0) return;
     p->got += (uint32_t)got;
-    if (p->got == HELLO_BYTES) J->joined += judge(ctx, p, own_key);
+    if (p->got == HELLO_BYTES) J->joined += judge(boot, p, own_key);
 }
 
 /* Take every connection waiting on the listener into the pending table; when
@@ -429,11 +428,11 @@ static void accept_new(struct uln_root *R, struct joining *J)
 }
 
 /* Wait until every other rank has said hello, or `until`. */
-static int join_loop(struct uln_ctx *ctx, struct joining *J, uint64_t own_key, int64_t until)
+static int join_loop(struct uln_boot *boot, struct joining *J, uint64_t own_key, int64_t until)
 {
-    struct uln_root *R = ctx->root;
-    while (J->joined < ctx->size - 1) {
-        int n = join_pollset(R, J, ctx->size);
+    struct uln_root *R = boot->root;
+    while (J->joined < boot->size - 1) {
+        int n = join_pollset(R, J, boot->size);
         int k = poll(J->pf, (nfds_t)n, ms_left(until));
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) return -errno;
@@ -443,7 +442,7 @@ static int join_loop(struct uln_ctx *ctx, struct joining *J, uint64_t own_key, i
             if (J->who[i] < 0)
                 joined_readable(R, J, -J->who[i]);
             else if (J->who[i] > 0)
-                pending_readable(ctx, J, &J->pend[J->who[i] - 1], own_key);
+                pending_readable(boot, J, &J->pend[J->who[i] - 1], own_key);
             else
                 accept_new(R, J);
         }
@@ -453,10 +452,10 @@ static int join_loop(struct uln_ctx *ctx, struct joining *J, uint64_t own_key, i
 
 /* Say which ranks are missing, here and to the ones that came, so they fail
  * now and say the same. */
-static int join_timed_out(struct uln_ctx *ctx, int joined)
+static int join_timed_out(struct uln_boot *boot, int joined)
 {
-    struct uln_root *R = ctx->root;
-    int size = ctx->size;
+    struct uln_root *R = boot->root;
+    int size = boot->size;
     uint8_t *miss = calloc((size_t)size, 1), m[REPLY_BYTES];
     if (!miss) return -ENOMEM;
     char list[200];
@@ -475,16 +474,16 @@ static int join_timed_out(struct uln_ctx *ctx, int joined)
 }
 
 /* Everybody is in: the job key to all. */
-static int hand_out_key(struct uln_ctx *ctx, uint64_t own_key)
+static int hand_out_key(struct uln_boot *boot, uint64_t own_key)
 {
-    struct uln_root *R = ctx->root;
-    uint64_t key = job_key_so_far(ctx, own_key);
+    struct uln_root *R = boot->root;
+    uint64_t key = job_key_so_far(boot, own_key);
     if (key == 0 && getentropy(&key, sizeof key) != 0) return -errno;
     if (key == 0) key = 1;
-    ctx->job_key = key;
+    boot->job_key = key;
     uint8_t m[REPLY_BYTES];
-    make_reply(m, V_OK, ctx->size, key, NULL);
-    for (int r = 1; r < ctx->size; r++) {
+    make_reply(m, V_OK, boot->size, key, NULL);
+    for (int r = 1; r < boot->size; r++) {
         int rc = write_full(R->c[r].fd, m, sizeof m, R->deadline);
         if (rc) {
             fprintf(stderr, "ulnet: rank 0: lost rank %d while handing out the job key\n", r);
@@ -504,13 +503,13 @@ static int hand_out_key(struct uln_ctx *ctx, uint64_t own_key)
 
 /* Rank 0's part of uln_boot_init: take connections until every other rank has
  * said hello, then give them all the job key. */
-static int host_accept_all(struct uln_ctx *ctx, uint64_t own_key)
+static int host_accept_all(struct uln_boot *boot, uint64_t own_key)
 {
-    struct uln_root *R = ctx->root;
-    int rc = host_listen(ctx);
+    struct uln_root *R = boot->root;
+    int rc = host_listen(boot);
     if (rc) return rc;
-    struct joining J = {.pf = calloc(1 + MAX_PENDING + (size_t)ctx->size, sizeof *J.pf),
-                        .who = calloc(1 + MAX_PENDING + (size_t)ctx->size, sizeof *J.who)};
+    struct joining J = {.pf = calloc(1 + MAX_PENDING + (size_t)boot->size, sizeof *J.pf),
+                        .who = calloc(1 + MAX_PENDING + (size_t)boot->size, sizeof *J.who)};
     for (unsigned i = 0; i < MAX_PENDING; i++)
         J.pend[i].fd = -1;
     /* Give up a little before the joiners do (ranks usually start together):
@@ -518,9 +517,9 @@ static int host_accept_all(struct uln_ctx *ctx, uint64_t own_key)
      * out on its own and leaving us to count them as missing too. */
     int64_t margin = (int64_t)R->timeout_s * 100,
             until = R->deadline - (margin < 500 ? margin : 500);
-    rc = !J.pf || !J.who ? -ENOMEM : join_loop(ctx, &J, own_key, until);
-    if (rc == -ETIMEDOUT) rc = join_timed_out(ctx, J.joined);
-    if (!rc) rc = hand_out_key(ctx, own_key);
+    rc = !J.pf || !J.who ? -ENOMEM : join_loop(boot, &J, own_key, until);
+    if (rc == -ETIMEDOUT) rc = join_timed_out(boot, J.joined);
+    if (!rc) rc = hand_out_key(boot, own_key);
     for (unsigned i = 0; i < MAX_PENDING; i++)
         close_fd(&J.pend[i].fd);
     close_fd(&R->listen_fd); /* everybody is in: a late process gets "refused" */
@@ -541,7 +540,7 @@ static int connect_once(struct uln_root *R)
         if (errno != EINPROGRESS) {
             rc = -errno;
         } else {
-            int64_t until = uln_now_ms() + CONNECT_TRY_MS;
+            int64_t until = uln_boot_now_ms() + CONNECT_TRY_MS;
             int e = 0;
             socklen_t el = sizeof e;
             rc = wait_fd(fd, POLLOUT, until < R->deadline ? until : R->deadline);
@@ -571,11 +570,11 @@ static int connect_once(struct uln_root *R)
 
 /* Say hello to rank 0 and read its reply into m, retrying until it listens
  * (it may start last). 0 or -errno, said on stderr. */
-static int hello(struct uln_ctx *ctx, uint64_t own_key, uint8_t m[REPLY_BYTES])
+static int hello(struct uln_boot *boot, uint64_t own_key, uint8_t m[REPLY_BYTES])
 {
-    struct uln_root *R = ctx->root;
+    struct uln_root *R = boot->root;
     struct conn *c = &R->c[0];
-    int delay = 10, rc = 0, rank = ctx->rank;
+    int delay = 10, rc = 0, rank = boot->rank;
     for (;;) {
         int fd = connect_once(R);
         if (fd >= 0) {
@@ -584,7 +583,7 @@ static int hello(struct uln_ctx *ctx, uint64_t own_key, uint8_t m[REPLY_BYTES])
             put64(h, ROOT_MAGIC);
             put32(h + 8, ROOT_VERSION);
             put32(h + 12, (uint32_t)rank);
-            put32(h + 16, (uint32_t)ctx->size);
+            put32(h + 16, (uint32_t)boot->size);
             put64(h + 24, own_key);
             rc = write_full(fd, h, sizeof h, R->deadline);
             if (!rc) rc = read_full(fd, m, REPLY_BYTES, R->deadline);
@@ -594,7 +593,7 @@ static int hello(struct uln_ctx *ctx, uint64_t own_key, uint8_t m[REPLY_BYTES])
                 fprintf(stderr,
                         "ulnet: rank %d: bootstrap timed out after %d s: rank 0 at %s has not "
                         "heard from all %d ranks\n",
-                        rank, R->timeout_s, R->where, ctx->size);
+                        rank, R->timeout_s, R->where, boot->size);
                 return rc;
             }
             /* Closed before its verdict: rank 0 restarted, or dropped us as the
@@ -618,37 +617,37 @@ static int hello(struct uln_ctx *ctx, uint64_t own_key, uint8_t m[REPLY_BYTES])
 }
 
 /* Rank 0 said the job timed out: name the missing ranks it named. */
-static int refused_timeout(struct uln_ctx *ctx, const uint8_t *m)
+static int refused_timeout(struct uln_boot *boot, const uint8_t *m)
 {
     uint32_t nmiss = get32(m + 20);
     /* Our size, not the reply's: a length from the network sizes nothing. */
-    uint8_t *miss = calloc((size_t)ctx->size, 1);
+    uint8_t *miss = calloc((size_t)boot->size, 1);
     char list[200] = "?";
     for (uint32_t i = 0; miss && i < nmiss && i < REPLY_NAMES; i++)
-        if (get32(m + 32 + 4 * i) < (uint32_t)ctx->size) miss[get32(m + 32 + 4 * i)] = 1;
-    if (miss) ranks_str(miss, ctx->size, list, sizeof list);
+        if (get32(m + 32 + 4 * i) < (uint32_t)boot->size) miss[get32(m + 32 + 4 * i)] = 1;
+    if (miss) ranks_str(miss, boot->size, list, sizeof list);
     free(miss);
     fprintf(stderr,
             "ulnet: rank %d: bootstrap timed out: rank 0 at %s says %u rank%s missing: %s%s\n",
-            ctx->rank, ctx->root->where, nmiss, nmiss == 1 ? "" : "s", list,
+            boot->rank, boot->root->where, nmiss, nmiss == 1 ? "" : "s", list,
             nmiss > REPLY_NAMES ? ", ..." : "");
     return -ETIMEDOUT;
 }
 
 /* Rank 0 refused us: say why. */
-static int refused(struct uln_ctx *ctx, const uint8_t *m)
+static int refused(struct uln_boot *boot, const uint8_t *m)
 {
     uint32_t v = get32(m + 12), size = get32(m + 16);
-    int rank = ctx->rank;
-    const char *where = ctx->root->where;
-    if (v == V_TIMEOUT) return refused_timeout(ctx, m);
+    int rank = boot->rank;
+    const char *where = boot->root->where;
+    if (v == V_TIMEOUT) return refused_timeout(boot, m);
     if (v == V_OK || v > V_TIMEOUT) {
         fprintf(stderr, "ulnet: rank %d: rank 0 at %s answered nonsense\n", rank, where);
         return -EPROTO;
     }
     if (v == V_SIZE)
         fprintf(stderr, "ulnet: rank %d: rank 0 at %s refused us: its ULN_SIZE is %u, ours %d\n",
-                rank, where, size, ctx->size);
+                rank, where, size, boot->size);
     else if (v == V_VERSION)
         fprintf(stderr,
                 "ulnet: rank %d: rank 0 at %s refused us: it speaks bootstrap version %u, we %u\n",
@@ -663,23 +662,23 @@ static int refused(struct uln_ctx *ctx, const uint8_t *m)
 
 /* A joiner's part of uln_boot_init: say hello to rank 0 and take its verdict
  * and the job key. */
-static int join(struct uln_ctx *ctx, uint64_t own_key)
+static int join(struct uln_boot *boot, uint64_t own_key)
 {
-    struct uln_root *R = ctx->root;
+    struct uln_root *R = boot->root;
     uint8_t m[REPLY_BYTES];
-    int rc = hello(ctx, own_key, m);
+    int rc = hello(boot, own_key, m);
     if (rc) return rc;
     uint32_t v = get32(m + 12), size = get32(m + 16);
     uint64_t key = get64(m + 24);
     if (get64(m) != ROOT_MAGIC) {
         fprintf(stderr, "ulnet: rank %d: %s does not speak the ulnet bootstrap protocol\n",
-                ctx->rank, R->where);
+                boot->rank, R->where);
         return -EPROTO;
     }
-    if (v != V_OK || get32(m + 8) != ROOT_VERSION || size != (uint32_t)ctx->size || !key ||
+    if (v != V_OK || get32(m + 8) != ROOT_VERSION || size != (uint32_t)boot->size || !key ||
         (own_key && key != own_key))
-        return refused(ctx, m);
-    ctx->job_key = key;
+        return refused(boot, m);
+    boot->job_key = key;
     struct sockaddr_storage me;
     socklen_t ml = sizeof me;
     if (getsockname(R->c[0].fd, (struct sockaddr *)&me, &ml) != 0) return -errno;
@@ -689,7 +688,7 @@ static int join(struct uln_ctx *ctx, uint64_t own_key)
 
 /* ---- entry points ------------------------------------------------------------ */
 
-int uln_root_init(struct uln_ctx *ctx, const char *where, long rank, long size, uint64_t key,
+int uln_root_init(struct uln_boot *boot, const char *where, long rank, long size, uint64_t key,
                   int timeout_s)
 {
     if (rank < 0 || size <= 0 || rank >= size) {
@@ -698,10 +697,10 @@ int uln_root_init(struct uln_ctx *ctx, const char *where, long rank, long size, 
     }
     struct uln_root *R = calloc(1, sizeof *R);
     if (!R) return -ENOMEM;
-    ctx->root = R;
+    boot->root = R;
     R->listen_fd = -1;
     R->timeout_s = timeout_s;
-    R->deadline = uln_now_ms() + (int64_t)timeout_s * 1000;
+    R->deadline = uln_boot_now_ms() + (int64_t)timeout_s * 1000;
     snprintf(R->where, sizeof R->where, "%s", where);
     if (uln_addr_parse(where, &R->root, &R->root_len) != 0) {
         fprintf(stderr, "ulnet: ULN_ROOT=%s: use ipv4:port or [ipv6]:port (numbers, no names)\n",
@@ -712,31 +711,31 @@ int uln_root_init(struct uln_ctx *ctx, const char *where, long rank, long size, 
                   &R->route_len); /* rank 0's answer unless it listens on a wildcard */
 
     /* The table from rank 0 goes in a private board (boot.c). */
-    int brc = uln_boot_private_board(ctx, (unsigned)size);
+    int brc = uln_boot_private_board(boot, (unsigned)size);
     if (brc) return brc;
-    ctx->rank = (int)rank;
-    ctx->size = (int)size;
+    boot->rank = (int)rank;
+    boot->size = (int)size;
 
     R->c = calloc(rank == 0 ? (size_t)size : 1, sizeof *R->c);
     if (!R->c) return -ENOMEM;
     for (long r = 0; r < (rank == 0 ? size : 1); r++)
         R->c[r].fd = -1;
 
-    if (rank != 0) return join(ctx, key);
-    if (size > 1) return host_accept_all(ctx, key);
+    if (rank != 0) return join(boot, key);
+    if (size > 1) return host_accept_all(boot, key);
     /* A job of one: nobody to talk to. */
     if (key == 0 && getentropy(&key, sizeof key) != 0) return -errno;
-    ctx->job_key = key ? key : 1;
+    boot->job_key = key ? key : 1;
     return 0;
 }
 
-int uln_root_publish(struct uln_ctx *ctx, const void *addr, size_t len)
+int uln_root_publish(struct uln_boot *boot, const void *addr, size_t len)
 {
-    struct uln_root *R = ctx->root;
-    struct uln_board_slot *s = uln_board_slot(ctx->board, ctx->rank);
+    struct uln_root *R = boot->root;
+    struct uln_board_slot *s = uln_board_slot(boot->board, boot->rank);
     if (len > sizeof s->addr) return -EINVAL;
     if (R->published) {
-        fprintf(stderr, "ulnet: rank %d published twice\n", ctx->rank);
+        fprintf(stderr, "ulnet: rank %d published twice\n", boot->rank);
         return -EADDRINUSE;
     }
     R->published = true;
@@ -744,25 +743,25 @@ int uln_root_publish(struct uln_ctx *ctx, const void *addr, size_t len)
     put32(uln_board_slot_wire(s), (uint32_t)getpid());
     memset(s->addr, 0, sizeof s->addr);
     memcpy(s->addr, addr, len);
-    if (ctx->rank == 0) {
+    if (boot->rank == 0) {
         uln_board_slot_ready_wire(s);
         R->c[0].slot_in = true;
         return 0;
     }
     /* Joiner: the slot is ours only once it comes back in the table. */
     int rc = send_msg(R->c[0].fd, MSG_SLOT, uln_board_slot_wire(s), SLOT_WIRE, R->deadline);
-    if (rc) fprintf(stderr, "ulnet: rank %d: lost rank 0 while publishing\n", ctx->rank);
+    if (rc) fprintf(stderr, "ulnet: rank %d: lost rank 0 while publishing\n", boot->rank);
     return rc;
 }
 
 /* Rank 0: wait until every joiner has sent its SLOT (slots) or its next
  * BARRIER. On failure *bad is the rank that failed us, or 0 on a timeout with
  * miss[] marking the ranks still awaited. */
-static int collect(struct uln_ctx *ctx, bool slots, int64_t deadline, int *bad, uint8_t *miss)
+static int collect(struct uln_boot *boot, bool slots, int64_t deadline, int *bad, uint8_t *miss)
 {
-    struct uln_root *R = ctx->root;
-    struct pollfd *pf = calloc((size_t)ctx->size, sizeof *pf);
-    int *who = calloc((size_t)ctx->size, sizeof *who), rc = 0;
+    struct uln_root *R = boot->root;
+    struct pollfd *pf = calloc((size_t)boot->size, sizeof *pf);
+    int *who = calloc((size_t)boot->size, sizeof *who), rc = 0;
     *bad = 0;
     if (!pf || !who) {
         rc = -ENOMEM;
@@ -770,7 +769,7 @@ static int collect(struct uln_ctx *ctx, bool slots, int64_t deadline, int *bad, 
     }
     for (;;) {
         int n = 0;
-        for (int r = 1; r < ctx->size; r++) {
+        for (int r = 1; r < boot->size; r++) {
             struct conn *c = &R->c[r];
             bool done = slots ? c->slot_in : c->barriers > R->bar_done;
             if (miss) miss[r] = !done;
@@ -782,10 +781,10 @@ static int collect(struct uln_ctx *ctx, bool slots, int64_t deadline, int *bad, 
         /* In a barrier, keep the endpoints moving while we wait (slices of
          * 1 ms): a peer may need this rank to resend or answer before it can
          * arrive here. Not while joining: no endpoint exists yet. */
-        int k = poll(pf, (nfds_t)n, slots ? ms_left(deadline) : uln_progress_slice(deadline));
+        int k = poll(pf, (nfds_t)n, slots ? ms_left(deadline) : uln_boot_slice(deadline));
         if (k < 0 && errno == EINTR) continue;
-        if (k == 0 && !slots && uln_now_ms() < deadline) {
-            uln_progress_idle(ctx);
+        if (k == 0 && !slots && uln_boot_now_ms() < deadline) {
+            uln_boot_idle(boot);
             continue;
         }
         if (k <= 0) {
@@ -797,7 +796,7 @@ static int collect(struct uln_ctx *ctx, bool slots, int64_t deadline, int *bad, 
             int r = who[i];
             struct conn *c = &R->c[r];
             for (;;) {
-                struct uln_board_slot *s = uln_board_slot(ctx->board, r);
+                struct uln_board_slot *s = uln_board_slot(boot->board, r);
                 int t = pump(c, slots && !c->slot_in ? uln_board_slot_wire(s) : NULL);
                 if (t == 0) break;
                 if (t == MSG_SLOT) {
@@ -820,37 +819,37 @@ out:
     return rc == -EPROTO ? -ECONNRESET : rc; /* either way that rank is lost to the job */
 }
 
-int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms)
+int uln_root_wait_all(struct uln_boot *boot, int timeout_ms)
 {
-    struct uln_root *R = ctx->root;
+    struct uln_root *R = boot->root;
     if (!R->published) return -EINVAL;
     if (R->have_table) return 0;
     /* Never past ULN_BOOT_TIMEOUT, whatever the caller allows. */
     int64_t deadline = R->deadline;
-    if (timeout_ms >= 0 && uln_now_ms() + timeout_ms < deadline)
-        deadline = uln_now_ms() + timeout_ms;
-    int rc = 0, size = ctx->size;
+    if (timeout_ms >= 0 && uln_boot_now_ms() + timeout_ms < deadline)
+        deadline = uln_boot_now_ms() + timeout_ms;
+    int rc = 0, size = boot->size;
 
-    if (ctx->rank != 0) {
+    if (boot->rank != 0) {
         /* The table: exactly size slots, straight into the private board. */
         uint8_t h[HDR_BYTES];
         rc = read_full(R->c[0].fd, h, sizeof h, deadline);
         if (!rc && (get32(h) != MSG_TABLE || get32(h + 4) != (uint32_t)size * SLOT_WIRE))
             rc = -EPROTO;
         for (int r = 0; r < size && !rc; r++)
-            rc = read_full(R->c[0].fd, uln_board_slot_wire(uln_board_slot(ctx->board, r)),
+            rc = read_full(R->c[0].fd, uln_board_slot_wire(uln_board_slot(boot->board, r)),
                            SLOT_WIRE, deadline);
         if (rc == -ETIMEDOUT)
             fprintf(stderr,
                     "ulnet: rank %d: bootstrap timed out after %d s waiting for rank 0's table "
                     "of addresses (a rank has not published)\n",
-                    ctx->rank, R->timeout_s);
+                    boot->rank, R->timeout_s);
         else if (rc)
             fprintf(stderr, "ulnet: rank %d: lost rank 0 (%s) while waiting for the table\n",
-                    ctx->rank, R->where);
+                    boot->rank, R->where);
         if (rc) return rc == -EPROTO ? -ECONNRESET : rc;
         for (int r = 0; r < size; r++)
-            uln_board_slot_ready_wire(uln_board_slot(ctx->board, r));
+            uln_board_slot_ready_wire(uln_board_slot(boot->board, r));
         R->have_table = true;
         return 0;
     }
@@ -858,7 +857,7 @@ int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms)
     uint8_t *miss = calloc((size_t)size, 1);
     if (!miss) return -ENOMEM;
     int bad;
-    rc = collect(ctx, true, deadline, &bad, miss);
+    rc = collect(boot, true, deadline, &bad, miss);
     if (rc == -ETIMEDOUT) {
         char list[200];
         ranks_str(miss, size, list, sizeof list);
@@ -877,7 +876,7 @@ int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms)
     put32(t, MSG_TABLE);
     put32(t + 4, (uint32_t)body);
     for (int r = 0; r < size; r++) {
-        struct uln_board_slot *s = uln_board_slot(ctx->board, r);
+        struct uln_board_slot *s = uln_board_slot(boot->board, r);
         uint8_t *w = t + HDR_BYTES + (size_t)r * SLOT_WIRE;
         put32(w, (uint32_t)s->pid);
         memcpy(w + 4, s->addr, sizeof s->addr);
@@ -891,15 +890,15 @@ int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms)
     return rc;
 }
 
-int uln_root_barrier(struct uln_ctx *ctx, int timeout_ms)
+int uln_root_barrier(struct uln_boot *boot, int timeout_ms)
 {
-    struct uln_root *R = ctx->root;
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : uln_now_ms() + timeout_ms;
+    struct uln_root *R = boot->root;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : uln_boot_now_ms() + timeout_ms;
     int rc;
-    if (ctx->size == 1) return 0;
+    if (boot->size == 1) return 0;
     if (!R->have_table) return -EINVAL; /* not joined yet (uln_open did not finish) */
 
-    if (ctx->rank != 0) {
+    if (boot->rank != 0) {
         struct conn *c = &R->c[0];
         /* Counted, so a call after a timeout waits for the same release instead
          * of entering a second barrier. */
@@ -913,10 +912,10 @@ int uln_root_barrier(struct uln_ctx *ctx, int timeout_ms)
             if (t > 0 || t == -EPROTO) return -ECONNRESET;
             if (t < 0) return t;
             /* Keep the endpoints moving meanwhile, as rank 0 does in collect(). */
-            while ((rc = wait_fd(c->fd, POLLIN, uln_now_ms() + uln_progress_slice(deadline))) ==
+            while ((rc = wait_fd(c->fd, POLLIN, uln_boot_now_ms() + uln_boot_slice(deadline))) ==
                        -ETIMEDOUT &&
-                   uln_now_ms() < deadline)
-                uln_progress_idle(ctx);
+                   uln_boot_now_ms() < deadline)
+                uln_boot_idle(boot);
             if (rc) return rc;
         }
         R->bar_done++;
@@ -924,35 +923,35 @@ int uln_root_barrier(struct uln_ctx *ctx, int timeout_ms)
     }
 
     int bad;
-    rc = collect(ctx, false, deadline, &bad, NULL);
+    rc = collect(boot, false, deadline, &bad, NULL);
     if (rc == -ECONNRESET) fprintf(stderr, "ulnet: rank 0: lost rank %d in a barrier\n", bad);
     if (rc) return rc;
     R->bar_done++;
     /* Releases are small and the peers are reading: the deadline only guards
      * against a peer that stopped. */
-    for (int r = 1; r < ctx->size; r++) {
+    for (int r = 1; r < boot->size; r++) {
         int e = send_msg(R->c[r].fd, MSG_RELEASE, NULL, 0, deadline);
         if (e && !rc) rc = e;
     }
     return rc;
 }
 
-void uln_root_fini(struct uln_ctx *ctx)
+void uln_root_fini(struct uln_boot *boot)
 {
-    struct uln_root *R = ctx->root;
+    struct uln_root *R = boot->root;
     if (!R) return;
     close_fd(&R->listen_fd);
-    for (int r = 0; R->c && r < (ctx->rank == 0 ? ctx->size : 1); r++)
+    for (int r = 0; R->c && r < (boot->rank == 0 ? boot->size : 1); r++)
         close_fd(&R->c[r].fd);
     free(R->c);
     free(R);
-    ctx->root = NULL;
+    boot->root = NULL;
 }
 
-int uln_boot_route_addr(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len)
+int uln_boot_route_addr(const struct uln_boot *boot, struct sockaddr_storage *ss, socklen_t *len)
 {
-    if (!ctx->root) return -ENOENT;
-    memcpy(ss, &ctx->root->route, sizeof *ss);
-    *len = ctx->root->route_len;
+    if (!boot->root) return -ENOENT;
+    memcpy(ss, &boot->root->route, sizeof *ss);
+    *len = boot->root->route_len;
     return 0;
 }

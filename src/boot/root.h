@@ -16,32 +16,45 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <time.h>
 
-struct uln_ctx;
+#include "boot/boot.h"
 
 /* boot.c's entry points in ULN_ROOT mode (same contracts as uln_boot_*). */
-int uln_root_init(struct uln_ctx *ctx, const char *root, long rank, long size, uint64_t key,
+int uln_root_init(struct uln_boot *boot, const char *root, long rank, long size, uint64_t key,
                   int timeout_s);
-int uln_root_publish(struct uln_ctx *ctx, const void *addr, size_t len);
-int uln_root_wait_all(struct uln_ctx *ctx, int timeout_ms);
-int uln_root_barrier(struct uln_ctx *ctx, int timeout_ms);
-void uln_root_fini(struct uln_ctx *ctx);
-
-/* ULN_ROOT mode: this rank's IP address (port 0) on the interface that routes
- * to the other hosts: the local end of its connection to rank 0. Rank 0 gives
- * the address it listens on, or if that is a wildcard the local end of rank 1's
- * connection, or for a job of one the ULN_ROOT address. IPv4-mapped IPv6
- * addresses come back as AF_INET. -ENOENT in the other modes. */
-int uln_boot_route_addr(struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len);
+int uln_root_publish(struct uln_boot *boot, const void *addr, size_t len);
+int uln_root_wait_all(struct uln_boot *boot, int timeout_ms);
+int uln_root_barrier(struct uln_boot *boot, int timeout_ms);
+void uln_root_fini(struct uln_boot *boot);
 
 /* root.c and pmix.c: a board of board.h's layout in this process's private
  * memory, for the table of addresses a bootstrap receives, so uln_boot_peer
  * and the transports work as with ulnrun's shared board. 0 or -errno. */
-int uln_boot_private_board(struct uln_ctx *ctx, unsigned nranks);
+int uln_boot_private_board(struct uln_boot *boot, unsigned nranks);
 
-/* "ulnrun" (board inherited from the launcher), "root" (ULN_ROOT), "pmix"
- * (started by a PMIx server: pmix.h) or "single" (a job of one that made its
- * own board). */
-const char *uln_boot_mode(const struct uln_ctx *ctx);
+/* The bootstrap's own clock: CLOCK_MONOTONIC milliseconds. */
+static inline int64_t uln_boot_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds to wait before the next idle pass, bounded by deadline_ms
+ * (uln_boot_now_ms; INT64_MAX: none). */
+int uln_boot_slice(int64_t deadline_ms);
+
+/* While waiting: let the core move its endpoints (over UDP a peer may need
+ * this rank to resend or answer before it can go on), and how long to sleep
+ * before the next pass. */
+static inline void uln_boot_idle(struct uln_boot *boot)
+{
+    if (boot->hooks.idle) boot->hooks.idle(boot->hooks.arg);
+}
+static inline int uln_boot_idle_ms(struct uln_boot *boot)
+{
+    return boot->hooks.idle_ms ? boot->hooks.idle_ms(boot->hooks.arg) : 1;
+}
 
 #endif

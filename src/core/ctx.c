@@ -12,8 +12,6 @@
 #include <sys/syscall.h>
 
 #include "core/internal.h"
-#include "boot/board.h"
-#include "boot/root.h" /* uln_boot_mode */
 #include "transport/svc/svc.h"
 
 ULN_EXPORT const char *uln_version(int *num)
@@ -78,7 +76,7 @@ static void ctx_free(struct uln_ctx *ctx)
     uln_doorbell_close(ctx);
     uln_svc_detach(ctx); /* before the inbox it shares goes */
     uln_inbox_close(ctx);
-    uln_boot_fini(ctx);
+    uln_boot_fini(&ctx->boot);
     free(ctx->regions);
     free(ctx->eps);
     pthread_mutex_destroy(&ctx->lock);
@@ -100,6 +98,56 @@ static bool membarrier_setup(void)
            syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
 }
 
+/* The core's part in the bootstrap's waits (boot.h's hooks). */
+static void boot_idle(void *arg)
+{
+    uln_progress_idle(arg);
+}
+
+static int boot_idle_ms(void *arg)
+{
+    return uln_progress_idle_ms(arg);
+}
+
+/* A member's process is gone: the transport reaching it marks it dead
+ * (shm: counted in peers_dead, once). */
+static void boot_peer_dead(void *arg, int rank)
+{
+    struct uln_ctx *ctx = arg;
+    if (ctx->peer_tp && ctx->peer_tp[rank]->peer_dead)
+        ctx->peer_tp[rank]->peer_dead(ctx, NULL, rank);
+}
+
+/* Join the job: the configuration's values, else the launcher's variables. */
+static int boot_join(struct uln_ctx *ctx, const struct uln_config *cfg)
+{
+    const struct uln_params *p = &ctx->p;
+    struct uln_boot_want w = {.rank = cfg->rank >= 0 ? cfg->rank : p->boot_rank,
+                              .size = cfg->size > 0 ? cfg->size : p->boot_size,
+                              .fd = cfg->boot_fd >= 0 ? cfg->boot_fd : p->boot_fd,
+                              .key = cfg->job_key ? cfg->job_key : p->job_key,
+                              .no_job = p->no_job,
+                              .max_peers = p->max_peers,
+                              .root = p->root,
+                              .timeout_s = (int)p->boot_timeout_s};
+    ctx->boot.hooks = (struct uln_boot_hooks){
+        .arg = ctx, .idle = boot_idle, .idle_ms = boot_idle_ms, .peer_dead = boot_peer_dead};
+    int rc = uln_boot_init(&ctx->boot, &w);
+    if (rc) return rc;
+    ctx->rank = ctx->boot.rank;
+    ctx->size = ctx->boot.size;
+    ctx->job_key = ctx->boot.job_key;
+    ctx->no_job = ctx->boot.no_job;
+    return 0;
+}
+
+ULN_EXPORT int uln_barrier(struct uln_ctx *ctx, int timeout_ms)
+{
+    if (!ctx) return -EINVAL;
+    if (uln_ctx_forked(ctx)) return -EPERM; /* the parent's, not ours */
+    return uln_boot_barrier(&ctx->boot, timeout_ms);
+}
+
 ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
 {
     struct uln_config dflt;
@@ -112,10 +160,10 @@ ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
     static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
     pthread_once(&fork_once, register_fork_handler);
     ctx->fork_gen = uln_fork_gen;
-    ctx->board_fd = -1;
+    ctx->boot.board_fd = -1;
     ctx->bell_fd = -1;
     int rc = uln_params_resolve(cfg, &ctx->p);
-    if (!rc) rc = uln_boot_init(ctx, cfg);
+    if (!rc) rc = boot_join(ctx, cfg);
     if (rc) goto fail;
     ctx->regions = calloc(ctx->p.max_regions, sizeof *ctx->regions);
     ctx->eps = calloc(ctx->p.max_eps, sizeof *ctx->eps);
@@ -123,7 +171,7 @@ ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
         rc = -ENOMEM;
         goto fail;
     }
-    uint8_t addr[ULN_BOARD_SLOT_BYTES - 8];
+    uint8_t addr[ULN_BOOT_ADDR_BYTES];
     memset(addr, 0, sizeof addr);
     if ((rc = uln_inbox_open(ctx)) != 0 || (rc = uln_doorbell_open(ctx)) != 0) goto fail;
     /* Before the inbox is published: peers read the flag when they map it. */
@@ -132,13 +180,13 @@ ULN_EXPORT int uln_open(const struct uln_config *cfg_in, struct uln_ctx **out)
     /* After the inbox header is whole: the service checks it at attach. */
     if ((rc = uln_svc_attach(ctx)) != 0) goto fail;
     if ((rc = uln_transports_open(ctx, addr, sizeof addr)) != 0) goto fail;
-    if ((rc = uln_boot_publish(ctx, addr, sizeof addr)) != 0) goto fail;
+    if ((rc = uln_boot_publish(&ctx->boot, addr, sizeof addr)) != 0) goto fail;
     /* Everybody's address must be on the board before anyone sends. */
     /* Root and PMIx modes keep their own deadline (ULN_BOOT_TIMEOUT) and say
      * what is missing. */
-    const char *mode = uln_boot_mode(ctx);
+    const char *mode = uln_boot_mode(&ctx->boot);
     bool own_deadline = !strcmp(mode, "root") || !strcmp(mode, "pmix");
-    if ((rc = uln_boot_wait_all(ctx, own_deadline ? -1 : 60000)) != 0) {
+    if ((rc = uln_boot_wait_all(&ctx->boot, own_deadline ? -1 : 60000)) != 0) {
         if (own_deadline) goto fail;
         fprintf(stderr, "ulnet: rank %d: not all %d ranks joined within 60 s\n", ctx->rank,
                 ctx->size);
@@ -204,7 +252,7 @@ ULN_EXPORT int uln_query(const struct uln_ctx *ctx, struct uln_info *info)
     uln_params_info(&ctx->p, info);
     info->transport = ctx->tp_names;
     info->progress_thread = ctx->progress_on;
-    info->bootstrap = uln_boot_mode(ctx);
+    info->bootstrap = uln_boot_mode(&ctx->boot);
     info->max_peers = (uint32_t)ctx->size;
     for (unsigned id = 0; uln_transports[id]; id++)
         if (uln_transports[id]->query) uln_transports[id]->query(ctx, info);

@@ -1,7 +1,7 @@
 /*
- * ctx.h - the context: what it holds (its settings, the bootstrap board,
+ * ctx.h - the context: what it holds (its settings, the bootstrap's state,
  * its inbox and transports, regions, endpoints, peers), the gate of every
- * entry point, and the calls of ctx.c, peer.c, progress.c and boot.c.
+ * entry point, and the calls of ctx.c, peer.c and progress.c.
  */
 #ifndef ULN_CORE_CTX_H
 #define ULN_CORE_CTX_H
@@ -17,11 +17,7 @@
 #include "core/mr.h"
 #include "core/params.h"
 #include "core/transport.h"
-
-struct uln_board_hdr; /* boot/board.h: the bootstrap board, the core only holds it */
-
-struct uln_root;
-struct uln_pmix;
+#include "boot/boot.h"
 
 /* ---- endpoint indices and their lives (core/ep.c) -------------------------- */
 
@@ -65,13 +61,9 @@ struct uln_ctx {
     struct uln_params p;
     pthread_mutex_t lock; /* regions, memory blocks, endpoint and CQ lists */
 
-    /* bootstrap board */
-    struct uln_board_hdr *board;
-    size_t board_len;
-    int board_fd;
-    struct uln_root *root; /* boot/root.c: the TCP rendezvous when ULN_ROOT is set */
-    struct uln_pmix *pmix; /* boot/pmix.c: started by a PMIx server (mpirun, srun) */
-    bool bar_broken;       /* a board barrier saw a member dead: every later one fails */
+    /* The bootstrap's own state (boot/boot.h): the directory of members'
+     * addresses; rank, size, job_key and no_job above and below are its. */
+    struct uln_boot boot;
 
     struct uln_inbox *inbox;                  /* core/inbox.c: what peers reach us through */
     int bell_fd;                              /* core/doorbell.c: our doorbell socket */
@@ -181,9 +173,6 @@ void uln_progress_idle(struct uln_ctx *ctx);
  * thousands of ranks waiting in a barrier do not wake 1000 times a second
  * each and starve the few that still work. */
 int uln_progress_idle_ms(const struct uln_ctx *ctx);
-/* Milliseconds to wait before the next idle pass, bounded by deadline_ms
- * (CLOCK_MONOTONIC ms; INT64_MAX: none). */
-int uln_progress_slice(int64_t deadline_ms);
 
 /* peer.c */
 int uln_peers_open(struct uln_ctx *ctx); /* a job's records; after transports choose */
@@ -214,12 +203,5 @@ static inline bool uln_peer_is_self(const struct uln_ctx *ctx, int peer)
 {
     return ctx->no_job ? ctx->peer_recs[peer].key == ctx->job_key : peer == ctx->rank;
 }
-
-/* boot.c */
-int uln_boot_init(struct uln_ctx *ctx, const struct uln_config *cfg);
-int uln_boot_publish(struct uln_ctx *ctx, const void *addr, size_t len);
-int uln_boot_wait_all(struct uln_ctx *ctx, int timeout_ms);
-const void *uln_boot_peer(struct uln_ctx *ctx, int peer, int32_t *pid);
-void uln_boot_fini(struct uln_ctx *ctx);
 
 #endif

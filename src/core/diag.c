@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "boot/board.h"
+#include "boot/boot.h"
 #include "boot/pmix.h"
 #include "link/select.h"
 #include "link/udp/link_udp.h"
@@ -68,7 +68,17 @@ unsigned uln_diag_iface_mtu(int m)
     return uln_link_udp_iface_mtu(m);
 }
 
+const char *uln_diag_boot_mode(const struct uln_ctx *ctx)
+{
+    return uln_boot_mode(&ctx->boot);
+}
+
+int uln_diag_boot_route(const struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len)
+{
+    return uln_boot_route_addr(&ctx->boot, ss, len);
+}
+
 unsigned uln_diag_board_max_ranks(void)
 {
-    return ULN_BOARD_MAX_RANKS;
+    return ULN_BOOT_MAX_RANKS;
 }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "ulnet.h"
 
@@ -61,6 +62,11 @@ bool uln_diag_pmix_built(void);
 int uln_diag_xdp_verdict(const char *ifname, char *why, size_t whylen);
 /* The MTU the socket link takes from an interface's (m <= 0: unknown). */
 unsigned uln_diag_iface_mtu(int m);
+/* How the context joined its job (as uln_info's bootstrap says it, and
+ * "single" for a job of one on its own board), and with ULN_ROOT the address
+ * (port 0) of the interface that routes to rank 0 (-ENOENT in other modes). */
+const char *uln_diag_boot_mode(const struct uln_ctx *ctx);
+int uln_diag_boot_route(const struct uln_ctx *ctx, struct sockaddr_storage *ss, socklen_t *len);
 /* Ranks a bootstrap board holds. */
 unsigned uln_diag_board_max_ranks(void);
 

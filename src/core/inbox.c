@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
-#include "boot/board.h"
+#include "boot/boot.h"
 
 static size_t align_up(size_t v, size_t a)
 {
@@ -103,7 +103,7 @@ bool uln_inbox_layout_ok(const struct uln_inbox_hdr *h, size_t len)
         uln_ring_footprint(h->ring_bytes) + uln_ring_footprint(ULN_REQ_RING_BYTES);
     bool layout_ok =
         h->keys_off >= sizeof *h && h->max_regions <= (1u << 24) && h->max_eps <= 64 &&
-        h->size <= ULN_BOARD_MAX_RANKS && h->ring_bytes >= 4096 && h->ring_bytes <= (1u << 28) &&
+        h->size <= ULN_BOOT_MAX_RANKS && h->ring_bytes >= 4096 && h->ring_bytes <= (1u << 28) &&
         !(h->ring_bytes & (h->ring_bytes - 1)) &&
         h->keys_off + (uint64_t)h->max_regions * 64 <= h->hazards_off &&
         h->hazards_off + (uint64_t)h->size * h->max_eps * 64 <= h->active_off &&
@@ -125,7 +125,7 @@ bool uln_inbox_hdr_ok(const struct uln_ctx *ctx, const struct uln_inbox_hdr *h, 
     /* In a job every member has the job's size and settings; a context with
      * no job only needs the ring size to match (our rings there are written
      * with our ring_bytes), and any size up to a job's limit. */
-    bool size_ok = ctx->no_job ? h->size >= 2 && h->size <= ULN_BOARD_MAX_RANKS
+    bool size_ok = ctx->no_job ? h->size >= 2 && h->size <= ULN_BOOT_MAX_RANKS
                                : h->size == (uint32_t)ctx->size && h->max_eps >= ctx->p.max_eps;
     return uln_inbox_layout_ok(h, len) && h->rank == (uint32_t)rank && size_ok &&
            h->ring_bytes == ctx->p.ring_bytes;

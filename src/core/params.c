@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
-#include "boot/board.h" /* ULN_BOARD_MAX_RANKS */
+#include "boot/boot.h" /* ULN_BOOT_MAX_RANKS */
 
 extern char **environ;
 
@@ -39,7 +39,7 @@ static const struct uln_setting core_table[] = {
     {"ULN_BOOT", "auto", 0, 0,
      "none: join no job, peers by address (uln_peer_insert); job or auto: the launcher's job",
      ULN_SEC_CORE},
-    {"ULN_MAX_PEERS", "1024", 2, ULN_BOARD_MAX_RANKS,
+    {"ULN_MAX_PEERS", "1024", 2, ULN_BOOT_MAX_RANKS,
      "with no job: peer ids per context (inbox slots; untouched ones cost no memory)",
      ULN_SEC_CORE},
     /* Queues and rings. */
@@ -413,9 +413,9 @@ static int launcher_settings(const struct uln_config *cfg, struct uln_params *p)
     p->job_key = 0;
     p->root = uln_setting_string("ULN_ROOT");
     int rc = 0;
-    if (cfg->rank < 0 && (rc = env_int("ULN_RANK", 0, ULN_BOARD_MAX_RANKS - 1, &p->boot_rank)) < 0)
+    if (cfg->rank < 0 && (rc = env_int("ULN_RANK", 0, ULN_BOOT_MAX_RANKS - 1, &p->boot_rank)) < 0)
         return rc;
-    if (cfg->size <= 0 && (rc = env_int("ULN_SIZE", 1, ULN_BOARD_MAX_RANKS, &p->boot_size)) < 0)
+    if (cfg->size <= 0 && (rc = env_int("ULN_SIZE", 1, ULN_BOOT_MAX_RANKS, &p->boot_size)) < 0)
         return rc;
     if (cfg->boot_fd < 0 && (rc = env_int("ULN_BOOT_FD", 0, INT_MAX, &p->boot_fd)) < 0) return rc;
     return cfg->job_key == 0 ? env_job_key(&p->job_key) : 0;

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
-#include "boot/board.h"
+#include "boot/boot.h"
 #include "boot/addr.h"
 #include "transport/transports.h"
 
@@ -158,9 +158,16 @@ static const struct uln_transport_ops *part_transport(unsigned id)
     return NULL;
 }
 
-/* An address, read back into a board slot (pid + each transport's part) and
- * its key. Every length is checked against what was given. */
-static int addr_parse(const uint8_t *a, size_t len, struct uln_board_slot *slot, uint64_t *key)
+/* An address as the bootstrap's directory holds it: pid + each transport's
+ * part at its offset (uln_tp_slot_off). */
+struct peer_entry {
+    int32_t pid;
+    uint8_t addr[ULN_BOOT_ADDR_BYTES];
+};
+
+/* An address, read back into a directory entry and its key. Every length is
+ * checked against what was given. */
+static int addr_parse(const uint8_t *a, size_t len, struct peer_entry *slot, uint64_t *key)
 {
     uint8_t full[SHORT_FULL];
     if (!(a = addr_full(a, &len, full))) return -EADDRNOTAVAIL;
@@ -201,7 +208,7 @@ static int addr_parse(const uint8_t *a, size_t len, struct uln_board_slot *slot,
 
 ULN_EXPORT int uln_addr_str(const void *addr, size_t len, char *buf, size_t size)
 {
-    struct uln_board_slot slot;
+    struct peer_entry slot;
     uint64_t key, host;
     uint32_t pid;
     if (!addr || (!buf && size)) return -EINVAL;
@@ -253,19 +260,17 @@ static void eps_learn(struct uln_ctx *ctx, int p)
 }
 
 /* Fill the slot's board entry and let the transports learn it. */
-static int slot_fill(struct uln_ctx *ctx, int p, const struct uln_board_slot *s, uint64_t key,
+static int slot_fill(struct uln_ctx *ctx, int p, const struct peer_entry *s, uint64_t key,
                      int ep_index)
 {
-    struct uln_board_slot *b = uln_board_slot(ctx->board, p);
-    atomic_store_explicit(&b->ready, 0, memory_order_relaxed);
-    b->pid = s->pid;
-    memcpy(b->addr, s->addr, sizeof b->addr);
-    /* Release: pairs with uln_boot_peer's acquire (a transport's lookup). */
-    atomic_store_explicit(&b->ready, 1, memory_order_release);
+    /* The directory publishes it with release (uln_boot_slot_set), for the
+     * transports' lookups (uln_boot_peer). */
+    int rc = uln_boot_slot_set(&ctx->boot, p, s->pid, s->addr, sizeof s->addr);
+    if (rc) return rc;
     ctx->peer_recs[p] = (struct uln_peer_rec){.key = key, .rank = 0, .ep = ep_index};
-    int rc = uln_transports_learn(ctx, p);
+    rc = uln_transports_learn(ctx, p);
     if (rc) {
-        atomic_store_explicit(&b->ready, 0, memory_order_relaxed);
+        uln_boot_slot_set(&ctx->boot, p, 0, NULL, 0);
         return rc;
     }
     eps_learn(ctx, p);
@@ -278,7 +283,7 @@ static int slot_fill(struct uln_ctx *ctx, int p, const struct uln_board_slot *s,
  * count, so the application's later insert gets the same id. */
 static int peer_learn(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index, bool by_app)
 {
-    struct uln_board_slot s;
+    struct peer_entry s;
     uint64_t key;
     int rc = addr_parse(addr, len, &s, &key);
     if (rc) return rc;
@@ -324,7 +329,7 @@ int uln_peer_learn_slot(struct uln_ctx *ctx, int slot)
     size_t len = c->addr_len <= sizeof addr ? c->addr_len : 0;
     memcpy(addr, c->addr, len);
     uint64_t key = 0;
-    struct uln_board_slot parsed;
+    struct peer_entry parsed;
     if (addr_parse(addr, len, &parsed, &key) != 0) return -EADDRNOTAVAIL;
     int32_t ep = c->ep;
     /* The address must be the claimer's own: the slot it claimed is the one

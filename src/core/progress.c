@@ -132,10 +132,3 @@ int uln_progress_idle_ms(const struct uln_ctx *ctx)
     if (idle_fresh(ctx, uln_now_ms())) return 1;
     return (int)ctx->idle_ms;
 }
-
-int uln_progress_slice(int64_t deadline_ms)
-{
-    int64_t now = uln_now_ms();
-    if (deadline_ms <= now) return 0;
-    return deadline_ms - now < 1 ? (int)(deadline_ms - now) : 1;
-}

@@ -205,7 +205,7 @@ static int attach_locked(struct uln_ctx *ctx, int peer)
     struct uln_shm *s = shm_of(ctx);
     struct shm_peer *pp = &s->peers[peer];
     int32_t pid;
-    const struct shm_addr *a = uln_tp_part(uln_boot_peer(ctx, peer, &pid), ULN_TPID_SHM);
+    const struct shm_addr *a = uln_tp_part(uln_boot_peer(&ctx->boot, peer, &pid), ULN_TPID_SHM);
     if (!a) return -ECONNRESET;
     const struct uln_peer_rec *rec = &ctx->peer_recs[peer];
 
@@ -654,8 +654,7 @@ static int uln_shm_reaches(const struct uln_ctx *ctx, int peer)
 {
     if (uln_peer_is_self(ctx, peer)) return ULN_TP_COST_MEMORY;
     int32_t pid;
-    const struct shm_addr *a =
-        uln_tp_part(uln_boot_peer((struct uln_ctx *)ctx, peer, &pid), ULN_TPID_SHM);
+    const struct shm_addr *a = uln_tp_part(uln_boot_peer(&ctx->boot, peer, &pid), ULN_TPID_SHM);
     return a && a->host == uln_host_id() && a->inbox_fd >= 0 ? ULN_TP_COST_MEMORY : 0;
 }
 

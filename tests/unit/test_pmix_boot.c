@@ -30,7 +30,7 @@
 
 #include "boot/board.h"
 #include "boot/pmix.h"
-#include "boot/root.h"
+#include "core/diag.h"
 #include "check.h"
 
 #define MODE_SINGLE 200 /* exit statuses of a child whose uln_open succeeded */
@@ -61,7 +61,7 @@ static int open_in_child(const char *const *env)
         struct uln_ctx *ctx;
         int rc = uln_open(NULL, &ctx);
         if (rc) _exit(-rc < 200 ? -rc : 199);
-        const char *m = uln_boot_mode(ctx);
+        const char *m = uln_diag_boot_mode(ctx);
         int st = !strcmp(m, "single")   ? MODE_SINGLE
                  : !strcmp(m, "root")   ? MODE_ROOT
                  : !strcmp(m, "ulnrun") ? MODE_ULNRUN

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "boot/root.h"
+#include "core/diag.h"
 #include "check.h"
 
 #define CHILD_CHECK 250 /* exit status of a child whose own check failed */
@@ -134,10 +134,10 @@ static int child(int rank, enum job job)
     REQUIRE(uln_job_key(ctx) != 0);
     const char *want = getenv("T_KEY");
     if (want) REQUIRE(uln_job_key(ctx) == strtoull(want, NULL, 16));
-    REQUIRE(strcmp(uln_boot_mode(ctx), "root") == 0);
+    REQUIRE(strcmp(uln_diag_boot_mode(ctx), "root") == 0);
     struct sockaddr_storage ss;
     socklen_t len;
-    REQUIRE(uln_boot_route_addr(ctx, &ss, &len) == 0);
+    REQUIRE(uln_diag_boot_route(ctx, &ss, &len) == 0);
     struct sockaddr_in *a = (struct sockaddr_in *)&ss;
     REQUIRE(ss.ss_family == AF_INET && len == sizeof *a);
     REQUIRE(a->sin_addr.s_addr == htonl(INADDR_LOOPBACK) && a->sin_port == 0);
@@ -404,8 +404,8 @@ int main(void)
     struct sockaddr_storage ss;
     socklen_t len;
     CHECK(uln_open(NULL, &ctx) == 0);
-    CHECK(strcmp(uln_boot_mode(ctx), "single") == 0);
-    CHECK(uln_boot_route_addr(ctx, &ss, &len) == -ENOENT);
+    CHECK(strcmp(uln_diag_boot_mode(ctx), "single") == 0);
+    CHECK(uln_diag_boot_route(ctx, &ss, &len) == -ENOENT);
     CHECK(uln_close(ctx) == 0);
 
     struct {

@@ -44,7 +44,7 @@ static void uln_svc_close(struct uln_ctx *ctx)
 static const struct svc_addr *peer_addr(const struct uln_ctx *ctx, int peer)
 {
     int32_t pid;
-    return uln_tp_part(uln_boot_peer((struct uln_ctx *)ctx, peer, &pid), ULN_TPID_SVC);
+    return uln_tp_part(uln_boot_peer(&ctx->boot, peer, &pid), ULN_TPID_SVC);
 }
 
 /* On this host only when named (shm is direct there: the service's hop

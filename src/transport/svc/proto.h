@@ -76,7 +76,7 @@ struct uln_svc_route {
 #define ULN_SVC_RING_BYTES     (1u << 20)
 #define ULN_SVC_QUEUE_BYTES(r) (4096u + 64u + (r))
 #define ULN_SVC_AUX_CH         (1u << 31)
-#define ULN_SVC_GONE_WORDS     64u /* a bit per rank: a job's 4096 (ULN_BOARD_MAX_RANKS) */
+#define ULN_SVC_GONE_WORDS     64u /* a bit per rank: a job's 4096 (ULN_BOOT_MAX_RANKS) */
 
 struct uln_svc_queue_hdr {
     uint32_t magic, ring_bytes;

@@ -81,7 +81,7 @@ static int bind_random(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t
 static unsigned local_rank(const struct uln_ctx *ctx)
 {
     if (udp_params(ctx)->local_rank >= 0) return (unsigned)udp_params(ctx)->local_rank;
-    return !strcmp(uln_boot_mode(ctx), "ulnrun") ? (unsigned)ctx->rank : 0;
+    return !strcmp(uln_boot_mode(&ctx->boot), "ulnrun") ? (unsigned)ctx->rank : 0;
 }
 
 /* ULN_UDP_PORT=P: local rank L takes the block P + L x nfds, so ranks on one
@@ -115,7 +115,8 @@ static int bind_fixed(struct uln_udp *u, struct sockaddr_storage *ss, socklen_t 
 static bool udp_needed(const struct uln_ctx *ctx)
 {
     return uln_tp_named(ctx, &uln_tp_udp) ||
-           (uln_tp_auto(ctx) && (((ctx->root || ctx->pmix) && ctx->size > 1) || ctx->no_job));
+           (uln_tp_auto(ctx) &&
+            (((ctx->boot.root || ctx->boot.pmix) && ctx->size > 1) || ctx->no_job));
 }
 
 static void publish(struct uln_udp *u, const struct sockaddr_storage *ss, int base, void *slot_addr)
@@ -146,7 +147,7 @@ static int seal_republished(void *arg, int p, struct uln_seal_pub *out)
     struct uln_ctx *ctx = arg;
     struct uln_udp *u = udp_of(ctx);
     int32_t pid;
-    const uint8_t *slot = uln_boot_peer(ctx, p, &pid);
+    const uint8_t *slot = uln_boot_peer(&ctx->boot, p, &pid);
     struct udp_addr a;
     char why[160];
     if (!slot) return -ENOENT;
@@ -196,7 +197,7 @@ int uln_udp_open(struct uln_ctx *ctx, void *slot_addr, size_t slot_len)
 
     struct sockaddr_storage ss;
     socklen_t len;
-    int rc = uln_addr_local(ctx, udp_params(ctx)->addr, udp_params(ctx)->ifname, &ss, &len);
+    int rc = uln_addr_local(&ctx->boot, udp_params(ctx)->addr, udp_params(ctx)->ifname, &ss, &len);
     if (rc) return rc;
     int base = udp_params(ctx)->port
                    ? bind_fixed(u, &ss, len, udp_params(ctx)->port, local_rank(ctx))
@@ -251,7 +252,7 @@ int uln_udp_learn(struct uln_ctx *ctx, int p)
     struct uln_udp *u = udp_of(ctx);
     if (!u) return 0;
     int32_t pid;
-    const uint8_t *slot = uln_boot_peer(ctx, p, &pid);
+    const uint8_t *slot = uln_boot_peer(&ctx->boot, p, &pid);
     u->remote[p] = 0;
     memset(&u->addrs[p], 0, sizeof u->addrs[p]);
     /* Ourselves: no datagrams to our own sockets (another transport, or
