@@ -17,15 +17,16 @@
  *   4  u32 pid               8  u64 context key       16 u64 host id
  *   24 parts: u8 transport id, u8 length, that many bytes (the transport's)
  *
- * The short form (ULN_ADDR_SHORT bytes) says the same for the common case,
- * this host's shm inbox and an IPv4 udp address, in fewer bytes: libfabric
- * clients that keep a name in 32 bytes exist (fabtests' fi_rdm_stress), and
- * the provider adds 4. uln_addr gives it when the room is too small for the
- * full form; read back, it is made full again, so one parser checks both.
+ * The short form (ULN_ADDR_SHORT bytes) says the same for the common case
+ * in fewer bytes: libfabric clients that keep a name in 32 bytes exist
+ * (fabtests' fi_rdm_stress), and the provider adds 4. uln_addr gives it when
+ * the room is too small for the full form; read back, it is made full again,
+ * so one parser checks both.
  *   0  u8  magic 0xa8        1  u24 pid        4  u64 context key
- *   12 u48 host id           18 u16 the shm part: our inbox's descriptor
- *   20 the udp part without its family byte (4): u8 port count, u16 first
- *      port, the IPv4 address
+ *   12 u48 host id           18 the short parts of the transports that have
+ *      one (transport.h: short_bytes), in id order, no ids or lengths: today
+ *      shm's (u16, our inbox's descriptor) and udp's (u8 port count, u16
+ *      first port, an IPv4 address). An address with other parts has none.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,8 +42,7 @@
 #define ADDR_VERSION 1u
 #define ADDR_HDR     24u
 #define SHORT_MAGIC  0xa8u
-#define SHORT_FULL   (ADDR_HDR + 6u + 10u) /* the full form a short one stands for */
-_Static_assert(ULN_TPID_SHM == 0 && ULN_TPID_UDP == 1, "the short form's parts, in id order");
+#define SHORT_HDR    18u /* magic, pid, key, host: then the transports' short parts */
 
 int uln_peers_open(struct uln_ctx *ctx)
 {
@@ -66,47 +66,64 @@ void uln_peers_close(struct uln_ctx *ctx)
     ctx->peer_live = NULL;
 }
 
-/* The short form of full address a (n bytes) into s, or -ENOSPC when it has
- * other parts, or values too wide for the short fields. */
-static int addr_shorten(const uint8_t *a, size_t n, uint8_t *s)
+/* The short form of full address a (n bytes) into out, or -ENOSPC when it
+ * has other parts, or values too wide for the short fields. */
+static int addr_shorten(const uint8_t *a, size_t n, uint8_t *out)
 {
-    const uint8_t *shm = a + ADDR_HDR, *udp = shm + 6;
-    if (n != SHORT_FULL || a[3] != 2) return -ENOSPC;
-    if (shm[0] != ULN_TPID_SHM || shm[1] != 4 || shm[4] || shm[5]) return -ENOSPC; /* fd < 2^16 */
-    if (udp[0] != ULN_TPID_UDP || udp[1] != 8 || udp[2] != 4) return -ENOSPC;      /* IPv4 */
-    if (a[7] || a[22] || a[23]) return -ENOSPC; /* pid < 2^24; host ids are 48 bits */
+    uint8_t s[ULN_ADDR_SHORT]; /* out is the caller's: written only whole */
+    if (n < ADDR_HDR || a[7] || a[22] || a[23]) return -ENOSPC; /* pid < 2^24; 48-bit hosts */
+    size_t off = ADDR_HDR, so = SHORT_HDR;
+    unsigned parts = 0;
+    for (unsigned id = 0; uln_transports[id]; id++) {
+        const struct uln_transport_ops *t = uln_transports[id];
+        if (!t->short_bytes) continue;
+        /* Every transport with a short part has its part here, in id order. */
+        if (parts >= a[3] || off + 2 > n || a[off] != id || off + 2 + a[off + 1] > n ||
+            so + t->short_bytes > ULN_ADDR_SHORT || t->short_pack(a + off + 2, a[off + 1], s + so))
+            return -ENOSPC;
+        off += 2u + a[off + 1];
+        so += t->short_bytes;
+        parts++;
+    }
+    if (parts != a[3] || off != n || so != ULN_ADDR_SHORT) return -ENOSPC; /* other parts */
     s[0] = SHORT_MAGIC;
     memcpy(s + 1, a + 4, 3);
     memcpy(s + 4, a + 8, 8);
     memcpy(s + 12, a + 16, 6);
-    memcpy(s + 18, shm + 2, 2);
-    memcpy(s + 20, udp + 3, 7);
+    memcpy(out, s, sizeof s);
     return 0;
 }
 
 /* The full form of address a (len bytes): a itself, or a short one made full
  * in buf; NULL when it is short but not well formed. */
-static const uint8_t *addr_full(const uint8_t *a, size_t *len, uint8_t buf[SHORT_FULL])
+static const uint8_t *addr_full(const uint8_t *a, size_t *len, uint8_t buf[ULN_ADDR_MAX])
 {
     if (*len == 0 || a[0] != SHORT_MAGIC) return a;
     if (*len != ULN_ADDR_SHORT) return NULL;
-    memset(buf, 0, SHORT_FULL);
+    memset(buf, 0, ULN_ADDR_MAX);
+    size_t off = ADDR_HDR, so = SHORT_HDR;
+    unsigned parts = 0;
+    for (unsigned id = 0; uln_transports[id]; id++) {
+        const struct uln_transport_ops *t = uln_transports[id];
+        if (!t->short_bytes) continue;
+        if (so + t->short_bytes > ULN_ADDR_SHORT || off + 2 > ULN_ADDR_MAX) return NULL;
+        size_t k = t->short_unpack(a + so, buf + off + 2, ULN_ADDR_MAX - off - 2);
+        if (!k || k > 255) return NULL;
+        buf[off] = (uint8_t)id;
+        buf[off + 1] = (uint8_t)k;
+        off += 2 + k;
+        so += t->short_bytes;
+        parts++;
+    }
+    if (so != ULN_ADDR_SHORT) return NULL; /* a build whose short parts do not fill it */
     buf[0] = ADDR_MAGIC;
     buf[1] = ADDR_VERSION;
-    buf[2] = SHORT_FULL;
-    buf[3] = 2;
+    buf[2] = (uint8_t)off;
+    buf[3] = (uint8_t)parts;
     memcpy(buf + 4, a + 1, 3);
     memcpy(buf + 8, a + 4, 8);
     memcpy(buf + 16, a + 12, 6);
-    uint8_t *shm = buf + ADDR_HDR, *udp = shm + 6;
-    shm[0] = ULN_TPID_SHM;
-    shm[1] = 4;
-    memcpy(shm + 2, a + 18, 2);
-    udp[0] = ULN_TPID_UDP;
-    udp[1] = 8;
-    udp[2] = 4;
-    memcpy(udp + 3, a + 20, 7);
-    *len = SHORT_FULL;
+    *len = off;
     return buf;
 }
 
@@ -169,7 +186,7 @@ struct peer_entry {
  * checked against what was given. */
 static int addr_parse(const uint8_t *a, size_t len, struct peer_entry *slot, uint64_t *key)
 {
-    uint8_t full[SHORT_FULL];
+    uint8_t full[ULN_ADDR_MAX];
     if (!(a = addr_full(a, &len, full))) return -EADDRNOTAVAIL;
     if (len < ADDR_HDR || len > ULN_ADDR_MAX || a[0] != ADDR_MAGIC || a[1] != ADDR_VERSION ||
         a[2] != len)
@@ -214,7 +231,7 @@ ULN_EXPORT int uln_addr_str(const void *addr, size_t len, char *buf, size_t size
     if (!addr || (!buf && size)) return -EINVAL;
     int rc = addr_parse(addr, len, &slot, &key); /* every length checked */
     if (rc) return rc;
-    uint8_t full[SHORT_FULL];
+    uint8_t full[ULN_ADDR_MAX];
     const uint8_t *a = addr_full(addr, &len, full);
     memcpy(&pid, a + 4, 4);
     memcpy(&host, a + 16, 8);

@@ -679,6 +679,23 @@ static int uln_shm_addr_unpack(const uint8_t *in, size_t len, uint64_t host, voi
     return 0;
 }
 
+/* The short form's part: the descriptor's low 16 bits (a short address
+ * stands for none wider). */
+static int uln_shm_short_pack(const uint8_t *part, size_t len, uint8_t *out)
+{
+    if (len != 4 || part[2] || part[3]) return -ENOSPC;
+    memcpy(out, part, 2);
+    return 0;
+}
+
+static size_t uln_shm_short_unpack(const uint8_t *in, uint8_t *out, size_t room)
+{
+    if (room < 4) return 0;
+    memcpy(out, in, 2);
+    out[2] = out[3] = 0;
+    return 4;
+}
+
 static int uln_shm_addr_str(const uint8_t *in, size_t len, char *out, size_t room)
 {
     int32_t fd;
@@ -739,6 +756,9 @@ const struct uln_transport_ops uln_tp_shm = {
     .addr_pack = uln_shm_addr_pack,
     .addr_unpack = uln_shm_addr_unpack,
     .addr_str = uln_shm_addr_str,
+    .short_bytes = 2,
+    .short_pack = uln_shm_short_pack,
+    .short_unpack = uln_shm_short_unpack,
     .close = uln_shm_close,
     .reaches = uln_shm_reaches,
     .query = uln_shm_query,

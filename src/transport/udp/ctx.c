@@ -317,6 +317,23 @@ int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot
     return 0;
 }
 
+/* The short form's part: an IPv4 address only, without its family byte
+ * (port count, first port, the address). */
+int uln_udp_short_pack(const uint8_t *part, size_t len, uint8_t *out)
+{
+    if (len != 8 || part[0] != 4) return -ENOSPC;
+    memcpy(out, part + 1, 7);
+    return 0;
+}
+
+size_t uln_udp_short_unpack(const uint8_t *in, uint8_t *out, size_t room)
+{
+    if (room < 8) return 0;
+    out[0] = 4;
+    memcpy(out + 1, in, 7);
+    return 8;
+}
+
 int uln_udp_addr_str(const uint8_t *in, size_t len, char *out, size_t room)
 {
     char ip[INET6_ADDRSTRLEN];
