@@ -250,15 +250,10 @@ static ssize_t atomic_post(struct ulnfi_ep *ep, const struct areq *r)
     if (!rc) rc = ulnfi_trigger_of(ep, r->m->context, r->flags, &trig, &trig_at);
     if (rc) return rc;
     struct ulnfi_domain *d = ep->dom;
-    ulnfi_lock(d);
     int peer;
-    rc = ep->enabled ? ulnfi_av_peer(ep, r->m->addr, &peer) : -FI_EOPBADSTATE;
-    struct ulnfi_op *op = rc ? NULL : ulnfi_op_get(ep, 2 * n * w);
-    if (!rc && !op) rc = -FI_ENOMEM;
-    if (rc) {
-        ulnfi_unlock(d);
-        return rc;
-    }
+    struct ulnfi_op *op;
+    rc = ulnfi_op_begin(ep, r->m->addr, 2 * n * w, &peer, &op);
+    if (rc) return rc;
     op->peer = peer;
     op_fill(op, r, uop, w, n);
     if (trig) {

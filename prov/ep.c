@@ -49,6 +49,17 @@ bool ulnfi_ep_stale(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, co
     return true;
 }
 
+ssize_t ulnfi_op_begin(struct ulnfi_ep *ep, fi_addr_t dest, size_t buf_len, int *peer,
+                       struct ulnfi_op **op)
+{
+    ulnfi_lock(ep->dom);
+    ssize_t rc = ep->enabled ? ulnfi_av_peer(ep, dest, peer) : -FI_EOPBADSTATE;
+    *op = rc ? NULL : ulnfi_op_get(ep, buf_len);
+    if (!rc && !*op) rc = -FI_ENOMEM;
+    if (rc) ulnfi_unlock(ep->dom);
+    return rc;
+}
+
 struct ulnfi_op *ulnfi_op_get(struct ulnfi_ep *ep, size_t buf_len)
 {
     struct ulnfi_op *op = ep->free_ops;

@@ -85,15 +85,10 @@ static ssize_t send_park(struct ulnfi_ep *ep, const struct iovec *iov, size_t co
     if (rc) return rc;
     bool inject = flags & FI_INJECT;
     struct ulnfi_domain *d = ep->dom;
-    ulnfi_lock(d);
     int peer;
-    rc = ep->enabled ? ulnfi_av_peer(ep, dest, &peer) : -FI_EOPBADSTATE;
-    struct ulnfi_op *op = rc ? NULL : ulnfi_op_get(ep, inject ? len : 0);
-    if (!rc && !op) rc = -FI_ENOMEM;
-    if (rc) {
-        ulnfi_unlock(d);
-        return rc;
-    }
+    struct ulnfi_op *op;
+    rc = ulnfi_op_begin(ep, dest, inject ? len : 0, &peer, &op);
+    if (rc) return rc;
     op->kind = ULNFI_OP_TSEND;
     op->context = context;
     op->src = dest;

@@ -167,15 +167,10 @@ static ssize_t rma(struct ulnfi_ep *ep, bool write, const struct iovec *iov, siz
     if (rc) return rc;
     if (trig && !len) return -FI_ENOSYS; /* a triggered write of no bytes is not built ahead */
     struct ulnfi_domain *d = ep->dom;
-    ulnfi_lock(d);
     int peer;
-    rc = ep->enabled ? ulnfi_av_peer(ep, addr, &peer) : -FI_EOPBADSTATE;
-    struct ulnfi_op *op = rc ? NULL : ulnfi_op_get(ep, inject ? len : 0);
-    if (!rc && !op) rc = -FI_ENOMEM;
-    if (rc) {
-        ulnfi_unlock(d);
-        return rc;
-    }
+    struct ulnfi_op *op;
+    rc = ulnfi_op_begin(ep, addr, inject ? len : 0, &peer, &op);
+    if (rc) return rc;
     op->kind = write ? ULNFI_OP_WRITE : ULNFI_OP_READ;
     op->peer = peer;
     op->context = context;

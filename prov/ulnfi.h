@@ -588,6 +588,11 @@ int ulnfi_sa_src(const struct ulnfi_ep *ep, void *addr, size_t *addrlen);
 
 /* ep.c: operations and their completion */
 struct ulnfi_op *ulnfi_op_get(struct ulnfi_ep *ep, size_t buf_len);
+/* How an operation to dest begins: the domain lock taken, dest's peer
+ * resolved and an op with buf_len bytes of buffer. 0 with the lock held, or
+ * -FI_* (-FI_EOPBADSTATE before fi_enable) with it released. */
+ssize_t ulnfi_op_begin(struct ulnfi_ep *ep, fi_addr_t dest, size_t buf_len, int *peer,
+                       struct ulnfi_op **op);
 void ulnfi_op_put(struct ulnfi_op *op);
 void ulnfi_op_complete(struct ulnfi_op *op);
 void ulnfi_recv_report(struct ulnfi_ep *ep, const struct ulnfi_match_recv *r, uint64_t flags,
