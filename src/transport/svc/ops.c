@@ -47,18 +47,20 @@ static const struct svc_addr *peer_addr(const struct uln_ctx *ctx, int peer)
     return uln_tp_part(uln_boot_peer(&ctx->boot, peer, &pid), ULN_TPID_SVC);
 }
 
-/* On this host only when named (shm is direct there: the service's hop
- * costs a second store and a wake-up). On another host when both services
- * have a wire: below udp's cost, since the service is the host's engine
- * (one reliable stream per host pair, one-sided operations without the
- * target's CPU). */
+/* Only when ULN_TRANSPORT=svc names it, for now. On this host shm is
+ * direct (the service's hop costs a second store and a wake-up); on another
+ * host, where both services have a wire, the service is meant to be the
+ * host's engine (one reliable stream per host pair, one-sided operations
+ * without the target's CPU), but today every message through it wakes two
+ * services (docs/service.md: NAP 8 B 104-385 us against udp's 7-9 us), so a
+ * job that merely finds a service running keeps its direct paths until the
+ * service is faster than they are. */
 static int uln_svc_reaches(const struct uln_ctx *ctx, int peer)
 {
-    if (!ctx->svc || uln_peer_is_self(ctx, peer)) return 0;
+    if (!ctx->svc || uln_peer_is_self(ctx, peer) || !uln_tp_named(ctx, &uln_tp_svc)) return 0;
     const struct svc_addr *a = peer_addr(ctx, peer);
     if (!a || !a->host) return 0;
-    if (a->host == ctx->svc->host_id)
-        return uln_tp_named(ctx, &uln_tp_svc) ? 2 * ULN_TP_COST_MEMORY : 0;
+    if (a->host == ctx->svc->host_id) return 2 * ULN_TP_COST_MEMORY;
     return a->wire_port && ctx->svc->wire_port ? ULN_TP_COST_NETWORK - ULN_TP_COST_MEMORY : 0;
 }
 
