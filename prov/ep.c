@@ -49,6 +49,20 @@ bool ulnfi_ep_stale(struct ulnfi_ep *ep, int peer, const struct ulnfi_hdr *h, co
     return true;
 }
 
+void ulnfi_op_set_local(struct ulnfi_op *op, const struct iovec *iov, size_t count, size_t len,
+                        bool inject)
+{
+    if (inject) {
+        ulnfi_copy_from_iov(op->buf, iov, count, len);
+        op->liov[0] = (struct iovec){op->buf, len};
+        op->nliov = 1;
+        return;
+    }
+    op->nliov = (uint32_t)count;
+    for (size_t i = 0; i < count; i++)
+        op->liov[i] = iov[i];
+}
+
 ssize_t ulnfi_op_begin(struct ulnfi_ep *ep, fi_addr_t dest, size_t buf_len, int *peer,
                        struct ulnfi_op **op)
 {

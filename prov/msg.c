@@ -97,15 +97,7 @@ static ssize_t send_park(struct ulnfi_ep *ep, const struct iovec *iov, size_t co
     op->len = len;
     op->trig_flags = flags & ~(uint64_t)FI_TRIGGER;
     op->trig_tagged = tagged;
-    if (inject) {
-        ulnfi_copy_from_iov(op->buf, iov, count, len);
-        op->liov[0] = (struct iovec){op->buf, len};
-        op->nliov = 1;
-    } else {
-        op->nliov = (uint32_t)count;
-        for (size_t i = 0; i < count; i++)
-            op->liov[i] = iov[i];
-    }
+    ulnfi_op_set_local(op, iov, count, len, inject);
     ulnfi_trigger_park(op, trig, at);
     ulnfi_unlock(d);
     return 0;

@@ -182,16 +182,7 @@ static ssize_t rma(struct ulnfi_ep *ep, bool write, const struct iovec *iov, siz
     op->nrseg = (uint32_t)rcount;
     for (size_t i = 0; i < rcount; i++)
         op->rseg[i] = (struct ulnfi_rseg){riov[i].key, riov[i].addr, riov[i].len};
-    if (inject) {
-        /* the caller's buffer is free on return: the pieces go from our copy */
-        ulnfi_copy_from_iov(op->buf, iov, count, len);
-        op->liov[0] = (struct iovec){op->buf, len};
-        op->nliov = 1;
-    } else {
-        op->nliov = (uint32_t)count;
-        for (size_t i = 0; i < count; i++)
-            op->liov[i] = iov[i];
-    }
+    ulnfi_op_set_local(op, iov, count, len, inject);
     if (trig) {
         ulnfi_trigger_park(op, trig, trig_at); /* trigger.c posts it */
         ulnfi_unlock(d);

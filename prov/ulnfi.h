@@ -591,6 +591,11 @@ struct ulnfi_op *ulnfi_op_get(struct ulnfi_ep *ep, size_t buf_len);
 /* How an operation to dest begins: the domain lock taken, dest's peer
  * resolved and an op with buf_len bytes of buffer. 0 with the lock held, or
  * -FI_* (-FI_EOPBADSTATE before fi_enable) with it released. */
+/* op's local pieces: the caller's iovecs, or with inject (the caller's buffer
+ * is free on return) one piece of our copy in op->buf (ulnfi_op_begin's
+ * buf_len bytes). */
+void ulnfi_op_set_local(struct ulnfi_op *op, const struct iovec *iov, size_t count, size_t len,
+                        bool inject);
 ssize_t ulnfi_op_begin(struct ulnfi_ep *ep, fi_addr_t dest, size_t buf_len, int *peer,
                        struct ulnfi_op **op);
 void ulnfi_op_put(struct ulnfi_op *op);
