@@ -80,7 +80,7 @@ struct uln_ctx {
     int64_t idle_last_ms;       /* ... and when the last one ran */
     struct uln_key_entry *keys; /* this process's key table (in its inbox) */
     struct uln_svc *svc;        /* transport/svc/attach.c: the host's ulnetd; NULL: none */
-    char svc_why[128];          /* attached to it, or why not: one line (uln_diag_service) */
+    char svc_why[200];          /* attached to it, or why not: one line (uln_diag_service) */
     struct uln_mr **regions;    /* by key index */
     uint32_t region_hint;
     uint64_t key_rand[32]; /* kernel random bytes for region keys, under lock (mr.c) */

@@ -5,7 +5,7 @@
 #
 #   run_job.sh [--hosts H] [--ranks N] [--timeout S] [--expect-status X]
 #              [--rate R] [--drop-pct P --drop-on hostK] [--env VAR=value]...
-#              [--root-any] [--svc ULNETD]
+#              [--root-any] [--svc ULNETD [--svc-link KIND]]
 #              -- PROGRAM ARGS...
 #
 # Makes H hosts with hosts.sh (default 2), places rank r on host r % H (so
@@ -22,11 +22,13 @@
 # --svc ULNETD: one ulnetd per host (--addr its host's address), every rank
 # attached to its host's (ULN_SERVICE=required) and every peer reached through
 # the services (ULN_TRANSPORT=svc); their --status is printed at the end.
+# --svc-link KIND: the services' --link (udp, xdp, auto); with udp or xdp the
+# job fails unless every service's --status says it runs on that link.
 # Exit 77 (ctest's "skipped") when this machine cannot make namespaces.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=() root_any=0 svc=
+hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=() root_any=0 svc= svc_link=
 while [[ $# -gt 0 ]]; do
     case $1 in
     --hosts) hosts=$2; shift 2 ;;
@@ -39,6 +41,7 @@ while [[ $# -gt 0 ]]; do
     --env) envs+=("$2"); shift 2 ;;
     --root-any) root_any=1; shift ;;
     --svc) svc=$2; shift 2 ;;
+    --svc-link) svc_link=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "run_job.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -66,7 +69,8 @@ svc_logs=$(mktemp -d)
 if [[ -n $svc ]]; then
     for ((h = 0; h < hosts; h++)); do
         v=ULNTEST_HOST_$h
-        "$here/hosts.sh" exec "h$h" "$svc" --foreground --addr "${!v}" 2>"$svc_logs/h$h.log" &
+        "$here/hosts.sh" exec "h$h" "$svc" --foreground --addr "${!v}" ${svc_link:+--link "$svc_link"} \
+            2>"$svc_logs/h$h.log" &
         svc_pids+=($!)
     done
     for ((h = 0; h < hosts; h++)); do
@@ -74,6 +78,11 @@ if [[ -n $svc ]]; then
             "$here/hosts.sh" exec "h$h" "$svc" --status >/dev/null 2>&1 && break
             sleep 0.05
         done
+        if [[ $svc_link == udp || $svc_link == xdp ]] &&
+            ! "$here/hosts.sh" exec "h$h" "$svc" --status 2>&1 | grep -q "^link: $svc_link "; then
+            echo "run_job.sh: the service of host $h does not run on --link $svc_link" >&2
+            exit 1
+        fi
     done
     envs+=(ULN_SERVICE=required ULN_TRANSPORT=svc)
 fi

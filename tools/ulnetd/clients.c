@@ -140,6 +140,8 @@ static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_atta
     d->c.attached++;
     struct uln_svc_attach_ok ok = {
         .host_id = d->host_id, .client = c->id, .wire_ip = d->wire_ip, .wire_port = d->wire_port};
+    snprintf(ok.link, sizeof ok.link, "%s", d->link_desc);
+    snprintf(ok.link, sizeof ok.link, "%s", d->link_desc);
     uln_svc_hdr_init(&ok.h, ULN_SVC_ATTACH_OK, sizeof ok, 0);
     send_answer(c, &ok, sizeof ok);
     fprintf(stderr, "ulnetd: attached pid %d uid %u job %016llx rank %u/%u (client %u)\n",

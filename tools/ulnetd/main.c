@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -26,20 +27,27 @@
 
 #include "ulnetd.h"
 #include "boot/addr.h"
+#include "link/link.h"
 #include "link/select.h"
 #include "transport/svc/proto.h"
+
+#define SPIN_NS_DEFAULT 50000u /* --spin-us */
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
-            "              [--path P]\n"
+            "              [--path P] [--spin-us US]\n"
             "       ulnetd --status [--path P]\n"
             "  --addr    where other hosts' services reach this one (UDP, IPv4; port %u);\n"
             "            without it the service serves this host only\n"
+            "  --link    the link to other hosts: udp (sockets), xdp (AF_XDP), auto\n"
+            "            (AF_XDP where the driver runs it zero-copy, else udp); default auto\n"
+            "  --if      the interface --addr must be on\n"
             "  --path P  where to listen: @name (abstract socket) or a file path;\n"
-            "            default: $ULN_SERVICE_PATH, else %s\n",
-            ULN_SVC_WIRE_PORT, ULN_SVC_DEFAULT_PATH);
+            "            default: $ULN_SERVICE_PATH, else %s\n"
+            "  --spin-us how long to poll after the last work before sleeping (%u)\n",
+            ULN_SVC_WIRE_PORT, ULN_SVC_DEFAULT_PATH, SPIN_NS_DEFAULT / 1000u);
 }
 
 /* Listen at d->path. A second service on one path is refused by the
@@ -103,12 +111,31 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* Sleep until a socket, a doorbell or the link has something, or until
+ * deadline (ns; ULN_REL_NEVER: no limit, but a second at most). The link's
+ * descriptors are polled for this sleep only, never kept in the epoll set
+ * (link.h: that would cost every packet a wake-up callback in the kernel);
+ * ppoll's timeout is in ns, so a rel timer of 200 us is not a millisecond. */
+static void sleep_until(struct ulnetd *d, uint64_t deadline)
+{
+    struct pollfd p[1 + ULN_LINK_FDS_MAX] = {{.fd = d->epoll_fd, .events = POLLIN}};
+    int fds[ULN_LINK_FDS_MAX];
+    int n = wire_fds(d, fds, ULN_LINK_FDS_MAX);
+    for (int i = 0; i < n; i++)
+        p[1 + i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    uint64_t now = now_ns(), wait = deadline <= now ? 0 : deadline - now;
+    if (wait > 1000000000u) wait = 1000000000u;
+    struct timespec ts = {.tv_sec = (time_t)(wait / 1000000000u),
+                          .tv_nsec = (long)(wait % 1000000000u)};
+    (void)ppoll(p, (nfds_t)(1 + n), &ts, NULL);
+}
+
 /* One batch of events: new connections, messages, hang-ups, doorbells.
  * False: a signal asked us to stop. */
-static bool events(struct ulnetd *d, int timeout_ms)
+static bool events(struct ulnetd *d)
 {
     struct epoll_event ev[32];
-    int n = epoll_wait(d->epoll_fd, ev, 32, timeout_ms);
+    int n = epoll_wait(d->epoll_fd, ev, 32, 0);
     if (n < 0 && errno != EINTR) {
         perror("ulnetd: epoll_wait");
         return false;
@@ -118,8 +145,6 @@ static bool events(struct ulnetd *d, int timeout_ms)
         if (p == &d->signal_fd) return false;
         if (p == &d->listen_fd) {
             clients_accept(d);
-        } else if (p == &d->wire_kind) {
-            wire_input(d);
         } else if (*(int *)p == KIND_QUEUE) {
             uint64_t v;
             (void)!read(((struct queue *)p)->bell, &v, sizeof v);
@@ -133,13 +158,11 @@ static bool events(struct ulnetd *d, int timeout_ms)
     return true;
 }
 
-/* Forward while there is work (busy-polling the queues, SPIN_NS after the
- * last message), then sleep in epoll_wait until a socket or a queue's
- * eventfd has something: idle, the service costs no CPU. A target's full
- * ring is looked at again every millisecond (its consumer has no way yet to
- * wake us: docs/service.md). */
-#define SPIN_NS 50000u
-
+/* Forward while there is work (busy-polling the queues and the link,
+ * --spin-us after the last message), then sleep until a socket, a queue's
+ * eventfd or the link has something: idle, the service costs no CPU. A
+ * target's full ring is looked at again every millisecond (its consumer has
+ * no way yet to wake us: docs/service.md). */
 static void run(struct ulnetd *d)
 {
     uint64_t busy_at = now_ns();
@@ -147,21 +170,25 @@ static void run(struct ulnetd *d)
         bool blocked, moved = wire_input(d);
         moved |= queues_pump(d, &blocked);
         uint64_t deadline = wire_tick(d, &moved);
-        if (moved) busy_at = now_ns();
-        int timeout = 0;
-        if (now_ns() - busy_at > SPIN_NS) {
+        uint64_t now = now_ns();
+        if (moved) busy_at = now;
+        bool slept = false;
+        if (now - busy_at >= d->spin_ns) {
             queues_sleeping(d, 1);
             if (queues_pump(d, &blocked)) { /* a message came as we went to sleep */
                 queues_sleeping(d, 0);
                 busy_at = now_ns();
                 continue;
             }
-            timeout = wire_timeout_ms(deadline);
-            if (blocked && (timeout < 0 || timeout > 1)) timeout = 1;
-            d->c.sleeps++;
+            if (blocked && deadline > now + 1000000) deadline = now + 1000000;
+            if (deadline > now) {
+                d->c.sleeps++;
+                sleep_until(d, deadline);
+                slept = true;
+            }
         }
-        bool go_on = events(d, timeout);
-        if (timeout) {
+        bool go_on = events(d);
+        if (slept) {
             queues_sleeping(d, 0);
             busy_at = now_ns();
         }
@@ -171,11 +198,16 @@ static void run(struct ulnetd *d)
 
 int main(int argc, char **argv)
 {
-    struct ulnetd d = {
-        .listen_fd = -1, .epoll_fd = -1, .signal_fd = -1, .bell_fd = -1, .next_id = 1};
+    struct ulnetd d = {.listen_fd = -1,
+                       .epoll_fd = -1,
+                       .signal_fd = -1,
+                       .bell_fd = -1,
+                       .next_id = 1,
+                       .spin_ns = SPIN_NS_DEFAULT};
     const char *env = getenv("ULN_SERVICE_PATH");
     snprintf(d.path, sizeof d.path, "%s", env && *env ? env : ULN_SVC_DEFAULT_PATH);
     snprintf(d.link, sizeof d.link, "auto");
+    snprintf(d.link_desc, sizeof d.link_desc, "none (no --addr: this host only)");
     bool status = false;
     const char *addr = NULL;
     for (int i = 1; i < argc; i++) {
@@ -189,6 +221,8 @@ int main(int argc, char **argv)
             snprintf(d.path, sizeof d.path, "%s", argv[++i]);
         else if (!strcmp(a, "--addr") && more)
             addr = argv[++i];
+        else if (!strcmp(a, "--spin-us") && more)
+            d.spin_ns = strtoull(argv[++i], NULL, 10) * 1000u;
         else if (!strcmp(a, "--if") && more)
             snprintf(d.iface, sizeof d.iface, "%s", argv[++i]);
         else if (!strcmp(a, "--link") && more) {

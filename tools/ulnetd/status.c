@@ -39,8 +39,6 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         n += d->clients[i] && d->clients[i]->attached;
     put(&t, "ulnetd pid %d at %s, host %012llx\n", (int)getpid(), d->path,
         (unsigned long long)d->host_id);
-    put(&t, "link: %s asked%s%s; the wire is a UDP socket so far (AF_XDP is next)\n", d->link,
-        d->iface[0] ? ", interface " : "", d->iface);
     t.n += wire_status(d, t.p + t.n, t.room - t.n);
     if (t.n >= t.room) t.n = t.room - 1;
     put(&t,

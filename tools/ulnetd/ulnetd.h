@@ -89,9 +89,12 @@ struct ulnetd {
     char link[16];  /* --link: auto, udp or xdp */
     char iface[32]; /* --if, "" unset */
     uint64_t host_id;
-    struct wire *wire; /* wire.c: to other hosts' services; NULL: none (no --addr) */
-    int wire_kind;     /* its socket's epoll tag */
-    uint32_t wire_ip;  /* where we are reached (network order) */
+    struct wire *wire;  /* wire.c: to other hosts' services; NULL: none (no --addr) */
+    char link_kind[8];  /* the link it runs on: "udp" or "xdp" (link.c) */
+    char link_desc[48]; /* ... and its mode, for attach answers (ulninfo) */
+    char link_why[256]; /* why not AF_XDP, when --link asked for it or auto weighed it */
+    uint64_t spin_ns;   /* --spin-us: polling this long after the last work, then sleep */
+    uint32_t wire_ip;   /* where we are reached (network order) */
     uint16_t wire_port;
     struct client **clients; /* by slot; NULL: free */
     unsigned n_clients, cap_clients;
@@ -124,6 +127,13 @@ struct client *find_target(struct ulnetd *d, uint64_t job, uint32_t rank);
 
 /* wire.c: the wire to other hosts' services (docs/service.md). */
 int wire_open(struct ulnetd *d, const char *addr); /* --addr IPv4[:port]; 0 or -1 (said) */
+/* link.c: the link on sa as --link and --if say, into *out (d->link_kind
+ * names it): 0 or -errno. */
+struct sockaddr_in;
+struct uln_link;
+int wire_link_open(struct ulnetd *d, const struct sockaddr_in *sa, struct uln_link **out);
+/* The link's descriptors to poll while the service sleeps: how many. */
+int wire_fds(const struct ulnetd *d, int *fds, int max);
 /* job's rank lives behind the service at (ip, port): 0 or -errno. */
 int wire_route(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, uint16_t port);
 bool wire_routes(const struct ulnetd *d, uint64_t job_key, uint32_t rank);
@@ -138,7 +148,6 @@ bool wire_input(struct ulnetd *d);
 /* Timers, resends, acknowledgements, the backlog: the next deadline (ns,
  * ULN_REL_NEVER: none); *moved set when a backlog moved. */
 uint64_t wire_tick(struct ulnetd *d, bool *moved);
-int wire_timeout_ms(uint64_t deadline);
 size_t wire_status(const struct ulnetd *d, char *out, size_t room);
 
 /* serve.c: a PUT fragment placed, a GET answered, in the target's stead. */

@@ -1,16 +1,26 @@
 /*
  * wire.c - the wire between services (docs/service.md, "Between services"):
- * one UDP socket, one src/rel machine per remote service (a host pair, one
- * sequence space), and per data packet one forwarded ring message behind
- * the wire header below. The sending service stamps the job key and the
- * source rank from the attach (a process names only the destination); the
- * receiving one writes the message into the target's inbox ring for
- * (source rank, endpoint, channel), as it does for a process on its host.
+ * a link of src/link (link.c opens it), one src/rel machine per remote
+ * service (a host pair, one sequence space), and in each rel packet a run of
+ * chunks of forwarded ring messages, each message a struct svc_wire and its
+ * payload. The sending service stamps the job key and the source rank from
+ * the attach (a process names only the destination); the receiving one
+ * writes the message into the target's inbox ring for (source rank,
+ * endpoint, channel), as it does for a process on its host.
+ *
+ * Packets are the link's size, never IP fragments: a message larger than a
+ * packet goes as consecutive chunks (FIRST ... LAST) of consecutive packets,
+ * which rel delivers in order, so the receiver joins them with one buffer
+ * per remote. Messages waiting for one remote leave bundled: as many whole
+ * ones in a packet as fit. A batch of packets goes to the link at once, so
+ * the socket link sends a run of equal ones as one GSO send.
  *
  * Backpressure: a message whose target ring is full waits in the remote's
- * backlog, and its receive buffer is given back to rel only once it is in
- * the ring, so rel's credit stops that host pair (not others) until the
- * target makes room. Per-process credit is next (docs/service.md).
+ * backlog, and the receive buffers of the packets it came in are given back
+ * to rel only once it is in the ring, so rel's credit stops that host pair
+ * (not others) until the target makes room. Per-process credit is next
+ * (docs/service.md). On the sending side a remote takes WIRE_OUT_MAX bytes
+ * of messages ahead of rel's window; beyond that the queue waits.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -20,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -28,11 +37,14 @@
 
 #include "ulnetd.h"
 #include "core/wire.h"
+#include "link/link.h"
 
-#define WIRE_MAGIC   0x756c6e77u /* "ulnw" */
-#define WIRE_VERSION 1u
-#define WIRE_GONE    0xf0u /* a process ended: job_key, src_rank */
-#define WIRE_WINDOW  256u
+#define WIRE_MAGIC   0x756c6e77u  /* "ulnw" */
+#define WIRE_VERSION 2u           /* 2: chunks in packets of the link's size */
+#define WIRE_GONE    0xf0u        /* a process ended: job_key, src_rank */
+#define WIRE_WINDOW  1024u        /* packets in flight per remote (a 1 MiB PUT at 1500 B) */
+#define WIRE_OUT_MAX (512u << 10) /* bytes queued per remote ahead of the window */
+#define WIRE_MSG_MAX (16u << 20)  /* a message joined from chunks, at most */
 
 struct wire_hdr { /* rel's part of a packet */
     uint32_t magic;
@@ -42,7 +54,17 @@ struct wire_hdr { /* rel's part of a packet */
     uint64_t sack;
 };
 
-struct svc_wire { /* one forwarded message, after wire_hdr */
+/* A piece of one message in a packet: len bytes follow. FIRST: the message
+ * starts here (with its struct svc_wire); LAST: it ends here. */
+struct wire_chunk {
+    uint32_t len;
+    uint16_t flags;
+    uint16_t pad_;
+};
+#define CHUNK_FIRST 1u
+#define CHUNK_LAST  2u
+
+struct svc_wire { /* one forwarded message */
     uint8_t type, ch;
     uint16_t flags;
     uint32_t len;
@@ -52,23 +74,32 @@ struct svc_wire { /* one forwarded message, after wire_hdr */
     uint32_t aux;
 };
 
-#define WIRE_HDRS (sizeof(struct wire_hdr) + sizeof(struct svc_wire))
-#define WIRE_MAX  65507u /* a UDP datagram's payload */
-
 struct pending { /* arrived in order, not yet in its target's ring */
     struct pending *next;
     uint32_t len;
+    uint32_t owed;   /* rel receive buffers to give back once it is in */
     uint8_t bytes[]; /* struct svc_wire + payload */
+};
+
+struct outmsg { /* taken from a queue, not yet all in packets */
+    struct outmsg *next;
+    uint32_t len, off; /* off: bytes already in packets */
+    uint8_t bytes[];   /* struct svc_wire + payload */
 };
 
 struct remote {
     struct sockaddr_in sa;
+    int peer; /* the link's id for it */
     struct uln_rel rel;
     uint8_t *tx[WIRE_WINDOW]; /* sent, not yet acknowledged: whole packets */
     uint32_t tx_len[WIRE_WINDOW];
-    uint8_t *rx[WIRE_WINDOW]; /* arrived ahead of order: struct svc_wire + payload */
+    uint8_t *rx[WIRE_WINDOW]; /* arrived ahead of order: the chunks */
     uint32_t rx_len[WIRE_WINDOW];
     struct pending *head, *tail;
+    struct outmsg *out_head, *out_tail;
+    size_t out_bytes;
+    uint8_t *join; /* a message arriving in chunks: join_have of join_len */
+    uint32_t join_len, join_have;
     bool dead_said;
 };
 
@@ -79,12 +110,18 @@ struct route {
 };
 
 struct wire {
-    int fd;
+    struct uln_link *link;
+    unsigned pkt_max; /* the link's datagram */
     struct remote **remotes;
     unsigned n_remotes;
+    struct remote **by_peer; /* by the link's peer id */
+    unsigned n_by_peer;
     struct route *routes;
     unsigned n_routes, cap_routes;
     uint32_t epoch;
+    struct uln_link_pkt batch[ULN_LINK_BATCH]; /* to the link at the next flush */
+    unsigned n_batch;
+    uint64_t tx_short; /* packets the link did not take (full): rel resends them */
 };
 
 static uint64_t now_ns(void)
@@ -111,22 +148,17 @@ int wire_open(struct ulnetd *d, const char *addr)
     }
     struct wire *w = calloc(1, sizeof *w);
     if (!w) return -1;
-    w->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int big = 8 << 20;
-    setsockopt(w->fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
-    setsockopt(w->fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
-    if (w->fd < 0 || bind(w->fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        fprintf(stderr, "ulnetd: --addr %s: %s\n", addr, strerror(errno));
-        if (w->fd >= 0) close(w->fd);
+    int rc = wire_link_open(d, &sa, &w->link);
+    if (rc) {
+        if (rc != -EINVAL) fprintf(stderr, "ulnetd: --addr %s: %s\n", addr, strerror(-rc));
         free(w);
         return -1;
     }
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &d->wire_kind};
-    if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, w->fd, &ev) != 0) {
-        close(w->fd);
-        free(w);
-        return -1;
-    }
+    w->pkt_max = uln_link_payload_max(w->link);
+    struct uln_link_info li;
+    uln_link_info(w->link, &li);
+    snprintf(d->link_desc, sizeof d->link_desc, "%s%s%s", d->link_kind, li.xdp_mode[0] ? " " : "",
+             li.xdp_mode);
     /* A new life each start: packets of an earlier one are stale to peers. */
     while (getrandom(&w->epoch, sizeof w->epoch, 0) != sizeof w->epoch || !w->epoch)
         ;
@@ -134,6 +166,25 @@ int wire_open(struct ulnetd *d, const char *addr)
     d->wire_ip = sa.sin_addr.s_addr;
     d->wire_port = (uint16_t)port;
     return 0;
+}
+
+int wire_fds(const struct ulnetd *d, int *fds, int max)
+{
+    return d->wire ? uln_link_fds(d->wire->link, fds, max) : 0;
+}
+
+static bool by_peer_set(struct wire *w, int peer, struct remote *r)
+{
+    if ((unsigned)peer >= w->n_by_peer) {
+        unsigned n = (unsigned)peer + 16;
+        struct remote **bp = realloc(w->by_peer, n * sizeof *bp);
+        if (!bp) return false;
+        memset(bp + w->n_by_peer, 0, (n - w->n_by_peer) * sizeof *bp);
+        w->by_peer = bp;
+        w->n_by_peer = n;
+    }
+    w->by_peer[peer] = r;
+    return true;
 }
 
 static struct remote *remote_of(struct ulnetd *d, uint32_t ip, uint16_t port, bool make)
@@ -154,13 +205,17 @@ static struct remote *remote_of(struct ulnetd *d, uint32_t ip, uint16_t port, bo
     w->remotes = rs;
     r->sa =
         (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = ip};
+    r->peer = uln_link_add_peer(w->link, &r->sa, sizeof r->sa);
+    if (r->peer == -EEXIST) r->peer = uln_link_find_peer(w->link, &r->sa, sizeof r->sa);
     struct uln_rel_cfg cfg;
     uln_rel_cfg_default(&cfg);
     cfg.window = WIRE_WINDOW;
-    cfg.mss = 9000;
+    cfg.rx_bufs = WIRE_WINDOW;
+    cfg.mss = w->pkt_max;
     cfg.dead_after = 3000000000ull; /* a silent service: its peers end in 3 s */
     cfg.keepalive = 500000000ull;
-    if (uln_rel_init(&r->rel, &cfg, w->epoch, now_ns()) != 0) {
+    if (r->peer < 0 || !by_peer_set(w, r->peer, r) ||
+        uln_rel_init(&r->rel, &cfg, w->epoch, now_ns()) != 0) {
         free(r);
         return NULL;
     }
@@ -220,36 +275,119 @@ static void hdr_fill(struct wire_hdr *h, const struct uln_rel_pkt *p)
                            .sack = p->fb.sack};
 }
 
-static void send_pkt(struct ulnetd *d, struct remote *r, const void *buf, size_t len)
+/* Hand the batch to the link. What it does not take (its socket is full)
+ * counts as lost: rel sends it again, as any loss. */
+static void flush(struct ulnetd *d)
 {
-    /* Lost when the socket is full: rel recovers it as any loss. */
-    (void)!sendto(d->wire->fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&r->sa, sizeof r->sa);
-    d->c.wire_tx++;
+    struct wire *w = d->wire;
+    if (!w->n_batch) return;
+    int n = uln_link_send(w->link, w->batch, w->n_batch);
+    if (n < 0) n = 0;
+    d->c.wire_tx += (unsigned)n;
+    w->tx_short += w->n_batch - (unsigned)n;
+    w->n_batch = 0;
 }
 
-/* One message to r: false when rel cannot take it now (connecting, window
- * or credit): the queue waits and tries again. */
-static bool send_msg(struct ulnetd *d, struct remote *r, const struct svc_wire *m,
-                     const uint8_t *payload)
+/* buf (kept by the caller until the link has it: the batch is flushed before
+ * buf is freed or reused) to r. */
+static void send_pkt(struct ulnetd *d, struct remote *r, const void *buf, size_t len)
 {
-    uint64_t now = now_ns();
-    size_t len = WIRE_HDRS + m->len;
-    uint32_t seq = uln_rel_tx_next_seq(&r->rel);
-    uint32_t i = seq & (WIRE_WINDOW - 1);
-    if (r->tx[i]) return false; /* its acknowledgement not taken yet */
-    uint8_t *b = malloc(len);
-    if (!b) return false;
-    struct uln_rel_pkt p;
-    if (uln_rel_tx_assign(&r->rel, now, (uint32_t)len, &p) != 0) {
-        free(b);
-        return false;
+    struct wire *w = d->wire;
+    if (w->n_batch == ULN_LINK_BATCH) flush(d);
+    w->batch[w->n_batch++] = (struct uln_link_pkt){
+        .peer = r->peer, .niov = 1, .iov = {{.iov_base = (void *)buf, .iov_len = len}}};
+}
+
+/* Fill a packet's body (room bytes at b) with chunks of r's waiting
+ * messages, from the first on: its length. *last, *off: where the next
+ * packet starts. A message that would fit whole in a packet of its own is
+ * not cut: it goes whole in the next one. */
+static uint32_t pack(struct remote *r, uint8_t *b, uint32_t room, struct outmsg **last,
+                     uint32_t *off)
+{
+    uint32_t used = 0;
+    struct outmsg *m = r->out_head;
+    uint32_t at = m ? m->off : 0;
+    while (m && room - used > sizeof(struct wire_chunk)) {
+        uint32_t left = m->len - at, space = room - used - (uint32_t)sizeof(struct wire_chunk);
+        if (left > space && used && left <= room - sizeof(struct wire_chunk)) break;
+        if (at == 0 && space < sizeof(struct svc_wire)) break; /* FIRST holds the header */
+        uint32_t n = left < space ? left : space;
+        struct wire_chunk c = {
+            .len = n,
+            .flags = (uint16_t)((at == 0 ? CHUNK_FIRST : 0) | (at + n == m->len ? CHUNK_LAST : 0))};
+        memcpy(b + used, &c, sizeof c);
+        memcpy(b + used + sizeof c, m->bytes + at, n);
+        used += (uint32_t)sizeof c + n;
+        at += n;
+        if (at == m->len) {
+            m = m->next;
+            at = 0;
+        }
     }
-    hdr_fill((struct wire_hdr *)b, &p);
-    memcpy(b + sizeof(struct wire_hdr), m, sizeof *m);
-    memcpy(b + WIRE_HDRS, payload, m->len);
-    r->tx[i] = b;
-    r->tx_len[i] = (uint32_t)len;
-    send_pkt(d, r, b, len);
+    *last = m;
+    *off = at;
+    return used;
+}
+
+/* Drop the messages pack() put in packets entirely; the next one from off. */
+static void unqueue(struct remote *r, struct outmsg *upto, uint32_t off)
+{
+    while (r->out_head != upto) {
+        struct outmsg *m = r->out_head;
+        r->out_head = m->next;
+        r->out_bytes -= m->len;
+        free(m);
+    }
+    if (!r->out_head) r->out_tail = NULL;
+    if (upto) upto->off = off;
+}
+
+/* Put r's waiting messages into packets while rel's windows take them. */
+static void send_out(struct ulnetd *d, struct remote *r, uint64_t now)
+{
+    struct wire *w = d->wire;
+    while (r->out_head) {
+        uint32_t seq = uln_rel_tx_next_seq(&r->rel);
+        uint32_t i = seq & (WIRE_WINDOW - 1);
+        if (r->tx[i] || !uln_rel_tx_ready(&r->rel, now, 1)) return;
+        uint8_t *b = malloc(w->pkt_max);
+        if (!b) return;
+        struct outmsg *upto;
+        uint32_t off;
+        uint32_t len = (uint32_t)sizeof(struct wire_hdr) +
+                       pack(r, b + sizeof(struct wire_hdr),
+                            w->pkt_max - (uint32_t)sizeof(struct wire_hdr), &upto, &off);
+        struct uln_rel_pkt p;
+        if (uln_rel_tx_assign(&r->rel, now, len, &p) != 0) {
+            free(b);
+            return;
+        }
+        unqueue(r, upto, off);
+        hdr_fill((struct wire_hdr *)b, &p);
+        r->tx[i] = b;
+        r->tx_len[i] = len;
+        send_pkt(d, r, b, len);
+    }
+}
+
+/* Queue one message for r (copied). */
+static bool queue_msg(struct remote *r, const struct svc_wire *m, const uint8_t *payload)
+{
+    uint32_t len = (uint32_t)sizeof *m + m->len;
+    struct outmsg *o = malloc(sizeof *o + len);
+    if (!o) return false;
+    o->next = NULL;
+    o->len = len;
+    o->off = 0;
+    memcpy(o->bytes, m, sizeof *m);
+    if (m->len) memcpy(o->bytes + sizeof *m, payload, m->len);
+    if (r->out_tail)
+        r->out_tail->next = o;
+    else
+        r->out_head = o;
+    r->out_tail = o;
+    r->out_bytes += len;
     return true;
 }
 
@@ -259,7 +397,10 @@ int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
     struct remote *r = route_of(d, c->job_key, dst);
     if (!r) return -EHOSTUNREACH;
     if (uln_rel_state(&r->rel) == ULN_REL_DEAD) return -ECONNRESET;
-    if (WIRE_HDRS + m->len > WIRE_MAX) return -EMSGSIZE;
+    if (m->len > WIRE_MSG_MAX) return -EMSGSIZE;
+    /* Bounded ahead of the window: beyond it the process's queue waits
+     * (a queue of many messages still fills packets: the bound is bytes). */
+    if (r->out_bytes >= WIRE_OUT_MAX) return -EAGAIN;
     struct svc_wire w = {.type = m->type,
                          .ch = (uint8_t)ch,
                          .flags = m->flags,
@@ -269,7 +410,7 @@ int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
                          .dst_rank = dst,
                          .src_ep = (uint16_t)ep,
                          .dst_ep = (uint16_t)ep};
-    return send_msg(d, r, &w, payload) ? 0 : -EAGAIN;
+    return queue_msg(r, &w, payload) ? 0 : -EAGAIN;
 }
 
 void wire_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank)
@@ -282,8 +423,8 @@ void wire_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank)
         bool routed = false; /* only to services where its job has ranks */
         for (unsigned k = 0; k < w->n_routes && !routed; k++)
             routed = w->routes[k].r == r && w->routes[k].job_key == job_key;
-        if (routed && !send_msg(d, r, &m, NULL))
-            fprintf(stderr, "ulnetd: GONE of rank %u not sent (window full)\n", rank);
+        if (routed && !queue_msg(r, &m, NULL))
+            fprintf(stderr, "ulnetd: GONE of rank %u not sent (no memory)\n", rank);
     }
 }
 
@@ -320,6 +461,7 @@ static void backlog_add(struct remote *r, const uint8_t *b, uint32_t len)
     if (!p) return; /* lost for good: the target's peer sees a hole (counted by rel) */
     p->next = NULL;
     p->len = len;
+    p->owed = 0;
     memcpy(p->bytes, b, len);
     if (r->tail)
         r->tail->next = p;
@@ -328,14 +470,76 @@ static void backlog_add(struct remote *r, const uint8_t *b, uint32_t len)
     r->tail = p;
 }
 
-/* Deliver in order: the backlog first, and a packet behind it waits there. */
+/* A whole message: into its ring now, or behind the ones already waiting. */
+static void complete(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32_t len)
+{
+    if (!r->head && deliver(d, b, len)) return;
+    backlog_add(r, b, len);
+}
+
+static void join_drop(struct remote *r)
+{
+    free(r->join);
+    r->join = NULL;
+    r->join_len = r->join_have = 0;
+}
+
+/* One chunk of a packet, in order. False: malformed (the rest of the packet
+ * is not read). */
+static bool chunk(struct ulnetd *d, struct remote *r, const struct wire_chunk *c, const uint8_t *b)
+{
+    bool first = c->flags & CHUNK_FIRST, last = c->flags & CHUNK_LAST;
+    if (first) {
+        if (r->join) join_drop(r); /* its sender lost the rest in a restart */
+        if (last) {
+            complete(d, r, b, c->len); /* whole: from the link's buffer */
+            return true;
+        }
+        struct svc_wire m;
+        if (c->len < sizeof m) return false;
+        memcpy(&m, b, sizeof m);
+        if (m.len > WIRE_MSG_MAX || sizeof m + m.len <= c->len) return false;
+        r->join_len = (uint32_t)sizeof m + m.len;
+        if (!(r->join = malloc(r->join_len))) {
+            r->join_len = 0;
+            return false;
+        }
+    } else if (!r->join)
+        return false;
+    if (c->len > r->join_len - r->join_have) {
+        join_drop(r);
+        return false;
+    }
+    memcpy(r->join + r->join_have, b, c->len);
+    r->join_have += c->len;
+    if (last) {
+        bool whole = r->join_have == r->join_len;
+        if (whole) complete(d, r, r->join, r->join_len);
+        join_drop(r);
+        return whole;
+    }
+    return true;
+}
+
+/* The body of data packet (in order): its chunks, and its rel receive
+ * buffer given back once its messages are in their rings. */
 static void take(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32_t len, uint64_t now)
 {
-    if (!r->head && deliver(d, b, len)) {
-        uln_rel_rx_release(&r->rel, 1, now);
-        return;
+    uint32_t at = 0;
+    while (len - at >= sizeof(struct wire_chunk)) {
+        struct wire_chunk c;
+        memcpy(&c, b + at, sizeof c);
+        at += (uint32_t)sizeof c;
+        if (c.len > len - at || !chunk(d, r, &c, b + at)) {
+            d->c.malformed++;
+            break;
+        }
+        at += c.len;
     }
-    backlog_add(r, b, len);
+    if (r->tail)
+        r->tail->owed++;
+    else
+        uln_rel_rx_release(&r->rel, 1, now);
 }
 
 static bool backlog_drain(struct ulnetd *d, struct remote *r)
@@ -345,8 +549,8 @@ static bool backlog_drain(struct ulnetd *d, struct remote *r)
         struct pending *p = r->head;
         r->head = p->next;
         if (!r->head) r->tail = NULL;
+        if (p->owed) uln_rel_rx_release(&r->rel, p->owed, now_ns());
         free(p);
-        uln_rel_rx_release(&r->rel, 1, now_ns());
         moved = true;
     }
     return moved;
@@ -358,9 +562,10 @@ static void void_all(struct remote *r)
         free(r->rx[i]);
         r->rx[i] = NULL;
     }
+    join_drop(r);
 }
 
-static void input(struct ulnetd *d, const uint8_t *buf, size_t n, const struct sockaddr_in *from)
+static void input(struct ulnetd *d, struct remote *r, const uint8_t *buf, size_t n)
 {
     struct wire_hdr h;
     if (n < sizeof h) return;
@@ -369,13 +574,6 @@ static void input(struct ulnetd *d, const uint8_t *buf, size_t n, const struct s
         d->c.malformed++;
         return;
     }
-    bool data = h.rflags & ULN_REL_DATA;
-    if (data && n < WIRE_HDRS) {
-        d->c.malformed++;
-        return;
-    }
-    struct remote *r = remote_of(d, from->sin_addr.s_addr, ntohs(from->sin_port), true);
-    if (!r) return;
     d->c.wire_rx++;
     struct uln_rel_pkt p = {.src_epoch = h.src_epoch,
                             .dst_epoch = h.dst_epoch,
@@ -397,7 +595,7 @@ static void input(struct ulnetd *d, const uint8_t *buf, size_t n, const struct s
     case ULN_REL_RX_HOLD: {
         uint32_t i = h.seq & (WIRE_WINDOW - 1);
         free(r->rx[i]);
-        r->rx[i] = malloc(len);
+        r->rx[i] = malloc(len ? len : 1);
         if (r->rx[i]) memcpy(r->rx[i], b, len);
         r->rx_len[i] = len;
         break;
@@ -420,20 +618,35 @@ static void input(struct ulnetd *d, const uint8_t *buf, size_t n, const struct s
     }
 }
 
+/* The remote a datagram came from: known by the link's peer id, or made
+ * (another service's first packet). */
+static struct remote *source_of(struct ulnetd *d, const struct uln_link_rx *x)
+{
+    struct wire *w = d->wire;
+    if (x->peer >= 0) return (unsigned)x->peer < w->n_by_peer ? w->by_peer[x->peer] : NULL;
+    socklen_t len = 0;
+    const struct sockaddr_in *from = uln_link_rx_addr(w->link, x->handle, &len);
+    if (!from || len != sizeof *from || from->sin_family != AF_INET) return NULL;
+    return remote_of(d, from->sin_addr.s_addr, ntohs(from->sin_port), true);
+}
+
 bool wire_input(struct ulnetd *d)
 {
-    static uint8_t buf[65536];
+    struct wire *w = d->wire;
+    if (!w) return false;
     bool any = false;
-    for (int k = 0; d->wire && k < 64; k++) {
-        struct sockaddr_in from;
-        socklen_t fl = sizeof from;
-        ssize_t n =
-            recvfrom(d->wire->fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
-        if (n < 0) break;
-        if (fl != sizeof from || from.sin_family != AF_INET) continue;
-        input(d, buf, (size_t)n, &from);
+    for (int k = 0; k < 4; k++) {
+        struct uln_link_rx x[ULN_LINK_BATCH];
+        int n = uln_link_recv(w->link, x, ULN_LINK_BATCH);
+        for (int i = 0; i < n; i++) {
+            struct remote *r = source_of(d, &x[i]);
+            if (r) input(d, r, x[i].buf, x[i].len);
+            uln_link_rx_release(w->link, x[i].handle);
+        }
+        if (n <= 0) break;
         any = true;
     }
+    flush(d); /* feedback and answers the input made */
     return any;
 }
 
@@ -464,8 +677,11 @@ uint64_t wire_tick(struct ulnetd *d, bool *moved)
             continue;
         }
         uint32_t seq;
+        bool freed = false;
         while (uln_rel_tx_next_acked(&r->rel, &seq)) {
             uint32_t i = seq & (WIRE_WINDOW - 1);
+            if (!freed) flush(d); /* nothing in the batch may point at what is freed */
+            freed = true;
             free(r->tx[i]);
             r->tx[i] = NULL;
         }
@@ -478,26 +694,22 @@ uint64_t wire_tick(struct ulnetd *d, bool *moved)
             d->c.wire_resent++;
         }
         if (backlog_drain(d, r)) *moved = true;
+        send_out(d, r, now);
         while (uln_rel_ctrl(&r->rel, now, &p)) {
             struct wire_hdr h;
             hdr_fill(&h, &p);
             send_pkt(d, r, &h, sizeof h);
+            flush(d); /* h is on the stack */
         }
         uint64_t t = uln_rel_next_deadline(&r->rel);
         if (r->head && t > now + 1000000) t = now + 1000000; /* a full target ring: 1 ms */
         if (t < next) next = t;
     }
+    if (w) {
+        flush(d);
+        uln_link_flush(w->link);
+    }
     return next;
-}
-
-/* Milliseconds to the next deadline of the wire (-1: none), for epoll_wait. */
-int wire_timeout_ms(uint64_t deadline)
-{
-    if (deadline == ULN_REL_NEVER) return -1;
-    uint64_t now = now_ns();
-    if (deadline <= now) return 0;
-    uint64_t ms = (deadline - now + 999999) / 1000000;
-    return ms > 1000 ? 1000 : (int)ms;
 }
 
 size_t wire_status(const struct ulnetd *d, char *out, size_t room)
@@ -507,19 +719,35 @@ size_t wire_status(const struct ulnetd *d, char *out, size_t room)
     char ip[INET_ADDRSTRLEN];
     struct in_addr a = {.s_addr = d->wire_ip};
     inet_ntop(AF_INET, &a, ip, sizeof ip);
-    int n = snprintf(out, room, "wire: udp %s:%u, %u remote services, %u routes\n", ip,
-                     d->wire_port, w->n_remotes, w->n_routes);
+    struct uln_link_info li;
+    uln_link_info(w->link, &li);
+    struct uln_link_stats st;
+    uln_link_stats(w->link, &st);
+    int n = snprintf(out, room,
+                     "wire: %s:%u, %u remote services, %u routes\n"
+                     "link: %s%s%s%s%s (--link %s), mtu %u, packets of %u B%s%s; sent %llu in %llu "
+                     "calls (gso runs %llu), received %llu (gro reads %llu), not taken %llu\n",
+                     ip, d->wire_port, w->n_remotes, w->n_routes, d->link_kind,
+                     li.xdp_mode[0] ? " " : "", li.xdp_mode, li.ifname[0] ? " on " : "", li.ifname,
+                     d->link, li.mtu, li.payload_max, li.gso ? ", gso" : "", li.gro ? ", gro" : "",
+                     (unsigned long long)st.tx_pkts, (unsigned long long)st.tx_calls,
+                     (unsigned long long)st.tx_gso_msgs, (unsigned long long)st.rx_pkts,
+                     (unsigned long long)st.rx_gro_msgs, (unsigned long long)w->tx_short);
     size_t used = n < 0 ? 0 : (size_t)n < room ? (size_t)n : room;
+    if (d->link_why[0] && used < room) {
+        n = snprintf(out + used, room - used, "  not xdp: %s\n", d->link_why);
+        if (n > 0) used += (size_t)n < room - used ? (size_t)n : room - used;
+    }
     for (unsigned i = 0; i < w->n_remotes && used < room; i++) {
         const struct remote *r = w->remotes[i];
         inet_ntop(AF_INET, &r->sa.sin_addr, ip, sizeof ip);
-        int st = uln_rel_state(&r->rel);
+        int st_ = uln_rel_state(&r->rel);
         n = snprintf(
             out + used, room - used, "  remote %s:%u %s: sent %llu resent %llu received %llu\n", ip,
             ntohs(r->sa.sin_port),
-            st == ULN_REL_OPEN   ? "open"
-            : st == ULN_REL_DEAD ? "dead"
-                                 : "connecting",
+            st_ == ULN_REL_OPEN   ? "open"
+            : st_ == ULN_REL_DEAD ? "dead"
+                                  : "connecting",
             (unsigned long long)r->rel.stats.tx_data, (unsigned long long)r->rel.stats.tx_resend,
             (unsigned long long)r->rel.stats.rx_data);
         if (n > 0) used += (size_t)n < room - used ? (size_t)n : room - used;

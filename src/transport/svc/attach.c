@@ -118,6 +118,8 @@ static int try_attach(struct uln_ctx *ctx, const char *path, struct uln_svc *s)
     s->client = ok.client;
     s->wire_ip = ok.wire_ip;
     s->wire_port = ok.wire_port;
+    ok.link[sizeof ok.link - 1] = 0;
+    snprintf(s->link, sizeof s->link, "%s", ok.link);
     return 0;
 }
 
@@ -142,8 +144,8 @@ int uln_svc_attach(struct uln_ctx *ctx)
                 rc == -ENOTCONN ? "no ulnetd listening" : strerror(-rc), path);
         return rc;
     }
-    snprintf(ctx->svc_why, sizeof ctx->svc_why, "attached to ulnetd at %s (client %u)", path,
-             s->client);
+    snprintf(ctx->svc_why, sizeof ctx->svc_why, "attached to ulnetd at %s (client %u), link %s",
+             path, s->client, s->link);
     pthread_mutex_init(&s->lock, NULL);
     ctx->svc = s;
     return 0;

@@ -54,6 +54,8 @@ struct uln_svc_attach_ok {
     uint32_t client;  /* the service's number for this attachment */
     uint32_t wire_ip; /* where other services reach it (IPv4, network order); 0: no wire */
     uint16_t wire_port, pad_[3];
+    char link[48]; /* its link to other hosts, as --status names it: "udp", "xdp
+                      native, zero-copy, queue 0", "none (no wire)" */
 };
 
 /* A rank of the process's own job lives on another host, whose service is
