@@ -5,7 +5,8 @@
 #
 #   run_job.sh [--hosts H] [--ranks N] [--timeout S] [--expect-status X]
 #              [--rate R] [--drop-pct P --drop-on hostK] [--env VAR=value]...
-#              [--root-any] [--svc ULNETD [--svc-link KIND]]
+#              [--root-any] [--svc ULNETD [--svc-link KIND] [--svc-arg A]...]
+#              [--pin-hosts]
 #              -- PROGRAM ARGS...
 #
 # Makes H hosts with hosts.sh (default 2), places rank r on host r % H (so
@@ -24,11 +25,14 @@
 # the services (ULN_TRANSPORT=svc); their --status is printed at the end.
 # --svc-link KIND: the services' --link (udp, xdp, auto); with udp or xdp the
 # job fails unless every service's --status says it runs on that link.
+# --svc-arg A: one more argument for every ulnetd (e.g. --spin-us=20 as two).
+# --pin-hosts: everything of host h (its service, its ranks) on CPU h % ncpu
+# (taskset), as one CPU per host would be: bench/svc measures so.
 # Exit 77 (ctest's "skipped") when this machine cannot make namespaces.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=() root_any=0 svc= svc_link=
+hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=() root_any=0 svc= svc_link= svc_args=() pin=0
 while [[ $# -gt 0 ]]; do
     case $1 in
     --hosts) hosts=$2; shift 2 ;;
@@ -42,6 +46,8 @@ while [[ $# -gt 0 ]]; do
     --root-any) root_any=1; shift ;;
     --svc) svc=$2; shift 2 ;;
     --svc-link) svc_link=$2; shift 2 ;;
+    --svc-arg) svc_args+=("$2"); shift 2 ;;
+    --pin-hosts) pin=1; shift ;;
     --) shift; break ;;
     *) echo "run_job.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -65,11 +71,16 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The command prefix that places a process of host h (--pin-hosts).
+on_cpu() { if ((pin)); then echo "taskset -c $(($1 % $(nproc)))"; fi; }
+
 svc_logs=$(mktemp -d)
 if [[ -n $svc ]]; then
     for ((h = 0; h < hosts; h++)); do
         v=ULNTEST_HOST_$h
-        "$here/hosts.sh" exec "h$h" "$svc" --foreground --addr "${!v}" ${svc_link:+--link "$svc_link"} \
+        # shellcheck disable=SC2046 # on_cpu's words
+        "$here/hosts.sh" exec "h$h" $(on_cpu "$h") "$svc" --foreground --addr "${!v}" \
+            ${svc_link:+--link "$svc_link"} "${svc_args[@]}" \
             2>"$svc_logs/h$h.log" &
         svc_pids+=($!)
     done
@@ -105,7 +116,8 @@ for ((r = 0; r < ranks; r++)); do
     [[ -z $svc ]] || remote=0 # every peer through the services, none on udp
     root="${!root_var}:$port"
     ((r == 0 && root_any)) && root="0.0.0.0:$port"
-    "$here/hosts.sh" exec "h$h" env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="$root" \
+    # shellcheck disable=SC2046 # on_cpu's words
+    "$here/hosts.sh" exec "h$h" $(on_cpu "$h") env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="$root" \
         ULN_JOB_KEY="$key" ULNTEST_IT_EXPECT_UDP_PEERS=$remote "${envs[@]}" "$@" &
     pids+=($!)
 done

@@ -11,6 +11,7 @@
  * stead is the next step).
  */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -132,6 +133,16 @@ static void uln_svc_progress_rx(struct uln_ep *ep)
 {
     struct svc_ep *q = svc_ep(ep);
     uln_tp_quiet(ep, &uln_tp_svc);
+    /* What we posted is not taken yet: the service may be waiting for this
+     * CPU (fewer CPUs than busy processes: issue 32 item 7), so a polling
+     * process gives it up for a moment instead of spinning through its
+     * time slice; where the service has a CPU of its own this is rare (it
+     * takes a message within a microsecond) and costs one system call.
+     * Relaxed: a hint; the ring's own ordering is the acquire in has_room. */
+    if (q->tx.tail != atomic_load_explicit(&q->tx.ctrl->head, memory_order_relaxed)) {
+        uln_tp_busy(ep, &uln_tp_svc); /* look again next pass, not 64 later */
+        sched_yield();
+    }
     /* Acquire: pairs with the service's bump after the bits (proto.h). */
     uint32_t g = atomic_load_explicit(&q->qhdr->gone_gen, memory_order_acquire);
     if (ULN_LIKELY(g == q->gone_seen)) return;
