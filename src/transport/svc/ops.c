@@ -126,6 +126,28 @@ static bool uln_svc_peer_dead(struct uln_ctx *ctx, struct uln_ep *ep, int peer)
     return q && peer_gone(q, peer);
 }
 
+/* Fewer CPUs than busy processes (issue 32 item 7): a polling process
+ * must not hold the CPU its service needs. What we posted and the service
+ * has not taken yet: give the CPU up now. Otherwise, once every
+ * SVC_YIELD_NS of polling: a service woken for us (a packet, a peer's
+ * message) that the scheduler left behind our polling runs within that
+ * bound, not at the end of our time slice (ms). Where the service has a
+ * CPU of its own the first is rare (it takes a message within a
+ * microsecond) and the second costs a system call that returns at once.
+ * The relaxed load is a hint; the ring's own ordering is has_room's. */
+#define SVC_YIELD_NS 20000u
+
+static void yield_to_service(struct uln_ep *ep, struct svc_ep *q)
+{
+    uln_tp_busy(ep, &uln_tp_svc); /* every pass, while it carries our messages */
+    uint64_t now = uln_now_ns();
+    if (q->tx.tail != atomic_load_explicit(&q->tx.ctrl->head, memory_order_relaxed) ||
+        now - q->yielded_at > SVC_YIELD_NS) {
+        sched_yield();
+        q->yielded_at = now;
+    }
+}
+
 /* One load per call (and a call on one pass in 64: we stay quiet): when
  * the service marked peers gone, their operations end now, not when the
  * endpoint has stalled long enough to look (check_peers). */
@@ -133,16 +155,7 @@ static void uln_svc_progress_rx(struct uln_ep *ep)
 {
     struct svc_ep *q = svc_ep(ep);
     uln_tp_quiet(ep, &uln_tp_svc);
-    /* What we posted is not taken yet: the service may be waiting for this
-     * CPU (fewer CPUs than busy processes: issue 32 item 7), so a polling
-     * process gives it up for a moment instead of spinning through its
-     * time slice; where the service has a CPU of its own this is rare (it
-     * takes a message within a microsecond) and costs one system call.
-     * Relaxed: a hint; the ring's own ordering is the acquire in has_room. */
-    if (q->tx.tail != atomic_load_explicit(&q->tx.ctrl->head, memory_order_relaxed)) {
-        uln_tp_busy(ep, &uln_tp_svc); /* look again next pass, not 64 later */
-        sched_yield();
-    }
+    if (q->carried) yield_to_service(ep, q);
     /* Acquire: pairs with the service's bump after the bits (proto.h). */
     uint32_t g = atomic_load_explicit(&q->qhdr->gone_gen, memory_order_acquire);
     if (ULN_LIKELY(g == q->gone_seen)) return;

@@ -94,6 +94,7 @@ void uln_svc_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, uint8_t f
     struct svc_ep *q = svc_ep(ep);
     uln_ring_commit(&q->tx, type, flags, len, (uint32_t)peer | (ch ? ULN_SVC_AUX_CH : 0));
     q->wrote = true;
+    q->carried = true;
 }
 
 bool uln_svc_nap(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt, uint32_t len)
