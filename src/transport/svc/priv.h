@@ -31,8 +31,7 @@ struct svc_ep {                              /* ep->tp_ep[ULN_TPID_SVC] */
     struct uln_svc_queue_hdr *qhdr;          /* its header page */
     struct uln_ring_prod tx;                 /* to the service */
     bool wrote;                              /* since the last kick */
-    bool carried;                            /* it has carried a message: we poll for it */
-    uint64_t yielded_at;                     /* our last sched_yield for the service (ns) */
+    bool carried;                            /* it has carried a message */
     uint32_t gone_seen;                      /* the queue's gone_gen at our last look */
     uint64_t gone_known[ULN_SVC_GONE_WORDS]; /* peers already failed and counted */
 };
