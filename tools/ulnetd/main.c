@@ -253,6 +253,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "ulnetd: pid %d listening at %s\n", (int)getpid(), d.path);
     run(&d);
     clients_drop_all(&d);
+    wire_close(&d);
     if (d.path[0] != '@') unlink(d.path);
     return 0;
 }

@@ -132,6 +132,8 @@ int wire_open(struct ulnetd *d, const char *addr); /* --addr IPv4[:port]; 0 or -
 struct sockaddr_in;
 struct uln_link;
 int wire_link_open(struct ulnetd *d, const struct sockaddr_in *sa, struct uln_link **out);
+/* At the end: everything the wire holds is freed, the link closed. */
+void wire_close(struct ulnetd *d);
 /* The link's descriptors to poll while the service sleeps: how many. */
 int wire_fds(const struct ulnetd *d, int *fds, int max);
 /* job's rank lives behind the service at (ip, port): 0 or -errno. */

@@ -759,3 +759,32 @@ size_t wire_status(const struct ulnetd *d, char *out, size_t room)
     }
     return used;
 }
+
+void wire_close(struct ulnetd *d)
+{
+    struct wire *w = d->wire;
+    if (!w) return;
+    flush(d);
+    for (unsigned k = 0; k < w->n_remotes; k++) {
+        struct remote *r = w->remotes[k];
+        for (unsigned i = 0; i < WIRE_WINDOW; i++) {
+            free(r->tx[i]);
+            free(r->rx[i]);
+        }
+        while (r->head) {
+            struct pending *p = r->head;
+            r->head = p->next;
+            free(p);
+        }
+        unqueue(r, NULL, 0);
+        join_drop(r);
+        uln_rel_fini(&r->rel);
+        free(r);
+    }
+    free(w->remotes);
+    free(w->by_peer);
+    free(w->routes);
+    uln_link_close(w->link);
+    free(w);
+    d->wire = NULL;
+}
