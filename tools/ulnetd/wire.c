@@ -36,12 +36,14 @@
 #include <unistd.h>
 
 #include "ulnetd.h"
+#include "flows.h"
 #include "core/wire.h"
 #include "link/link.h"
 
 #define WIRE_MAGIC   0x756c6e77u  /* "ulnw" */
 #define WIRE_VERSION 2u           /* 2: chunks in packets of the link's size */
 #define WIRE_GONE    0xf0u        /* a process ended: job_key, src_rank */
+#define WIRE_CREDIT  0xf1u        /* a flow's bytes taken (u64); flows.h: its key as sent */
 #define WIRE_WINDOW  1024u        /* packets in flight per remote (a 1 MiB PUT at 1500 B) */
 #define WIRE_OUT_MAX (512u << 10) /* bytes queued per remote ahead of the window */
 #define WIRE_MSG_MAX (16u << 20)  /* a message joined from chunks, at most */
@@ -74,13 +76,6 @@ struct svc_wire { /* one forwarded message */
     uint32_t aux;
 };
 
-struct pending { /* arrived in order, not yet in its target's ring */
-    struct pending *next;
-    uint32_t len;
-    uint32_t owed;   /* rel receive buffers to give back once it is in */
-    uint8_t bytes[]; /* struct svc_wire + payload */
-};
-
 struct outmsg { /* taken from a queue, not yet all in packets */
     struct outmsg *next;
     uint32_t len, off; /* off: bytes already in packets */
@@ -95,7 +90,7 @@ struct remote {
     uint32_t tx_len[WIRE_WINDOW];
     uint8_t *rx[WIRE_WINDOW]; /* arrived ahead of order: the chunks */
     uint32_t rx_len[WIRE_WINDOW];
-    struct pending *head, *tail;
+    struct pending *head, *tail; /* the host pair's backlog: a flow over its credit */
     struct outmsg *out_head, *out_tail;
     size_t out_bytes;
     uint8_t *join; /* a message arriving in chunks: join_have of join_len */
@@ -121,7 +116,9 @@ struct wire {
     uint32_t epoch;
     struct uln_link_pkt batch[ULN_LINK_BATCH]; /* to the link at the next flush */
     unsigned n_batch;
-    uint64_t tx_short; /* packets the link did not take (full): rel resends them */
+    uint64_t tx_short;     /* packets the link did not take (full): rel resends them */
+    struct flows tx, rx;   /* per-process credit (flows.h): as sender, as receiver */
+    uint64_t credit_waits; /* messages a queue held back for want of its flow's credit */
 };
 
 static uint64_t now_ns(void)
@@ -406,6 +403,17 @@ int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
     /* Bounded ahead of the window: beyond it the process's queue waits
      * (a queue of many messages still fills packets: the bound is bytes). */
     if (r->out_bytes >= WIRE_OUT_MAX) return -EAGAIN;
+    /* The flow's credit: what the receiving service has room for (flows.h).
+     * A flow with nothing outstanding always may send, so no message is
+     * too large for it. */
+    struct flow *f =
+        flow_get(&d->wire->tx, c->job_key, c->rank, dst, (uint16_t)ep, (uint8_t)ch, true);
+    if (!f) return -EAGAIN;
+    uint64_t cost = FLOW_COST(m->len);
+    if (f->sent != f->credit && f->sent - f->credit + cost > FLOW_CREDIT) {
+        d->wire->credit_waits++;
+        return -EAGAIN;
+    }
     struct svc_wire w = {.type = m->type,
                          .ch = (uint8_t)ch,
                          .flags = m->flags,
@@ -415,7 +423,10 @@ int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
                          .dst_rank = dst,
                          .src_ep = (uint16_t)ep,
                          .dst_ep = (uint16_t)ep};
-    return queue_msg(r, &w, payload) ? 0 : -EAGAIN;
+    if (!queue_msg(r, &w, payload)) return -EAGAIN;
+    f->r = r;
+    f->sent += cost;
+    return 0;
 }
 
 void wire_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank)
@@ -475,10 +486,96 @@ static void backlog_add(struct remote *r, const uint8_t *b, uint32_t len)
     r->tail = p;
 }
 
-/* A whole message: into its ring now, or behind the ones already waiting. */
+/* Bytes of flow f taken: credit goes back once a quarter of it is due (a
+ * CREDIT per message would cost the sender's service a wake-up each; what
+ * stays unsaid is under a quarter, so a sender never waits on it alone). */
+static void flow_taken(struct flow *f, uint64_t cost)
+{
+    f->taken += cost;
+    if (f->taken - f->said < FLOW_CREDIT / 4 || !f->r) return;
+    struct svc_wire m = {.type = WIRE_CREDIT,
+                         .ch = f->ch,
+                         .len = sizeof f->taken,
+                         .job_key = f->job_key,
+                         .src_rank = f->src,
+                         .dst_rank = f->dst,
+                         .src_ep = f->ep,
+                         .dst_ep = f->ep};
+    if (queue_msg(f->r, &m, (const uint8_t *)&f->taken)) f->said = f->taken;
+}
+
+/* CREDIT from the receiving service: our flow's bytes it took. */
+static void credit_in(struct ulnetd *d, const struct svc_wire *m, const uint8_t *payload)
+{
+    uint64_t taken;
+    if (m->len != sizeof taken) {
+        d->c.malformed++;
+        return;
+    }
+    memcpy(&taken, payload, sizeof taken);
+    struct flow *f =
+        flow_get(&d->wire->tx, m->job_key, m->src_rank, m->dst_rank, m->src_ep, m->ch, false);
+    if (f && taken > f->credit && taken <= f->sent) f->credit = taken;
+}
+
+/* A whole message, in order, into its flow: its target's ring now, else the
+ * flow's backlog. False: the flow is over its credit (a sending service
+ * that does not keep to it): the host pair's backlog takes it, as before
+ * credit. */
+static bool flow_take(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32_t len)
+{
+    struct svc_wire m;
+    if (len < sizeof m) return deliver(d, b, len);
+    memcpy(&m, b, sizeof m);
+    if (m.type == WIRE_CREDIT) {
+        if (m.len == len - sizeof m) credit_in(d, &m, b + sizeof m);
+        return true;
+    }
+    if (m.type == WIRE_GONE || m.len != len - sizeof m) return deliver(d, b, len);
+    struct flow *f =
+        flow_get(&d->wire->rx, m.job_key, m.src_rank, m.dst_rank, m.src_ep, m.ch, true);
+    if (!f) return deliver(d, b, len);
+    f->r = r;
+    uint64_t cost = FLOW_COST(m.len);
+    if (!f->head && deliver(d, b, len)) {
+        flow_taken(f, cost);
+        return true;
+    }
+    if (f->held + cost > 2 * FLOW_CREDIT) return false;
+    return flow_hold(&d->wire->rx, f, b, len, cost);
+}
+
+/* Move the flows' backlogs on as their targets make room: true if any moved. */
+static bool flows_pump(struct ulnetd *d)
+{
+    struct flows *fs = &d->wire->rx;
+    bool moved = false;
+    for (struct flow **pf = &fs->busy; *pf;) {
+        struct flow *f = *pf;
+        while (f->head && deliver(d, f->head->bytes, f->head->len)) {
+            struct pending *p = f->head;
+            uint64_t cost = FLOW_COST(p->len - sizeof(struct svc_wire));
+            f->head = p->next;
+            if (!f->head) f->tail = NULL;
+            free(p);
+            f->held -= cost;
+            flow_taken(f, cost);
+            moved = true;
+        }
+        if (f->head) {
+            pf = &f->next_busy;
+            continue;
+        }
+        f->listed = false;
+        *pf = f->next_busy;
+    }
+    return moved;
+}
+
+/* A whole message: into its flow, or behind the host pair's backlog. */
 static void complete(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32_t len)
 {
-    if (!r->head && deliver(d, b, len)) return;
+    if (!r->head && flow_take(d, r, b, len)) return;
     backlog_add(r, b, len);
 }
 
@@ -550,7 +647,7 @@ static void take(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32_t 
 static bool backlog_drain(struct ulnetd *d, struct remote *r)
 {
     bool moved = false;
-    while (r->head && deliver(d, r->head->bytes, r->head->len)) {
+    while (r->head && flow_take(d, r, r->head->bytes, r->head->len)) {
         struct pending *p = r->head;
         r->head = p->next;
         if (!r->head) r->tail = NULL;
@@ -607,6 +704,8 @@ static void input(struct ulnetd *d, struct remote *r, const uint8_t *buf, size_t
     }
     case ULN_REL_RX_RESET:
         void_all(r); /* its new life: what the old one held is void */
+        flows_forget(&d->wire->tx, r);
+        flows_forget(&d->wire->rx, r);
         break;
     default:
         break;
@@ -699,6 +798,7 @@ uint64_t wire_tick(struct ulnetd *d, bool *moved)
             d->c.wire_resent++;
         }
         if (backlog_drain(d, r)) *moved = true;
+        if (k == 0 && flows_pump(d)) *moved = true;
         send_out(d, r, now);
         while (uln_rel_ctrl(&r->rel, now, &p)) {
             struct wire_hdr h;
@@ -707,7 +807,8 @@ uint64_t wire_tick(struct ulnetd *d, bool *moved)
             flush(d); /* h is on the stack */
         }
         uint64_t t = uln_rel_next_deadline(&r->rel);
-        if (r->head && t > now + 1000000) t = now + 1000000; /* a full target ring: 1 ms */
+        if ((r->head || w->rx.busy) && t > now + 1000000)
+            t = now + 1000000; /* a full target ring: 1 ms */
         if (t < next) next = t;
     }
     if (w) {
@@ -739,6 +840,17 @@ size_t wire_status(const struct ulnetd *d, char *out, size_t room)
                      (unsigned long long)st.tx_gso_msgs, (unsigned long long)st.rx_pkts,
                      (unsigned long long)st.rx_gro_msgs, (unsigned long long)w->tx_short);
     size_t used = n < 0 ? 0 : (size_t)n < room ? (size_t)n : room;
+    uint64_t held = 0;
+    for (const struct flow *f = w->rx.busy; f; f = f->next_busy)
+        held += f->held;
+    if (used < room) {
+        n = snprintf(out + used, room - used,
+                     "credit: %u flows out, %u in; held for full rings %llu B; waits for credit "
+                     "%llu\n",
+                     w->tx.n, w->rx.n, (unsigned long long)held,
+                     (unsigned long long)w->credit_waits);
+        if (n > 0) used += (size_t)n < room - used ? (size_t)n : room - used;
+    }
     if (d->link_why[0] && used < room) {
         n = snprintf(out + used, room - used, "  not xdp: %s\n", d->link_why);
         if (n > 0) used += (size_t)n < room - used ? (size_t)n : room - used;
@@ -781,6 +893,8 @@ void wire_close(struct ulnetd *d)
         uln_rel_fini(&r->rel);
         free(r);
     }
+    flows_free(&w->tx);
+    flows_free(&w->rx);
     free(w->remotes);
     free(w->by_peer);
     free(w->routes);

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# netns.svc_stopped: per-process credit across hosts (docs/service.md,
+# "Credit"). Two namespace hosts, one ulnetd each, four ranks (rank r on host
+# r % 2): rank 1 on host 1 is stopped with SIGSTOP; rank 0 streams NAPs to it
+# (its flow's credit runs out: the service keeps them, no more come), while
+# rank 2 streams NAPs to rank 3 on the same host as rank 1, through the same
+# two services and the same host pair's stream: every one must arrive, in
+# order, data checked, while rank 1 is still stopped, which it stays for at
+# least 2 s. After SIGCONT rank 1 gets all of rank 0's, in order, once
+# (tests/svc/stopped.c checks). Usage: svc_stopped.sh ULNETD STOPPED
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+ulnetd=$1 prog=$2
+tmp=$(mktemp -d)
+r1= jpid=
+cleanup() {
+    [[ -z $r1 ]] || kill -CONT "$r1" 2>/dev/null || true
+    [[ -z $jpid ]] || wait "$jpid" 2>/dev/null || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "netns.svc_stopped: $*" >&2; cat "$tmp/out" >&2; exit 1; }
+"$here/run_job.sh" --hosts 2 --ranks 4 --timeout 150 --svc "$ulnetd" -- "$prog" "$tmp/go" \
+    >"$tmp/out" 2>&1 &
+jpid=$!
+for _ in $(seq 600); do
+    grep -q "rank 1 pid [0-9]* ready" "$tmp/out" && break
+    kill -0 "$jpid" 2>/dev/null || break
+    sleep 0.05
+done
+if ! kill -0 "$jpid" 2>/dev/null; then
+    rc=0
+    wait "$jpid" || rc=$?
+    jpid=
+    ((rc == 77)) && exit 77 # no namespaces here: skipped
+    fail "the job ended before rank 1 was ready (status $rc)"
+fi
+r1=$(sed -n 's/.*rank 1 pid \([0-9]*\) ready.*/\1/p' "$tmp/out")
+[[ -n $r1 ]] || fail "rank 1 did not start"
+kill -STOP "$r1"
+stopped_at=$SECONDS
+touch "$tmp/go"
+for _ in $(seq 1400); do
+    grep -q "neighbour done\|exited with status" "$tmp/out" && break
+    sleep 0.05
+done
+grep -q "neighbour done" "$tmp/out" || fail "the neighbour's stream stalled behind the stopped process"
+while ((SECONDS - stopped_at < 3)); do sleep 0.1; done # stopped 2 s at least
+[[ $(awk '{print $3}' "/proc/$r1/stat") == T ]] || fail "rank 1 was not stopped all along"
+kill -CONT "$r1"
+rc=0
+wait "$jpid" || rc=$?
+jpid=
+((rc == 0)) || fail "the job's status $rc"
+grep -q "rank 1 got all after SIGCONT" "$tmp/out" || fail "rank 1 did not get its NAPs"
+grep -q "waits for credit [1-9]" "$tmp/out" || fail "rank 0's flow never waited for credit"
+echo "netns.svc_stopped: passed"

@@ -1,0 +1,108 @@
+/*
+ * flows.c - the table of the wire's flows (flows.h): a chained hash of
+ * (job, source, destination, endpoint, channel), nodes that never move (the
+ * busy list points at them), and a flow's backlog.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "flows.h"
+
+static unsigned hash(uint64_t job_key, uint32_t src, uint32_t dst, uint16_t ep, uint8_t ch)
+{
+    uint64_t h = job_key * 0x9e3779b97f4a7c15ull;
+    h ^= ((uint64_t)src << 32 | dst) * 0xc2b2ae3d27d4eb4full;
+    h ^= ((uint64_t)ep << 8 | ch) * 0x165667b19e3779f9ull;
+    return (unsigned)(h ^ h >> 29);
+}
+
+static bool grow(struct flows *fs)
+{
+    unsigned nb = fs->nb ? 2 * fs->nb : 256;
+    struct flow **b = calloc(nb, sizeof *b);
+    if (!b) return false;
+    for (unsigned i = 0; i < fs->nb; i++)
+        for (struct flow *f = fs->b[i], *next; f; f = next) {
+            next = f->next;
+            unsigned k = hash(f->job_key, f->src, f->dst, f->ep, f->ch) & (nb - 1);
+            f->next = b[k];
+            b[k] = f;
+        }
+    free(fs->b);
+    fs->b = b;
+    fs->nb = nb;
+    return true;
+}
+
+struct flow *flow_get(struct flows *fs, uint64_t job_key, uint32_t src, uint32_t dst, uint16_t ep,
+                      uint8_t ch, bool make)
+{
+    unsigned h = hash(job_key, src, dst, ep, ch);
+    for (struct flow *f = fs->nb ? fs->b[h & (fs->nb - 1)] : NULL; f; f = f->next)
+        if (f->job_key == job_key && f->src == src && f->dst == dst && f->ep == ep && f->ch == ch)
+            return f;
+    if (!make || ((fs->n + 1 > fs->nb / 2 || !fs->nb) && !grow(fs))) return NULL;
+    struct flow *f = calloc(1, sizeof *f);
+    if (!f) return NULL;
+    *f = (struct flow){.job_key = job_key, .src = src, .dst = dst, .ep = ep, .ch = ch};
+    unsigned k = h & (fs->nb - 1);
+    f->next = fs->b[k];
+    fs->b[k] = f;
+    fs->n++;
+    return f;
+}
+
+bool flow_hold(struct flows *fs, struct flow *f, const uint8_t *b, uint32_t len, uint64_t cost)
+{
+    struct pending *p = malloc(sizeof *p + len);
+    if (!p) return false;
+    p->next = NULL;
+    p->len = len;
+    p->owed = 0;
+    memcpy(p->bytes, b, len);
+    if (f->tail)
+        f->tail->next = p;
+    else
+        f->head = p;
+    f->tail = p;
+    f->held += cost;
+    if (!f->listed) {
+        f->listed = true;
+        f->next_busy = fs->busy;
+        fs->busy = f;
+    }
+    return true;
+}
+
+static void drop_backlog(struct flow *f)
+{
+    while (f->head) {
+        struct pending *p = f->head;
+        f->head = p->next;
+        free(p);
+    }
+    f->tail = NULL;
+    f->held = 0;
+}
+
+void flows_forget(struct flows *fs, const struct remote *r)
+{
+    for (unsigned i = 0; i < fs->nb; i++)
+        for (struct flow *f = fs->b[i]; f; f = f->next)
+            if (f->r == r) {
+                drop_backlog(f);
+                f->sent = f->credit = f->taken = f->said = 0;
+            }
+}
+
+void flows_free(struct flows *fs)
+{
+    for (unsigned i = 0; i < fs->nb; i++)
+        for (struct flow *f = fs->b[i], *next; f; f = next) {
+            next = f->next;
+            drop_backlog(f);
+            free(f);
+        }
+    free(fs->b);
+    *fs = (struct flows){0};
+}

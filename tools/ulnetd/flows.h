@@ -1,0 +1,66 @@
+/*
+ * flows.h - the wire's per-process credit (docs/service.md, "Credit"): a
+ * flow is one (job, source rank, destination rank, endpoint, channel)
+ * across a host pair. The sending service lets a flow have at most
+ * FLOW_CREDIT bytes of messages (payload + 16) outstanding: sent, and not
+ * yet taken by the receiving service into the target's ring (or placed).
+ * The receiving service keeps what a target's full ring cannot take in that
+ * flow's own backlog - never in the host pair's stream - and gives credit
+ * back (a CREDIT message) as it takes bytes. So a stopped or slow process
+ * holds back only the flows to it: the stream between the hosts, and every
+ * other process's traffic, go on. The receiver's memory per flow is bounded
+ * by the credit.
+ */
+#ifndef ULNETD_FLOWS_H
+#define ULNETD_FLOWS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define FLOW_CREDIT    (512u << 10)            /* outstanding bytes per flow */
+#define FLOW_COST(len) ((uint64_t)(len) + 16u) /* a message's bytes in credit */
+
+struct remote;
+
+struct pending { /* a whole message waiting: struct svc_wire + payload */
+    struct pending *next;
+    uint32_t len;
+    uint32_t owed; /* rel receive buffers to give back once it is taken */
+    uint8_t bytes[];
+};
+
+struct flow {
+    struct flow *next;      /* in its hash bucket */
+    struct flow *next_busy; /* in flows.busy, while listed */
+    uint64_t job_key;
+    uint32_t src, dst;
+    uint16_t ep;
+    uint8_t ch;
+    bool listed;
+    struct remote *r; /* the remote service on the other side */
+    /* sending side */
+    uint64_t sent;   /* bytes sent */
+    uint64_t credit; /* bytes the receiver said it took */
+    /* receiving side */
+    uint64_t taken; /* bytes taken into the ring (or placed, or dropped) */
+    uint64_t said;  /* taken as of the last CREDIT sent */
+    uint64_t held;  /* bytes in the backlog */
+    struct pending *head, *tail;
+};
+
+struct flows {
+    struct flow **b; /* buckets */
+    unsigned nb, n;
+    struct flow *busy; /* flows with a backlog */
+};
+
+/* The flow of that key; made (zero) if make, NULL if none or no memory. */
+struct flow *flow_get(struct flows *fs, uint64_t job_key, uint32_t src, uint32_t dst, uint16_t ep,
+                      uint8_t ch, bool make);
+/* Its backlog gets a copy of b[0..len): false if no memory. */
+bool flow_hold(struct flows *fs, struct flow *f, const uint8_t *b, uint32_t len, uint64_t cost);
+/* r restarted or died: every flow over it starts again from nothing. */
+void flows_forget(struct flows *fs, const struct remote *r);
+void flows_free(struct flows *fs);
+
+#endif
