@@ -7,7 +7,9 @@
 # two services and the same host pair's stream: every one must arrive, in
 # order, data checked, while rank 1 is still stopped, which it stays for at
 # least 2 s. After SIGCONT rank 1 gets all of rank 0's, in order, once
-# (tests/svc/stopped.c checks). Usage: svc_stopped.sh ULNETD STOPPED
+# (tests/svc/stopped.c checks). And rank 3 PUTs into rank 0, whose
+# acknowledgements must get through while rank 0's own stream to rank 1 is
+# held back (stopped.c's "answers"). Usage: svc_stopped.sh ULNETD STOPPED
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ulnetd=$1 prog=$2
@@ -20,7 +22,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "netns.svc_stopped: $*" >&2; cat "$tmp/out" >&2; exit 1; }
-"$here/run_job.sh" --hosts 2 --ranks 4 --timeout 150 --svc "$ulnetd" -- "$prog" "$tmp/go" \
+"$here/run_job.sh" --hosts 2 --ranks 4 --timeout 150 --svc "$ulnetd" -- "$prog" "$tmp/go" answers \
     >"$tmp/out" 2>&1 &
 jpid=$!
 for _ in $(seq 600); do
@@ -41,10 +43,11 @@ kill -STOP "$r1"
 stopped_at=$SECONDS
 touch "$tmp/go"
 for _ in $(seq 1400); do
-    grep -q "neighbour done\|exited with status" "$tmp/out" && break
+    grep -q "answers done\|exited with status" "$tmp/out" && break
     sleep 0.05
 done
 grep -q "neighbour done" "$tmp/out" || fail "the neighbour's stream stalled behind the stopped process"
+grep -q "answers done" "$tmp/out" || fail "rank 0's answers to rank 3 stalled behind its stream to the stopped process"
 while ((SECONDS - stopped_at < 3)); do sleep 0.1; done # stopped 2 s at least
 [[ $(awk '{print $3}' "/proc/$r1/stat") == T ]] || fail "rank 1 was not stopped all along"
 kill -CONT "$r1"

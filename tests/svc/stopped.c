@@ -9,8 +9,15 @@
  * rank 3, which must receive every one, in order, data checked, while rank
  * 1 is still stopped: it prints "neighbour done". The script then sends
  * SIGCONT, and rank 1 must receive all of rank 0's NAPs, in order, once.
+ *
+ * With "answers" after the file name (tests/netns/svc_stopped.sh, across
+ * hosts): rank 3 then PUTs into rank 0's memory, each PUT waiting for its
+ * completion - rank 0's acknowledgement, which rank 0 sends while its own
+ * stream to the stopped rank 1 is held back: every one must complete while
+ * rank 1 is still stopped ("answers done"), and the data is checked.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +97,35 @@ static int recv_all(struct uln_cq *cq, int peer, double bound_s)
     return 0;
 }
 
+#define PUTS     200u
+#define PUT_LEN  4096u
+#define PUT_SLOT 16u
+
+/* Rank 3: PUTS PUTs into rank 0's region, one at a time, within bound_s. */
+static void put_all(struct uln_ep *ep, struct uln_cq *cq, uint64_t key, double bound_s)
+{
+    static uint8_t src[PUT_LEN];
+    double end = now_s() + bound_s;
+    for (uint32_t i = 0; i < PUTS; i++) {
+        memset(src, (int)(i + 1), sizeof src);
+        int rc;
+        while ((rc = uln_put(ep, 0, src, PUT_LEN, key, (uint64_t)(i % PUT_SLOT) * PUT_LEN, i, 0)) ==
+               -EAGAIN)
+            uln_cq_wait(cq, 10);
+        if (rc) DIE("put %u: %s\n", i, uln_strerror(rc));
+        for (;;) {
+            struct uln_cqe e;
+            if (uln_cq_poll(cq, &e, 1) == 1) {
+                if (e.op != ULN_OP_PUT || e.status)
+                    DIE("put %u: op %u status %d\n", i, e.op, e.status);
+                break;
+            }
+            if (now_s() > end) DIE("%u of %u PUTs within %.0f s\n", i, PUTS, bound_s);
+            uln_cq_wait(cq, 10);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) return 2;
@@ -100,6 +136,29 @@ int main(int argc, char **argv)
         DIE("open\n");
     int r = uln_rank(ctx);
     if (uln_size(ctx) != 4) DIE("run with 4 ranks\n");
+    bool answers = argc > 2 && !strcmp(argv[2], "answers");
+    uint8_t *region = NULL;
+    struct uln_mr *mr = NULL;
+    uint64_t key = 0;
+    if (answers && r == 0) { /* its key to rank 3 */
+        region = calloc(PUT_SLOT, PUT_LEN);
+        if (!region || uln_mr_reg(ctx, region, PUT_SLOT * PUT_LEN, ULN_ACCESS_REMOTE_WRITE, &mr))
+            DIE("region\n");
+        key = uln_mr_key(mr);
+        if (uln_nap(ep, 3, &key, sizeof key, 0, 0)) DIE("key nap\n");
+        struct uln_cqe e;
+        while (uln_cq_poll(cq, &e, 1) != 1)
+            uln_cq_wait(cq, 10);
+        if (e.status) DIE("key nap: %d\n", e.status);
+    }
+    if (answers && r == 3) {
+        struct uln_cqe e;
+        while (uln_cq_poll(cq, &e, 1) != 1)
+            uln_cq_wait(cq, 10);
+        if (e.op != ULN_OP_NAP_RECV || e.peer != 0 || e.len != sizeof key) DIE("key\n");
+        memcpy(&key, e.data, sizeof key);
+        uln_cqe_release(cq, &e);
+    }
     if (r == 1) {
         printf("stopped: rank 1 pid %d ready\n", (int)getpid());
         fflush(stdout);
@@ -111,11 +170,25 @@ int main(int argc, char **argv)
         recv_all(cq, 2, 60);
         printf("stopped: neighbour done\n");
         fflush(stdout);
+        if (answers) {
+            put_all(ep, cq, key, 60);
+            printf("stopped: answers done\n");
+            fflush(stdout);
+        }
     }
     if (r == 1) {
         recv_all(cq, 0, 60); /* after SIGCONT */
         printf("stopped: rank 1 got all after SIGCONT\n");
     }
+    if (answers && r == 0) { /* the last PUT of each slot is there */
+        for (uint32_t s = 0; s < PUT_SLOT; s++) {
+            uint32_t last = (PUTS - 1 - s) / PUT_SLOT * PUT_SLOT + s; /* its last PUT */
+            for (uint32_t k = 0; k < PUT_LEN; k++)
+                if (region[s * PUT_LEN + k] != (uint8_t)(last + 1)) DIE("slot %u byte %u\n", s, k);
+        }
+    }
+    if (mr) uln_mr_dereg(mr);
+    free(region);
     uln_ep_close(ep);
     uln_cq_close(cq);
     uln_close(ctx);

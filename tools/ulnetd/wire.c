@@ -393,6 +393,65 @@ static bool queue_msg(struct remote *r, const struct svc_wire *m, const uint8_t 
     return true;
 }
 
+/* The held bit of (dst, ch) in c's queue ep's header (proto.h): set or
+ * cleared. Seq_cst, the gone bits' way; the process reads it relaxed. */
+static void held_set(const struct client *c, uint32_t ep, int ch, uint32_t dst, bool on)
+{
+    struct queue *q = ep < ULN_SVC_MAX_EPS ? c->queues[ep] : NULL;
+    if (!q || dst >= ULN_SVC_GONE_WORDS * 64) return;
+    _Atomic uint64_t *w = &q->qhdr->held[ch != 0][dst / 64];
+    uint64_t bit = 1ull << (dst % 64);
+    if (on)
+        atomic_fetch_or(w, bit);
+    else
+        atomic_fetch_and(w, ~bit);
+}
+
+/* Flow f is out of credit: keep m (in order behind what it keeps already)
+ * and tell the process to hold that peer back, so the rest of its queue -
+ * its other peers, its answers to them - goes on. What it keeps is what
+ * the process had posted before it saw the bit: at most its queue's ring,
+ * twice that from a process that ignores the bit (then its queue waits). */
+static int flow_keep(struct ulnetd *d, const struct client *c, struct flow *f,
+                     const struct svc_wire *m, const uint8_t *payload, uint64_t cost)
+{
+    if (f->held + cost > 2ull * ULN_SVC_RING_BYTES) return -EAGAIN;
+    uint32_t len = (uint32_t)sizeof *m + m->len;
+    uint8_t *b = malloc(len);
+    if (!b) return -EAGAIN;
+    memcpy(b, m, sizeof *m);
+    if (m->len) memcpy(b + sizeof *m, payload, m->len);
+    bool ok = flow_hold(&d->wire->tx, f, b, len, cost);
+    free(b);
+    if (!ok) return -EAGAIN;
+    d->wire->credit_waits++;
+    held_set(c, f->ep, f->ch, f->dst, true);
+    return 0;
+}
+
+/* Credit came back to flow f: send what it keeps while the credit lasts;
+ * all sent, its process may post to that peer again (and is woken). */
+static void flow_release(struct ulnetd *d, struct flow *f)
+{
+    while (f->head) {
+        struct pending *p = f->head;
+        uint64_t cost = FLOW_COST(p->len - sizeof(struct svc_wire));
+        if (f->sent != f->credit && f->sent - f->credit + cost > FLOW_CREDIT) return;
+        struct svc_wire m;
+        memcpy(&m, p->bytes, sizeof m);
+        if (!queue_msg(f->r, &m, p->bytes + sizeof m)) return;
+        f->sent += cost;
+        f->held -= cost;
+        f->head = p->next;
+        if (!f->head) f->tail = NULL;
+        free(p);
+    }
+    struct client *c = find_target(d, f->job_key, f->src);
+    if (!c) return;
+    held_set(c, f->ep, f->ch, f->dst, false);
+    c->wrote = true; /* its doorbell, if it sleeps */
+}
+
 int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
                  const struct uln_msg *m, uint32_t dst, const uint8_t *payload)
 {
@@ -410,10 +469,6 @@ int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
         flow_get(&d->wire->tx, c->job_key, c->rank, dst, (uint16_t)ep, (uint8_t)ch, true);
     if (!f) return -EAGAIN;
     uint64_t cost = FLOW_COST(m->len);
-    if (f->sent != f->credit && f->sent - f->credit + cost > FLOW_CREDIT) {
-        d->wire->credit_waits++;
-        return -EAGAIN;
-    }
     struct svc_wire w = {.type = m->type,
                          .ch = (uint8_t)ch,
                          .flags = m->flags,
@@ -423,8 +478,10 @@ int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
                          .dst_rank = dst,
                          .src_ep = (uint16_t)ep,
                          .dst_ep = (uint16_t)ep};
-    if (!queue_msg(r, &w, payload)) return -EAGAIN;
     f->r = r;
+    if (f->head || (f->sent != f->credit && f->sent - f->credit + cost > FLOW_CREDIT))
+        return flow_keep(d, c, f, &w, payload, cost);
+    if (!queue_msg(r, &w, payload)) return -EAGAIN;
     f->sent += cost;
     return 0;
 }
@@ -515,7 +572,9 @@ static void credit_in(struct ulnetd *d, const struct svc_wire *m, const uint8_t 
     memcpy(&taken, payload, sizeof taken);
     struct flow *f =
         flow_get(&d->wire->tx, m->job_key, m->src_rank, m->dst_rank, m->src_ep, m->ch, false);
-    if (f && taken > f->credit && taken <= f->sent) f->credit = taken;
+    if (!f || taken <= f->credit || taken > f->sent) return;
+    f->credit = taken;
+    if (f->head) flow_release(d, f);
 }
 
 /* A whole message, in order, into its flow: its target's ring now, else the

@@ -93,6 +93,15 @@ struct uln_svc_queue_hdr {
      * with -ECONNRESET (svc/ops.c). */
     _Alignas(64) _Atomic uint32_t gone_gen;
     _Alignas(64) _Atomic uint64_t gone[ULN_SVC_GONE_WORDS];
+    /* Peers held back (per channel, a bit per rank): the flow to that rank
+     * on another host is out of credit (docs/service.md, "Credit"), and the
+     * service keeps what the process sent it beyond. The service sets the
+     * bit, clears it once the flow's credit has come back and the kept
+     * messages are sent, and rings the doorbell; the process's reserve for
+     * that peer and channel finds no room while it is set (relaxed loads: a
+     * stale view costs at most one message more kept by the service, or
+     * one pass of waiting). Its other peers, and its answers to them, go on. */
+    _Alignas(64) _Atomic uint64_t held[2][ULN_SVC_GONE_WORDS];
 };
 _Static_assert(sizeof(struct uln_svc_queue_hdr) <= 4096, "the queue header fits its page");
 

@@ -77,11 +77,19 @@ void uln_svc_ep_close(struct uln_ep *ep)
     queue_free(q);
 }
 
+/* The service holds this peer back (proto.h's held bits). */
+static bool peer_held(const struct svc_ep *q, int peer, int ch)
+{
+    return peer < (int)(ULN_SVC_GONE_WORDS * 64) &&
+           (atomic_load_explicit(&q->qhdr->held[ch != 0][peer / 64], memory_order_relaxed) >>
+                (peer % 64) &
+            1);
+}
+
 void *uln_svc_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len)
 {
-    (void)peer, (void)ch;
     struct svc_ep *q = svc_ep(ep);
-    void *d = q ? uln_ring_reserve(&q->tx, len) : NULL;
+    void *d = q && !peer_held(q, peer, ch) ? uln_ring_reserve(&q->tx, len) : NULL;
     if (!d) {
         ep->blocked = true;                /* the service drains it: try on a later pass */
         if (q) uln_ring_want_room(&q->tx); /* ... and rings our doorbell when it has */
