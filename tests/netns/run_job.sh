@@ -32,7 +32,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=() root_any=0 svc= svc_link= svc_args=() pin=0
+hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=() root_any=0 svc='' svc_link='' svc_args=() pin=0
 while [[ $# -gt 0 ]]; do
     case $1 in
     --hosts) hosts=$2; shift 2 ;;

@@ -14,7 +14,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ulnetd=$1 prog=$2
 tmp=$(mktemp -d)
-r1= jpid=
+r1='' jpid=''
 cleanup() {
     [[ -z $r1 ]] || kill -CONT "$r1" 2>/dev/null || true
     [[ -z $jpid ]] || wait "$jpid" 2>/dev/null || true
