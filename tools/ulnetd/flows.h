@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define FLOW_CREDIT    (512u << 10)            /* outstanding bytes per flow */
+#define FLOW_CREDIT    (2u << 20)              /* outstanding bytes per flow */
 #define FLOW_COST(len) ((uint64_t)(len) + 16u) /* a message's bytes in credit */
 
 struct remote;
