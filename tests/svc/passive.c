@@ -4,12 +4,17 @@
  *
  * Two ranks, ULN_TRANSPORT=svc. Rank 1 registers LEN bytes of plain memory,
  * sends rank 0 the key and its pid, and calls pause() (passive.sh kills it
- * at the end). Rank 0 PUTs a pattern, GETs it back in pieces and checks
- * every byte, and checks that a bad key and a range past the end are
- * refused (-ENOKEY, -ERANGE) - all within a bound, with the target never
- * calling ulnet. It prints "passive: ok" (and the target's pid).
+ * until rank 0 ends it with SIGUSR1). Rank 0 PUTs a pattern, GETs it back
+ * in pieces and checks every byte, and checks that a bad key and a range
+ * past the end are refused (-ENOKEY, -ERANGE) - all within a bound, with the
+ * target never calling ulnet. Then it reads the target's CPU time (the
+ * ranks share a pid namespace: one host, or network-namespace hosts),
+ * which must be its start-up's alone, and prints "passive: ok".
+ * Run on one host (passive.sh) and across two (netns.svc_passive): there
+ * the target's service places what arrives over the wire.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +25,29 @@
 
 #define LEN      (16u << 20)
 #define DIE(...) (fprintf(stderr, "passive: " __VA_ARGS__), exit(1))
+
+/* The target's CPU time (user + system) in clock ticks, or -1. */
+static long cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the name may hold spaces */
+    unsigned long ut, st;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return -1;
+    return (long)(ut + st);
+}
+
+static void end_target(int sig)
+{
+    (void)sig;
+    _exit(0);
+}
 
 static double now_s(void)
 {
@@ -62,6 +90,7 @@ int main(void)
         memset(buf, 0, LEN);
         if (uln_mr_reg(ctx, buf, LEN, ULN_ACCESS_REMOTE_READ | ULN_ACCESS_REMOTE_WRITE, &mr))
             DIE("reg\n");
+        signal(SIGUSR1, end_target);
         uint64_t msg[2] = {uln_mr_key(mr), (uint64_t)getpid()};
         if (uln_nap(ep, 0, msg, sizeof msg, 1, 0)) DIE("nap\n");
         struct uln_cqe e = take(cq);
@@ -103,8 +132,19 @@ int main(void)
     fails += expect(cq, 21, -ERANGE, "PUT past the end");
     if (uln_get(ep, 1, back, 64, key, LEN, 22, 0)) DIE("get\n");
     fails += expect(cq, 22, -ERANGE, "GET past the end");
-    printf("passive: PUT 16 MiB %.3f s, GET 16 MiB %.3f s, target pid %llu, initiator pid %d\n",
-           t1 - t0, t2 - t1, (unsigned long long)msg[1], (int)getpid());
+    pid_t target = (pid_t)msg[1];
+    long ticks = cpu_ticks(target), hz = sysconf(_SC_CLK_TCK);
+    printf("passive: PUT 16 MiB %.3f s, GET 16 MiB %.3f s, target pid %d, initiator pid %d\n",
+           t1 - t0, t2 - t1, (int)target, (int)getpid());
+    /* Asleep the whole time, it used only its start-up's CPU (registering
+     * and clearing 16 MiB: a few ticks, more under ASan): the copies were
+     * the service's. A target that served them itself would not have slept. */
+    printf("passive: the target's CPU time: %ld ticks of 1/%ld s\n", ticks, hz);
+    if (ticks < 0 || ticks > hz / 2) {
+        fprintf(stderr, "passive: the target's CPU time %ld ticks (limit %ld)\n", ticks, hz / 2);
+        fails++;
+    }
+    kill(target, SIGUSR1);
     /* Closed before "ok": a close that hangs, or leaks (ASan), fails the case. */
     uln_ep_close(ep);
     uln_cq_close(cq);

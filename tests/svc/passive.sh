@@ -22,8 +22,4 @@ if grep -q "rank 0 (pid [0-9]*) exited with status [1-9]" "$tmp/out"; then cat "
 # Every PUT fragment and GET was done by the service, 3 refused (and counted
 # in the target's refusal counters, which it cannot report asleep).
 grep -q "served here: [1-9][0-9]* PUT fragments and GETs, 3 refused" <<<"$s" || exit 1
-pid=$(sed -n 's/.*target pid \([0-9]*\).*/\1/p' "$tmp/out")
-# utime + stime of the target, in clock ticks: reported, for the record.
-read -r -a st <"/proc/$pid/stat"
-echo "svc.passive: the target's CPU time: $((st[13] + st[14])) ticks of 1/$(getconf CLK_TCK) s"
 echo "svc.passive: passed"

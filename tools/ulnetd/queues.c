@@ -181,8 +181,15 @@ static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool
         } else if ((m.type == ULN_MSG_PUT_FRAG || m.type == ULN_MSG_GET_REQ) && !t->no_vm &&
                    c->attached) {
             /* Placed or answered here, the target's CPU not needed. */
-            int r = m.type == ULN_MSG_PUT_FRAG ? serve_put(d, c, q, t, &m, payload)
-                                               : serve_get(d, c, q, t, &m, payload);
+            /* GET pieces that fit the initiator's ring with room to spare. */
+            struct origin o = {.c = c,
+                               .job_key = c->job_key,
+                               .rank = c->rank,
+                               .ep = q->ep,
+                               .get_sent = &q->get_sent,
+                               .piece = uln_ring_max_payload(c->hdr.ring_bytes) / 4};
+            int r = m.type == ULN_MSG_PUT_FRAG ? serve_put(d, &o, t, &m, payload)
+                                               : serve_get(d, &o, t, &m, payload);
             if (r == SERVE_LATER) {
                 *blocked = true;
                 break;

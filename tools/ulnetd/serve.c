@@ -89,11 +89,28 @@ static int no_vm(struct client *t)
     return SERVE_FORWARD;
 }
 
-int serve_put(struct ulnetd *d, struct client *c, struct queue *q, struct client *t,
-              const struct uln_msg *m, const uint8_t *payload)
+/* Room for an answer of len bytes from t to o, or NULL (not now). */
+static void *answer_reserve(struct ulnetd *d, const struct origin *o, struct client *t,
+                            uint32_t len)
+{
+    if (o->c) return feed_reserve(o->c, t->rank, o->ep, 0, len);
+    return wire_answer_reserve(d, o, len);
+}
+
+static void answer_commit(struct ulnetd *d, const struct origin *o, struct client *t, uint8_t type,
+                          uint32_t len)
+{
+    if (o->c)
+        feed_commit(o->c, t->rank, o->ep, 0, type, 0, len);
+    else
+        wire_answer_commit(d, o, t->rank, type, len);
+}
+
+int serve_put(struct ulnetd *d, const struct origin *o, struct client *t, const struct uln_msg *m,
+              const uint8_t *payload)
 {
     struct uln_put_frag f;
-    uint32_t src = c->rank, ep = q->ep;
+    uint32_t src = o->rank, ep = o->ep;
     if (m->len < sizeof f) {
         d->c.malformed++;
         return SERVE_DONE;
@@ -111,11 +128,12 @@ int serve_put(struct ulnetd *d, struct client *c, struct queue *q, struct client
     }
     bool last = m->flags & ULN_FRAG_LAST, imm = m->flags & ULN_FRAG_IMM;
     /* Room for every answer before anything is placed: a fragment is never
-     * placed and then left in the queue to be placed again. */
+     * placed and then left in the queue to be placed again. The target's
+     * ring first: the wire's room is only good until the next send. */
     struct uln_ack *a = NULL;
     struct uln_put_notify *pn = NULL;
-    if (last && !(a = feed_reserve(c, t->rank, ep, 0, sizeof *a))) return SERVE_LATER;
     if (last && imm && !(pn = feed_reserve(t, src, ep, 0, sizeof *pn))) return SERVE_LATER;
+    if (last && !(a = answer_reserve(d, o, t, sizeof *a))) return SERVE_LATER;
     uint64_t addr = 0;
     int rc = enter(t, src, ep, f.key, f.op_offset, f.op_len, ULN_ACCESS_REMOTE_WRITE, &addr);
     if (!rc) {
@@ -124,6 +142,7 @@ int serve_put(struct ulnetd *d, struct client *c, struct queue *q, struct client
         if (rc == -EPERM) return no_vm(t);
     }
     if (rc) {
+        if (!a && !(a = answer_reserve(d, o, t, sizeof *a))) return SERVE_LATER;
         d->c.refused_ops++;
         tf->refused = (struct uln_refused_put){.valid = true,
                                                .op_id = f.op_id,
@@ -131,11 +150,10 @@ int serve_put(struct ulnetd *d, struct client *c, struct queue *q, struct client
                                                .op_offset = f.op_offset,
                                                .op_len = f.op_len,
                                                .status = rc};
-        if (!a && !(a = feed_reserve(c, t->rank, ep, 0, sizeof *a))) return SERVE_LATER;
     }
     if (a) {
         *a = (struct uln_ack){.op_id = f.op_id, .status = rc};
-        feed_commit(c, t->rank, ep, 0, ULN_MSG_ACK, 0, sizeof *a);
+        answer_commit(d, o, t, ULN_MSG_ACK, sizeof *a);
     }
     if (pn && !rc) {
         /* The target's completion (put_imm): waits in its ring for its CQ. */
@@ -145,30 +163,29 @@ int serve_put(struct ulnetd *d, struct client *c, struct queue *q, struct client
     return SERVE_DONE;
 }
 
-int serve_get(struct ulnetd *d, struct client *c, struct queue *q, struct client *t,
-              const struct uln_msg *m, const uint8_t *payload)
+int serve_get(struct ulnetd *d, const struct origin *o, struct client *t, const struct uln_msg *m,
+              const uint8_t *payload)
 {
     struct uln_get_req r;
-    uint32_t src = c->rank, ep = q->ep;
+    uint32_t src = o->rank, ep = o->ep;
     if (m->len != sizeof r) {
         d->c.malformed++;
         return SERVE_DONE;
     }
     memcpy(&r, payload, sizeof r);
-    /* Pieces that fit the initiator's ring with room to spare. */
-    uint64_t piece = uln_ring_max_payload(c->hdr.ring_bytes) / 4 - sizeof(struct uln_get_resp);
+    uint64_t piece = o->piece - sizeof(struct uln_get_resp), *sent = o->get_sent;
     for (;;) {
-        uint64_t n = r.len - q->get_sent < piece ? r.len - q->get_sent : piece;
-        struct uln_get_resp *g = feed_reserve(c, t->rank, ep, 0, (uint32_t)(sizeof *g + n));
+        uint64_t n = r.len - *sent < piece ? r.len - *sent : piece;
+        struct uln_get_resp *g = answer_reserve(d, o, t, (uint32_t)(sizeof *g + n));
         if (!g) return SERVE_LATER;
         /* The whole request checked for every piece, as the engine does. */
         uint64_t addr = 0;
         int rc = enter(t, src, ep, r.key, r.offset, r.len, ULN_ACCESS_REMOTE_READ, &addr);
         if (!rc) {
-            rc = vm_copy(t, false, g + 1, addr + q->get_sent, n);
+            rc = vm_copy(t, false, g + 1, addr + *sent, n);
             leave(t, src, ep);
             if (rc == -EPERM) {
-                if (q->get_sent)
+                if (*sent)
                     rc = -EFAULT; /* cannot be: the right does not change */
                 else
                     return no_vm(t); /* nothing committed: forwarded whole */
@@ -178,11 +195,11 @@ int serve_get(struct ulnetd *d, struct client *c, struct queue *q, struct client
             n = 0;
             d->c.refused_ops++;
         }
-        *g = (struct uln_get_resp){.op_id = r.op_id, .op_offset = q->get_sent, .status = rc};
-        feed_commit(c, t->rank, ep, 0, ULN_MSG_GET_RESP, 0, (uint32_t)(sizeof *g + n));
-        q->get_sent += n;
-        if (rc || q->get_sent >= r.len) {
-            q->get_sent = 0;
+        *g = (struct uln_get_resp){.op_id = r.op_id, .op_offset = *sent, .status = rc};
+        answer_commit(d, o, t, ULN_MSG_GET_RESP, (uint32_t)(sizeof *g + n));
+        *sent += n;
+        if (rc || *sent >= r.len) {
+            *sent = 0;
             return SERVE_DONE;
         }
     }

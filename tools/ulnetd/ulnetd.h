@@ -150,12 +150,31 @@ bool wire_input(struct ulnetd *d);
 uint64_t wire_tick(struct ulnetd *d, bool *moved);
 size_t wire_status(const struct ulnetd *d, char *out, size_t room);
 
-/* serve.c: a PUT fragment placed, a GET answered, in the target's stead. */
+/* serve.c: a PUT fragment placed, a GET answered, in the target's stead.
+ * The origin is who asked: a process here (answers go into its inbox ring)
+ * or a rank behind another service (answers go back over the wire). */
+struct origin {
+    struct client *c;   /* the process here; NULL: behind the wire's peer */
+    void *peer;         /* wire.c's remote it came from (c NULL) */
+    uint64_t job_key;   /* the attach's (here) or the sending service's stamp */
+    uint32_t rank, ep;  /* the initiator */
+    uint64_t *get_sent; /* of the GET at the head of its stream: bytes answered */
+    uint64_t piece;     /* the largest GET_RESP payload it takes */
+};
 enum { SERVE_DONE = 0, SERVE_LATER, SERVE_FORWARD };
-int serve_put(struct ulnetd *d, struct client *c, struct queue *q, struct client *t,
-              const struct uln_msg *m, const uint8_t *payload);
-int serve_get(struct ulnetd *d, struct client *c, struct queue *q, struct client *t,
-              const struct uln_msg *m, const uint8_t *payload);
+int serve_put(struct ulnetd *d, const struct origin *o, struct client *t, const struct uln_msg *m,
+              const uint8_t *payload);
+int serve_get(struct ulnetd *d, const struct origin *o, struct client *t, const struct uln_msg *m,
+              const uint8_t *payload);
+
+/* wire.c, for serve.c: an answer from t's rank to o over the wire. Reserve
+ * gives room for len payload bytes (NULL: the wire cannot take it now, or
+ * the peer is dead); commit sends what was written there. */
+void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, uint32_t len);
+void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from, uint8_t type,
+                        uint32_t len);
+/* The largest message payload the wire carries. */
+uint32_t wire_msg_max(void);
 
 /* queues.c */
 int queue_add(struct ulnetd *d, struct client *c, const struct uln_svc_queue *m, int memfd,

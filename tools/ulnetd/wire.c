@@ -100,6 +100,7 @@ struct remote {
     size_t out_bytes;
     uint8_t *join; /* a message arriving in chunks: join_have of join_len */
     uint32_t join_len, join_have;
+    uint64_t get_sent; /* of a GET at the head of its stream, served here (serve.c) */
     bool dead_said;
 };
 
@@ -428,8 +429,83 @@ void wire_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank)
     }
 }
 
-/* Into its target's ring. False: the ring is full, try again later. */
-static bool deliver(struct ulnetd *d, const uint8_t *b, uint32_t len)
+uint32_t wire_msg_max(void)
+{
+    return WIRE_MSG_MAX;
+}
+
+/* An answer being written (serve.c), one at a time: queued whole at commit,
+ * so its payload is written once, where it leaves from. */
+static struct outmsg *answer;
+static uint32_t answer_room;
+
+void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, uint32_t len)
+{
+    (void)d;
+    struct remote *r = o->peer;
+    if (len > WIRE_MSG_MAX) return NULL;
+    /* Bounded ahead of the window, as forwarded messages are; dead: the
+     * answer goes nowhere (commit drops it), its ranks are gone. */
+    if (uln_rel_state(&r->rel) != ULN_REL_DEAD && r->out_bytes >= WIRE_OUT_MAX) return NULL;
+    if (!answer || answer_room < len) {
+        free(answer);
+        answer_room = 0;
+        if (!(answer = malloc(sizeof *answer + sizeof(struct svc_wire) + len))) return NULL;
+        answer_room = len;
+    }
+    return answer->bytes + sizeof(struct svc_wire);
+}
+
+void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from, uint8_t type,
+                        uint32_t len)
+{
+    struct remote *r = o->peer;
+    if (uln_rel_state(&r->rel) == ULN_REL_DEAD) return;
+    struct svc_wire w = {.type = type,
+                         .len = len,
+                         .job_key = o->job_key,
+                         .src_rank = from,
+                         .dst_rank = o->rank,
+                         .src_ep = (uint16_t)o->ep,
+                         .dst_ep = (uint16_t)o->ep};
+    struct outmsg *m = answer;
+    answer = NULL;
+    answer_room = 0;
+    memcpy(m->bytes, &w, sizeof w);
+    *m = (struct outmsg){.len = (uint32_t)sizeof w + len};
+    if (r->out_tail)
+        r->out_tail->next = m;
+    else
+        r->out_head = m;
+    r->out_tail = m;
+    r->out_bytes += m->len;
+    d->c.forwarded++;
+}
+
+/* A PUT fragment or GET from r's side for t: placed or answered here, its
+ * answers back over the wire (serve.c). False: not now. */
+static bool serve_remote(struct ulnetd *d, struct remote *r, struct client *t,
+                         const struct svc_wire *w, const uint8_t *payload, bool *served)
+{
+    /* GET pieces: what the wire carries, and what fits the initiator's ring
+     * with room to spare (its size taken as the target's: one job's). */
+    uint64_t piece = uln_ring_max_payload(t->hdr.ring_bytes) / 4;
+    struct origin o = {.peer = r,
+                       .job_key = w->job_key,
+                       .rank = w->src_rank,
+                       .ep = w->src_ep,
+                       .get_sent = &r->get_sent,
+                       .piece = piece < wire_msg_max() ? piece : wire_msg_max()};
+    struct uln_msg m = {.type = w->type, .flags = (uint8_t)w->flags, .len = w->len};
+    int rc = w->type == ULN_MSG_PUT_FRAG ? serve_put(d, &o, t, &m, payload)
+                                         : serve_get(d, &o, t, &m, payload);
+    *served = rc == SERVE_DONE;
+    if (*served) d->c.served++;
+    return rc != SERVE_LATER;
+}
+
+/* Into its target's ring, or placed for it. False: not now, try again later. */
+static bool deliver(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32_t len)
 {
     struct svc_wire m;
     if (len < sizeof m) return true;
@@ -448,6 +524,11 @@ static bool deliver(struct ulnetd *d, const uint8_t *b, uint32_t len)
         m.len > uln_ring_max_payload(m.ch ? t->hdr.req_ring_bytes : t->hdr.ring_bytes) / 2) {
         d->c.unroutable++;
         return true;
+    }
+    if ((m.type == ULN_MSG_PUT_FRAG || m.type == ULN_MSG_GET_REQ) && !t->no_vm) {
+        bool served;
+        if (!serve_remote(d, r, t, &m, b + sizeof m, &served)) return false;
+        if (served) return true; /* else t->no_vm now: its engine's, below */
     }
     if (!feed_put(t, m.src_rank, m.src_ep, m.ch, m.type, (uint8_t)m.flags, b + sizeof m, m.len))
         return false;
@@ -473,7 +554,7 @@ static void backlog_add(struct remote *r, const uint8_t *b, uint32_t len)
 /* A whole message: into its ring now, or behind the ones already waiting. */
 static void complete(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32_t len)
 {
-    if (!r->head && deliver(d, b, len)) return;
+    if (!r->head && deliver(d, r, b, len)) return;
     backlog_add(r, b, len);
 }
 
@@ -545,7 +626,7 @@ static void take(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32_t 
 static bool backlog_drain(struct ulnetd *d, struct remote *r)
 {
     bool moved = false;
-    while (r->head && deliver(d, r->head->bytes, r->head->len)) {
+    while (r->head && deliver(d, r, r->head->bytes, r->head->len)) {
         struct pending *p = r->head;
         r->head = p->next;
         if (!r->head) r->tail = NULL;
