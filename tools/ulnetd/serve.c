@@ -17,8 +17,9 @@
  * The bytes move with process_vm_writev/readv, which need the right to
  * trace the target (root, or the same uid where Yama allows). Where that is
  * refused, the target's own engine places and serves (SERVE_FORWARD) as
- * before. Atomics are always forwarded: process_vm_* cannot be atomic, and
- * mapping the target's uln_mem_alloc memory here is the next step.
+ * before. Memory from uln_mem_alloc is mapped here (mem.c): its bytes move
+ * with memcpy, and atomics on it are applied here; atomics on other memory
+ * go to the target's engine (process_vm_* cannot be atomic).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -76,6 +77,22 @@ static int vm_copy(struct client *t, bool write, void *here, uint64_t there, uin
     if (k == (ssize_t)n) return 0;
     if (k < 0 && errno == ESRCH) return -ECONNRESET;
     return k < 0 && (errno == EPERM || errno == ENOSYS) ? -EPERM : -EFAULT;
+}
+
+/* ... through our mapping of region key when it is one from uln_mem_alloc
+ * (a memcpy on the owner's own pages), else with process_vm_*. Under the
+ * hazard: the region stays the owner's until we leave. */
+static int copy(struct ulnetd *d, struct client *t, bool write, uint64_t key, void *here,
+                uint64_t there, uint64_t n)
+{
+    uint8_t *p = n && !d->no_map ? mem_at(t, key, there, n) : NULL;
+    if (!p) return vm_copy(t, write, here, there, n);
+    if (write)
+        memcpy(p, here, n);
+    else
+        memcpy(here, p, n);
+    d->c.mapped_ops++;
+    return 0;
 }
 
 static int no_vm(struct client *t)
@@ -137,7 +154,8 @@ int serve_put(struct ulnetd *d, const struct origin *o, struct client *t, const 
     uint64_t addr = 0;
     int rc = enter(t, src, ep, f.key, f.op_offset, f.op_len, ULN_ACCESS_REMOTE_WRITE, &addr);
     if (!rc) {
-        rc = vm_copy(t, true, (void *)(payload + sizeof f), addr + (f.offset - f.op_offset), n);
+        rc = copy(d, t, true, f.key, (void *)(payload + sizeof f), addr + (f.offset - f.op_offset),
+                  n);
         leave(t, src, ep);
         if (rc == -EPERM) return no_vm(t);
     }
@@ -182,7 +200,7 @@ int serve_get(struct ulnetd *d, const struct origin *o, struct client *t, const 
         uint64_t addr = 0;
         int rc = enter(t, src, ep, r.key, r.offset, r.len, ULN_ACCESS_REMOTE_READ, &addr);
         if (!rc) {
-            rc = vm_copy(t, false, g + 1, addr + *sent, n);
+            rc = copy(d, t, false, r.key, g + 1, addr + *sent, n);
             leave(t, src, ep);
             if (rc == -EPERM) {
                 if (*sent)
@@ -202,5 +220,68 @@ int serve_get(struct ulnetd *d, const struct origin *o, struct client *t, const 
             *sent = 0;
             return SERVE_DONE;
         }
+    }
+}
+
+/* An atomic on a word of t's uln_mem_alloc memory: applied here with
+ * atomic.c's table on our mapping of it - one locked instruction on the
+ * same physical word the owner's own __atomic ops, its shm peers and its
+ * engine use, so atomic against all of them (seq_cst, atomic.c says why).
+ * Checked as the engine checks (uln_atomic_serve): op and width, key,
+ * range, rights, alignment; refusals counted in t's inbox header. On other
+ * memory SERVE_ENGINE: process_vm_* cannot be atomic, t's engine applies. */
+int serve_atomic(struct ulnetd *d, const struct origin *o, struct client *t,
+                 const struct uln_msg *m, const uint8_t *payload)
+{
+    struct uln_atomic_req r;
+    if (d->no_map || !t->maps) return SERVE_ENGINE; /* nothing of t's is mapped here */
+    if (m->len != sizeof r) return SERVE_ENGINE;    /* its engine counts it malformed */
+    memcpy(&r, payload, sizeof r);
+    struct uln_atomic_resp *a = answer_reserve(d, o, t, sizeof *a);
+    if (!a) return SERVE_LATER;
+    uint64_t old = 0, addr = 0;
+    int rc = -EPROTO;
+    if (uln_atomic_valid(r.op, r.width))
+        rc = enter(t, o->rank, o->ep, r.key, r.offset, r.width, ULN_ACCESS_REMOTE_ATOMIC, &addr);
+    else
+        d->c.malformed++;
+    if (!rc) {
+        uint8_t *w = mem_at(t, r.key, addr, r.width);
+        if (!w) {
+            leave(t, o->rank, o->ep);
+            return SERVE_ENGINE; /* the answer's room reserved, not committed: nothing sent */
+        }
+        if (addr & (r.width - 1u)) {
+            rc = -EDOM;
+            uln_count_refusal_at((struct uln_inbox_hdr *)t->inbox, rc);
+        } else
+            old = uln_atomic_apply(w, &r);
+        leave(t, o->rank, o->ep);
+    }
+    if (rc)
+        d->c.refused_ops++;
+    else
+        d->c.atomics++;
+    *a = (struct uln_atomic_resp){.op_id = r.op_id, .old = old, .status = rc};
+    answer_commit(d, o, t, ULN_MSG_ATOMIC_RESP, sizeof *a);
+    return SERVE_DONE;
+}
+
+int serve_one(struct ulnetd *d, const struct origin *o, struct client *t, const struct uln_msg *m,
+              const uint8_t *payload)
+{
+    int r;
+    switch (m->type) {
+    case ULN_MSG_PUT_FRAG:
+    case ULN_MSG_GET_REQ:
+        if (t->no_vm) return SERVE_ENGINE;
+        r = m->type == ULN_MSG_PUT_FRAG ? serve_put(d, o, t, m, payload)
+                                        : serve_get(d, o, t, m, payload);
+        if (r == SERVE_DONE) d->c.served++;
+        return r;
+    case ULN_MSG_ATOMIC_REQ:
+        return serve_atomic(d, o, t, m, payload);
+    default:
+        return SERVE_ENGINE;
     }
 }

@@ -482,10 +482,11 @@ void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from,
     d->c.forwarded++;
 }
 
-/* A PUT fragment or GET from r's side for t: placed or answered here, its
- * answers back over the wire (serve.c). False: not now. */
-static bool serve_remote(struct ulnetd *d, struct remote *r, struct client *t,
-                         const struct svc_wire *w, const uint8_t *payload, bool *served)
+/* A PUT fragment, GET or atomic from r's side for t: placed, answered or
+ * applied here, its answers back over the wire (serve.c). SERVE_ENGINE:
+ * for t's engine, through its ring. */
+static int serve_remote(struct ulnetd *d, struct remote *r, struct client *t,
+                        const struct svc_wire *w, const uint8_t *payload)
 {
     /* GET pieces: what the wire carries, and what fits the initiator's ring
      * with room to spare (its size taken as the target's: one job's). */
@@ -497,11 +498,7 @@ static bool serve_remote(struct ulnetd *d, struct remote *r, struct client *t,
                        .get_sent = &r->get_sent,
                        .piece = piece < wire_msg_max() ? piece : wire_msg_max()};
     struct uln_msg m = {.type = w->type, .flags = (uint8_t)w->flags, .len = w->len};
-    int rc = w->type == ULN_MSG_PUT_FRAG ? serve_put(d, &o, t, &m, payload)
-                                         : serve_get(d, &o, t, &m, payload);
-    *served = rc == SERVE_DONE;
-    if (*served) d->c.served++;
-    return rc != SERVE_LATER;
+    return serve_one(d, &o, t, &m, payload);
 }
 
 /* Into its target's ring, or placed for it. False: not now, try again later. */
@@ -525,11 +522,9 @@ static bool deliver(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32
         d->c.unroutable++;
         return true;
     }
-    if ((m.type == ULN_MSG_PUT_FRAG || m.type == ULN_MSG_GET_REQ) && !t->no_vm) {
-        bool served;
-        if (!serve_remote(d, r, t, &m, b + sizeof m, &served)) return false;
-        if (served) return true; /* else t->no_vm now: its engine's, below */
-    }
+    int rc = serve_remote(d, r, t, &m, b + sizeof m);
+    if (rc == SERVE_LATER) return false;
+    if (rc == SERVE_DONE) return true; /* else its engine's (or t->no_vm now): below */
     if (!feed_put(t, m.src_rank, m.src_ep, m.ch, m.type, (uint8_t)m.flags, b + sizeof m, m.len))
         return false;
     d->c.forwarded++;
@@ -728,6 +723,9 @@ bool wire_input(struct ulnetd *d)
         any = true;
     }
     flush(d); /* feedback and answers the input made */
+    /* What we wrote into sleepers' rings (messages, answers) wakes them
+     * now, not at their next timed look. */
+    if (any) queues_wake(d);
     return any;
 }
 
@@ -774,7 +772,10 @@ uint64_t wire_tick(struct ulnetd *d, bool *moved)
             send_pkt(d, r, r->tx[i], r->tx_len[i]);
             d->c.wire_resent++;
         }
-        if (backlog_drain(d, r)) *moved = true;
+        if (backlog_drain(d, r)) {
+            *moved = true;
+            queues_wake(d);
+        }
         send_out(d, r, now);
         while (uln_rel_ctrl(&r->rel, now, &p)) {
             struct wire_hdr h;
