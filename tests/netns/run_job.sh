@@ -24,11 +24,12 @@
 # the services (ULN_TRANSPORT=svc); their --status is printed at the end.
 # --svc-link KIND: the services' --link (udp, xdp, auto); with udp or xdp the
 # job fails unless every service's --status says it runs on that link.
+# --svc-arg ARG: one more option for every ulnetd (repeatable; --no-map).
 # Exit 77 (ctest's "skipped") when this machine cannot make namespaces.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=() root_any=0 svc= svc_link=
+hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=() root_any=0 svc= svc_link= svc_args=()
 while [[ $# -gt 0 ]]; do
     case $1 in
     --hosts) hosts=$2; shift 2 ;;
@@ -42,6 +43,7 @@ while [[ $# -gt 0 ]]; do
     --root-any) root_any=1; shift ;;
     --svc) svc=$2; shift 2 ;;
     --svc-link) svc_link=$2; shift 2 ;;
+    --svc-arg) svc_args+=("$2"); shift 2 ;;
     --) shift; break ;;
     *) echo "run_job.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -70,6 +72,7 @@ if [[ -n $svc ]]; then
     for ((h = 0; h < hosts; h++)); do
         v=ULNTEST_HOST_$h
         "$here/hosts.sh" exec "h$h" "$svc" --foreground --addr "${!v}" ${svc_link:+--link "$svc_link"} \
+            "${svc_args[@]}" \
             2>"$svc_logs/h$h.log" &
         svc_pids+=($!)
     done

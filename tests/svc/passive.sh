@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# svc.passive: PUT, GET and refusals into a process asleep in pause() the
-# whole time, served by the service (passive.c); the refusals are counted,
-# and the target used (almost) no CPU. Usage: passive.sh ULNETD ULNRUN PASSIVE
+# svc.passive: PUT, GET, atomics and refusals into a process asleep in
+# pause() the whole time, served by the service (passive.c); the refusals
+# are counted, and the target used (almost) no CPU. Usage: passive.sh ULNETD ULNRUN PASSIVE
 set -euo pipefail
 ulnetd=$1 ulnrun=$2 prog=$3
 . "$(dirname "$0")/service.sh"
@@ -19,7 +19,8 @@ initiator=$(sed -n 's/.*initiator pid \([0-9]*\).*/\1/p' "$tmp/out")
 for _ in $(seq 600); do [[ -d /proc/$initiator ]] || break; sleep 0.05; done
 sleep 0.2 # ulnrun's word on it, if it failed
 if grep -q "rank 0 (pid [0-9]*) exited with status [1-9]" "$tmp/out"; then cat "$tmp/out" >&2; exit 1; fi
-# Every PUT fragment and GET was done by the service, 3 refused (and counted
+# Every PUT fragment, GET and atomic was done by the service (1000
+# fetch-adds and 2 CAS applied, through its mapping), 5 refused (and counted
 # in the target's refusal counters, which it cannot report asleep).
-grep -q "served here: [1-9][0-9]* PUT fragments and GETs, 3 refused" <<<"$s" || exit 1
+grep -q "served here: [1-9][0-9]* PUT fragments and GETs, 5 refused; 1002 atomics, [1-9][0-9]* copies through a mapping" <<<"$s" || exit 1
 echo "svc.passive: passed"
