@@ -188,8 +188,12 @@ static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool
                                .ep = q->ep,
                                .get_sent = &q->get_sent,
                                .piece = uln_ring_max_payload(c->hdr.ring_bytes) / 4};
+            uint64_t sent = q->get_sent;
             int r = c->attached ? serve_one(d, &o, t, &m, payload) : SERVE_ENGINE;
             if (r == SERVE_LATER) {
+                /* A GET answered in part until c's ring filled: c is to
+                 * be woken to drain it (or it waits for its next look). */
+                moved |= q->get_sent != sent;
                 *blocked = true;
                 break;
             }
