@@ -197,7 +197,6 @@ static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool
                 *blocked = true;
                 break;
             }
-            if (r == SERVE_FORWARD) continue; /* t->no_vm now: the next turn forwards it */
             if (r == SERVE_ENGINE) {
                 if (!feed_put(t, c->rank, q->ep, ch, m.type, m.flags, payload, m.len)) {
                     *blocked = true; /* its ring is full: this queue waits, no other */

@@ -14,10 +14,11 @@
  * fences at dereg or not. Refusals are counted in the owner's inbox header,
  * as the direct path counts them.
  *
- * The bytes move with process_vm_writev/readv, which need the right to
- * trace the target (root, or the same uid where Yama allows). Where that is
- * refused, the target's own engine places and serves (SERVE_FORWARD) as
- * before. Memory from uln_mem_alloc is mapped here (mem.c): its bytes move
+ * The bytes move through our mapping of the target's uln_mem_alloc memory
+ * (mem.c), else with process_vm_writev/readv, which need the right to trace
+ * the target (root, or the same uid where Yama allows). Where that is
+ * refused, the target's own engine places and serves what is not mapped
+ * here (SERVE_ENGINE) as before. Memory from uln_mem_alloc is mapped here (mem.c): its bytes move
  * with memcpy, and atomics on it are applied here; atomics on other memory
  * go to the target's engine (process_vm_* cannot be atomic).
  */
@@ -86,6 +87,7 @@ static int copy(struct ulnetd *d, struct client *t, bool write, uint64_t key, vo
                 uint64_t there, uint64_t n)
 {
     uint8_t *p = n && !d->no_map ? mem_at(t, key, there, n) : NULL;
+    if (!p && n && t->no_vm) return -EPERM; /* refused before: not asked again */
     if (!p) return vm_copy(t, write, here, there, n);
     if (write)
         memcpy(p, here, n);
@@ -103,7 +105,7 @@ static int no_vm(struct client *t)
                 "places and serves for it\n",
                 (int)t->pid);
     t->no_vm = true;
-    return SERVE_FORWARD;
+    return SERVE_ENGINE; /* this one (nothing of it done here) and the like */
 }
 
 /* Room for an answer of len bytes from t to o, or NULL (not now). */
@@ -204,7 +206,7 @@ int serve_get(struct ulnetd *d, const struct origin *o, struct client *t, const 
             leave(t, src, ep);
             if (rc == -EPERM) {
                 if (*sent)
-                    rc = -EFAULT; /* cannot be: the right does not change */
+                    rc = -EFAULT; /* cannot be: a region is mapped or not throughout */
                 else
                     return no_vm(t); /* nothing committed: forwarded whole */
             }
@@ -274,7 +276,8 @@ int serve_one(struct ulnetd *d, const struct origin *o, struct client *t, const 
     switch (m->type) {
     case ULN_MSG_PUT_FRAG:
     case ULN_MSG_GET_REQ:
-        if (t->no_vm) return SERVE_ENGINE;
+        /* No process_vm_* on t: what is mapped here is still ours to serve. */
+        if (t->no_vm && (!t->maps || d->no_map)) return SERVE_ENGINE;
         r = m->type == ULN_MSG_PUT_FRAG ? serve_put(d, o, t, m, payload)
                                         : serve_get(d, o, t, m, payload);
         if (r == SERVE_DONE) d->c.served++;

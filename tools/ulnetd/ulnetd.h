@@ -66,8 +66,8 @@ struct client {
     struct uln_inbox_hdr hdr; /* its header as checked at attach: every address from this */
     struct feed *feeds;       /* the rings of its inbox we write (queues.c), lazily */
     bool wrote;               /* since its doorbell was last considered */
-    bool no_vm;               /* process_vm_* refused on it: its engine places and serves */
-    struct mapped *maps;      /* its uln_mem_alloc regions mapped here, by key index (mem.c) */
+    bool no_vm; /* process_vm_* refused on it: its engine places and serves what is not mapped */
+    struct mapped *maps; /* its uln_mem_alloc regions mapped here, by key index (mem.c) */
     uint64_t attached_srcs[ULN_SVC_GONE_WORDS]; /* ranks we marked in its attached bitmap */
     struct queue *queues[ULN_SVC_MAX_EPS];
     struct queue *retired;
@@ -175,9 +175,10 @@ struct origin {
     uint64_t *get_sent; /* of the GET at the head of its stream: bytes answered */
     uint64_t piece;     /* the largest GET_RESP payload it takes */
 };
-/* FORWARD: to the target's engine from now on (no process_vm_*); ENGINE:
- * this one to the target's engine (an atomic on memory not mapped here). */
-enum { SERVE_DONE = 0, SERVE_LATER, SERVE_FORWARD, SERVE_ENGINE };
+/* ENGINE: this one to the target's engine, through its ring (an atomic
+ * on memory not mapped here, a PUT or GET on it where process_vm_* is
+ * refused). */
+enum { SERVE_DONE = 0, SERVE_LATER, SERVE_ENGINE };
 int serve_put(struct ulnetd *d, const struct origin *o, struct client *t, const struct uln_msg *m,
               const uint8_t *payload);
 int serve_get(struct ulnetd *d, const struct origin *o, struct client *t, const struct uln_msg *m,

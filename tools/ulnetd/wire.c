@@ -524,7 +524,7 @@ static bool deliver(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32
     }
     int rc = serve_remote(d, r, t, &m, b + sizeof m);
     if (rc == SERVE_LATER) return false;
-    if (rc == SERVE_DONE) return true; /* else its engine's (or t->no_vm now): below */
+    if (rc == SERVE_DONE) return true; /* else its engine's: below */
     if (!feed_put(t, m.src_rank, m.src_ep, m.ch, m.type, (uint8_t)m.flags, b + sizeof m, m.len))
         return false;
     d->c.forwarded++;
