@@ -12,6 +12,7 @@
  * names the region: after that, nobody is inside it and nobody can enter.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +33,14 @@ ULN_EXPORT int uln_mem_alloc(struct uln_ctx *ctx, size_t len, void **ptr)
     size_t rlen = (len + page - 1) & ~(page - 1);
     struct uln_mem *m = calloc(1, sizeof *m);
     if (!m) return -ENOMEM;
-    m->fd = memfd_create("ulnet-mem", MFD_CLOEXEC);
+    m->fd = memfd_create("ulnet-mem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (m->fd < 0) goto fail;
-    /* The size never shrinks afterwards, so a peer's mapping can never fault. */
-    if (ftruncate(m->fd, (off_t)rlen) != 0) goto fail;
+    /* The size never shrinks afterwards, so a peer's mapping can never
+     * fault: sealed, because the host service (which maps it too) trusts
+     * the seal, not our word. */
+    if (ftruncate(m->fd, (off_t)rlen) != 0 ||
+        fcntl(m->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        goto fail;
     m->base = mmap(NULL, rlen, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
     if (m->base == MAP_FAILED) goto fail;
     m->len = rlen;

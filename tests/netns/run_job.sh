@@ -25,7 +25,7 @@
 # the services (ULN_TRANSPORT=svc); their --status is printed at the end.
 # --svc-link KIND: the services' --link (udp, xdp, auto); with udp or xdp the
 # job fails unless every service's --status says it runs on that link.
-# --svc-arg A: one more argument for every ulnetd (e.g. --spin-us=20 as two).
+# --svc-arg ARG: one more option for every ulnetd (repeatable; e.g. --no-map).
 # --pin-hosts: everything of host h (its service, its ranks) on CPU h % ncpu
 # (taskset), as one CPU per host would be: bench/svc measures so.
 # Exit 77 (ctest's "skipped") when this machine cannot make namespaces.

@@ -59,10 +59,11 @@ until_ok grep -q attached "$tmp/b.out" || fail "sleeper b did not attach"
 listed "$pid_a" || fail "a not listed"
 listed "$pid_b" || fail "b not listed"
 
-# Forged and malformed attaches, b's inbox among them: each refused, b unharmed.
+# Forged and malformed attaches, b's inbox among them, and forged memory for
+# the service to map: each refused, b unharmed.
 "$forge" "$path" "$pid_b" || fail "forge failed"
 s=$(status)
-grep -q "refused 12, malformed 5" <<<"$s" || fail "counters: $s"
+grep -q "refused 18, malformed 6" <<<"$s" || fail "counters: $s"
 listed "$pid_a" && listed "$pid_b" || fail "a forged attach harmed an attached process"
 
 # kill -9: out of the list at once (the socket's hang-up), the neighbour stays.

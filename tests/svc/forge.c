@@ -3,7 +3,12 @@
  * (argv[1]: its socket, argv[2]: the pid of another process attached to it,
  * whose inbox we try to pass as ours). Each case on its own connection must
  * be refused with its reason, and a malformed one must end that connection
- * alone; a well-formed attach of our own inbox is taken, once. The script
+ * alone; a well-formed attach of our own inbox is taken, once. Then, on
+ * that attachment, forged MEM messages (memory for the service to map): an
+ * unsealed block, a region outside its block, a block of another size than
+ * said, a key index past the table; each refused, the connection kept; a
+ * sealed one taken and forgotten (MEM_DEL); one without its descriptor
+ * malformed, the connection ended. The script
  * (attach.sh) then checks the service's counters and that the other
  * process stayed attached.
  */
@@ -23,6 +28,7 @@
 #include "ulnet.h"
 #include "check.h"
 #include "core/inbox.h"
+#include "core/internal.h"
 #include "transport/svc/proto.h"
 
 static const char *path;
@@ -135,6 +141,20 @@ static void expect(const char *what, const void *msg, size_t len, const int *fds
     close(s);
 }
 
+/* One MEM on attachment s, with the block fd: refused with want (0: taken,
+ * MEM_OK), the connection kept either way. */
+static void mem_expect(int s, const char *what, const struct uln_svc_mem *m, int fd, int want)
+{
+    int st = 0;
+    send_fds(s, m, sizeof *m, &fd, 1);
+    int type = answer(s, &st);
+    if (type != (want ? ULN_SVC_REFUSED : ULN_SVC_MEM_OK) || st != want)
+        fprintf(stderr, "forge: %s: answer %d status %d\n", what, type, st);
+    CHECK_EQ(type, want ? ULN_SVC_REFUSED : ULN_SVC_MEM_OK);
+    CHECK_EQ(st, want);
+    CHECK_EQ(closed(s), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) return 2;
@@ -189,6 +209,43 @@ int main(int argc, char **argv)
     CHECK_EQ(answer(s, &st), ULN_SVC_REFUSED);
     CHECK_EQ(st, -EALREADY);
     CHECK_EQ(closed(s), 0);
+
+    /* Memory for the service to map, on our attachment. */
+    struct uln_inbox_hdr ih;
+    CHECK(pread(own, &ih, sizeof ih, 0) == (ssize_t)sizeof ih);
+    int blk = memfd_create("block", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK(blk >= 0 && ftruncate(blk, 1 << 20) == 0 &&
+          fcntl(blk, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+    struct uln_svc_mem m = {.index = 1,
+                            .key = (1ull << ULN_KEY_INDEX_SHIFT) | 0x1234,
+                            .addr = 0x10000000,
+                            .len = 8192,
+                            .memfd_off = 4096,
+                            .memfd_len = 1 << 20};
+    uln_svc_hdr_init(&m.h, ULN_SVC_MEM, sizeof m, 0);
+    struct uln_svc_mem bm = m;
+    mem_expect(s, "unsealed block", &m, plain, -EINVAL);
+    bm.memfd_off = (1 << 20) - 4096;
+    mem_expect(s, "a region past its block", &bm, blk, -EINVAL);
+    bm = m;
+    bm.memfd_len = 2 << 20;
+    mem_expect(s, "a block of another size", &bm, blk, -EINVAL);
+    bm = m;
+    bm.index = ih.max_regions;
+    mem_expect(s, "a key index past the table", &bm, blk, -EINVAL);
+    mem_expect(s, "a sealed block", &m, blk, 0);
+    bm = m;
+    uln_svc_hdr_init(&bm.h, ULN_SVC_MEM_DEL, sizeof bm, 0);
+    send_fds(s, &bm, sizeof bm, NULL, 0);
+    CHECK_EQ(answer(s, &st), ULN_SVC_MEM_OK);
+    send_fds(s, &m, sizeof m, NULL, 0); /* MEM without its descriptor */
+    CHECK_EQ(answer(s, &st), ULN_SVC_REFUSED);
+    CHECK_EQ(st, -EPROTO);
+    CHECK_EQ(closed(s), 1);
+    close(s);
+    /* Memory from a connection that has not attached. */
+    s = dial();
+    mem_expect(s, "memory before attaching", &m, blk, -EINVAL);
     close(s);
     uln_close(ctx);
     return summary();

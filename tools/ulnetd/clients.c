@@ -223,6 +223,22 @@ void client_input(struct ulnetd *d, struct client *c)
             uln_svc_hdr_init(&ok, ULN_SVC_ROUTE_OK, sizeof ok, 0);
             send_answer(c, &ok, sizeof ok);
         }
+    } else if (type == ULN_SVC_MEM || type == ULN_SVC_MEM_DEL) {
+        struct uln_svc_mem r;
+        memcpy(&r, buf, sizeof r);
+        const char *why = "";
+        int rc = 0;
+        if (type == ULN_SVC_MEM_DEL)
+            mem_del(c, &r);
+        else if (!d->no_map)
+            rc = mem_add(c, &r, fds[0], &why);
+        if (rc)
+            refuse(d, c, rc, why);
+        else {
+            struct uln_svc_hdr ok;
+            uln_svc_hdr_init(&ok, ULN_SVC_MEM_OK, sizeof ok, 0);
+            send_answer(c, &ok, sizeof ok);
+        }
     }
     for (int i = 0; i < nfds; i++)
         close(fds[i]); /* a mapping needs no descriptor */
@@ -263,6 +279,7 @@ static void client_drop(struct ulnetd *d, struct client *c, const char *why, boo
          * service holds no hazard across a sleep), so it goes at once. */
         munmap(c->inbox, c->inbox_len);
         c->inbox = NULL;
+        mem_drop_all(c); /* its regions: unreachable at once */
         free(c->feeds);
         c->feeds = NULL;
         c->attached = false;

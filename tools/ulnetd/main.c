@@ -42,7 +42,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
-            "              [--path P] [--spin-us US]\n"
+            "              [--path P] [--spin-us US] [--no-map]\n"
             "       ulnetd --status [--path P]\n"
             "  --addr    where other hosts' services reach this one (UDP, IPv4; port %u);\n"
             "            without it the service serves this host only\n"
@@ -51,7 +51,9 @@ static void usage(FILE *f)
             "  --if      the interface --addr must be on\n"
             "  --path P  where to listen: @name (abstract socket) or a file path;\n"
             "            default: $ULN_SERVICE_PATH, else %s\n"
-            "  --spin-us how long to poll after the last work before sleeping (%u)\n",
+            "  --spin-us how long to poll after the last work before sleeping (%u)\n"
+            "  --no-map  never map processes' uln_mem_alloc memory: PUT and GET with\n"
+            "            process_vm_*, atomics by the owner's engine (to compare)\n",
             ULN_SVC_WIRE_PORT, ULN_SVC_DEFAULT_PATH, SPIN_NS_DEFAULT / 1000u);
 }
 
@@ -224,6 +226,8 @@ int main(int argc, char **argv)
             status = true;
         else if (!strcmp(a, "--path") && more)
             snprintf(d.path, sizeof d.path, "%s", argv[++i]);
+        else if (!strcmp(a, "--no-map"))
+            d.no_map = true;
         else if (!strcmp(a, "--addr") && more)
             addr = argv[++i];
         else if (!strcmp(a, "--spin-us") && more)

@@ -141,7 +141,7 @@ void queue_give_back(struct queue *q, uint64_t bytes)
     c->head += bytes;
     atomic_store_explicit(&c->ctrl->head, c->head, memory_order_release);
     /* The process found its queue full and waits for room: ring its
-     * doorbell with the others (wake_targets). As in uln_ring_release, no
+     * doorbell with the others (queues_wake). As in uln_ring_release, no
      * fence between the store and this load: the process's sleep is in
      * bounded slices when blocked, which covers the rare miss. */
     if (atomic_load_explicit(&c->ctrl->prod_waiting, memory_order_relaxed)) {
@@ -178,22 +178,33 @@ static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool
                    m.len >
                        uln_ring_max_payload(ch ? t->hdr.req_ring_bytes : t->hdr.ring_bytes) / 2) {
             d->c.unroutable++; /* counted; the sender's own business */
-        } else if ((m.type == ULN_MSG_PUT_FRAG || m.type == ULN_MSG_GET_REQ) && !t->no_vm &&
-                   c->attached) {
-            /* Placed or answered here, the target's CPU not needed. */
-            int r = m.type == ULN_MSG_PUT_FRAG ? serve_put(d, c, q, t, &m, payload)
-                                               : serve_get(d, c, q, t, &m, payload);
+        } else {
+            /* PUT, GET and atomics placed, answered, applied here, the
+             * target's CPU not needed; GET pieces fit the initiator's ring
+             * with room to spare. */
+            struct origin o = {.c = c,
+                               .job_key = c->job_key,
+                               .rank = c->rank,
+                               .ep = q->ep,
+                               .get_sent = &q->get_sent,
+                               .piece = uln_ring_max_payload(c->hdr.ring_bytes) / 4};
+            uint64_t sent = q->get_sent;
+            int r = c->attached ? serve_one(d, &o, t, &m, payload) : SERVE_ENGINE;
             if (r == SERVE_LATER) {
+                /* A GET answered in part until c's ring filled: c is to
+                 * be woken to drain it (or it waits for its next look). */
+                moved |= q->get_sent != sent;
                 *blocked = true;
                 break;
             }
-            if (r == SERVE_FORWARD) continue; /* t->no_vm now: the next turn forwards it */
-            d->c.served++;
-        } else if (!feed_put(t, c->rank, q->ep, ch, m.type, m.flags, payload, m.len)) {
-            *blocked = true; /* its ring is full: this queue waits, no other */
-            break;
-        } else
-            d->c.forwarded++;
+            if (r == SERVE_ENGINE) {
+                if (!feed_put(t, c->rank, q->ep, ch, m.type, m.flags, payload, m.len)) {
+                    *blocked = true; /* its ring is full: this queue waits, no other */
+                    break;
+                }
+                d->c.forwarded++;
+            }
+        }
         q->cons.read += bytes;
         queue_give_back(q, bytes);
         moved = true;
@@ -208,7 +219,7 @@ static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool
 }
 
 /* Ring the doorbells of the targets we wrote to, if they sleep. */
-static void wake_targets(struct ulnetd *d)
+void queues_wake(struct ulnetd *d)
 {
     /* Full fence: our ring stores before the loads of sleepers, pairing with
      * the fence in uln_doorbell_sleep_begin (doorbell.c's Dekker). */
@@ -248,7 +259,7 @@ bool queues_pump(struct ulnetd *d, bool *blocked)
         for (unsigned e = 0; c && e < ULN_SVC_MAX_EPS; e++)
             if (c->queues[e]) moved |= queue_pump(d, c, c->queues[e], blocked);
     }
-    if (moved) wake_targets(d);
+    if (moved) queues_wake(d);
     clients_reap(d);
     return moved;
 }
@@ -283,7 +294,7 @@ void queues_rank_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank)
         }
         c->wrote = true; /* its doorbell, if it sleeps: its operations end now */
     }
-    wake_targets(d);
+    queues_wake(d);
 }
 
 void queues_peer_gone(struct ulnetd *d, const struct client *gone)

@@ -44,7 +44,8 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
     put(&t,
         "counters: attached %llu, detached %llu, refused %llu, malformed %llu\n"
         "messages: forwarded %llu, unroutable %llu; sleeps %llu, woken by a queue %llu\n"
-        "served here: %llu PUT fragments and GETs, %llu refused\n"
+        "served here: %llu PUT fragments and GETs, %llu refused; %llu atomics, %llu copies "
+        "through a mapping%s\n"
         "wire: datagrams sent %llu, received %llu, resent %llu; services dead %llu\n"
         "processes: %u attached\n",
         (unsigned long long)d->c.attached, (unsigned long long)d->c.detached,
@@ -52,8 +53,10 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         (unsigned long long)d->c.forwarded, (unsigned long long)d->c.unroutable,
         (unsigned long long)d->c.sleeps, (unsigned long long)d->c.wakeups,
         (unsigned long long)d->c.served, (unsigned long long)d->c.refused_ops,
-        (unsigned long long)d->c.wire_tx, (unsigned long long)d->c.wire_rx,
-        (unsigned long long)d->c.wire_resent, (unsigned long long)d->c.remotes_dead, n);
+        (unsigned long long)d->c.atomics, (unsigned long long)d->c.mapped_ops,
+        d->no_map ? " (--no-map)" : "", (unsigned long long)d->c.wire_tx,
+        (unsigned long long)d->c.wire_rx, (unsigned long long)d->c.wire_resent,
+        (unsigned long long)d->c.remotes_dead, n);
     for (unsigned i = 0; i < d->n_clients; i++) {
         const struct client *c = d->clients[i];
         if (!c || !c->attached) continue;

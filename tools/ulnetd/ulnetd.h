@@ -1,7 +1,9 @@
 /*
  * ulnetd.h - the host service's state (docs/service.md), shared by its files:
  * main.c (options, the loop), clients.c (attach, detach), status.c
- * (--status, and the text the service answers it with).
+ * (--status, and the text the service answers it with), queues.c (queues,
+ * feeding inboxes), serve.c (one-sided operations in a target's stead),
+ * mem.c (processes' memory mapped here), wire.c (other hosts' services).
  */
 #ifndef ULNETD_H
 #define ULNETD_H
@@ -23,6 +25,7 @@
 enum { KIND_CLIENT = 1, KIND_QUEUE };
 
 struct client;
+struct mapped;
 
 /* One ring of a target's inbox that we produce into (queues.c), and what we
  * serve there in the target's stead for that (source, endpoint) (serve.c). */
@@ -63,7 +66,8 @@ struct client {
     struct uln_inbox_hdr hdr; /* its header as checked at attach: every address from this */
     struct feed *feeds;       /* the rings of its inbox we write (queues.c), lazily */
     bool wrote;               /* since its doorbell was last considered */
-    bool no_vm;               /* process_vm_* refused on it: its engine places and serves */
+    bool no_vm; /* process_vm_* refused on it: its engine places and serves what is not mapped */
+    struct mapped *maps; /* its uln_mem_alloc regions mapped here, by key index (mem.c) */
     uint64_t attached_srcs[ULN_SVC_GONE_WORDS]; /* ranks we marked in its attached bitmap */
     struct queue *queues[ULN_SVC_MAX_EPS];
     struct queue *retired;
@@ -76,6 +80,7 @@ struct counters {
     uint64_t forwarded, unroutable; /* messages between processes; no such destination */
     uint64_t sleeps, wakeups;       /* epoll_wait with nothing to do; woken by a queue */
     uint64_t served, refused_ops;   /* PUT fragments and GETs done here; refused (key, range) */
+    uint64_t atomics, mapped_ops;   /* atomics applied here; operations through a mapping */
     uint64_t wire_tx, wire_rx, wire_resent; /* datagrams to and from other services */
     uint64_t remotes_dead;                  /* other services that fell silent */
 };
@@ -99,6 +104,7 @@ struct ulnetd {
     struct client **clients; /* by slot; NULL: free */
     unsigned n_clients, cap_clients;
     uint32_t next_id;
+    bool no_map; /* --no-map: never map processes' memory (process_vm_* only) */
     struct counters c;
 };
 
@@ -124,6 +130,14 @@ bool feed_put(struct client *t, uint32_t src, uint32_t ep, int ch, uint8_t type,
               const uint8_t *payload, uint32_t len);
 /* The attached process of job's rank on this host, or NULL. */
 struct client *find_target(struct ulnetd *d, uint64_t job, uint32_t rank);
+
+/* mem.c: processes' uln_mem_alloc memory mapped here (MEM, MEM_DEL). */
+int mem_add(struct client *c, const struct uln_svc_mem *r, int fd, const char **why);
+void mem_del(struct client *c, const struct uln_svc_mem *r);
+void mem_drop_all(struct client *c);
+/* Where [addr, addr + n) of t's region key (addresses in t's space) is
+ * here, or NULL: not mapped (other memory, or not that region's key). */
+uint8_t *mem_at(const struct client *t, uint64_t key, uint64_t addr, uint64_t n);
 
 /* wire.c: the wire to other hosts' services (docs/service.md). */
 int wire_open(struct ulnetd *d, const char *addr); /* --addr IPv4[:port]; 0 or -1 (said) */
@@ -152,12 +166,40 @@ bool wire_input(struct ulnetd *d);
 uint64_t wire_tick(struct ulnetd *d, bool *moved);
 size_t wire_status(const struct ulnetd *d, char *out, size_t room);
 
-/* serve.c: a PUT fragment placed, a GET answered, in the target's stead. */
-enum { SERVE_DONE = 0, SERVE_LATER, SERVE_FORWARD };
-int serve_put(struct ulnetd *d, struct client *c, struct queue *q, struct client *t,
-              const struct uln_msg *m, const uint8_t *payload);
-int serve_get(struct ulnetd *d, struct client *c, struct queue *q, struct client *t,
-              const struct uln_msg *m, const uint8_t *payload);
+/* serve.c: a PUT fragment placed, a GET answered, in the target's stead.
+ * The origin is who asked: a process here (answers go into its inbox ring)
+ * or a rank behind another service (answers go back over the wire). */
+struct origin {
+    struct client *c;   /* the process here; NULL: behind the wire's peer */
+    void *peer;         /* wire.c's remote it came from (c NULL) */
+    uint64_t job_key;   /* the attach's (here) or the sending service's stamp */
+    uint32_t rank, ep;  /* the initiator */
+    uint64_t *get_sent; /* of the GET at the head of its stream: bytes answered */
+    uint64_t piece;     /* the largest GET_RESP payload it takes */
+};
+/* ENGINE: this one to the target's engine, through its ring (an atomic
+ * on memory not mapped here, a PUT or GET on it where process_vm_* is
+ * refused). */
+enum { SERVE_DONE = 0, SERVE_LATER, SERVE_ENGINE };
+int serve_put(struct ulnetd *d, const struct origin *o, struct client *t, const struct uln_msg *m,
+              const uint8_t *payload);
+int serve_get(struct ulnetd *d, const struct origin *o, struct client *t, const struct uln_msg *m,
+              const uint8_t *payload);
+int serve_atomic(struct ulnetd *d, const struct origin *o, struct client *t,
+                 const struct uln_msg *m, const uint8_t *payload);
+/* Whichever of those m is: SERVE_ENGINE for what the service does not do
+ * (NAP, answers, ...): the caller writes it into t's ring. */
+int serve_one(struct ulnetd *d, const struct origin *o, struct client *t, const struct uln_msg *m,
+              const uint8_t *payload);
+
+/* wire.c, for serve.c: an answer from t's rank to o over the wire. Reserve
+ * gives room for len payload bytes (NULL: the wire cannot take it now, or
+ * the peer is dead); commit sends what was written there. */
+void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, uint32_t len);
+void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from, uint8_t type,
+                        uint32_t len);
+/* The largest message payload the wire carries. */
+uint32_t wire_msg_max(void);
 
 /* queues.c */
 int queue_add(struct ulnetd *d, struct client *c, const struct uln_svc_queue *m, int memfd,
@@ -172,6 +214,9 @@ void queue_give_back(struct queue *q, uint64_t bytes);
 /* Move every queue's messages on; true if any moved; *blocked: a target's
  * ring was full (try again soon). */
 bool queues_pump(struct ulnetd *d, bool *blocked);
+/* Ring the doorbells of the processes we wrote to (client.wrote) that
+ * sleep: after a batch of queue messages, or of what came over the wire. */
+void queues_wake(struct ulnetd *d);
 /* Nothing left to read in any of c's queues (or they are broken). */
 bool queues_empty(const struct client *c);
 /* Tell every queue's process we sleep (1) or not (0). */

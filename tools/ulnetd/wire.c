@@ -95,6 +95,7 @@ struct remote {
     size_t out_bytes;
     uint8_t *join; /* a message arriving in chunks: join_have of join_len */
     uint32_t join_len, join_have;
+    uint64_t get_sent; /* of a GET at the head of its stream, served here (serve.c) */
     bool dead_said;
 };
 
@@ -501,8 +502,80 @@ void wire_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank)
     }
 }
 
-/* Into its target's ring. False: the ring is full, try again later. */
-static bool deliver(struct ulnetd *d, const uint8_t *b, uint32_t len)
+uint32_t wire_msg_max(void)
+{
+    return WIRE_MSG_MAX;
+}
+
+/* An answer being written (serve.c), one at a time: queued whole at commit,
+ * so its payload is written once, where it leaves from. */
+static struct outmsg *answer;
+static uint32_t answer_room;
+
+void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, uint32_t len)
+{
+    (void)d;
+    struct remote *r = o->peer;
+    if (len > WIRE_MSG_MAX) return NULL;
+    /* Bounded ahead of the window, as forwarded messages are; dead: the
+     * answer goes nowhere (commit drops it), its ranks are gone. */
+    if (uln_rel_state(&r->rel) != ULN_REL_DEAD && r->out_bytes >= WIRE_OUT_MAX) return NULL;
+    if (!answer || answer_room < len) {
+        free(answer);
+        answer_room = 0;
+        if (!(answer = malloc(sizeof *answer + sizeof(struct svc_wire) + len))) return NULL;
+        answer_room = len;
+    }
+    return answer->bytes + sizeof(struct svc_wire);
+}
+
+void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from, uint8_t type,
+                        uint32_t len)
+{
+    struct remote *r = o->peer;
+    if (uln_rel_state(&r->rel) == ULN_REL_DEAD) return;
+    struct svc_wire w = {.type = type,
+                         .len = len,
+                         .job_key = o->job_key,
+                         .src_rank = from,
+                         .dst_rank = o->rank,
+                         .src_ep = (uint16_t)o->ep,
+                         .dst_ep = (uint16_t)o->ep};
+    struct outmsg *m = answer;
+    answer = NULL;
+    answer_room = 0;
+    memcpy(m->bytes, &w, sizeof w);
+    *m = (struct outmsg){.len = (uint32_t)sizeof w + len};
+    if (r->out_tail)
+        r->out_tail->next = m;
+    else
+        r->out_head = m;
+    r->out_tail = m;
+    r->out_bytes += m->len;
+    d->c.forwarded++;
+}
+
+/* A PUT fragment, GET or atomic from r's side for t: placed, answered or
+ * applied here, its answers back over the wire (serve.c). SERVE_ENGINE:
+ * for t's engine, through its ring. */
+static int serve_remote(struct ulnetd *d, struct remote *r, struct client *t,
+                        const struct svc_wire *w, const uint8_t *payload)
+{
+    /* GET pieces: what the wire carries, and what fits the initiator's ring
+     * with room to spare (its size taken as the target's: one job's). */
+    uint64_t piece = uln_ring_max_payload(t->hdr.ring_bytes) / 4;
+    struct origin o = {.peer = r,
+                       .job_key = w->job_key,
+                       .rank = w->src_rank,
+                       .ep = w->src_ep,
+                       .get_sent = &r->get_sent,
+                       .piece = piece < wire_msg_max() ? piece : wire_msg_max()};
+    struct uln_msg m = {.type = w->type, .flags = (uint8_t)w->flags, .len = w->len};
+    return serve_one(d, &o, t, &m, payload);
+}
+
+/* Into its target's ring, or placed for it. False: not now, try again later. */
+static bool deliver(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32_t len)
 {
     struct svc_wire m;
     if (len < sizeof m) return true;
@@ -522,6 +595,9 @@ static bool deliver(struct ulnetd *d, const uint8_t *b, uint32_t len)
         d->c.unroutable++;
         return true;
     }
+    int rc = serve_remote(d, r, t, &m, b + sizeof m);
+    if (rc == SERVE_LATER) return false;
+    if (rc == SERVE_DONE) return true; /* else its engine's: below */
     if (!feed_put(t, m.src_rank, m.src_ep, m.ch, m.type, (uint8_t)m.flags, b + sizeof m, m.len))
         return false;
     d->c.forwarded++;
@@ -584,19 +660,19 @@ static void credit_in(struct ulnetd *d, const struct svc_wire *m, const uint8_t 
 static bool flow_take(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32_t len)
 {
     struct svc_wire m;
-    if (len < sizeof m) return deliver(d, b, len);
+    if (len < sizeof m) return deliver(d, r, b, len);
     memcpy(&m, b, sizeof m);
     if (m.type == WIRE_CREDIT) {
         if (m.len == len - sizeof m) credit_in(d, &m, b + sizeof m);
         return true;
     }
-    if (m.type == WIRE_GONE || m.len != len - sizeof m) return deliver(d, b, len);
+    if (m.type == WIRE_GONE || m.len != len - sizeof m) return deliver(d, r, b, len);
     struct flow *f =
         flow_get(&d->wire->rx, m.job_key, m.src_rank, m.dst_rank, m.src_ep, m.ch, true);
-    if (!f) return deliver(d, b, len);
+    if (!f) return deliver(d, r, b, len);
     f->r = r;
     uint64_t cost = FLOW_COST(m.len);
-    if (!f->head && deliver(d, b, len)) {
+    if (!f->head && deliver(d, r, b, len)) {
         flow_taken(f, cost);
         return true;
     }
@@ -611,7 +687,7 @@ static bool flows_pump(struct ulnetd *d)
     bool moved = false;
     for (struct flow **pf = &fs->busy; *pf;) {
         struct flow *f = *pf;
-        while (f->head && deliver(d, f->head->bytes, f->head->len)) {
+        while (f->head && deliver(d, f->r, f->head->bytes, f->head->len)) {
             struct pending *p = f->head;
             uint64_t cost = FLOW_COST(p->len - sizeof(struct svc_wire));
             f->head = p->next;
@@ -810,6 +886,9 @@ bool wire_input(struct ulnetd *d)
         any = true;
     }
     flush(d); /* feedback and answers the input made */
+    /* What we wrote into sleepers' rings (messages, answers) wakes them
+     * now, not at their next timed look. */
+    if (any) queues_wake(d);
     return any;
 }
 
@@ -856,8 +935,14 @@ uint64_t wire_tick(struct ulnetd *d, bool *moved)
             send_pkt(d, r, r->tx[i], r->tx_len[i]);
             d->c.wire_resent++;
         }
-        if (backlog_drain(d, r)) *moved = true;
-        if (k == 0 && flows_pump(d)) *moved = true;
+        /* What moved into sleepers' rings wakes them now, not at their next
+         * timed look. */
+        bool drained = backlog_drain(d, r);
+        if (k == 0 && flows_pump(d)) drained = true;
+        if (drained) {
+            *moved = true;
+            queues_wake(d);
+        }
         send_out(d, r, now);
         while (uln_rel_ctrl(&r->rel, now, &p)) {
             struct wire_hdr h;

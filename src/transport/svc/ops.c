@@ -6,9 +6,9 @@
  * run every path through the service), otherwise none yet - peers on other
  * hosts come with the wire between services (docs/service.md, "next").
  * Capabilities: none of the bits. PUT, GET and atomics take the ring path
- * through the queue; the target's engine places and serves them as it does
- * for a shm peer with ULN_SHM_DIRECT=0 (the service doing it in the target's
- * stead is the next step).
+ * through the queue; the target's service places, serves and applies them
+ * in the target's stead (its engine only for atomics on memory not from
+ * uln_mem_alloc), told of our uln_mem_alloc regions at registration (mem.c).
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -28,6 +28,8 @@ static int uln_svc_open(struct uln_ctx *ctx, void *slot, size_t slot_len)
                               .wire_port = ctx->svc->wire_port};
     if (slot_len < sizeof a) return -EINVAL;
     memcpy(slot, &a, sizeof a);
+    /* Kept state: the attachment. So mr.c tells us of regions (mem.c). */
+    ctx->tp_ctx[ULN_TPID_SVC] = ctx->svc;
     return 0;
 }
 
@@ -39,7 +41,8 @@ static int uln_svc_choose(struct uln_ctx *ctx)
 
 static void uln_svc_close(struct uln_ctx *ctx)
 {
-    (void)ctx; /* the attachment is the context's (attach.c), closed after us */
+    ctx->tp_ctx[ULN_TPID_SVC] =
+        NULL; /* the attachment is the context's (attach.c), closed after us */
 }
 
 static const struct svc_addr *peer_addr(const struct uln_ctx *ctx, int peer)
@@ -61,7 +64,8 @@ static int uln_svc_reaches(const struct uln_ctx *ctx, int peer)
     if (!ctx->svc || uln_peer_is_self(ctx, peer) || !uln_tp_named(ctx, &uln_tp_svc)) return 0;
     const struct svc_addr *a = peer_addr(ctx, peer);
     if (!a || !a->host) return 0;
-    if (a->host == ctx->svc->host_id) return 2 * ULN_TP_COST_MEMORY;
+    if (a->host == ctx->svc->host_id)
+        return uln_svc_params(&ctx->p)->local_shm ? 0 : 2 * ULN_TP_COST_MEMORY;
     return a->wire_port && ctx->svc->wire_port ? ULN_TP_COST_NETWORK - ULN_TP_COST_MEMORY : 0;
 }
 
@@ -232,6 +236,8 @@ const struct uln_transport_ops uln_tp_svc = {
     .room = uln_svc_room,
     .kick = uln_svc_kick,
     .peer_dead = uln_svc_peer_dead,
+    .mem_reg = uln_svc_mem_reg,
+    .mem_dereg = uln_svc_mem_dereg,
     .frag_max = uln_svc_frag_max,
     .progress_rx = uln_svc_progress_rx,
     .progress_tx = uln_svc_progress_tx,

@@ -1,7 +1,8 @@
 /*
  * priv.h - the svc transport's state (docs/service.md): peers reached
  * through the host's service, ulnetd. Files: ops.c (the ops, the context's
- * part), queue.c (an endpoint's queue to the service: made, passed, written).
+ * part), queue.c (an endpoint's queue to the service: made, passed, written),
+ * mem.c (registered memory told to the service).
  *
  * Sending: the engine's ring messages, exactly as it would write them into
  * a peer's own rings, go into the endpoint's queue to the service (one
@@ -42,6 +43,9 @@ void *uln_svc_reserve(struct uln_ep *ep, int peer, int ch, uint32_t len);
 void uln_svc_commit(struct uln_ep *ep, int peer, int ch, uint8_t type, uint8_t flags, uint32_t len);
 bool uln_svc_nap(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcnt, uint32_t len);
 void uln_svc_kick(struct uln_ep *ep, int peer);
+/* mem.c: the memory hooks (core/transport.h). */
+int uln_svc_mem_reg(struct uln_ctx *ctx, const struct uln_tp_region *r, void **state);
+void uln_svc_mem_dereg(struct uln_ctx *ctx, const struct uln_tp_region *r, void *state);
 /* Has the service hung up (it died)? Looks at the socket once it may have. */
 bool uln_svc_lost(struct uln_ctx *ctx);
 

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define ULN_SVC_MAGIC        0x756c6e64u /* "ulnd" */
-#define ULN_SVC_VERSION      2u
+#define ULN_SVC_VERSION      3u
 #define ULN_SVC_DEFAULT_PATH "@ulnet/ulnetd"
 #define ULN_SVC_PATH_MAX     107u /* sun_path less its terminating byte */
 #define ULN_SVC_MSG_MAX      65536u
@@ -31,6 +31,9 @@ enum uln_svc_type {
     ULN_SVC_QUEUE_OK,    /* service -> process: hdr (status 0) */
     ULN_SVC_ROUTE,       /* process -> service: struct uln_svc_route */
     ULN_SVC_ROUTE_OK,    /* service -> process: hdr (status 0) */
+    ULN_SVC_MEM,         /* process -> service: struct uln_svc_mem + the block's memfd */
+    ULN_SVC_MEM_DEL,     /* process -> service: struct uln_svc_mem, no descriptor */
+    ULN_SVC_MEM_OK,      /* service -> process: hdr (status 0) */
     ULN_SVC_TYPES
 };
 
@@ -67,6 +70,21 @@ struct uln_svc_route {
     uint32_t rank;
     uint32_t ip; /* IPv4, network order */
     uint16_t port, pad_[3];
+};
+
+/* A region in memory from uln_mem_alloc, told at registration (MEM, with
+ * the block's memfd, sealed against shrinking) and at its end (MEM_DEL):
+ * the service maps it and places, serves and applies atomics on the same
+ * physical memory as the owner's own accesses (docs/service.md). The
+ * service uses the mapping only for operations the owner's key table
+ * admits with this key, within [addr, addr + len). */
+struct uln_svc_mem {
+    struct uln_svc_hdr h;
+    uint32_t index, pad_; /* its entry in the key table */
+    uint64_t key;         /* what peers name it by (live once registered) */
+    uint64_t addr, len;   /* where it is in the owner's address space */
+    uint64_t memfd_off;   /* where it starts in the block */
+    uint64_t memfd_len;   /* the block's size */
 };
 
 /* An endpoint's queue to the service (docs/service.md, "Queues"): one

@@ -15,6 +15,9 @@ static const struct uln_setting svc_table[] = {
     {"ULN_SERVICE_PATH", NULL, 0, 0,
      "where ulnetd listens: @name (abstract socket) or a path; unset: @ulnet/ulnetd",
      ULN_SEC_LINK_CHOICE},
+    {"ULN_SERVICE_LOCAL", "svc", 0, 0,
+     "with ULN_TRANSPORT=svc, peers on this host: svc (through the service) or shm (direct)",
+     ULN_SEC_LINK_CHOICE},
 };
 
 static int svc_resolve(const struct uln_config *cfg, void *block)
@@ -24,6 +27,10 @@ static int svc_resolve(const struct uln_config *cfg, void *block)
     static const char *const modes[] = {"auto", "off", "required", NULL};
     sp->mode = uln_setting_choice("ULN_SERVICE", modes);
     sp->path = uln_setting_string("ULN_SERVICE_PATH");
+    static const char *const locals[] = {"svc", "shm", NULL};
+    int local = uln_setting_choice("ULN_SERVICE_LOCAL", locals);
+    if (local < 0) return -EINVAL;
+    sp->local_shm = local == 1;
     struct sockaddr_un sa;
     if (sp->path && uln_svc_sockaddr(sp->path, &sa) < 0) {
         uln_setting_err("ulnet: ULN_SERVICE_PATH=%s: use @name or a path of at most %u bytes\n",

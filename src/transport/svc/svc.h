@@ -22,6 +22,7 @@ enum uln_svc_mode { ULN_SVC_AUTO = 0, ULN_SVC_OFF, ULN_SVC_REQUIRED };
 struct uln_svc_params {
     int mode;         /* enum uln_svc_mode (ULN_SERVICE) */
     const char *path; /* NULL or where ulnetd listens (ULN_SERVICE_PATH) */
+    bool local_shm;   /* peers on this host over shm, not through it (ULN_SERVICE_LOCAL) */
 };
 extern const struct uln_settings_group uln_svc_settings;
 
