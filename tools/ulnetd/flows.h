@@ -42,9 +42,10 @@ struct flow {
     uint64_t sent;   /* bytes sent */
     uint64_t credit; /* bytes the receiver said it took */
     /* receiving side */
-    uint64_t taken; /* bytes taken into the ring (or placed, or dropped) */
-    uint64_t said;  /* taken as of the last CREDIT sent */
-    uint64_t held;  /* bytes in the backlog */
+    uint64_t taken;    /* bytes taken into the ring (or placed, or dropped) */
+    uint64_t said;     /* taken as of the last CREDIT sent */
+    uint64_t held;     /* bytes in the backlog */
+    uint64_t get_sent; /* of a GET at its head, served here: bytes answered (serve.c) */
     struct pending *head, *tail;
 };
 

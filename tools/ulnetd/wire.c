@@ -40,13 +40,18 @@
 #include "core/wire.h"
 #include "link/link.h"
 
-#define WIRE_MAGIC   0x756c6e77u  /* "ulnw" */
-#define WIRE_VERSION 2u           /* 2: chunks in packets of the link's size */
-#define WIRE_GONE    0xf0u        /* a process ended: job_key, src_rank */
-#define WIRE_CREDIT  0xf1u        /* a flow's bytes taken (u64); flows.h: its key as sent */
-#define WIRE_WINDOW  1024u        /* packets in flight per remote (a 1 MiB PUT at 1500 B) */
-#define WIRE_OUT_MAX (512u << 10) /* bytes queued per remote ahead of the window */
-#define WIRE_MSG_MAX (16u << 20)  /* a message joined from chunks, at most */
+#define WIRE_MAGIC   0x756c6e77u /* "ulnw" */
+#define WIRE_VERSION 2u          /* 2: chunks in packets of the link's size */
+#define WIRE_GONE    0xf0u       /* a process ended: job_key, src_rank */
+#define WIRE_CREDIT  0xf1u       /* a flow's bytes taken (u64); flows.h: its key as sent */
+/* svc_wire.flags (above the ring message's own 8): an answer the target's
+ * service made (serve.c: ACK, GET_RESP, ATOMIC_RESP). It rides its flow, in
+ * order, but outside credit: the requester's credit bounded it already, and
+ * the answering service's flow towards us never counted it as sent. */
+#define WIRE_F_ANSWER 0x8000u
+#define WIRE_WINDOW   1024u        /* packets in flight per remote (a 1 MiB PUT at 1500 B) */
+#define WIRE_OUT_MAX  (512u << 10) /* bytes queued per remote ahead of the window */
+#define WIRE_MSG_MAX  (16u << 20)  /* a message joined from chunks, at most */
 
 struct wire_hdr { /* rel's part of a packet */
     uint32_t magic;
@@ -95,7 +100,7 @@ struct remote {
     size_t out_bytes;
     uint8_t *join; /* a message arriving in chunks: join_have of join_len */
     uint32_t join_len, join_have;
-    uint64_t get_sent; /* of a GET at the head of its stream, served here (serve.c) */
+    uint64_t get_sent; /* of a GET at the head of its backlog, out of any flow (serve.c) */
     bool dead_said;
 };
 
@@ -535,6 +540,7 @@ void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from,
     struct remote *r = o->peer;
     if (uln_rel_state(&r->rel) == ULN_REL_DEAD) return;
     struct svc_wire w = {.type = type,
+                         .flags = WIRE_F_ANSWER,
                          .len = len,
                          .job_key = o->job_key,
                          .src_rank = from,
@@ -558,7 +564,7 @@ void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from,
 /* A PUT fragment, GET or atomic from r's side for t: placed, answered or
  * applied here, its answers back over the wire (serve.c). SERVE_ENGINE:
  * for t's engine, through its ring. */
-static int serve_remote(struct ulnetd *d, struct remote *r, struct client *t,
+static int serve_remote(struct ulnetd *d, struct remote *r, uint64_t *get_sent, struct client *t,
                         const struct svc_wire *w, const uint8_t *payload)
 {
     /* GET pieces: what the wire carries, and what fits the initiator's ring
@@ -568,14 +574,18 @@ static int serve_remote(struct ulnetd *d, struct remote *r, struct client *t,
                        .job_key = w->job_key,
                        .rank = w->src_rank,
                        .ep = w->src_ep,
-                       .get_sent = &r->get_sent,
+                       .get_sent = get_sent,
                        .piece = piece < wire_msg_max() ? piece : wire_msg_max()};
     struct uln_msg m = {.type = w->type, .flags = (uint8_t)w->flags, .len = w->len};
     return serve_one(d, &o, t, &m, payload);
 }
 
-/* Into its target's ring, or placed for it. False: not now, try again later. */
-static bool deliver(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32_t len)
+/* Into its target's ring, or placed for it. False: not now, try again later.
+ * get_sent: the progress of a GET at the head of the stream b came in (its
+ * flow's, or the host pair's), since a GET is answered in pieces across
+ * calls and flows go on in any order between them. */
+static bool deliver(struct ulnetd *d, struct remote *r, uint64_t *get_sent, const uint8_t *b,
+                    uint32_t len)
 {
     struct svc_wire m;
     if (len < sizeof m) return true;
@@ -595,7 +605,7 @@ static bool deliver(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32
         d->c.unroutable++;
         return true;
     }
-    int rc = serve_remote(d, r, t, &m, b + sizeof m);
+    int rc = serve_remote(d, r, get_sent, t, &m, b + sizeof m);
     if (rc == SERVE_LATER) return false;
     if (rc == SERVE_DONE) return true; /* else its engine's: below */
     if (!feed_put(t, m.src_rank, m.src_ep, m.ch, m.type, (uint8_t)m.flags, b + sizeof m, m.len))
@@ -660,20 +670,20 @@ static void credit_in(struct ulnetd *d, const struct svc_wire *m, const uint8_t 
 static bool flow_take(struct ulnetd *d, struct remote *r, const uint8_t *b, uint32_t len)
 {
     struct svc_wire m;
-    if (len < sizeof m) return deliver(d, r, b, len);
+    if (len < sizeof m) return deliver(d, r, &r->get_sent, b, len);
     memcpy(&m, b, sizeof m);
     if (m.type == WIRE_CREDIT) {
         if (m.len == len - sizeof m) credit_in(d, &m, b + sizeof m);
         return true;
     }
-    if (m.type == WIRE_GONE || m.len != len - sizeof m) return deliver(d, r, b, len);
+    if (m.type == WIRE_GONE || m.len != len - sizeof m) return deliver(d, r, &r->get_sent, b, len);
     struct flow *f =
         flow_get(&d->wire->rx, m.job_key, m.src_rank, m.dst_rank, m.src_ep, m.ch, true);
-    if (!f) return deliver(d, r, b, len);
+    if (!f) return deliver(d, r, &r->get_sent, b, len);
     f->r = r;
     uint64_t cost = FLOW_COST(m.len);
-    if (!f->head && deliver(d, r, b, len)) {
-        flow_taken(f, cost);
+    if (!f->head && deliver(d, r, &f->get_sent, b, len)) {
+        if (!(m.flags & WIRE_F_ANSWER)) flow_taken(f, cost);
         return true;
     }
     if (f->held + cost > 2 * FLOW_CREDIT) return false;
@@ -687,14 +697,16 @@ static bool flows_pump(struct ulnetd *d)
     bool moved = false;
     for (struct flow **pf = &fs->busy; *pf;) {
         struct flow *f = *pf;
-        while (f->head && deliver(d, f->r, f->head->bytes, f->head->len)) {
+        while (f->head && deliver(d, f->r, &f->get_sent, f->head->bytes, f->head->len)) {
             struct pending *p = f->head;
             uint64_t cost = FLOW_COST(p->len - sizeof(struct svc_wire));
+            struct svc_wire m;
+            memcpy(&m, p->bytes, sizeof m);
             f->head = p->next;
             if (!f->head) f->tail = NULL;
             free(p);
             f->held -= cost;
-            flow_taken(f, cost);
+            if (!(m.flags & WIRE_F_ANSWER)) flow_taken(f, cost);
             moved = true;
         }
         if (f->head) {
