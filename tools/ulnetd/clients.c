@@ -43,29 +43,35 @@ static int client_slot(struct ulnetd *d)
     return (int)d->n_clients++;
 }
 
+struct client *client_add(struct ulnetd *d, int fd)
+{
+    struct ucred cr;
+    socklen_t crl = sizeof cr;
+    int slot = client_slot(d);
+    struct client *c = slot < 0 ? NULL : calloc(1, sizeof *c);
+    if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0) {
+        free(c);
+        close(fd);
+        return NULL;
+    }
+    *c = (struct client){
+        .kind = KIND_CLIENT, .fd = fd, .id = d->next_id++, .pid = cr.pid, .uid = cr.uid};
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+    if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        free(c);
+        close(fd);
+        return NULL;
+    }
+    d->clients[slot] = c;
+    return c;
+}
+
 int clients_accept(struct ulnetd *d)
 {
     for (;;) {
         int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return errno == EAGAIN ? 0 : -errno;
-        struct ucred cr;
-        socklen_t crl = sizeof cr;
-        int slot = client_slot(d);
-        struct client *c = slot < 0 ? NULL : calloc(1, sizeof *c);
-        if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0) {
-            free(c);
-            close(fd);
-            continue;
-        }
-        *c = (struct client){
-            .kind = KIND_CLIENT, .fd = fd, .id = d->next_id++, .pid = cr.pid, .uid = cr.uid};
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
-        if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            free(c);
-            close(fd);
-            continue;
-        }
-        d->clients[slot] = c;
+        client_add(d, fd);
     }
 }
 

@@ -104,6 +104,9 @@ struct ulnetd {
 
 /* clients.c */
 int clients_accept(struct ulnetd *d);
+/* A connection fd (nonblocking) as a new client, known by its SO_PEERCRED;
+ * NULL (fd closed) if it cannot be. */
+struct client *client_add(struct ulnetd *d, int fd);
 void client_input(struct ulnetd *d, struct client *c);
 /* Mark c to go (freed by clients_sweep, after the event batch that may
  * still name it or its queues). */
