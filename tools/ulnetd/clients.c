@@ -142,6 +142,7 @@ static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_atta
     c->job_key = a->job_key;
     c->rank = a->rank;
     c->size = a->size;
+    c->weight = arbiter_weight(d, c->uid, a->weight);
     c->attached = true;
     d->c.attached++;
     struct uln_svc_attach_ok ok = {
@@ -150,8 +151,9 @@ static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_atta
     snprintf(ok.link, sizeof ok.link, "%s", d->link_desc);
     uln_svc_hdr_init(&ok.h, ULN_SVC_ATTACH_OK, sizeof ok, 0);
     send_answer(c, &ok, sizeof ok);
-    fprintf(stderr, "ulnetd: attached pid %d uid %u job %016llx rank %u/%u (client %u)\n",
-            (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size, c->id);
+    fprintf(stderr, "ulnetd: attached pid %d uid %u job %016llx rank %u/%u weight %u (client %u)\n",
+            (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size,
+            c->weight, c->id);
 }
 
 static void status(struct ulnetd *d, struct client *c)

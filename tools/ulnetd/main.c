@@ -37,7 +37,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
-            "              [--path P] [--spin-us US]\n"
+            "              [--path P] [--spin-us US] [--weight UID:W|*:W ...]\n"
             "       ulnetd --status [--path P]\n"
             "  --addr    where other hosts' services reach this one (UDP, IPv4; port %u);\n"
             "            without it the service serves this host only\n"
@@ -46,8 +46,10 @@ static void usage(FILE *f)
             "  --if      the interface --addr must be on\n"
             "  --path P  where to listen: @name (abstract socket) or a file path;\n"
             "            default: $ULN_SERVICE_PATH, else %s\n"
-            "  --spin-us how long to poll after the last work before sleeping (%u)\n",
-            ULN_SVC_WIRE_PORT, ULN_SVC_DEFAULT_PATH, SPIN_NS_DEFAULT / 1000u);
+            "  --spin-us how long to poll after the last work before sleeping (%u)\n"
+            "  --weight UID:W  the largest share (1..%u) uid's processes may ask with\n"
+            "            ULN_SERVICE_WEIGHT; *:W for every other uid (repeatable)\n",
+            ULN_SVC_WIRE_PORT, ULN_SVC_DEFAULT_PATH, SPIN_NS_DEFAULT / 1000u, ULN_SVC_WEIGHT_MAX);
 }
 
 /* Listen at d->path. A second service on one path is refused by the
@@ -223,7 +225,9 @@ int main(int argc, char **argv)
             addr = argv[++i];
         else if (!strcmp(a, "--spin-us") && more)
             d.spin_ns = strtoull(argv[++i], NULL, 10) * 1000u;
-        else if (!strcmp(a, "--if") && more)
+        else if (!strcmp(a, "--weight") && more) {
+            if (arbiter_rule(&d, argv[++i]) != 0) return 2;
+        } else if (!strcmp(a, "--if") && more)
             snprintf(d.iface, sizeof d.iface, "%s", argv[++i]);
         else if (!strcmp(a, "--link") && more) {
             const char *l = argv[++i];

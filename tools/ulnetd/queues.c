@@ -150,14 +150,23 @@ void queue_give_back(struct queue *q, uint64_t bytes)
     }
 }
 
-/* Move what q holds into its targets' inboxes. True if anything moved. */
-static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool *blocked)
+/* The work a GET request asks (its length, bounded: the request is the
+ * process's word), 0 if m is no GET request. */
+static uint64_t get_work(const struct uln_msg *m, const uint8_t *payload)
 {
-    bool moved = false;
+    struct uln_get_req r;
+    if (m->type != ULN_MSG_GET_REQ || m->len < sizeof r) return 0;
+    memcpy(&r, payload, sizeof r);
+    return r.len < ULN_SVC_RING_BYTES ? r.len : ULN_SVC_RING_BYTES;
+}
+
+uint64_t queue_step(struct ulnetd *d, struct client *c, struct queue *q, bool *blocked)
+{
     struct uln_msg m;
-    uint64_t bytes;
+    uint64_t bytes, work = 0;
     const uint8_t *payload;
-    while (!q->bad && (payload = queue_peek(q, &m, &bytes))) {
+    for (;;) {
+        if (q->bad || !(payload = queue_peek(q, &m, &bytes))) break;
         uint32_t dst = m.aux & ~ULN_SVC_AUX_CH;
         int ch = (m.aux & ULN_SVC_AUX_CH) != 0;
         struct client *t = dst < c->size ? find_target(d, c->job_key, dst) : NULL;
@@ -181,13 +190,18 @@ static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool
         } else if ((m.type == ULN_MSG_PUT_FRAG || m.type == ULN_MSG_GET_REQ) && !t->no_vm &&
                    c->attached) {
             /* Placed or answered here, the target's CPU not needed. */
+            uint64_t sent = q->get_sent;
             int r = m.type == ULN_MSG_PUT_FRAG ? serve_put(d, c, q, t, &m, payload)
                                                : serve_get(d, c, q, t, &m, payload);
             if (r == SERVE_LATER) {
+                /* A GET answered in part counts what it answered. */
+                work = q->get_sent > sent ? q->get_sent - sent : 0;
                 *blocked = true;
                 break;
             }
-            if (r == SERVE_FORWARD) continue; /* t->no_vm now: the next turn forwards it */
+            if (r == SERVE_FORWARD) continue; /* t->no_vm now: forwarded next */
+            uint64_t asked = get_work(&m, payload);
+            work = asked > sent ? asked - sent : 0;
             d->c.served++;
         } else if (!feed_put(t, c->rank, q->ep, ch, m.type, m.flags, payload, m.len)) {
             *blocked = true; /* its ring is full: this queue waits, no other */
@@ -196,7 +210,8 @@ static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool
             d->c.forwarded++;
         q->cons.read += bytes;
         queue_give_back(q, bytes);
-        moved = true;
+        work += bytes;
+        break;
     }
     if (q->bad && !q->bad_said) {
         q->bad_said = true;
@@ -204,7 +219,7 @@ static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool
         fprintf(stderr, "ulnetd: pid %d: endpoint %u's queue is broken: not read any more\n",
                 (int)c->pid, q->ep);
     }
-    return moved;
+    return work;
 }
 
 /* Ring the doorbells of the targets we wrote to, if they sleep. */
@@ -241,13 +256,8 @@ bool queues_empty(const struct client *c)
 
 bool queues_pump(struct ulnetd *d, bool *blocked)
 {
-    bool moved = false;
     *blocked = false;
-    for (unsigned i = 0; i < d->n_clients; i++) {
-        struct client *c = d->clients[i];
-        for (unsigned e = 0; c && e < ULN_SVC_MAX_EPS; e++)
-            if (c->queues[e]) moved |= queue_pump(d, c, c->queues[e], blocked);
-    }
+    bool moved = arbiter_round(d, blocked);
     if (moved) wake_targets(d);
     clients_reap(d);
     return moved;

@@ -60,9 +60,12 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         unsigned nq = 0;
         for (unsigned e = 0; e < ULN_SVC_MAX_EPS; e++)
             nq += c->queues[e] != NULL;
-        put(&t, "  client %u pid %d uid %u job %016llx rank %u/%u inbox %zu KiB queues %u\n", c->id,
-            (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size,
-            c->inbox_len >> 10, nq);
+        put(&t,
+            "  client %u pid %d uid %u job %016llx rank %u/%u inbox %zu KiB queues %u weight %u "
+            "moved %llu msgs %llu bytes\n",
+            c->id, (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size,
+            c->inbox_len >> 10, nq, c->weight, (unsigned long long)c->moved_msgs,
+            (unsigned long long)c->moved_bytes);
     }
     return t.n;
 }

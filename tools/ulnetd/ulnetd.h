@@ -69,6 +69,11 @@ struct client {
     struct queue *retired;
     const char *gone; /* why it is to be dropped after this event batch; NULL: not */
     bool draining;    /* it ended; its queues still hold what it sent before */
+    /* Its share (arbiter.c): weight asked at attach, capped for its uid. */
+    uint32_t weight;
+    int64_t deficit;                  /* bytes of work it may still take this round */
+    unsigned next_ep;                 /* the endpoint the round robin among its own looks at next */
+    uint64_t moved_msgs, moved_bytes; /* its messages and their work, taken so far */
 };
 
 struct counters {
@@ -81,6 +86,15 @@ struct counters {
 };
 
 struct wire;
+
+/* --weight: the largest share a uid's processes may ask (arbiter.c). */
+#define ULN_SVC_WEIGHT_MAX   64u
+#define ULN_SVC_WEIGHT_RULES 32u
+struct weight_rule {
+    bool any; /* "*": every uid without a rule of its own */
+    uid_t uid;
+    uint32_t max;
+};
 
 struct ulnetd {
     int listen_fd, epoll_fd, signal_fd;
@@ -100,6 +114,9 @@ struct ulnetd {
     unsigned n_clients, cap_clients;
     uint32_t next_id;
     struct counters c;
+    struct weight_rule weights[ULN_SVC_WEIGHT_RULES];
+    unsigned n_weights;
+    unsigned arb_next; /* the client the next round starts at */
 };
 
 /* clients.c */
@@ -173,10 +190,25 @@ void queue_give_back(struct queue *q, uint64_t bytes);
 /* Move every queue's messages on; true if any moved; *blocked: a target's
  * ring was full (try again soon). */
 bool queues_pump(struct ulnetd *d, bool *blocked);
+/* Take q's next message (forward, place or serve it): the work it was in
+ * bytes, 0 when nothing moved (q empty, broken, or *blocked: a target's
+ * ring or the wire is full). */
+uint64_t queue_step(struct ulnetd *d, struct client *c, struct queue *q, bool *blocked);
 /* Nothing left to read in any of c's queues (or they are broken). */
 bool queues_empty(const struct client *c);
 /* Tell every queue's process we sleep (1) or not (0). */
 void queues_sleeping(struct ulnetd *d, uint32_t v);
+
+/* arbiter.c: weighted deficit round robin between processes, then between
+ * a process's endpoints, over queue_step. */
+/* --weight UID:W or *:W: 0, or -1 (said). */
+int arbiter_rule(struct ulnetd *d, const char *spec);
+/* The weight c gets for asked (0: 1): within 1..ULN_SVC_WEIGHT_MAX and its
+ * uid's rule. */
+uint32_t arbiter_weight(const struct ulnetd *d, uid_t uid, uint32_t asked);
+/* One round: every process with work takes its weight's worth. True if
+ * anything moved. */
+bool arbiter_round(struct ulnetd *d, bool *blocked);
 
 /* status.c: the text of a STATUS answer into out (at most room bytes, NUL
  * included): its length. And --status: ask the service at path, print. */

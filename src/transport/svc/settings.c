@@ -15,6 +15,10 @@ static const struct uln_setting svc_table[] = {
     {"ULN_SERVICE_PATH", NULL, 0, 0,
      "where ulnetd listens: @name (abstract socket) or a path; unset: @ulnet/ulnetd",
      ULN_SEC_LINK_CHOICE},
+    {"ULN_SERVICE_WEIGHT", "1", 1, 64,
+     "this process's share of the service's work against other processes' (weighted round "
+     "robin); the service caps it per uid (ulnetd --weight)",
+     ULN_SEC_LINK_CHOICE},
 };
 
 static int svc_resolve(const struct uln_config *cfg, void *block)
@@ -30,6 +34,7 @@ static int svc_resolve(const struct uln_config *cfg, void *block)
                         sp->path, ULN_SVC_PATH_MAX);
         return -EINVAL;
     }
+    if (uln_setting_u32("ULN_SERVICE_WEIGHT", 0, &sp->weight) != 0) return -EINVAL;
     return sp->mode < 0 ? -EINVAL : 0;
 }
 

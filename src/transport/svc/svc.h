@@ -22,6 +22,7 @@ enum uln_svc_mode { ULN_SVC_AUTO = 0, ULN_SVC_OFF, ULN_SVC_REQUIRED };
 struct uln_svc_params {
     int mode;         /* enum uln_svc_mode (ULN_SERVICE) */
     const char *path; /* NULL or where ulnetd listens (ULN_SERVICE_PATH) */
+    uint32_t weight;  /* ULN_SERVICE_WEIGHT: 1..64, asked at attach */
 };
 extern const struct uln_settings_group uln_svc_settings;
 
