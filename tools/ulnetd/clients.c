@@ -246,16 +246,26 @@ void client_gone(struct client *c, const char *why)
     if (!c->gone) c->gone = why;
 }
 
+/* The queues an endpoint's new life replaced: unmapped once the event
+ * batch that may name them is over, so that a process reopening endpoints
+ * holds no more of the service's memory and descriptors than its live
+ * queues (which the quota counts). */
+static void client_free_retired(struct ulnetd *d, struct client *c)
+{
+    for (struct queue *q = c->retired, *n; q; q = n) {
+        n = q->next_retired;
+        queue_free(d, q);
+    }
+    c->retired = NULL;
+}
+
 static void client_free(struct ulnetd *d, struct client *c)
 {
     for (unsigned i = 0; i < d->n_clients; i++)
         if (d->clients[i] == c) d->clients[i] = NULL;
     for (unsigned e = 0; e < ULN_SVC_MAX_EPS; e++)
         if (c->queues[e]) queue_free(d, c->queues[e]);
-    for (struct queue *q = c->retired, *n; q; q = n) {
-        n = q->next_retired;
-        queue_free(d, q);
-    }
+    client_free_retired(d, c);
     free(c);
 }
 
@@ -299,6 +309,7 @@ void clients_sweep(struct ulnetd *d)
 {
     for (unsigned i = 0; i < d->n_clients; i++) {
         struct client *c = d->clients[i];
+        if (c) client_free_retired(d, c);
         if (c && c->gone) client_drop(d, c, c->gone, false);
     }
 }

@@ -328,6 +328,16 @@ int queue_add(struct ulnetd *d, struct client *c, const struct uln_svc_queue *m,
         *why = "the queue is not a sealed memory object of the size said";
         return -EINVAL;
     }
+    /* The quota counts what stays mapped here: an endpoint's new life
+     * replaces its earlier queue, whose memory then goes. */
+    uint64_t replaced = c->queues[m->ep] ? c->queues[m->ep]->bytes : 0;
+    uint64_t quota = d->queue_mem ? d->queue_mem : ULN_SVC_QUEUE_MEM_DEFAULT;
+    if (c->queue_bytes - replaced + m->bytes > quota) {
+        c->over_quota++;
+        d->c.over_quota++;
+        *why = "its queues' memory would pass the quota (--queue-mem)";
+        return -EDQUOT;
+    }
     uint64_t v;
     if (read(bell, &v, sizeof v) < 0 && errno != EAGAIN) {
         *why = "the queue's doorbell is not an eventfd";
@@ -363,7 +373,9 @@ int queue_add(struct ulnetd *d, struct client *c, const struct uln_svc_queue *m,
         epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, old->bell, NULL);
         old->next_retired = c->retired;
         c->retired = old;
+        c->queue_bytes -= old->bytes;
     }
     c->queues[m->ep] = q;
+    c->queue_bytes += q->bytes;
     return 0;
 }

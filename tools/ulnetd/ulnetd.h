@@ -18,6 +18,8 @@
 #include "transport/svc/proto.h"
 
 #define ULN_SVC_MAX_EPS 64 /* endpoints per process (ULN_MAX_EPS's bound) */
+/* --queue-mem's default: 64 endpoints' queues nearly (each 1 MiB + a page). */
+#define ULN_SVC_QUEUE_MEM_DEFAULT (64ull << 20)
 
 /* What an epoll event's pointer points at: each such struct starts so. */
 enum { KIND_CLIENT = 1, KIND_QUEUE };
@@ -74,6 +76,8 @@ struct client {
     int64_t deficit;                  /* bytes of work it may still take this round */
     unsigned next_ep;                 /* the endpoint the round robin among its own looks at next */
     uint64_t moved_msgs, moved_bytes; /* its messages and their work, taken so far */
+    uint64_t queue_bytes;             /* its queues' memory mapped here (--queue-mem) */
+    uint64_t over_quota;              /* its queues refused for it */
 };
 
 struct counters {
@@ -83,6 +87,7 @@ struct counters {
     uint64_t served, refused_ops;   /* PUT fragments and GETs done here; refused (key, range) */
     uint64_t wire_tx, wire_rx, wire_resent; /* datagrams to and from other services */
     uint64_t remotes_dead;                  /* other services that fell silent */
+    uint64_t over_quota;                    /* queues refused past --queue-mem */
 };
 
 struct wire;
@@ -116,7 +121,8 @@ struct ulnetd {
     struct counters c;
     struct weight_rule weights[ULN_SVC_WEIGHT_RULES];
     unsigned n_weights;
-    unsigned arb_next; /* the client the next round starts at */
+    unsigned arb_next;  /* the client the next round starts at */
+    uint64_t queue_mem; /* --queue-mem: a process's queues' memory, at most (0: default) */
 };
 
 /* clients.c */
