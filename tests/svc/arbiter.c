@@ -15,7 +15,8 @@
  *   - weights 1:64: rank 0 moves in every round in which it has work (a
  *     low weight is slow, never starved);
  *   - the service's cap for our uid (--weight UID:1) wins over a process
- *     asking 2, and *:W applies to other uids only;
+ *     asking 2, *:W applies to other uids only, and per cgroup the deepest
+ *     rule a process is in applies (by whole names), ours read at attach;
  * and every PUT is placed: rank 2's region holds the last one's bytes.
  */
 #define _GNU_SOURCE
@@ -241,12 +242,40 @@ static void caps(void)
     attach(&p, 0, 2);
     if (p.c->weight != 1) DIE("our uid's cap 1: weight %u\n", p.c->weight);
     detach(&p);
-    if (arbiter_weight(&D, getuid() + 1, 8) != 3 || arbiter_weight(&D, getuid() + 1, 2) != 2 ||
-        arbiter_weight(&D, getuid() + 1, 0) != 1)
+    uid_t other = getuid() + 1;
+    if (arbiter_weight(&D, other, "", 8) != 3 || arbiter_weight(&D, other, "", 2) != 2 ||
+        arbiter_weight(&D, other, "", 0) != 1)
         DIE("*:3 for other uids not applied\n");
+    /* Per cgroup: the deepest rule a process is in or under, by whole names;
+     * a uid's own rule first, *:W last. */
     D.n_weights = 0;
-    if (arbiter_weight(&D, getuid(), 100) != ULN_SVC_WEIGHT_MAX) DIE("no cap: not the maximum\n");
-    printf("svc.arbiter: caps per uid applied\n");
+    if (arbiter_rule(&D, "*:6") || arbiter_rule(&D, "/a:4") || arbiter_rule(&D, "/a/b/:2") ||
+        arbiter_rule(&D, "/ab:1"))
+        DIE("cgroup rules refused\n");
+    if (arbiter_weight(&D, other, "/a/b", 8) != 2 || arbiter_weight(&D, other, "/a/b/c", 8) != 2 ||
+        arbiter_weight(&D, other, "/a/c", 8) != 4 || arbiter_weight(&D, other, "/ab", 8) != 1 ||
+        arbiter_weight(&D, other, "/x", 8) != 6 || arbiter_weight(&D, other, "", 8) != 6)
+        DIE("cgroup rules not applied as they should\n");
+    snprintf(rule, sizeof rule, "%u:1", (unsigned)other);
+    if (arbiter_rule(&D, rule) || arbiter_weight(&D, other, "/a/b", 8) != 1)
+        DIE("a uid's own rule does not come first\n");
+    /* Our own cgroup, as the service reads it at attach. */
+    char cg[ULN_SVC_CGROUP_MAX];
+    arbiter_cgroup_of(getpid(), cg, sizeof cg);
+    if (cg[0]) {
+        D.n_weights = 0;
+        char r2[ULN_SVC_CGROUP_MAX + 8];
+        snprintf(r2, sizeof r2, "%s:3", cg);
+        if (arbiter_rule(&D, r2)) DIE("rule %s refused\n", r2);
+        attach(&p, 0, 5);
+        if (p.c->weight != 3 || strcmp(p.c->cgroup, cg))
+            DIE("our cgroup %s's cap 3: weight %u (cgroup %s)\n", cg, p.c->weight, p.c->cgroup);
+        detach(&p);
+    }
+    D.n_weights = 0;
+    if (arbiter_weight(&D, getuid(), "", 100) != ULN_SVC_WEIGHT_MAX)
+        DIE("no cap: not the maximum\n");
+    printf("svc.arbiter: caps per uid and cgroup (ours: %s) applied\n", cg[0] ? cg : "unknown");
 }
 
 int main(void)

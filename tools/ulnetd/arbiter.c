@@ -16,14 +16,18 @@
  * message a round: a low weight is slow, never starved.
  *
  * The weight is the process's own setting (ULN_SERVICE_WEIGHT, asked at
- * attach), capped by the service's rule for its uid (--weight UID:W, or
- * *:W for the rest; default: no cap below ULN_SVC_WEIGHT_MAX). The uid is
- * the kernel's word (SO_PEERCRED), so a process cannot claim another's cap.
+ * attach), capped by the service's rule for it: its uid's (--weight UID:W)
+ * first, else the one for the deepest cgroup it is in (--weight /PATH:W,
+ * the cgroup v2 path, for a slice of jobs), else *:W; no rule: no cap
+ * below ULN_SVC_WEIGHT_MAX. The uid is the kernel's word (SO_PEERCRED) and
+ * the cgroup the kernel's file for that pid, read at attach, so a process
+ * cannot claim another's cap.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "ulnetd.h"
 
@@ -37,7 +41,14 @@ int arbiter_rule(struct ulnetd *d, const char *spec)
     if (!colon || d->n_weights == ULN_SVC_WEIGHT_RULES) goto bad;
     if (colon - spec == 1 && spec[0] == '*')
         r.any = true;
-    else {
+    else if (spec[0] == '/') {
+        size_t n = (size_t)(colon - spec);
+        if (n >= sizeof r.cgroup) goto bad;
+        memcpy(r.cgroup, spec, n);
+        /* "/a/b/" is "/a/b": a path's prefix is matched by whole names. */
+        while (n > 1 && r.cgroup[n - 1] == '/')
+            r.cgroup[--n] = 0;
+    } else {
         unsigned long uid = strtoul(spec, &end, 10);
         if (end != colon || colon == spec || uid > 0xfffffffful) goto bad;
         r.uid = (uid_t)uid;
@@ -48,21 +59,52 @@ int arbiter_rule(struct ulnetd *d, const char *spec)
     d->weights[d->n_weights++] = r;
     return 0;
 bad:
-    fprintf(stderr, "ulnetd: --weight %s: want UID:W or *:W, W in 1..%u (at most %u rules)\n", spec,
-            ULN_SVC_WEIGHT_MAX, ULN_SVC_WEIGHT_RULES);
+    fprintf(stderr,
+            "ulnetd: --weight %s: want UID:W, /CGROUP:W or *:W, W in 1..%u (at most %u rules)\n",
+            spec, ULN_SVC_WEIGHT_MAX, ULN_SVC_WEIGHT_RULES);
     return -1;
 }
 
-uint32_t arbiter_weight(const struct ulnetd *d, uid_t uid, uint32_t asked)
+void arbiter_cgroup_of(pid_t pid, char *out, size_t room)
+{
+    char path[64], line[ULN_SVC_CGROUP_MAX + 8];
+    out[0] = 0;
+    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "0::", 3)) continue; /* cgroup v2's unified line */
+        line[strcspn(line, "\n")] = 0;
+        snprintf(out, room, "%s", line + 3);
+        break;
+    }
+    fclose(f);
+}
+
+/* cg is rule's cgroup or under it: whole names ("/a/b" is under "/a",
+ * "/ab" is not). The rule's depth in names (0: "/"), or -2: not. */
+static int cgroup_depth(const char *rule, const char *cg)
+{
+    size_t n = strlen(rule);
+    if (!cg[0] || strncmp(rule, cg, n) || (n > 1 && cg[n] && cg[n] != '/')) return -2;
+    int depth = 0;
+    for (size_t i = 1; i < n; i++)
+        depth += rule[i] == '/';
+    return n > 1 ? depth + 1 : 0;
+}
+
+uint32_t arbiter_weight(const struct ulnetd *d, uid_t uid, const char *cgroup, uint32_t asked)
 {
     uint32_t cap = ULN_SVC_WEIGHT_MAX;
-    bool own = false;
+    int best = -2; /* -2: none; -1: *:W; 0 and more: a cgroup's depth; 1 << 30: the uid's */
     for (unsigned i = 0; i < d->n_weights; i++) {
         const struct weight_rule *r = &d->weights[i];
-        if (!r->any && r->uid == uid)
-            cap = r->max, own = true;
-        else if (r->any && !own)
-            cap = r->max;
+        int k = r->any          ? -1
+                : r->cgroup[0]  ? cgroup_depth(r->cgroup, cgroup)
+                : r->uid == uid ? 1 << 30
+                                : -2;
+        if (k > best || (k == best && k > -2)) /* the more specific, or the later */
+            best = k, cap = r->max;
     }
     uint32_t w = asked ? asked : 1;
     if (w > ULN_SVC_WEIGHT_MAX) w = ULN_SVC_WEIGHT_MAX;

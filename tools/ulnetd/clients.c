@@ -142,7 +142,8 @@ static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_atta
     c->job_key = a->job_key;
     c->rank = a->rank;
     c->size = a->size;
-    c->weight = arbiter_weight(d, c->uid, a->weight);
+    arbiter_cgroup_of(c->pid, c->cgroup, sizeof c->cgroup);
+    c->weight = arbiter_weight(d, c->uid, c->cgroup, a->weight);
     c->attached = true;
     d->c.attached++;
     struct uln_svc_attach_ok ok = {

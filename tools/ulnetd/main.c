@@ -37,7 +37,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
-            "              [--path P] [--spin-us US] [--weight UID:W|*:W ...]\n"
+            "              [--path P] [--spin-us US] [--weight UID:W|/CGROUP:W|*:W ...]\n"
             "              [--queue-mem SIZE]\n"
             "       ulnetd --status [--path P]\n"
             "  --addr    where other hosts' services reach this one (UDP, IPv4; port %u);\n"
@@ -49,7 +49,8 @@ static void usage(FILE *f)
             "            default: $ULN_SERVICE_PATH, else %s\n"
             "  --spin-us how long to poll after the last work before sleeping (%u)\n"
             "  --weight UID:W  the largest share (1..%u) uid's processes may ask with\n"
-            "            ULN_SERVICE_WEIGHT; *:W for every other uid (repeatable)\n"
+            "            ULN_SERVICE_WEIGHT; /CGROUP:W for processes in that cgroup (v2)\n"
+            "            or under it; *:W for the rest (repeatable)\n"
             "  --queue-mem SIZE  a process's queues' memory at most (K, M, G; %llu M):\n"
             "            an endpoint past it fails to open with -EDQUOT\n",
             ULN_SVC_WIRE_PORT, ULN_SVC_DEFAULT_PATH, SPIN_NS_DEFAULT / 1000u, ULN_SVC_WEIGHT_MAX,

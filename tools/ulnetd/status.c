@@ -65,11 +65,11 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
             nq += c->queues[e] != NULL;
         put(&t,
             "  client %u pid %d uid %u job %016llx rank %u/%u inbox %zu KiB queues %u (%llu KiB, "
-            "%llu refused over quota) weight %u moved %llu msgs %llu bytes\n",
+            "%llu refused over quota) weight %u (cgroup %s) moved %llu msgs %llu bytes\n",
             c->id, (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size,
             c->inbox_len >> 10, nq, (unsigned long long)(c->queue_bytes >> 10),
-            (unsigned long long)c->over_quota, c->weight, (unsigned long long)c->moved_msgs,
-            (unsigned long long)c->moved_bytes);
+            (unsigned long long)c->over_quota, c->weight, c->cgroup[0] ? c->cgroup : "?",
+            (unsigned long long)c->moved_msgs, (unsigned long long)c->moved_bytes);
     }
     return t.n;
 }

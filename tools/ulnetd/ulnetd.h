@@ -17,7 +17,8 @@
 #include "rel/rel.h"
 #include "transport/svc/proto.h"
 
-#define ULN_SVC_MAX_EPS 64 /* endpoints per process (ULN_MAX_EPS's bound) */
+#define ULN_SVC_MAX_EPS    64   /* endpoints per process (ULN_MAX_EPS's bound) */
+#define ULN_SVC_CGROUP_MAX 128u /* a cgroup path we keep (longer: unknown) */
 /* --queue-mem's default: 64 endpoints' queues nearly (each 1 MiB + a page). */
 #define ULN_SVC_QUEUE_MEM_DEFAULT (64ull << 20)
 
@@ -73,6 +74,7 @@ struct client {
     bool draining;    /* it ended; its queues still hold what it sent before */
     /* Its share (arbiter.c): weight asked at attach, capped for its uid. */
     uint32_t weight;
+    char cgroup[ULN_SVC_CGROUP_MAX];  /* its cgroup (v2 path) at attach; "" unknown */
     int64_t deficit;                  /* bytes of work it may still take this round */
     unsigned next_ep;                 /* the endpoint the round robin among its own looks at next */
     uint64_t moved_msgs, moved_bytes; /* its messages and their work, taken so far */
@@ -95,9 +97,11 @@ struct wire;
 /* --weight: the largest share a uid's processes may ask (arbiter.c). */
 #define ULN_SVC_WEIGHT_MAX   64u
 #define ULN_SVC_WEIGHT_RULES 32u
+#define ULN_SVC_CGROUP_MAX   128u
 struct weight_rule {
     bool any; /* "*": every uid without a rule of its own */
     uid_t uid;
+    char cgroup[ULN_SVC_CGROUP_MAX]; /* "/...": processes in that cgroup (v2) or under it */
     uint32_t max;
 };
 
@@ -207,11 +211,13 @@ void queues_sleeping(struct ulnetd *d, uint32_t v);
 
 /* arbiter.c: weighted deficit round robin between processes, then between
  * a process's endpoints, over queue_step. */
-/* --weight UID:W or *:W: 0, or -1 (said). */
+/* --weight UID:W, /CGROUP:W or *:W: 0, or -1 (said). */
 int arbiter_rule(struct ulnetd *d, const char *spec);
-/* The weight c gets for asked (0: 1): within 1..ULN_SVC_WEIGHT_MAX and its
- * uid's rule. */
-uint32_t arbiter_weight(const struct ulnetd *d, uid_t uid, uint32_t asked);
+/* pid's cgroup (the v2 line of /proc/PID/cgroup) into out; "" if unknown. */
+void arbiter_cgroup_of(pid_t pid, char *out, size_t room);
+/* The weight a process of uid in cgroup gets for asked (0: 1): within
+ * 1..ULN_SVC_WEIGHT_MAX and the rule that applies to it. */
+uint32_t arbiter_weight(const struct ulnetd *d, uid_t uid, const char *cgroup, uint32_t asked);
 /* One round: every process with work takes its weight's worth. True if
  * anything moved. */
 bool arbiter_round(struct ulnetd *d, bool *blocked);
