@@ -297,7 +297,8 @@ int main(void)
         DIE("mr_reg\n");
     key = uln_mr_key(mr);
 
-    D = (struct ulnetd){.listen_fd = -1, .signal_fd = -1, .next_id = 1};
+    /* One round per queues_pump: the shares are looked at round by round. */
+    D = (struct ulnetd){.listen_fd = -1, .signal_fd = -1, .next_id = 1, .arb_batch = 1};
     D.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     D.bell_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     for (int r = 0; r < 2; r++)

@@ -31,7 +31,8 @@
 
 #include "ulnetd.h"
 
-#define ARB_QUANTUM 16384u /* bytes per unit of weight per round */
+#define ARB_QUANTUM 16384u     /* bytes per unit of weight per round */
+#define ARB_BATCH   (2u << 20) /* bytes of work per call, in rounds, unless d->arb_batch */
 
 int arbiter_rule(struct ulnetd *d, const char *spec)
 {
@@ -116,10 +117,11 @@ static bool client_has_work(const struct client *c)
     return !queues_empty(c);
 }
 
-/* c takes messages from its endpoints in turn while its credit lasts. */
-static bool client_turn(struct ulnetd *d, struct client *c, bool *blocked)
+/* c takes messages from its endpoints in turn while its credit lasts: the
+ * work it moved. */
+static uint64_t client_turn(struct ulnetd *d, struct client *c, bool *blocked)
 {
-    bool moved = false;
+    uint64_t moved = 0;
     unsigned idle = 0; /* endpoints looked at in a row that gave nothing */
     while (c->deficit > 0 && idle < ULN_SVC_MAX_EPS) {
         unsigned e = c->next_ep;
@@ -131,7 +133,7 @@ static bool client_turn(struct ulnetd *d, struct client *c, bool *blocked)
             continue;
         }
         idle = 0;
-        moved = true;
+        moved += work;
         c->deficit -= (int64_t)work;
         c->moved_msgs++;
         c->moved_bytes += work;
@@ -139,10 +141,11 @@ static bool client_turn(struct ulnetd *d, struct client *c, bool *blocked)
     return moved;
 }
 
-/* One pass over the processes; *owed: one with work was still in debt. */
-static bool arbiter_pass(struct ulnetd *d, bool *blocked, bool *owed)
+/* One pass over the processes: the work moved; *owed: one with work was
+ * still in debt. */
+static uint64_t arbiter_pass(struct ulnetd *d, bool *blocked, bool *owed)
 {
-    bool moved = false;
+    uint64_t moved = 0;
     unsigned n = d->n_clients;
     for (unsigned k = 0; k < n; k++) {
         /* Turns accept nobody, but a client may end: each slot read afresh. */
@@ -158,7 +161,7 @@ static bool arbiter_pass(struct ulnetd *d, bool *blocked, bool *owed)
             *owed = true; /* a large message overdrew it: it pays first */
             continue;
         }
-        moved |= client_turn(d, c, blocked);
+        moved += client_turn(d, c, blocked);
         if (!client_has_work(c))
             c->deficit = 0;
         else if (c->deficit > quantum)
@@ -172,12 +175,17 @@ static bool arbiter_pass(struct ulnetd *d, bool *blocked, bool *owed)
 
 bool arbiter_round(struct ulnetd *d, bool *blocked)
 {
-    /* A pass in which every process with work is still paying a debt moves
-     * nothing; the caller would take that for idle and sleep with work
-     * queued. So pass again until one moves (each pass pays a quantum: a
-     * bounded number, the largest message over the smallest quantum). */
+    /* Rounds until nothing moves or a batch of work is done: one round a
+     * call would hand a lone bulk sender a quantum per turn of the service's
+     * loop (its timers, doorbells and wire between each). A round in which
+     * every process with work is still paying a debt moves nothing, but is
+     * not idle: the next pays a quantum more (a bounded number of rounds,
+     * the largest message over the smallest quantum). */
+    uint64_t batch = d->arb_batch ? d->arb_batch : ARB_BATCH, done = 0;
     for (;;) {
-        bool owed = false, moved = arbiter_pass(d, blocked, &owed);
-        if (moved || !owed) return moved;
+        bool owed = false;
+        uint64_t moved = arbiter_pass(d, blocked, &owed);
+        done += moved;
+        if ((!moved && !owed) || done >= batch) return done > 0;
     }
 }

@@ -126,6 +126,7 @@ struct ulnetd {
     struct weight_rule weights[ULN_SVC_WEIGHT_RULES];
     unsigned n_weights;
     unsigned arb_next;  /* the client the next round starts at */
+    uint64_t arb_batch; /* work per queues_pump, in rounds (0: arbiter.c's; tests: 1) */
     uint64_t queue_mem; /* --queue-mem: a process's queues' memory, at most (0: default) */
 };
 
