@@ -47,6 +47,11 @@
  *             7  STATUS
  *   mods 0x80  a pass afterwards
  *
+ * Its corpus starts from hand-made inputs (corpus/fuzz_svc/base-*: attach,
+ * queue and NAP; PUT, refused PUT, GET, atomic and STATUS; ROUTE and the
+ * wire's hello and messages; a broken ring; raw records), kept by
+ * run.sh --seeds, which rewrites only seed-* from gen_seeds.c.
+ *
  * Invariants: nothing outside rank 0's regions changes, read-only regions
  * stay (fz_memory_check); a dead process's queues drain and it is freed
  * (bounded); the sanitizers' (ASan, UBSan, leaks).
