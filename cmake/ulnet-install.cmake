@@ -92,6 +92,21 @@ install(FILES include/ulnet.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # document several functions are reached from the others by .so links).
 install(DIRECTORY docs/man/ DESTINATION ${CMAKE_INSTALL_MANDIR} FILES_MATCHING PATTERN "*.[138]")
 
+# ulnetd's systemd unit (Type=simple, the capabilities it needs, restarted on
+# failure), beside its man page. Relative to the prefix (a distribution sets
+# ULN_SYSTEMD_UNITDIR to systemd's own, e.g. /lib/systemd/system); its
+# options come from ULN_SYSTEMD_ENVFILE (ULNETD_OPTS=...).
+set(ULN_SYSTEMD_UNITDIR lib/systemd/system CACHE STRING "where ulnetd.service is installed")
+set(ULN_SYSTEMD_ENVFILE /etc/default/ulnetd CACHE STRING "ulnetd.service's options file")
+# Written at install time: ExecStart names ulnetd where this install puts it
+# (cmake --install --prefix P included).
+install(CODE "
+  set(ULN_BINDIR \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}\")
+  set(ULN_SYSTEMD_ENVFILE \"${ULN_SYSTEMD_ENVFILE}\")
+  configure_file(\"${CMAKE_SOURCE_DIR}/tools/ulnetd/ulnetd.service.in\"
+                 \"${CMAKE_BINARY_DIR}/ulnetd.service\" @ONLY)")
+install(FILES ${CMAKE_BINARY_DIR}/ulnetd.service DESTINATION ${ULN_SYSTEMD_UNITDIR})
+
 # `ninja uninstall`: removes every file the last install wrote (CMake's
 # install_manifest.txt), then the directories that install left empty, up to
 # the prefix. Nothing is removed that the install did not write.

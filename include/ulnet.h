@@ -54,6 +54,8 @@
  *   -EOPNOTSUPP  a job-only call (uln_barrier) on a context with no job
  *   -EDOM        an atomic's word is not naturally aligned in the target's
  *                address space (uln_atomic)
+ *   -EDQUOT      uln_ep_open through the host service: the process's queue
+ *                memory would pass the service's quota (ulnetd --queue-mem)
  *
  * Limits (each tested at the limit; docs/limits.md has them all and why):
  *   ranks in a job 4096; regions per process max_regions (<= 2^24); endpoints

@@ -225,6 +225,19 @@ stage_install() {
         [[ -z $out ]] || { echo "$f: $out"; exit 1; }
     done
 
+    # ulnetd's systemd unit: inside the prefix, starting the installed ulnetd,
+    # and valid to systemd where its checker runs (not in every container).
+    unit=$stage/lib/systemd/system/ulnetd.service
+    grep -q "^ExecStart=$stage/bin/ulnetd --foreground" "$unit" ||
+        { echo "ulnetd.service: no ExecStart of the installed ulnetd"; cat "$unit"; exit 1; }
+    grep -q "^Type=simple" "$unit" && grep -q "^Restart=on-failure" "$unit" ||
+        { echo "ulnetd.service: not Type=simple with Restart=on-failure"; exit 1; }
+    if command -v systemd-analyze >/dev/null; then
+        # (man ulnetd(8) is in the stage only: not systemd's to find.)
+        out=$(systemd-analyze verify "$unit" 2>&1 | grep -v "man ulnetd(8)" || true)
+        [[ -z $out ]] || { echo "systemd-analyze verify ulnetd.service: $out"; exit 1; }
+    fi
+
     # bench/run.sh --help: its own options, at once, with nothing built or run.
     out=$(bench/run.sh --help)
     grep -q '^Usage: bench/run.sh' <<<"$out" || { echo "bench/run.sh --help: $out"; exit 1; }

@@ -392,6 +392,8 @@ ULN_EXPORT const char *uln_strerror(int status)
         return "the endpoint, CQ or region was already closed";
     case -EDOM:
         return "an atomic's word is not naturally aligned";
+    case -EDQUOT:
+        return "over the host service's quota for this process (ulnetd --queue-mem)";
     case -EADDRINUSE:
         return "this process has already joined its job (a second uln_open)";
     case -EADDRNOTAVAIL:

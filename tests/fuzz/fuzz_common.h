@@ -312,7 +312,7 @@ static void fz_poll(bool remote_checked)
     }
 }
 
-static void fz_release_held(void)
+static inline void fz_release_held(void)
 {
     for (unsigned i = 0; i < F.n_held; i++)
         uln_cqe_release(F.cq, &F.held[i]);
@@ -355,8 +355,8 @@ static uint64_t fz_le(const uint8_t *b, size_t n, size_t at, unsigned bytes)
 /* The list form of a NAP, PUT or GET (uln_napv, uln_putv, uln_put_immv,
  * uln_getv): len bytes at buf cut into segs pieces (0..ULN_IOV_MAX, one
  * past it refused at post), uneven, zero-length ones among them. */
-static void fz_post_list(unsigned op, unsigned segs, uint8_t *buf, uint64_t len, uint64_t rkey,
-                         uint64_t roff, unsigned flags)
+static inline void fz_post_list(unsigned op, unsigned segs, uint8_t *buf, uint64_t len,
+                                uint64_t rkey, uint64_t roff, unsigned flags)
 {
     struct iovec v[ULN_IOV_MAX + 1];
     uint64_t at = 0;
@@ -382,7 +382,7 @@ static void fz_post_list(unsigned op, unsigned segs, uint8_t *buf, uint64_t len,
  * come from the input. An atomic takes its op from the length (1 + len % 11:
  * 11 is one past the last, refused at post), its width from bit 8 (4, else
  * 8), and fetches into the GET destination. */
-static void fz_post(const uint8_t *b, size_t n)
+static inline void fz_post(const uint8_t *b, size_t n)
 {
     if (n == 0) return;
     unsigned op = b[0] % 6, flags = 0;

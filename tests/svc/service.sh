@@ -1,7 +1,8 @@
 # Sourced by tests/svc's scripts: a ulnetd of the test's own, on a socket
 # named after the run (so cases run in parallel, and beside a real ulnetd),
 # and what to undo at the end whatever happens.
-#   svc_start ULNETD NAME  -> $path, $tmp (with d.log, the service's stderr), $dpid
+#   svc_start ULNETD NAME [OPTIONS...] -> $path, $tmp (with d.log, the service's
+#                          stderr), $dpid; OPTIONS go to ulnetd
 #   svc_status             -> the service's --status
 #   svc_kill_at_exit PID   -> PID is killed at the end too (a job, a rank)
 svc_pids=()
@@ -19,7 +20,7 @@ svc_start() {
     path=@ulnet-test-$2-$$-$RANDOM
     tmp=$(mktemp -d)
     trap svc_cleanup EXIT
-    "$svc_ulnetd" --foreground --path "$path" 2>"$tmp/d.log" &
+    "$svc_ulnetd" --foreground --path "$path" "${@:3}" 2>"$tmp/d.log" &
     dpid=$!
     svc_kill_at_exit "$dpid"
     local _

@@ -43,29 +43,35 @@ static int client_slot(struct ulnetd *d)
     return (int)d->n_clients++;
 }
 
+struct client *client_add(struct ulnetd *d, int fd)
+{
+    struct ucred cr;
+    socklen_t crl = sizeof cr;
+    int slot = client_slot(d);
+    struct client *c = slot < 0 ? NULL : calloc(1, sizeof *c);
+    if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0) {
+        free(c);
+        close(fd);
+        return NULL;
+    }
+    *c = (struct client){
+        .kind = KIND_CLIENT, .fd = fd, .id = d->next_id++, .pid = cr.pid, .uid = cr.uid};
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+    if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        free(c);
+        close(fd);
+        return NULL;
+    }
+    d->clients[slot] = c;
+    return c;
+}
+
 int clients_accept(struct ulnetd *d)
 {
     for (;;) {
         int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return errno == EAGAIN ? 0 : -errno;
-        struct ucred cr;
-        socklen_t crl = sizeof cr;
-        int slot = client_slot(d);
-        struct client *c = slot < 0 ? NULL : calloc(1, sizeof *c);
-        if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0) {
-            free(c);
-            close(fd);
-            continue;
-        }
-        *c = (struct client){
-            .kind = KIND_CLIENT, .fd = fd, .id = d->next_id++, .pid = cr.pid, .uid = cr.uid};
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
-        if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            free(c);
-            close(fd);
-            continue;
-        }
-        d->clients[slot] = c;
+        client_add(d, fd);
     }
 }
 
@@ -136,6 +142,8 @@ static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_atta
     c->job_key = a->job_key;
     c->rank = a->rank;
     c->size = a->size;
+    arbiter_cgroup_of(c->pid, c->cgroup, sizeof c->cgroup);
+    c->weight = arbiter_weight(d, c->uid, c->cgroup, a->weight);
     c->attached = true;
     d->c.attached++;
     struct uln_svc_attach_ok ok = {
@@ -144,8 +152,9 @@ static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_atta
     snprintf(ok.link, sizeof ok.link, "%s", d->link_desc);
     uln_svc_hdr_init(&ok.h, ULN_SVC_ATTACH_OK, sizeof ok, 0);
     send_answer(c, &ok, sizeof ok);
-    fprintf(stderr, "ulnetd: attached pid %d uid %u job %016llx rank %u/%u (client %u)\n",
-            (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size, c->id);
+    fprintf(stderr, "ulnetd: attached pid %d uid %u job %016llx rank %u/%u weight %u (client %u)\n",
+            (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size,
+            c->weight, c->id);
 }
 
 static void status(struct ulnetd *d, struct client *c)
@@ -254,16 +263,26 @@ void client_gone(struct client *c, const char *why)
     if (!c->gone) c->gone = why;
 }
 
+/* The queues an endpoint's new life replaced: unmapped once the event
+ * batch that may name them is over, so that a process reopening endpoints
+ * holds no more of the service's memory and descriptors than its live
+ * queues (which the quota counts). */
+static void client_free_retired(struct ulnetd *d, struct client *c)
+{
+    for (struct queue *q = c->retired, *n; q; q = n) {
+        n = q->next_retired;
+        queue_free(d, q);
+    }
+    c->retired = NULL;
+}
+
 static void client_free(struct ulnetd *d, struct client *c)
 {
     for (unsigned i = 0; i < d->n_clients; i++)
         if (d->clients[i] == c) d->clients[i] = NULL;
     for (unsigned e = 0; e < ULN_SVC_MAX_EPS; e++)
         if (c->queues[e]) queue_free(d, c->queues[e]);
-    for (struct queue *q = c->retired, *n; q; q = n) {
-        n = q->next_retired;
-        queue_free(d, q);
-    }
+    client_free_retired(d, c);
     free(c);
 }
 
@@ -308,6 +327,7 @@ void clients_sweep(struct ulnetd *d)
 {
     for (unsigned i = 0; i < d->n_clients; i++) {
         struct client *c = d->clients[i];
+        if (c) client_free_retired(d, c);
         if (c && c->gone) client_drop(d, c, c->gone, false);
     }
 }

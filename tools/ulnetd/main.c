@@ -40,21 +40,29 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
-            "              [--path P] [--spin-us US] [--no-map]\n"
-            "       ulnetd --status [--path P]\n"
-            "  --addr    where other hosts' services reach this one (UDP, IPv4; port %u);\n"
-            "            without it the service serves this host only\n"
-            "  --link    the link to other hosts: udp (sockets), xdp (AF_XDP), auto\n"
-            "            (AF_XDP where the driver runs it zero-copy, else udp); default auto\n"
-            "  --if      the interface --addr must be on\n"
-            "  --path P  where to listen: @name (abstract socket) or a file path;\n"
-            "            default: $ULN_SERVICE_PATH, else %s\n"
-            "  --spin-us how long to poll after the last work before sleeping (%u)\n"
-            "  --no-map  never map processes' uln_mem_alloc memory: PUT and GET with\n"
-            "            process_vm_*, atomics by the owner's engine (to compare)\n",
-            ULN_SVC_WIRE_PORT, ULN_SVC_DEFAULT_PATH, SPIN_NS_DEFAULT / 1000u);
+    fprintf(
+        f,
+        "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
+        "              [--path P] [--spin-us US] [--no-map] [--weight UID:W|/CGROUP:W|*:W ...]\n"
+        "              [--queue-mem SIZE]\n"
+        "       ulnetd --status [--path P]\n"
+        "  --addr    where other hosts' services reach this one (UDP, IPv4; port %u);\n"
+        "            without it the service serves this host only\n"
+        "  --link    the link to other hosts: udp (sockets), xdp (AF_XDP), auto\n"
+        "            (AF_XDP where the driver runs it zero-copy, else udp); default auto\n"
+        "  --if      the interface --addr must be on\n"
+        "  --path P  where to listen: @name (abstract socket) or a file path;\n"
+        "            default: $ULN_SERVICE_PATH, else %s\n"
+        "  --spin-us how long to poll after the last work before sleeping (%u)\n"
+        "  --no-map  never map processes' uln_mem_alloc memory: PUT and GET with\n"
+        "            process_vm_*, atomics by the owner's engine (to compare)\n"
+        "  --weight UID:W  the largest share (1..%u) uid's processes may ask with\n"
+        "            ULN_SERVICE_WEIGHT; /CGROUP:W for processes in that cgroup (v2)\n"
+        "            or under it; *:W for the rest (repeatable)\n"
+        "  --queue-mem SIZE  a process's queues' memory at most (K, M, G; %llu M):\n"
+        "            an endpoint past it fails to open with -EDQUOT\n",
+        ULN_SVC_WIRE_PORT, ULN_SVC_DEFAULT_PATH, SPIN_NS_DEFAULT / 1000u, ULN_SVC_WEIGHT_MAX,
+        ULN_SVC_QUEUE_MEM_DEFAULT >> 20);
 }
 
 /* Listen at d->path. A second service on one path is refused by the
@@ -232,7 +240,19 @@ int main(int argc, char **argv)
             addr = argv[++i];
         else if (!strcmp(a, "--spin-us") && more)
             d.spin_ns = strtoull(argv[++i], NULL, 10) * 1000u;
-        else if (!strcmp(a, "--if") && more)
+        else if (!strcmp(a, "--queue-mem") && more) {
+            char *end;
+            unsigned long long v = strtoull(argv[++i], &end, 10);
+            int sh = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+            if (sh) end++;
+            if (*end || v == 0 || v > (1ull << 40) >> sh) {
+                fprintf(stderr, "ulnetd: --queue-mem %s: want a size (K, M or G)\n", argv[i]);
+                return 2;
+            }
+            d.queue_mem = v << sh;
+        } else if (!strcmp(a, "--weight") && more) {
+            if (arbiter_rule(&d, argv[++i]) != 0) return 2;
+        } else if (!strcmp(a, "--if") && more)
             snprintf(d.iface, sizeof d.iface, "%s", argv[++i]);
         else if (!strcmp(a, "--link") && more) {
             const char *l = argv[++i];

@@ -150,14 +150,23 @@ void queue_give_back(struct queue *q, uint64_t bytes)
     }
 }
 
-/* Move what q holds into its targets' inboxes. True if anything moved. */
-static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool *blocked)
+/* The work a GET request asks (its length, bounded: the request is the
+ * process's word), 0 if m is no GET request. */
+static uint64_t get_work(const struct uln_msg *m, const uint8_t *payload)
 {
-    bool moved = false;
+    struct uln_get_req r;
+    if (m->type != ULN_MSG_GET_REQ || m->len < sizeof r) return 0;
+    memcpy(&r, payload, sizeof r);
+    return r.len < ULN_SVC_RING_BYTES ? r.len : ULN_SVC_RING_BYTES;
+}
+
+uint64_t queue_step(struct ulnetd *d, struct client *c, struct queue *q, bool *blocked)
+{
     struct uln_msg m;
-    uint64_t bytes;
+    uint64_t bytes, work = 0;
     const uint8_t *payload;
-    while (!q->bad && (payload = queue_peek(q, &m, &bytes))) {
+    for (;;) {
+        if (q->bad || !(payload = queue_peek(q, &m, &bytes))) break;
         uint32_t dst = m.aux & ~ULN_SVC_AUX_CH;
         int ch = (m.aux & ULN_SVC_AUX_CH) != 0;
         struct client *t = dst < c->size ? find_target(d, c->job_key, dst) : NULL;
@@ -191,9 +200,9 @@ static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool
             uint64_t sent = q->get_sent;
             int r = c->attached ? serve_one(d, &o, t, &m, payload) : SERVE_ENGINE;
             if (r == SERVE_LATER) {
-                /* A GET answered in part until c's ring filled: c is to
-                 * be woken to drain it (or it waits for its next look). */
-                moved |= q->get_sent != sent;
+                /* A GET answered in part until c's ring filled counts what
+                 * it answered (c is woken to drain it). */
+                work = q->get_sent > sent ? q->get_sent - sent : 0;
                 *blocked = true;
                 break;
             }
@@ -203,11 +212,15 @@ static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool
                     break;
                 }
                 d->c.forwarded++;
+            } else {
+                uint64_t asked = get_work(&m, payload);
+                work = asked > sent ? asked - sent : 0;
             }
         }
         q->cons.read += bytes;
         queue_give_back(q, bytes);
-        moved = true;
+        work += bytes;
+        break;
     }
     if (q->bad && !q->bad_said) {
         q->bad_said = true;
@@ -215,7 +228,7 @@ static bool queue_pump(struct ulnetd *d, struct client *c, struct queue *q, bool
         fprintf(stderr, "ulnetd: pid %d: endpoint %u's queue is broken: not read any more\n",
                 (int)c->pid, q->ep);
     }
-    return moved;
+    return work;
 }
 
 /* Ring the doorbells of the targets we wrote to, if they sleep. */
@@ -252,13 +265,8 @@ bool queues_empty(const struct client *c)
 
 bool queues_pump(struct ulnetd *d, bool *blocked)
 {
-    bool moved = false;
     *blocked = false;
-    for (unsigned i = 0; i < d->n_clients; i++) {
-        struct client *c = d->clients[i];
-        for (unsigned e = 0; c && e < ULN_SVC_MAX_EPS; e++)
-            if (c->queues[e]) moved |= queue_pump(d, c, c->queues[e], blocked);
-    }
+    bool moved = arbiter_round(d, blocked);
     if (moved) queues_wake(d);
     clients_reap(d);
     return moved;
@@ -329,6 +337,16 @@ int queue_add(struct ulnetd *d, struct client *c, const struct uln_svc_queue *m,
         *why = "the queue is not a sealed memory object of the size said";
         return -EINVAL;
     }
+    /* The quota counts what stays mapped here: an endpoint's new life
+     * replaces its earlier queue, whose memory then goes. */
+    uint64_t replaced = c->queues[m->ep] ? c->queues[m->ep]->bytes : 0;
+    uint64_t quota = d->queue_mem ? d->queue_mem : ULN_SVC_QUEUE_MEM_DEFAULT;
+    if (c->queue_bytes - replaced + m->bytes > quota) {
+        c->over_quota++;
+        d->c.over_quota++;
+        *why = "its queues' memory would pass the quota (--queue-mem)";
+        return -EDQUOT;
+    }
     uint64_t v;
     if (read(bell, &v, sizeof v) < 0 && errno != EAGAIN) {
         *why = "the queue's doorbell is not an eventfd";
@@ -364,7 +382,9 @@ int queue_add(struct ulnetd *d, struct client *c, const struct uln_svc_queue *m,
         epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, old->bell, NULL);
         old->next_retired = c->retired;
         c->retired = old;
+        c->queue_bytes -= old->bytes;
     }
     c->queues[m->ep] = q;
+    c->queue_bytes += q->bytes;
     return 0;
 }

@@ -41,6 +41,9 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         (unsigned long long)d->host_id);
     t.n += wire_status(d, t.p + t.n, t.room - t.n);
     if (t.n >= t.room) t.n = t.room - 1;
+    put(&t, "quota: queue memory %llu KiB per process; queues refused past it %llu\n",
+        (unsigned long long)((d->queue_mem ? d->queue_mem : ULN_SVC_QUEUE_MEM_DEFAULT) >> 10),
+        (unsigned long long)d->c.over_quota);
     put(&t,
         "counters: attached %llu, detached %llu, refused %llu, malformed %llu\n"
         "messages: forwarded %llu, unroutable %llu; sleeps %llu, woken by a queue %llu\n"
@@ -63,9 +66,13 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         unsigned nq = 0;
         for (unsigned e = 0; e < ULN_SVC_MAX_EPS; e++)
             nq += c->queues[e] != NULL;
-        put(&t, "  client %u pid %d uid %u job %016llx rank %u/%u inbox %zu KiB queues %u\n", c->id,
-            (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size,
-            c->inbox_len >> 10, nq);
+        put(&t,
+            "  client %u pid %d uid %u job %016llx rank %u/%u inbox %zu KiB queues %u (%llu KiB, "
+            "%llu refused over quota) weight %u (cgroup %s) moved %llu msgs %llu bytes\n",
+            c->id, (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size,
+            c->inbox_len >> 10, nq, (unsigned long long)(c->queue_bytes >> 10),
+            (unsigned long long)c->over_quota, c->weight, c->cgroup[0] ? c->cgroup : "?",
+            (unsigned long long)c->moved_msgs, (unsigned long long)c->moved_bytes);
     }
     return t.n;
 }

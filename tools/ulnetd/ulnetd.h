@@ -19,7 +19,10 @@
 #include "rel/rel.h"
 #include "transport/svc/proto.h"
 
-#define ULN_SVC_MAX_EPS 64 /* endpoints per process (ULN_MAX_EPS's bound) */
+#define ULN_SVC_MAX_EPS    64   /* endpoints per process (ULN_MAX_EPS's bound) */
+#define ULN_SVC_CGROUP_MAX 128u /* a cgroup path we keep (longer: unknown) */
+/* --queue-mem's default: 64 endpoints' queues nearly (each 1 MiB + a page). */
+#define ULN_SVC_QUEUE_MEM_DEFAULT (64ull << 20)
 
 /* What an epoll event's pointer points at: each such struct starts so. */
 enum { KIND_CLIENT = 1, KIND_QUEUE };
@@ -73,6 +76,14 @@ struct client {
     struct queue *retired;
     const char *gone; /* why it is to be dropped after this event batch; NULL: not */
     bool draining;    /* it ended; its queues still hold what it sent before */
+    /* Its share (arbiter.c): weight asked at attach, capped for its uid. */
+    uint32_t weight;
+    char cgroup[ULN_SVC_CGROUP_MAX];  /* its cgroup (v2 path) at attach; "" unknown */
+    int64_t deficit;                  /* bytes of work it may still take this round */
+    unsigned next_ep;                 /* the endpoint the round robin among its own looks at next */
+    uint64_t moved_msgs, moved_bytes; /* its messages and their work, taken so far */
+    uint64_t queue_bytes;             /* its queues' memory mapped here (--queue-mem) */
+    uint64_t over_quota;              /* its queues refused for it */
 };
 
 struct counters {
@@ -83,9 +94,21 @@ struct counters {
     uint64_t atomics, mapped_ops;   /* atomics applied here; operations through a mapping */
     uint64_t wire_tx, wire_rx, wire_resent; /* datagrams to and from other services */
     uint64_t remotes_dead;                  /* other services that fell silent */
+    uint64_t over_quota;                    /* queues refused past --queue-mem */
 };
 
 struct wire;
+
+/* --weight: the largest share a uid's processes may ask (arbiter.c). */
+#define ULN_SVC_WEIGHT_MAX   64u
+#define ULN_SVC_WEIGHT_RULES 32u
+#define ULN_SVC_CGROUP_MAX   128u
+struct weight_rule {
+    bool any; /* "*": every uid without a rule of its own */
+    uid_t uid;
+    char cgroup[ULN_SVC_CGROUP_MAX]; /* "/...": processes in that cgroup (v2) or under it */
+    uint32_t max;
+};
 
 struct ulnetd {
     int listen_fd, epoll_fd, signal_fd;
@@ -106,10 +129,18 @@ struct ulnetd {
     uint32_t next_id;
     bool no_map; /* --no-map: never map processes' memory (process_vm_* only) */
     struct counters c;
+    struct weight_rule weights[ULN_SVC_WEIGHT_RULES];
+    unsigned n_weights;
+    unsigned arb_next;  /* the client the next round starts at */
+    uint64_t arb_batch; /* work per queues_pump, in rounds (0: arbiter.c's; tests: 1) */
+    uint64_t queue_mem; /* --queue-mem: a process's queues' memory, at most (0: default) */
 };
 
 /* clients.c */
 int clients_accept(struct ulnetd *d);
+/* A connection fd (nonblocking) as a new client, known by its SO_PEERCRED;
+ * NULL (fd closed) if it cannot be. */
+struct client *client_add(struct ulnetd *d, int fd);
 void client_input(struct ulnetd *d, struct client *c);
 /* Mark c to go (freed by clients_sweep, after the event batch that may
  * still name it or its queues). */
@@ -217,10 +248,27 @@ bool queues_pump(struct ulnetd *d, bool *blocked);
 /* Ring the doorbells of the processes we wrote to (client.wrote) that
  * sleep: after a batch of queue messages, or of what came over the wire. */
 void queues_wake(struct ulnetd *d);
+/* Take q's next message (forward, place or serve it): the work it was in
+ * bytes, 0 when nothing moved (q empty, broken, or *blocked: a target's
+ * ring or the wire is full). */
+uint64_t queue_step(struct ulnetd *d, struct client *c, struct queue *q, bool *blocked);
 /* Nothing left to read in any of c's queues (or they are broken). */
 bool queues_empty(const struct client *c);
 /* Tell every queue's process we sleep (1) or not (0). */
 void queues_sleeping(struct ulnetd *d, uint32_t v);
+
+/* arbiter.c: weighted deficit round robin between processes, then between
+ * a process's endpoints, over queue_step. */
+/* --weight UID:W, /CGROUP:W or *:W: 0, or -1 (said). */
+int arbiter_rule(struct ulnetd *d, const char *spec);
+/* pid's cgroup (the v2 line of /proc/PID/cgroup) into out; "" if unknown. */
+void arbiter_cgroup_of(pid_t pid, char *out, size_t room);
+/* The weight a process of uid in cgroup gets for asked (0: 1): within
+ * 1..ULN_SVC_WEIGHT_MAX and the rule that applies to it. */
+uint32_t arbiter_weight(const struct ulnetd *d, uid_t uid, const char *cgroup, uint32_t asked);
+/* One round: every process with work takes its weight's worth. True if
+ * anything moved. */
+bool arbiter_round(struct ulnetd *d, bool *blocked);
 
 /* status.c: the text of a STATUS answer into out (at most room bytes, NUL
  * included): its length. And --status: ask the service at path, print. */

@@ -47,7 +47,8 @@ struct uln_svc_hdr {
 struct uln_svc_attach {
     struct uln_svc_hdr h;
     uint64_t job_key;
-    uint32_t rank, size, max_eps, pad_;
+    uint32_t rank, size, max_eps;
+    uint32_t weight;      /* share asked (ULN_SERVICE_WEIGHT, 1..64; 0: 1), capped per uid */
     uint64_t inbox_bytes; /* the memfd's size: checked against fstat */
 };
 

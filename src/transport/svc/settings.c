@@ -18,6 +18,10 @@ static const struct uln_setting svc_table[] = {
     {"ULN_SERVICE_LOCAL", "svc", 0, 0,
      "with ULN_TRANSPORT=svc, peers on this host: svc (through the service) or shm (direct)",
      ULN_SEC_LINK_CHOICE},
+    {"ULN_SERVICE_WEIGHT", "1", 1, 64,
+     "this process's share of the service's work against other processes' (weighted round "
+     "robin); the service caps it per uid (ulnetd --weight)",
+     ULN_SEC_LINK_CHOICE},
 };
 
 static int svc_resolve(const struct uln_config *cfg, void *block)
@@ -37,6 +41,7 @@ static int svc_resolve(const struct uln_config *cfg, void *block)
                         sp->path, ULN_SVC_PATH_MAX);
         return -EINVAL;
     }
+    if (uln_setting_u32("ULN_SERVICE_WEIGHT", 0, &sp->weight) != 0) return -EINVAL;
     return sp->mode < 0 ? -EINVAL : 0;
 }
 

@@ -23,6 +23,7 @@ struct uln_svc_params {
     int mode;         /* enum uln_svc_mode (ULN_SERVICE) */
     const char *path; /* NULL or where ulnetd listens (ULN_SERVICE_PATH) */
     bool local_shm;   /* peers on this host over shm, not through it (ULN_SERVICE_LOCAL) */
+    uint32_t weight;  /* ULN_SERVICE_WEIGHT: 1..64, asked at attach */
 };
 extern const struct uln_settings_group uln_svc_settings;
 
