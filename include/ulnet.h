@@ -321,6 +321,10 @@ int uln_allgather(struct uln_ep *ep, const void *mine, size_t len, void *all, in
  * address, the common case - for clients that keep an address in a small
  * fixed buffer; else it returns -ENOSPC with the full length in *len. Both
  * forms are accepted everywhere an address is, and name the same peer.
+ * Under ULN_SECURE the short form also carries the context's public key:
+ * ULN_ADDR_SHORT_SEALED bytes (a libfabric name of 64 bytes holds it); it
+ * leaves out which job secret the context holds, so a peer with another
+ * secret is not refused at insert, but its every datagram is, and counted.
  *
  * Neither may run while another thread drives an endpoint of the context
  * (like uln_ep_open). Returns 0 or -EINVAL (bad arguments, a context in a
@@ -328,8 +332,9 @@ int uln_allgather(struct uln_ep *ep, const void *mine, size_t len, void *all, in
  * endpoint limit), -EHOSTUNREACH (no transport reaches it), -ENOSPC (max_peers
  * ids in use).
  */
-#define ULN_ADDR_MAX   128 /* room for a third part: IPv6, a service, a public key */
-#define ULN_ADDR_SHORT 27
+#define ULN_ADDR_MAX          128 /* room for a third part: IPv6, a service, a public key */
+#define ULN_ADDR_SHORT        27
+#define ULN_ADDR_SHORT_SEALED 60
 int uln_addr(const struct uln_ctx *ctx, void *addr, size_t *len); /* in: room, out: length */
 int uln_peer_insert(struct uln_ctx *ctx, const void *addr, size_t len, int ep_index, int *peer);
 int uln_peer_remove(struct uln_ctx *ctx, int peer);

@@ -600,14 +600,16 @@ int ulnfi_ep_getname(struct ulnfi_ep *ep, void *addr, size_t *addrlen)
     }
     /* fi_getname(3): too small a room is -FI_ETOOSMALL with the length
      * needed, the full name's; a room of 32 bytes or more that is too small
-     * for it takes the short name where there is one (names.h). */
+     * for it takes the short name where there is one, and a room of 64 the
+     * sealed short one under ULN_SECURE (names.h). */
     struct ulnfi_addr a;
     size_t room = *addrlen;
     int rc = make_name(ep, &a, sizeof(a.uaddr));
     if (rc) return rc;
     *addrlen = ulnfi_name_len(&a);
+    size_t short_room = (room < ULNFI_NAME_SHORT_SEALED ? room : ULNFI_NAME_SHORT_SEALED);
     if (room < *addrlen && room >= ULNFI_NAME_SHORT &&
-        make_name(ep, &a, ULNFI_NAME_SHORT - ULNFI_SHORT_HDR) != 0)
+        make_name(ep, &a, short_room - ULNFI_SHORT_HDR) != 0)
         return -FI_ETOOSMALL;
     size_t n = ulnfi_name_put(&a, addr, room);
     if (!n) return -FI_ETOOSMALL;

@@ -5,6 +5,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "names.h"
@@ -48,12 +49,15 @@ size_t ulnfi_name_put(const struct ulnfi_addr *a, void *out, size_t room)
         memcpy(out, a, n);
         return n;
     }
-    if (room < ULNFI_NAME_SHORT || a->ulen > ULNFI_NAME_SHORT - ULNFI_SHORT_HDR) return 0;
-    uint8_t s[ULNFI_NAME_SHORT] = {ULNFI_SHORT_MARK | a->ulen, a->ep};
+    bool sealed = a->ulen == ULN_ADDR_SHORT_SEALED;
+    size_t len = sealed ? ULNFI_NAME_SHORT_SEALED : ULNFI_NAME_SHORT;
+    if (room < len || (!sealed && a->ulen > ULNFI_NAME_SHORT - ULNFI_SHORT_HDR)) return 0;
+    uint8_t s[ULNFI_NAME_SHORT_SEALED] = {
+        (uint8_t)(sealed ? ULNFI_SHORT_SEALED_MARK : ULNFI_SHORT_MARK | a->ulen), a->ep};
     memcpy(s + 2, &a->gen, 2);
     memcpy(s + ULNFI_SHORT_HDR, a->uaddr, a->ulen);
-    memcpy(out, s, sizeof(s));
-    return sizeof(s);
+    memcpy(out, s, len);
+    return len;
 }
 
 /* How long the name at in is: a short one's first byte has
@@ -64,6 +68,7 @@ size_t ulnfi_name_put(const struct ulnfi_addr *a, void *out, size_t room)
 static size_t name_len(const uint8_t *in)
 {
     if ((in[0] & 0xe0u) == ULNFI_SHORT_MARK) return ULNFI_NAME_SHORT;
+    if (in[0] == ULNFI_SHORT_SEALED_MARK) return ULNFI_NAME_SHORT_SEALED;
     size_t ulen = in[offsetof(struct ulnfi_addr, ulen)];
     if (ulen > ULN_ADDR_MAX || ULNFI_NAME_HDR + ulen < ULNFI_NAME_FULL) return ULNFI_NAME_FULL;
     return ULNFI_NAME_HDR + ulen;
@@ -71,20 +76,22 @@ static size_t name_len(const uint8_t *in)
 
 int ulnfi_name_get(const void *in, struct ulnfi_addr *out, size_t *stride)
 {
+    const uint8_t *first = in;
     *stride = name_len(in);
-    if (*stride != ULNFI_NAME_SHORT) { /* a full name: its bytes, zeros after them */
+    bool is_short = (*first & 0xe0u) == ULNFI_SHORT_MARK || *first == ULNFI_SHORT_SEALED_MARK;
+    if (!is_short) { /* a full name: its bytes, zeros after them */
         memset(out, 0, sizeof(*out));
         memcpy(out, in, *stride);
         return ulnfi_name_check(out);
     }
-    /* a short one: only its 32 bytes are read; *out all zeros (no name) if
-     * refused before it is filled */
-    uint8_t s[ULNFI_NAME_SHORT];
-    memcpy(s, in, sizeof(s));
+    /* a short one: only its 32 (sealed: 64) bytes are read; *out all zeros
+     * (no name) if refused before it is filled */
+    uint8_t s[ULNFI_NAME_SHORT_SEALED];
+    memcpy(s, in, *stride);
     memset(out, 0, sizeof(*out));
-    unsigned ulen = s[0] & 0x1fu;
-    if (ulen > ULNFI_NAME_SHORT - ULNFI_SHORT_HDR) return -EADDRNOTAVAIL;
-    for (unsigned i = ULNFI_SHORT_HDR + ulen; i < sizeof(s); i++)
+    unsigned ulen = *stride == ULNFI_NAME_SHORT ? s[0] & 0x1fu : ULN_ADDR_SHORT_SEALED;
+    if (ulen > *stride - ULNFI_SHORT_HDR) return -EADDRNOTAVAIL;
+    for (unsigned i = ULNFI_SHORT_HDR + ulen; i < *stride; i++)
         if (s[i]) return -EADDRNOTAVAIL; /* the padding is zeros: one name, one spelling */
     out->magic = ULNFI_ADDR_MAGIC;
     out->version = ULNFI_ADDR_VERSION;

@@ -83,10 +83,19 @@ struct ulnfi_names_msg {
 #define ULNFI_SHORT_HDR  4
 #define ULNFI_SHORT_MARK 0xa0u /* the top three bits; the low five are ulen */
 _Static_assert(ULN_ADDR_SHORT <= ULNFI_NAME_SHORT - ULNFI_SHORT_HDR, "ulnet's short form fits");
+/* The sealed short name, for clients that keep a name in FI_NAME_MAX (64)
+ * bytes, as Open MPI's mtl ofi does, when the context seals (ULN_SECURE) and
+ * its full name is longer: the same header with first byte exactly
+ * ULNFI_SHORT_SEALED_MARK, then ulnet's sealed short address
+ * (ULN_ADDR_SHORT_SEALED bytes: it carries the public key). */
+#define ULNFI_SHORT_SEALED_MARK 0xc0u
+#define ULNFI_NAME_SHORT_SEALED (ULNFI_SHORT_HDR + ULN_ADDR_SHORT_SEALED)
+_Static_assert(ULNFI_NAME_SHORT_SEALED == ULNFI_NAME_FULL, "a sealed short name is FI_NAME_MAX");
 _Static_assert((ULNFI_ADDR_MAGIC & 0xe0u) != ULNFI_SHORT_MARK, "a short name is told apart");
 
 /* Writes a's name into room bytes at out: the full name where it fits, else
- * the short one where a's ulnet address is short enough. Returns the length
+ * the short one where a's ulnet address is short enough (the sealed short
+ * one for a sealed short address). Returns the length
  * written, 0 when neither fits. */
 size_t ulnfi_name_put(const struct ulnfi_addr *a, void *out, size_t room);
 /* The name at in - full or short, as its first byte says - into *out as a

@@ -27,6 +27,10 @@
  *      one (transport.h: short_bytes), in id order, no ids or lengths: today
  *      shm's (u16, our inbox's descriptor) and udp's (u8 port count, u16
  *      first port, an IPv4 address). An address with other parts has none.
+ * Under ULN_SECURE the sealed short form (ULN_ADDR_SHORT_SEALED bytes,
+ * magic 0xa9) is the same with each part followed by its transport's
+ * short_seal_bytes: udp's sealing state, compact (its public key; link_seal.h),
+ * so that a sealed address still fits the 64 bytes of a libfabric name.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,11 +42,12 @@
 #include "boot/addr.h"
 #include "transport/transports.h"
 
-#define ADDR_MAGIC   0xa7u
-#define ADDR_VERSION 1u
-#define ADDR_HDR     24u
-#define SHORT_MAGIC  0xa8u
-#define SHORT_HDR    18u /* magic, pid, key, host: then the transports' short parts */
+#define ADDR_MAGIC         0xa7u
+#define ADDR_VERSION       1u
+#define ADDR_HDR           24u
+#define SHORT_MAGIC        0xa8u
+#define SHORT_HDR          18u /* magic, pid, key, host: then the transports' short parts */
+#define SHORT_SEALED_MAGIC 0xa9u
 
 int uln_peers_open(struct uln_ctx *ctx)
 {
@@ -66,56 +71,69 @@ void uln_peers_close(struct uln_ctx *ctx)
     ctx->peer_live = NULL;
 }
 
-/* The short form of full address a (n bytes) into out, or -ENOSPC when it
- * has other parts, or values too wide for the short fields. */
-static int addr_shorten(const uint8_t *a, size_t n, uint8_t *out)
+/* The short form of full address a (n bytes) into out (room bytes): the
+ * plain one, or the sealed one when a transport's part carries sealing
+ * state. Its length, or -ENOSPC when it has other parts, values too wide for
+ * the short fields, or is longer than room. */
+static int addr_shorten(const uint8_t *a, size_t n, uint8_t *out, size_t room)
 {
-    uint8_t s[ULN_ADDR_SHORT]; /* out is the caller's: written only whole */
+    uint8_t s[ULN_ADDR_SHORT_SEALED]; /* out is the caller's: written only whole */
     if (n < ADDR_HDR || a[7] || a[22] || a[23]) return -ENOSPC; /* pid < 2^24; 48-bit hosts */
     size_t off = ADDR_HDR, so = SHORT_HDR;
     unsigned parts = 0;
+    bool sealed = false;
     for (unsigned id = 0; uln_transports[id]; id++) {
         const struct uln_transport_ops *t = uln_transports[id];
         if (!t->short_bytes) continue;
         /* Every transport with a short part has its part here, in id order. */
         if (parts >= a[3] || off + 2 > n || a[off] != id || off + 2 + a[off + 1] > n ||
-            so + t->short_bytes > ULN_ADDR_SHORT || t->short_pack(a + off + 2, a[off + 1], s + so))
+            so + t->short_bytes + t->short_seal_bytes > sizeof s)
             return -ENOSPC;
+        int k = t->short_pack(a + off + 2, a[off + 1], s + so);
+        if (k < 0 || (k != (int)t->short_bytes && k != (int)(t->short_bytes + t->short_seal_bytes)))
+            return -ENOSPC;
+        sealed |= k != (int)t->short_bytes;
         off += 2u + a[off + 1];
-        so += t->short_bytes;
+        so += (size_t)k;
         parts++;
     }
-    if (parts != a[3] || off != n || so != ULN_ADDR_SHORT) return -ENOSPC; /* other parts */
-    s[0] = SHORT_MAGIC;
+    /* Sealed, every part must be in its sealed length (addr_full reads them
+     * so): the lengths add up to ULN_ADDR_SHORT_SEALED only then. */
+    size_t want = sealed ? ULN_ADDR_SHORT_SEALED : ULN_ADDR_SHORT;
+    if (parts != a[3] || off != n || so != want || want > room) return -ENOSPC; /* other parts */
+    s[0] = sealed ? SHORT_SEALED_MAGIC : SHORT_MAGIC;
     memcpy(s + 1, a + 4, 3);
     memcpy(s + 4, a + 8, 8);
     memcpy(s + 12, a + 16, 6);
-    memcpy(out, s, sizeof s);
-    return 0;
+    memcpy(out, s, want);
+    return (int)want;
 }
 
 /* The full form of address a (len bytes): a itself, or a short one made full
  * in buf; NULL when it is short but not well formed. */
 static const uint8_t *addr_full(const uint8_t *a, size_t *len, uint8_t buf[ULN_ADDR_MAX])
 {
-    if (*len == 0 || a[0] != SHORT_MAGIC) return a;
-    if (*len != ULN_ADDR_SHORT) return NULL;
+    if (*len == 0 || (a[0] != SHORT_MAGIC && a[0] != SHORT_SEALED_MAGIC)) return a;
+    bool sealed = a[0] == SHORT_SEALED_MAGIC;
+    size_t want = sealed ? ULN_ADDR_SHORT_SEALED : ULN_ADDR_SHORT;
+    if (*len != want) return NULL;
     memset(buf, 0, ULN_ADDR_MAX);
     size_t off = ADDR_HDR, so = SHORT_HDR;
     unsigned parts = 0;
     for (unsigned id = 0; uln_transports[id]; id++) {
         const struct uln_transport_ops *t = uln_transports[id];
         if (!t->short_bytes) continue;
-        if (so + t->short_bytes > ULN_ADDR_SHORT || off + 2 > ULN_ADDR_MAX) return NULL;
-        size_t k = t->short_unpack(a + so, buf + off + 2, ULN_ADDR_MAX - off - 2);
+        size_t sb = t->short_bytes + (sealed ? t->short_seal_bytes : 0);
+        if (so + sb > want || off + 2 > ULN_ADDR_MAX) return NULL;
+        size_t k = t->short_unpack(a + so, sealed, buf + off + 2, ULN_ADDR_MAX - off - 2);
         if (!k || k > 255) return NULL;
         buf[off] = (uint8_t)id;
         buf[off + 1] = (uint8_t)k;
         off += 2 + k;
-        so += t->short_bytes;
+        so += sb;
         parts++;
     }
-    if (so != ULN_ADDR_SHORT) return NULL; /* a build whose short parts do not fill it */
+    if (so != want) return NULL; /* a build whose short parts do not fill it */
     buf[0] = ADDR_MAGIC;
     buf[1] = ADDR_VERSION;
     buf[2] = (uint8_t)off;
@@ -154,8 +172,9 @@ ULN_EXPORT int uln_addr(const struct uln_ctx *ctx, void *addr, size_t *len)
     memcpy(a + 8, &key, 8);
     memcpy(a + 16, &host, 8);
     if (*len < n) {
-        if (*len >= ULN_ADDR_SHORT && addr_shorten(a, n, addr) == 0) {
-            *len = ULN_ADDR_SHORT;
+        int k = *len >= ULN_ADDR_SHORT ? addr_shorten(a, n, addr, *len) : -ENOSPC;
+        if (k > 0) {
+            *len = (size_t)k;
             return 0;
         }
         *len = n;

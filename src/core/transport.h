@@ -107,13 +107,16 @@ struct uln_transport_ops {
     /* Optional: its part in the short address form (ulnet.h, ULN_ADDR_SHORT;
      * peer.c), short_bytes long. The short form holds these parts in id
      * order, and stands for a full address with exactly those parts.
-     * short_pack: the part (len bytes, as addr_pack wrote it) in short_bytes
-     * at out, or -ENOSPC when it has no short form (a value too wide, another
-     * family). short_unpack: the short bytes at in back into the full part at
-     * out (room bytes); its length, or 0 if it does not fit. */
-    unsigned short_bytes;
+     * short_pack: the part (len bytes, as addr_pack wrote it) at out, in
+     * short_bytes, or in short_bytes + short_seal_bytes when it carries
+     * sealing state (ULN_SECURE: the sealed short form, ULN_ADDR_SHORT_SEALED);
+     * the bytes written, or -ENOSPC when it has no short form (a value too
+     * wide, another family). short_unpack: the short bytes at in (sealed: the
+     * longer ones) back into the full part at out (room bytes); its length,
+     * or 0 if it does not fit or is malformed. */
+    unsigned short_bytes, short_seal_bytes;
     int (*short_pack)(const uint8_t *part, size_t len, uint8_t *out);
-    size_t (*short_unpack)(const uint8_t *in, uint8_t *out, size_t room);
+    size_t (*short_unpack)(const uint8_t *in, bool sealed, uint8_t *out, size_t room);
     void (*close)(struct uln_ctx *ctx); /* also after a failed open */
     /* Whether it reaches peer, and at what cost: 0 not at all, else about
      * what a small message to it takes one way, in nanoseconds (the order of

@@ -28,6 +28,9 @@ struct kept_pair { /* a pair and whom it was made for */
     unsigned peer_ep;
 };
 
+#define PENDING_MAX 8 /* introductions awaiting their link (seal_link) */
+_Static_assert(ULN_SEAL_INTRO == ULN_SEAL_PUB_COMPACT + 2, "an introduction: state, endpoint");
+
 struct seal_peer {              /* a link id's */
     struct uln_seal_pair *pair; /* the store's */
     int rank;
@@ -50,6 +53,17 @@ struct seal_link {
     uint64_t refused_here;                                   /* for stats */
     int (*resolve)(void *arg, const struct uln_link_rx *rx); /* no job: see link_seal.h */
     void *resolve_arg;
+    /* No job: introductions. intro is ours (compact state, endpoint index),
+     * sent on every datagram to a peer that has not yet shown it has our key
+     * (nothing opened from it yet); intro_buf its copies, one per packet. */
+    bool introduce;
+    uint8_t intro[ULN_SEAL_INTRO];
+    uint8_t intro_buf[ULN_LINK_BATCH][ULN_SEAL_INTRO];
+    /* Pairs made from introductions of sources not linked yet, kept until the
+     * layer above links the source (uln_link_seal_peer adopts its pair, with
+     * the counters it accepted) or PENDING_MAX newer ones displace it. */
+    struct kept_pair *pending[PENDING_MAX];
+    unsigned pending_next;
 };
 
 /* ---- the store ------------------------------------------------------------------ */
@@ -63,10 +77,9 @@ int uln_seal_store_open(struct uln_seal_store *s, enum uln_seal_mode mode,
     s->cipher = cipher;
     s->neps = neps;
     s->npeers = npeers;
-    while (!s->epoch)
-        if (getentropy(&s->epoch, sizeof s->epoch) != 0) return -errno;
     int rc = uln_seal_id_open(&s->id, secret_file);
     if (rc) return rc;
+    s->epoch = uln_seal_epoch_of(s->id.pub);
     /* Which secret we hold, for the check at start: a hash under a label of
      * its own, so it says nothing of the keys (and nothing at all of a
      * secret of 16 random bytes or more). */
@@ -122,7 +135,8 @@ int uln_seal_store_check(const struct uln_seal_store *s, const struct uln_seal_p
     }
     if (s->mode == ULN_SEAL_OFF) return 0;
     if (peer->has_secret != s->id.has_secret ||
-        memcmp(peer->check, s->check, sizeof s->check) != 0) {
+        (!(peer->flags & ULN_SEAL_PUB_NOCHECK) &&
+         memcmp(peer->check, s->check, sizeof s->check) != 0)) {
         snprintf(why, whylen, "%s: every member of a job must read the same ULN_SECRET_FILE",
                  !peer->has_secret   ? "no job secret there, one here"
                  : !s->id.has_secret ? "a job secret there, none here"
@@ -137,6 +151,45 @@ int uln_seal_store_check(const struct uln_seal_store *s, const struct uln_seal_p
     return 0;
 }
 
+uint32_t uln_seal_epoch_of(const uint8_t pub[ULN_SEAL_PUB_BYTES])
+{
+    uint32_t e =
+        (uint32_t)pub[0] | (uint32_t)pub[1] << 8 | (uint32_t)pub[2] << 16 | (uint32_t)pub[3] << 24;
+    return e ? e : 1;
+}
+
+int uln_seal_pub_compact(const struct uln_seal_pub *pub, uint8_t out[ULN_SEAL_PUB_COMPACT])
+{
+    if (pub->mode > 3 || pub->cipher > 3 || pub->has_secret > 1 ||
+        pub->epoch != uln_seal_epoch_of(pub->pub))
+        return -ENOSPC;
+    out[0] = (uint8_t)(pub->mode | pub->cipher << 2 | pub->has_secret << 4);
+    memcpy(out + 1, pub->pub, ULN_SEAL_PUB_BYTES);
+    return 0;
+}
+
+int uln_seal_pub_expand(const uint8_t in[ULN_SEAL_PUB_COMPACT], struct uln_seal_pub *out)
+{
+    if (in[0] >> 5) return -EINVAL;
+    memset(out, 0, sizeof *out);
+    out->mode = in[0] & 3u;
+    out->cipher = in[0] >> 2 & 3u;
+    out->has_secret = in[0] >> 4 & 1u;
+    out->flags = ULN_SEAL_PUB_NOCHECK;
+    memcpy(out->pub, in + 1, ULN_SEAL_PUB_BYTES);
+    out->epoch = uln_seal_epoch_of(out->pub);
+    return 0;
+}
+
+/* Do a and b give the same keys (seal.c's derivation)? The check and the
+ * flags do not enter it: a pair made again for them would start its
+ * counters again under the same keys, and reuse nonces. */
+static bool same_keys(const struct uln_seal_pub *a, const struct uln_seal_pub *b)
+{
+    return a->mode == b->mode && a->cipher == b->cipher && a->has_secret == b->has_secret &&
+           a->epoch == b->epoch && !memcmp(a->pub, b->pub, sizeof a->pub);
+}
+
 /* The pair of (ep, peer) for the peer as published: the one kept if it was
  * made for exactly that (an earlier life of this endpoint index), else a new
  * one (a first contact, or the peer restarted: new keys, new counters). */
@@ -145,7 +198,7 @@ static struct uln_seal_pair *store_pair(struct uln_seal_store *s, unsigned ep, i
 {
     struct uln_seal_pair **slot = &s->pairs[(size_t)ep * s->npeers + (unsigned)peer];
     struct kept_pair *k = (struct kept_pair *)*slot; /* pair is its first member */
-    if (k && k->peer_ep == peer_ep && !memcmp(&k->peer, pub, sizeof *pub)) return &k->pair;
+    if (k && k->peer_ep == peer_ep && same_keys(&k->peer, pub)) return &k->pair;
     struct uln_seal_ends e = {.my_epoch = s->epoch,
                               .peer_epoch = pub->epoch,
                               .my_ep = (uint16_t)ep,
@@ -194,7 +247,7 @@ static void look_again(struct seal_link *sl, int32_t id)
     struct uln_seal_pub pub;
     if (sl->s->republished(sl->s->arg, sp->rank, &pub) != 0) return;
     struct kept_pair *k = (struct kept_pair *)sp->pair;
-    if (!memcmp(&k->peer, &pub, sizeof pub)) return; /* the same life: a forgery */
+    if (same_keys(&k->peer, &pub)) return; /* the same life: a forgery */
     struct uln_seal_pair *pr = store_pair(sl->s, sl->ep, sp->rank, sp->peer_ep, &pub);
     if (pr) sp->pair = pr;
 }
@@ -215,6 +268,58 @@ static struct uln_seal_pair *pair_of_source(struct seal_link *sl, struct uln_lin
     return pr;
 }
 
+/* An introduction from a source not linked: the pair its state and
+ * endpoint give, kept pending (the same one again for the same
+ * introduction, so its window refuses replays); NULL when the state does not
+ * fit ours (another mode, a secret on one side only) or no pair can be made.
+ * Whether the datagram opens under it is the proof: a forged or altered
+ * introduction gives another key. */
+static struct uln_seal_pair *pair_of_intro(struct seal_link *sl, const uint8_t *in)
+{
+    struct uln_seal_pub pub;
+    char why[8];
+    unsigned peer_ep = (unsigned)in[ULN_SEAL_PUB_COMPACT] | (unsigned)in[ULN_SEAL_PUB_COMPACT + 1]
+                                                                << 8;
+    if (uln_seal_pub_expand(in, &pub) || uln_seal_store_check(sl->s, &pub, why, sizeof why))
+        return NULL;
+    for (unsigned i = 0; i < PENDING_MAX; i++) {
+        struct kept_pair *k = sl->pending[i];
+        if (k && k->peer_ep == peer_ep && same_keys(&k->peer, &pub)) return &k->pair;
+    }
+    struct uln_seal_ends e = {.my_epoch = sl->s->epoch,
+                              .peer_epoch = pub.epoch,
+                              .my_ep = (uint16_t)sl->ep,
+                              .peer_ep = (uint16_t)peer_ep};
+    enum uln_seal_cipher c = uln_seal_cipher_pick(sl->s->cipher, (enum uln_seal_cipher)pub.cipher);
+    struct kept_pair *k = calloc(1, sizeof *k);
+    if (!k || uln_seal_pair_open(&k->pair, &sl->s->id, pub.pub, &e, sl->s->mode, c) != 0) {
+        free(k);
+        return NULL;
+    }
+    k->peer = pub;
+    k->peer_ep = peer_ep;
+    struct kept_pair **slot = &sl->pending[sl->pending_next++ % PENDING_MAX];
+    if (*slot) {
+        uln_seal_pair_close(&(*slot)->pair);
+        free(*slot);
+    }
+    *slot = k;
+    return &k->pair;
+}
+
+/* The pending pair for (pub, peer_ep), taken out of the pending ones, or NULL. */
+static struct kept_pair *pending_take(struct seal_link *sl, unsigned peer_ep,
+                                      const struct uln_seal_pub *pub)
+{
+    for (unsigned i = 0; i < PENDING_MAX; i++) {
+        struct kept_pair *k = sl->pending[i];
+        if (!k || k->peer_ep != peer_ep || !same_keys(&k->peer, pub)) continue;
+        sl->pending[i] = NULL;
+        return k;
+    }
+    return NULL;
+}
+
 /* Packet p sealed into out: its pieces and the trailer (auth), or the
  * ciphertext in scratch slot i and the trailer after it (encrypt). */
 static int seal_one(struct seal_link *sl, const struct uln_link_pkt *p, unsigned i,
@@ -223,15 +328,25 @@ static int seal_one(struct seal_link *sl, const struct uln_link_pkt *p, unsigned
     struct uln_seal_pair *pr = pair_of(sl, p->peer);
     if (!pr || p->niov == 0 || p->niov > ULN_LINK_IOV_MAX) return -EINVAL;
     out->peer = p->peer;
+    uint32_t len = uln_link_pkt_len(p);
+    /* No job: introduced until the peer has shown it has our key, where the
+     * datagram has room (else the next one, or a resend, carries it). */
+    bool intro = sl->introduce && !pr->rx.top && len + ULN_SEAL_INTRO <= sl->l.payload_max &&
+                 (sl->s->mode != ULN_SEAL_AUTH || p->niov + 2 <= ULN_LINK_IOV_WIRE);
+    int (*tx)(struct uln_seal_tx *, const struct iovec *, const struct iovec *, int, uint8_t *) =
+        intro ? uln_seal_tx_intro : uln_seal_tx;
     if (sl->s->mode == ULN_SEAL_AUTH) {
-        int rc = uln_seal_tx(&pr->tx, p->iov, NULL, (int)p->niov, sl->trailer[i]);
+        int rc = tx(&pr->tx, p->iov, NULL, (int)p->niov, sl->trailer[i]);
         if (rc) return rc;
         memcpy(out->iov, p->iov, p->niov * sizeof *p->iov);
-        out->iov[p->niov] = (struct iovec){sl->trailer[i], ULN_SEAL_TRAILER};
-        out->niov = p->niov + 1;
+        out->niov = p->niov;
+        if (intro) {
+            memcpy(sl->intro_buf[i], sl->intro, ULN_SEAL_INTRO);
+            out->iov[out->niov++] = (struct iovec){sl->intro_buf[i], ULN_SEAL_INTRO};
+        }
+        out->iov[out->niov++] = (struct iovec){sl->trailer[i], ULN_SEAL_TRAILER};
         return 0;
     }
-    uint32_t len = uln_link_pkt_len(p);
     if (len > sl->l.payload_max) return -EMSGSIZE;
     uint8_t *d = sl->scratch + (size_t)i * sl->stride;
     struct iovec dst[ULN_LINK_IOV_MAX];
@@ -240,9 +355,11 @@ static int seal_one(struct seal_link *sl, const struct uln_link_pkt *p, unsigned
         dst[k] = (struct iovec){d + at, p->iov[k].iov_len};
         at += p->iov[k].iov_len;
     }
-    int rc = uln_seal_tx(&pr->tx, p->iov, dst, (int)p->niov, d + len);
+    if (intro) memcpy(d + len, sl->intro, ULN_SEAL_INTRO);
+    size_t at_trailer = len + (intro ? ULN_SEAL_INTRO : 0);
+    int rc = tx(&pr->tx, p->iov, dst, (int)p->niov, d + at_trailer);
     if (rc) return rc;
-    out->iov[0] = (struct iovec){d, len + ULN_SEAL_TRAILER};
+    out->iov[0] = (struct iovec){d, at_trailer + ULN_SEAL_TRAILER};
     out->niov = 1;
     return 0;
 }
@@ -272,10 +389,13 @@ static int sl_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
         for (int i = 0; i < n; i++) {
             struct uln_seal_pair *pr = pair_of(sl, out[i].peer);
             if (!pr) pr = pair_of_source(sl, &out[i]);
+            const uint8_t *in =
+                pr || !sl->introduce ? NULL : uln_seal_intro(out[i].buf, out[i].len);
+            if (in) pr = pair_of_intro(sl, in); /* opened, it goes up unlinked: a hello */
             long r = pr ? uln_seal_rx(&pr->rx, out[i].buf, out[i].len) : -EBADMSG;
             /* a new life's counters start again: too old or replayed, to the
              * old pair's window, as well as unopened */
-            if (r < 0 && pr) look_again(sl, out[i].peer);
+            if (r < 0 && pr && !in) look_again(sl, out[i].peer);
             if (r < 0) {
                 uln_link_rx_release(sl->below, out[i].handle);
                 sl->refused_here++;
@@ -366,6 +486,11 @@ static void sl_close(struct uln_link *l)
 {
     struct seal_link *sl = sl_of(l);
     uln_link_close(sl->below);
+    for (unsigned i = 0; i < PENDING_MAX; i++) {
+        if (!sl->pending[i]) continue;
+        uln_seal_pair_close(&sl->pending[i]->pair);
+        free(sl->pending[i]);
+    }
     free(sl->by_id);
     free(sl->scratch);
     free(sl);
@@ -414,12 +539,32 @@ int uln_link_seal_open(struct uln_seal_store *s, unsigned ep, _Atomic uint64_t *
     return 0;
 }
 
+/* A peer first known from its introduction: the pair that opened its
+ * first datagrams becomes the store's for (ep, peer), with its window, so
+ * those datagrams stay refused if replayed. Not over a pair the store has
+ * for the same keys (its counters are the ones in use). */
+static void adopt_pending(struct seal_link *sl, int peer, unsigned peer_ep,
+                          const struct uln_seal_pub *pub)
+{
+    struct uln_seal_pair **slot = &sl->s->pairs[(size_t)sl->ep * sl->s->npeers + (unsigned)peer];
+    struct kept_pair *had = (struct kept_pair *)*slot;
+    if (had && had->peer_ep == peer_ep && same_keys(&had->peer, pub)) return;
+    struct kept_pair *k = pending_take(sl, peer_ep, pub);
+    if (!k) return;
+    if (had) {
+        uln_seal_pair_close(&had->pair);
+        free(had);
+    }
+    *slot = &k->pair;
+}
+
 int uln_link_seal_peer(struct uln_link *io, int id, int peer, unsigned peer_ep,
                        const struct uln_seal_pub *pub)
 {
     if (io->ops != &seal_ops) return 0; /* not sealing */
     struct seal_link *sl = sl_of(io);
     if (id < 0 || sl_grow(sl, id) || (unsigned)peer >= sl->s->npeers) return -EINVAL;
+    adopt_pending(sl, peer, peer_ep, pub);
     struct uln_seal_pair *pr = store_pair(sl->s, sl->ep, peer, peer_ep, pub);
     if (!pr) return -ENOMEM;
     sl->by_id[id] = (struct seal_peer){.pair = pr, .rank = peer, .peer_ep = peer_ep};
@@ -430,6 +575,15 @@ void uln_link_seal_resolver(struct uln_link *io,
                             int (*resolve)(void *arg, const struct uln_link_rx *rx), void *arg)
 {
     if (io->ops != &seal_ops) return;
-    sl_of(io)->resolve = resolve;
-    sl_of(io)->resolve_arg = arg;
+    struct seal_link *sl = sl_of(io);
+    sl->resolve = resolve;
+    sl->resolve_arg = arg;
+    /* With no job, peers may not know us when we first send: introduce us. */
+    struct uln_seal_pub me;
+    uln_seal_store_publish(sl->s, &me);
+    if (uln_seal_pub_compact(&me, sl->intro) == 0) {
+        sl->intro[ULN_SEAL_PUB_COMPACT] = (uint8_t)sl->ep;
+        sl->intro[ULN_SEAL_PUB_COMPACT + 1] = (uint8_t)(sl->ep >> 8);
+        sl->introduce = true;
+    }
 }

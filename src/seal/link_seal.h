@@ -44,11 +44,31 @@ struct uln_seal_store {
 
 /* What a context publishes with its address, and checks of its peers'. */
 struct uln_seal_pub {
-    uint8_t mode, cipher, has_secret, pad_;
-    uint32_t epoch;
+    uint8_t mode, cipher, has_secret;
+    uint8_t flags;  /* ULN_SEAL_PUB_NOCHECK */
+    uint32_t epoch; /* uln_seal_epoch_of(pub) */
     uint8_t pub[ULN_SEAL_PUB_BYTES];
     uint8_t check[8];
 };
+/* The state came in the compact form, which has no room for check: which
+ * secret the peer holds is not known, and not checked at insert. A peer with
+ * another secret agrees other keys: its datagrams are refused and counted. */
+#define ULN_SEAL_PUB_NOCHECK 0x1u
+
+/* The compact form of a published state, for short addresses (ulnet.h,
+ * ULN_ADDR_SHORT_SEALED): one byte of mode (bits 0-1), cipher (bits 2-3)
+ * and whether there is a secret (bit 4), then the public key. The epoch
+ * follows from the key (uln_seal_epoch_of) and the check is left out. */
+#define ULN_SEAL_PUB_COMPACT (1u + ULN_SEAL_PUB_BYTES)
+/* 0, or -ENOSPC when pub has no compact form (an epoch not its key's). */
+int uln_seal_pub_compact(const struct uln_seal_pub *pub, uint8_t out[ULN_SEAL_PUB_COMPACT]);
+/* The compact form back, flagged ULN_SEAL_PUB_NOCHECK; -EINVAL when its
+ * first byte is not one compact_pub writes. */
+int uln_seal_pub_expand(const uint8_t in[ULN_SEAL_PUB_COMPACT], struct uln_seal_pub *out);
+/* A context's epoch, from its public key: a new life draws a new key, and
+ * so has a new epoch (but for a 2^-32 chance, which changes no key: both
+ * public keys go into every key derived). Never 0. */
+uint32_t uln_seal_epoch_of(const uint8_t pub[ULN_SEAL_PUB_BYTES]);
 
 /* Draws this context's key pair and epoch, loads the secret (secret_file, or
  * NULL). -errno (the secret file's: -EPERM when others may read it). */

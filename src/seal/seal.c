@@ -216,13 +216,14 @@ static int tx_pieces(EVP_CIPHER_CTX *c, bool enc, const struct iovec *in, const 
     return 0;
 }
 
-int uln_seal_tx(struct uln_seal_tx *tx, const struct iovec *in, const struct iovec *out, int n,
-                uint8_t trailer[ULN_SEAL_TRAILER])
+static int seal_tx(struct uln_seal_tx *tx, const struct iovec *in, const struct iovec *out, int n,
+                   size_t intro, uint8_t trailer[ULN_SEAL_TRAILER])
 {
-    /* UINT64_MAX is never sent, so a receiver's "one past the newest" fits. */
-    if (tx->next == UINT64_MAX) return -EOVERFLOW;
+    /* ULN_SEAL_INTRO_FLAG - 1 is never sent, so a receiver's "one past the
+     * newest" fits below the flag. */
+    if (tx->next >= ULN_SEAL_INTRO_FLAG - 1) return -EOVERFLOW;
     if (n < 0 || n > ULN_SEAL_MAX_IOV) return -EINVAL;
-    size_t total = ULN_SEAL_TRAILER;
+    size_t total = ULN_SEAL_TRAILER + intro;
     for (int i = 0; i < n; i++) {
         if (in[i].iov_len > ULN_SEAL_DGRAM_MAX) return -EMSGSIZE;
         total += in[i].iov_len;
@@ -235,19 +236,39 @@ int uln_seal_tx(struct uln_seal_tx *tx, const struct iovec *in, const struct iov
     nonce(iv, tx->epoch, ctr);
     /* Only the nonce is new: the key schedule stays as keyed() left it. */
     if (EVP_EncryptInit_ex2(c, NULL, NULL, iv, NULL) != 1) return -EIO;
-    int rc = tx_pieces(c, tx->mode == ULN_SEAL_ENCRYPT, in, out, n, total - ULN_SEAL_TRAILER);
+    int rc =
+        tx_pieces(c, tx->mode == ULN_SEAL_ENCRYPT, in, out, n, total - ULN_SEAL_TRAILER - intro);
     if (rc) return rc;
     if (EVP_EncryptFinal_ex(c, fin, &outl) != 1) return -EIO;
-    put_le(trailer, ctr, 8);
+    put_le(trailer, ctr | (intro ? ULN_SEAL_INTRO_FLAG : 0), 8);
     put_le(trailer + LEN_AT, total, 2);
     if (tag_param(c, trailer + TAG_AT, true) != 1) return -EIO;
     return 0;
 }
 
+int uln_seal_tx(struct uln_seal_tx *tx, const struct iovec *in, const struct iovec *out, int n,
+                uint8_t trailer[ULN_SEAL_TRAILER])
+{
+    return seal_tx(tx, in, out, n, 0, trailer);
+}
+
+int uln_seal_tx_intro(struct uln_seal_tx *tx, const struct iovec *in, const struct iovec *out,
+                      int n, uint8_t trailer[ULN_SEAL_TRAILER])
+{
+    return seal_tx(tx, in, out, n, ULN_SEAL_INTRO, trailer);
+}
+
+const uint8_t *uln_seal_intro(const uint8_t *dgram, size_t len)
+{
+    if (len < ULN_SEAL_TRAILER + ULN_SEAL_INTRO) return NULL;
+    const uint8_t *t = dgram + len - ULN_SEAL_TRAILER;
+    return t[7] & 0x80u ? t - ULN_SEAL_INTRO : NULL; /* the counter's top bit */
+}
+
 /* 0 when counter c may be accepted, before any cipher work. */
 static int window_check(const struct uln_seal_rx *rx, uint64_t c)
 {
-    if (c == UINT64_MAX) return -EBADMSG; /* never sent (uln_seal_tx) */
+    if (c >= ULN_SEAL_INTRO_FLAG - 1) return -EBADMSG; /* never sent (seal_tx) */
     if (c >= rx->top) return 0;
     if (rx->top - c > ULN_SEAL_WINDOW) return -ESTALE;
     return rx->seen[(c / 64) % (ULN_SEAL_WINDOW / 64)] >> (c % 64) & 1 ? -EALREADY : 0;
@@ -279,8 +300,12 @@ static void window_accept(struct uln_seal_rx *rx, uint64_t c)
 long uln_seal_rx(struct uln_seal_rx *rx, uint8_t *dgram, size_t len)
 {
     if (len < ULN_SEAL_TRAILER || len > ULN_SEAL_DGRAM_MAX) return -EMSGSIZE;
-    size_t plen = len - ULN_SEAL_TRAILER;
-    uint64_t ctr = get_le64(dgram + plen);
+    uint8_t *trailer = dgram + len - ULN_SEAL_TRAILER;
+    uint64_t ctr = get_le64(trailer);
+    size_t intro = ctr & ULN_SEAL_INTRO_FLAG ? ULN_SEAL_INTRO : 0;
+    if (len < ULN_SEAL_TRAILER + intro) return -EMSGSIZE;
+    size_t plen = len - ULN_SEAL_TRAILER - intro;
+    ctr &= ~ULN_SEAL_INTRO_FLAG;
     /* A length not its own: cut or grown on the way, or cut wrongly out of a
      * run (uln_seal_len). No cipher call spent; the tag would fail too,
      * save for a change of the field alone, which this refuses. */
@@ -290,11 +315,11 @@ long uln_seal_rx(struct uln_seal_rx *rx, uint8_t *dgram, size_t len)
     uint8_t iv[NONCE_BYTES], tag[ULN_SEAL_TAG_BYTES], fin[16];
     EVP_CIPHER_CTX *c = rx->cipher;
     int outl;
-    memcpy(tag, dgram + plen + TAG_AT, sizeof tag);
-    if (rx->one_call) {
+    memcpy(tag, trailer + TAG_AT, sizeof tag);
+    if (rx->one_call && !intro) {
         /* the counter's bytes as they came are the nonce's last 8 (nonce()) */
         OSSL_PARAM p[3] = {
-            OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV, dgram + plen,
+            OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV, trailer,
                                     ULN_SEAL_CTR_BYTES),
             OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, tag, ULN_SEAL_TAG_BYTES),
             OSSL_PARAM_END};

@@ -148,8 +148,27 @@ void uln_seal_pair_close(struct uln_seal_pair *p);
 int uln_seal_tx(struct uln_seal_tx *tx, const struct iovec *in, const struct iovec *out, int n,
                 uint8_t trailer[ULN_SEAL_TRAILER]);
 
+/* An introduction (link_seal.h): ULN_SEAL_INTRO bytes in clear between the
+ * sealed bytes and the trailer, said by the counter field's top bit (never a
+ * counter's: 2^63 datagrams). The length field counts them; the tag does not
+ * cover them, the key does: what they say (the sender's public key and
+ * endpoint) goes into the key the receiver derives, so altered they give
+ * another key and the tag fails. */
+#define ULN_SEAL_INTRO      35u
+#define ULN_SEAL_INTRO_FLAG (1ull << 63)
+
+/* As uln_seal_tx for a datagram whose introduction the caller sends between
+ * the pieces and the trailer. */
+int uln_seal_tx_intro(struct uln_seal_tx *tx, const struct iovec *in, const struct iovec *out,
+                      int n, uint8_t trailer[ULN_SEAL_TRAILER]);
+
+/* The introduction of a sealed datagram of len bytes (trailer included), or
+ * NULL when it carries none. Unchecked until the datagram is opened. */
+const uint8_t *uln_seal_intro(const uint8_t *dgram, size_t len);
+
 /* Opens one received datagram of len bytes, trailer included, in place.
- * Returns the plain length (len - ULN_SEAL_TRAILER), or: -EMSGSIZE shorter
+ * Returns the plain length (len - ULN_SEAL_TRAILER, and less an introduction
+ * where it carries one), or: -EMSGSIZE shorter
  * than a trailer, -EALREADY a counter already accepted (a replay), -ESTALE a
  * counter older than the window, -EBADMSG a length field not len or a tag
  * that does not check out (forged, altered, truncated, another key). On any error nothing was

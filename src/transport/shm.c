@@ -685,11 +685,12 @@ static int uln_shm_short_pack(const uint8_t *part, size_t len, uint8_t *out)
 {
     if (len != 4 || part[2] || part[3]) return -ENOSPC;
     memcpy(out, part, 2);
-    return 0;
+    return 2;
 }
 
-static size_t uln_shm_short_unpack(const uint8_t *in, uint8_t *out, size_t room)
+static size_t uln_shm_short_unpack(const uint8_t *in, bool sealed, uint8_t *out, size_t room)
 {
+    (void)sealed; /* shared memory is never sealed: the same part either way */
     if (room < 4) return 0;
     memcpy(out, in, 2);
     out[2] = out[3] = 0;

@@ -167,9 +167,13 @@ case $what in
 mpi)
     prog=$1 provdir=$2
     [[ -x $prog ]] || skip "no $prog (built only where mpicc is found)"
+    # ULN_SECURE, when set, goes to every rank (mpi.p2p_hosts_encrypt): the
+    # names Open MPI swaps then carry the public keys (64 bytes, names.h).
+    sec=()
+    [[ -z ${ULN_SECURE:-} ]] || sec=(-x ULN_SECURE)
     hosts_up 2
     mpi "$tmp/mpi.out" ${ULNTEST_MPI_TIMEOUT:-240} "0 1" 2 --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include ulnet \
-        -x FI_PROVIDER_PATH="$provdir" -x MPI_P2P_VERBOSE -x ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" -- "$prog"
+        -x FI_PROVIDER_PATH="$provdir" -x MPI_P2P_VERBOSE -x ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" "${sec[@]}" -- "$prog"
     grep -q "^mpi_p2p: 4 ranks, ok$" "$tmp/mpi.out" || die "mpi_p2p did not pass on 2 hosts"
     ;;
 

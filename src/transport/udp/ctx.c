@@ -318,20 +318,33 @@ int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot
 }
 
 /* The short form's part: an IPv4 address only, without its family byte
- * (port count, first port, the address). */
+ * (port count, first port, the address); under ULN_SECURE then the sealing
+ * state's compact form (link_seal.h: the public key, no check). */
 int uln_udp_short_pack(const uint8_t *part, size_t len, uint8_t *out)
 {
-    if (len != 8 || part[0] != 4) return -ENOSPC;
+    struct uln_seal_pub pub;
+    if (part[0] == 4 && len == 8) {
+        memcpy(out, part + 1, 7);
+        return 7;
+    }
+    if (part[0] != (4 | ADDR_SEALED) || len != 8 + sizeof pub) return -ENOSPC;
+    memcpy(&pub, part + 8, sizeof pub);
+    if (uln_seal_pub_compact(&pub, out + 7)) return -ENOSPC;
     memcpy(out, part + 1, 7);
-    return 0;
+    return 7 + ULN_SEAL_PUB_COMPACT;
 }
 
-size_t uln_udp_short_unpack(const uint8_t *in, uint8_t *out, size_t room)
+size_t uln_udp_short_unpack(const uint8_t *in, bool sealed, uint8_t *out, size_t room)
 {
-    if (room < 8) return 0;
+    struct uln_seal_pub pub;
+    if (room < 8 + (sealed ? sizeof pub : 0)) return 0;
     out[0] = 4;
     memcpy(out + 1, in, 7);
-    return 8;
+    if (!sealed) return 8;
+    if (uln_seal_pub_expand(in + 7, &pub)) return 0;
+    out[0] |= ADDR_SEALED;
+    memcpy(out + 8, &pub, sizeof pub);
+    return 8 + sizeof pub;
 }
 
 int uln_udp_addr_str(const uint8_t *in, size_t len, char *out, size_t room)

@@ -90,7 +90,7 @@ size_t uln_udp_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room);
 int uln_udp_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot, size_t slot_len);
 int uln_udp_addr_str(const uint8_t *in, size_t len, char *out, size_t room);
 int uln_udp_short_pack(const uint8_t *part, size_t len, uint8_t *out);
-size_t uln_udp_short_unpack(const uint8_t *in, uint8_t *out, size_t room);
+size_t uln_udp_short_unpack(const uint8_t *in, bool sealed, uint8_t *out, size_t room);
 void uln_udp_close(struct uln_ctx *ctx);
 /* ULN_SECURE: wrap endpoint ep_index's link in a sealing one (refusals
  * counted in *refused; on failure *io is closed), and tell it the pair of

@@ -96,6 +96,7 @@ const struct uln_transport_ops uln_tp_udp = {
     .addr_unpack = uln_udp_addr_unpack,
     .addr_str = uln_udp_addr_str,
     .short_bytes = 7,
+    .short_seal_bytes = ULN_SEAL_PUB_COMPACT,
     .short_pack = uln_udp_short_pack,
     .short_unpack = uln_udp_short_unpack,
     .close = uln_udp_close,
