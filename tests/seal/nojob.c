@@ -10,13 +10,22 @@
  * of a peer opened, its pair made on arrival). Then A opens contexts that do
  * not fit - ULN_SECURE=off, the other sealed mode, a job secret - and each
  * insert between them and A fails with -EPROTO, either way round.
+ * Then a first contact: C (this program, "intro") inserts A by A's sealed
+ * short address (ULN_ADDR_SHORT_SEALED: the public key in 60 bytes) and NAPs
+ * it; A never inserted C, so it learns C from that first datagram's
+ * introduction (link_seal.h), and answers it. Before C starts, a forged
+ * introduction reaches A's port (C's would-be public key, a made-up tag):
+ * refused, counted, nothing delivered, and C's real one still gets in.
  * The mode is ULN_SECURE's (the ctest cases: auth, encrypt).
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +34,8 @@
 #include "../peers/peer_proc.h"
 
 #define SIZE (256u << 10)
+
+static const char *prog; /* argv[0] */
 
 struct node {
     struct uln_ctx *ctx;
@@ -160,6 +171,90 @@ static int peer_main(int in, int out)
     return summary();
 }
 
+/* C: inserts A (whose short sealed address it reads) and NAPs it first; A
+ * knew nothing of C. */
+static int intro_main(int in, int out)
+{
+    struct node c;
+    CHECK_EQ(node_open(&c), 0);
+    struct hello a;
+    read_hello(in, &a);
+    CHECK_EQ(a.addr_len, (uint32_t)ULN_ADDR_SHORT_SEALED);
+    int pa;
+    CHECK_EQ(uln_peer_insert(c.ctx, a.addr, a.addr_len, 0, &pa), 0);
+    nap(&c, pa, "introduced");
+    expect_nap(&c, "welcome");
+    CHECK_EQ(refused(&c), 0);
+    nap(&c, pa, "bye");
+    uint8_t done = 1;
+    if (write(out, &done, 1) != 1) exit(2);
+    node_close(&c);
+    return summary();
+}
+
+/* A datagram to the udp port in A's address text ("udp 1.2.3.4:5+n") that
+ * claims an introduction: a valid sealing state (the one in bytes pub, 33 of
+ * them) and endpoint 0, then a trailer whose counter has the introduction's
+ * bit, whose length is right and whose tag is made up. */
+static void send_forged_intro(struct node *a, const uint8_t *pub)
+{
+    uint8_t ad[ULN_ADDR_MAX];
+    size_t alen = sizeof ad;
+    char text[256], ip[64];
+    unsigned port;
+    CHECK_EQ(uln_addr(a->ctx, ad, &alen), 0);
+    CHECK(uln_addr_str(ad, alen, text, sizeof text) > 0);
+    const char *u = strstr(text, "udp ");
+    CHECK(u && sscanf(u, "udp %63[0-9.]:%u", ip, &port) == 2);
+    uint8_t d[64 + 35 + 26] = {0};
+    memset(d, 0x5a, 64);         /* what would be a header and payload */
+    memcpy(d + 64, pub, 33);     /* the state, as an introduction has it */
+    d[64 + 33] = d[64 + 34] = 0; /* endpoint 0 */
+    uint8_t *t = d + 64 + 35;
+    t[0] = 1, t[7] = 0x80;              /* counter 1, introduced */
+    t[8] = (uint8_t)sizeof d, t[9] = 0; /* the whole datagram's length */
+    memset(t + 10, 0xa5, 16);           /* a tag no key gives */
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    CHECK_EQ(inet_pton(AF_INET, ip, &sa.sin_addr), 1);
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    CHECK(fd >= 0);
+    CHECK_EQ(sendto(fd, d, sizeof d, 0, (struct sockaddr *)&sa, sizeof sa), (ssize_t)sizeof d);
+    close(fd);
+}
+
+/* A learns C from its introduction; a forged one before it is refused. */
+static void first_contact(struct node *a)
+{
+    uint64_t was = refused(a);
+    int to, from;
+    struct hello h;
+    hello_make(a, &h);
+    /* the forged introduction carries A's own compact state (the short
+     * address's last 33 bytes): well formed, so only the tag refuses it */
+    h.addr_len = ULN_ADDR_SHORT_SEALED;
+    size_t len = h.addr_len;
+    CHECK_EQ(uln_addr(a->ctx, h.addr, &len), 0);
+    CHECK_EQ(len, (size_t)ULN_ADDR_SHORT_SEALED);
+    send_forged_intro(a, h.addr + ULN_ADDR_SHORT_SEALED - 33);
+    pid_t pid = peer_proc_start(prog, "intro", 0, &to, &from);
+    if (write(to, &h, sizeof h) != (ssize_t)sizeof h) exit(2);
+    struct uln_cqe e = take(a, ULN_OP_NAP_RECV);
+    CHECK_EQ(e.len, sizeof "introduced");
+    CHECK(!memcmp(e.data, "introduced", e.len));
+    int pc = e.peer;
+    uln_cqe_release(a->cq, &e);
+    /* the forged one came first on A's socket: refused and counted by now */
+    CHECK_EQ(refused(a), was + 1);
+    nap(a, pc, "welcome");
+    expect_nap(a, "bye");
+    uint8_t done;
+    CHECK_EQ(read(from, &done, 1), 1);
+    CHECK_EQ(peer_proc_reap(pid), 0);
+    CHECK_EQ(refused(a), was + 1);
+    fprintf(stderr,
+            "nojob: a first contact introduced and answered; a forged introduction refused\n");
+}
+
 /* A context of another mode or secret: its address and A's refused either
  * way round. */
 static void mismatch(struct node *a, const char *mode, const char *secret_file)
@@ -185,7 +280,9 @@ static void mismatch(struct node *a, const char *mode, const char *secret_file)
 
 int main(int argc, char **argv)
 {
+    prog = argv[0];
     if (argc == 4 && !strcmp(argv[1], "peer")) return peer_main(atoi(argv[2]), atoi(argv[3]));
+    if (argc == 4 && !strcmp(argv[1], "intro")) return intro_main(atoi(argv[2]), atoi(argv[3]));
     const char *mode = getenv("ULN_SECURE");
     CHECK(mode && (!strcmp(mode, "auth") || !strcmp(mode, "encrypt")));
     struct node a;
@@ -212,6 +309,7 @@ int main(int argc, char **argv)
     CHECK_EQ(refused(&a), 0);
     free(src);
 
+    first_contact(&a);
     mismatch(&a, "off", NULL);
     mismatch(&a, strcmp(mode, "auth") ? "auth" : "encrypt", NULL);
     char secret[] = "uln-nojob-secret-XXXXXX"; /* mkstemp: 0600, ours; in the test's directory */
@@ -222,7 +320,8 @@ int main(int argc, char **argv)
     mismatch(&a, mode, secret);
     unlink(secret);
     node_close(&a);
-    printf("nojob (%s): A and B sealed, every byte; off, the other mode and a secret refused\n",
+    printf("nojob (%s): A and B sealed, every byte; C introduced, a forgery refused; off, the "
+           "other mode and a secret refused\n",
            mode);
     return summary();
 }
