@@ -69,6 +69,8 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v python3 >/dev/null 2>&1 || missing+=(python3) # the summary table
 # libcrypto: the library seals datagrams between hosts (ULN_SECURE) with it
 pkg-config --exists libcrypto 2>/dev/null || missing+=(libssl-dev)
+# libsodium: small sealed datagrams (optional to the build; the figures use it)
+pkg-config --exists libsodium 2>/dev/null || missing+=(libsodium-dev)
 [[ -n $plot ]] && ! command -v gnuplot >/dev/null 2>&1 && missing+=(gnuplot-nox)
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then

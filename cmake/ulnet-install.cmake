@@ -18,12 +18,16 @@ endforeach()
 # rpath must (a program runs where it was linked, not where pkg-config ran),
 # and -L must name the same library the rpath finds, so the file does not
 # claim to be relocatable (a moved copy links and runs against the original).
-# Static links: the archive needs pthread, libcrypto and, when built in, libpmix. PMIx is
+# Static links: the archive needs pthread, libcrypto, libsodium where built in and, when built in, libpmix. PMIx is
 # not a pkg-config requirement: a user of ulnet never includes its headers, and
 # a machine without pmix.pc must still find ulnet.
 set(ULN_PC_LIBS_PRIVATE "-lpthread")
 list(JOIN CRYPTO_LDFLAGS " " _uln_crypto_ld) # libcrypto: src/seal/
 string(APPEND ULN_PC_LIBS_PRIVATE " ${_uln_crypto_ld}")
+if(SODIUM_FOUND) # libsodium: small sealed datagrams
+  list(JOIN SODIUM_LDFLAGS " " _uln_sodium_ld)
+  string(APPEND ULN_PC_LIBS_PRIVATE " ${_uln_sodium_ld}")
+endif()
 if(ULN_PMIX_PC)
   list(JOIN PMIX_LDFLAGS " " _uln_pmix_ld)
   string(APPEND ULN_PC_LIBS_PRIVATE " ${_uln_pmix_ld}")

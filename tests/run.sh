@@ -57,8 +57,9 @@ done
 # libbpf-dev, xdp-tools: the AF_XDP link and its XDP program (clang builds it);
 # iputils-ping: tests/xdp checks the interface still answers; slurmd, slurmctld,
 # slurm-client, munge: tests/slurm starts a Slurm cluster of its own; libssl-dev:
-# libcrypto, the ciphers and key agreement of sealed datagrams (src/seal/).
-pkgs=(cmake ninja-build gcc make pkg-config libc6-dev libssl-dev procps iproute2 nftables ethtool python3
+# libcrypto, the ciphers and key agreement of sealed datagrams (src/seal/);
+# libsodium-dev: small sealed datagrams (src/seal/seal.c).
+pkgs=(cmake ninja-build gcc make pkg-config libc6-dev libssl-dev libsodium-dev procps iproute2 nftables ethtool python3
     libpmix-dev openmpi-bin clang libclang-rt-14-dev valgrind man-db groff-base file
     libfabric-dev libfabric-bin libopenmpi-dev netpipe-openmpi libxdp-dev libbpf-dev xdp-tools
     iputils-ping slurmd slurmctld slurm-client munge)

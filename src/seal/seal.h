@@ -31,8 +31,9 @@
  * it.
  *
  * The cipher is AES-256-GCM when both sides' CPUs have AES and carry-less
- * multiply instructions, ChaCha20-Poly1305 otherwise (OpenSSL's libcrypto;
- * no cipher code of ulnet's own).
+ * multiply instructions, ChaCha20-Poly1305 otherwise (OpenSSL's libcrypto,
+ * and libsodium for datagrams of up to 256 bytes where it is built in; no
+ * cipher code of ulnet's own).
  */
 #ifndef ULN_SEAL_H
 #define ULN_SEAL_H
@@ -112,6 +113,7 @@ struct uln_seal_ends {
 
 struct uln_seal_tx {
     void *cipher;   /* EVP_CIPHER_CTX, keyed once */
+    void *small;    /* libsodium's keyed state for small datagrams (seal.c), or NULL */
     uint64_t next;  /* the next datagram's counter */
     uint32_t epoch; /* ours: the nonce's first word */
     enum uln_seal_mode mode;
@@ -119,6 +121,7 @@ struct uln_seal_tx {
 
 struct uln_seal_rx {
     void *cipher;
+    void *small;    /* as uln_seal_tx's */
     uint64_t top;   /* one past the newest counter accepted (0: none yet) */
     uint32_t epoch; /* the peer's */
     enum uln_seal_mode mode;
