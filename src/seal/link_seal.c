@@ -551,9 +551,11 @@ static void adopt_pending(struct seal_link *sl, int peer, unsigned peer_ep,
     if (had && had->peer_ep == peer_ep && same_keys(&had->peer, pub)) return;
     struct kept_pair *k = pending_take(sl, peer_ep, pub);
     if (!k) return;
-    if (had) {
+    if (had) { /* moved into the kept one, in place: links may point at it */
         uln_seal_pair_close(&had->pair);
-        free(had);
+        *had = *k;
+        free(k);
+        return;
     }
     *slot = &k->pair;
 }

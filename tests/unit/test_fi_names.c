@@ -5,7 +5,8 @@
  * allocates); a longer address (a third part) makes a longer name, written
  * only where there is room for it, read back whole and alike, alone or in
  * an array of names of mixed lengths (fi_av_insert's); a length that lies is
- * refused, never read past; the name service's answer carries either.
+ * refused, never read past; the name service's answer carries either. A
+ * sealed short address takes the sealed short name (64 bytes).
  */
 #define _GNU_SOURCE
 #include <ulnet.h>
@@ -129,9 +130,41 @@ static void test_answer(void)
     }
 }
 
+/* The sealed short name: an address of ULN_ADDR_SHORT_SEALED bytes (ulnet's
+ * sealed short form, which carries a public key) in FI_NAME_MAX, Open MPI's
+ * 64 bytes, where its full name (68) does not fit; read back alike, alone
+ * and in an array after a full name. */
+static void test_sealed_short(void)
+{
+    struct ulnfi_addr n = name_of(ULN_ADDR_SHORT_SEALED, 5), back;
+    CHECK_EQ(ulnfi_name_len(&n), 8u + ULN_ADDR_SHORT_SEALED);
+    uint8_t buf[2 * ULNFI_NAME_MAX];
+    memset(buf, 0xee, sizeof buf);
+    CHECK_EQ(ulnfi_name_put(&n, buf, 63), 0);
+    CHECK_EQ(ulnfi_name_put(&n, buf, 64), (size_t)64);
+    CHECK_EQ(buf[0], ULNFI_SHORT_SEALED_MARK);
+    CHECK_EQ(buf[64], 0xee);
+    size_t stride = 0;
+    CHECK_EQ(ulnfi_name_get(buf, &back, &stride), 0);
+    CHECK_EQ(stride, (size_t)64);
+    CHECK(!memcmp(&back, &n, sizeof n));
+    CHECK_EQ(ulnfi_name_read(buf, 64, &back), 0);
+    CHECK_EQ(ulnfi_name_read(buf, 65, &back), -EADDRNOTAVAIL);
+    /* a full name, then the sealed short one */
+    struct ulnfi_addr f = name_of(40, 6);
+    size_t k = ulnfi_name_put(&f, buf, sizeof buf);
+    CHECK_EQ(k, (size_t)64);
+    CHECK_EQ(ulnfi_name_put(&n, buf + k, 64), (size_t)64);
+    CHECK_EQ(ulnfi_name_get(buf, &back, &stride), 0);
+    CHECK_EQ(stride, k);
+    CHECK_EQ(ulnfi_name_get(buf + stride, &back, &stride), 0);
+    CHECK(!memcmp(&back, &n, sizeof n));
+}
+
 int main(void)
 {
     test_lengths();
+    test_sealed_short();
     test_array();
     test_lies();
     test_answer();
