@@ -178,12 +178,15 @@ static void small_close(void *p)
 static int small_seal(const struct small *sm, bool enc, const uint8_t iv[NONCE_BYTES], uint8_t *b,
                       size_t plen, uint8_t tag[ULN_SEAL_TAG_BYTES])
 {
-    uint8_t *m = enc ? b : NULL, *ad = enc ? NULL : b;
+    /* auth: no message, b the additional data; encrypt: b the message, in
+     * place. The ciphertext pointer is b either way (libsodium declares it
+     * never NULL; with no message nothing is written there). */
+    uint8_t *ad = enc ? NULL : b;
     size_t mlen = enc ? plen : 0, adlen = enc ? 0 : plen;
-    int rc = sm->aes_gcm ? crypto_aead_aes256gcm_encrypt_detached_afternm(m, tag, NULL, m, mlen, ad,
+    int rc = sm->aes_gcm ? crypto_aead_aes256gcm_encrypt_detached_afternm(b, tag, NULL, b, mlen, ad,
                                                                           adlen, NULL, iv, &sm->aes)
                          : crypto_aead_chacha20poly1305_ietf_encrypt_detached(
-                               m, tag, NULL, m, mlen, ad, adlen, NULL, iv, sm->key);
+                               b, tag, NULL, b, mlen, ad, adlen, NULL, iv, sm->key);
     return rc ? -EIO : 0;
 }
 
@@ -191,12 +194,12 @@ static int small_seal(const struct small *sm, bool enc, const uint8_t iv[NONCE_B
 static int small_open_dgram(const struct small *sm, bool enc, const uint8_t iv[NONCE_BYTES],
                             uint8_t *b, size_t plen, const uint8_t tag[ULN_SEAL_TAG_BYTES])
 {
-    uint8_t *c = enc ? b : NULL, *ad = enc ? NULL : b;
+    uint8_t *ad = enc ? NULL : b; /* as small_seal */
     size_t clen = enc ? plen : 0, adlen = enc ? 0 : plen;
-    int rc = sm->aes_gcm ? crypto_aead_aes256gcm_decrypt_detached_afternm(c, NULL, c, clen, tag, ad,
+    int rc = sm->aes_gcm ? crypto_aead_aes256gcm_decrypt_detached_afternm(b, NULL, b, clen, tag, ad,
                                                                           adlen, iv, &sm->aes)
                          : crypto_aead_chacha20poly1305_ietf_decrypt_detached(
-                               c, NULL, c, clen, tag, ad, adlen, iv, sm->key);
+                               b, NULL, b, clen, tag, ad, adlen, iv, sm->key);
     return rc ? -EBADMSG : 0;
 }
 #else
