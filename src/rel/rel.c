@@ -21,8 +21,10 @@ struct uln_rel_slot {
     uint8_t state;      /* SLOT_*; FREE inside [una, nxt): acked and returned */
     uint8_t lost;       /* LOST_*: waiting to be sent again, and why */
     uint8_t probe;      /* a fast retransmission awaits its answer (on_pto) */
+    uint8_t timer;      /* a timer sent it last, not yet shown spurious (on_dup) */
     uint16_t retx;      /* times sent again (saturating) */
     uint32_t len;       /* bytes, for the congestion window */
+    uint32_t waited;    /* ns from the first transmission to the last (saturating) */
     uint64_t delivered; /* uln_rel.delivered at its first transmission (rate) */
 };
 
@@ -71,10 +73,11 @@ static inline void rbit_clear(struct uln_rel *r, uint32_t seq)
     r->rcv_bits[i / 64] &= ~(1ull << (i % 64));
 }
 
-/* The current timeout: estimate (or rto_init) doubled per unanswered expiry. */
+/* The current timeout: estimate (or rto_init), at least what spurious resends
+ * showed (on_dup), doubled per unanswered expiry. */
 static uint64_t rto_cur(const struct uln_rel *r)
 {
-    uint64_t t = r->rto;
+    uint64_t t = max64(r->rto, r->late);
     for (uint32_t i = 0; i < r->backoff && t < r->cfg.rto_max; i++)
         t *= 2;
     return min64(t, r->cfg.rto_max);
@@ -197,6 +200,7 @@ static void rx_reset(struct uln_rel *r, uint32_t isn)
     r->ack_owed = r->pkts_owed = 0;
     r->ack_due_at = ULN_REL_NEVER;
     r->lose_pending = false;
+    r->dup_pending = 0;
     r->drop_hi = isn;
     r->stop_adv = false;
 }
@@ -329,7 +333,7 @@ static void on_rto(struct uln_rel *r)
 static uint64_t pto(const struct uln_rel *r)
 {
     if (!r->have_rtt) return rto_cur(r);
-    uint64_t t = max64(2 * r->srtt + r->cfg.ack_delay, r->cfg.rto_min / 2);
+    uint64_t t = max64(2 * r->srtt + r->cfg.ack_delay, max64(r->cfg.rto_min / 2, r->late));
     return min64(t, rto_cur(r));
 }
 
@@ -396,10 +400,21 @@ static void on_tlp(struct uln_rel *r)
     }
 }
 
+/* How long the floor that spurious resends set (on_dup) holds unchallenged
+ * before it halves: a host loaded for a while deschedules the peer again
+ * and again, and each spurious resend costs a packet and, worse, a
+ * retransmission without an RTT sample; a floor kept too long only slows
+ * the repair of a real tail loss, to the delay the peer has shown. */
+#define LATE_HOLD 1000000000ull /* 1 s */
+
 static void advance(struct uln_rel *r, uint64_t now)
 {
     if (now > r->now) r->now = now;
     if (r->state == ULN_REL_DEAD) return;
+    if (r->late && r->now - r->late_at >= LATE_HOLD) {
+        r->late = r->late / 2 < r->cfg.rto_min ? 0 : r->late / 2;
+        r->late_at = r->now;
+    }
     if (waiting(r) && r->now >= dead_at(r)) {
         go_dead(r);
         return;
@@ -431,9 +446,11 @@ static bool acks_piled(const struct uln_rel *r)
     return r->ack_owed >= r->cfg.ack_every || r->pkts_owed >= r->cfg.window / 4;
 }
 
+/* A D-SACK (dup_pending) goes at once and in a control packet, the only one
+ * with room for it: its sender judges the peer by how soon it comes (on_dup). */
 static bool fb_due(const struct uln_rel *r)
 {
-    return r->fb_now || acks_piled(r) || (r->ack_owed && r->now >= r->ack_due_at);
+    return r->fb_now || r->dup_pending || acks_piled(r) || (r->ack_owed && r->now >= r->ack_due_at);
 }
 
 uint64_t uln_rel_next_deadline(const struct uln_rel *r)
@@ -441,7 +458,7 @@ uint64_t uln_rel_next_deadline(const struct uln_rel *r)
     if (r->state == ULN_REL_DEAD) return ULN_REL_NEVER;
     uint64_t t = r->ctrl_at;
     if (r->state == ULN_REL_OPEN) {
-        if (r->fb_now || r->lost_count || acks_piled(r)) return r->now;
+        if (r->fb_now || r->dup_pending || r->lost_count || acks_piled(r)) return r->now;
         if (r->ack_owed) t = min64(t, r->ack_due_at);
         t = min64(t, min64(r->rto_at, min64(r->pto_at, r->tlp_at)));
         if (r->cfg.keepalive && !waiting(r) && r->ctrl_at == ULN_REL_NEVER)
@@ -553,6 +570,11 @@ bool uln_rel_ctrl(struct uln_rel *r, uint64_t now, struct uln_rel_pkt *p)
     if (!probe && !fb_due(r)) return false;
     p->dst_epoch = r->peer_epoch;
     fill_fb(r, p);
+    if (r->dup_pending) {
+        p->fb.dup = r->dup_pending;
+        r->dup_pending = 0;
+        r->stats.dup_sent++;
+    }
     if (probe) {
         start_waiting(r);
         r->probe_out = true;
@@ -624,7 +646,9 @@ int uln_rel_tx_assign(struct uln_rel *r, uint64_t now, uint32_t bytes, struct ul
     s->state = SLOT_INFLIGHT;
     s->lost = LOST_NO;
     s->probe = 0;
+    s->timer = 0;
     s->retx = 0;
+    s->waited = 0;
     s->len = bytes;
     s->delivered = r->delivered;
     r->in_flight += bytes;
@@ -658,6 +682,11 @@ bool uln_rel_tx_next_resend(struct uln_rel *r, uint64_t now, struct uln_rel_pkt 
         r->lost_count--;
         if (s->retx < UINT16_MAX) s->retx++;
         r->lost_hint = q + 1;
+        /* Before sent() restamps it: for on_dup, should this resend prove
+         * spurious, the time since the first transmission. */
+        uint64_t w = s->waited + (r->now - s->tx_time);
+        s->waited = w < UINT32_MAX ? (uint32_t)w : UINT32_MAX;
+        s->timer = !s->probe; /* TLP, PTO or timeout: the timers' guess */
         sent(r, s);
         if (s->probe) r->pto_at = min64(r->pto_at, r->now + pto(r)); /* its answer is due */
         data_hdr(r, q, p);
@@ -920,6 +949,38 @@ static void detect_losses(struct uln_rel *r, const struct uln_rel_fb *fb)
             judge(r, q + i, seq_lt(q + i, top));
 }
 
+/* The receiver had seq already when our resend of it came (fb.dup): a
+ * timer sent it, and either an ACK was lost or the timer guessed a loss
+ * where the peer was only late - on a loaded host, descheduled longer than
+ * any round trip we measured, and Karn's rule keeps that delay out of the
+ * RTT samples. When the report itself came late, it was the peer: take the
+ * delay the packet showed (first transmission to this report, a little more
+ * than its real round trip) as a floor of both timers, held a while
+ * (LATE_HOLD), so that the peer's next stall of that length costs no resend.
+ * Once per resend. */
+static void on_dup(struct uln_rel *r, uint32_t q)
+{
+    if (!seq_lt(q, r->snd_nxt)) {
+        r->stats.bad_dup++;
+        return;
+    }
+    if (r->snd_nxt - q > r->mask + 1) return; /* its slot has another seq now */
+    struct uln_rel_slot *s = slot(r, q);
+    if (!s->timer) return;
+    s->timer = 0;
+    r->stats.spurious++;
+    /* A peer answers a resend it has at once: answered sooner than we had
+     * waited for the first transmission, the resend made up for a lost ACK
+     * (or one late by less than the timer), and the timer was not to blame;
+     * so a lost ACK never raises the floor, which would then grow with every
+     * one. Answered later, the peer was away: both copies waited for it. */
+    uint64_t since = r->now - s->tx_time;
+    if (since <= s->waited) return;
+    uint64_t d = min64(s->waited + since, r->cfg.rto_max);
+    if (d > r->late) r->late = d;
+    r->late_at = r->now;
+}
+
 static void on_fb(struct uln_rel *r, const struct uln_rel_fb *fb, unsigned flags)
 {
     uint32_t ack = fb->ack;
@@ -990,6 +1051,7 @@ static void on_fb(struct uln_rel *r, const struct uln_rel_fb *fb, unsigned flags
     if (n.rack_xmit > r->rack_xmit) r->rack_xmit = n.rack_xmit;
     if (n.rack_amb > r->rack_amb) r->rack_amb = n.rack_amb;
     if (!old) detect_losses(r, fb);
+    if (fb->dup) on_dup(r, fb->dup - 1);
     round_check(r);
     if (advanced) {
         /* RFC 6298 5.3: progress restarts the timer. */
@@ -1013,7 +1075,10 @@ static int rx_data(struct uln_rel *r, uint32_t seq, bool retx, bool same_dgram)
          * resent one means the sender missed our ACK: repeat it at once (a
          * duplicate made by the network needs no answer). */
         r->stats.rx_dup++;
-        if (retx) r->fb_now = true;
+        if (retx) {
+            r->fb_now = true;
+            r->dup_pending = seq + 1; /* the sender's timer fired too soon: say so (on_dup) */
+        }
         return ULN_REL_RX_DUP;
     }
     if (!seq_lt(seq, r->adv_edge)) {

@@ -99,6 +99,9 @@ struct uln_rel_fb {
     uint16_t sack_off; /* where the sack bitmap starts, after ack + 1 */
     uint16_t credit;   /* the receiver takes seqs before ack + credit; 0 = STOP */
     uint16_t reorder;  /* how far the receiver saw the path reorder, in seqs */
+    uint32_t dup;      /* 1 + a seq that arrived again, by a resend, after it had
+                          arrived (a D-SACK, RFC 2883); 0: none. Control packets
+                          only (uln_rel_ctrl): a hint, lost with them */
 };
 
 /* What one packet carries for this layer. dst_epoch 0 makes it a hello: the
@@ -154,6 +157,8 @@ struct uln_rel_stats {
     uint64_t lose_rcvd;    /* LOSE reports that marked a packet lost */
     uint64_t rto_fired;    /* timer expiries that found a packet to resend */
     uint64_t pto_fired;    /* retransmissions the probe timer found lost */
+    uint64_t spurious;     /* timer resends the receiver had already (fb.dup): each
+                              raised the timers' floor to the delay it showed */
     uint64_t rtt_samples;  /* Karn: only from packets sent once */
     uint64_t cwnd_cuts;    /* rounds whose loss said congestion: the window cut */
     uint64_t rounds_lossy; /* rounds with a loss that did not say congestion */
@@ -168,6 +173,7 @@ struct uln_rel_stats {
     uint64_t lose_sent;  /* LOSE reports sent */
     uint64_t rx_dropped; /* data the caller dropped for want of a buffer (uln_rel_rx_dropped) */
     uint64_t stop_sent;  /* feedback advertising no credit (STOP) */
+    uint64_t dup_sent;   /* resends reported as duplicates (fb.dup) */
     /* untrusted input */
     uint64_t stale;       /* packets from or for an earlier life */
     uint64_t malformed;   /* impossible flag combinations */
@@ -175,6 +181,7 @@ struct uln_rel_stats {
     uint64_t bad_sack;    /* sack bits beyond what was sent */
     uint64_t bad_lose;    /* LOSE outside what is in flight */
     uint64_t bad_credit;  /* credit or reorder beyond any window */
+    uint64_t bad_dup;     /* fb.dup beyond what was sent (ignored, the rest taken) */
     uint64_t bad_release; /* more receive buffers released than taken */
     uint64_t dead_drops;  /* packets that arrived after DEAD */
     /* connection */
@@ -209,6 +216,7 @@ struct uln_rel {
     bool have_rtt;
     uint32_t backoff;
     uint64_t srtt, rttvar, min_rtt, rto, rto_at;
+    uint64_t late, late_at; /* the timers' floor from spurious resends (on_dup), since */
     /* congestion window, bytes (docs/protocol.md, "Congestion") */
     uint64_t cwnd, ssthresh, in_flight; /* in_flight: sent, not acknowledged */
     uint64_t delivered;                 /* bytes acknowledged, ever */
@@ -237,6 +245,7 @@ struct uln_rel {
     uint32_t ack_owed;   /* datagrams with new data since the last feedback */
     uint32_t pkts_owed;  /* ... and their packets */
     uint64_t ack_due_at;
+    uint32_t dup_pending; /* fb.dup for the next control packet */
     bool fb_now, lose_pending, stop_adv;
     uint32_t lose_seq;
     uint32_t drop_hi; /* one past the highest seq dropped unseen (uln_rel_rx_dropped) */

@@ -18,7 +18,8 @@
  *              to the bandwidth-delay product, shrinks when a short queue
  *              overflows, holds under 5 % random loss, never passes cwnd_max
  *     spurious no loss, a receiver descheduled past the sender's timeout that
- *              then reads its backlog 64 packets a pass: no fast retransmit
+ *              then reads its backlog 64 packets a pass: no fast retransmit,
+ *              and the timers learn the stalls from the receiver's D-SACKs
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -101,6 +102,8 @@ static size_t encode(const struct uln_rel_pkt *p, uint64_t msg, uint8_t *w)
         PUT(p->fb.credit);
         PUT(p->fb.reorder);
     }
+    /* rel's D-SACK rides in control packets only, as on ulnet's wire. */
+    if (!(p->flags & ULN_REL_DATA)) PUT(p->fb.dup);
     uint32_t c = crc32(w, n);
     PUT(c);
     return n;
@@ -127,6 +130,8 @@ static bool decode(const uint8_t *w, size_t len, struct uln_rel_pkt *p, uint64_t
         GET(p->fb.credit);
         GET(p->fb.reorder);
     }
+    /* rel's D-SACK rides in control packets only, as on ulnet's wire. */
+    if (!(p->flags & ULN_REL_DATA)) GET(p->fb.dup);
     return n + 4 == len;
 }
 
@@ -764,6 +769,14 @@ static void sc_spurious(void)
     CHECK(st->rto_fired + st->tx_tlp > 0);
     CHECK_EQ(st->tx_fast, 0);
     CHECK_EQ(st->tx_pto, 0);
+    /* The receiver named the timer's resends it had already (D-SACK), and
+     * the timers learnt the stall from them: a stall every 10 ms, but only
+     * the first ones cost a resend (without: one per stall, 11). */
+    CHECK(st->spurious > 0);
+    CHECK(r.st[1].dup_sent > 0);
+    printf("  spurious: %" PRIu64 " named by the receiver over %" PRIu64 " stalls\n", st->spurious,
+           r.sim_ns / s.desched_every);
+    CHECK(st->tx_tlp + st->tx_timeout <= 3);
 }
 
 int main(int argc, char **argv)

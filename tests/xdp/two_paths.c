@@ -180,22 +180,23 @@ int main(int argc, char **argv)
     CHECK_OK(uln_udp_conn_get(ep, peer, &c));
     struct uln_counters n;
     CHECK_OK(uln_counters_get(J.ctx, &n));
-    printf(
-        "rank %d: link %llu datagrams, %llu of them in %llu UDP_SEGMENT runs; retransmits %llu "
-        "(fast %llu, probe %llu, tail %llu, timeout %llu), duplicates %llu; holes reported (LOSE) "
-        "%llu; frames that waited for the socket %llu (gave up %llu), read from it %llu; kernel "
-        "drops %llu, sends cut short %llu; dropped for want of a buffer %llu, outside the "
-        "window %llu; link errors: sent %llu, bad frames %llu, cut short %llu\n",
-        J.rank, (unsigned long long)ls.tx_pkts, (unsigned long long)ls.tx_gso_pkts,
-        (unsigned long long)ls.tx_gso_msgs, (unsigned long long)n.retransmits,
-        (unsigned long long)c.rel.tx_fast, (unsigned long long)c.rel.tx_pto,
-        (unsigned long long)c.rel.tx_tlp, (unsigned long long)c.rel.tx_timeout,
-        (unsigned long long)n.duplicates, (unsigned long long)c.rel.lose_sent,
-        (unsigned long long)ls.rx_order_held, (unsigned long long)ls.rx_order_gaps,
-        (unsigned long long)ls.rx_sock, (unsigned long long)ls.rx_kernel_drops,
-        (unsigned long long)ls.tx_again, (unsigned long long)c.rel.rx_dropped,
-        (unsigned long long)c.rel.rx_oow, (unsigned long long)ls.tx_err,
-        (unsigned long long)ls.rx_bad_frame, (unsigned long long)ls.rx_trunc);
+    printf("rank %d: link %llu datagrams, %llu of them in %llu UDP_SEGMENT runs; retransmits %llu "
+           "(fast %llu, probe %llu, tail %llu, timeout %llu; %llu named spurious by the peer), "
+           "duplicates %llu; holes reported (LOSE) "
+           "%llu; frames that waited for the socket %llu (gave up %llu), read from it %llu; kernel "
+           "drops %llu, sends cut short %llu; dropped for want of a buffer %llu, outside the "
+           "window %llu; link errors: sent %llu, bad frames %llu, cut short %llu\n",
+           J.rank, (unsigned long long)ls.tx_pkts, (unsigned long long)ls.tx_gso_pkts,
+           (unsigned long long)ls.tx_gso_msgs, (unsigned long long)n.retransmits,
+           (unsigned long long)c.rel.tx_fast, (unsigned long long)c.rel.tx_pto,
+           (unsigned long long)c.rel.tx_tlp, (unsigned long long)c.rel.tx_timeout,
+           (unsigned long long)c.rel.spurious, (unsigned long long)n.duplicates,
+           (unsigned long long)c.rel.lose_sent, (unsigned long long)ls.rx_order_held,
+           (unsigned long long)ls.rx_order_gaps, (unsigned long long)ls.rx_sock,
+           (unsigned long long)ls.rx_kernel_drops, (unsigned long long)ls.tx_again,
+           (unsigned long long)c.rel.rx_dropped, (unsigned long long)c.rel.rx_oow,
+           (unsigned long long)ls.tx_err, (unsigned long long)ls.rx_bad_frame,
+           (unsigned long long)ls.rx_trunc);
     if (J.rank == 0) {
         CHECKF(ls.tx_gso_msgs > 0, "no run left by the bound socket");
         CHECKF(ls.tx_pkts > ls.tx_gso_pkts, "no frame left by AF_XDP");

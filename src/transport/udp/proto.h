@@ -41,7 +41,8 @@ struct pkt_hdr {
     uint8_t vt;            /* version << 4 | type */
     uint8_t flags;         /* PKT_* and ULN_REL_* */
     uint16_t credit;       /* piggybacked (ULN_REL_FB): receiver takes seqs before ack + credit */
-    uint32_t tag;          /* data: job key and both lives, hashed; ctrl: unused */
+    uint32_t tag;          /* data: job key and both lives, hashed; ctrl: rel's fb.dup
+                              (1 + a seq that arrived twice, by a resend; 0: none) */
     uint32_t seq;          /* data: sequence number; ctrl: the sender's epoch */
     uint32_t ack;          /* with ULN_REL_FB: every seq before it arrived */
     uint64_t key;          /* PUT, GET_REQ, ATOMIC_REQ: region key; NAP: message length;

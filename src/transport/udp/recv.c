@@ -291,7 +291,8 @@ static void rx_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct pkt
                                    .sack = h->offset,
                                    .sack_off = b->sack_off,
                                    .credit = h->credit,
-                                   .reorder = b->reorder}};
+                                   .reorder = b->reorder,
+                                   .dup = h->tag}};
     after_verdict(ep, up, uln_rel_rx(&up->rel, &p, udp_ep(ep)->now));
     drain_acked(up);
 }

@@ -92,6 +92,7 @@ void uln_udp_send_ctrl(struct uln_ep *ep, struct uln_udp_peer *up, const struct 
     struct pkt_hdr h = {.vt = PKT_VERSION << 4 | PKT_CTRL,
                         .flags = (uint8_t)(p->flags & (ULN_REL_FB | ULN_REL_LOSE | ULN_REL_PROBE)),
                         .credit = p->fb.credit,
+                        .tag = p->fb.dup, /* rel's D-SACK: only control packets carry it */
                         .seq = p->src_epoch,
                         .ack = p->fb.ack,
                         .key = ep->ctx->peer_recs[up->rank].key, /* what it expects */
