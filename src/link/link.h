@@ -134,6 +134,8 @@ struct uln_link_stats {
     uint64_t rx_gro_msgs;     /* reads that brought several datagrams (GRO) */
     uint64_t rx_gro_segs;     /* ... datagrams they brought */
     uint64_t rx_copied;       /* datagrams copied out of a landing buffer (GRO) */
+    uint64_t rx_gro_off;      /* times the socket's UDP_GRO went off for lone traffic */
+    uint64_t rx_gro_on;       /* ... and on again for a burst */
     uint64_t rx_wakes;        /* empty datagrams sent to itself to keep the fd readable */
     uint64_t rx_pool_empty;   /* recv calls refused: every buffer is lent out */
     uint64_t rx_trunc;        /* datagrams longer than payload_max, or GRO reads

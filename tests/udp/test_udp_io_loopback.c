@@ -10,7 +10,8 @@
  * arrive as one read and are lent datagram by datagram from it, exactly once,
  * in order, in any max per call; a landing buffer is read into again only
  * when all its datagrams are back; lone datagrams and those that come while
- * landing buffers run short are copied; no_gro / ULN_UDP_GRO=0 is the old io.
+ * landing buffers run short are copied; no_gro / ULN_UDP_GRO=0 is the old io;
+ * the socket's UDP_GRO goes off for lone traffic and on again at a burst.
  *
  * Loopback hands a datagram to the receiving socket within the sendmmsg that
  * sends it, so every loss here is one the test or the injector made: the
@@ -1649,6 +1650,94 @@ static void test_gro_off(void)
     uln_link_close(b);
 }
 
+/* n datagrams of size bytes from a to b (one GSO run where they fit) and
+ * back out of b asking for up to m a call: each intact, in order, once. */
+static unsigned switch_run(struct uln_link *a, int peer, struct uln_link *b, uint32_t *seq,
+                           unsigned n, uint32_t size, unsigned m)
+{
+    static struct uln_link_pkt pkts[64];
+    static struct thdr hdrs[64];
+    static uint8_t flat[64][ULN_LINK_UDP_MTU_CAP];
+    static struct uln_link_rx rx[64];
+    for (unsigned i = 0; i < n; i++)
+        make_pkt(&pkts[i], peer, &hdrs[i], flat[i], *seq + i, size, 1 + i % 3);
+    send_all(a, pkts, n);
+    unsigned bad = 0;
+    if (recv_by(b, rx, n, m))
+        for (unsigned i = 0; i < n; i++) {
+            struct thdr h;
+            if (!pkt_ok(&rx[i], &h) || h.seq != *seq + i || rx[i].peer != 0) bad++;
+            CHECK_EQ(uln_link_rx_release(b, rx[i].handle), 0);
+        }
+    *seq += n;
+    return bad;
+}
+
+/* UDP_GRO goes off on the socket after a long row of lone datagrams (it
+ * costs each one latency in the kernel) and on again at a burst: lone
+ * datagrams, then a run, then runs again, all intact, in order, once; a run
+ * queued while the option was on and read after it went off is cut by the
+ * headers, not lost. */
+static void test_gro_switch(void)
+{
+    struct uln_link *a = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_link_udp_cfg c = {.addr = "127.0.0.1", .dgram_len = thdr_len};
+    struct uln_link *b = NULL;
+    CHECK_EQ(uln_link_udp_open(&c, &b), 0);
+    if (!a || !b) return;
+    int peer = link_to(a, b);
+    CHECK_EQ(link_to(b, a), 0);
+    struct uln_link_stats st;
+    static struct uln_link_rx rx[1];
+    uint32_t seq = 0;
+    unsigned bad = 0;
+    for (unsigned i = 0; i < 300; i++)
+        bad += switch_run(a, peer, b, &seq, 1, 100, 64);
+    CHECK_EQ(uln_link_recv(b, rx, 1), 0); /* found empty: reads leave the landing buffers */
+    uln_link_stats(b, &st);
+    CHECK_EQ(st.rx_gro_off, 1);
+    CHECK_EQ(st.rx_gro_on, 0);
+    /* A run: the kernel cuts it at the socket now; the burst turns GRO on. */
+    bad += switch_run(a, peer, b, &seq, 40, 1000, 64);
+    uln_link_stats(b, &st);
+    CHECK_EQ(st.rx_gro_on, 1);
+    uint64_t runs = st.rx_gro_msgs;
+    bad += switch_run(a, peer, b, &seq, 40, 1000, 64);
+    uln_link_stats(b, &st);
+    CHECK_EQ(st.rx_gro_msgs, runs + 1); /* one read again */
+
+    /* Off while a run waits in the socket, read whole without the kernel's
+     * segment size: 255 lone reads, then one lone datagram and a run sent
+     * before the read that turns the option off. */
+    for (unsigned i = 0; i < 255; i++)
+        bad += switch_run(a, peer, b, &seq, 1, 100, 64);
+    static struct uln_link_pkt pkts[41];
+    static struct thdr hdrs[41];
+    static uint8_t flat[41][ULN_LINK_UDP_MTU_CAP];
+    static struct uln_link_rx rr[41];
+    make_pkt(&pkts[0], peer, &hdrs[0], flat[0], seq, 100, 1);
+    send_all(a, pkts, 1);
+    for (unsigned i = 1; i < 41; i++)
+        make_pkt(&pkts[i], peer, &hdrs[i], flat[i], seq + i, 1000, 1);
+    send_all(a, pkts + 1, 40);
+    if (recv_by(b, rr, 41, 1))
+        for (unsigned i = 0; i < 41; i++) {
+            struct thdr h;
+            if (!pkt_ok(&rr[i], &h) || h.seq != seq + i) bad++;
+            CHECK_EQ(uln_link_rx_release(b, rr[i].handle), 0);
+        }
+    seq += 41;
+    uln_link_stats(b, &st);
+    CHECK_EQ(st.rx_gro_off, 2);
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(st.rx_pkts, seq);
+    CHECK_EQ(st.rx_trunc + st.rx_bad_release + st.rx_unknown + st.rx_kernel_drops, 0);
+    printf("gro switch: %u datagrams, GRO off %llu times, on %llu\n", seq,
+           (unsigned long long)st.rx_gro_off, (unsigned long long)st.rx_gro_on);
+    uln_link_close(a);
+    uln_link_close(b);
+}
+
 int main(int argc, char **argv)
 {
     for (size_t i = 0; i < sizeof(pattern); i++)
@@ -1686,5 +1775,6 @@ int main(int argc, char **argv)
     RUN("gro_off", test_gro_off());
     RUN("lone", test_lone());
     RUN("gro_cold", test_gro_cold());
+    RUN("gro_switch", test_gro_switch());
     return summary();
 }

@@ -302,6 +302,7 @@ static void set_options(struct link_udp *io, const struct uln_link_udp_cfg *cfg,
     /* An adopted socket may have GRO on from before: say which we want. */
     int gro_on = !cfg->no_gro;
     io->gro = setsockopt(fd, SOL_UDP, UDP_GRO, &gro_on, sizeof(gro_on)) == 0 && gro_on;
+    io->gro_cap = io->gro_sock = io->gro;
     io->info.gro = io->gro;
     io->dgram_len = cfg->dgram_len;
 }
@@ -355,7 +356,7 @@ static void udp_info(const struct uln_link *l, struct uln_link_info *info)
     const struct link_udp *io = (const struct link_udp *)l;
     *info = io->info;
     info->gso = io->gso;
-    info->gro = io->gro;
+    info->gro = io->gro_cap;
 }
 
 static void udp_stats(const struct uln_link *l, struct uln_link_stats *st)

@@ -23,6 +23,9 @@
 /* Receiving                                                                  */
 /* ------------------------------------------------------------------------- */
 
+#define GRO_OFF_LONE 256u /* lone reads in a row that turn the socket's UDP_GRO off */
+#define GRO_ON_BURST 8u   /* datagrams in one read without it that turn it on again */
+
 static int32_t lookup(struct link_udp *io, const struct sockaddr *sa, socklen_t len)
 {
     struct peer_key k;
@@ -77,6 +80,16 @@ static int rx_mmsg(struct link_udp *io, unsigned k, bool *drained)
     return r > 0 ? r : rx_none(io, e);
 }
 
+/* An empty datagram from our own address: a GRO wake-up (gro_wake) that
+ * landed after the reads left the landing buffers. */
+static bool plain_wake(const struct link_udp *io, uint32_t b, uint32_t len)
+{
+    struct peer_key k;
+    if (len != 0 || !io->gro_cap || !uln_link_udp_sa_key(&io->rx_sa[b].sa, io->rx_salen[b], &k))
+        return false;
+    return k.port == io->wake_key.port && !memcmp(k.a, io->wake_key.a, 16);
+}
+
 /* Hand out pool slot b, which a read filled with len bytes from rx_sa[b]. */
 static void rx_lend(struct link_udp *io, uint32_t b, uint32_t len, struct uln_link_rx *out)
 {
@@ -110,9 +123,10 @@ static int recv_cold(struct link_udp *io, struct uln_link_rx *out)
         io->st.rx_trunc++;
         return 0;
     }
+    io->st.rx_cold++;
+    if (plain_wake(io, b, (uint32_t)r)) return 0;
     io->nfree--;
     io->rprep = 0; /* the free stack changed */
-    io->st.rx_cold++;
     rx_lend(io, b, (uint32_t)r, out);
     return 1;
 }
@@ -156,6 +170,10 @@ static int recv_plain(struct link_udp *io, struct uln_link_rx *out, unsigned max
             continue;
         }
         io->rx_salen[b] = m->msg_hdr.msg_namelen;
+        if (plain_wake(io, b, m->msg_len)) {
+            io->free_stack[io->nfree++] = b;
+            continue;
+        }
         rx_lend(io, b, m->msg_len, &out[got++]);
     }
     return (int)got;
@@ -336,6 +354,7 @@ static int gro_cold(struct link_udp *io)
     io->rprep = 0; /* the free stack changed */
     uint32_t len = (uint32_t)r;
     if (!gro_queue(io, b, len, len ? cold_seg(io, gbuf_mem(io, b), len) : 0)) return 0;
+    io->lone_reads = io->gb[b].nseg == 1 ? io->lone_reads + 1 : 0;
     io->st.rx_cold++;
     return 1;
 }
@@ -375,9 +394,13 @@ static int gro_read(struct link_udp *io, unsigned k)
             continue;
         }
         io->gsalen[b] = h->msg_namelen;
-        if (gro_queue(io, b, len, seg > 0 ? (uint32_t)seg : len) && io->gb[b].nseg > most)
-            most = io->gb[b].nseg;
+        /* With the option off, a run queued before comes without its cmsg. */
+        uint32_t s = seg > 0                                 ? (uint32_t)seg
+                     : !io->gro_sock && io->dgram_len && len ? cold_seg(io, gbuf_mem(io, b), len)
+                                                             : len;
+        if (gro_queue(io, b, len, s) && io->gb[b].nseg > most) most = io->gb[b].nseg;
     }
+    io->lone_reads = r == 1 && most == 1 ? io->lone_reads + 1 : 0;
     /* Runs seen lately size the next read: a long one at once, a short one
      * only after reads have shown it. */
     io->hint = most > io->hint / 2 ? most : io->hint / 2;
@@ -431,10 +454,44 @@ static int recv_gro(struct link_udp *io, struct uln_link_rx *out, unsigned max)
     return (int)got;
 }
 
+/* The socket's UDP_GRO on or off; false if the kernel said no (nothing
+ * changed then). */
+static bool gro_set(struct link_udp *io, bool on)
+{
+    int v = on;
+    if (setsockopt(io->fd, SOL_UDP, UDP_GRO, &v, sizeof(v))) return false;
+    io->gro_sock = on;
+    io->lone_reads = 0;
+    io->rprep = 0; /* the other path's headers */
+    if (on) {
+        io->gro = true; /* at once: the next read may bring a run */
+        io->st.rx_gro_on++;
+    } else {
+        io->cold = false; /* the path changes after a read finds the socket empty */
+        io->st.rx_gro_off++;
+    }
+    return true;
+}
+
 int uln_link_udp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
 {
     struct link_udp *io = (struct link_udp *)l;
-    return io->gro ? recv_gro(io, out, max) : recv_plain(io, out, max);
+    if (!io->gro) {
+        int r = recv_plain(io, out, max);
+        if (r >= (int)GRO_ON_BURST && io->gro_cap) gro_set(io, true);
+        return r;
+    }
+    int r = recv_gro(io, out, max);
+    if (io->gro_sock) {
+        /* Off only where a run can still be told by the protocol's headers. */
+        if (io->lone_reads >= GRO_OFF_LONE && io->gq_n == 0 && io->dgram_len) gro_set(io, false);
+    } else if (io->cold && io->gq_n == 0) {
+        /* Found empty since the option went off: every run queued before it
+         * has been read, and the kernel cuts the later ones. */
+        io->gro = false;
+        io->rprep = 0;
+    }
+    return r;
 }
 
 /* The landing buffer and datagram of a GRO handle, if it is lent out. */
