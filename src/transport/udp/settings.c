@@ -39,7 +39,9 @@ static const struct uln_setting udp_table[] = {
     {"ULN_UDP_IF", NULL, 0, 0,
      "publish and bind this interface's address (one name for every host, e.g. ib0)",
      ULN_SEC_NETWORK},
-    {"ULN_UDP_GRO", "1", 0, 0, "0: no UDP_GRO on receive (one datagram per buffer)",
+    {"ULN_UDP_GRO", "1", 0, 0,
+     "0: no UDP_GRO on receive (one datagram per buffer); 1: on while runs come, off for lone "
+     "traffic",
      ULN_SEC_NETWORK},
 };
 
