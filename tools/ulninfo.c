@@ -222,7 +222,7 @@ static void print_facts(const struct uln_ctx *ctx)
 
 static void print_transports(struct uln_ctx *ctx, const struct uln_info *in)
 {
-    char buf[64];
+    char buf[128];
     printf("# Transports\n");
     printf("shm: available (every peer on this host)\n");
     printf("  PUT/GET to uln_mem_alloc memory  direct loads/stores on a shared mapping%s\n",
@@ -244,6 +244,10 @@ static void print_transports(struct uln_ctx *ctx, const struct uln_info *in)
     print_seal(ctx);
     printf("svc: the host's ulnetd (ULN_SERVICE; docs/service.md)\n");
     printf("  service                          %s\n", uln_diag_service(ctx));
+    /* ULN_SECURE binds the service's wire too: a weaker one carries no peer
+     * on another host (svc/ops.c). */
+    printf("  its wire to other hosts sealed   %s\n",
+           fact(ctx, "svc.wire_sealed", buf, sizeof buf));
     print_facts(ctx);
     printf("\n# Limits\n");
     printf("nap_max        %10" PRIu32 "  largest NAP payload, bytes\n", in->nap_max);

@@ -21,6 +21,7 @@
 
 #include "core/internal.h"
 #include "boot/addr.h"
+#include "seal/seal.h"
 #include "transport/svc/svc.h"
 
 #define ATTACH_TIMEOUT_MS 5000 /* a service that accepted but does not answer */
@@ -119,6 +120,8 @@ static int try_attach(struct uln_ctx *ctx, const char *path, struct uln_svc *s)
     s->client = ok.client;
     s->wire_ip = ok.wire_ip;
     s->wire_port = ok.wire_port;
+    /* A mode we do not know is no promise we can hold it to: off. */
+    s->secure = ok.secure <= ULN_SEAL_ENCRYPT ? ok.secure : ULN_SEAL_OFF;
     ok.link[sizeof ok.link - 1] = 0;
     snprintf(s->link, sizeof s->link, "%s", ok.link);
     return 0;

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "seal/seal.h"
+#include "seal/settings.h"
 #include "transport/svc/priv.h"
 
 static int uln_svc_open(struct uln_ctx *ctx, void *slot, size_t slot_len)
@@ -51,6 +53,44 @@ static const struct svc_addr *peer_addr(const struct uln_ctx *ctx, int peer)
     return uln_tp_part(uln_boot_peer(&ctx->boot, peer, &pid), ULN_TPID_SVC);
 }
 
+/* Is peer on another host, reached over the services' wire? */
+static bool over_wire(const struct uln_ctx *ctx, int peer)
+{
+    const struct svc_addr *a = peer_addr(ctx, peer);
+    return a && a->host && a->host != ctx->svc->host_id && a->wire_port && ctx->svc->wire_port;
+}
+
+/* ULN_SECURE is the user's word that their traffic crosses the network
+ * sealed at least so strongly: a service whose wire seals less (off, or auth
+ * against encrypt) must not carry their peers on other hosts, or it would
+ * go in clear - the one thing that must never happen silently (issue 33).
+ * Peers on this host never touch the wire: the service writes into their
+ * mapped rings, which the kernel isolates as it does shm's. */
+static bool wire_too_weak(const struct uln_ctx *ctx)
+{
+    return ctx->svc && uln_seal_params(&ctx->p)->mode > (int)ctx->svc->secure;
+}
+
+/* With ULN_TRANSPORT=svc, where every peer must go through the service, a
+ * peer it may not carry for that reason fails uln_open (or
+ * uln_peer_insert) with the reason, naming both settings; under
+ * ULN_TRANSPORT=auto reaches() leaves such a peer to udp, which seals its
+ * datagrams itself. */
+static int uln_svc_learn(struct uln_ctx *ctx, int peer)
+{
+    if (!uln_tp_named(ctx, &uln_tp_svc) || !wire_too_weak(ctx) || uln_peer_is_self(ctx, peer) ||
+        !over_wire(ctx, peer))
+        return 0;
+    const char *want = uln_seal_mode_name((enum uln_seal_mode)uln_seal_params(&ctx->p)->mode);
+    fprintf(stderr,
+            "ulnet: rank %d: ULN_TRANSPORT=svc with ULN_SECURE=%s: the host's ulnetd seals its "
+            "wire to other hosts only '%s', so the traffic to rank %d would cross the network "
+            "less protected than asked: start the services with ulnetd --secure %s, or let "
+            "ULN_TRANSPORT choose (udp seals its datagrams itself)\n",
+            ctx->rank, want, uln_seal_mode_name((enum uln_seal_mode)ctx->svc->secure), peer, want);
+    return -EPROTO;
+}
+
 /* Only when ULN_TRANSPORT=svc names it, for now. On this host shm is
  * direct (the service's hop costs a second store and a wake-up); on another
  * host, where both services have a wire, the service is meant to be the
@@ -66,7 +106,8 @@ static int uln_svc_reaches(const struct uln_ctx *ctx, int peer)
     if (!a || !a->host) return 0;
     if (a->host == ctx->svc->host_id)
         return uln_svc_params(&ctx->p)->local_shm ? 0 : 2 * ULN_TP_COST_MEMORY;
-    return a->wire_port && ctx->svc->wire_port ? ULN_TP_COST_NETWORK - ULN_TP_COST_MEMORY : 0;
+    return over_wire(ctx, peer) && !wire_too_weak(ctx) ? ULN_TP_COST_NETWORK - ULN_TP_COST_MEMORY
+                                                       : 0;
 }
 
 /* Its facts (uln_query_key "svc.*"): attached or not, the one line saying
@@ -89,6 +130,17 @@ static int uln_svc_info(const struct uln_ctx *ctx, unsigned i, char *key, size_t
     case 2:
         snprintf(key, klen, "peers");
         n = snprintf(val, vlen, "%d", peers);
+        break;
+    case 3: /* how its wire is sealed, and whether that is enough for us */
+        snprintf(key, klen, "wire_sealed");
+        n = !ctx->svc ? snprintf(val, vlen, "-")
+            : !wire_too_weak(ctx)
+                ? snprintf(val, vlen, "%s",
+                           uln_seal_mode_name((enum uln_seal_mode)ctx->svc->secure))
+                : snprintf(val, vlen,
+                           "%s, less than ULN_SECURE=%s: peers on other hosts not through it",
+                           uln_seal_mode_name((enum uln_seal_mode)ctx->svc->secure),
+                           uln_seal_mode_name((enum uln_seal_mode)uln_seal_params(&ctx->p)->mode));
         break;
     default:
         return -ENOENT;
@@ -223,6 +275,7 @@ const struct uln_transport_ops uln_tp_svc = {
     .settings = &uln_svc_settings,
     .open = uln_svc_open,
     .choose = uln_svc_choose,
+    .learn = uln_svc_learn,
     .close = uln_svc_close,
     .reaches = uln_svc_reaches,
     .info = uln_svc_info,

@@ -57,7 +57,12 @@ struct uln_svc_attach_ok {
     uint64_t host_id; /* uln_host_id of the service */
     uint32_t client;  /* the service's number for this attachment */
     uint32_t wire_ip; /* where other services reach it (IPv4, network order); 0: no wire */
-    uint16_t wire_port, pad_[3];
+    uint16_t wire_port;
+    /* How its wire to other hosts is sealed (enum uln_seal_mode: 0 off, 1
+     * auth, 2 encrypt; ulnetd --secure). A service that does not seal leaves
+     * it 0, so a process never takes a wire in clear for a sealed one. */
+    uint16_t secure;
+    uint16_t pad_[2];
     char link[48]; /* its link to other hosts, as --status names it: "udp", "xdp
                       native, zero-copy, queue 0", "none (no wire)" */
 };

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <sys/un.h>
 
+#include "seal/settings.h"
 #include "transport/svc/svc.h"
 
 static const struct uln_setting svc_table[] = {
@@ -45,10 +46,18 @@ static int svc_resolve(const struct uln_config *cfg, void *block)
     return sp->mode < 0 ? -EINVAL : 0;
 }
 
+/* ULN_SECURE binds the service's wire too (ops.c): its settings come along
+ * (once, whoever else brings them). */
+static const struct uln_settings_group *svc_sub(unsigned i)
+{
+    return i == 0 ? &uln_seal_settings : NULL;
+}
+
 const struct uln_settings_group uln_svc_settings = {
     .name = "svc",
     .table = svc_table,
     .n = sizeof svc_table / sizeof svc_table[0],
     .block_bytes = sizeof(struct uln_svc_params),
     .resolve = svc_resolve,
+    .sub = svc_sub,
 };

@@ -39,6 +39,7 @@ struct uln_svc {
     uint32_t client;    /* its number for us */
     uint32_t wire_ip;   /* where other hosts' services reach it (IPv4, network order) */
     uint16_t wire_port; /* ... 0: it has no wire, it reaches this host only */
+    uint16_t secure;    /* how that wire is sealed: enum uln_seal_mode (attach's answer) */
     char link[48];      /* its link to other hosts and the link's mode (attach's answer) */
     char path[ULN_SVC_PATH_MAX + 1];
     pthread_mutex_t lock; /* one request and its answer at a time on fd */
