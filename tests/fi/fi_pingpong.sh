@@ -28,11 +28,11 @@ fi
 for run in "${runs[@]}"; do
     read -r ep mode last <<<"$run"
     # -S all: 0 B to the largest size it tries (eager and rendezvous); -c: every byte checked
-    run_srv timeout 120 fi_pingpong -p ulnet -e "$ep" -m "$mode" -B "$port" -S all -I 20 -c \
+    run_srv timeout 120 fi_pingpong -p ulnet -e "$ep" -m "$mode" -B "$port" -S all -I 10 -c \
         >srv.out 2>&1 &
     srv=$!
     sleep 0.5
-    if ! run_cli timeout 120 fi_pingpong -p ulnet -e "$ep" -m "$mode" -P "$port" -S all -I 20 -c \
+    if ! run_cli timeout 120 fi_pingpong -p ulnet -e "$ep" -m "$mode" -P "$port" -S all -I 10 -c \
         "$srv_addr" >cli.out 2>&1; then
         echo "client failed ($ep $mode):"; cat cli.out; echo "server:"; cat srv.out
         kill $srv 2>/dev/null || true

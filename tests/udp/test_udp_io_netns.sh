@@ -135,11 +135,14 @@ if up --drop-pct 2 --drop-on h1; then
     echo "  lost $lost of $n ($pct %), nft counted $nft_drops, socket dropped $kdrops"
     check "loss with a 2 % drop rule is 1..3.5 % (measured $pct %)" \
         between "$pct" 1.0 3.5
-    # Every datagram lost is one the rule dropped, and the socket dropped none.
-    # The rule sees all of host 1's traffic, so it may also have caught the odd
-    # packet outside the counted stream (seen once: 393 dropped, 392 lost).
-    check "every loss is the rule's (nft counter $nft_drops, lost $lost, socket drops $kdrops)" \
-        test "${kdrops:-x}" = 0 -a "${nft_drops:-0}" -ge "$lost" -a "${nft_drops:-0}" -le $((lost + 2))
+    # Every datagram lost is accounted for: the rule dropped it, or the sink's
+    # socket did (counted by the kernel: a sink descheduled on a loaded
+    # machine overflows its buffer; seen in a full run at load 12). The rule
+    # sees all of host 1's traffic, so it may also have caught the odd packet
+    # outside the counted stream (seen once: 393 dropped, 392 lost).
+    accounted=$((${nft_drops:-0} + ${kdrops:-0}))
+    check "every loss is the rule's or the socket's (nft counter $nft_drops, socket drops $kdrops, lost $lost)" \
+        test -n "$kdrops" -a "${nft_drops:-0}" -gt 0 -a "$accounted" -ge "$lost" -a "$accounted" -le $((lost + 2))
     down
 else
     check "hosts.sh up 2 --drop-pct 2" false
