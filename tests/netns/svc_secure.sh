@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # netns.svc_secure: ULN_SECURE binds the services' wire too (issue 33). Two
-# namespace hosts, one ulnetd each, whose wire is not sealed:
+# namespace hosts, one ulnetd each, whose wire is not sealed (at first):
 #   ULN_SECURE=encrypt or auth with ULN_TRANSPORT=svc and a peer on the other
 #       host: every rank fails at uln_open, saying why with both settings
 #       named, and no datagram crossed the services' wire;
 #   ULN_SECURE=off: the same job runs (so the refusal is the setting's);
 #   ULN_SECURE=encrypt with every peer on this host: runs (the service writes
 #       into mapped rings there; no wire carries them);
-#   ulninfo under ULN_SECURE=encrypt says the wire is weaker than asked.
+#   ulninfo under ULN_SECURE=encrypt says the wire is weaker than asked;
+#   services with --secure auth: ULN_SECURE=encrypt refused, auth runs.
 # Usage: svc_secure.sh ULNETD JOB ULNINFO
 #   JOB: an integration body that passes against two ranks (it_remote_completion).
 set -euo pipefail
@@ -51,4 +52,11 @@ grep -q 'its wire to other hosts sealed *off, less than ULN_SECURE=encrypt: peer
     <<<"$out" || fail "ulninfo does not say the wire is weaker than ULN_SECURE"
 run --hosts 1 --ranks 1 -- "$ulninfo"
 grep -q 'its wire to other hosts sealed *off$' <<<"$out" || fail "ulninfo: the wire's mode under off"
+# A service sealing with auth: enough for ULN_SECURE=auth, not for encrypt.
+run --hosts 2 --ranks 2 --svc-arg --secure --svc-arg auth --env ULN_SECURE=encrypt -- "$job"
+((rc != 0)) || fail "ULN_SECURE=encrypt ran through a wire sealed with auth only"
+grep -q "ULN_TRANSPORT=svc with ULN_SECURE=encrypt: the host's ulnetd seals its wire to other hosts only 'auth'" \
+    <<<"$out" || fail "no reason for encrypt against the service's auth"
+run --hosts 2 --ranks 2 --svc-arg --secure --svc-arg auth --env ULN_SECURE=auth -- "$job"
+((rc == 0)) || fail "ULN_SECURE=auth through services sealing with auth failed"
 echo "netns.svc_secure: passed"

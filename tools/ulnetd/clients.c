@@ -147,7 +147,11 @@ static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_atta
     c->attached = true;
     d->c.attached++;
     struct uln_svc_attach_ok ok = {
-        .host_id = d->host_id, .client = c->id, .wire_ip = d->wire_ip, .wire_port = d->wire_port};
+        .host_id = d->host_id,
+        .client = c->id,
+        .wire_ip = d->wire_ip,
+        .wire_port = d->wire_port,
+        .secure = (uint16_t)d->secure}; /* a process sealed more refuses the wire */
     snprintf(ok.link, sizeof ok.link, "%s", d->link_desc);
     snprintf(ok.link, sizeof ok.link, "%s", d->link_desc);
     uln_svc_hdr_init(&ok.h, ULN_SVC_ATTACH_OK, sizeof ok, 0);

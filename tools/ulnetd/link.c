@@ -71,7 +71,7 @@ static int check_iface(const struct ulnetd *d, const struct sockaddr_in *sa)
     return -EINVAL;
 }
 
-int wire_link_open(struct ulnetd *d, const struct sockaddr_in *sa, struct uln_link **out)
+static int open_plain(struct ulnetd *d, const struct sockaddr_in *sa, struct uln_link **out)
 {
     if (check_iface(d, sa)) return -EINVAL;
     int fd = bound_socket(sa);
@@ -95,4 +95,13 @@ int wire_link_open(struct ulnetd *d, const struct sockaddr_in *sa, struct uln_li
     if (rc) return rc; /* the service ends; fd may be closed by the link already */
     snprintf(d->link_kind, sizeof d->link_kind, "udp");
     return 0;
+}
+
+/* --secure: the sealing goes around whichever link came (wire_seal.c). */
+int wire_link_open(struct ulnetd *d, const struct sockaddr_in *sa, struct uln_link **out)
+{
+    int rc = open_plain(d, sa, out);
+    if (rc || !d->secure) return rc;
+    if ((rc = wire_seal_wrap(d, out)) != 0) uln_link_close(*out);
+    return rc;
 }

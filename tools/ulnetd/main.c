@@ -29,6 +29,7 @@
 #include "boot/addr.h"
 #include "link/link.h"
 #include "link/select.h"
+#include "seal/seal.h"
 #include "transport/svc/proto.h"
 
 /* --spin-us. 0: sleep as soon as a pass finds nothing. Measured across two
@@ -44,7 +45,7 @@ static void usage(FILE *f)
         f,
         "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
         "              [--path P] [--spin-us US] [--no-map] [--weight UID:W|/CGROUP:W|*:W ...]\n"
-        "              [--queue-mem SIZE]\n"
+        "              [--queue-mem SIZE] [--secure off|auth|encrypt [--secret-file F]]\n"
         "       ulnetd --status [--path P]\n"
         "  --addr    where other hosts' services reach this one (UDP, IPv4; port %u);\n"
         "            without it the service serves this host only\n"
@@ -60,7 +61,12 @@ static void usage(FILE *f)
         "            ULN_SERVICE_WEIGHT; /CGROUP:W for processes in that cgroup (v2)\n"
         "            or under it; *:W for the rest (repeatable)\n"
         "  --queue-mem SIZE  a process's queues' memory at most (K, M, G; %llu M):\n"
-        "            an endpoint past it fails to open with -EDQUOT\n",
+        "            an endpoint past it fails to open with -EDQUOT\n"
+        "  --secure  seal the wire to other hosts' services: auth (a tag on every\n"
+        "            packet) or encrypt (and its bytes encrypted); processes whose\n"
+        "            ULN_SECURE asks more take no peer on another host through it\n"
+        "  --secret-file F  bind the wire's keys to the secret in F (every service\n"
+        "            of the cluster the same; a file only this user may read)\n",
         ULN_SVC_WIRE_PORT, ULN_SVC_DEFAULT_PATH, SPIN_NS_DEFAULT / 1000u, ULN_SVC_WEIGHT_MAX,
         ULN_SVC_QUEUE_MEM_DEFAULT >> 20);
 }
@@ -238,6 +244,15 @@ int main(int argc, char **argv)
             d.no_map = true;
         else if (!strcmp(a, "--addr") && more)
             addr = argv[++i];
+        else if (!strcmp(a, "--secure") && more) {
+            enum uln_seal_mode m;
+            if (uln_seal_mode_parse(argv[++i], &m) != 0) {
+                fprintf(stderr, "ulnetd: --secure %s: use off, auth or encrypt\n", argv[i]);
+                return 2;
+            }
+            d.secure = (int)m;
+        } else if (!strcmp(a, "--secret-file") && more)
+            d.secret_file = argv[++i];
         else if (!strcmp(a, "--spin-us") && more)
             d.spin_ns = strtoull(argv[++i], NULL, 10) * 1000u;
         else if (!strcmp(a, "--queue-mem") && more) {
@@ -272,6 +287,10 @@ int main(int argc, char **argv)
         }
     }
     if (status) return status_ask(d.path);
+    if (d.secret_file && !d.secure) {
+        fprintf(stderr, "ulnetd: --secret-file without --secure auth|encrypt\n");
+        return 2;
+    }
     if (setup(&d) != 0) return 1;
     if (addr && wire_open(&d, addr) != 0) return 1;
     fprintf(stderr, "ulnetd: pid %d listening at %s\n", (int)getpid(), d.path);

@@ -40,6 +40,7 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
     put(&t, "ulnetd pid %d at %s, host %012llx\n", (int)getpid(), d->path,
         (unsigned long long)d->host_id);
     t.n += wire_status(d, t.p + t.n, t.room - t.n);
+    t.n += wire_seal_status(d, t.p + t.n, t.room - t.n);
     if (t.n >= t.room) t.n = t.room - 1;
     put(&t, "quota: queue memory %llu KiB per process; queues refused past it %llu\n",
         (unsigned long long)((d->queue_mem ? d->queue_mem : ULN_SVC_QUEUE_MEM_DEFAULT) >> 10),

@@ -131,9 +131,12 @@ struct ulnetd {
     struct counters c;
     struct weight_rule weights[ULN_SVC_WEIGHT_RULES];
     unsigned n_weights;
-    unsigned arb_next;  /* the client the next round starts at */
-    uint64_t arb_batch; /* work per queues_pump, in rounds (0: arbiter.c's; tests: 1) */
-    uint64_t queue_mem; /* --queue-mem: a process's queues' memory, at most (0: default) */
+    unsigned arb_next;           /* the client the next round starts at */
+    uint64_t arb_batch;          /* work per queues_pump, in rounds (0: arbiter.c's; tests: 1) */
+    uint64_t queue_mem;          /* --queue-mem: a process's queues' memory, at most (0: default) */
+    int secure;                  /* --secure: enum uln_seal_mode of the wire (0: off) */
+    const char *secret_file;     /* --secret-file, or NULL */
+    struct wire_seal *wire_seal; /* wire_seal.c: the sealing around the wire's link */
 };
 
 /* clients.c */
@@ -177,6 +180,12 @@ int wire_open(struct ulnetd *d, const char *addr); /* --addr IPv4[:port]; 0 or -
 struct sockaddr_in;
 struct uln_link;
 int wire_link_open(struct ulnetd *d, const struct sockaddr_in *sa, struct uln_link **out);
+/* wire_seal.c: --secure: the sealing link of src/seal around *io (which it
+ * then owns), keys agreed with each remote service in the wire's first
+ * packets. 0 or -errno (said; *io unchanged). */
+int wire_seal_wrap(struct ulnetd *d, struct uln_link **io);
+/* Its line of --status (the mode, refusals counted). */
+size_t wire_seal_status(const struct ulnetd *d, char *out, size_t room);
 /* At the end: everything the wire holds is freed, the link closed. */
 void wire_close(struct ulnetd *d);
 /* The link's descriptors to poll while the service sleeps: how many. */

@@ -874,7 +874,10 @@ static void input(struct ulnetd *d, struct remote *r, const uint8_t *buf, size_t
 static struct remote *source_of(struct ulnetd *d, const struct uln_link_rx *x)
 {
     struct wire *w = d->wire;
-    if (x->peer >= 0) return (unsigned)x->peer < w->n_by_peer ? w->by_peer[x->peer] : NULL;
+    if (x->peer >= 0 && (unsigned)x->peer < w->n_by_peer && w->by_peer[x->peer])
+        return w->by_peer[x->peer];
+    /* Else by its address: the link may know a source we do not (--secure:
+     * its HELLO made it a peer there, wire_seal.c). */
     socklen_t len = 0;
     const struct sockaddr_in *from = uln_link_rx_addr(w->link, x->handle, &len);
     if (!from || len != sizeof *from || from->sin_family != AF_INET) return NULL;

@@ -1,0 +1,435 @@
+/*
+ * wire_seal.c - the sealed wire (ulnetd --secure auth|encrypt, issue 33):
+ * the services seal their processes' traffic between hosts on their behalf,
+ * as a NIC with PSP would. src/seal's sealing link goes around the wire's
+ * link, with a layer on each side of it:
+ *
+ *   wire.c -> gate -> sealing link (seals, opens, refuses, counts) -> keyer -> link
+ *
+ * Keys. Each service draws an X25519 key pair at start (uln_seal_store_open);
+ * two services agree one key per direction by X25519 + HKDF (seal.h), bound
+ * to --secret-file's secret when given (a file only the service's user may
+ * read). The public keys travel in the wire's first packets: a HELLO, in
+ * clear, says a service's mode, cipher, public key and which secret it holds.
+ * The keyer takes HELLOs out of what the link receives (they never reach
+ * the sealing link, where they would be refusals), links their sender's
+ * pair (uln_link_seal_peer) and answers the ones that ask. The gate holds
+ * back a packet to a service whose key is not known yet - to rel that is a
+ * loss, resent once the answer came - and sends a HELLO that asks instead.
+ *
+ * A HELLO is not authenticated: without a secret an attacker in the middle
+ * of the first packets can put its own key there (docs/security.md says
+ * so); with one, a key it put there opens nothing, and its packets are
+ * refused and counted. Once a service is keyed, a HELLO with another key
+ * (a restarted service: a new life draws a new key) is taken only after its
+ * pair has opened nothing for REKEY_QUIET_NS, so a forged HELLO cannot
+ * break a live pair.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ulnetd.h"
+#include "link/link.h"
+#include "seal/link_seal.h"
+
+#define HELLO_MAGIC    0x6b6e6c75u /* "ulnk", little-endian */
+#define HELLO_VERSION  1u
+#define HELLO_ASK      0x1u /* answer with your HELLO */
+#define HELLO_LEN      (4u + 2u + ULN_SEAL_PUB_COMPACT + 8u)
+#define HELLO_EVERY_NS 5000000ull    /* a HELLO that asks, at most this often a service */
+#define REKEY_QUIET_NS 1000000000ull /* a keyed pair's silence before another key is taken */
+#define WSEAL_PEERS    4096u         /* remote services (link ids) */
+
+struct wpeer {
+    bool keyed;
+    uint8_t pub[ULN_SEAL_PUB_BYTES]; /* its key, as linked */
+    uint64_t asked_ns;               /* our last HELLO that asked */
+    uint64_t heard_ns;               /* its last datagram that opened, or its keying */
+};
+
+struct wire_seal {
+    struct uln_link gate;  /* first: what wire.c holds */
+    struct uln_link keyer; /* what the sealing link wraps */
+    struct uln_link *sealer, *raw;
+    struct uln_seal_store store;
+    _Atomic uint64_t refused;                             /* datagrams the sealing link refused */
+    struct wpeer *peers;                                  /* by link id, WSEAL_PEERS */
+    uint64_t hellos_in, hellos_out, hellos_refused, held; /* for --status */
+    bool said_refused;
+    uint8_t me[HELLO_LEN]; /* our HELLO, flags 0 */
+    uint8_t hello[HELLO_LEN];
+    struct uln_link_pkt out[ULN_LINK_BATCH];
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static struct wire_seal *of_gate(const struct uln_link *l)
+{
+    return (struct wire_seal *)l;
+}
+
+static struct wire_seal *of_keyer(const struct uln_link *l)
+{
+    return (struct wire_seal *)((const uint8_t *)l - offsetof(struct wire_seal, keyer));
+}
+
+static struct wpeer *peer_of(struct wire_seal *w, int id)
+{
+    return id >= 0 && (unsigned)id < WSEAL_PEERS ? &w->peers[id] : NULL;
+}
+
+/* ---- HELLO ------------------------------------------------------------------ */
+
+static bool is_hello(const uint8_t *b, uint32_t len)
+{
+    uint32_t m;
+    if (len != HELLO_LEN) return false;
+    memcpy(&m, b, 4);
+    return m == HELLO_MAGIC;
+}
+
+/* Our HELLO to link id (asking for theirs, or not), in clear, below the
+ * sealing link. */
+static void hello_send(struct wire_seal *w, int id, bool ask)
+{
+    memcpy(w->hello, w->me, HELLO_LEN);
+    w->hello[5] = ask ? HELLO_ASK : 0;
+    struct uln_link_pkt p = {.peer = id, .niov = 1, .iov = {{w->hello, HELLO_LEN}}};
+    if (uln_link_send(w->raw, &p, 1) == 1) w->hellos_out++;
+    (void)uln_link_flush(w->raw);
+}
+
+static void hello_refused(struct wire_seal *w, const char *why)
+{
+    w->hellos_refused++;
+    if (w->said_refused) return;
+    w->said_refused = true; /* once: a forger must not fill the log */
+    fprintf(stderr, "ulnetd: --secure: a HELLO refused (%s); counted in --status\n", why);
+}
+
+/* A HELLO from rx's source: link its key, answer if asked. */
+static void hello_in(struct wire_seal *w, const struct uln_link_rx *rx)
+{
+    const uint8_t *b = rx->buf;
+    struct uln_seal_pub pub;
+    char why[160];
+    if (b[4] != HELLO_VERSION || uln_seal_pub_expand(b + 6, &pub) != 0)
+        return hello_refused(w, "malformed");
+    memcpy(pub.check, b + 6 + ULN_SEAL_PUB_COMPACT, sizeof pub.check);
+    pub.flags = 0; /* the check came along: which secret it holds is checked */
+    if (uln_seal_store_check(&w->store, &pub, why, sizeof why) != 0) return hello_refused(w, why);
+    int id = rx->peer;
+    if (id < 0) { /* a service not met yet: its link id, so we can answer */
+        socklen_t len = 0;
+        const void *a = uln_link_rx_addr(w->raw, rx->handle, &len);
+        id = a ? uln_link_add_peer(w->raw, a, len) : -EINVAL;
+        if (id == -EEXIST) id = uln_link_find_peer(w->raw, a, len);
+    }
+    struct wpeer *p = peer_of(w, id);
+    if (!p) return hello_refused(w, "no room for another service");
+    uint64_t now = now_ns();
+    bool same = p->keyed && !memcmp(p->pub, pub.pub, sizeof p->pub);
+    if (p->keyed && !same && now - p->heard_ns < REKEY_QUIET_NS)
+        return hello_refused(w, "another key for a live service");
+    if (!same) {
+        if (uln_link_seal_peer(w->sealer, id, id, 0, &pub) != 0)
+            return hello_refused(w, "no pair could be made");
+        p->keyed = true;
+        memcpy(p->pub, pub.pub, sizeof p->pub);
+        p->heard_ns = now;
+    }
+    w->hellos_in++;
+    if (b[5] & HELLO_ASK) hello_send(w, id, false);
+}
+
+/* ---- the keyer: below the sealing link -------------------------------------- */
+
+static int keyer_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigned n)
+{
+    return uln_link_send(of_keyer(l)->raw, pkts, n);
+}
+static int keyer_flush(struct uln_link *l)
+{
+    return uln_link_flush(of_keyer(l)->raw);
+}
+
+/* What the link received, HELLOs taken out (and released). */
+static int keyer_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
+{
+    struct wire_seal *w = of_keyer(l);
+    for (;;) {
+        int n = uln_link_recv(w->raw, out, max), kept = 0;
+        if (n <= 0) return n;
+        for (int i = 0; i < n; i++) {
+            if (!is_hello(out[i].buf, out[i].len)) {
+                out[kept++] = out[i];
+                continue;
+            }
+            hello_in(w, &out[i]);
+            uln_link_rx_release(w->raw, out[i].handle);
+        }
+        if (kept) return kept;
+    }
+}
+
+static int keyer_rx_release(struct uln_link *l, uint32_t h)
+{
+    return uln_link_rx_release(of_keyer(l)->raw, h);
+}
+static const void *keyer_rx_addr(const struct uln_link *l, uint32_t h, socklen_t *len)
+{
+    return uln_link_rx_addr(of_keyer(l)->raw, h, len);
+}
+static int keyer_add_peer(struct uln_link *l, const void *addr, socklen_t len)
+{
+    return uln_link_add_peer(of_keyer(l)->raw, addr, len);
+}
+static int keyer_set_peer(struct uln_link *l, int peer, const void *addr, socklen_t len)
+{
+    return uln_link_set_peer(of_keyer(l)->raw, peer, addr, len);
+}
+static int keyer_find_peer(const struct uln_link *l, const void *addr, socklen_t len)
+{
+    return uln_link_find_peer(of_keyer(l)->raw, addr, len);
+}
+static int keyer_fds(const struct uln_link *l, int *fds, int max)
+{
+    return uln_link_fds(of_keyer(l)->raw, fds, max);
+}
+static int keyer_wait(struct uln_link *l, int timeout_ms)
+{
+    return uln_link_wait(of_keyer(l)->raw, timeout_ms);
+}
+static int keyer_local(const struct uln_link *l, struct sockaddr_storage *ss, socklen_t *len)
+{
+    return uln_link_local(of_keyer(l)->raw, ss, len);
+}
+static void keyer_info(const struct uln_link *l, struct uln_link_info *info)
+{
+    uln_link_info(of_keyer(l)->raw, info);
+}
+static void keyer_stats(const struct uln_link *l, struct uln_link_stats *st)
+{
+    uln_link_stats(of_keyer(l)->raw, st);
+}
+static void keyer_close(struct uln_link *l)
+{
+    uln_link_close(of_keyer(l)->raw); /* the gate frees the rest */
+}
+
+static const struct uln_link_ops keyer_ops = {
+    .send = keyer_send,
+    .flush = keyer_flush,
+    .recv = keyer_recv,
+    .rx_release = keyer_rx_release,
+    .rx_addr = keyer_rx_addr,
+    .add_peer = keyer_add_peer,
+    .set_peer = keyer_set_peer,
+    .find_peer = keyer_find_peer,
+    .fds = keyer_fds,
+    .wait = keyer_wait,
+    .local = keyer_local,
+    .info = keyer_info,
+    .stats = keyer_stats,
+    .close = keyer_close,
+};
+
+/* ---- the gate: above the sealing link --------------------------------------- */
+
+/* Packets to keyed services go on; one to a service not keyed yet is taken
+ * and dropped (rel resends it) and a HELLO asks for its key. What the
+ * sealing link does not take is given back from the first such packet. */
+static int gate_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigned n)
+{
+    struct wire_seal *w = of_gate(l);
+    if (n > ULN_LINK_BATCH) n = ULN_LINK_BATCH;
+    unsigned m = 0, at[ULN_LINK_BATCH];
+    uint64_t now = 0;
+    for (unsigned i = 0; i < n; i++) {
+        struct wpeer *p = peer_of(w, pkts[i].peer);
+        if (!p) return -EINVAL;
+        if (p->keyed) {
+            w->out[m] = pkts[i];
+            at[m++] = i;
+            continue;
+        }
+        w->held++;
+        if (!now) now = now_ns();
+        if (now - p->asked_ns >= HELLO_EVERY_NS) {
+            p->asked_ns = now;
+            hello_send(w, pkts[i].peer, true);
+        }
+    }
+    if (!m) return (int)n;
+    int rc = uln_link_send(w->sealer, w->out, m);
+    if (rc < 0 || (unsigned)rc == m) return rc < 0 ? rc : (int)n;
+    return (int)at[rc];
+}
+
+static int gate_flush(struct uln_link *l)
+{
+    return uln_link_flush(of_gate(l)->sealer);
+}
+
+/* What opened: its service is alive under its key (REKEY_QUIET_NS). */
+static int gate_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
+{
+    struct wire_seal *w = of_gate(l);
+    int n = uln_link_recv(w->sealer, out, max);
+    if (n > 0) {
+        uint64_t now = now_ns();
+        for (int i = 0; i < n; i++) {
+            struct wpeer *p = peer_of(w, out[i].peer);
+            if (p) p->heard_ns = now;
+        }
+    }
+    return n;
+}
+
+static int gate_rx_release(struct uln_link *l, uint32_t h)
+{
+    return uln_link_rx_release(of_gate(l)->sealer, h);
+}
+static const void *gate_rx_addr(const struct uln_link *l, uint32_t h, socklen_t *len)
+{
+    return uln_link_rx_addr(of_gate(l)->sealer, h, len);
+}
+static int gate_add_peer(struct uln_link *l, const void *addr, socklen_t len)
+{
+    int id = uln_link_add_peer(of_gate(l)->sealer, addr, len);
+    return id >= (int)WSEAL_PEERS ? -ENOSPC : id;
+}
+static int gate_set_peer(struct uln_link *l, int peer, const void *addr, socklen_t len)
+{
+    return uln_link_set_peer(of_gate(l)->sealer, peer, addr, len);
+}
+static int gate_find_peer(const struct uln_link *l, const void *addr, socklen_t len)
+{
+    return uln_link_find_peer(of_gate(l)->sealer, addr, len);
+}
+static int gate_fds(const struct uln_link *l, int *fds, int max)
+{
+    return uln_link_fds(of_gate(l)->sealer, fds, max);
+}
+static int gate_wait(struct uln_link *l, int timeout_ms)
+{
+    return uln_link_wait(of_gate(l)->sealer, timeout_ms);
+}
+static int gate_local(const struct uln_link *l, struct sockaddr_storage *ss, socklen_t *len)
+{
+    return uln_link_local(of_gate(l)->sealer, ss, len);
+}
+static void gate_info(const struct uln_link *l, struct uln_link_info *info)
+{
+    uln_link_info(of_gate(l)->sealer, info);
+}
+static void gate_stats(const struct uln_link *l, struct uln_link_stats *st)
+{
+    uln_link_stats(of_gate(l)->sealer, st);
+}
+static void gate_close(struct uln_link *l)
+{
+    struct wire_seal *w = of_gate(l);
+    uln_link_close(w->sealer); /* and the keyer, and the link */
+    uln_seal_store_close(&w->store);
+    free(w->peers);
+    free(w);
+}
+
+static const struct uln_link_ops gate_ops = {
+    .send = gate_send,
+    .flush = gate_flush,
+    .recv = gate_recv,
+    .rx_release = gate_rx_release,
+    .rx_addr = gate_rx_addr,
+    .add_peer = gate_add_peer,
+    .set_peer = gate_set_peer,
+    .find_peer = gate_find_peer,
+    .fds = gate_fds,
+    .wait = gate_wait,
+    .local = gate_local,
+    .info = gate_info,
+    .stats = gate_stats,
+    .close = gate_close,
+};
+
+int wire_seal_wrap(struct ulnetd *d, struct uln_link **io)
+{
+    enum uln_seal_cipher cipher;
+    if (uln_seal_cipher_local(&cipher) != 0) {
+        fprintf(stderr, "ulnetd: ULN_SECURE_CIPHER: not a cipher it knows\n");
+        return -EINVAL;
+    }
+    struct wire_seal *w = calloc(1, sizeof *w);
+    if (!w || !(w->peers = calloc(WSEAL_PEERS, sizeof *w->peers))) {
+        free(w);
+        return -ENOMEM;
+    }
+    int rc = uln_seal_store_open(&w->store, (enum uln_seal_mode)d->secure, cipher, d->secret_file,
+                                 1, WSEAL_PEERS);
+    if (rc) {
+        fprintf(stderr, "ulnetd: --secure: %s%s%s\n", strerror(-rc),
+                d->secret_file ? ": --secret-file " : "", d->secret_file ? d->secret_file : "");
+        free(w->peers);
+        free(w);
+        return rc;
+    }
+    struct uln_seal_pub me;
+    uln_seal_store_publish(&w->store, &me);
+    uint32_t magic = HELLO_MAGIC;
+    memcpy(w->me, &magic, 4);
+    w->me[4] = HELLO_VERSION;
+    if (uln_seal_pub_compact(&me, w->me + 6) != 0) {
+        uln_seal_store_close(&w->store);
+        free(w->peers);
+        free(w);
+        return -EINVAL;
+    }
+    memcpy(w->me + 6 + ULN_SEAL_PUB_COMPACT, me.check, sizeof me.check);
+    unsigned max = uln_link_payload_max(*io);
+    w->raw = *io;
+    w->keyer = (struct uln_link){.ops = &keyer_ops, .payload_max = max};
+    w->sealer = &w->keyer;
+    rc = uln_link_seal_open(&w->store, 0, &w->refused, &w->sealer);
+    if (rc) {
+        uln_seal_store_close(&w->store);
+        free(w->peers);
+        free(w);
+        return rc; /* *io is still the caller's */
+    }
+    w->gate = (struct uln_link){.ops = &gate_ops, .payload_max = uln_link_payload_max(w->sealer)};
+    d->wire_seal = w;
+    *io = &w->gate;
+    return 0;
+}
+
+size_t wire_seal_status(const struct ulnetd *d, char *out, size_t room)
+{
+    const struct wire_seal *w = d->wire_seal;
+    int n;
+    if (!d->secure)
+        n = snprintf(out, room, "secure: off (the wire between hosts in clear)\n");
+    else if (!w)
+        n = snprintf(out, room, "secure: %s (no wire)\n",
+                     uln_seal_mode_name((enum uln_seal_mode)d->secure));
+    else
+        n = snprintf(out, room,
+                     "secure: %s, %s, secret %s; refused_auth %llu; hellos in %llu, out %llu, "
+                     "refused %llu; packets held for a key %llu\n",
+                     uln_seal_mode_name((enum uln_seal_mode)d->secure),
+                     uln_seal_cipher_name(w->store.cipher),
+                     w->store.id.has_secret ? "given" : "none",
+                     (unsigned long long)atomic_load_explicit(&w->refused, memory_order_relaxed),
+                     (unsigned long long)w->hellos_in, (unsigned long long)w->hellos_out,
+                     (unsigned long long)w->hellos_refused, (unsigned long long)w->held);
+    return n < 0 ? 0 : (size_t)n < room ? (size_t)n : room;
+}
