@@ -113,7 +113,10 @@ static void hello_refused(struct wire_seal *w, const char *why)
     w->hellos_refused++;
     if (w->said_refused) return;
     w->said_refused = true; /* once: a forger must not fill the log */
-    fprintf(stderr, "ulnetd: --secure: a HELLO refused (%s); counted in --status\n", why);
+    fprintf(stderr,
+            "ulnetd: --secure: a service's HELLO refused (%s): every service of the cluster "
+            "needs the same --secure and --secret-file; counted in --status\n",
+            why);
 }
 
 /* A HELLO from rx's source: link its key, answer if asked. */
@@ -126,6 +129,13 @@ static void hello_in(struct wire_seal *w, const struct uln_link_rx *rx)
         return hello_refused(w, "malformed");
     memcpy(pub.check, b + 6 + ULN_SEAL_PUB_COMPACT, sizeof pub.check);
     pub.flags = 0; /* the check came along: which secret it holds is checked */
+    if (pub.mode != w->store.mode) {
+        snprintf(why, sizeof why, "it seals with --secure %s, this one with %s",
+                 pub.mode > ULN_SEAL_ENCRYPT ? "?"
+                                             : uln_seal_mode_name((enum uln_seal_mode)pub.mode),
+                 uln_seal_mode_name(w->store.mode));
+        return hello_refused(w, why);
+    }
     if (uln_seal_store_check(&w->store, &pub, why, sizeof why) != 0) return hello_refused(w, why);
     int id = rx->peer;
     if (id < 0) { /* a service not met yet: its link id, so we can answer */
