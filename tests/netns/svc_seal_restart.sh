@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# svc_seal_restart.sh ULNETD JOB - a service of the sealed wire (ulnetd
+# --secure encrypt) killed with -9 and started again draws a new key pair:
+# the other service takes its new key (its HELLO, once the old pair has been
+# silent a second) and a new job through both runs, its data checked; what
+# the old pair still sent is refused and counted. JOB: an integration body
+# for two ranks (it_remote_completion). Exit 77 without namespaces.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+ulnetd=$1 prog=$2
+"$here/hosts.sh" probe >/dev/null 2>&1 || { echo "svc_seal_restart.sh: no namespaces: skipped"; exit 77; }
+set -a
+eval "$("$here/hosts.sh" up 2)"
+set +a
+dir=$(mktemp -d)
+svcs=()
+cleanup() {
+    for p in "${svcs[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    "$here/hosts.sh" down >/dev/null 2>&1 || true
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+    echo "svc_seal_restart.sh: $*" >&2
+    for f in "$dir"/*; do { echo "--- $(basename "$f")"; tail -15 "$f"; } >&2; done
+    exit 1
+}
+# service H: start host H's ulnetd and wait until it answers.
+service() {
+    local v=ULNTEST_HOST_$1
+    "$here/hosts.sh" exec "h$1" "$ulnetd" --foreground --addr "${!v}" --link udp --secure encrypt \
+        2>>"$dir/svc$1.log" &
+    svcs[$1]=$!
+    for _ in $(seq 100); do
+        "$here/hosts.sh" exec "h$1" "$ulnetd" --status >/dev/null 2>&1 && return 0
+        sleep 0.05
+    done
+    fail "the service of host $1 did not start"
+}
+# job N: a job of two ranks, one on each host, through the services.
+job() {
+    local port=$((20000 + RANDOM % 20000)) key pids=() st=0
+    key=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
+    for r in 0 1; do
+        "$here/hosts.sh" exec "h$r" env ULN_RANK=$r ULN_SIZE=2 ULN_ROOT="$ULNTEST_HOST_0:$port" \
+            ULN_JOB_KEY="$key" ULN_SECURE=encrypt ULN_SERVICE=required ULN_TRANSPORT=svc \
+            ULNTEST_IT_EXPECT_UDP_PEERS=0 timeout 60 "$prog" >"$dir/job$1.rank$r" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || st=$?; done
+    ((st == 0)) || fail "job $1 failed ($st)"
+}
+service 0
+service 1
+job 1
+kill -KILL "${svcs[1]}"
+wait "${svcs[1]}" 2>/dev/null || true
+service 1
+job 2
+"$here/hosts.sh" exec h0 "$ulnetd" --status >"$dir/status0" 2>&1
+hellos=$(sed -n 's/^secure: .* hellos in \([0-9]*\),.*/\1/p' "$dir/status0")
+((hellos >= 2)) || fail "host 0's service took $hellos HELLOs: not the new life's key"
+echo "svc_seal_restart.sh: a restarted service keyed again ($hellos HELLOs taken), both jobs passed"
