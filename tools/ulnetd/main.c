@@ -39,6 +39,11 @@
  * while one that wakes it from ppoll preempts the rank at once. */
 #define SPIN_NS_DEFAULT 0u
 
+/* --rt-budget-us: how long a woken service keeps SCHED_FIFO (sched.c). A
+ * message's work is a few us; a millisecond of continuous work is a flood,
+ * which then shares the CPU under CFS like any other process. */
+#define RT_BUDGET_NS_DEFAULT 1000000u
+
 static void usage(FILE *f)
 {
     fprintf(
@@ -46,6 +51,7 @@ static void usage(FILE *f)
         "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
         "              [--path P] [--spin-us US] [--no-map] [--weight UID:W|/CGROUP:W|*:W ...]\n"
         "              [--queue-mem SIZE] [--secure off|auth|encrypt [--secret-file F]]\n"
+        "              [--rt[=PRIO]] [--rt-budget-us US] [--nice N]\n"
         "       ulnetd --status [--path P]\n"
         "  --addr    where other hosts' services reach this one (UDP, IPv4; port %u);\n"
         "            without it the service serves this host only\n"
@@ -186,13 +192,14 @@ static bool events(struct ulnetd *d)
  * no way yet to wake us: docs/service.md). */
 static void run(struct ulnetd *d)
 {
-    uint64_t busy_at = now_ns();
+    uint64_t busy_at = now_ns(), woke = busy_at;
     for (;;) {
         bool blocked, moved = wire_input(d);
         moved |= queues_pump(d, &blocked);
         uint64_t deadline = wire_tick(d, &moved);
         uint64_t now = now_ns();
         if (moved) busy_at = now;
+        sched_running(d, woke, now);
         bool slept = false;
         if (now - busy_at >= d->spin_ns) {
             queues_sleeping(d, 1);
@@ -203,6 +210,7 @@ static void run(struct ulnetd *d)
             }
             if (blocked && deadline > now + 1000000) deadline = now + 1000000;
             if (deadline > now) {
+                sched_sleeping(d);
                 d->c.sleeps++;
                 sleep_until(d, deadline);
                 slept = true;
@@ -211,7 +219,7 @@ static void run(struct ulnetd *d)
         bool go_on = events(d);
         if (slept) {
             queues_sleeping(d, 0);
-            busy_at = now_ns();
+            busy_at = woke = now_ns();
         }
         if (!go_on) return;
     }
@@ -224,7 +232,8 @@ int main(int argc, char **argv)
                        .signal_fd = -1,
                        .bell_fd = -1,
                        .next_id = 1,
-                       .spin_ns = SPIN_NS_DEFAULT};
+                       .spin_ns = SPIN_NS_DEFAULT,
+                       .rt_budget_ns = RT_BUDGET_NS_DEFAULT};
     const char *env = getenv("ULN_SERVICE_PATH");
     snprintf(d.path, sizeof d.path, "%s", env && *env ? env : ULN_SVC_DEFAULT_PATH);
     snprintf(d.link, sizeof d.link, "auto");
@@ -255,7 +264,16 @@ int main(int argc, char **argv)
             d.secret_file = argv[++i];
         else if (!strcmp(a, "--spin-us") && more)
             d.spin_ns = strtoull(argv[++i], NULL, 10) * 1000u;
-        else if (!strcmp(a, "--queue-mem") && more) {
+        else if (!strcmp(a, "--rt"))
+            d.rt_prio = 1;
+        else if (!strncmp(a, "--rt=", 5))
+            d.rt_prio = atoi(a + 5);
+        else if (!strcmp(a, "--rt-budget-us") && more)
+            d.rt_budget_ns = strtoull(argv[++i], NULL, 10) * 1000u;
+        else if (!strcmp(a, "--nice") && more) {
+            d.nice_set = true;
+            d.nice = atoi(argv[++i]);
+        } else if (!strcmp(a, "--queue-mem") && more) {
             char *end;
             unsigned long long v = strtoull(argv[++i], &end, 10);
             int sh = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
@@ -291,7 +309,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "ulnetd: --secret-file without --secure auth|encrypt\n");
         return 2;
     }
-    if (setup(&d) != 0) return 1;
+    if (setup(&d) != 0 || sched_setup(&d) != 0) return 1;
     if (addr && wire_open(&d, addr) != 0) return 1;
     fprintf(stderr, "ulnetd: pid %d listening at %s\n", (int)getpid(), d.path);
     run(&d);

@@ -95,6 +95,7 @@ struct counters {
     uint64_t wire_tx, wire_rx, wire_resent; /* datagrams to and from other services */
     uint64_t remotes_dead;                  /* other services that fell silent */
     uint64_t over_quota;                    /* queues refused past --queue-mem */
+    uint64_t rt_drops; /* --rt: runs past the budget, finished as SCHED_OTHER */
 };
 
 struct wire;
@@ -137,7 +138,19 @@ struct ulnetd {
     int secure;                  /* --secure: enum uln_seal_mode of the wire (0: off) */
     const char *secret_file;     /* --secret-file, or NULL */
     struct wire_seal *wire_seal; /* wire_seal.c: the sealing around the wire's link */
+
+    /* Scheduling (sched.c) */
+    int rt_prio;           /* --rt: SCHED_FIFO priority while woken; 0: off (sched.c) */
+    bool rt_on;            /* ... and it has that class now */
+    uint64_t rt_budget_ns; /* --rt-budget-us: continuous running in it, at most */
+    bool nice_set;         /* --nice given */
+    int nice;
 };
+
+/* sched.c */
+int sched_setup(struct ulnetd *d);
+void sched_running(struct ulnetd *d, uint64_t woke, uint64_t now);
+void sched_sleeping(struct ulnetd *d);
 
 /* clients.c */
 int clients_accept(struct ulnetd *d);
