@@ -43,6 +43,8 @@
  * message's work is a few us; a millisecond of continuous work is a flood,
  * which then shares the CPU under CFS like any other process. */
 #define RT_BUDGET_NS_DEFAULT 1000000u
+/* --rt-share: at most half of each 10 ms of CPU in that class (sched.c). */
+#define RT_SHARE_DEFAULT 50u
 
 static void usage(FILE *f)
 {
@@ -51,7 +53,7 @@ static void usage(FILE *f)
         "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
         "              [--path P] [--spin-us US] [--no-map] [--weight UID:W|/CGROUP:W|*:W ...]\n"
         "              [--queue-mem SIZE] [--secure off|auth|encrypt [--secret-file F]]\n"
-        "              [--rt[=PRIO]] [--rt-budget-us US] [--nice N]\n"
+        "              [--rt[=PRIO]] [--rt-budget-us US] [--rt-share PCT] [--nice N]\n"
         "       ulnetd --status [--path P]\n"
         "  --addr    where other hosts' services reach this one (UDP, IPv4; port %u);\n"
         "            without it the service serves this host only\n"
@@ -233,7 +235,8 @@ int main(int argc, char **argv)
                        .bell_fd = -1,
                        .next_id = 1,
                        .spin_ns = SPIN_NS_DEFAULT,
-                       .rt_budget_ns = RT_BUDGET_NS_DEFAULT};
+                       .rt_budget_ns = RT_BUDGET_NS_DEFAULT,
+                       .rt_share = RT_SHARE_DEFAULT};
     const char *env = getenv("ULN_SERVICE_PATH");
     snprintf(d.path, sizeof d.path, "%s", env && *env ? env : ULN_SVC_DEFAULT_PATH);
     snprintf(d.link, sizeof d.link, "auto");
@@ -270,6 +273,8 @@ int main(int argc, char **argv)
             d.rt_prio = atoi(a + 5);
         else if (!strcmp(a, "--rt-budget-us") && more)
             d.rt_budget_ns = strtoull(argv[++i], NULL, 10) * 1000u;
+        else if (!strcmp(a, "--rt-share") && more)
+            d.rt_share = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(a, "--nice") && more) {
             d.nice_set = true;
             d.nice = atoi(argv[++i]);

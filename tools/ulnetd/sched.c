@@ -10,7 +10,10 @@
  * starve a rank on its CPU, it keeps the real-time class only for a budget
  * of continuous running after each wake-up (--rt-budget-us): past it, it
  * drops to SCHED_OTHER and shares the CPU as any process does, until it
- * sleeps again. The kernel's RT throttle (sched_rt_runtime_us) is a second,
+ * sleeps again. A flood of short runs (a packet, a sleep, a packet) never
+ * reaches that budget, so it also keeps a share (--rt-share, % of a 10 ms
+ * window of its own CPU time): past it, the rest of the window is
+ * SCHED_OTHER. The kernel's RT throttle (sched_rt_runtime_us) is a third,
  * coarser bound. --nice N is the milder alternative (CFS weight only).
  */
 #define _GNU_SOURCE
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "ulnetd.h"
 
@@ -36,6 +40,10 @@ int sched_setup(struct ulnetd *d)
         return -1;
     }
     if (!d->rt_prio) return 0;
+    if (d->rt_share < 1 || d->rt_share > 100) {
+        fprintf(stderr, "ulnetd: --rt-share %u: want 1..100\n", d->rt_share);
+        return -1;
+    }
     int lo = sched_get_priority_min(SCHED_FIFO), hi = sched_get_priority_max(SCHED_FIFO);
     if (d->rt_prio < lo || d->rt_prio > hi) {
         fprintf(stderr, "ulnetd: --rt=%d: want %d..%d\n", d->rt_prio, lo, hi);
@@ -53,6 +61,15 @@ int sched_setup(struct ulnetd *d)
     return 0;
 }
 
+#define RT_WINDOW_NS 10000000u
+
+static uint64_t clock_ns(clockid_t id)
+{
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 /* Running since `woke` (ns): past the budget, leave the real-time class. */
 void sched_running(struct ulnetd *d, uint64_t woke, uint64_t now)
 {
@@ -63,8 +80,22 @@ void sched_running(struct ulnetd *d, uint64_t woke, uint64_t now)
     }
 }
 
-/* About to sleep: the next wake-up preempts again. */
+/* About to sleep: the next wake-up preempts again, unless this window's
+ * share is spent. The thread's CPU time is read here only (a system call
+ * per sleep, with --rt alone), so a window is judged at its sleeps. */
 void sched_sleeping(struct ulnetd *d)
 {
-    if (d->rt_prio && !d->rt_on && set_class(SCHED_FIFO, d->rt_prio) == 0) d->rt_on = true;
+    if (!d->rt_prio) return;
+    uint64_t now = clock_ns(CLOCK_MONOTONIC), cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (now - d->rt_win_at >= RT_WINDOW_NS) {
+        d->rt_win_at = now;
+        d->rt_win_cpu = cpu;
+        d->rt_over = false;
+    } else if (!d->rt_over && (cpu - d->rt_win_cpu) * 100 > (uint64_t)RT_WINDOW_NS * d->rt_share) {
+        d->rt_over = true;
+        d->c.rt_over++;
+    }
+    bool want = !d->rt_over;
+    if (want == d->rt_on) return;
+    if (set_class(want ? SCHED_FIFO : SCHED_OTHER, want ? d->rt_prio : 0) == 0) d->rt_on = want;
 }

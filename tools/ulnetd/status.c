@@ -61,9 +61,10 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         d->no_map ? " (--no-map)" : "", (unsigned long long)d->c.wire_tx,
         (unsigned long long)d->c.wire_rx, (unsigned long long)d->c.wire_resent,
         (unsigned long long)d->c.remotes_dead, n);
-    put(&t, "scheduling: %s%s, runs past the budget %llu\n",
+    put(&t, "scheduling: %s%s, runs past the budget %llu, windows past the share %llu\n",
         d->rt_prio ? "SCHED_FIFO while woken" : "SCHED_OTHER",
-        d->rt_prio && !d->rt_on ? " (now SCHED_OTHER)" : "", (unsigned long long)d->c.rt_drops);
+        d->rt_prio && !d->rt_on ? " (now SCHED_OTHER)" : "", (unsigned long long)d->c.rt_drops,
+        (unsigned long long)d->c.rt_over);
     for (unsigned i = 0; i < d->n_clients; i++) {
         const struct client *c = d->clients[i];
         if (!c || !c->attached) continue;

@@ -96,6 +96,7 @@ struct counters {
     uint64_t remotes_dead;                  /* other services that fell silent */
     uint64_t over_quota;                    /* queues refused past --queue-mem */
     uint64_t rt_drops; /* --rt: runs past the budget, finished as SCHED_OTHER */
+    uint64_t rt_over;  /* --rt: windows past the share, finished as SCHED_OTHER */
 };
 
 struct wire;
@@ -140,10 +141,13 @@ struct ulnetd {
     struct wire_seal *wire_seal; /* wire_seal.c: the sealing around the wire's link */
 
     /* Scheduling (sched.c) */
-    int rt_prio;           /* --rt: SCHED_FIFO priority while woken; 0: off (sched.c) */
-    bool rt_on;            /* ... and it has that class now */
-    uint64_t rt_budget_ns; /* --rt-budget-us: continuous running in it, at most */
-    bool nice_set;         /* --nice given */
+    int rt_prio;                    /* --rt: SCHED_FIFO priority while woken; 0: off (sched.c) */
+    bool rt_on;                     /* ... and it has that class now */
+    uint64_t rt_budget_ns;          /* --rt-budget-us: continuous running in it, at most */
+    unsigned rt_share;              /* --rt-share: % of a window's CPU time in that class */
+    uint64_t rt_win_at, rt_win_cpu; /* the window's start, and our CPU time then */
+    bool rt_over;                   /* its share is spent: SCHED_OTHER until it ends */
+    bool nice_set;                  /* --nice given */
     int nice;
 };
 
