@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "core/probe.h"
 
 /* End the sleep uln_cq_arm announced (any call on the CQ does). */
 static void cq_disarm(struct uln_cq *cq)
@@ -143,6 +144,7 @@ ULN_EXPORT int uln_cq_poll(struct uln_cq *cq, struct uln_cqe *out, int max)
     while (n < max && cq->head != cq->tail)
         out[n++] = cq->ring[cq->head++ % cq->entries];
     uln_api_unlock(cq->ctx);
+    if (n) ULN_PROBE(ULN_P_POLL);
     return n;
 }
 

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/probe.h"
 
 #define RECV_BATCH 64 /* messages per ring per pass: bounded work per peer */
 
@@ -795,6 +796,7 @@ static bool take_data(struct uln_ep *ep, int src, struct uln_ep_peer *pp, struct
                                * entries from an earlier one's (cq.c) */
                               .priv_ = (uint64_t)(uintptr_t)m | (ep->life & (ULN_CELL - 1))};
         ULN_COUNT(&ep->stats, naps_received, 1);
+        ULN_PROBE(ULN_P_CQE);
         return false;
     }
     case ULN_MSG_PUT_FRAG:

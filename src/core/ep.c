@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/probe.h"
 
 /* Closed endpoints kept so that a late call on one gets -EBADF: the newest
  * ULN_EP_GRAVE of them. Indices are reused, so without a bound an
@@ -655,6 +656,7 @@ ULN_EXPORT int uln_nap(struct uln_ep *ep, int peer, const void *buf, size_t len,
                        unsigned flags)
 {
     if (ULN_UNLIKELY(!ep)) return -EINVAL;
+    ULN_PROBE(ULN_P_POST);
     int rc = uln_api_enter(ep->ctx);
     if (ULN_UNLIKELY(rc)) return rc;
     rc = ULN_UNLIKELY(ep->closed) ? -EBADF : nap_post(ep, peer, buf, len, user_data, flags);

@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "link/udp/priv.h"
+#include "core/probe.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -118,7 +119,9 @@ static int send_lone(struct link_udp *io, const struct uln_link_pkt *p)
         buf = io->lone;
     }
     const struct peer *pe = &io->peers[p->peer];
+    ULN_PROBE(ULN_P_SEND_IN);
     ssize_t r = sendto(io->fd, buf, len, MSG_DONTWAIT, &pe->sa.sa, pe->salen);
+    ULN_PROBE(ULN_P_SEND_OUT);
     io->st.tx_calls++;
     io->st.tx_lone++;
     if (r >= 0) {
@@ -144,7 +147,9 @@ static int send_plain(struct link_udp *io, const struct uln_link_pkt *pkts, unsi
     bool gso = io->gso;
     while (done < n) {
         unsigned m = build_plain(io, pkts + done, n - done, gso);
+        ULN_PROBE(ULN_P_SEND_IN);
         int r = SENDMMSG(io->fd, io->smsg, m, MSG_DONTWAIT);
+        ULN_PROBE(ULN_P_SEND_OUT);
         io->st.tx_calls++;
         if (r > 0) {
             for (int k = 0; k < r; k++) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "transport/udp/priv.h"
+#include "core/probe.h"
 
 /* ---- receiving ---------------------------------------------------------------- */
 
@@ -150,6 +151,7 @@ static bool deliver_one(struct uln_ep *ep, struct uln_udp_peer *up, struct rx_sl
             return true;
         }
         uln_inbox_feed_commit(&up->feed, 0, ULN_MSG_NAP, up->nap_total);
+        ULN_PROBE(ULN_P_FED);
         up->nap_dst = NULL;
         return true;
     }
@@ -375,6 +377,7 @@ static bool rx_one(struct uln_ep *ep, const struct uln_link_rx *rx, uint32_t sha
     if (later) p.flags |= ULN_REL_SAME_DGRAM; /* feedback paced by datagrams */
     int v = uln_rel_rx(r, &p, ue->now);
     drain_acked(up);
+    ULN_PROBE(ULN_P_REL);
     bool kept = false;
     if (v == ULN_REL_RX_DELIVER || v == ULN_REL_RX_HOLD) {
         uln_udp_sender_seen(ep, up);
@@ -512,6 +515,7 @@ void uln_udp_progress_rx(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     ue->now_read = false;
+    ULN_PROBE(ULN_P_PASS);
     if (rx_quiet_skip(ue)) return;
     ue->in_pass = true; /* until progress_tx */
     /* A poll or wait ends a burst of posts, and the answers held for one. */
@@ -524,8 +528,10 @@ void uln_udp_progress_rx(struct uln_ep *ep)
         deliver_pending(ep, up);
     }
     for (int round = 0; round < 4; round++) {
+        ULN_PROBE(ULN_P_READ);
         int n = uln_link_recv(ue->io, ue->rxv, ULN_LINK_BATCH);
         if (n <= 0) break;
+        ULN_PROBE(ULN_P_RX);
         /* The read's own time, not the pass's: the flush above can sit in
          * sendmmsg for milliseconds on a loaded host (the peer runs and
          * answers meanwhile), and feedback stamped before it gave RTT

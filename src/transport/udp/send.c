@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "transport/udp/priv.h"
+#include "core/probe.h"
 
 void uln_udp_flush(struct uln_ep *ep)
 {
@@ -319,6 +320,7 @@ bool uln_udp_nap(struct uln_ep *ep, int peer, const struct iovec *iov, int iovcn
         uln_udp_send_data(ep, up, t, &p);
         uln_frag_take(&fc, k);
     }
+    ULN_PROBE(ULN_P_BUILT);
     post_sent(ep, lone);
     return true;
 }
