@@ -6,56 +6,49 @@ says.
 A bounce on a rank runs from one send call's return to the next: the wait
 for the peer's message (the last empty read, then the read that brought
 it), its way up (rel, inbox, CQ, the application's poll) and the reply's
-way down (post, packet, send call). Only bounces that pass every point once,
-in that order, count; the first tenth (warm-up) is left out. Medians and
-means in ns, per log (one per rank)."""
+way down (post, packet, send call). The bounces counted are those that pass
+the points in the order most of them do (the first tenth, the warm-up, left
+out); each step is the time from one point to the next: median and mean in
+ns, per log (one per rank)."""
+import collections
 import statistics
 import sys
 
-# point ids of probe.h, in the order a bounce passes them
-RX, REL, FED, CQE, POLL, POST, BUILT, SEND_IN, SEND_OUT, READ, READ_PREV = 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11
-ORDER = [READ_PREV, READ, RX, REL, FED, CQE, POLL, POST, BUILT, SEND_IN, SEND_OUT]
-STEPS = [("the empty read before (its call to the next's)", READ_PREV, READ),
-         ("read: call to datagrams returned", READ, RX),
-         ("rx -> rel took it (clock, header, rel)", RX, REL),
-         ("rel -> NAP in the inbox ring", REL, FED),
-         ("inbox -> CQ entry written", FED, CQE),
-         ("CQ entry -> uln_cq_poll returns", CQE, POLL),
-         ("poll -> uln_nap called (application)", POLL, POST),
-         ("post -> packet committed", POST, BUILT),
-         ("committed -> send call entered", BUILT, SEND_IN),
-         ("send call (sendto)", SEND_IN, SEND_OUT),
-         ("own work: datagrams returned -> send call", RX, SEND_IN)]
+# point ids of probe.h
+NAMES = {0: "datagrams returned", 1: "rel took it", 2: "NAP in the inbox ring",
+         3: "CQ entry written", 4: "uln_cq_poll returns", 5: "uln_nap called",
+         6: "packet committed", 7: "send call entered", 8: "send call returned",
+         10: "read called", 11: "empty read before called",
+         12: "empty read returned"}
+RX, SEND_IN, SEND_OUT = 0, 7, 8
 
 
 def bounces(path):
     with open(path) as f:
-        head = f.readline().split()
-        tpn = float(head[1])
+        tpn = float(f.readline().split()[1])
         evs = [tuple(map(int, line.split())) for line in f]
-    out, cur = [], {}
-    seq = []
+    out, cur = [], []
     for p, t in evs:
-        seq.append(p)
-        cur[p] = t
+        cur.append((p, t))
         if p == SEND_OUT:
-            if seq == ORDER:
-                out.append(dict(cur))
-            seq, cur = [], {}
-    return tpn, out
+            out.append(cur)
+            cur = []
+    out = out[len(out) // 10:]
+    order = collections.Counter(tuple(p for p, _ in b) for b in out).most_common(1)[0][0]
+    return tpn, order, [[t for _, t in b] for b in out if tuple(p for p, _ in b) == order]
 
 
 def main():
     for path in sys.argv[1:]:
-        tpn, bs = bounces(path)
-        bs = bs[len(bs) // 10:]
-        if not bs:
-            print(path, "no whole bounces")
-            continue
+        tpn, order, bs = bounces(path)
         print("%s: %d bounces" % (path, len(bs)))
-        for name, a, b in STEPS:
+        rows = [("%s -> %s" % (NAMES[order[i]], NAMES[order[i + 1]]), i, i + 1)
+                for i in range(len(order) - 1)]
+        rows.append(("own work: datagrams returned -> send call entered",
+                     order.index(RX), order.index(SEND_IN)))
+        for name, a, b in rows:
             d = [(x[b] - x[a]) / tpn for x in bs]
-            print("  %-48s median %7.1f  mean %7.1f ns" % (name, statistics.median(d),
+            print("  %-52s median %7.1f  mean %8.1f ns" % (name, statistics.median(d),
                                                           statistics.fmean(d)))
 
 

@@ -22,6 +22,7 @@ static uint32_t probe_n;
 static uint64_t probe_passes;
 static uint64_t probe_tsc0, probe_ns0;
 static uint64_t probe_read, probe_read_prev; /* the last two reads' calls */
+static uint64_t probe_empty;                 /* the last empty read's return */
 
 static void probe_dump(void)
 {
@@ -48,6 +49,10 @@ void uln_probe_hit(enum uln_probe_point p)
         probe_passes++;
         return;
     }
+    if (p == ULN_P_EMPTY) {
+        probe_empty = t;
+        return;
+    }
     if (p == ULN_P_READ) {
         probe_read_prev = probe_read;
         probe_read = t;
@@ -60,8 +65,9 @@ void uln_probe_hit(enum uln_probe_point p)
         probe_ns0 = uln_now_ns();
         atexit(probe_dump);
     }
-    if (p == ULN_P_RX && probe_n + 2 < PROBE_MAX) {
+    if (p == ULN_P_RX && probe_n + 3 < PROBE_MAX) {
         probe_log[probe_n++] = (struct probe_ev){probe_read_prev, ULN_P_READ_PREV};
+        probe_log[probe_n++] = (struct probe_ev){probe_empty, ULN_P_EMPTY};
         probe_log[probe_n++] = (struct probe_ev){probe_read, ULN_P_READ};
     }
     if (probe_n < PROBE_MAX) probe_log[probe_n++] = (struct probe_ev){t, (uint32_t)p};

@@ -17,18 +17,19 @@
 #include <stdint.h>
 
 enum uln_probe_point {
-    ULN_P_RX,       /* the link's read brought datagrams (progress_rx) */
-    ULN_P_REL,      /* rel took a data packet in order (rx_one) */
-    ULN_P_FED,      /* a whole NAP written into our inbox ring (deliver_one) */
-    ULN_P_CQE,      /* its NAP_RECV entry written in the CQ (take_data) */
-    ULN_P_POLL,     /* uln_cq_poll returns entries */
-    ULN_P_POST,     /* uln_nap entered */
-    ULN_P_BUILT,    /* the transport committed the packet (uln_udp_nap) */
-    ULN_P_SEND_IN,  /* the link's send call entered (sendto / sendmmsg) */
-    ULN_P_SEND_OUT, /* ... returned */
-    ULN_P_PASS,     /* a progress pass began (counted, not logged) */
-    ULN_P_READ,     /* the link's read called: remembered, logged before an RX */
-    ULN_P_READ_PREV /* (logged only: the read before that one) */
+    ULN_P_RX,        /* the link's read brought datagrams (progress_rx) */
+    ULN_P_REL,       /* rel took a data packet in order (rx_one) */
+    ULN_P_FED,       /* a whole NAP written into our inbox ring (deliver_one) */
+    ULN_P_CQE,       /* its NAP_RECV entry written in the CQ (take_data) */
+    ULN_P_POLL,      /* uln_cq_poll returns entries */
+    ULN_P_POST,      /* uln_nap entered */
+    ULN_P_BUILT,     /* the transport committed the packet (uln_udp_nap) */
+    ULN_P_SEND_IN,   /* the link's send call entered (sendto / sendmmsg) */
+    ULN_P_SEND_OUT,  /* ... returned */
+    ULN_P_PASS,      /* a progress pass began (counted, not logged) */
+    ULN_P_READ,      /* the link's read called: remembered, logged before an RX */
+    ULN_P_READ_PREV, /* (logged only: the read before that one) */
+    ULN_P_EMPTY      /* a read found nothing: remembered, logged before an RX */
 
 };
 

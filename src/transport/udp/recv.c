@@ -530,7 +530,10 @@ void uln_udp_progress_rx(struct uln_ep *ep)
     for (int round = 0; round < 4; round++) {
         ULN_PROBE(ULN_P_READ);
         int n = uln_link_recv(ue->io, ue->rxv, ULN_LINK_BATCH);
-        if (n <= 0) break;
+        if (n <= 0) {
+            ULN_PROBE(ULN_P_EMPTY);
+            break;
+        }
         ULN_PROBE(ULN_P_RX);
         /* The read's own time, not the pass's: the flush above can sit in
          * sendmmsg for milliseconds on a loaded host (the peer runs and
