@@ -30,7 +30,6 @@ enum uln_probe_point {
     ULN_P_READ,      /* the link's read called: remembered, logged before an RX */
     ULN_P_READ_PREV, /* (logged only: the read before that one) */
     ULN_P_EMPTY      /* a read found nothing: remembered, logged before an RX */
-
 };
 
 #ifdef ULN_PROBES
