@@ -14,12 +14,11 @@ import collections
 import statistics
 import sys
 
-# point ids of probe.h
+# point ids of probe.h (enum uln_probe_point, in its order)
 NAMES = {0: "datagrams returned", 1: "rel took it", 2: "NAP in the inbox ring",
          3: "CQ entry written", 4: "uln_cq_poll returns", 5: "uln_nap called",
          6: "packet committed", 7: "send call entered", 8: "send call returned",
-         10: "read called", 11: "empty read before called",
-         12: "empty read returned"}
+         9: "read called", 10: "empty read before called", 11: "empty read returned"}
 RX, SEND_IN, SEND_OUT = 0, 7, 8
 
 

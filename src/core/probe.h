@@ -1,15 +1,15 @@
 /*
  * probe.h - TSC stamps at points along the path of a lone message, for
- * measuring ulnet's own work per bounce (docs/benchmarks.md, "ulnet's own
- * work per bounce"). Built only with -DULN_PROBES=ON; otherwise every
+ * measuring ulnet's own work per bounce (docs/benchmarks.md, "Measuring
+ * it: the probe build"). Built only with -DULN_PROBES=ON; otherwise every
  * ULN_PROBE is nothing, so the normal build pays not even a branch.
  *
- * Each stamp is (point, rdtsc) appended to one in-memory log per process
- * (the ping-pong that is measured drives an endpoint from one thread; a
- * process with more threads gets a log whose order is only roughly right).
- * With ULN_PROBE_OUT=<file> in the environment the log is written to
- * <file>.<pid> at exit, with the TSC's rate measured over the run;
- * tools/probe_table.py turns it into a table of steps.
+ * With ULN_PROBE_OUT=<file> in the environment each stamp is (point,
+ * rdtsc) appended to one in-memory log per process (the first 4 M), written
+ * to <file>.<pid> at exit with the TSC's rate over the run;
+ * tools/probe_table.py turns it into a table of steps. Without it a stamp
+ * returns at once. The ping-pong measured drives an endpoint from one
+ * thread; with a progress thread both threads' stamps are kept, interleaved.
  */
 #ifndef ULN_CORE_PROBE_H
 #define ULN_CORE_PROBE_H
@@ -26,7 +26,6 @@ enum uln_probe_point {
     ULN_P_BUILT,     /* the transport committed the packet (uln_udp_nap) */
     ULN_P_SEND_IN,   /* the link's send call entered (sendto / sendmmsg) */
     ULN_P_SEND_OUT,  /* ... returned */
-    ULN_P_PASS,      /* a progress pass began (counted, not logged) */
     ULN_P_READ,      /* the link's read called: remembered, logged before an RX */
     ULN_P_READ_PREV, /* (logged only: the read before that one) */
     ULN_P_EMPTY      /* a read found nothing: remembered, logged before an RX */
