@@ -95,6 +95,28 @@ void flows_forget(struct flows *fs, const struct remote *r)
             }
 }
 
+void flows_drop(struct flows *fs, const struct remote *r)
+{
+    for (struct flow **pf = &fs->busy; *pf;)
+        if ((*pf)->r == r) {
+            (*pf)->listed = false;
+            *pf = (*pf)->next_busy;
+        } else
+            pf = &(*pf)->next_busy;
+    for (unsigned i = 0; i < fs->nb; i++)
+        for (struct flow **pf = &fs->b[i]; *pf;) {
+            struct flow *f = *pf;
+            if (f->r != r) {
+                pf = &f->next;
+                continue;
+            }
+            *pf = f->next;
+            drop_backlog(f);
+            free(f);
+            fs->n--;
+        }
+}
+
 void flows_free(struct flows *fs)
 {
     for (unsigned i = 0; i < fs->nb; i++)

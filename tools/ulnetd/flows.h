@@ -62,6 +62,8 @@ struct flow *flow_get(struct flows *fs, uint64_t job_key, uint32_t src, uint32_t
 bool flow_hold(struct flows *fs, struct flow *f, const uint8_t *b, uint32_t len, uint64_t cost);
 /* r restarted or died: every flow over it starts again from nothing. */
 void flows_forget(struct flows *fs, const struct remote *r);
+/* r is freed: every flow over it goes (backlog and entry). */
+void flows_drop(struct flows *fs, const struct remote *r);
 void flows_free(struct flows *fs);
 
 #endif

@@ -30,6 +30,17 @@ static void put(struct text *t, const char *fmt, ...)
     if (k > 0) t->n = t->n + (size_t)k < t->room ? t->n + (size_t)k : t->room - 1;
 }
 
+/* The service's resident memory (what a forger or a quota would grow). */
+static uint64_t resident_kib(void)
+{
+    unsigned long long size = 0, res = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    if (fscanf(f, "%llu %llu", &size, &res) != 2) res = 0;
+    fclose(f);
+    return res * (uint64_t)sysconf(_SC_PAGESIZE) / 1024;
+}
+
 size_t status_text(const struct ulnetd *d, char *out, size_t room)
 {
     struct text t = {out, 0, room};
@@ -39,6 +50,7 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         n += d->clients[i] && d->clients[i]->attached;
     put(&t, "ulnetd pid %d at %s, host %012llx\n", (int)getpid(), d->path,
         (unsigned long long)d->host_id);
+    put(&t, "memory: resident %llu KiB\n", (unsigned long long)resident_kib());
     t.n += wire_status(d, t.p + t.n, t.room - t.n);
     t.n += wire_seal_status(d, t.p + t.n, t.room - t.n);
     if (t.n >= t.room) t.n = t.room - 1;

@@ -15,6 +15,9 @@
  * ones in a packet as fit. A batch of packets goes to the link at once, so
  * the socket link sends a run of equal ones as one GSO send.
  *
+ * Unknown sources: state only for the services a ROUTE names and a bounded
+ * number of others that proved their address (source_of).
+ *
  * Backpressure: a message whose target ring is full waits in the remote's
  * backlog, and the receive buffers of the packets it came in are given back
  * to rel only once it is in the ring, so rel's credit stops that host pair
@@ -35,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "ulnetd.h"
 #include "flows.h"
 #include "core/wire.h"
@@ -52,14 +57,23 @@
 #define WIRE_WINDOW   1024u        /* packets in flight per remote (a 1 MiB PUT at 1500 B) */
 #define WIRE_OUT_MAX  (512u << 10) /* bytes queued per remote ahead of the window */
 #define WIRE_MSG_MAX  (16u << 20)  /* a message joined from chunks, at most */
+/* Remote services no ROUTE names (they reached us first: a target's service
+ * learns of its initiators' services so), at most; beyond, an unknown
+ * source is refused until a silent one is freed. */
+#define WIRE_STRANGERS_MAX 32u
 
 struct wire_hdr { /* rel's part of a packet */
     uint32_t magic;
     uint16_t version, rflags;
     uint32_t src_epoch, dst_epoch, seq, ack, lose;
-    uint16_t sack_off, credit, reorder, pad_;
+    uint16_t sack_off, credit, reorder, wflags;
     uint64_t sack;
 };
+/* wire_hdr.wflags: a service's answer to a source it keeps no state for
+ * (source_of): never answered in turn, so two services that know nothing of
+ * each other (one datagram forged with the other's address) cannot keep
+ * answering each other. */
+#define WIRE_H_ANSWER 1u
 
 /* A piece of one message in a packet: len bytes follow. FIRST: the message
  * starts here (with its struct svc_wire); LAST: it ends here. */
@@ -104,6 +118,12 @@ struct remote {
     bool dead_said;
 };
 
+/* A link peer id whose remote was freed: used again for the next remote. */
+struct spare_peer {
+    int id;
+    struct sockaddr_in sa; /* the address the link still maps to it */
+};
+
 struct route {
     uint64_t job_key;
     uint32_t rank;
@@ -119,7 +139,12 @@ struct wire {
     unsigned n_by_peer;
     struct route *routes;
     unsigned n_routes, cap_routes;
-    uint32_t epoch;
+    uint8_t secret[32]; /* this life's: our epoch towards each address (cookie) */
+    int reply_peer;     /* a link id pointed at an unknown source to answer it */
+    struct spare_peer *spare;
+    unsigned n_spare;
+    uint64_t refused;       /* datagrams from unknown sources not taken (no state made) */
+    uint64_t strangers_out; /* remotes no route named, freed once silent */
     struct uln_link_pkt batch[ULN_LINK_BATCH]; /* to the link at the next flush */
     unsigned n_batch;
     uint64_t tx_short;     /* packets the link did not take (full): rel resends them */
@@ -132,6 +157,12 @@ static uint64_t now_ns(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Where the answering id points between answers: an address nobody sends from. */
+static struct sockaddr_in reply_none(void)
+{
+    return (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(9)};
 }
 
 int wire_open(struct ulnetd *d, const char *addr)
@@ -163,8 +194,12 @@ int wire_open(struct ulnetd *d, const char *addr)
     snprintf(d->link_desc, sizeof d->link_desc, "%s%s%s", d->link_kind, li.xdp_mode[0] ? " " : "",
              li.xdp_mode);
     /* A new life each start: packets of an earlier one are stale to peers. */
-    while (getrandom(&w->epoch, sizeof w->epoch, 0) != sizeof w->epoch || !w->epoch)
+    while (getrandom(w->secret, sizeof w->secret, 0) != sizeof w->secret)
         ;
+    /* The id we answer unknown sources through (pointed at each in turn);
+     * its first address is one nobody sends from. */
+    struct sockaddr_in none = reply_none();
+    w->reply_peer = uln_link_add_peer(w->link, &none, sizeof none);
     d->wire = w;
     d->wire_ip = sa.sin_addr.s_addr;
     d->wire_port = (uint16_t)port;
@@ -190,16 +225,88 @@ static bool by_peer_set(struct wire *w, int peer, struct remote *r)
     return true;
 }
 
-static struct remote *remote_of(struct ulnetd *d, uint32_t ip, uint16_t port, bool make)
+/* Our life's epoch towards (ip, port): a keyed hash of the address, so a
+ * source learns it only by receiving our answer at that address (a SYN
+ * cookie's idea). A datagram addressed to it proves its source is where it
+ * says; one that is not makes no state here (source_of). Never 0 (a hello). */
+static uint32_t cookie(const struct wire *w, uint32_t ip, uint16_t port)
 {
-    struct wire *w = d->wire;
+    uint8_t in[6], out[EVP_MAX_MD_SIZE];
+    size_t n = 0;
+    memcpy(in, &ip, 4);
+    memcpy(in + 4, &port, 2);
+    uint32_t e = 0;
+    if (EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, w->secret, sizeof w->secret, in, sizeof in,
+                  out, sizeof out, &n) &&
+        n >= 4)
+        memcpy(&e, out, 4);
+    else /* no HMAC (never seen): the secret's own bytes, still this life's */
+        memcpy(&e, w->secret, 4);
+    return e ? e : 1;
+}
+
+static bool routed(const struct wire *w, const struct remote *r)
+{
+    for (unsigned i = 0; i < w->n_routes; i++)
+        if (w->routes[i].r == r) return true;
+    return false;
+}
+
+static unsigned strangers(const struct wire *w)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < w->n_remotes; i++)
+        n += !routed(w, w->remotes[i]);
+    return n;
+}
+
+/* A link id for sa: the one the link has for it already, a spare one
+ * pointed at it, or a new one. Negative: none (the link's table is full). */
+/* id (the link still maps sa to it) is free: by_peer forgets it, and the
+ * next remote uses it again (the link's peer table is bounded). */
+static void peer_spare(struct wire *w, int id, const struct sockaddr_in *sa)
+{
+    if ((unsigned)id < w->n_by_peer) w->by_peer[id] = NULL;
+    struct spare_peer *sp = realloc(w->spare, (w->n_spare + 1) * sizeof *sp);
+    if (!sp) return; /* the id is lost to reuse; nothing else */
+    w->spare = sp;
+    w->spare[w->n_spare++] = (struct spare_peer){id, *sa};
+}
+
+static int peer_id(struct wire *w, const struct sockaddr_in *sa)
+{
+    int id = uln_link_find_peer(w->link, sa, sizeof *sa);
+    if (id >= 0 && id == w->reply_peer) { /* we answered it last: take it back */
+        struct sockaddr_in none = reply_none();
+        if (uln_link_set_peer(w->link, id, &none, sizeof none) != 0) return -EBUSY;
+        id = -1;
+    }
+    for (unsigned i = 0; i < w->n_spare; i++)
+        if (w->spare[i].id == id ||
+            (id < 0 && uln_link_set_peer(w->link, w->spare[i].id, sa, sizeof *sa) == 0)) {
+            id = w->spare[i].id;
+            w->spare[i] = w->spare[--w->n_spare];
+            return id;
+        }
+    return id >= 0 ? id : uln_link_add_peer(w->link, sa, sizeof *sa);
+}
+
+static struct remote *remote_find(const struct wire *w, uint32_t ip, uint16_t port)
+{
     for (unsigned i = 0; i < w->n_remotes; i++) {
         struct remote *r = w->remotes[i];
         if (r->sa.sin_addr.s_addr == ip && r->sa.sin_port == htons(port)) return r;
     }
-    if (!make) return NULL;
+    return NULL;
+}
+
+static struct remote *remote_of(struct ulnetd *d, uint32_t ip, uint16_t port)
+{
+    struct wire *w = d->wire;
+    struct remote *r = remote_find(w, ip, port);
+    if (r) return r;
     struct remote **rs = realloc(w->remotes, (w->n_remotes + 1) * sizeof *rs);
-    struct remote *r = calloc(1, sizeof *r);
+    r = calloc(1, sizeof *r);
     if (!rs || !r) {
         free(r);
         if (rs) w->remotes = rs;
@@ -208,8 +315,7 @@ static struct remote *remote_of(struct ulnetd *d, uint32_t ip, uint16_t port, bo
     w->remotes = rs;
     r->sa =
         (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = ip};
-    r->peer = uln_link_add_peer(w->link, &r->sa, sizeof r->sa);
-    if (r->peer == -EEXIST) r->peer = uln_link_find_peer(w->link, &r->sa, sizeof r->sa);
+    r->peer = peer_id(w, &r->sa);
     struct uln_rel_cfg cfg;
     uln_rel_cfg_default(&cfg);
     cfg.window = WIRE_WINDOW;
@@ -223,7 +329,8 @@ static struct remote *remote_of(struct ulnetd *d, uint32_t ip, uint16_t port, bo
     cfg.dead_after = 3000000000ull; /* a silent service: its peers end in 3 s */
     cfg.keepalive = 500000000ull;
     if (r->peer < 0 || !by_peer_set(w, r->peer, r) ||
-        uln_rel_init(&r->rel, &cfg, w->epoch, now_ns()) != 0) {
+        uln_rel_init(&r->rel, &cfg, cookie(w, ip, port), now_ns()) != 0) {
+        if (r->peer >= 0) peer_spare(w, r->peer, &r->sa);
         free(r);
         return NULL;
     }
@@ -236,7 +343,7 @@ int wire_route(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, u
     struct wire *w = d->wire;
     if (!w) return -ENETUNREACH;
     if (port == 0 || (ip == d->wire_ip && port == d->wire_port)) return -EINVAL;
-    struct remote *r = remote_of(d, ip, port, true);
+    struct remote *r = remote_of(d, ip, port);
     if (!r) return -ENOMEM;
     for (unsigned i = 0; i < w->n_routes; i++)
         if (w->routes[i].job_key == job_key && w->routes[i].rank == rank) {
@@ -298,12 +405,17 @@ static void flush(struct ulnetd *d)
 
 /* buf (kept by the caller until the link has it: the batch is flushed before
  * buf is freed or reused) to r. */
-static void send_pkt(struct ulnetd *d, struct remote *r, const void *buf, size_t len)
+static void send_to(struct ulnetd *d, int peer, const void *buf, size_t len)
 {
     struct wire *w = d->wire;
     if (w->n_batch == ULN_LINK_BATCH) flush(d);
     w->batch[w->n_batch++] = (struct uln_link_pkt){
-        .peer = r->peer, .niov = 1, .iov = {{.iov_base = (void *)buf, .iov_len = len}}};
+        .peer = peer, .niov = 1, .iov = {{.iov_base = (void *)buf, .iov_len = len}}};
+}
+
+static void send_pkt(struct ulnetd *d, struct remote *r, const void *buf, size_t len)
+{
+    send_to(d, r->peer, buf, len);
 }
 
 /* Fill a packet's body (room bytes at b) with chunks of r's waiting
@@ -869,8 +981,54 @@ static void input(struct ulnetd *d, struct remote *r, const uint8_t *buf, size_t
     }
 }
 
-/* The remote a datagram came from: known by the link's peer id, or made
- * (another service's first packet). */
+static void remote_free(struct ulnetd *d, unsigned k);
+
+/* Room for one more stranger: under the bound, or made by freeing the
+ * oldest one that never carried data (a source that proved its address and
+ * then said nothing cannot keep a real service out). */
+static bool stranger_room(struct ulnetd *d)
+{
+    struct wire *w = d->wire;
+    if (strangers(w) < WIRE_STRANGERS_MAX) return true;
+    for (unsigned k = 0; k < w->n_remotes; k++) {
+        struct remote *r = w->remotes[k];
+        if (!routed(w, r) && r->rel.stats.rx_data == 0) {
+            remote_free(d, k);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Answer a source we keep no state for with a hello from our life towards
+ * it (epoch e): a service's first contact then addresses e, and a service
+ * that knew an earlier life of ours starts over. Through the answering id,
+ * pointed at the source for this one packet (flushed at once). */
+static void answer_hello(struct ulnetd *d, const struct sockaddr_in *to, int peer, uint32_t e)
+{
+    struct wire *w = d->wire;
+    flush(d); /* what is in the batch goes before the id moves on */
+    /* A source the link knows already (--secure: keyed by its HELLO, and
+     * only such a peer's datagrams open there) is answered through its own
+     * id, which the sealing link can seal to; any other through the spare
+     * id pointed at its address. */
+    if (peer < 0) {
+        if (w->reply_peer < 0 || uln_link_set_peer(w->link, w->reply_peer, to, sizeof *to) != 0)
+            return;
+        peer = w->reply_peer;
+    }
+    struct wire_hdr h = {
+        .magic = WIRE_MAGIC, .version = WIRE_VERSION, .src_epoch = e, .wflags = WIRE_H_ANSWER};
+    send_to(d, peer, &h, sizeof h);
+    flush(d); /* h is on the stack */
+}
+
+/* The remote a datagram came from (x's link id names it). A source with no
+ * remote gets one only when the datagram is addressed to our epoch for its
+ * address - it got our answer there, so it is not forging its address - and
+ * the strangers (remotes no ROUTE names) are under their bound. Anything
+ * else makes no state: counted, and answered with a hello (unless it is an
+ * answer itself), so a real service's first packet costs it a round trip. */
 static struct remote *source_of(struct ulnetd *d, const struct uln_link_rx *x)
 {
     struct wire *w = d->wire;
@@ -881,7 +1039,23 @@ static struct remote *source_of(struct ulnetd *d, const struct uln_link_rx *x)
     socklen_t len = 0;
     const struct sockaddr_in *from = uln_link_rx_addr(w->link, x->handle, &len);
     if (!from || len != sizeof *from || from->sin_family != AF_INET) return NULL;
-    return remote_of(d, from->sin_addr.s_addr, ntohs(from->sin_port), true);
+    struct wire_hdr h;
+    if (x->len < sizeof h) return NULL;
+    memcpy(&h, x->buf, sizeof h);
+    if (h.magic != WIRE_MAGIC || h.version != WIRE_VERSION) {
+        d->c.malformed++;
+        return NULL;
+    }
+    uint32_t ip = from->sin_addr.s_addr;
+    uint16_t port = ntohs(from->sin_port);
+    struct remote *r = remote_find(w, ip, port);
+    if (r) return r;
+    uint32_t e = cookie(w, ip, port);
+    if (h.dst_epoch == e && stranger_room(d) && (r = remote_of(d, ip, port))) return r;
+    w->refused++;
+    if (h.dst_epoch != e && !(h.wflags & WIRE_H_ANSWER) && port != 0)
+        answer_hello(d, from, x->peer, e);
+    return NULL;
 }
 
 bool wire_input(struct ulnetd *d)
@@ -922,6 +1096,47 @@ static void remote_dead(struct ulnetd *d, struct remote *r)
     d->c.remotes_dead++;
 }
 
+/* Everything r holds, freed; its link id spare (the caller has flushed the
+ * batch, which may point at its packets). */
+static void remote_release(struct wire *w, struct remote *r)
+{
+    for (unsigned i = 0; i < WIRE_WINDOW; i++) {
+        free(r->tx[i]);
+        free(r->rx[i]);
+    }
+    while (r->head) {
+        struct pending *p = r->head;
+        r->head = p->next;
+        free(p);
+    }
+    unqueue(r, NULL, 0);
+    join_drop(r);
+    uln_rel_fini(&r->rel);
+    peer_spare(w, r->peer, &r->sa);
+    free(r);
+}
+
+/* Remote k, dead and named by no route (a stranger that fell silent, or a
+ * forger that proved its address once), freed with its flows: the
+ * service's memory is bounded by the remotes its routes name and
+ * WIRE_STRANGERS_MAX others. */
+static void remote_free(struct ulnetd *d, unsigned k)
+{
+    struct wire *w = d->wire;
+    struct remote *r = w->remotes[k];
+    flush(d);
+    for (unsigned i = 0; i < w->tx.nb; i++) /* a sender held back towards it goes on */
+        for (struct flow *f = w->tx.b[i]; f; f = f->next) {
+            struct client *c = f->r == r && f->head ? find_target(d, f->job_key, f->src) : NULL;
+            if (c) held_set(c, f->ep, f->ch, f->dst, false);
+        }
+    flows_drop(&w->tx, r);
+    flows_drop(&w->rx, r);
+    w->remotes[k] = w->remotes[--w->n_remotes];
+    remote_release(w, r);
+    w->strangers_out++;
+}
+
 uint64_t wire_tick(struct ulnetd *d, bool *moved)
 {
     struct wire *w = d->wire;
@@ -930,7 +1145,10 @@ uint64_t wire_tick(struct ulnetd *d, bool *moved)
         struct remote *r = w->remotes[k];
         uln_rel_tick(&r->rel, now);
         if (uln_rel_state(&r->rel) == ULN_REL_DEAD) {
-            if (!r->dead_said) remote_dead(d, r);
+            if (!routed(w, r))
+                remote_free(d, k--); /* no rank behind it; the last one is at k now */
+            else if (!r->dead_said)
+                remote_dead(d, r);
             continue;
         }
         uint32_t seq;
@@ -988,16 +1206,19 @@ size_t wire_status(const struct ulnetd *d, char *out, size_t room)
     uln_link_info(w->link, &li);
     struct uln_link_stats st;
     uln_link_stats(w->link, &st);
-    int n = snprintf(out, room,
-                     "wire: %s:%u, %u remote services, %u routes\n"
-                     "link: %s%s%s%s%s (--link %s), mtu %u, packets of %u B%s%s; sent %llu in %llu "
-                     "calls (gso runs %llu), received %llu (gro reads %llu), not taken %llu\n",
-                     ip, d->wire_port, w->n_remotes, w->n_routes, d->link_kind,
-                     li.xdp_mode[0] ? " " : "", li.xdp_mode, li.ifname[0] ? " on " : "", li.ifname,
-                     d->link, li.mtu, li.payload_max, li.gso ? ", gso" : "", li.gro ? ", gro" : "",
-                     (unsigned long long)st.tx_pkts, (unsigned long long)st.tx_calls,
-                     (unsigned long long)st.tx_gso_msgs, (unsigned long long)st.rx_pkts,
-                     (unsigned long long)st.rx_gro_msgs, (unsigned long long)w->tx_short);
+    int n =
+        snprintf(out, room,
+                 "wire: %s:%u, %u remote services (%u no route names), %u routes; unknown "
+                 "sources refused %llu, silent ones freed %llu\n"
+                 "link: %s%s%s%s%s (--link %s), mtu %u, packets of %u B%s%s; sent %llu in %llu "
+                 "calls (gso runs %llu), received %llu (gro reads %llu), not taken %llu\n",
+                 ip, d->wire_port, w->n_remotes, strangers(w), w->n_routes,
+                 (unsigned long long)w->refused, (unsigned long long)w->strangers_out, d->link_kind,
+                 li.xdp_mode[0] ? " " : "", li.xdp_mode, li.ifname[0] ? " on " : "", li.ifname,
+                 d->link, li.mtu, li.payload_max, li.gso ? ", gso" : "", li.gro ? ", gro" : "",
+                 (unsigned long long)st.tx_pkts, (unsigned long long)st.tx_calls,
+                 (unsigned long long)st.tx_gso_msgs, (unsigned long long)st.rx_pkts,
+                 (unsigned long long)st.rx_gro_msgs, (unsigned long long)w->tx_short);
     size_t used = n < 0 ? 0 : (size_t)n < room ? (size_t)n : room;
     uint64_t held = 0;
     for (const struct flow *f = w->rx.busy; f; f = f->next_busy)
@@ -1036,22 +1257,9 @@ void wire_close(struct ulnetd *d)
     struct wire *w = d->wire;
     if (!w) return;
     flush(d);
-    for (unsigned k = 0; k < w->n_remotes; k++) {
-        struct remote *r = w->remotes[k];
-        for (unsigned i = 0; i < WIRE_WINDOW; i++) {
-            free(r->tx[i]);
-            free(r->rx[i]);
-        }
-        while (r->head) {
-            struct pending *p = r->head;
-            r->head = p->next;
-            free(p);
-        }
-        unqueue(r, NULL, 0);
-        join_drop(r);
-        uln_rel_fini(&r->rel);
-        free(r);
-    }
+    for (unsigned k = 0; k < w->n_remotes; k++)
+        remote_release(w, w->remotes[k]);
+    free(w->spare);
     flows_free(&w->tx);
     flows_free(&w->rx);
     free(w->remotes);
