@@ -492,10 +492,31 @@ static void out_append(struct remote *r, struct outmsg *m)
     r->out_bytes += m->len;
 }
 
+/* The attached process of that id, or NULL (it ended). */
+static struct client *client_by_id(const struct ulnetd *d, uint32_t id)
+{
+    for (unsigned i = 0; i < d->n_clients; i++)
+        if (d->clients[i] && d->clients[i]->id == id) return d->clients[i];
+    return NULL;
+}
+
+/* c's messages of cost bytes (FLOW_COST) no longer held here for the wire
+ * (in packets now, or dropped): its --ops-mem count. */
+static void held_less(struct client *c, uint64_t cost)
+{
+    if (c) c->wire_held = c->wire_held > cost ? c->wire_held - cost : 0;
+}
+
+/* The cost of an outmsg (struct svc_wire + payload) in FLOW_COST bytes. */
+static uint64_t out_cost(const struct outmsg *m)
+{
+    return FLOW_COST(m->len - sizeof(struct svc_wire));
+}
+
 /* Move the processes' messages into the packets' list in weighted turns
  * (deficit round robin) while it holds under WIRE_STAGE. A queue found empty
  * leaves the table (its process's next message makes it again). */
-static void stage(struct remote *r)
+static void stage(struct ulnetd *d, struct remote *r)
 {
     while (r->qs_bytes && r->out_bytes < WIRE_STAGE) {
         if (r->next_q >= r->n_qs) r->next_q = 0;
@@ -516,6 +537,7 @@ static void stage(struct remote *r)
             q->bytes -= m->len;
             r->qs_bytes -= m->len;
             q->deficit -= m->len;
+            held_less(client_by_id(d, q->client), out_cost(m));
             out_append(r, m);
             continue;
         }
@@ -528,7 +550,7 @@ static void stage(struct remote *r)
 static void send_out(struct ulnetd *d, struct remote *r, uint64_t now)
 {
     struct wire *w = d->wire;
-    for (stage(r); r->out_head; stage(r)) {
+    for (stage(d, r); r->out_head; stage(d, r)) {
         uint32_t seq = uln_rel_tx_next_seq(&r->rel);
         uint32_t i = seq & (WIRE_WINDOW - 1);
         if (r->tx[i] || !uln_rel_tx_ready(&r->rel, now, 1)) return;
@@ -610,12 +632,13 @@ static bool share_ok(const struct remote *r, const struct outq *q, uint32_t len)
     return q->bytes + len <= (uint64_t)WIRE_OUT_MAX * q->weight / wsum;
 }
 
-static void outqs_free(struct remote *r)
+static void outqs_free(struct ulnetd *d, struct remote *r)
 {
     for (unsigned i = 0; i < r->n_qs; i++)
         while (r->qs[i].head) {
             struct outmsg *m = r->qs[i].head;
             r->qs[i].head = m->next;
+            held_less(client_by_id(d, r->qs[i].client), out_cost(m));
             free(m);
         }
     free(r->qs);
@@ -685,8 +708,26 @@ static void flow_release(struct ulnetd *d, struct flow *f)
     c->wrote = true; /* its doorbell, if it sleeps */
 }
 
-int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
-                 const struct uln_msg *m, uint32_t dst, const uint8_t *payload)
+/* c's quota of messages held here for the wire (--ops-mem): false, and
+ * counted once per time it reaches it, when cost more would pass it. A
+ * process holding nothing always may (no message is too large). */
+static bool ops_quota_ok(struct ulnetd *d, struct client *c, uint64_t cost)
+{
+    uint64_t quota = d->ops_mem ? d->ops_mem : ULN_SVC_OPS_MEM_DEFAULT;
+    if (!c->wire_held || c->wire_held + cost <= quota) {
+        c->at_ops_quota = false;
+        return true;
+    }
+    if (!c->at_ops_quota) {
+        c->at_ops_quota = true;
+        c->over_ops++;
+        d->c.over_ops++;
+    }
+    return false;
+}
+
+int wire_forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const struct uln_msg *m,
+                 uint32_t dst, const uint8_t *payload)
 {
     struct remote *r = route_of(d, c->job_key, dst);
     if (!r) return -EHOSTUNREACH;
@@ -698,6 +739,9 @@ int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
     struct outq *q = outq_of(r, c->id, c->weight);
     uint64_t len = sizeof(struct svc_wire) + m->len;
     if (!q || !share_ok(r, q, (uint32_t)len)) return -EAGAIN;
+    /* What the service holds for this process, all remotes together: past
+     * its quota, its queue waits (the arbiter serves the others). */
+    if (!ops_quota_ok(d, c, FLOW_COST(m->len))) return -EAGAIN;
     /* The flow's credit: what the receiving service has room for (flows.h).
      * A flow with nothing outstanding always may send, so no message is
      * too large for it. */
@@ -715,9 +759,13 @@ int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
                          .src_ep = (uint16_t)ep,
                          .dst_ep = (uint16_t)ep};
     f->r = r;
-    if (f->head || (f->sent != f->credit && f->sent - f->credit + cost > FLOW_CREDIT))
-        return flow_keep(d, c, f, &w, payload, cost);
+    if (f->head || (f->sent != f->credit && f->sent - f->credit + cost > FLOW_CREDIT)) {
+        int rc = flow_keep(d, c, f, &w, payload, cost);
+        if (rc == 0) c->wire_held += cost;
+        return rc;
+    }
     if (!queue_msg_of(r, q, &w, payload)) return -EAGAIN;
+    c->wire_held += cost;
     f->sent += cost;
     return 0;
 }
@@ -1044,6 +1092,20 @@ static void void_all(struct remote *r)
     join_drop(r);
 }
 
+/* The flows from our processes over r are about to lose what they kept:
+ * their senders may post to those peers again, and hold that much less. */
+static void tx_flows_void(struct ulnetd *d, const struct remote *r)
+{
+    struct wire *w = d->wire;
+    for (unsigned i = 0; i < w->tx.nb; i++)
+        for (struct flow *f = w->tx.b[i]; f; f = f->next) {
+            struct client *c = f->r == r && f->head ? find_target(d, f->job_key, f->src) : NULL;
+            if (!c) continue;
+            held_set(c, f->ep, f->ch, f->dst, false);
+            held_less(c, f->held);
+        }
+}
+
 static void input(struct ulnetd *d, struct remote *r, const uint8_t *buf, size_t n)
 {
     struct wire_hdr h;
@@ -1081,6 +1143,7 @@ static void input(struct ulnetd *d, struct remote *r, const uint8_t *buf, size_t
     }
     case ULN_REL_RX_RESET:
         void_all(r); /* its new life: what the old one held is void */
+        tx_flows_void(d, r);
         flows_forget(&d->wire->tx, r);
         flows_forget(&d->wire->rx, r);
         break;
@@ -1216,8 +1279,9 @@ static void remote_dead(struct ulnetd *d, struct remote *r)
 
 /* Everything r holds, freed; its link id spare (the caller has flushed the
  * batch, which may point at its packets). */
-static void remote_release(struct wire *w, struct remote *r)
+static void remote_release(struct ulnetd *d, struct remote *r)
 {
+    struct wire *w = d->wire;
     for (unsigned i = 0; i < WIRE_WINDOW; i++) {
         free(r->tx[i]);
         free(r->rx[i]);
@@ -1228,7 +1292,7 @@ static void remote_release(struct wire *w, struct remote *r)
         free(p);
     }
     unqueue(r, NULL, 0);
-    outqs_free(r);
+    outqs_free(d, r);
     join_drop(r);
     uln_rel_fini(&r->rel);
     peer_spare(w, r->peer, &r->sa);
@@ -1244,15 +1308,11 @@ static void remote_free(struct ulnetd *d, unsigned k)
     struct wire *w = d->wire;
     struct remote *r = w->remotes[k];
     flush(d);
-    for (unsigned i = 0; i < w->tx.nb; i++) /* a sender held back towards it goes on */
-        for (struct flow *f = w->tx.b[i]; f; f = f->next) {
-            struct client *c = f->r == r && f->head ? find_target(d, f->job_key, f->src) : NULL;
-            if (c) held_set(c, f->ep, f->ch, f->dst, false);
-        }
+    tx_flows_void(d, r);
     flows_drop(&w->tx, r);
     flows_drop(&w->rx, r);
     w->remotes[k] = w->remotes[--w->n_remotes];
-    remote_release(w, r);
+    remote_release(d, r);
     w->strangers_out++;
 }
 
@@ -1377,7 +1437,7 @@ void wire_close(struct ulnetd *d)
     if (!w) return;
     flush(d);
     for (unsigned k = 0; k < w->n_remotes; k++)
-        remote_release(w, w->remotes[k]);
+        remote_release(d, w->remotes[k]);
     free(w->spare);
     flows_free(&w->tx);
     flows_free(&w->rx);
