@@ -15,9 +15,11 @@
  * the PUT's number in its last 8 bytes. Once every sender is past WARM the
  * target counts the next WINDOW PUTs and prints each sender's share beside
  * its weight's; then it stops them and checks each slot holds its sender's
- * last PUT intact. Other ranks do nothing. (Across hosts this needs the
- * target's service to place other hosts' PUTs: until it does, they wait
- * for the sleeping target's engine.)
+ * last PUT intact. Other ranks do nothing. Across hosts the target's
+ * service places the PUTs from the other host while the target sleeps.
+ * SVC_FAIR_DEPTH=N: each sender keeps at most N PUTs outstanding (default
+ * and at most DEPTH; 64 PUTs of 64 KiB are past a flow's 2 MiB of credit,
+ * 8 are not).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -31,7 +33,7 @@
 
 #define SLOT     (64u << 10)
 #define WARM     100u
-#define DEPTH    64u
+#define DEPTH    64u /* PUTs a sender keeps outstanding at most (SVC_FAIR_DEPTH: fewer) */
 #define MAXS     8
 #define DIE(...) (fprintf(stderr, "fair: " __VA_ARGS__), exit(1))
 
@@ -88,12 +90,15 @@ static void sender(struct uln_ep *ep, struct uln_cq *cq, int rank)
     uint64_t key;
     if (nap_from(cq, &key, sizeof key) != 1) DIE("rank %d: no key\n", rank);
     uint8_t *bufs = malloc((size_t)DEPTH * SLOT);
+    uint64_t depth =
+        getenv("SVC_FAIR_DEPTH") ? strtoull(getenv("SVC_FAIR_DEPTH"), NULL, 10) : DEPTH;
+    if (depth == 0 || depth > DEPTH) depth = DEPTH;
     if (!bufs) DIE("malloc\n");
     uint64_t posted = 0, done = 0;
     bool stop = false;
     double end = now_s() + 300;
     while (!stop || done < posted) {
-        while (!stop && posted - done < DEPTH) {
+        while (!stop && posted - done < depth) {
             uint8_t *b = bufs + (posted % DEPTH) * SLOT;
             fill(b, posted, rank);
             int rc = uln_put(ep, 1, b, SLOT, key, (uint64_t)(rank / 2) * SLOT, posted, 0);
