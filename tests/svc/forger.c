@@ -51,7 +51,7 @@ struct fw_hdr {
     uint64_t sack;
 };
 #define FW_MAGIC   0x756c6e77u
-#define FW_VERSION 2u
+#define FW_VERSION 3u /* wire.c's WIRE_VERSION */
 #define FW_DATA    0x1u
 
 static uint32_t rnd(void)

@@ -132,6 +132,14 @@ static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_atta
         refuse(d, c, rc, why);
         return;
     }
+    /* A context with no job is known to other hosts by its key and our id
+     * for it (byaddr.c): one attachment per key, so no process takes
+     * another's by attaching with its key. */
+    bool no_job = (a->flags & ULN_SVC_ATTACH_NO_JOB) != 0;
+    if (no_job && (a->rank != 0 || find_target(d, a->job_key, 0))) {
+        refuse(d, c, -EADDRINUSE, "a context with no job of that key is attached already");
+        return;
+    }
     void *m = mmap(NULL, a->inbox_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) {
         refuse(d, c, -errno, "cannot map its inbox");
@@ -142,6 +150,7 @@ static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_atta
     c->job_key = a->job_key;
     c->rank = a->rank;
     c->size = a->size;
+    c->no_job = no_job;
     arbiter_cgroup_of(c->pid, c->cgroup, sizeof c->cgroup);
     c->weight = arbiter_weight(d, c->uid, c->cgroup, a->weight);
     c->attached = true;
@@ -225,10 +234,15 @@ void client_input(struct ulnetd *d, struct client *c)
     } else if (type == ULN_SVC_ROUTE) {
         struct uln_svc_route r;
         memcpy(&r, buf, sizeof r);
-        /* Routes only for the process's own job, and its ranks. */
-        int rc = !c->attached || r.rank >= c->size || r.rank == c->rank
-                     ? -EINVAL
-                     : wire_route(d, c->job_key, r.rank, r.ip, r.port);
+        /* Routes only for the process's own job, and its ranks; with no
+         * job, for the peer ids of its inbox (what it inserted: it reaches
+         * nothing else, and is stamped as itself on all of it). */
+        int rc =
+            !c->attached || r.rank >= c->size || r.rank == c->rank || (r.client != 0) != c->no_job
+                ? -EINVAL
+            : c->no_job
+                ? wire_route_addr(d, c->job_key, r.rank, r.ip, r.port, r.client, r.key, r.ep)
+                : wire_route(d, c->job_key, r.rank, r.ip, r.port);
         if (rc)
             refuse(d, c, rc, "no route to that rank's service");
         else {

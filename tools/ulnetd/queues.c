@@ -307,6 +307,10 @@ void queues_rank_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank)
 
 void queues_peer_gone(struct ulnetd *d, const struct client *gone)
 {
+    if (gone->no_job) { /* its peers here reach it through shm, not us */
+        wire_gone_id(d, gone->job_key, gone->id);
+        return;
+    }
     queues_rank_gone(d, gone->job_key, gone->rank);
     wire_gone(d, gone->job_key, gone->rank);
 }

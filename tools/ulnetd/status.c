@@ -63,7 +63,8 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         (unsigned long long)d->c.over_ops);
     put(&t,
         "counters: attached %llu, detached %llu, refused %llu, malformed %llu\n"
-        "messages: forwarded %llu, unroutable %llu; sleeps %llu, woken by a queue %llu\n"
+        "messages: forwarded %llu, unroutable %llu; by address refused %llu; sleeps %llu, woken "
+        "by a queue %llu\n"
         "served here: %llu PUT fragments and GETs, %llu refused; %llu atomics, %llu copies "
         "through a mapping%s\n"
         "wire: datagrams sent %llu, received %llu, resent %llu; services dead %llu\n"
@@ -71,12 +72,12 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         (unsigned long long)d->c.attached, (unsigned long long)d->c.detached,
         (unsigned long long)d->c.refused, (unsigned long long)d->c.malformed,
         (unsigned long long)d->c.forwarded, (unsigned long long)d->c.unroutable,
-        (unsigned long long)d->c.sleeps, (unsigned long long)d->c.wakeups,
-        (unsigned long long)d->c.served, (unsigned long long)d->c.refused_ops,
-        (unsigned long long)d->c.atomics, (unsigned long long)d->c.mapped_ops,
-        d->no_map ? " (--no-map)" : "", (unsigned long long)d->c.wire_tx,
-        (unsigned long long)d->c.wire_rx, (unsigned long long)d->c.wire_resent,
-        (unsigned long long)d->c.remotes_dead, n);
+        (unsigned long long)d->c.byaddr_refused, (unsigned long long)d->c.sleeps,
+        (unsigned long long)d->c.wakeups, (unsigned long long)d->c.served,
+        (unsigned long long)d->c.refused_ops, (unsigned long long)d->c.atomics,
+        (unsigned long long)d->c.mapped_ops, d->no_map ? " (--no-map)" : "",
+        (unsigned long long)d->c.wire_tx, (unsigned long long)d->c.wire_rx,
+        (unsigned long long)d->c.wire_resent, (unsigned long long)d->c.remotes_dead, n);
     put(&t, "scheduling: %s%s, runs past the budget %llu, windows past the share %llu\n",
         d->rt_prio ? "SCHED_FIFO while woken" : "SCHED_OTHER",
         d->rt_prio && !d->rt_on ? " (now SCHED_OTHER)" : "", (unsigned long long)d->c.rt_drops,

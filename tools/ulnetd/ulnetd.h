@@ -67,6 +67,7 @@ struct client {
     bool attached;
     uint64_t job_key;
     uint32_t rank, size;
+    bool no_job;    /* its peers are inserted by address (byaddr.c) */
     uint8_t *inbox; /* its inbox, mapped shared */
     size_t inbox_len;
     struct uln_inbox_hdr hdr; /* its header as checked at attach: every address from this */
@@ -104,6 +105,7 @@ struct counters {
     uint64_t over_ops;                      /* processes held back at --ops-mem */
     uint64_t rt_drops; /* --rt: runs past the budget, finished as SCHED_OTHER */
     uint64_t rt_over;  /* --rt: windows past the share, finished as SCHED_OTHER */
+    uint64_t byaddr_refused; /* by address: the sender not the one its peer id names */
 };
 
 struct wire;
@@ -218,12 +220,18 @@ int wire_fds(const struct ulnetd *d, int *fds, int max);
 /* job's rank lives behind the service at (ip, port): 0 or -errno. */
 int wire_route(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, uint16_t port);
 bool wire_routes(const struct ulnetd *d, uint64_t job_key, uint32_t rank);
+/* A process of no job (key job_key) names peer id rank for the process the
+ * service at (ip, port) knows as client, of context key and endpoint ep. */
+int wire_route_addr(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, uint16_t port,
+                    uint32_t client, uint64_t key, uint32_t ep);
 /* m from c's endpoint ep to rank dst of its job on another host: 0,
  * -EAGAIN (not now: the queue waits), or another -errno (unroutable). */
 int wire_forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const struct uln_msg *m,
                  uint32_t dst, const uint8_t *payload);
 /* A process of job ended here: tell the services its job reaches. */
 void wire_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank);
+/* ... a process with no job (key, our id for it): tell every service. */
+void wire_gone_id(struct ulnetd *d, uint64_t key, uint32_t id);
 /* Take what arrived: true if anything did. */
 bool wire_input(struct ulnetd *d);
 /* Timers, resends, acknowledgements, the backlog: the next deadline (ns,
@@ -235,12 +243,18 @@ size_t wire_status(const struct ulnetd *d, char *out, size_t room);
  * The origin is who asked: a process here (answers go into its inbox ring)
  * or a rank behind another service (answers go back over the wire). */
 struct origin {
-    struct client *c;   /* the process here; NULL: behind the wire's peer */
-    void *peer;         /* wire.c's remote it came from (c NULL) */
-    uint64_t job_key;   /* the attach's (here) or the sending service's stamp */
-    uint32_t rank, ep;  /* the initiator */
-    uint64_t *get_sent; /* of the GET at the head of its stream: bytes answered */
-    uint64_t piece;     /* the largest GET_RESP payload it takes */
+    struct client *c; /* the process here; NULL: behind the wire's peer */
+    /* By address (a context with no job behind the wire, byaddr.c): the
+     * wire's stamps for the answers, the initiator's and the target's. 0
+     * id: a rank of the target's job. */
+    uint32_t id, t_id;    /* the initiator's id at its service; the target's at ours */
+    uint16_t id_ep, t_ep; /* the initiator's endpoint; the target's */
+    uint64_t t_key;       /* the target's context key */
+    void *peer;           /* wire.c's remote it came from (c NULL) */
+    uint64_t job_key;     /* the attach's (here) or the sending service's stamp */
+    uint32_t rank, ep;    /* the initiator */
+    uint64_t *get_sent;   /* of the GET at the head of its stream: bytes answered */
+    uint64_t piece;       /* the largest GET_RESP payload it takes */
 };
 /* ENGINE: this one to the target's engine, through its ring (an atomic
  * on memory not mapped here, a PUT or GET on it where process_vm_* is
@@ -265,6 +279,19 @@ void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from,
                         uint32_t len);
 /* The largest message payload the wire carries. */
 uint32_t wire_msg_max(void);
+
+/* byaddr.c: a message from a context with no job behind the wire, for t
+ * here: the peer id t knows the sender by (its inbox's slot for the
+ * sender's key and endpoint, claimed now if t has not inserted it: t's
+ * engine learns the sender from the address we write there), once the
+ * slot's address names the sender's service and id; -EAGAIN: t is claiming
+ * it (try later); -EPERM: another sender's (counted). ip, port: the wire
+ * address of the service it came from; host its host id. */
+int byaddr_slot(struct ulnetd *d, struct client *t, uint64_t key, uint32_t ep, uint32_t id,
+                uint64_t host, uint32_t ip, uint16_t port);
+/* The attached process of no job that we know as id, of a key whose low 32
+ * bits are key_lo; NULL: none (ended, or a stale id). */
+struct client *byaddr_target(struct ulnetd *d, uint32_t id, uint32_t key_lo);
 
 /* queues.c */
 int queue_add(struct ulnetd *d, struct client *c, const struct uln_svc_queue *m, int memfd,

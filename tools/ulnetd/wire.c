@@ -46,7 +46,7 @@
 #include "link/link.h"
 
 #define WIRE_MAGIC   0x756c6e77u /* "ulnw" */
-#define WIRE_VERSION 2u          /* 2: chunks in packets of the link's size */
+#define WIRE_VERSION 3u          /* 2: chunks in packets; 3: by address (ids, host) */
 #define WIRE_GONE    0xf0u       /* a process ended: job_key, src_rank */
 #define WIRE_CREDIT  0xf1u       /* a flow's bytes taken (u64); flows.h: its key as sent */
 /* svc_wire.flags (above the ring message's own 8): an answer the target's
@@ -98,7 +98,13 @@ struct svc_wire { /* one forwarded message */
     uint64_t job_key;
     uint32_t src_rank, dst_rank;
     uint16_t src_ep, dst_ep;
-    uint32_t aux;
+    uint32_t aux; /* by address: the low 32 bits of the target's context key */
+    /* By address (byaddr.c; 0 for a job's ranks): the sender's id at its
+     * service (stamped there) and its host; the target's id at ours. Then
+     * job_key is the sender's context key, src_rank 0, dst_rank the peer id
+     * the sender gave the target (its flow's, for credit). */
+    uint32_t src_id, dst_id;
+    uint64_t src_host;
 };
 
 struct outmsg { /* taken from a queue, not yet all in packets */
@@ -146,6 +152,9 @@ struct route {
     uint64_t job_key;
     uint32_t rank;
     struct remote *r;
+    /* By address: the peer is this client of that service, key, endpoint. */
+    uint32_t client, ep;
+    uint64_t key;
 };
 
 struct wire {
@@ -356,8 +365,10 @@ static struct remote *remote_of(struct ulnetd *d, uint32_t ip, uint16_t port)
     return r;
 }
 
-int wire_route(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, uint16_t port)
+static int route_set(struct ulnetd *d, const struct route *nr, uint32_t ip, uint16_t port)
 {
+    uint64_t job_key = nr->job_key;
+    uint32_t rank = nr->rank;
     struct wire *w = d->wire;
     if (!w) return -ENETUNREACH;
     if (port == 0 || (ip == d->wire_ip && port == d->wire_port)) return -EINVAL;
@@ -365,6 +376,7 @@ int wire_route(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, u
     if (!r) return -ENOMEM;
     for (unsigned i = 0; i < w->n_routes; i++)
         if (w->routes[i].job_key == job_key && w->routes[i].rank == rank) {
+            w->routes[i] = *nr;
             w->routes[i].r = r;
             return 0;
         }
@@ -375,16 +387,36 @@ int wire_route(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, u
         w->routes = rt;
         w->cap_routes = cap;
     }
-    w->routes[w->n_routes++] = (struct route){job_key, rank, r};
+    w->routes[w->n_routes] = *nr;
+    w->routes[w->n_routes++].r = r;
     return 0;
+}
+
+int wire_route(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, uint16_t port)
+{
+    return route_set(d, &(struct route){.job_key = job_key, .rank = rank}, ip, port);
+}
+
+int wire_route_addr(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, uint16_t port,
+                    uint32_t client, uint64_t key, uint32_t ep)
+{
+    if (!client || !key || ep >= ULN_SVC_MAX_EPS) return -EINVAL;
+    struct route nr = {.job_key = job_key, .rank = rank, .client = client, .ep = ep, .key = key};
+    return route_set(d, &nr, ip, port);
+}
+
+static const struct route *route_get(const struct ulnetd *d, uint64_t job_key, uint32_t rank)
+{
+    const struct wire *w = d->wire;
+    for (unsigned i = 0; w && i < w->n_routes; i++)
+        if (w->routes[i].job_key == job_key && w->routes[i].rank == rank) return &w->routes[i];
+    return NULL;
 }
 
 static struct remote *route_of(const struct ulnetd *d, uint64_t job_key, uint32_t rank)
 {
-    const struct wire *w = d->wire;
-    for (unsigned i = 0; w && i < w->n_routes; i++)
-        if (w->routes[i].job_key == job_key && w->routes[i].rank == rank) return w->routes[i].r;
-    return NULL;
+    const struct route *rt = route_get(d, job_key, rank);
+    return rt ? rt->r : NULL;
 }
 
 bool wire_routes(const struct ulnetd *d, uint64_t job_key, uint32_t rank)
@@ -586,7 +618,7 @@ static bool queue_msg_of(struct remote *r, struct outq *q, const struct svc_wire
     o->len = len;
     o->off = 0;
     memcpy(o->bytes, m, sizeof *m);
-    if (m->len) memcpy(o->bytes + sizeof *m, payload, m->len);
+    if (m->len && payload) memcpy(o->bytes + sizeof *m, payload, m->len);
     if (!q) {
         out_append(r, o);
         return true;
@@ -729,8 +761,9 @@ static bool ops_quota_ok(struct ulnetd *d, struct client *c, uint64_t cost)
 int wire_forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const struct uln_msg *m,
                  uint32_t dst, const uint8_t *payload)
 {
-    struct remote *r = route_of(d, c->job_key, dst);
-    if (!r) return -EHOSTUNREACH;
+    const struct route *rt = route_get(d, c->job_key, dst);
+    if (!rt) return -EHOSTUNREACH;
+    struct remote *r = rt->r;
     if (uln_rel_state(&r->rel) == ULN_REL_DEAD) return -ECONNRESET;
     if (m->len > WIRE_MSG_MAX) return -EMSGSIZE;
     /* Bounded ahead of the window: beyond its share of it the process's
@@ -758,6 +791,13 @@ int wire_forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const 
                          .dst_rank = dst,
                          .src_ep = (uint16_t)ep,
                          .dst_ep = (uint16_t)ep};
+    if (rt->client) { /* by address: to that client only, stamped with our id for c */
+        w.dst_ep = (uint16_t)rt->ep;
+        w.aux = (uint32_t)rt->key;
+        w.src_id = c->id;
+        w.dst_id = rt->client;
+        w.src_host = d->host_id;
+    }
     f->r = r;
     if (f->head || (f->sent != f->credit && f->sent - f->credit + cost > FLOW_CREDIT)) {
         int rc = flow_keep(d, c, f, &w, payload, cost);
@@ -783,6 +823,27 @@ void wire_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank)
         if (routed && !queue_msg(r, &m, NULL))
             fprintf(stderr, "ulnetd: GONE of rank %u not sent (no memory)\n", rank);
     }
+}
+
+void wire_gone_id(struct ulnetd *d, uint64_t key, uint32_t id)
+{
+    struct wire *w = d->wire;
+    if (!w) return;
+    /* To every service: which ones reach it by address is theirs to know
+     * (a process learnt from its first message has no route back here). */
+    struct svc_wire m = {.type = WIRE_GONE, .job_key = key, .src_id = id};
+    for (unsigned i = 0; i < w->n_remotes; i++)
+        if (!queue_msg(w->remotes[i], &m, NULL))
+            fprintf(stderr, "ulnetd: GONE of client %u not sent (no memory)\n", id);
+}
+
+/* GONE of a process with no job behind r: every peer id that names it. */
+static void gone_id(struct ulnetd *d, const struct remote *r, uint64_t key, uint32_t id)
+{
+    const struct wire *w = d->wire;
+    for (unsigned i = 0; i < w->n_routes; i++)
+        if (w->routes[i].r == r && w->routes[i].client == id && w->routes[i].key == key)
+            queues_rank_gone(d, w->routes[i].job_key, w->routes[i].rank);
 }
 
 uint32_t wire_msg_max(void)
@@ -825,6 +886,18 @@ void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from,
                          .dst_rank = o->rank,
                          .src_ep = (uint16_t)o->ep,
                          .dst_ep = (uint16_t)o->ep};
+    if (o->id) { /* by address: from the target (here) to the initiator's id */
+        w = (struct svc_wire){.type = type,
+                              .flags = WIRE_F_ANSWER,
+                              .len = len,
+                              .job_key = o->t_key,
+                              .src_ep = o->t_ep,
+                              .dst_ep = o->id_ep,
+                              .aux = (uint32_t)o->job_key,
+                              .src_id = o->t_id,
+                              .dst_id = o->id,
+                              .src_host = d->host_id};
+    }
     struct outmsg *m = answer;
     answer = NULL;
     answer_room = 0;
@@ -854,6 +927,14 @@ static int serve_remote(struct ulnetd *d, struct remote *r, uint64_t *get_sent, 
                        .ep = w->src_ep,
                        .get_sent = get_sent,
                        .piece = piece < wire_msg_max() ? piece : wire_msg_max()};
+    if (w->src_id) {      /* by address: deliver() made src_rank t's slot for it */
+        o.ep = w->dst_ep; /* the rings and hazard slot of (slot, t's endpoint) */
+        o.id = w->src_id;
+        o.id_ep = w->src_ep;
+        o.t_id = t->id;
+        o.t_ep = w->dst_ep;
+        o.t_key = t->job_key;
+    }
     struct uln_msg m = {.type = w->type, .flags = (uint8_t)w->flags, .len = w->len};
     return serve_one(d, &o, t, &m, payload);
 }
@@ -873,11 +954,31 @@ static bool deliver(struct ulnetd *d, struct remote *r, uint64_t *get_sent, cons
         return true;
     }
     if (m.type == WIRE_GONE) {
-        queues_rank_gone(d, m.job_key, m.src_rank);
+        if (m.src_id)
+            gone_id(d, r, m.job_key, m.src_id);
+        else
+            queues_rank_gone(d, m.job_key, m.src_rank);
         return true;
     }
-    struct client *t = find_target(d, m.job_key, m.dst_rank);
-    if (!t || !uln_msg_desc(m.type) || m.ch > 1 || m.src_ep >= t->hdr.max_eps ||
+    struct client *t;
+    uint32_t ring_ep = m.src_ep; /* a job's endpoint i writes our endpoint i */
+    if (m.dst_id) {              /* by address (byaddr.c): to that id only, from its slot there */
+        t = byaddr_target(d, m.dst_id, m.aux);
+        if (!t || m.dst_ep >= t->hdr.max_eps) {
+            d->c.unroutable++;
+            return true;
+        }
+        int slot = byaddr_slot(d, t, m.job_key, m.src_ep, m.src_id, m.src_host,
+                               r->sa.sin_addr.s_addr, ntohs(r->sa.sin_port));
+        if (slot == -EAGAIN) return false;
+        if (slot < 0) return true; /* counted: not the sender the slot names */
+        m.src_rank = (uint32_t)slot;
+        m.dst_rank = 0;
+        ring_ep = m.dst_ep;
+    } else {
+        t = find_target(d, m.job_key, m.dst_rank);
+    }
+    if (!t || !uln_msg_desc(m.type) || m.ch > 1 || ring_ep >= t->hdr.max_eps ||
         m.src_rank >= t->hdr.size || m.src_rank == m.dst_rank ||
         m.len > uln_ring_max_payload(m.ch ? t->hdr.req_ring_bytes : t->hdr.ring_bytes) / 2) {
         d->c.unroutable++;
@@ -886,7 +987,7 @@ static bool deliver(struct ulnetd *d, struct remote *r, uint64_t *get_sent, cons
     int rc = serve_remote(d, r, get_sent, t, &m, b + sizeof m);
     if (rc == SERVE_LATER) return false;
     if (rc == SERVE_DONE) return true; /* else its engine's: below */
-    if (!feed_put(t, m.src_rank, m.src_ep, m.ch, m.type, (uint8_t)m.flags, b + sizeof m, m.len))
+    if (!feed_put(t, m.src_rank, ring_ep, m.ch, m.type, (uint8_t)m.flags, b + sizeof m, m.len))
         return false;
     d->c.forwarded++;
     return true;

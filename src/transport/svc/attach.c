@@ -77,7 +77,8 @@ static int send_attach(int fd, const struct uln_ctx *ctx)
                                .size = (uint32_t)ctx->size,
                                .max_eps = ctx->p.max_eps,
                                .weight = uln_svc_params(&ctx->p)->weight,
-                               .inbox_bytes = ctx->inbox->len};
+                               .inbox_bytes = ctx->inbox->len,
+                               .flags = ctx->no_job ? ULN_SVC_ATTACH_NO_JOB : 0};
     uln_svc_hdr_init(&a.h, ULN_SVC_ATTACH, sizeof a, 0);
     return send_fds(fd, &a, sizeof a, &ctx->inbox->fd, 1);
 }

@@ -169,6 +169,13 @@ static int uln_svc_connect(struct uln_ep *ep, int peer)
     const struct svc_addr *a = peer_addr(ep->ctx, peer);
     if (!a || a->host == ep->ctx->svc->host_id) return 0;
     struct uln_svc_route m = {.rank = (uint32_t)peer, .ip = a->wire_ip, .port = a->wire_port};
+    if (ep->ctx->no_job) { /* inserted by address: the peer is its service's client */
+        const struct uln_peer_rec *r = &ep->ctx->peer_recs[peer];
+        if (!a->client || r->ep < 0) return -EHOSTUNREACH;
+        m.client = a->client;
+        m.key = r->key;
+        m.ep = (uint32_t)r->ep;
+    }
     uln_svc_hdr_init(&m.h, ULN_SVC_ROUTE, sizeof m, 0);
     struct uln_svc_hdr ok;
     return uln_svc_request(ep->ctx, &m, sizeof m, NULL, 0, ULN_SVC_ROUTE_OK, &ok, sizeof ok);
@@ -252,6 +259,48 @@ static int uln_svc_wait_fds(struct uln_ep *ep, int *fds, int max, int *timeout_m
     return 1;
 }
 
+/* uln_addr's part (peer.c), when attached: the id our service gave us
+ * and where other hosts' services reach it, so that a peer that inserts
+ * our address reaches us through its service and ours (docs/service.md,
+ * "By address"). The service's host id is the address's own (the service
+ * runs in our namespace: uln_host_id is the same), so it is not repeated. */
+#define SVC_PART_BYTES 10u /* u32 client, u32 IPv4 (network order), u16 port */
+
+static size_t uln_svc_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room)
+{
+    const struct uln_svc *s = ctx->svc;
+    if (!s || !ctx->no_job || room < SVC_PART_BYTES) return 0;
+    memcpy(out, &s->client, 4);
+    memcpy(out + 4, &s->wire_ip, 4);
+    memcpy(out + 8, &s->wire_port, 2);
+    return SVC_PART_BYTES;
+}
+
+static int uln_svc_addr_unpack(const uint8_t *in, size_t len, uint64_t host, void *slot,
+                               size_t slot_len)
+{
+    struct svc_addr a = {.host = host};
+    if (len != SVC_PART_BYTES || slot_len < sizeof a || !host) return -EADDRNOTAVAIL;
+    memcpy(&a.client, in, 4);
+    memcpy(&a.wire_ip, in + 4, 4);
+    memcpy(&a.wire_port, in + 8, 2);
+    if (!a.client) return -EADDRNOTAVAIL;
+    memcpy(slot, &a, sizeof a);
+    return 0;
+}
+
+static int uln_svc_addr_str(const uint8_t *in, size_t len, char *out, size_t room)
+{
+    uint32_t client, ip;
+    uint16_t port;
+    (void)len;
+    memcpy(&client, in, 4);
+    memcpy(&ip, in + 4, 4);
+    memcpy(&port, in + 8, 2);
+    const uint8_t *b = (const uint8_t *)&ip;
+    return snprintf(out, room, "client %u at %u.%u.%u.%u:%u", client, b[0], b[1], b[2], b[3], port);
+}
+
 /* Never directly: every PUT and GET takes the ring path through the queue. */
 static int uln_svc_direct(struct uln_ep *ep, int peer, bool write, const struct iovec *local,
                           int nlocal, uint64_t len, uint64_t span, uint64_t rkey, uint64_t roff)
@@ -278,6 +327,9 @@ const struct uln_transport_ops uln_tp_svc = {
     .learn = uln_svc_learn,
     .close = uln_svc_close,
     .reaches = uln_svc_reaches,
+    .addr_pack = uln_svc_addr_pack,
+    .addr_unpack = uln_svc_addr_unpack,
+    .addr_str = uln_svc_addr_str,
     .info = uln_svc_info,
     .ep_open = uln_svc_ep_open,
     .ep_close = uln_svc_ep_close,

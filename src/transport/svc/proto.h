@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define ULN_SVC_MAGIC        0x756c6e64u /* "ulnd" */
-#define ULN_SVC_VERSION      3u
+#define ULN_SVC_VERSION      4u          /* 4: no-job attach, ROUTE by address */
 #define ULN_SVC_DEFAULT_PATH "@ulnet/ulnetd"
 #define ULN_SVC_PATH_MAX     107u /* sun_path less its terminating byte */
 #define ULN_SVC_MSG_MAX      65536u
@@ -50,7 +50,13 @@ struct uln_svc_attach {
     uint32_t rank, size, max_eps;
     uint32_t weight;      /* share asked (ULN_SERVICE_WEIGHT, 1..64; 0: 1), capped per uid */
     uint64_t inbox_bytes; /* the memfd's size: checked against fstat */
+    uint32_t flags;       /* ULN_SVC_ATTACH_NO_JOB */
+    uint32_t pad_;
 };
+/* A context with no job (ULN_BOOT=none): its peers are inserted by address,
+ * and it is reached by the id the service gives it (attach_ok.client),
+ * carried in the svc part of its address (docs/service.md, "By address"). */
+#define ULN_SVC_ATTACH_NO_JOB 1u
 
 struct uln_svc_attach_ok {
     struct uln_svc_hdr h;
@@ -70,12 +76,20 @@ struct uln_svc_attach_ok {
 /* A rank of the process's own job lives on another host, whose service is
  * at (ip, port): the process learnt it from the job's board. The service
  * sends that rank's messages there, stamped with the process's own job key
- * and rank (the process names only the destination). */
+ * and rank (the process names only the destination).
+ * By address (a context with no job, client != 0): rank is the peer id the
+ * process gave a peer it inserted, and that peer is the process the service
+ * at (ip, port) knows as client, of context key key, endpoint ep. The
+ * service stamps the process's own key and id on what it sends there; the
+ * receiving service delivers it to that client only (wire.c, byaddr.c). */
 struct uln_svc_route {
     struct uln_svc_hdr h;
     uint32_t rank;
     uint32_t ip; /* IPv4, network order */
     uint16_t port, pad_[3];
+    uint32_t client; /* 0: a rank of our job; else the peer's id at its service */
+    uint32_t ep;     /* by address: the peer's endpoint index */
+    uint64_t key;    /* by address: the peer's context key */
 };
 
 /* A region in memory from uln_mem_alloc, told at registration (MEM, with
