@@ -3,12 +3,15 @@
 # provider, server and client as two unrelated processes that find each other
 # through fi_pingpong's own control socket: every size, both transmit modes,
 # data checked (-c), on RDM, connected (FI_EP_MSG) and datagram endpoints. With --hosts, the server and the client run on two
-# network-namespace hosts (tests/netns/hosts.sh), so the data goes over udp.
-# Usage: fi_pingpong.sh PROVIDER_DIR [--hosts]      (77: no fi_pingpong, no netns)
+# network-namespace hosts (tests/netns/hosts.sh), so the data goes over udp;
+# with --hosts ULNETD, through one ulnetd per host (the provider unchanged:
+# ULN_TRANSPORT=svc), and both services must have forwarded it.
+# Usage: fi_pingpong.sh PROVIDER_DIR [--hosts [ULNETD]]  (77: no fi_pingpong, no netns)
 set -euo pipefail
 command -v fi_pingpong >/dev/null || { echo "no fi_pingpong (libfabric-bin): skipped"; exit 77; }
 export FI_PROVIDER_PATH=$1
 hosts=${2:-}
+svc=${3:-}
 pass=(FI_PROVIDER_PATH="$FI_PROVIDER_PATH")
 . "$(dirname "$0")/server_client.sh"
 cd "$work"
@@ -43,6 +46,11 @@ for run in "${runs[@]}"; do
     port=$((port + 1))
 done
 tail -3 cli.out
+if [[ -n $svc ]]; then
+    svc_forwarded
+    echo "fi_pingpong over ulnet through the hosts' services: every size, rdm (msg, tagged), msg and dgram endpoints, data checked"
+    exit 0
+fi
 if [[ ${ULN_SECURE:-off} != off ]]; then
     echo "fi_pingpong over ulnet, ULN_SECURE=$ULN_SECURE: every size, rdm (msg, tagged), msg endpoints, data checked"
 else
