@@ -84,6 +84,7 @@ export ULNTEST_MPIRUN_TMP=$tmp
 mpirun_pid=""
 cleanup() {
     [[ -z $mpirun_pid ]] || kill -KILL "$mpirun_pid" 2>/dev/null || true
+    for p in ${svc_pids[@]+"${svc_pids[@]}"}; do kill -TERM "$p" 2>/dev/null || true; done
     [[ -z ${ULNTEST_NETNS:-} ]] || "$hosts_sh" down >/dev/null 2>&1 || true
     rm -rf "$tmp"
 }
@@ -94,6 +95,32 @@ hosts_up() {
     set -a
     eval "$("$hosts_sh" up "$1")"
     set +a
+}
+
+# One ulnetd ($ULNTEST_SVC) per host of N, on its host's address; stopped
+# at exit with the hosts.
+svc_pids=()
+svc_up() {
+    local h v
+    for ((h = 0; h < $1; h++)); do
+        v=ULNTEST_HOST_$h
+        "$hosts_sh" exec "h$h" "$ULNTEST_SVC" --foreground --addr "${!v}" 2>"$tmp/svc$h.log" &
+        svc_pids+=($!)
+    done
+    for ((h = 0; h < $1; h++)); do
+        for _ in $(seq 100); do
+            "$hosts_sh" exec "h$h" "$ULNTEST_SVC" --status >/dev/null 2>&1 && break
+            sleep 0.05
+        done
+    done
+}
+# Every service carried messages (the ranks went through them, not around).
+svc_forwarded() {
+    local h st
+    for ((h = 0; h < $1; h++)); do
+        st=$("$hosts_sh" exec "h$h" "$ULNTEST_SVC" --status)
+        grep -q "forwarded [1-9]" <<<"$st" || die "host $h's service forwarded nothing: $st"
+    done
 }
 
 # mpi OUT TIMEOUT "HOSTS" PER_HOST [mpirun options] -- PROGRAM ARGS...
@@ -172,9 +199,17 @@ mpi)
     sec=()
     [[ -z ${ULN_SECURE:-} ]] || sec=(-x ULN_SECURE)
     hosts_up 2
+    # ULNTEST_SVC=ULNETD (mpi.p2p_hosts_svc): one ulnetd per host, the ranks
+    # on the other host reached through the services (the provider and Open
+    # MPI unchanged), those on their own host over shm.
+    if [[ -n ${ULNTEST_SVC:-} ]]; then
+        svc_up 2
+        sec+=(-x ULN_SERVICE=required -x ULN_TRANSPORT=svc -x ULN_SERVICE_LOCAL=shm)
+    fi
     mpi "$tmp/mpi.out" ${ULNTEST_MPI_TIMEOUT:-240} "0 1" 2 --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include ulnet \
         -x FI_PROVIDER_PATH="$provdir" -x MPI_P2P_VERBOSE -x ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" "${sec[@]}" -- "$prog"
     grep -q "^mpi_p2p: 4 ranks, ok$" "$tmp/mpi.out" || die "mpi_p2p did not pass on 2 hosts"
+    [[ -z ${ULNTEST_SVC:-} ]] || svc_forwarded 2
     ;;
 
 osc)
