@@ -262,14 +262,17 @@ static int uln_svc_wait_fds(struct uln_ep *ep, int *fds, int max, int *timeout_m
 /* uln_addr's part (peer.c), when attached: the id our service gave us
  * and where other hosts' services reach it, so that a peer that inserts
  * our address reaches us through its service and ours (docs/service.md,
- * "By address"). The service's host id is the address's own (the service
- * runs in our namespace: uln_host_id is the same), so it is not repeated. */
+ * "By address"), when ULN_TRANSPORT names the service. The service's host id is the address's own
+ * (the service runs in our namespace: uln_host_id is the same), so it is not repeated. */
 #define SVC_PART_BYTES 10u /* u32 client, u32 IPv4 (network order), u16 port */
 
 static size_t uln_svc_addr_pack(const struct uln_ctx *ctx, uint8_t *out, size_t room)
 {
     const struct uln_svc *s = ctx->svc;
-    if (!s || !ctx->no_job || room < SVC_PART_BYTES) return 0;
+    /* Only where the service may carry our peers (uln_svc_reaches: when
+     * ULN_TRANSPORT names it): elsewhere the part would cost the short
+     * form (peer.c) for nothing. */
+    if (!s || !ctx->no_job || !uln_tp_named(ctx, &uln_tp_svc) || room < SVC_PART_BYTES) return 0;
     memcpy(out, &s->client, 4);
     memcpy(out + 4, &s->wire_ip, 4);
     memcpy(out + 8, &s->wire_port, 2);
