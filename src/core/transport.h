@@ -228,6 +228,12 @@ struct uln_transport_ops {
     /* Has peer died? ep NULL: the process (a peer that mapped our inbox),
      * not one endpoint's connection. */
     bool (*peer_dead)(struct uln_ctx *ctx, struct uln_ep *ep, int peer);
+    /* Optional: ep's operations on peer wait for its answer and have not
+     * moved for a while (engine.c: check_peers). A transport that finds
+     * deaths by silence makes sure this wait counts as one (udp: rel asks
+     * the peer whether it lives), so that a peer that took a request and
+     * died is found dead instead of awaited forever. */
+    void (*peer_watch)(struct uln_ep *ep, int peer);
     /* Largest data part of one GET_RESP or PUT_FRAG message to peer. */
     uint32_t (*frag_max)(struct uln_ep *ep, int peer);
 

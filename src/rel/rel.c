@@ -439,6 +439,15 @@ int uln_rel_state(const struct uln_rel *r)
     return r->state;
 }
 
+void uln_rel_watch(struct uln_rel *r)
+{
+    /* Waiting already (data or a probe out), or a probe already due: that
+     * wait finds a dead peer by itself. */
+    if (r->state != ULN_REL_OPEN || waiting(r) || r->ctrl_at != ULN_REL_NEVER) return;
+    r->ctrl_at = r->now + rto_cur(r);
+    r->stats.watched++;
+}
+
 /* Enough new data to acknowledge at once: ack_every datagrams of it, or a
  * quarter window of packets (a bundle's packets owe one ACK between them). */
 static bool acks_piled(const struct uln_rel *r)

@@ -151,6 +151,7 @@ struct uln_rel_stats {
     uint64_t tx_ctrl;      /* control packets (hellos, feedback, probes) */
     uint64_t tx_hello;     /* ... of which hellos */
     uint64_t tx_probe;     /* ... of which probes */
+    uint64_t watched;      /* questions asked for by uln_rel_watch (a probe follows) */
     uint64_t fb_piggy;     /* feedback piggybacked on data packets */
     uint64_t fb_rcvd;      /* feedback accepted */
     uint64_t fb_old;       /* feedback older than the window, ignored */
@@ -264,6 +265,16 @@ void uln_rel_fini(struct uln_rel *r);
  * Every function taking `now` does this too. */
 int uln_rel_tick(struct uln_rel *r, uint64_t now);
 int uln_rel_state(const struct uln_rel *r);
+
+/* The layer above awaits an answer from the peer (a GET's data, the ACK of a
+ * PUT's placement, an atomic's result) though nothing of ours is
+ * unacknowledged: the peer took our request and owes the answer. Silence
+ * then means nothing to rel by itself, so a peer that died right after
+ * acknowledging would never be found dead. This asks it, after one timeout,
+ * whether it lives (a probe, repeated with backoff): its silence from then on
+ * makes it dead after dead_after like any other wait. A peer heard meanwhile
+ * cancels the question; call again while the answer is still owed. */
+void uln_rel_watch(struct uln_rel *r);
 
 /* The latest time the caller must call in (tick, ctrl, next_resend) even if no
  * packet arrives; <= now: there is work now; ULN_REL_NEVER: none. */

@@ -980,6 +980,61 @@ static void test_keepalive(void)
     uln_rel_fini(&b);
 }
 
+/* The layer above awaits an answer the peer owes (it acknowledged a GET's
+ * request, then died): without uln_rel_watch nothing is outstanding and the
+ * silence means nothing; with it a probe goes after a timeout and the peer's
+ * silence from the probe on makes it dead after dead_after. A live peer's
+ * answer to the probe ends the question. */
+static void test_watch(void)
+{
+    struct uln_rel_cfg c;
+    struct uln_rel a, b;
+    struct uln_rel_pkt p;
+    uint32_t s;
+    cfg_base(&c);
+    c.dead_after = 100 * MS;
+    open_pair(&a, &b, &c, &c, 0x100, 0x200);
+    /* The request goes and is acknowledged: nothing outstanding. */
+    CHECK(uln_rel_tx_assign(&a, T, PKT, &p) == 0);
+    CHECK(uln_rel_rx(&b, &p, T) == ULN_REL_RX_DELIVER);
+    T += 1 * MS;
+    flush_ctrl(&b, &a);
+    CHECK(uln_rel_tx_next_acked(&a, &s));
+    CHECK_EQ(uln_rel_next_deadline(&a), ULN_REL_NEVER);
+    /* A live peer: the watch's probe is answered, the question ends. */
+    uln_rel_watch(&a);
+    CHECK_EQ(a.stats.watched, 1);
+    uint64_t d = uln_rel_next_deadline(&a);
+    CHECK(d > T && d != ULN_REL_NEVER);
+    T = d;
+    CHECK(uln_rel_ctrl(&a, T, &p));
+    CHECK(p.flags & ULN_REL_PROBE);
+    uln_rel_rx(&b, &p, T);
+    flush_ctrl(&b, &a);
+    CHECK(!a.probe_out);
+    CHECK_EQ(uln_rel_next_deadline(&a), ULN_REL_NEVER);
+    uln_rel_watch(&a);
+    uln_rel_watch(&a); /* a second call before the probe asks nothing more */
+    CHECK_EQ(a.stats.watched, 2);
+    /* Now the peer is gone: dead dead_after after the probe, not before. */
+    T = uln_rel_next_deadline(&a);
+    uint64_t t1 = T;
+    CHECK(uln_rel_ctrl(&a, T, &p));
+    for (;;) {
+        d = uln_rel_next_deadline(&a);
+        CHECK(d != ULN_REL_NEVER);
+        T = d;
+        while (uln_rel_ctrl(&a, T, &p)) {
+        }
+        if (uln_rel_tick(&a, T) == ULN_REL_DEAD) break;
+        CHECK(T < t1 + c.dead_after);
+    }
+    CHECK_EQ(T, t1 + c.dead_after);
+    CHECK(a.stats.tx_probe >= 3);
+    uln_rel_fini(&a);
+    uln_rel_fini(&b);
+}
+
 static void test_forged(void)
 {
     struct uln_rel_cfg c;
@@ -1251,6 +1306,7 @@ int main(void)
     test_stale_and_restart();
     test_dead();
     test_keepalive();
+    test_watch();
     test_forged();
     test_fuzz();
     return summary();

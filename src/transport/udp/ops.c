@@ -113,6 +113,7 @@ const struct uln_transport_ops uln_tp_udp = {
     .serve_get = uln_udp_serve_get,
     .kick = uln_udp_kick,
     .peer_dead = uln_udp_peer_dead,
+    .peer_watch = uln_udp_peer_watch,
     .frag_max = uln_udp_frag_max,
     .progress_rx = uln_udp_progress_rx,
     .progress_tx = uln_udp_progress_tx,

@@ -93,6 +93,14 @@ bool uln_udp_peer_dead(struct uln_ctx *ctx, struct uln_ep *ep, int peer)
     return up && up->dead;
 }
 
+void uln_udp_peer_watch(struct uln_ep *ep, int peer)
+{
+    struct uln_udp_peer *up = udp_peer(ep, peer);
+    if (!up || up->dead) return;
+    uln_rel_watch(&up->rel);
+    uln_tp_busy(ep, &uln_tp_udp); /* its timers run in the next pass */
+}
+
 uint32_t uln_udp_frag_max(struct uln_ep *ep, int peer)
 {
     (void)peer;

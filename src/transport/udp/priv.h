@@ -203,6 +203,7 @@ uint32_t uln_udp_new_epoch(struct uln_udp_ep *ue);
 struct uln_udp_peer *uln_udp_peer_make(struct uln_ep *ep, int rank);
 int uln_udp_attach(struct uln_ep *ep, int peer);
 bool uln_udp_peer_dead(struct uln_ctx *ctx, struct uln_ep *ep, int peer);
+void uln_udp_peer_watch(struct uln_ep *ep, int peer);
 uint32_t uln_udp_frag_max(struct uln_ep *ep, int peer);
 void uln_udp_void_peer(struct uln_ep *ep, struct uln_udp_peer *up, int status);
 void uln_udp_go_dead(struct uln_ep *ep, struct uln_udp_peer *up);
