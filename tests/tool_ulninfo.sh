@@ -40,6 +40,7 @@ out=$(ULN_TRANSPORT=udp ULN_SECURE=encrypt ULN_SECURE_CIPHER=chacha20-poly1305 "
 grep -q 'sealed datagrams (ULN_SECURE) *encrypt' <<<"$out" || fail "ULN_SECURE=encrypt not shown"
 grep -q 'cipher *chacha20-poly1305 (ULN_SECURE_CIPHER)' <<<"$out" || fail "the cipher not shown"
 grep -q 'CPU accelerates AES-GCM *\(yes\|no\)' <<<"$out" || fail "the CPU's AES not shown"
+grep -q 'sealed by *OpenSSL libcrypto' <<<"$out" || fail "the sealing libraries not shown"
 
 rc=0
 ULN_RING_BYTES=5 "$ulninfo" >/dev/null 2>&1 || rc=$?

@@ -198,6 +198,7 @@ static void print_seal(const struct uln_ctx *ctx)
                           : ": encrypted and tagged");
     printf("  cipher                           %s%s\n", s.cipher,
            getenv("ULN_SECURE_CIPHER") ? " (ULN_SECURE_CIPHER)" : "");
+    printf("  sealed by                        %s\n", s.libs);
     printf("  CPU accelerates AES-GCM          %s\n",
            s.cpu_aes ? "yes (AES and carry-less multiply instructions)"
                      : "no (ChaCha20-Poly1305 chosen: faster in software)");

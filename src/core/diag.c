@@ -45,7 +45,8 @@ void uln_diag_seal(const struct uln_ctx *ctx, struct uln_diag_seal *out)
                                                                 : 2,
                                   .cipher = uln_seal_cipher_name((enum uln_seal_cipher)sp->cipher),
                                   .cpu_aes = uln_seal_cpu_aes(),
-                                  .secret = sp->secret != NULL};
+                                  .secret = sp->secret != NULL,
+                                  .libs = uln_seal_libraries()};
 }
 
 bool uln_diag_xdp_built(void)

@@ -48,6 +48,7 @@ struct uln_diag_seal {
     const char *cipher; /* the cipher asked for, or the CPU's choice */
     bool cpu_aes;       /* the CPU accelerates AES-GCM */
     bool secret;        /* a job secret is given (ULN_SECRET_FILE) */
+    const char *libs;   /* the libraries that seal (uln_seal_libraries) */
 };
 void uln_diag_seal(const struct uln_ctx *ctx, struct uln_diag_seal *out);
 

@@ -476,3 +476,12 @@ uint32_t uln_seal_len(const uint8_t *buf, uint32_t end)
     uint32_t n = (uint32_t)f[0] | (uint32_t)f[1] << 8;
     return n >= ULN_SEAL_TRAILER && n <= end ? n : 0;
 }
+
+const char *uln_seal_libraries(void)
+{
+#ifdef ULN_HAVE_SODIUM
+    return "OpenSSL libcrypto; libsodium for datagrams of up to 256 bytes";
+#else
+    return "OpenSSL libcrypto (built without libsodium)";
+#endif
+}

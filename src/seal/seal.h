@@ -71,6 +71,9 @@ const char *uln_seal_cipher_name(enum uln_seal_cipher cipher);
 /* Whether this CPU runs AES-GCM in hardware (x86: AES-NI and PCLMULQDQ;
  * arm64: the AES and PMULL extensions). */
 bool uln_seal_cpu_aes(void);
+/* Which libraries seal and open, in one line for ulninfo: libcrypto always,
+ * libsodium for small datagrams where built in. */
+const char *uln_seal_libraries(void);
 /* The cipher this context asks for: ULN_SECURE_CIPHER if set (refused with
  * -EINVAL when not a name above), else AES-256-GCM where the CPU accelerates
  * it and ChaCha20-Poly1305 where it does not. */
