@@ -35,8 +35,8 @@ static int bound_socket(const struct sockaddr_in *sa)
 
 /* AF_XDP on fd's address: 0 (the link owns fd) or -errno with why. auto: only
  * where the interface's driver runs it zero-copy. */
-static int open_xdp(const struct sockaddr_in *sa, int fd, bool autom, struct uln_link **out,
-                    char *why, size_t whylen)
+static int open_xdp(const struct ulnetd *d, const struct sockaddr_in *sa, int fd, bool autom,
+                    struct uln_link **out, char *why, size_t whylen)
 {
     char ifname[IF_NAMESIZE];
     if (sa->sin_addr.s_addr == htonl(INADDR_ANY) ||
@@ -52,6 +52,7 @@ static int open_xdp(const struct sockaddr_in *sa, int fd, bool autom, struct uln
                                   .fd = fd,
                                   .copy = autom ? ULN_XDP_ZEROCOPY : ULN_XDP_COPY_AUTO,
                                   .rx_bufs = LINK_RX_BUFS,
+                                  .hook = (enum uln_xdp_hook)d->xdp_hook,
                                   .gso_run = 4}; /* ULN_XDP_GSO_RUN's default */
     return uln_link_xdp_open(&xc, out, why, whylen);
 }
@@ -79,7 +80,7 @@ static int open_plain(struct ulnetd *d, const struct sockaddr_in *sa, struct uln
     char why[sizeof d->link_why] = "";
     bool want_xdp = !strcmp(d->link, "xdp"), autom = !strcmp(d->link, "auto");
     if (want_xdp || autom) {
-        int rc = open_xdp(sa, fd, autom, out, why, sizeof why);
+        int rc = open_xdp(d, sa, fd, autom, out, why, sizeof why);
         if (rc == 0) {
             snprintf(d->link_kind, sizeof d->link_kind, "xdp");
             return 0;

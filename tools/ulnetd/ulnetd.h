@@ -120,6 +120,7 @@ struct ulnetd {
     char path[128];
     char link[16];  /* --link: auto, udp or xdp */
     char iface[32]; /* --if, "" unset */
+    int xdp_hook;   /* --xdp-hook: enum uln_xdp_hook (0: auto, native where the driver has it) */
     uint64_t host_id;
     struct wire *wire;  /* wire.c: to other hosts' services; NULL: none (no --addr) */
     char link_kind[8];  /* the link it runs on: "udp" or "xdp" (link.c) */
