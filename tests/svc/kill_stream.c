@@ -253,6 +253,8 @@ int main(int argc, char **argv)
     fflush(stdout);
     /* The services (and this process's gone peers) refuse what is left: the
      * process ends by exiting, as a killed one's peers do. */
+    free(src);
+    free(dst);
     uln_mr_dereg(mr);
     uln_ep_close(ep);
     uln_cq_close(cq);
