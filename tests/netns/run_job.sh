@@ -193,8 +193,25 @@ while ((left > 0)); do
     sleep 0.05
 done
 if [[ -n $expect ]]; then
-    ((status == 0 && seen_expect)) && exit 0
-    echo "run_job.sh: expected a rank to exit with $expect (status $status, seen $seen_expect)" >&2
-    exit $((status ? status : 1))
+    if ((status == 0 && !seen_expect)); then
+        echo "run_job.sh: expected a rank to exit with $expect (status $status, seen $seen_expect)" >&2
+        status=1
+    fi
+fi
+# The services stop as systemd stops them (SIGTERM): each must exit 0, so a
+# service that crashes, or leaks under ASan, fails the job.
+if [[ -n $svc ]]; then
+    svc_report
+    for ((h = 0; h < ${#svc_pids[@]}; h++)); do
+        kill -TERM "${svc_pids[h]}" 2>/dev/null || true
+        st=0
+        wait "${svc_pids[h]}" || st=$?
+        if ((st != 0)); then
+            echo "run_job.sh: the service of host $h exited with status $st" >&2
+            cat "$svc_logs/h$h.log" >&2 || true
+            ((status)) || status=1
+        fi
+    done
+    svc_pids=() svc=''
 fi
 exit $status
