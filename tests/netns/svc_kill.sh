@@ -14,10 +14,10 @@
 # After each: no rank process left, every service that lives holds no memfd
 # (mapped or open) and no unix socket beyond its own at start, no ulnet file
 # in /dev/shm, nothing pinned in a bpffs. After 3, host 0 has no process and
-# no unix socket; the killed service's XDP program stays on eth0 (an XDP
-# program attached through netlink outlives its process) until the next
-# ulnet process there removes it: a service started again says so. After
-# both services stop: no XDP program on either interface.
+# no unix socket, and no XDP program on eth0 (attached through netlink, the
+# killed service's would outlive it: its reaper, tools/ulnetd/reaper.c,
+# detached it). After both services stop: no XDP program on either
+# interface, no process.
 # HOOK udp: the services on the udp link instead (the XDP checks left out).
 # Usage: svc_kill.sh ULNETD KILL_STREAM ULNINFO HOOK|udp
 set -euo pipefail
@@ -111,9 +111,20 @@ wait_streaming() {
 # Nothing of the job left on host h: no process but its service, the
 # service attached to none and holding no memfd, its unix sockets those it
 # had at start.
+# Host h's processes but its service and the service's reaper (reaper.c).
+strays() {
+    local p
+    for p in $(ip netns pids "$(ns "$1")"); do
+        [[ $p == "${svc_pid[$1]:-none}" ]] && continue
+        [[ -n ${svc_pid[$1]:-} && $(ps -o ppid= -p "$p" | tr -d ' ') == "${svc_pid[$1]}" &&
+            $(cat "/proc/$p/comm" 2>/dev/null) == ulnetd-reaper ]] && continue
+        echo -n "$p "
+    done
+}
 left_alone() {
     local h=$1 what=$2 p s m
-    p=$(ip netns pids "$(ns "$h")" | grep -vx "${svc_pid[h]:-none}" | tr '\n' ' ' || true)
+    for _ in $(seq 40); do [[ -z $(strays "$h") ]] && break; sleep 0.05; done
+    p=$(strays "$h")
     [[ -z $p ]] || fail "$what: host $h still runs $p: $(ps -o pid,args -p "${p// /,}" 2>/dev/null || true)"
     if [[ -n ${svc_pid[h]:-} ]]; then
         s=$(on "$h" "$ulnetd" --status 2>&1)
@@ -141,6 +152,8 @@ for h in 0 1; do
     m=$(memfds "${svc_pid[h]}" | tr '\n' ' ')
     [[ $m == "0 0 " ]] || fail "host $h's service holds memfds before any process: $m"
     [[ $hook == udp || -n $(xdp_prog "$h") ]] || fail "host $h: no XDP program on eth0 under the service"
+    [[ $hook == udp || $(ps -o comm= --ppid "${svc_pid[h]}") == ulnetd-reaper ]] ||
+        fail "host $h: the service has no reaper"
 done
 
 # 1. A clean job.
@@ -192,12 +205,14 @@ grep -q "^  service  *none (no ulnetd listening at @ulnet/ulnetd): direct mode" 
 left_alone 0 "after kill -9 of host 0's service"
 left_alone 1 "after kill -9 of host 0's service"
 if [[ $hook != udp ]]; then
-    [[ $(xdp_prog 0) == *ulnet_xdp* ]] || fail "the killed service's program is gone already? ($(xdp_prog 0))"
+    # The service's reaper took the dead service's program away.
+    for _ in $(seq 100); do [[ -z $(xdp_prog 0) ]] && break; sleep 0.05; done
+    grep -q "removed the XDP program of a dead ulnet process" "$tmp/svc0.log" ||
+        fail "nothing removed the killed service's XDP program"
+    [[ -z $(xdp_prog 0) ]] || fail "an XDP program left on host 0 after its service's kill -9: $(xdp_prog 0)"
 fi
-# The next service on host 0 removes the orphan; its own goes when it stops.
+# A service again on host 0, then both stop: nothing left.
 svc_up 0
-[[ $hook == udp ]] || grep -q "removed the XDP program of a dead ulnet process" "$tmp/svc0.log" ||
-    fail "the new service did not remove the dead one's XDP program"
 for h in 0 1; do
     kill -TERM "${svc_pid[h]}"
     wait "${svc_pid[h]}" 2>/dev/null || fail "host $h's service did not stop cleanly"

@@ -80,11 +80,19 @@ static int open_plain(struct ulnetd *d, const struct sockaddr_in *sa, struct uln
     char why[sizeof d->link_why] = "";
     bool want_xdp = !strcmp(d->link, "xdp"), autom = !strcmp(d->link, "auto");
     if (want_xdp || autom) {
+        /* Before the link: the reaper keeps none of its memory (reaper.c). */
+        if (reaper_start(d) != 0)
+            fprintf(stderr, "ulnetd: no reaper: a kill -9 leaves the XDP program until the "
+                            "next ulnet process here\n");
         int rc = open_xdp(d, sa, fd, autom, out, why, sizeof why);
         if (rc == 0) {
             snprintf(d->link_kind, sizeof d->link_kind, "xdp");
+            char ifname[IF_NAMESIZE] = "";
+            uln_link_xdp_iface_of(sa->sin_addr.s_addr, ifname, sizeof ifname);
+            reaper_armed(d, (int)if_nametoindex(ifname)); /* 0: the reaper ends */
             return 0;
         }
+        reaper_stop(d);
         /* As ULN_LINK: asked for and refused is worth a line; auto's "not an
          * interface for it" is auto's own choice (--status says it). */
         if (want_xdp || rc != -ENOENT)

@@ -237,6 +237,7 @@ int main(int argc, char **argv)
                        .epoll_fd = -1,
                        .signal_fd = -1,
                        .bell_fd = -1,
+                       .reaper_fd = -1,
                        .next_id = 1,
                        .spin_ns = SPIN_NS_DEFAULT,
                        .rt_budget_ns = RT_BUDGET_NS_DEFAULT,
@@ -334,6 +335,7 @@ int main(int argc, char **argv)
     run(&d);
     clients_drop_all(&d);
     wire_close(&d);
+    reaper_stop(&d); /* after the link detached its program */
     if (d.path[0] != '@') unlink(d.path);
     return 0;
 }
