@@ -145,8 +145,10 @@ stage_tsan() {
     # thread and the application take turns on the context, over shm and udp.
     # fi.thread_safe, fi.progress_auto: the provider's domain lock and its progress thread.
     # fi.sockaddr*: socket addresses looked up by threads that insert under that lock.
+    # svc.*, netns.svc_*_thread: those threads through the host service, and a
+    # service killed under them (ulnetd runs one thread: built with TSan here too).
     TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure \
-        -R '^unit_|^integration\.threads\.|^integration\.(busy_target|passive_target_thread)\.|^soak\.progress_thread_|^fi\.(thread_safe|progress_auto|sockaddr|sockaddr_udp)$'
+        -R '^unit_|^integration\.threads\.|^integration\.(busy_target|passive_target_thread)\.|^soak\.progress_thread_|^fi\.(thread_safe|progress_auto|sockaddr|sockaddr_udp)$|^svc\.(threads|threads_progress|ops_sizes_progress)$|^netns\.svc_(all_pairs_thread|kill_udp_thread)$'
 }
 
 stage_valgrind() {

@@ -5,8 +5,8 @@
 #
 #   run_job.sh [--hosts H] [--ranks N] [--timeout S] [--expect-status X]
 #              [--rate R] [--drop-pct P --drop-on hostK] [--env VAR=value]...
-#              [--root-any] [--svc ULNETD [--svc-link KIND] [--svc-arg A]...]
-#              [--pin-hosts]
+#              [--root-any] [--svc ULNETD [--svc-link KIND] [--svc-hook HOOK] [--svc-arg A]...]
+#              [--pin-hosts] [--user USER]
 #              -- PROGRAM ARGS...
 #
 # Makes H hosts with hosts.sh (default 2), places rank r on host r % H (so
@@ -25,7 +25,13 @@
 # the services (ULN_TRANSPORT=svc); their --status is printed at the end.
 # --svc-link KIND: the services' --link (udp, xdp, auto); with udp or xdp the
 # job fails unless every service's --status says it runs on that link.
+# --svc-hook HOOK: the services' --xdp-hook (native, generic); the job fails
+# unless every service's --status says its AF_XDP program hooks in there.
 # --svc-arg ARG: one more option for every ulnetd (repeatable; e.g. --no-map).
+# --user USER: every rank runs as USER (its own group, no supplementary ones)
+# with no capabilities at all, not even in its bounding set, and no way to
+# gain any (setpriv); checked in each host before the job. The program is
+# copied where USER may run it when it may not where it is.
 # --pin-hosts: everything of host h (its service, its ranks) on CPU h % ncpu
 # (taskset), as one CPU per host would be: bench/svc measures so.
 # Exit 77 (ctest's "skipped") when this machine cannot make namespaces.
@@ -33,6 +39,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 hosts=2 ranks=0 timeout=120 expect="" up_args=() envs=() root_any=0 svc='' svc_link='' svc_args=() pin=0
+svc_hook='' user=
 while [[ $# -gt 0 ]]; do
     case $1 in
     --hosts) hosts=$2; shift 2 ;;
@@ -46,7 +53,9 @@ while [[ $# -gt 0 ]]; do
     --root-any) root_any=1; shift ;;
     --svc) svc=$2; shift 2 ;;
     --svc-link) svc_link=$2; shift 2 ;;
+    --svc-hook) svc_hook=$2; svc_args+=(--xdp-hook "$2"); shift 2 ;;
     --svc-arg) svc_args+=("$2"); shift 2 ;;
+    --user) user=$2; shift 2 ;;
     --pin-hosts) pin=1; shift ;;
     --) shift; break ;;
     *) echo "run_job.sh: unknown option $1" >&2; exit 2 ;;
@@ -94,6 +103,12 @@ if [[ -n $svc ]]; then
             echo "run_job.sh: the service of host $h does not run on --link $svc_link" >&2
             exit 1
         fi
+        if [[ -n $svc_hook ]] &&
+            ! "$here/hosts.sh" exec "h$h" "$svc" --status 2>&1 | grep -q "^link: xdp $svc_hook,"; then
+            echo "run_job.sh: the service of host $h does not hook AF_XDP in $svc_hook" >&2
+            "$here/hosts.sh" exec "h$h" "$svc" --status 2>&1 | grep "^link" >&2 || true
+            exit 1
+        fi
     done
     envs+=(ULN_SERVICE=required ULN_TRANSPORT=svc)
 fi
@@ -104,6 +119,33 @@ svc_report() {
         cat "$svc_logs/h$h.log" 2>/dev/null || true
     done
 }
+
+# --user: the ranks' prefix, and proof in every host that it leaves them no
+# privilege (uid and gid USER's, every capability set empty, no_new_privs).
+as_user=()
+if [[ -n $user ]]; then
+    uid=$(id -u "$user") gid=$(id -g "$user")
+    as_user=(setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all
+        --bounding-set=-all --no-new-privs --)
+    for ((h = 0; h < hosts; h++)); do
+        st=$("$here/hosts.sh" exec "h$h" "${as_user[@]}" cat /proc/self/status)
+        bad=$(awk -v u="$uid" -v g="$gid" '
+            /^Uid:/ && ($2 != u || $3 != u || $4 != u || $5 != u) { print }
+            /^Gid:/ && ($2 != g || $3 != g || $4 != g || $5 != g) { print }
+            /^Groups:/ && NF > 1 && !(NF == 2 && $2 == g) { print }
+            /^Cap(Inh|Prm|Eff|Bnd|Amb):/ && $2 !~ /^0+$/ { print }
+            /^NoNewPrivs:/ && $2 != 1 { print }' <<<"$st")
+        [[ -z $bad ]] || { echo "run_job.sh: --user $user keeps privilege: $bad" >&2; exit 1; }
+    done
+    prog=$1
+    if ! "${as_user[@]}" test -x "$prog"; then
+        chmod 755 "$svc_logs"
+        cp "$prog" "$svc_logs/" && chmod 755 "$svc_logs/$(basename "$prog")"
+        prog=$svc_logs/$(basename "$prog")
+    fi
+    shift
+    set -- "$prog" "$@"
+fi
 
 root_var=ULNTEST_HOST_0
 port=$((20000 + RANDOM % 20000))
@@ -117,7 +159,7 @@ for ((r = 0; r < ranks; r++)); do
     root="${!root_var}:$port"
     ((r == 0 && root_any)) && root="0.0.0.0:$port"
     # shellcheck disable=SC2046 # on_cpu's words
-    "$here/hosts.sh" exec "h$h" $(on_cpu "$h") env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="$root" \
+    "$here/hosts.sh" exec "h$h" $(on_cpu "$h") "${as_user[@]}" env ULN_RANK=$r ULN_SIZE=$ranks ULN_ROOT="$root" \
         ULN_JOB_KEY="$key" ULNTEST_IT_EXPECT_UDP_PEERS=$remote "${envs[@]}" "$@" &
     pids+=($!)
 done
@@ -151,8 +193,25 @@ while ((left > 0)); do
     sleep 0.05
 done
 if [[ -n $expect ]]; then
-    ((status == 0 && seen_expect)) && exit 0
-    echo "run_job.sh: expected a rank to exit with $expect (status $status, seen $seen_expect)" >&2
-    exit $((status ? status : 1))
+    if ((status == 0 && !seen_expect)); then
+        echo "run_job.sh: expected a rank to exit with $expect (status $status, seen $seen_expect)" >&2
+        status=1
+    fi
+fi
+# The services stop as systemd stops them (SIGTERM): each must exit 0, so a
+# service that crashes, or leaks under ASan, fails the job.
+if [[ -n $svc ]]; then
+    svc_report
+    for ((h = 0; h < ${#svc_pids[@]}; h++)); do
+        kill -TERM "${svc_pids[h]}" 2>/dev/null || true
+        st=0
+        wait "${svc_pids[h]}" || st=$?
+        if ((st != 0)); then
+            echo "run_job.sh: the service of host $h exited with status $st" >&2
+            cat "$svc_logs/h$h.log" >&2 || true
+            ((status)) || status=1
+        fi
+    done
+    svc_pids=() svc=''
 fi
 exit $status

@@ -35,8 +35,8 @@ static int bound_socket(const struct sockaddr_in *sa)
 
 /* AF_XDP on fd's address: 0 (the link owns fd) or -errno with why. auto: only
  * where the interface's driver runs it zero-copy. */
-static int open_xdp(const struct sockaddr_in *sa, int fd, bool autom, struct uln_link **out,
-                    char *why, size_t whylen)
+static int open_xdp(const struct ulnetd *d, const struct sockaddr_in *sa, int fd, bool autom,
+                    struct uln_link **out, char *why, size_t whylen)
 {
     char ifname[IF_NAMESIZE];
     if (sa->sin_addr.s_addr == htonl(INADDR_ANY) ||
@@ -52,6 +52,7 @@ static int open_xdp(const struct sockaddr_in *sa, int fd, bool autom, struct uln
                                   .fd = fd,
                                   .copy = autom ? ULN_XDP_ZEROCOPY : ULN_XDP_COPY_AUTO,
                                   .rx_bufs = LINK_RX_BUFS,
+                                  .hook = (enum uln_xdp_hook)d->xdp_hook,
                                   .gso_run = 4}; /* ULN_XDP_GSO_RUN's default */
     return uln_link_xdp_open(&xc, out, why, whylen);
 }
@@ -79,11 +80,19 @@ static int open_plain(struct ulnetd *d, const struct sockaddr_in *sa, struct uln
     char why[sizeof d->link_why] = "";
     bool want_xdp = !strcmp(d->link, "xdp"), autom = !strcmp(d->link, "auto");
     if (want_xdp || autom) {
-        int rc = open_xdp(sa, fd, autom, out, why, sizeof why);
+        /* Before the link: the reaper keeps none of its memory (reaper.c). */
+        if (reaper_start(d) != 0)
+            fprintf(stderr, "ulnetd: no reaper: a kill -9 leaves the XDP program until the "
+                            "next ulnet process here\n");
+        int rc = open_xdp(d, sa, fd, autom, out, why, sizeof why);
         if (rc == 0) {
             snprintf(d->link_kind, sizeof d->link_kind, "xdp");
+            char ifname[IF_NAMESIZE] = "";
+            uln_link_xdp_iface_of(sa->sin_addr.s_addr, ifname, sizeof ifname);
+            reaper_armed(d, (int)if_nametoindex(ifname)); /* 0: the reaper ends */
             return 0;
         }
+        reaper_stop(d);
         /* As ULN_LINK: asked for and refused is worth a line; auto's "not an
          * interface for it" is auto's own choice (--status says it). */
         if (want_xdp || rc != -ENOENT)

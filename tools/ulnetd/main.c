@@ -51,6 +51,7 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
+        "              [--xdp-hook auto|native|generic]\n"
         "              [--path P] [--spin-us US] [--no-map] [--weight UID:W|/CGROUP:W|*:W ...]\n"
         "              [--queue-mem SIZE] [--secure off|auth|encrypt [--secret-file F]]\n"
         "              [--rt[=PRIO]] [--rt-budget-us US] [--rt-share PCT] [--nice N]\n"
@@ -59,6 +60,9 @@ static void usage(FILE *f)
         "            without it the service serves this host only\n"
         "  --link    the link to other hosts: udp (sockets), xdp (AF_XDP), auto\n"
         "            (AF_XDP where the driver runs it zero-copy, else udp); default auto\n"
+        "  --xdp-hook  where AF_XDP's program hooks in: native (the driver's),\n"
+        "            generic (the kernel's, any driver), auto (native where the driver\n"
+        "            has it); default auto\n"
         "  --if      the interface --addr must be on\n"
         "  --path P  where to listen: @name (abstract socket) or a file path;\n"
         "            default: $ULN_SERVICE_PATH, else %s\n"
@@ -233,6 +237,7 @@ int main(int argc, char **argv)
                        .epoll_fd = -1,
                        .signal_fd = -1,
                        .bell_fd = -1,
+                       .reaper_fd = -1,
                        .next_id = 1,
                        .spin_ns = SPIN_NS_DEFAULT,
                        .rt_budget_ns = RT_BUDGET_NS_DEFAULT,
@@ -301,6 +306,16 @@ int main(int argc, char **argv)
                 return 2;
             }
             snprintf(d.link, sizeof d.link, "%s", l);
+        } else if (!strcmp(a, "--xdp-hook") && more) {
+            static const char *const hooks[] = {"auto", "native", "generic"}; /* enum order */
+            const char *h = argv[++i];
+            d.xdp_hook = -1;
+            for (int k = 0; k < 3; k++)
+                if (!strcmp(h, hooks[k])) d.xdp_hook = k;
+            if (d.xdp_hook < 0) {
+                fprintf(stderr, "ulnetd: --xdp-hook %s: use auto, native or generic\n", h);
+                return 2;
+            }
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -320,6 +335,7 @@ int main(int argc, char **argv)
     run(&d);
     clients_drop_all(&d);
     wire_close(&d);
+    reaper_stop(&d); /* after the link detached its program */
     if (d.path[0] != '@') unlink(d.path);
     return 0;
 }

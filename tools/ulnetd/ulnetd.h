@@ -120,6 +120,8 @@ struct ulnetd {
     char path[128];
     char link[16];  /* --link: auto, udp or xdp */
     char iface[32]; /* --if, "" unset */
+    int xdp_hook;   /* --xdp-hook: enum uln_xdp_hook (0: auto, native where the driver has it) */
+    int reaper_fd;  /* reaper.c: the pipe to the reaper, -1 none */
     uint64_t host_id;
     struct wire *wire;  /* wire.c: to other hosts' services; NULL: none (no --addr) */
     char link_kind[8];  /* the link it runs on: "udp" or "xdp" (link.c) */
@@ -199,6 +201,14 @@ int wire_open(struct ulnetd *d, const char *addr); /* --addr IPv4[:port]; 0 or -
 struct sockaddr_in;
 struct uln_link;
 int wire_link_open(struct ulnetd *d, const struct sockaddr_in *sa, struct uln_link **out);
+
+/* reaper.c: a child that detaches the service's XDP program if the service
+ * dies without doing it. start: forked before AF_XDP opens (0 or -errno);
+ * armed: the program is on ifindex; stop: the link took it away itself, or
+ * there is none. */
+int reaper_start(struct ulnetd *d);
+void reaper_armed(struct ulnetd *d, int ifindex);
+void reaper_stop(struct ulnetd *d);
 /* wire_seal.c: --secure: the sealing link of src/seal around *io (which it
  * then owns), keys agreed with each remote service in the wire's first
  * packets. 0 or -errno (said; *io unchanged). */

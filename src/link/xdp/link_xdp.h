@@ -64,6 +64,13 @@ bool uln_link_xdp_built(void);
 int uln_link_xdp_iface_of(uint32_t ip, char *ifname, size_t len);
 int uln_link_xdp_auto_verdict(const char *ifname, bool copy, char *why, size_t whylen);
 
+/* Detach from interface ifindex the XDP programs that ulnet processes now
+ * dead left there (killed before they could detach them; a zombie counts as
+ * dead): how many, each said on stderr. Every link does it on its first open
+ * on an interface; ulnetd's reaper (tools/ulnetd/reaper.c) when the service
+ * itself is killed. */
+int uln_link_xdp_reap(int ifindex);
+
 /* 0, or -errno with a one-line reason in why (the caller prints it and takes
  * the socket link): -EOPNOTSUPP (not built, not IPv4), -EPERM (no
  * CAP_NET_ADMIN / CAP_BPF), -ENODEV, -EINVAL (no such queue), -EBUSY (queue

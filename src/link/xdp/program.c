@@ -50,6 +50,22 @@ static bool young(int prog_fd)
     return now - pi.load_time < OWNER_WAIT_NS;
 }
 
+/* pid has ended: no such process, or a zombie not reaped yet (it holds no
+ * descriptor any more, so nothing of it uses the program). */
+static bool pid_gone(pid_t pid)
+{
+    if (kill(pid, 0) < 0) return errno == ESRCH;
+    char path[32], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* the name may hold anything but ends there */
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
 /* Ours, and its process is gone (killed before it could detach it). One
  * with no owner yet is being attached by another process starting beside
  * us (the owner is written just after the attach), unless that was long
@@ -61,16 +77,16 @@ static bool orphan(const struct xdp_program *p)
     if (fd < 0) return false;
     uint32_t k = 0, pid = 0;
     bool gone = !bpf_map_lookup_elem(fd, &k, &pid) &&
-                (pid == 0 ? !young(xdp_program__fd(p)) : kill((pid_t)pid, 0) < 0 && errno == ESRCH);
+                (pid == 0 ? !young(xdp_program__fd(p)) : pid_gone((pid_t)pid));
     close(fd);
     return gone;
 }
 
-/* Detach the programs of dead ulnet processes from the interface. */
-static void reap_orphans(int ifindex)
+/* Detach the programs of dead ulnet processes from the interface: how many. */
+static unsigned reap_orphans(int ifindex)
 {
     struct xdp_multiprog *mp = xdp_multiprog__get_from_ifindex(ifindex);
-    if (!mp || libxdp_get_error(mp)) return;
+    if (!mp || libxdp_get_error(mp)) return 0;
     enum xdp_attach_mode mode = xdp_multiprog__attach_mode(mp);
     struct xdp_program *dead[16];
     unsigned n = 0;
@@ -82,13 +98,25 @@ static void reap_orphans(int ifindex)
              p = xdp_multiprog__next_prog(p, mp))
             if (orphan(p)) dead[n++] = p;
     }
+    unsigned removed = 0;
     for (unsigned i = 0; i < n; i++)
-        if (xdp_program__detach(dead[i], ifindex, mode, 0) == 0)
+        if (xdp_program__detach(dead[i], ifindex, mode, 0) == 0) {
+            removed++;
             fprintf(stderr,
                     "ulnet: xdp: removed the XDP program of a dead ulnet process from "
                     "interface %d\n",
                     ifindex);
+        }
     xdp_multiprog__close(mp);
+    return removed;
+}
+
+int uln_link_xdp_reap(int ifindex)
+{
+    pthread_mutex_lock(&progs_lock);
+    unsigned n = reap_orphans(ifindex);
+    pthread_mutex_unlock(&progs_lock);
+    return (int)n;
 }
 
 static int prog_attach(struct xprog *xp, enum uln_xdp_hook hook, bool generic_first, char *why,

@@ -148,6 +148,12 @@ int uln_link_xdp_open(const struct uln_link_xdp_cfg *cfg, struct uln_link **out,
     return -EOPNOTSUPP;
 }
 
+int uln_link_xdp_reap(int ifindex)
+{
+    (void)ifindex;
+    return 0;
+}
+
 #else /* ULN_HAVE_XDP */
 
 bool uln_link_xdp_built(void)

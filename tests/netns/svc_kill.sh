@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# netns.svc_kill_<hook>: kill -9 of a process and of a service mid-stream on
+# the services' AF_XDP link (ulnetd --link xdp --xdp-hook HOOK), and nothing
+# left behind. Two namespace hosts, one ulnetd each, four ranks (rank r on
+# host r % 2) running tests/svc/kill_stream.c: PUT, GET, fetch-add and NAP,
+# all pairs, data checked, through the services.
+#   1. A clean job (kill_stream rounds).
+#   2. Rank 3 (host 1) killed with -9 mid-stream: every other rank's
+#      operations on it end -ECONNRESET, they go on with each other, exit 0.
+#   3. Host 0's service killed with -9 mid-stream: every operation of ranks
+#      0 and 2 ends -ECONNRESET, so do ranks 1 and 3's on them (the wire's
+#      silence), never a hang; 1 and 3 go on with each other. Then a context
+#      on host 0 with ULN_SERVICE=auto runs in direct mode (ulninfo says so).
+# After each: no rank process left, every service that lives holds no memfd
+# (mapped or open) and no unix socket beyond its own at start, no ulnet file
+# in /dev/shm, nothing pinned in a bpffs. After 3, host 0 has no process and
+# no unix socket, and no XDP program on eth0 (attached through netlink, the
+# killed service's would outlive it: its reaper, tools/ulnetd/reaper.c,
+# detached it). After both services stop: no XDP program on either
+# interface, no process.
+# HOOK udp: the services on the udp link instead (the XDP checks left out).
+# Usage: svc_kill.sh ULNETD KILL_STREAM ULNINFO HOOK|udp
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+ulnetd=$1 prog=$2 ulninfo=$3 hook=$4
+"$here/hosts.sh" probe >/dev/null 2>&1 || { echo "svc_kill.sh: no network namespaces here: skipped"; exit 77; }
+tmp=$(mktemp -d)
+declare -a svc_pid=() pids=()
+made=0
+cleanup() {
+    local p
+    for p in "${pids[@]}" "${svc_pid[@]}"; do [[ -z $p ]] || kill -KILL "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    ((made == 0)) || "$here/hosts.sh" down >/dev/null 2>&1 || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+fail() {
+    echo "netns.svc_kill_$hook: $*" >&2
+    for f in "$tmp"/*.log "$tmp"/*.out; do [[ -f $f ]] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done
+    exit 1
+}
+set -a
+eval "$("$here/hosts.sh" up 2)"
+set +a
+made=1
+# (Not for what runs in the background: $! must be the process itself.)
+on() { local h=$1; shift; "$here/hosts.sh" exec "h$h" "$@"; }
+ns() { local v=ULNTEST_HOST_${1}_NS; echo "${!v}"; }
+
+link=(--link xdp --xdp-hook "$hook") link_line="^link: xdp $hook,"
+[[ $hook != udp ]] || link=(--link udp) link_line="^link: udp "
+svc_up() { # host: a service on the link (and hook) asked for
+    local h=$1 v=ULNTEST_HOST_$1 _
+    "$here/hosts.sh" exec "h$h" "$ulnetd" --foreground --addr "${!v}" "${link[@]}" 2>>"$tmp/svc$h.log" &
+    svc_pid[h]=$!
+    for _ in $(seq 200); do on "$h" "$ulnetd" --status >/dev/null 2>&1 && break; sleep 0.05; done
+    on "$h" "$ulnetd" --status 2>&1 | grep -q "$link_line" || fail "host $h: the service is not on ${link[*]}"
+}
+# The unix sockets in host h's namespace (the kernel's list is per namespace).
+unix_sockets() { on "$1" tail -n +2 /proc/net/unix | wc -l; }
+# A process's memfds: open, or mapped.
+memfds() {
+    { ls -l "/proc/$1/fd" 2>/dev/null | grep -c 'memfd:' || true; } | head -1
+    { grep -c 'memfd:' "/proc/$1/maps" 2>/dev/null || true; } | head -1
+}
+xdp_prog() {
+    [[ $hook != udp ]] || return 0
+    on "$1" ip -d link show eth0 2>/dev/null | tr '\n' ' ' | grep -o 'prog/xdp[^ ]* id [0-9]*.*name [a-z_]*' || true
+}
+
+port=$((20000 + RANDOM % 20000))
+job() { # the four ranks, kill_stream's args; outputs in $tmp/rN.out
+    local key r
+    key=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
+    port=$((port + 1))
+    pids=()
+    for r in 0 1 2 3; do
+        "$here/hosts.sh" exec "h$((r % 2))" env ULN_RANK=$r ULN_SIZE=4 ULN_ROOT="$ULNTEST_HOST_0:$port" ULN_JOB_KEY="$key" \
+            ULN_SERVICE=required ULN_TRANSPORT=svc "$prog" "$@" >"$tmp/r$r.out" 2>&1 &
+        pids+=($!)
+    done
+}
+# Wait for every rank; want[r]: its status (0, or 137 for the killed one).
+wait_job() {
+    local r st end=$((SECONDS + 120))
+    for r in 0 1 2 3; do
+        while kill -0 "${pids[r]}" 2>/dev/null; do
+            ((SECONDS < end)) || fail "$1: rank $r still runs after 120 s: a hang"
+            sleep 0.1
+        done
+        st=0
+        wait "${pids[r]}" || st=$?
+        [[ $st == "${want[r]}" ]] || fail "$1: rank $r exited with $st, not ${want[r]}"
+    done
+    pids=()
+}
+wait_streaming() {
+    local r _
+    for r in 0 1 2 3; do
+        for _ in $(seq 1200); do
+            grep -q "rank $r streaming" "$tmp/r$r.out" && break
+            kill -0 "${pids[r]}" 2>/dev/null || fail "$1: rank $r ended before streaming"
+            sleep 0.05
+        done
+        grep -q "rank $r streaming" "$tmp/r$r.out" || fail "$1: rank $r not streaming after 60 s"
+    done
+    sleep 0.5 # mid-stream
+}
+# Nothing of the job left on host h: no process but its service, the
+# service attached to none and holding no memfd, its unix sockets those it
+# had at start.
+# Host h's processes but its service and the service's reaper (reaper.c).
+strays() {
+    local p
+    for p in $(ip netns pids "$(ns "$1")"); do
+        [[ $p == "${svc_pid[$1]:-none}" ]] && continue
+        [[ -n ${svc_pid[$1]:-} && $(ps -o ppid= -p "$p" | tr -d ' ') == "${svc_pid[$1]}" &&
+            $(cat "/proc/$p/comm" 2>/dev/null) == ulnetd-reaper ]] && continue
+        echo -n "$p "
+    done
+}
+left_alone() {
+    local h=$1 what=$2 p s m
+    for _ in $(seq 40); do [[ -z $(strays "$h") ]] && break; sleep 0.05; done
+    p=$(strays "$h")
+    [[ -z $p ]] || fail "$what: host $h still runs $p: $(ps -o pid,args -p "${p// /,}" 2>/dev/null || true)"
+    if [[ -n ${svc_pid[h]:-} ]]; then
+        s=$(on "$h" "$ulnetd" --status 2>&1)
+        grep -q "^processes: 0 attached" <<<"$s" || fail "$what: host $h's service still has processes: $s"
+        for _ in $(seq 40); do [[ $(unix_sockets "$h") == "${base_unix[h]}" ]] && break; sleep 0.05; done
+        [[ $(unix_sockets "$h") == "${base_unix[h]}" ]] ||
+            fail "$what: host $h has $(unix_sockets "$h") unix sockets, ${base_unix[h]} with its service alone"
+        m=$(memfds "${svc_pid[h]}" | tr '\n' ' ')
+        [[ $m == "0 0 " ]] || fail "$what: host $h's service holds memfds (open, mapped): $m"
+    else
+        [[ $(unix_sockets "$h") == 0 ]] || fail "$what: host $h has unix sockets and no service: $(on "$h" cat /proc/net/unix)"
+    fi
+    # ulnet's shared memory is memfds only; none may appear as a file.
+    [[ -z $(find /dev/shm -maxdepth 1 -iname '*uln*' 2>/dev/null) ]] || fail "$what: ulnet files in /dev/shm"
+    # Pinned programs or maps: in any bpffs the host's namespace sees.
+    for m in $(on "$h" awk '$3 == "bpf" {print $2}' /proc/mounts); do
+        [[ -z $(on "$h" find "$m" -iname '*uln*' -o -iname "dispatch-*") ]] || fail "$what: pinned in $m"
+    done
+}
+
+svc_up 0
+svc_up 1
+declare -a base_unix=("$(unix_sockets 0)" "$(unix_sockets 1)")
+for h in 0 1; do
+    m=$(memfds "${svc_pid[h]}" | tr '\n' ' ')
+    [[ $m == "0 0 " ]] || fail "host $h's service holds memfds before any process: $m"
+    [[ $hook == udp || -n $(xdp_prog "$h") ]] || fail "host $h: no XDP program on eth0 under the service"
+    [[ $hook == udp || $(ps -o comm= --ppid "${svc_pid[h]}") == ulnetd-reaper ]] ||
+        fail "host $h: the service has no reaper"
+done
+
+# 1. A clean job.
+want=(0 0 0 0)
+job rounds 100
+wait_job "clean job"
+for r in 0 1 2 3; do grep -q "rank $r: ok" "$tmp/r$r.out" || fail "clean job: rank $r"; done
+left_alone 0 "after a clean job"
+left_alone 1 "after a clean job"
+
+# 2. A process killed mid-stream.
+want=(0 0 0 137)
+job until 2 -1 3
+wait_streaming "process kill"
+kill -KILL "${pids[3]}"
+wait_job "rank 3 killed"
+for r in 0 1 2; do
+    grep -q "rank $r: peer 3 reset" "$tmp/r$r.out" || fail "rank 3 killed: rank $r saw no reset for it"
+    grep -q "rank $r: ok" "$tmp/r$r.out" || fail "rank 3 killed: rank $r did not go on"
+done
+left_alone 0 "after kill -9 of a process"
+left_alone 1 "after kill -9 of a process"
+
+# 3. A service killed mid-stream.
+want=(0 0 0 0)
+job until 2 0
+wait_streaming "service kill"
+killed_at=$SECONDS
+kill -KILL "${svc_pid[0]}"
+wait "${svc_pid[0]}" 2>/dev/null || true
+svc_pid[0]=''
+wait_job "host 0's service killed"
+for r in 0 1 2 3; do
+    for p in 0 1 2 3; do
+        ((p == r)) && continue
+        if ((r % 2 == 0 || p % 2 == 0)); then
+            grep -q "rank $r: peer $p reset" "$tmp/r$r.out" ||
+                fail "service killed: rank $r's operations on rank $p did not end -ECONNRESET"
+        fi
+    done
+    grep -q "rank $r: ok" "$tmp/r$r.out" || fail "service killed: rank $r"
+done
+echo "netns.svc_kill_$hook: every rank done $((SECONDS - killed_at)) s after the service's death"
+grep -h "reset after" "$tmp"/r*.out
+# ULN_SERVICE=auto with nobody listening: direct mode, and ulninfo says why.
+out=$(on 0 env ULN_SERVICE=auto "$ulninfo" 2>&1) || fail "ulninfo after the service's death: $out"
+grep -q "^  service  *none (no ulnetd listening at @ulnet/ulnetd): direct mode" <<<"$out" ||
+    fail "ULN_SERVICE=auto after the service's death: $(grep -m1 '^  service ' <<<"$out")"
+left_alone 0 "after kill -9 of host 0's service"
+left_alone 1 "after kill -9 of host 0's service"
+if [[ $hook != udp ]]; then
+    # The service's reaper took the dead service's program away.
+    for _ in $(seq 100); do [[ -z $(xdp_prog 0) ]] && break; sleep 0.05; done
+    grep -q "removed the XDP program of a dead ulnet process" "$tmp/svc0.log" ||
+        fail "nothing removed the killed service's XDP program"
+    [[ -z $(xdp_prog 0) ]] || fail "an XDP program left on host 0 after its service's kill -9: $(xdp_prog 0)"
+fi
+# A service again on host 0, then both stop: nothing left.
+svc_up 0
+for h in 0 1; do
+    kill -TERM "${svc_pid[h]}"
+    wait "${svc_pid[h]}" 2>/dev/null || fail "host $h's service did not stop cleanly"
+    svc_pid[h]=''
+    [[ -z $(xdp_prog "$h") ]] || fail "an XDP program left on host $h after its service stopped: $(xdp_prog "$h")"
+    left_alone "$h" "after the services stopped"
+done
+echo "netns.svc_kill_$hook: passed"
