@@ -160,7 +160,8 @@ int main(int argc, char **argv)
         uln_cqe_release(cq, &e);
     }
     if (r == 1) {
-        printf("stopped: rank 1 pid %d ready\n", (int)getpid());
+        const char *run = getenv("ULNTEST_NETNS"); /* the namespace hosts' run, if any */
+        printf("stopped: rank 1 pid %d ready (run %s)\n", (int)getpid(), run ? run : "-");
         fflush(stdout);
     }
     while (access(argv[1], F_OK) != 0) /* rank 1 is stopped by now (the script) */
