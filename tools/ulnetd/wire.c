@@ -725,9 +725,13 @@ static void flow_release(struct ulnetd *d, struct flow *f)
         if (f->sent != f->credit && f->sent - f->credit + cost > FLOW_CREDIT) return;
         struct svc_wire m;
         memcpy(&m, p->bytes, sizeof m);
-        struct client *c = find_target(d, f->job_key, f->src);
-        struct outq *q = c ? outq_of(f->r, c->id, c->weight) : NULL;
-        if (!queue_msg_of(f->r, q, &m, p->bytes + sizeof m)) return;
+        /* Into its process's out-queue by the id the flow kept, not by
+         * looking the process up: one that ended is no longer found, yet
+         * its earlier messages still wait in that queue, and this one must
+         * not overtake them (it did: netns.svc_stopped saw NAPs out of
+         * order from a sender that ended while its flow waited for credit). */
+        struct outq *q = outq_of(f->r, f->client, f->weight);
+        if (!q || !queue_msg_of(f->r, q, &m, p->bytes + sizeof m)) return;
         f->sent += cost;
         f->held -= cost;
         f->head = p->next;
@@ -799,6 +803,10 @@ int wire_forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const 
         w.src_host = d->host_id;
     }
     f->r = r;
+    if (!f->head) { /* what it keeps is one process's (a new life's waits behind) */
+        f->client = c->id;
+        f->weight = c->weight;
+    }
     if (f->head || (f->sent != f->credit && f->sent - f->credit + cost > FLOW_CREDIT)) {
         int rc = flow_keep(d, c, f, &w, payload, cost);
         if (rc == 0) c->wire_held += cost;
