@@ -103,8 +103,8 @@ struct counters {
     uint64_t remotes_dead;                  /* other services that fell silent */
     uint64_t over_quota;                    /* queues refused past --queue-mem */
     uint64_t over_ops;                      /* processes held back at --ops-mem */
-    uint64_t rt_drops; /* --rt: runs past the budget, finished as SCHED_OTHER */
-    uint64_t rt_over;  /* --rt: windows past the share, finished as SCHED_OTHER */
+    uint64_t rt_drops;       /* --rt: runs past the budget, finished as SCHED_OTHER */
+    uint64_t rt_over;        /* --rt: windows past the share, finished as SCHED_OTHER */
     uint64_t byaddr_refused; /* by address: the sender not the one its peer id names */
 };
 
@@ -271,11 +271,13 @@ int serve_atomic(struct ulnetd *d, const struct origin *o, struct client *t,
 int serve_one(struct ulnetd *d, const struct origin *o, struct client *t, const struct uln_msg *m,
               const uint8_t *payload);
 
-/* wire.c, for serve.c: an answer from t's rank to o over the wire. Reserve
- * gives room for len payload bytes (NULL: the wire cannot take it now, or
- * the peer is dead); commit sends what was written there. */
-void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, uint32_t len);
-void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from, uint8_t type,
+/* wire.c, for serve.c: an answer from t to o over the wire, t's own
+ * message there (its out-queue, its share, its --ops-mem). Reserve gives
+ * room for len payload bytes (NULL: the wire cannot take it now, t is at
+ * its share or quota, or the peer is dead); commit sends what was written
+ * there. */
+void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, struct client *t, uint32_t len);
+void wire_answer_commit(struct ulnetd *d, const struct origin *o, struct client *t, uint8_t type,
                         uint32_t len);
 /* The largest message payload the wire carries. */
 uint32_t wire_msg_max(void);

@@ -606,6 +606,19 @@ static void send_out(struct ulnetd *d, struct remote *r, uint64_t now)
     }
 }
 
+/* m as the last of q. */
+static void outq_append(struct remote *r, struct outq *q, struct outmsg *m)
+{
+    m->next = NULL;
+    if (q->tail)
+        q->tail->next = m;
+    else
+        q->head = m;
+    q->tail = m;
+    q->bytes += m->len;
+    r->qs_bytes += m->len;
+}
+
 /* One message (copied) as the next of q (NULL: the service's own - GONE,
  * CREDIT - straight into the packets' list). */
 static bool queue_msg_of(struct remote *r, struct outq *q, const struct svc_wire *m,
@@ -619,17 +632,10 @@ static bool queue_msg_of(struct remote *r, struct outq *q, const struct svc_wire
     o->off = 0;
     memcpy(o->bytes, m, sizeof *m);
     if (m->len && payload) memcpy(o->bytes + sizeof *m, payload, m->len);
-    if (!q) {
-        out_append(r, o);
-        return true;
-    }
-    if (q->tail)
-        q->tail->next = o;
+    if (q)
+        outq_append(r, q, o);
     else
-        q->head = o;
-    q->tail = o;
-    q->bytes += len;
-    r->qs_bytes += len;
+        out_append(r, o);
     return true;
 }
 
@@ -864,14 +870,21 @@ uint32_t wire_msg_max(void)
 static struct outmsg *answer;
 static uint32_t answer_room;
 
-void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, uint32_t len)
+void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, struct client *t, uint32_t len)
 {
-    (void)d;
     struct remote *r = o->peer;
     if (len > WIRE_MSG_MAX) return NULL;
-    /* Bounded ahead of the window, as forwarded messages are; dead: the
-     * answer goes nowhere (commit drops it), its ranks are gone. */
-    if (uln_rel_state(&r->rel) != ULN_REL_DEAD && r->out_bytes >= WIRE_OUT_MAX) return NULL;
+    /* t's own message to r: its out-queue's share and its quota bound it,
+     * as its posts are (an answer is work the service does for t - a GET's
+     * data is t's memory going out); past them the request waits in its
+     * flow, holding back that initiator's flow to t and nothing else.
+     * Dead: the answer goes nowhere (commit drops it), its ranks are gone. */
+    if (uln_rel_state(&r->rel) != ULN_REL_DEAD) {
+        struct outq *q = outq_of(r, t->id, t->weight);
+        if (!q || !share_ok(r, q, (uint32_t)sizeof(struct svc_wire) + len) ||
+            !ops_quota_ok(d, t, FLOW_COST(len)))
+            return NULL;
+    }
     if (!answer || answer_room < len) {
         free(answer);
         answer_room = 0;
@@ -881,16 +894,18 @@ void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, uint32_t len
     return answer->bytes + sizeof(struct svc_wire);
 }
 
-void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from, uint8_t type,
+void wire_answer_commit(struct ulnetd *d, const struct origin *o, struct client *t, uint8_t type,
                         uint32_t len)
 {
     struct remote *r = o->peer;
     if (uln_rel_state(&r->rel) == ULN_REL_DEAD) return;
+    struct outq *q = outq_of(r, t->id, t->weight); /* reserve made it: no stage() since */
+    if (!q) return;
     struct svc_wire w = {.type = type,
                          .flags = WIRE_F_ANSWER,
                          .len = len,
                          .job_key = o->job_key,
-                         .src_rank = from,
+                         .src_rank = t->rank,
                          .dst_rank = o->rank,
                          .src_ep = (uint16_t)o->ep,
                          .dst_ep = (uint16_t)o->ep};
@@ -911,12 +926,8 @@ void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from,
     answer_room = 0;
     memcpy(m->bytes, &w, sizeof w);
     *m = (struct outmsg){.len = (uint32_t)sizeof w + len};
-    if (r->out_tail)
-        r->out_tail->next = m;
-    else
-        r->out_head = m;
-    r->out_tail = m;
-    r->out_bytes += m->len;
+    outq_append(r, q, m);
+    t->wire_held += FLOW_COST(len); /* stage() takes it off */
     d->c.forwarded++;
 }
 
