@@ -155,7 +155,9 @@ int main(int argc, char **argv)
         struct uln_cqe e;
         while (uln_cq_poll(cq, &e, 1) != 1)
             uln_cq_wait(cq, 10);
-        if (e.op != ULN_OP_NAP_RECV || e.peer != 0 || e.len != sizeof key) DIE("key\n");
+        if (e.op != ULN_OP_NAP_RECV || e.peer != 0 || e.len != sizeof key)
+            DIE("key: op %u peer %d len %llu status %d\n", e.op, e.peer, (unsigned long long)e.len,
+                e.status);
         memcpy(&key, e.data, sizeof key);
         uln_cqe_release(cq, &e);
     }
