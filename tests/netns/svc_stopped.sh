@@ -55,13 +55,21 @@ grep -q "neighbour done" "$tmp/out" || fail "the neighbour's stream stalled behi
 grep -q "answers done" "$tmp/out" || fail "rank 0's answers to rank 3 stalled behind its stream to the stopped process"
 if ((${#svc_args[@]})); then # rank 0 held back at its quota now, the others went on
     run=$(sed -n 's/.*rank 1 pid [0-9]* ready (run \([a-z0-9]*\)).*/\1/p' "$tmp/out")
-    for _ in $(seq 100); do # rank 0 gets there at its own pace (a busy machine)
+    # Rank 0 gets there at its own pace (a busy machine): what its service
+    # holds for it - its out-queue's backlog, what its flow to the stopped
+    # rank 1 kept (how much: what it had posted before it saw the held bit)
+    # - reaches the quota, and it is held back there, and never holds more.
+    at_quota="(held back [1-9]"
+    for _ in $(seq 150); do
         "$here/hosts.sh" exec --run "$run" h0 "$ulnetd" --status >"$tmp/status" 2>&1 || true
-        grep "rank 0/4" "$tmp/status" | grep -q "(held back [1-9]" && break
+        grep "rank 0/4" "$tmp/status" | grep -q "$at_quota" && break
         sleep 0.2
     done
-    grep "rank 0/4" "$tmp/status" | grep -q "held for the wire [1-9][0-9]* KiB (held back [1-9]" ||
+    grep "rank 0/4" "$tmp/status" | grep -q "$at_quota" ||
         fail "rank 0 is not held back at its quota: $(grep 'rank 0/4' "$tmp/status")"
+    held=$(grep "rank 0/4" "$tmp/status" | sed -n 's/.*held for the wire \([0-9]*\) KiB.*/\1/p')
+    quota_k=$(($(numfmt --from=iec "$4") >> 10))
+    ((held <= quota_k)) || fail "rank 0 holds $held KiB, over its quota of $quota_k KiB"
     echo "netns.svc_stopped: host 0 while rank 1 is stopped: $(grep -o 'rank [02]/4.*held back [0-9]*)' "$tmp/status" | sed 's/ inbox.*held for/: held for/' | tr '\n' ';')"
 fi
 while ((SECONDS - stopped_at < 3)); do sleep 0.1; done # stopped 2 s at least
