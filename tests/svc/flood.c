@@ -9,18 +9,28 @@
  * outstanding, as fast as the services take them, until rank 2 tells it to
  * stop. Meanwhile rank 2 plays PINGS NAP ping-pongs with rank 3 (data
  * checked) behind that flood, and prints their round trips (median, 90th
- * percentile, worst: a measurement, not asserted). Then it stops rank 0,
- * which waits for its PUTs and tells rank 1 how many there were; rank 1
+ * percentile, worst: a measurement, not asserted), and counts the flood's
+ * progress meanwhile: the PUTs rank 0 completed during each round trip (a
+ * count rank 0 keeps in shared memory on their host). Then it stops rank
+ * 0, which waits for its PUTs and tells rank 1 how many there were; rank 1
  * checks the last PUT of every slot of its region. The job passes only if
  * the ping-pongs finished while the flood was still running (rank 0 still
- * had PUTs outstanding when the stop came) and every byte is right.
+ * had PUTs outstanding when the stop came), the flood moved during them,
+ * the NAPs' slow-down stayed within its bound - on average a round trip
+ * while rank 0 completed at most DEPTH PUTs (8 MiB, the most it has in
+ * flight at once: a NAP that waited behind the flood's stream instead of
+ * beside it would see more) - and every byte is right.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ulnet.h"
 
@@ -42,6 +52,31 @@ static int cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The flood's progress where the pinger beside it on host 0 reads it: PUTs
+ * completed so far (a page of /dev/shm named by the job, which the hosts'
+ * network namespaces share). Relaxed: a count read now and then. */
+static _Atomic uint64_t *flood_count;
+
+static void count_open(struct uln_ctx *ctx)
+{
+    char name[64];
+    snprintf(name, sizeof name, "/ulnet-flood-%016llx", (unsigned long long)uln_job_key(ctx));
+    int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
+    if (fd < 0 || ftruncate(fd, 4096) != 0) DIE("shm %s\n", name);
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) DIE("mmap\n");
+    flood_count = p;
+}
+
+static void count_close(struct uln_ctx *ctx)
+{
+    char name[64];
+    snprintf(name, sizeof name, "/ulnet-flood-%016llx", (unsigned long long)uln_job_key(ctx));
+    munmap((void *)flood_count, 4096);
+    shm_unlink(name); /* the second of the two finds it gone */
 }
 
 static uint32_t naps_sent, naps_done; /* this rank's NAPs and their completions */
@@ -103,6 +138,7 @@ static void flood(struct uln_ep *ep, struct uln_cq *cq)
             /* A slot is written again only after its PUT completed: DEPTH < SLOTS * 2
              * keeps at most two in flight per slot, in order on one flow. */
             done++;
+            atomic_store_explicit(flood_count, done, memory_order_relaxed);
         }
         if (n <= 0 && posted - done >= DEPTH) uln_cq_wait(cq, 1);
     }
@@ -152,11 +188,13 @@ static void target(struct uln_ctx *ctx, struct uln_ep *ep, struct uln_cq *cq)
 
 static void pinger(struct uln_ep *ep, struct uln_cq *cq)
 {
-    static double rtt[PINGS];
+    static double rtt[PINGS], ahead[PINGS];
     uint8_t b[PING_LEN];
+    uint64_t first = atomic_load_explicit(flood_count, memory_order_relaxed);
     for (uint32_t i = 0; i < PINGS; i++) {
         memset(b, (int)(i % 253), sizeof b);
         double t0 = now_us();
+        uint64_t c0 = atomic_load_explicit(flood_count, memory_order_relaxed);
         nap_wait(ep, cq, 3, b, sizeof b);
         for (bool back = false; !back;) {
             struct uln_cqe e;
@@ -168,11 +206,21 @@ static void pinger(struct uln_ep *ep, struct uln_cq *cq)
             back = true;
         }
         rtt[i] = now_us() - t0;
+        ahead[i] = (double)(atomic_load_explicit(flood_count, memory_order_relaxed) - c0);
     }
+    uint64_t total = atomic_load_explicit(flood_count, memory_order_relaxed) - first;
     qsort(rtt, PINGS, sizeof rtt[0], cmp);
+    qsort(ahead, PINGS, sizeof ahead[0], cmp);
     printf("flood: rank 2 %u NAP round trips behind the flood: median %.0f us, p90 %.0f us, "
            "max %.0f us\n",
            PINGS, rtt[PINGS / 2], rtt[PINGS * 9 / 10], rtt[PINGS - 1]);
+    printf("flood: rank 0's PUTs completed meanwhile: %llu; per round trip median %.0f, p90 "
+           "%.0f, max %.0f\n",
+           (unsigned long long)total, ahead[PINGS / 2], ahead[PINGS * 9 / 10], ahead[PINGS - 1]);
+    if (total == 0) DIE("the flood did not move during the ping-pongs\n");
+    if (total > (uint64_t)PINGS * DEPTH)
+        DIE("the NAPs waited behind the flood: %llu PUTs during %u round trips\n",
+            (unsigned long long)total, PINGS);
     uint8_t stop = 1;
     nap_wait(ep, cq, 0, &stop, 1);
 }
@@ -199,6 +247,7 @@ int main(void)
     if (uln_open(NULL, &ctx) || uln_cq_open(ctx, 4096, &cq) || uln_ep_open(ctx, cq, cq, &ep))
         DIE("open\n");
     if (uln_size(ctx) != 4) DIE("run with 4 ranks\n");
+    if (uln_rank(ctx) % 2 == 0) count_open(ctx);
     switch (uln_rank(ctx)) {
     case 0:
         flood(ep, cq);
@@ -223,6 +272,7 @@ int main(void)
         if (e.op != ULN_OP_NAP || e.status) DIE("at the end: op %u status %d\n", e.op, e.status);
         naps_done++;
     }
+    if (uln_rank(ctx) % 2 == 0) count_close(ctx);
     uln_ep_close(ep);
     uln_cq_close(cq);
     uln_close(ctx);
