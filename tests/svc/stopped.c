@@ -15,6 +15,8 @@
  * completion - rank 0's acknowledgement, which rank 0 sends while its own
  * stream to the stopped rank 1 is held back: every one must complete while
  * rank 1 is still stopped ("answers done"), and the data is checked.
+ * Rank 2 starts its stream only once rank 3 has rank 0's key (a NAP from
+ * rank 3 says so), so rank 3's first message is that key.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -155,12 +157,29 @@ int main(int argc, char **argv)
         struct uln_cqe e;
         while (uln_cq_poll(cq, &e, 1) != 1)
             uln_cq_wait(cq, 10);
-        if (e.op != ULN_OP_NAP_RECV || e.peer != 0 || e.len != sizeof key) DIE("key\n");
+        if (e.op != ULN_OP_NAP_RECV || e.peer != 0 || e.len != sizeof key)
+            DIE("key: op %u peer %d len %llu status %d\n", e.op, e.peer, (unsigned long long)e.len,
+                e.status);
         memcpy(&key, e.data, sizeof key);
+        uln_cqe_release(cq, &e);
+        /* Rank 2 streams only after the key is here (else its NAPs could
+         * come first): a NAP tells it so, and leaves before any of them. */
+        uint8_t go = 1;
+        if (uln_nap(ep, 2, &go, 1, 0, 0)) DIE("go nap\n");
+        while (uln_cq_poll(cq, &e, 1) != 1)
+            uln_cq_wait(cq, 10);
+        if (e.op != ULN_OP_NAP || e.status) DIE("go nap: %d\n", e.status);
+    }
+    if (answers && r == 2) { /* rank 3 has rank 0's key */
+        struct uln_cqe e;
+        while (uln_cq_poll(cq, &e, 1) != 1)
+            uln_cq_wait(cq, 10);
+        if (e.op != ULN_OP_NAP_RECV || e.peer != 3) DIE("go: op %u peer %d\n", e.op, e.peer);
         uln_cqe_release(cq, &e);
     }
     if (r == 1) {
-        printf("stopped: rank 1 pid %d ready\n", (int)getpid());
+        const char *run = getenv("ULNTEST_NETNS"); /* the namespace hosts' run, if any */
+        printf("stopped: rank 1 pid %d ready (run %s)\n", (int)getpid(), run ? run : "-");
         fflush(stdout);
     }
     while (access(argv[1], F_OK) != 0) /* rank 1 is stopped by now (the script) */

@@ -64,6 +64,11 @@ struct flow {
     /* sending side */
     uint64_t sent;   /* bytes sent */
     uint64_t credit; /* bytes the receiver said it took */
+    /* The process that posted what it keeps (our id for it; its weight is
+     * the flow's): released, those messages join that process's out-queue
+     * (wire.c) behind its earlier ones - also after it ended, its queue
+     * draining. */
+    uint32_t client;
     /* receiving side */
     uint64_t taken;    /* bytes taken into the ring (or placed, or dropped) */
     uint64_t said;     /* taken as of the last CREDIT sent */

@@ -53,7 +53,8 @@ static void usage(FILE *f)
         "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
         "              [--xdp-hook auto|native|generic]\n"
         "              [--path P] [--spin-us US] [--no-map] [--weight UID:W|/CGROUP:W|*:W ...]\n"
-        "              [--queue-mem SIZE] [--secure off|auth|encrypt [--secret-file F]]\n"
+        "              [--queue-mem SIZE] [--ops-mem SIZE]\n"
+        "              [--secure off|auth|encrypt [--secret-file F]]\n"
         "              [--rt[=PRIO]] [--rt-budget-us US] [--rt-share PCT] [--nice N]\n"
         "       ulnetd --status [--path P]\n"
         "  --addr    where other hosts' services reach this one (UDP, IPv4; port %u);\n"
@@ -74,13 +75,18 @@ static void usage(FILE *f)
         "            or under it; *:W for the rest (repeatable)\n"
         "  --queue-mem SIZE  a process's queues' memory at most (K, M, G; %llu M):\n"
         "            an endpoint past it fails to open with -EDQUOT\n"
+        "  --ops-mem SIZE  a process's messages the service holds for other hosts\n"
+        "            (queued for the wire, kept for credit) at most (%llu M): past\n"
+        "            it that process's queue waits, no other's\n"
         "  --secure  seal the wire to other hosts' services: auth (a tag on every\n"
         "            packet) or encrypt (and its bytes encrypted); processes whose\n"
         "            ULN_SECURE asks more take no peer on another host through it\n"
         "  --secret-file F  bind the wire's keys to the secret in F (every service\n"
-        "            of the cluster the same; a file only this user may read)\n",
+        "            of the cluster the same; a file only this user may read)\n"
+        "  --rt[=PRIO]  SCHED_FIFO while woken (default off; ulnetd(8): the budget\n"
+        "            --rt-budget-us and the share --rt-share bound it); --nice N\n",
         ULN_SVC_WIRE_PORT, ULN_SVC_DEFAULT_PATH, SPIN_NS_DEFAULT / 1000u, ULN_SVC_WEIGHT_MAX,
-        ULN_SVC_QUEUE_MEM_DEFAULT >> 20);
+        ULN_SVC_QUEUE_MEM_DEFAULT >> 20, ULN_SVC_OPS_MEM_DEFAULT >> 20);
 }
 
 /* Listen at d->path. A second service on one path is refused by the
@@ -283,16 +289,16 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--nice") && more) {
             d.nice_set = true;
             d.nice = atoi(argv[++i]);
-        } else if (!strcmp(a, "--queue-mem") && more) {
+        } else if ((!strcmp(a, "--queue-mem") || !strcmp(a, "--ops-mem")) && more) {
             char *end;
             unsigned long long v = strtoull(argv[++i], &end, 10);
             int sh = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
             if (sh) end++;
             if (*end || v == 0 || v > (1ull << 40) >> sh) {
-                fprintf(stderr, "ulnetd: --queue-mem %s: want a size (K, M or G)\n", argv[i]);
+                fprintf(stderr, "ulnetd: %s %s: want a size (K, M or G)\n", a, argv[i]);
                 return 2;
             }
-            d.queue_mem = v << sh;
+            *(!strcmp(a, "--ops-mem") ? &d.ops_mem : &d.queue_mem) = v << sh;
         } else if (!strcmp(a, "--weight") && more) {
             if (arbiter_rule(&d, argv[++i]) != 0) return 2;
         } else if (!strcmp(a, "--if") && more)

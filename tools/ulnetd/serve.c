@@ -113,7 +113,7 @@ static void *answer_reserve(struct ulnetd *d, const struct origin *o, struct cli
                             uint32_t len)
 {
     if (o->c) return feed_reserve(o->c, t->rank, o->ep, 0, len);
-    return wire_answer_reserve(d, o, len);
+    return wire_answer_reserve(d, o, t, len);
 }
 
 static void answer_commit(struct ulnetd *d, const struct origin *o, struct client *t, uint8_t type,
@@ -122,7 +122,7 @@ static void answer_commit(struct ulnetd *d, const struct origin *o, struct clien
     if (o->c)
         feed_commit(o->c, t->rank, o->ep, 0, type, 0, len);
     else
-        wire_answer_commit(d, o, t->rank, type, len);
+        wire_answer_commit(d, o, t, type, len);
 }
 
 int serve_put(struct ulnetd *d, const struct origin *o, struct client *t, const struct uln_msg *m,

@@ -54,9 +54,13 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
     t.n += wire_status(d, t.p + t.n, t.room - t.n);
     t.n += wire_seal_status(d, t.p + t.n, t.room - t.n);
     if (t.n >= t.room) t.n = t.room - 1;
-    put(&t, "quota: queue memory %llu KiB per process; queues refused past it %llu\n",
+    put(&t,
+        "quota: queue memory %llu KiB per process; queues refused past it %llu; held for the "
+        "wire %llu KiB per process; held back at it %llu\n",
         (unsigned long long)((d->queue_mem ? d->queue_mem : ULN_SVC_QUEUE_MEM_DEFAULT) >> 10),
-        (unsigned long long)d->c.over_quota);
+        (unsigned long long)d->c.over_quota,
+        (unsigned long long)((d->ops_mem ? d->ops_mem : ULN_SVC_OPS_MEM_DEFAULT) >> 10),
+        (unsigned long long)d->c.over_ops);
     put(&t,
         "counters: attached %llu, detached %llu, refused %llu, malformed %llu\n"
         "messages: forwarded %llu, unroutable %llu; by address refused %llu; sleeps %llu, woken "
@@ -86,10 +90,12 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
             nq += c->queues[e] != NULL;
         put(&t,
             "  client %u pid %d uid %u job %016llx rank %u/%u inbox %zu KiB queues %u (%llu KiB, "
-            "%llu refused over quota) weight %u (cgroup %s) moved %llu msgs %llu bytes\n",
+            "%llu refused over quota) held for the wire %llu KiB (held back %llu) weight %u "
+            "(cgroup %s) moved %llu msgs %llu bytes\n",
             c->id, (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size,
             c->inbox_len >> 10, nq, (unsigned long long)(c->queue_bytes >> 10),
-            (unsigned long long)c->over_quota, c->weight, c->cgroup[0] ? c->cgroup : "?",
+            (unsigned long long)c->over_quota, (unsigned long long)(c->wire_held >> 10),
+            (unsigned long long)c->over_ops, c->weight, c->cgroup[0] ? c->cgroup : "?",
             (unsigned long long)c->moved_msgs, (unsigned long long)c->moved_bytes);
     }
     return t.n;

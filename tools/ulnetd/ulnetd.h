@@ -23,6 +23,9 @@
 #define ULN_SVC_CGROUP_MAX 128u /* a cgroup path we keep (longer: unknown) */
 /* --queue-mem's default: 64 endpoints' queues nearly (each 1 MiB + a page). */
 #define ULN_SVC_QUEUE_MEM_DEFAULT (64ull << 20)
+/* --ops-mem's default: a process's messages the service holds for the wire
+ * (queued for it, kept for want of credit): 4 flows' worth of credit. */
+#define ULN_SVC_OPS_MEM_DEFAULT (8ull << 20)
 
 /* What an epoll event's pointer points at: each such struct starts so. */
 enum { KIND_CLIENT = 1, KIND_QUEUE };
@@ -87,6 +90,9 @@ struct client {
     uint64_t moved_msgs, moved_bytes; /* its messages and their work, taken so far */
     uint64_t queue_bytes;             /* its queues' memory mapped here (--queue-mem) */
     uint64_t over_quota;              /* its queues refused for it */
+    uint64_t wire_held;               /* its messages held here for the wire (--ops-mem) */
+    bool at_ops_quota;                /* its queue waits: wire_held at the quota */
+    uint64_t over_ops;                /* times it was held back so */
 };
 
 struct counters {
@@ -98,8 +104,9 @@ struct counters {
     uint64_t wire_tx, wire_rx, wire_resent; /* datagrams to and from other services */
     uint64_t remotes_dead;                  /* other services that fell silent */
     uint64_t over_quota;                    /* queues refused past --queue-mem */
-    uint64_t rt_drops; /* --rt: runs past the budget, finished as SCHED_OTHER */
-    uint64_t rt_over;  /* --rt: windows past the share, finished as SCHED_OTHER */
+    uint64_t over_ops;                      /* processes held back at --ops-mem */
+    uint64_t rt_drops;       /* --rt: runs past the budget, finished as SCHED_OTHER */
+    uint64_t rt_over;        /* --rt: windows past the share, finished as SCHED_OTHER */
     uint64_t byaddr_refused; /* by address: the sender not the one its peer id names */
 };
 
@@ -139,11 +146,12 @@ struct ulnetd {
     struct counters c;
     struct weight_rule weights[ULN_SVC_WEIGHT_RULES];
     unsigned n_weights;
-    unsigned arb_next;           /* the client the next round starts at */
-    uint64_t arb_batch;          /* work per queues_pump, in rounds (0: arbiter.c's; tests: 1) */
-    uint64_t queue_mem;          /* --queue-mem: a process's queues' memory, at most (0: default) */
-    int secure;                  /* --secure: enum uln_seal_mode of the wire (0: off) */
-    const char *secret_file;     /* --secret-file, or NULL */
+    unsigned arb_next;       /* the client the next round starts at */
+    uint64_t arb_batch;      /* work per queues_pump, in rounds (0: arbiter.c's; tests: 1) */
+    uint64_t queue_mem;      /* --queue-mem: a process's queues' memory, at most (0: default) */
+    uint64_t ops_mem;        /* --ops-mem: its messages held for the wire, at most (0: default) */
+    int secure;              /* --secure: enum uln_seal_mode of the wire (0: off) */
+    const char *secret_file; /* --secret-file, or NULL */
     struct wire_seal *wire_seal; /* wire_seal.c: the sealing around the wire's link */
 
     /* Scheduling (sched.c) */
@@ -230,8 +238,8 @@ int wire_route_addr(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t 
                     uint32_t client, uint64_t key, uint32_t ep);
 /* m from c's endpoint ep to rank dst of its job on another host: 0,
  * -EAGAIN (not now: the queue waits), or another -errno (unroutable). */
-int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
-                 const struct uln_msg *m, uint32_t dst, const uint8_t *payload);
+int wire_forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const struct uln_msg *m,
+                 uint32_t dst, const uint8_t *payload);
 /* A process of job ended here: tell the services its job reaches. */
 void wire_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank);
 /* ... a process with no job (key, our id for it): tell every service. */
@@ -275,11 +283,13 @@ int serve_atomic(struct ulnetd *d, const struct origin *o, struct client *t,
 int serve_one(struct ulnetd *d, const struct origin *o, struct client *t, const struct uln_msg *m,
               const uint8_t *payload);
 
-/* wire.c, for serve.c: an answer from t's rank to o over the wire. Reserve
- * gives room for len payload bytes (NULL: the wire cannot take it now, or
- * the peer is dead); commit sends what was written there. */
-void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, uint32_t len);
-void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from, uint8_t type,
+/* wire.c, for serve.c: an answer from t to o over the wire, t's own
+ * message there (its out-queue, its share, its --ops-mem). Reserve gives
+ * room for len payload bytes (NULL: the wire cannot take it now, t is at
+ * its share or quota, or the peer is dead); commit sends what was written
+ * there. */
+void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, struct client *t, uint32_t len);
+void wire_answer_commit(struct ulnetd *d, const struct origin *o, struct client *t, uint8_t type,
                         uint32_t len);
 /* The largest message payload the wire carries. */
 uint32_t wire_msg_max(void);

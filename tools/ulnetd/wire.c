@@ -61,7 +61,13 @@
 #define WIRE_F_WEIGHT       0x7f00u
 #define WIRE_WINDOW         1024u        /* packets in flight per remote (a 1 MiB PUT at 1500 B) */
 #define WIRE_OUT_MAX        (512u << 10) /* bytes queued per remote ahead of the window */
-#define WIRE_MSG_MAX        (16u << 20)  /* a message joined from chunks, at most */
+/* The processes' messages for a remote wait in a queue per process, taken
+ * into the packets' list (out_head) in weighted turns of WIRE_QUANTUM bytes
+ * per weight, while that list holds under WIRE_STAGE: so one process that
+ * fills its share never delays another's message by more than a turn. */
+#define WIRE_QUANTUM (16u << 10)
+#define WIRE_STAGE   (16u << 10)
+#define WIRE_MSG_MAX (16u << 20) /* a message joined from chunks, at most */
 /* Remote services no ROUTE names (they reached us first: a target's service
  * learns of its initiators' services so), at most; beyond, an unknown
  * source is refused until a silent one is freed. */
@@ -112,6 +118,14 @@ struct outmsg { /* taken from a queue, not yet all in packets */
     uint8_t bytes[];   /* struct svc_wire + payload */
 };
 
+/* One process's messages for a remote, waiting for their turn. */
+struct outq {
+    uint32_t client, weight;
+    struct outmsg *head, *tail;
+    uint64_t bytes;
+    int64_t deficit;
+};
+
 struct remote {
     struct sockaddr_in sa;
     int peer; /* the link's id for it */
@@ -120,10 +134,14 @@ struct remote {
     uint32_t tx_len[WIRE_WINDOW];
     uint8_t *rx[WIRE_WINDOW]; /* arrived ahead of order: the chunks */
     uint32_t rx_len[WIRE_WINDOW];
-    struct pending *head, *tail; /* the host pair's backlog: a flow over its credit */
-    struct outmsg *out_head, *out_tail;
+    struct pending *head, *tail;        /* the host pair's backlog: a flow over its credit */
+    struct outmsg *out_head, *out_tail; /* going into packets, in order */
     size_t out_bytes;
-    uint8_t *join; /* a message arriving in chunks: join_have of join_len */
+    struct outq *qs; /* the processes' messages waiting for a turn (stage) */
+    unsigned n_qs, next_q;
+    bool turn_begun;   /* qs[next_q] got its turn's quantum */
+    uint64_t qs_bytes; /* in all of qs */
+    uint8_t *join;     /* a message arriving in chunks: join_have of join_len */
     uint32_t join_len, join_have;
     uint64_t get_sent; /* of a GET at the head of its backlog, out of any flow (serve.c) */
     bool dead_said;
@@ -500,11 +518,76 @@ static void unqueue(struct remote *r, struct outmsg *upto, uint32_t off)
     if (upto) upto->off = off;
 }
 
+static void out_append(struct remote *r, struct outmsg *m)
+{
+    m->next = NULL;
+    if (r->out_tail)
+        r->out_tail->next = m;
+    else
+        r->out_head = m;
+    r->out_tail = m;
+    r->out_bytes += m->len;
+}
+
+/* The attached process of that id, or NULL (it ended). */
+static struct client *client_by_id(const struct ulnetd *d, uint32_t id)
+{
+    for (unsigned i = 0; i < d->n_clients; i++)
+        if (d->clients[i] && d->clients[i]->id == id) return d->clients[i];
+    return NULL;
+}
+
+/* c's messages of cost bytes (FLOW_COST) no longer held here for the wire
+ * (in packets now, or dropped): its --ops-mem count. */
+static void held_less(struct client *c, uint64_t cost)
+{
+    if (c) c->wire_held = c->wire_held > cost ? c->wire_held - cost : 0;
+}
+
+/* The cost of an outmsg (struct svc_wire + payload) in FLOW_COST bytes. */
+static uint64_t out_cost(const struct outmsg *m)
+{
+    return FLOW_COST(m->len - sizeof(struct svc_wire));
+}
+
+/* Move the processes' messages into the packets' list in weighted turns
+ * (deficit round robin) while it holds under WIRE_STAGE. A queue found empty
+ * leaves the table (its process's next message makes it again). */
+static void stage(struct ulnetd *d, struct remote *r)
+{
+    while (r->qs_bytes && r->out_bytes < WIRE_STAGE) {
+        if (r->next_q >= r->n_qs) r->next_q = 0;
+        struct outq *q = &r->qs[r->next_q];
+        if (!q->head) {
+            r->qs[r->next_q] = r->qs[--r->n_qs];
+            r->turn_begun = false;
+            continue;
+        }
+        if (!r->turn_begun) {
+            q->deficit += (int64_t)q->weight * WIRE_QUANTUM;
+            r->turn_begun = true;
+        }
+        if (q->deficit >= (int64_t)q->head->len) {
+            struct outmsg *m = q->head;
+            q->head = m->next;
+            if (!q->head) q->tail = NULL;
+            q->bytes -= m->len;
+            r->qs_bytes -= m->len;
+            q->deficit -= m->len;
+            held_less(client_by_id(d, q->client), out_cost(m));
+            out_append(r, m);
+            continue;
+        }
+        r->next_q++;
+        r->turn_begun = false;
+    }
+}
+
 /* Put r's waiting messages into packets while rel's windows take them. */
 static void send_out(struct ulnetd *d, struct remote *r, uint64_t now)
 {
     struct wire *w = d->wire;
-    while (r->out_head) {
+    for (stage(d, r); r->out_head; stage(d, r)) {
         uint32_t seq = uln_rel_tx_next_seq(&r->rel);
         uint32_t i = seq & (WIRE_WINDOW - 1);
         if (r->tx[i] || !uln_rel_tx_ready(&r->rel, now, 1)) return;
@@ -528,8 +611,23 @@ static void send_out(struct ulnetd *d, struct remote *r, uint64_t now)
     }
 }
 
-/* Queue one message for r (copied). */
-static bool queue_msg(struct remote *r, const struct svc_wire *m, const uint8_t *payload)
+/* m as the last of q. */
+static void outq_append(struct remote *r, struct outq *q, struct outmsg *m)
+{
+    m->next = NULL;
+    if (q->tail)
+        q->tail->next = m;
+    else
+        q->head = m;
+    q->tail = m;
+    q->bytes += m->len;
+    r->qs_bytes += m->len;
+}
+
+/* One message (copied) as the next of q (NULL: the service's own - GONE,
+ * CREDIT - straight into the packets' list). */
+static bool queue_msg_of(struct remote *r, struct outq *q, const struct svc_wire *m,
+                         const uint8_t *payload)
 {
     uint32_t len = (uint32_t)sizeof *m + m->len;
     struct outmsg *o = malloc(sizeof *o + len);
@@ -539,13 +637,57 @@ static bool queue_msg(struct remote *r, const struct svc_wire *m, const uint8_t 
     o->off = 0;
     memcpy(o->bytes, m, sizeof *m);
     if (m->len && payload) memcpy(o->bytes + sizeof *m, payload, m->len);
-    if (r->out_tail)
-        r->out_tail->next = o;
+    if (q)
+        outq_append(r, q, o);
     else
-        r->out_head = o;
-    r->out_tail = o;
-    r->out_bytes += len;
+        out_append(r, o);
     return true;
+}
+
+static bool queue_msg(struct remote *r, const struct svc_wire *m, const uint8_t *payload)
+{
+    return queue_msg_of(r, NULL, m, payload);
+}
+
+/* The queue of process client (of weight) at r; made if missing. NULL: no
+ * memory. */
+static struct outq *outq_of(struct remote *r, uint32_t client, uint32_t weight)
+{
+    for (unsigned i = 0; i < r->n_qs; i++)
+        if (r->qs[i].client == client) return &r->qs[i];
+    struct outq *qs = realloc(r->qs, (r->n_qs + 1) * sizeof *qs);
+    if (!qs) return NULL;
+    r->qs = qs;
+    qs[r->n_qs] = (struct outq){.client = client, .weight = weight ? weight : 1};
+    return &qs[r->n_qs++];
+}
+
+/* May q's process queue len more bytes for r? Its share of WIRE_OUT_MAX
+ * among the processes with bytes waiting there, by weight; one with none
+ * waiting always may (so no message is too large, and a process is never
+ * held back by another's backlog). */
+static bool share_ok(const struct remote *r, const struct outq *q, uint32_t len)
+{
+    if (!q->bytes) return true;
+    uint64_t wsum = 0;
+    for (unsigned i = 0; i < r->n_qs; i++)
+        if (r->qs[i].bytes) wsum += r->qs[i].weight;
+    return q->bytes + len <= (uint64_t)WIRE_OUT_MAX * q->weight / wsum;
+}
+
+static void outqs_free(struct ulnetd *d, struct remote *r)
+{
+    for (unsigned i = 0; i < r->n_qs; i++)
+        while (r->qs[i].head) {
+            struct outmsg *m = r->qs[i].head;
+            r->qs[i].head = m->next;
+            held_less(client_by_id(d, r->qs[i].client), out_cost(m));
+            free(m);
+        }
+    free(r->qs);
+    r->qs = NULL;
+    r->n_qs = 0;
+    r->qs_bytes = 0;
 }
 
 /* The held bit of (dst, ch) in c's queue ep's header (proto.h): set or
@@ -594,7 +736,13 @@ static void flow_release(struct ulnetd *d, struct flow *f)
         if (f->sent != f->credit && f->sent - f->credit + cost > flow_credit(f->weight)) return;
         struct svc_wire m;
         memcpy(&m, p->bytes, sizeof m);
-        if (!queue_msg(f->r, &m, p->bytes + sizeof m)) return;
+        /* Into its process's out-queue by the id the flow kept, not by
+         * looking the process up: one that ended is no longer found, yet
+         * its earlier messages still wait in that queue, and this one must
+         * not overtake them (it did: netns.svc_stopped saw NAPs out of
+         * order from a sender that ended while its flow waited for credit). */
+        struct outq *q = outq_of(f->r, f->client, f->weight);
+        if (!q || !queue_msg_of(f->r, q, &m, p->bytes + sizeof m)) return;
         f->sent += cost;
         f->held -= cost;
         f->head = p->next;
@@ -607,17 +755,41 @@ static void flow_release(struct ulnetd *d, struct flow *f)
     c->wrote = true; /* its doorbell, if it sleeps */
 }
 
-int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
-                 const struct uln_msg *m, uint32_t dst, const uint8_t *payload)
+/* c's quota of messages held here for the wire (--ops-mem): false, and
+ * counted once per time it reaches it, when cost more would pass it. A
+ * process holding nothing always may (no message is too large). */
+static bool ops_quota_ok(struct ulnetd *d, struct client *c, uint64_t cost)
+{
+    uint64_t quota = d->ops_mem ? d->ops_mem : ULN_SVC_OPS_MEM_DEFAULT;
+    if (!c->wire_held || c->wire_held + cost <= quota) {
+        c->at_ops_quota = false;
+        return true;
+    }
+    if (!c->at_ops_quota) {
+        c->at_ops_quota = true;
+        c->over_ops++;
+        d->c.over_ops++;
+    }
+    return false;
+}
+
+int wire_forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const struct uln_msg *m,
+                 uint32_t dst, const uint8_t *payload)
 {
     const struct route *rt = route_get(d, c->job_key, dst);
     if (!rt) return -EHOSTUNREACH;
     struct remote *r = rt->r;
     if (uln_rel_state(&r->rel) == ULN_REL_DEAD) return -ECONNRESET;
     if (m->len > WIRE_MSG_MAX) return -EMSGSIZE;
-    /* Bounded ahead of the window: beyond it the process's queue waits
-     * (a queue of many messages still fills packets: the bound is bytes). */
-    if (r->out_bytes >= WIRE_OUT_MAX) return -EAGAIN;
+    /* Bounded ahead of the window: beyond its share of it the process's
+     * queue waits (a queue of many messages still fills packets: the bound
+     * is bytes), and only its own. */
+    struct outq *q = outq_of(r, c->id, c->weight);
+    uint64_t len = sizeof(struct svc_wire) + m->len;
+    if (!q || !share_ok(r, q, (uint32_t)len)) return -EAGAIN;
+    /* What the service holds for this process, all remotes together: past
+     * its quota, its queue waits (the arbiter serves the others). */
+    if (!ops_quota_ok(d, c, FLOW_COST(m->len))) return -EAGAIN;
     /* The flow's credit: what the receiving service has room for (flows.h).
      * A flow with nothing outstanding always may send, so no message is
      * too large for it. */
@@ -643,10 +815,17 @@ int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
         w.src_host = d->host_id;
     }
     f->r = r;
-    f->weight = (uint8_t)weight;
-    if (f->head || (f->sent != f->credit && f->sent - f->credit + cost > flow_credit(weight)))
-        return flow_keep(d, c, f, &w, payload, cost);
-    if (!queue_msg(r, &w, payload)) return -EAGAIN;
+    if (!f->head) { /* what it keeps is one process's (a new life's waits behind) */
+        f->client = c->id;
+        f->weight = (uint8_t)weight;
+    }
+    if (f->head || (f->sent != f->credit && f->sent - f->credit + cost > flow_credit(weight))) {
+        int rc = flow_keep(d, c, f, &w, payload, cost);
+        if (rc == 0) c->wire_held += cost;
+        return rc;
+    }
+    if (!queue_msg_of(r, q, &w, payload)) return -EAGAIN;
+    c->wire_held += cost;
     f->sent += cost;
     return 0;
 }
@@ -697,14 +876,21 @@ uint32_t wire_msg_max(void)
 static struct outmsg *answer;
 static uint32_t answer_room;
 
-void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, uint32_t len)
+void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, struct client *t, uint32_t len)
 {
-    (void)d;
     struct remote *r = o->peer;
     if (len > WIRE_MSG_MAX) return NULL;
-    /* Bounded ahead of the window, as forwarded messages are; dead: the
-     * answer goes nowhere (commit drops it), its ranks are gone. */
-    if (uln_rel_state(&r->rel) != ULN_REL_DEAD && r->out_bytes >= WIRE_OUT_MAX) return NULL;
+    /* t's own message to r: its out-queue's share and its quota bound it,
+     * as its posts are (an answer is work the service does for t - a GET's
+     * data is t's memory going out); past them the request waits in its
+     * flow, holding back that initiator's flow to t and nothing else.
+     * Dead: the answer goes nowhere (commit drops it), its ranks are gone. */
+    if (uln_rel_state(&r->rel) != ULN_REL_DEAD) {
+        struct outq *q = outq_of(r, t->id, t->weight);
+        if (!q || !share_ok(r, q, (uint32_t)sizeof(struct svc_wire) + len) ||
+            !ops_quota_ok(d, t, FLOW_COST(len)))
+            return NULL;
+    }
     if (!answer || answer_room < len) {
         free(answer);
         answer_room = 0;
@@ -714,16 +900,18 @@ void *wire_answer_reserve(struct ulnetd *d, const struct origin *o, uint32_t len
     return answer->bytes + sizeof(struct svc_wire);
 }
 
-void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from, uint8_t type,
+void wire_answer_commit(struct ulnetd *d, const struct origin *o, struct client *t, uint8_t type,
                         uint32_t len)
 {
     struct remote *r = o->peer;
     if (uln_rel_state(&r->rel) == ULN_REL_DEAD) return;
+    struct outq *q = outq_of(r, t->id, t->weight); /* reserve made it: no stage() since */
+    if (!q) return;
     struct svc_wire w = {.type = type,
                          .flags = WIRE_F_ANSWER,
                          .len = len,
                          .job_key = o->job_key,
-                         .src_rank = from,
+                         .src_rank = t->rank,
                          .dst_rank = o->rank,
                          .src_ep = (uint16_t)o->ep,
                          .dst_ep = (uint16_t)o->ep};
@@ -744,12 +932,8 @@ void wire_answer_commit(struct ulnetd *d, const struct origin *o, uint32_t from,
     answer_room = 0;
     memcpy(m->bytes, &w, sizeof w);
     *m = (struct outmsg){.len = (uint32_t)sizeof w + len};
-    if (r->out_tail)
-        r->out_tail->next = m;
-    else
-        r->out_head = m;
-    r->out_tail = m;
-    r->out_bytes += m->len;
+    outq_append(r, q, m);
+    t->wire_held += FLOW_COST(len); /* stage() takes it off */
     d->c.forwarded++;
 }
 
@@ -1019,6 +1203,20 @@ static void void_all(struct remote *r)
     join_drop(r);
 }
 
+/* The flows from our processes over r are about to lose what they kept:
+ * their senders may post to those peers again, and hold that much less. */
+static void tx_flows_void(struct ulnetd *d, const struct remote *r)
+{
+    struct wire *w = d->wire;
+    for (unsigned i = 0; i < w->tx.nb; i++)
+        for (struct flow *f = w->tx.b[i]; f; f = f->next) {
+            struct client *c = f->r == r && f->head ? find_target(d, f->job_key, f->src) : NULL;
+            if (!c) continue;
+            held_set(c, f->ep, f->ch, f->dst, false);
+            held_less(c, f->held);
+        }
+}
+
 static void input(struct ulnetd *d, struct remote *r, const uint8_t *buf, size_t n)
 {
     struct wire_hdr h;
@@ -1056,6 +1254,7 @@ static void input(struct ulnetd *d, struct remote *r, const uint8_t *buf, size_t
     }
     case ULN_REL_RX_RESET:
         void_all(r); /* its new life: what the old one held is void */
+        tx_flows_void(d, r);
         flows_forget(&d->wire->tx, r);
         flows_forget(&d->wire->rx, r);
         break;
@@ -1191,8 +1390,9 @@ static void remote_dead(struct ulnetd *d, struct remote *r)
 
 /* Everything r holds, freed; its link id spare (the caller has flushed the
  * batch, which may point at its packets). */
-static void remote_release(struct wire *w, struct remote *r)
+static void remote_release(struct ulnetd *d, struct remote *r)
 {
+    struct wire *w = d->wire;
     for (unsigned i = 0; i < WIRE_WINDOW; i++) {
         free(r->tx[i]);
         free(r->rx[i]);
@@ -1203,6 +1403,7 @@ static void remote_release(struct wire *w, struct remote *r)
         free(p);
     }
     unqueue(r, NULL, 0);
+    outqs_free(d, r);
     join_drop(r);
     uln_rel_fini(&r->rel);
     peer_spare(w, r->peer, &r->sa);
@@ -1218,15 +1419,11 @@ static void remote_free(struct ulnetd *d, unsigned k)
     struct wire *w = d->wire;
     struct remote *r = w->remotes[k];
     flush(d);
-    for (unsigned i = 0; i < w->tx.nb; i++) /* a sender held back towards it goes on */
-        for (struct flow *f = w->tx.b[i]; f; f = f->next) {
-            struct client *c = f->r == r && f->head ? find_target(d, f->job_key, f->src) : NULL;
-            if (c) held_set(c, f->ep, f->ch, f->dst, false);
-        }
+    tx_flows_void(d, r);
     flows_drop(&w->tx, r);
     flows_drop(&w->rx, r);
     w->remotes[k] = w->remotes[--w->n_remotes];
-    remote_release(w, r);
+    remote_release(d, r);
     w->strangers_out++;
 }
 
@@ -1351,7 +1548,7 @@ void wire_close(struct ulnetd *d)
     if (!w) return;
     flush(d);
     for (unsigned k = 0; k < w->n_remotes; k++)
-        remote_release(w, w->remotes[k]);
+        remote_release(d, w->remotes[k]);
     free(w->spare);
     flows_free(&w->tx);
     flows_free(&w->rx);
