@@ -1,7 +1,8 @@
 /*
  * flows.c - the table of the wire's flows (flows.h): a chained hash of
  * (job, source, destination, endpoint, channel), nodes that never move (the
- * busy list points at them), and a flow's backlog.
+ * busy list points at them), a flow's backlog, and the weighted turns in
+ * which the backlogs are taken.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,7 @@ bool flow_hold(struct flows *fs, struct flow *f, const uint8_t *b, uint32_t len,
     p->next = NULL;
     p->len = len;
     p->owed = 0;
+    p->cost = cost;
     memcpy(p->bytes, b, len);
     if (f->tail)
         f->tail->next = p;
@@ -70,8 +72,69 @@ bool flow_hold(struct flows *fs, struct flow *f, const uint8_t *b, uint32_t len,
         f->listed = true;
         f->next_busy = fs->busy;
         fs->busy = f;
+        /* Back from idle, it starts at the present: time it had nothing
+         * waiting is not saved up (the fair queue's rule, as DRR's). */
+        if (f->tag < fs->vtime) f->tag = fs->vtime;
     }
     return true;
+}
+
+/* Virtual time per byte of weight 1: cost x STEP / weight is a unit a byte
+ * or more for weights up to 64, and u64 lasts 2^58 bytes of a flow. */
+#define FLOW_VSTEP 64u
+
+void flow_charge(struct flows *fs, struct flow *f, uint64_t cost)
+{
+    /* Start-time fair queueing: the message's start tag is the flow's
+     * time, or the present if the flow was idle; the clock reads the last
+     * start tag served. A flow of weight w advances 1/w as fast, so among
+     * flows that stay backlogged each takes bytes in proportion to w. */
+    if (f->tag < fs->vtime) f->tag = fs->vtime;
+    fs->vtime = f->tag;
+    f->tag += cost * FLOW_VSTEP / (f->weight ? f->weight : 1u);
+}
+
+/* The listed flow of the least time not refused in this call, or NULL. */
+static struct flow *least(const struct flows *fs)
+{
+    struct flow *best = NULL;
+    for (struct flow *f = fs->busy; f; f = f->next_busy)
+        if (!f->stuck && f->head && (!best || f->tag < best->tag)) best = f;
+    return best;
+}
+
+bool flows_pump(struct flows *fs, flow_take_fn *take, void *arg)
+{
+    /* One message at a time to the least time: the targets that take are
+     * shared by weight, and a target that refuses (its ring full, its
+     * process stopped) holds back only the flows into it - each tried once
+     * a call, then passed over, keeping its time, so it is first when the
+     * room comes. O(busy flows) a message: backlogs are the exception. */
+    bool moved = false;
+    for (struct flow *f; (f = least(fs));) {
+        struct pending *p = f->head;
+        if (!take(arg, f, p->bytes, p->len)) {
+            f->stuck = true;
+            continue;
+        }
+        f->head = p->next;
+        if (!f->head) f->tail = NULL;
+        f->held -= p->cost;
+        flow_charge(fs, f, p->cost);
+        free(p);
+        moved = true;
+    }
+    for (struct flow **pf = &fs->busy; *pf;) {
+        struct flow *f = *pf;
+        f->stuck = false;
+        if (f->head) {
+            pf = &f->next_busy;
+            continue;
+        }
+        f->listed = false;
+        *pf = f->next_busy;
+    }
+    return moved;
 }
 
 static void drop_backlog(struct flow *f)
@@ -92,6 +155,7 @@ void flows_forget(struct flows *fs, const struct remote *r)
             if (f->r == r) {
                 drop_backlog(f);
                 f->sent = f->credit = f->taken = f->said = 0;
+                f->tag = 0;
             }
 }
 

@@ -10,6 +10,12 @@
  * holds back only the flows to it: the stream between the hosts, and every
  * other process's traffic, go on. The receiver's memory per flow is bounded
  * by the credit.
+ *
+ * Shares (docs/service.md, "Fair shares"): the sending service stamps each
+ * message with its process's weight, and the receiving service takes the
+ * flows' backlogs by weighted turns (flows_pump: start-time fair queueing),
+ * so the flows into one full target get its room - and their credit back -
+ * in proportion to their weights, and a credit-bound sender its share.
  */
 #ifndef ULNETD_FLOWS_H
 #define ULNETD_FLOWS_H
@@ -26,6 +32,7 @@ struct pending { /* a whole message waiting: struct svc_wire + payload */
     struct pending *next;
     uint32_t len;
     uint32_t owed; /* rel receive buffers to give back once it is taken */
+    uint64_t cost; /* in a flow's backlog: its bytes in credit */
     uint8_t bytes[];
 };
 
@@ -37,6 +44,8 @@ struct flow {
     uint16_t ep;
     uint8_t ch;
     bool listed;
+    bool stuck;       /* flows_pump: its head was refused in this call */
+    uint8_t weight;   /* receiving side: its sender's weight, as stamped (1..64) */
     struct remote *r; /* the remote service on the other side */
     /* sending side */
     uint64_t sent;   /* bytes sent */
@@ -46,6 +55,7 @@ struct flow {
     uint64_t said;     /* taken as of the last CREDIT sent */
     uint64_t held;     /* bytes in the backlog */
     uint64_t get_sent; /* of a GET at its head, served here: bytes answered (serve.c) */
+    uint64_t tag;      /* its virtual time: bytes taken / weight (flow_charge) */
     struct pending *head, *tail;
 };
 
@@ -53,13 +63,26 @@ struct flows {
     struct flow **b; /* buckets */
     unsigned nb, n;
     struct flow *busy; /* flows with a backlog */
+    uint64_t vtime;    /* the tag of the message taken last (flow_charge) */
 };
+
+/* flows_pump's hand: take b[0..len) (a held message of f) into its target
+ * now, true, or not now, false. */
+typedef bool flow_take_fn(void *arg, struct flow *f, const uint8_t *b, uint32_t len);
 
 /* The flow of that key; made (zero) if make, NULL if none or no memory. */
 struct flow *flow_get(struct flows *fs, uint64_t job_key, uint32_t src, uint32_t dst, uint16_t ep,
                       uint8_t ch, bool make);
 /* Its backlog gets a copy of b[0..len): false if no memory. */
 bool flow_hold(struct flows *fs, struct flow *f, const uint8_t *b, uint32_t len, uint64_t cost);
+/* f's message of cost bytes is taken (from its backlog or straight in): its
+ * turn is paid, cost / weight on its virtual time. */
+void flow_charge(struct flows *fs, struct flow *f, uint64_t cost);
+/* The backlogs into their targets by weighted turns: always the listed
+ * flow of the least virtual time whose target takes its head (one that
+ * refuses is passed over for this call, keeping its place). True if any
+ * moved. */
+bool flows_pump(struct flows *fs, flow_take_fn *take, void *arg);
 /* r restarted or died: every flow over it starts again from nothing. */
 void flows_forget(struct flows *fs, const struct remote *r);
 /* r is freed: every flow over it goes (backlog and entry). */

@@ -54,9 +54,14 @@
  * order, but outside credit: the requester's credit bounded it already, and
  * the answering service's flow towards us never counted it as sent. */
 #define WIRE_F_ANSWER 0x8000u
-#define WIRE_WINDOW   1024u        /* packets in flight per remote (a 1 MiB PUT at 1500 B) */
-#define WIRE_OUT_MAX  (512u << 10) /* bytes queued per remote ahead of the window */
-#define WIRE_MSG_MAX  (16u << 20)  /* a message joined from chunks, at most */
+/* svc_wire.flags: the sending process's weight (1..64; 0 from a service
+ * before weights: 1), so the receiving service serves the flows into one
+ * target by weight (flows.h). */
+#define WIRE_F_WEIGHT_SHIFT 8u
+#define WIRE_F_WEIGHT       0x7f00u
+#define WIRE_WINDOW         1024u        /* packets in flight per remote (a 1 MiB PUT at 1500 B) */
+#define WIRE_OUT_MAX        (512u << 10) /* bytes queued per remote ahead of the window */
+#define WIRE_MSG_MAX        (16u << 20)  /* a message joined from chunks, at most */
 /* Remote services no ROUTE names (they reached us first: a target's service
  * learns of its initiators' services so), at most; beyond, an unknown
  * source is refused until a silent one is freed. */
@@ -620,9 +625,10 @@ int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
         flow_get(&d->wire->tx, c->job_key, c->rank, dst, (uint16_t)ep, (uint8_t)ch, true);
     if (!f) return -EAGAIN;
     uint64_t cost = FLOW_COST(m->len);
+    uint32_t weight = c->weight ? c->weight : 1;
     struct svc_wire w = {.type = m->type,
                          .ch = (uint8_t)ch,
-                         .flags = m->flags,
+                         .flags = (uint16_t)(m->flags | weight << WIRE_F_WEIGHT_SHIFT),
                          .len = m->len,
                          .job_key = c->job_key, /* stamped: the attach's, not the process's word */
                          .src_rank = c->rank,
@@ -894,8 +900,11 @@ static bool flow_take(struct ulnetd *d, struct remote *r, const uint8_t *b, uint
         flow_get(&d->wire->rx, m.job_key, m.src_rank, m.dst_rank, m.src_ep, m.ch, true);
     if (!f) return deliver(d, r, &r->get_sent, b, len);
     f->r = r;
+    unsigned weight = (m.flags & WIRE_F_WEIGHT) >> WIRE_F_WEIGHT_SHIFT;
+    if (weight) f->weight = (uint8_t)weight; /* answers carry none: the flow keeps its own */
     uint64_t cost = FLOW_COST(m.len);
     if (!f->head && deliver(d, r, &f->get_sent, b, len)) {
+        flow_charge(&d->wire->rx, f, cost); /* straight in is a turn too */
         if (!(m.flags & WIRE_F_ANSWER)) flow_taken(f, cost);
         return true;
     }
@@ -903,33 +912,15 @@ static bool flow_take(struct ulnetd *d, struct remote *r, const uint8_t *b, uint
     return flow_hold(&d->wire->rx, f, b, len, cost);
 }
 
-/* Move the flows' backlogs on as their targets make room: true if any moved. */
-static bool flows_pump(struct ulnetd *d)
+/* flows_pump's hand: a held message of f into its target, and its credit. */
+static bool flow_deliver(void *arg, struct flow *f, const uint8_t *b, uint32_t len)
 {
-    struct flows *fs = &d->wire->rx;
-    bool moved = false;
-    for (struct flow **pf = &fs->busy; *pf;) {
-        struct flow *f = *pf;
-        while (f->head && deliver(d, f->r, &f->get_sent, f->head->bytes, f->head->len)) {
-            struct pending *p = f->head;
-            uint64_t cost = FLOW_COST(p->len - sizeof(struct svc_wire));
-            struct svc_wire m;
-            memcpy(&m, p->bytes, sizeof m);
-            f->head = p->next;
-            if (!f->head) f->tail = NULL;
-            free(p);
-            f->held -= cost;
-            if (!(m.flags & WIRE_F_ANSWER)) flow_taken(f, cost);
-            moved = true;
-        }
-        if (f->head) {
-            pf = &f->next_busy;
-            continue;
-        }
-        f->listed = false;
-        *pf = f->next_busy;
-    }
-    return moved;
+    struct ulnetd *d = arg;
+    if (!deliver(d, f->r, &f->get_sent, b, len)) return false;
+    struct svc_wire m;
+    memcpy(&m, b, sizeof m);
+    if (!(m.flags & WIRE_F_ANSWER)) flow_taken(f, FLOW_COST(m.len));
+    return true;
 }
 
 /* A whole message: into its flow, or behind the host pair's backlog. */
@@ -1272,7 +1263,7 @@ uint64_t wire_tick(struct ulnetd *d, bool *moved)
         /* What moved into sleepers' rings wakes them now, not at their next
          * timed look. */
         bool drained = backlog_drain(d, r);
-        if (k == 0 && flows_pump(d)) drained = true;
+        if (k == 0 && flows_pump(&d->wire->rx, flow_deliver, d)) drained = true;
         if (drained) {
             *moved = true;
             queues_wake(d);
