@@ -20,6 +20,16 @@
  * SVC_FAIR_DEPTH=N: each sender keeps at most N PUTs outstanding (default
  * and at most DEPTH; 64 PUTs of 64 KiB are past a flow's 2 MiB of credit,
  * 8 are not).
+ *
+ * Over time: SVC_FAIR_SECS=S counts for S seconds instead of a window of
+ * PUTs, and SVC_FAIR_INTERVAL=T (seconds, default 0.5) prints each
+ * interval's shares and Jain's index of the shares over their weights'
+ * (1: exactly by weight). SVC_FAIR_WEIGHTS=1,2,3,4 gives sender i (rank
+ * 2i) the i-th weight (default 1 + i; e.g. 1,1,1,1 for equal shares). Four
+ * senders across two hosts: --ranks 8 (ranks 0, 2, 4, 6 on host 0); the
+ * ranks that are neither sleep in uln_cq_wait until the end. A sender
+ * that can neither post nor complete sleeps in uln_cq_wait (SVC_FAIR_POLL=1:
+ * it polls, and on fewer CPUs than senders its CPU share decides).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -85,6 +95,37 @@ static int is_sender(int r, int size)
     return r % 2 == 0 && r / 2 < MAXS && r < size;
 }
 
+/* Sender rank r's weight: SVC_FAIR_WEIGHTS' (r / 2)-th, else 1 + r / 2. */
+static unsigned weight_of(int r)
+{
+    const char *s = getenv("SVC_FAIR_WEIGHTS");
+    unsigned w = 1u + (unsigned)r / 2;
+    for (int i = 0; s && *s; i++) {
+        char *end;
+        unsigned long v = strtoul(s, &end, 10);
+        if (end == s) break;
+        if (i == r / 2) return v >= 1 && v <= 64 ? (unsigned)v : w;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return w;
+}
+
+/* Jain's index of the shares x over the weights' shares: (sum y)^2 /
+ * (n sum y^2), y = x / the weight's share; 1 when every y is equal. */
+static double jain(const uint64_t *x, const unsigned *w, int n)
+{
+    double sx = 0, sy = 0, syy = 0;
+    unsigned sw = 0;
+    for (int i = 0; i < n; i++)
+        sx += (double)x[i], sw += w[i];
+    if (sx == 0) return 0;
+    for (int i = 0; i < n; i++) {
+        double y = ((double)x[i] / sx) / ((double)w[i] / sw);
+        sy += y, syy += y * y;
+    }
+    return sy * sy / (n * syy);
+}
+
 static void sender(struct uln_ep *ep, struct uln_cq *cq, int rank)
 {
     uint64_t key;
@@ -93,6 +134,10 @@ static void sender(struct uln_ep *ep, struct uln_cq *cq, int rank)
     uint64_t depth =
         getenv("SVC_FAIR_DEPTH") ? strtoull(getenv("SVC_FAIR_DEPTH"), NULL, 10) : DEPTH;
     if (depth == 0 || depth > DEPTH) depth = DEPTH;
+    /* Asleep in uln_cq_wait when it can do nothing, as an application
+     * blocks in its wait; SVC_FAIR_POLL=1: polls, and on a machine with
+     * fewer CPUs than senders the CPU scheduler's shares decide. */
+    bool wait = !getenv("SVC_FAIR_POLL") || !atoi(getenv("SVC_FAIR_POLL"));
     if (!bufs) DIE("malloc\n");
     uint64_t posted = 0, done = 0;
     bool stop = false;
@@ -109,6 +154,12 @@ static void sender(struct uln_ep *ep, struct uln_cq *cq, int rank)
         struct uln_cqe e[64];
         int n = uln_cq_poll(cq, e, 64);
         if (n < 0) DIE("poll: %s\n", uln_strerror(n));
+        if (n == 0 && wait) { /* nothing to post or complete: asleep until a completion */
+            int rc = uln_cq_wait(cq, 10);
+            if (rc && rc != -ETIMEDOUT && rc != -EAGAIN)
+                DIE("rank %d: wait: %s\n", rank, uln_strerror(rc));
+            continue;
+        }
         for (int i = 0; i < n; i++) {
             if (e[i].status) DIE("rank %d: completion: %s\n", rank, uln_strerror(e[i].status));
             if (e[i].op == ULN_OP_NAP_RECV) {
@@ -136,9 +187,15 @@ static void target(struct uln_ep *ep, struct uln_cq *cq, struct uln_ctx *ctx, ui
     uint64_t key = uln_mr_key(mr);
     for (int s = 0; s < ns; s++)
         nap_to(ep, cq, who[s], &key, sizeof key);
-    uint64_t base[MAXS], now[MAXS], sum = 0;
+    unsigned wt[MAXS];
+    for (int s = 0; s < ns; s++)
+        wt[s] = weight_of(who[s]);
+    double secs_want = getenv("SVC_FAIR_SECS") ? atof(getenv("SVC_FAIR_SECS")) : 0;
+    double step = getenv("SVC_FAIR_INTERVAL") ? atof(getenv("SVC_FAIR_INTERVAL")) : 0.5;
+    if (step <= 0) step = 0.5;
+    uint64_t base[MAXS], now[MAXS], prev[MAXS], sum = 0;
     bool counting = false;
-    double t0 = 0, end = now_s() + 300;
+    double t0 = 0, tl = 0, end = now_s() + 300;
     for (;;) {
         usleep(2000);
         bool warm = true;
@@ -149,10 +206,24 @@ static void target(struct uln_ep *ep, struct uln_cq *cq, struct uln_ctx *ctx, ui
             sum += counting ? now[s] - base[s] : 0;
         }
         if (!counting && warm) {
-            counting = true, t0 = now_s();
+            counting = true, t0 = tl = now_s();
             memcpy(base, now, sizeof base);
+            memcpy(prev, now, sizeof prev);
         }
-        if (counting && sum >= window) break;
+        if (counting && now_s() - tl >= step) { /* this interval's shares */
+            uint64_t d[MAXS], dsum = 0;
+            for (int s = 0; s < ns; s++)
+                d[s] = now[s] - prev[s], dsum += d[s];
+            printf("fair: t %5.2f s:", now_s() - t0);
+            for (int s = 0; s < ns; s++)
+                printf(" %5.1f", dsum ? 100.0 * (double)d[s] / (double)dsum : 0.0);
+            printf(" %% (%.2f GB/s) jain %.3f\n", (double)dsum * SLOT / (now_s() - tl) / 1e9,
+                   jain(d, wt, ns));
+            fflush(stdout); /* seen as it goes (bench/svc_fair samples the CPU then) */
+            memcpy(prev, now, sizeof prev);
+            tl = now_s();
+        }
+        if (counting && (secs_want > 0 ? now_s() - t0 >= secs_want : sum >= window)) break;
         if (now_s() > end) DIE("no window within 300 s\n");
     }
     double secs = now_s() - t0;
@@ -160,15 +231,16 @@ static void target(struct uln_ep *ep, struct uln_cq *cq, struct uln_ctx *ctx, ui
     for (int s = 0; s < ns; s++)
         nap_to(ep, cq, who[s], &stop, 1);
     unsigned wsum = 0;
+    uint64_t moved[MAXS] = {0};
     for (int s = 0; s < ns; s++)
-        wsum += 1u + (unsigned)who[s] / 2;
-    printf("fair: %d senders, a window of %llu PUTs of %u KiB in %.2f s (%.2f GB/s)\n", ns,
-           (unsigned long long)sum, SLOT >> 10, secs, (double)sum * SLOT / secs / 1e9);
+        wsum += wt[s], moved[s] = now[s] - base[s];
+    printf("fair: %d senders, a window of %llu PUTs of %u KiB in %.2f s (%.2f GB/s), jain %.3f\n",
+           ns, (unsigned long long)sum, SLOT >> 10, secs, (double)sum * SLOT / secs / 1e9,
+           jain(moved, wt, ns));
     for (int s = 0; s < ns; s++)
         printf("fair: rank %d weight %u: %llu PUTs, share %.1f %% (weight's %.1f %%)\n", who[s],
-               1u + (unsigned)who[s] / 2, (unsigned long long)(now[s] - base[s]),
-               100.0 * (double)(now[s] - base[s]) / (double)sum,
-               100.0 * (1u + (unsigned)who[s] / 2) / wsum);
+               wt[s], (unsigned long long)moved[s], 100.0 * (double)moved[s] / (double)sum,
+               100.0 * wt[s] / wsum);
     fflush(stdout);
     uint8_t *want = malloc(SLOT);
     for (int got = 0; got < ns; got++) {
@@ -183,6 +255,8 @@ static void target(struct uln_ep *ep, struct uln_cq *cq, struct uln_ctx *ctx, ui
             DIE("rank %d's slot does not hold its last PUT\n", p);
     }
     free(want);
+    for (int r = 2; r < size; r++) /* the idle ranks sleep until now */
+        if (!is_sender(r, size)) nap_to(ep, cq, r, &stop, 1);
     uln_mr_dereg(mr);
     free((void *)region);
 }
@@ -193,7 +267,7 @@ int main(int argc, char **argv)
     const char *rs = getenv("ULN_RANK"), *ss = getenv("ULN_SIZE");
     int r = rs ? atoi(rs) : 0, size = ss ? atoi(ss) : 0;
     char w[16];
-    snprintf(w, sizeof w, "%d", is_sender(r, size) ? 1 + r / 2 : 1);
+    snprintf(w, sizeof w, "%u", is_sender(r, size) ? weight_of(r) : 1u);
     setenv("ULN_SERVICE_WEIGHT", w, 1);
     struct uln_ctx *ctx;
     struct uln_cq *cq;
@@ -205,6 +279,10 @@ int main(int argc, char **argv)
         target(ep, cq, ctx, window);
     else if (is_sender(uln_rank(ctx), uln_size(ctx)))
         sender(ep, cq, uln_rank(ctx));
+    else { /* asleep (uln_cq_wait) until the target's word: no CPU of ours */
+        uint8_t stop;
+        nap_from(cq, &stop, 1);
+    }
     uln_barrier(ctx, 300000);
     uln_ep_close(ep);
     uln_cq_close(cq);
