@@ -23,10 +23,24 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define FLOW_CREDIT    (2u << 20)              /* outstanding bytes per flow */
+#define FLOW_CREDIT    (2u << 20)              /* outstanding bytes per flow of weight 1 */
 #define FLOW_COST(len) ((uint64_t)(len) + 16u) /* a message's bytes in credit */
 
+/* Weights above this get no more credit (a flow's receiver holds up to
+ * twice its credit for a stopped target: 32 MiB at most). */
+#define FLOW_CREDIT_WMAX 8u
+
 struct remote;
+
+/* The credit of a flow of weight w: FLOW_CREDIT per unit, so flows that
+ * are credit-bound through one bottleneck (the same round trip) move bytes
+ * by weight, as DRR shares the service's own work; weight 1 keeps what
+ * every flow had before weights. */
+static inline uint64_t flow_credit(unsigned w)
+{
+    w = w < 1 ? 1 : w > FLOW_CREDIT_WMAX ? FLOW_CREDIT_WMAX : w;
+    return (uint64_t)FLOW_CREDIT * w;
+}
 
 struct pending { /* a whole message waiting: struct svc_wire + payload */
     struct pending *next;
@@ -45,7 +59,7 @@ struct flow {
     uint8_t ch;
     bool listed;
     bool stuck;       /* flows_pump: its head was refused in this call */
-    uint8_t weight;   /* receiving side: its sender's weight, as stamped (1..64) */
+    uint8_t weight;   /* its process's weight (receiving side: as stamped), 1..64 */
     struct remote *r; /* the remote service on the other side */
     /* sending side */
     uint64_t sent;   /* bytes sent */

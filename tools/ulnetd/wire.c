@@ -591,7 +591,7 @@ static void flow_release(struct ulnetd *d, struct flow *f)
     while (f->head) {
         struct pending *p = f->head;
         uint64_t cost = FLOW_COST(p->len - sizeof(struct svc_wire));
-        if (f->sent != f->credit && f->sent - f->credit + cost > FLOW_CREDIT) return;
+        if (f->sent != f->credit && f->sent - f->credit + cost > flow_credit(f->weight)) return;
         struct svc_wire m;
         memcpy(&m, p->bytes, sizeof m);
         if (!queue_msg(f->r, &m, p->bytes + sizeof m)) return;
@@ -643,7 +643,8 @@ int wire_forward(struct ulnetd *d, const struct client *c, uint32_t ep, int ch,
         w.src_host = d->host_id;
     }
     f->r = r;
-    if (f->head || (f->sent != f->credit && f->sent - f->credit + cost > FLOW_CREDIT))
+    f->weight = (uint8_t)weight;
+    if (f->head || (f->sent != f->credit && f->sent - f->credit + cost > flow_credit(weight)))
         return flow_keep(d, c, f, &w, payload, cost);
     if (!queue_msg(r, &w, payload)) return -EAGAIN;
     f->sent += cost;
@@ -908,7 +909,7 @@ static bool flow_take(struct ulnetd *d, struct remote *r, const uint8_t *b, uint
         if (!(m.flags & WIRE_F_ANSWER)) flow_taken(f, cost);
         return true;
     }
-    if (f->held + cost > 2 * FLOW_CREDIT) return false;
+    if (f->held + cost > 2 * flow_credit(f->weight)) return false;
     return flow_hold(&d->wire->rx, f, b, len, cost);
 }
 
