@@ -12,8 +12,11 @@
  * debt is paid next round). A process whose queues are empty keeps no
  * credit (DRR's rule: idle time is not saved up), and one held back by a
  * full target ring or wire keeps at most one round's, so it cannot burst
- * past the others later. Every process with work takes at least one
- * message a round: a low weight is slow, never starved.
+ * past the others later, and goes on with its turn when it can (the pass
+ * starts with it), without a fresh quantum: so where the wire between two
+ * hosts is the bottleneck, the processes sending across it still share it
+ * by weight. Every process with work takes at least one message a round: a
+ * low weight is slow, never starved.
  *
  * The weight is the process's own setting (ULN_SERVICE_WEIGHT, asked at
  * attach), capped by the service's rule for it: its uid's (--weight UID:W)
@@ -146,30 +149,50 @@ static uint64_t client_turn(struct ulnetd *d, struct client *c, bool *blocked)
 static uint64_t arbiter_pass(struct ulnetd *d, bool *blocked, bool *owed)
 {
     uint64_t moved = 0;
-    unsigned n = d->n_clients;
+    unsigned n = d->n_clients, resume = n;
     for (unsigned k = 0; k < n; k++) {
         /* Turns accept nobody, but a client may end: each slot read afresh. */
-        struct client *c = d->clients[(d->arb_next + k) % n];
+        unsigned slot = (d->arb_next + k) % n;
+        struct client *c = d->clients[slot];
         if (!c) continue;
         if (!client_has_work(c)) {
             c->deficit = 0;
+            c->in_turn = false;
             continue;
         }
         int64_t quantum = (int64_t)(c->weight ? c->weight : 1) * ARB_QUANTUM;
-        c->deficit += quantum;
-        if (c->deficit <= 0) {
-            *owed = true; /* a large message overdrew it: it pays first */
-            continue;
+        if (!c->in_turn) { /* a turn's quantum once, however many calls it spans */
+            c->deficit += quantum;
+            if (c->deficit <= 0) {
+                *owed = true; /* a large message overdrew it: it pays first */
+                continue;
+            }
+            c->in_turn = true;
         }
-        moved += client_turn(d, c, blocked);
-        if (!client_has_work(c))
+        bool stopped = false;
+        moved += client_turn(d, c, &stopped);
+        *blocked |= stopped;
+        if (!client_has_work(c)) {
             c->deficit = 0;
-        else if (c->deficit > quantum)
-            c->deficit = quantum; /* held back: no more than a round saved up */
+            c->in_turn = false;
+        } else if (c->deficit <= 0 || !stopped) {
+            c->in_turn = false; /* its turn is over */
+        } else {
+            /* Held back (the wire to its peer's host full, a target ring
+             * full) with its quantum not spent: the next pass starts with
+             * it, and it goes on with what is left, no more. Had it a fresh
+             * quantum each call, and the next pass started further on,
+             * then on a wire that takes a message or two between calls
+             * every process would take a message in turn, whatever its
+             * weight. The others still move after it (a full ring holds
+             * back only its process). */
+            if (c->deficit > quantum) c->deficit = quantum;
+            if (resume == n) resume = slot;
+        }
     }
-    /* The next pass starts one further on: no process is always first at
-     * the target rings and the wire. */
-    if (n) d->arb_next = (d->arb_next + 1) % n;
+    /* Next pass: at the first one held back in its turn, else where this
+     * one started, as DRR's rounds go (each turn spends its quantum). */
+    if (resume < n) d->arb_next = resume;
     return moved;
 }
 

@@ -81,6 +81,8 @@ struct client {
     uint32_t weight;
     char cgroup[ULN_SVC_CGROUP_MAX];  /* its cgroup (v2 path) at attach; "" unknown */
     int64_t deficit;                  /* bytes of work it may still take this round */
+    /* Its turn began (the quantum given) and was cut short: it goes on with it. */
+    bool in_turn;
     unsigned next_ep;                 /* the endpoint the round robin among its own looks at next */
     uint64_t moved_msgs, moved_bytes; /* its messages and their work, taken so far */
     uint64_t queue_bytes;             /* its queues' memory mapped here (--queue-mem) */
