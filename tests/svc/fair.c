@@ -18,7 +18,7 @@
  * last PUT intact. Other ranks do nothing. Across hosts the target's
  * service places the PUTs from the other host while the target sleeps.
  * SVC_FAIR_DEPTH=N: each sender keeps at most N PUTs outstanding (default
- * and at most DEPTH; 64 PUTs of 64 KiB are past a flow's 2 MiB of credit,
+ * 64, at most DEPTH; 64 PUTs of 64 KiB are past a flow's 2 MiB of credit,
  * 8 are not).
  *
  * Over time: SVC_FAIR_SECS=S counts for S seconds instead of a window of
@@ -43,7 +43,7 @@
 
 #define SLOT     (64u << 10)
 #define WARM     100u
-#define DEPTH    64u /* PUTs a sender keeps outstanding at most (SVC_FAIR_DEPTH: fewer) */
+#define DEPTH    256u /* PUTs a sender may keep outstanding (SVC_FAIR_DEPTH, default 64) */
 #define MAXS     8
 #define DIE(...) (fprintf(stderr, "fair: " __VA_ARGS__), exit(1))
 
@@ -131,8 +131,7 @@ static void sender(struct uln_ep *ep, struct uln_cq *cq, int rank)
     uint64_t key;
     if (nap_from(cq, &key, sizeof key) != 1) DIE("rank %d: no key\n", rank);
     uint8_t *bufs = malloc((size_t)DEPTH * SLOT);
-    uint64_t depth =
-        getenv("SVC_FAIR_DEPTH") ? strtoull(getenv("SVC_FAIR_DEPTH"), NULL, 10) : DEPTH;
+    uint64_t depth = getenv("SVC_FAIR_DEPTH") ? strtoull(getenv("SVC_FAIR_DEPTH"), NULL, 10) : 64;
     if (depth == 0 || depth > DEPTH) depth = DEPTH;
     /* Asleep in uln_cq_wait when it can do nothing, as an application
      * blocks in its wait; SVC_FAIR_POLL=1: polls, and on a machine with
