@@ -62,7 +62,9 @@ svc_up() { # host: a service on the link (and hook) asked for
 unix_sockets() { on "$1" tail -n +2 /proc/net/unix | wc -l; }
 # A process's memfds: open, or mapped.
 memfds() {
-    { ls -l "/proc/$1/fd" 2>/dev/null | grep -c 'memfd:' || true; } | head -1
+    local f n=0
+    for f in "/proc/$1/fd/"*; do [[ $(readlink "$f" 2>/dev/null) != /memfd:* ]] || n=$((n + 1)); done
+    echo "$n"
     { grep -c 'memfd:' "/proc/$1/maps" 2>/dev/null || true; } | head -1
 }
 xdp_prog() {
@@ -141,6 +143,7 @@ left_alone() {
     # holds them: the ranks are gone, the services are checked above. /dev/shm
     # is the machine's, shared with whatever else runs: not looked at.)
     # Pinned programs or maps: in any bpffs the host's namespace sees.
+    # shellcheck disable=SC2016 # awk's own $3
     for m in $(on "$h" awk '$3 == "bpf" {print $2}' /proc/mounts); do
         [[ -z $(on "$h" find "$m" -iname '*uln*' -o -iname "dispatch-*") ]] || fail "$what: pinned in $m"
     done
