@@ -204,6 +204,11 @@ if [[ -n $svc ]]; then
     svc_report
     for ((h = 0; h < ${#svc_pids[@]}; h++)); do
         kill -TERM "${svc_pids[h]}" 2>/dev/null || true
+        for _ in $(seq 200); do kill -0 "${svc_pids[h]}" 2>/dev/null || break; sleep 0.05; done
+        if kill -0 "${svc_pids[h]}" 2>/dev/null; then
+            echo "run_job.sh: the service of host $h did not stop within 10 s of SIGTERM" >&2
+            kill -KILL "${svc_pids[h]}" 2>/dev/null || true
+        fi
         st=0
         wait "${svc_pids[h]}" || st=$?
         if ((st != 0)); then
