@@ -12,7 +12,8 @@
  * of (me, sequence), which the peer checks in order, exactly once.
  *
  *   svc_kill_stream rounds N
- *       N rounds, then a barrier: a clean job.
+ *       N rounds, then "done" each way, every peer's N NAPs counted, and a
+ *       barrier: a clean job.
  *   svc_kill_stream until HOSTS DEAD_HOST [KILLED_RANK]
  *       Rounds until every peer that must die has: each peer behind the
  *       service of DEAD_HOST (all of them when that is this rank's own host;
@@ -219,34 +220,35 @@ int main(int argc, char **argv)
         if (until && now_s() - t_start > STREAM_S)
             DIE("still streaming after %.0f s: no reset came\n", STREAM_S);
     }
-    if (!until) {
-        if ((rc = uln_barrier(ctx, 60000))) DIE("barrier: %s\n", uln_strerror(rc));
-    } else {
-        /* Every operation of mine completed: tell each survivor, then serve
-         * (poll) until each has told me, so nobody's last round finds a
-         * survivor gone. The NAPs in order: "done" comes after its data. */
-        uint64_t done = DONE;
-        for (int p = 0; p < n; p++)
-            if (p != me && state[p] == ALIVE) {
-                if (!op_done(p, uln_nap(ep, p, &done, sizeof done, 5, 0), 5))
-                    DIE("done to %d\n", p);
-                state[p] = FINISHED;
-            }
-        for (int p = 0; p < n; p++) {
-            double end = now_s() + BOUND_S;
-            while (state[p] == FINISHED && !done_from[p]) {
-                struct uln_cqe e;
-                if (uln_cq_poll(cq, &e, 1) == 1) {
-                    if (e.op != ULN_OP_NAP_RECV) DIE("a completion (op %u) after the end\n", e.op);
-                    nap_in(&e);
-                    uln_cqe_release(cq, &e);
-                } else if (now_s() > end)
-                    DIE("no \"done\" from rank %d within %.0f s\n", p, BOUND_S);
-                else
-                    uln_cq_wait(cq, 50);
-            }
+    /* Every operation of mine completed: tell each survivor, then serve
+     * (poll) until each has told me, so nobody's last round finds a survivor
+     * gone. NAPs arrive in order: a peer's "done" comes after all its data. */
+    uint64_t done = DONE;
+    for (int p = 0; p < n; p++)
+        if (p != me && state[p] == ALIVE) {
+            if (!op_done(p, uln_nap(ep, p, &done, sizeof done, 5, 0), 5)) DIE("done to %d\n", p);
+            state[p] = FINISHED;
+        }
+    for (int p = 0; p < n; p++) {
+        double end = now_s() + BOUND_S;
+        while (state[p] == FINISHED && !done_from[p]) {
+            struct uln_cqe e;
+            if (uln_cq_poll(cq, &e, 1) == 1) {
+                if (e.op != ULN_OP_NAP_RECV) DIE("a completion (op %u) after the end\n", e.op);
+                nap_in(&e);
+                uln_cqe_release(cq, &e);
+            } else if (now_s() > end)
+                DIE("no \"done\" from rank %d within %.0f s\n", p, BOUND_S);
+            else
+                uln_cq_wait(cq, 50);
         }
     }
+    /* A clean job: each peer's NAPs all here, once each (nap_in checked the
+     * order); and nobody leaves before every "done" arrived. */
+    for (int p = 0; p < n && !until; p++)
+        if (p != me && nap_seq_in[p] != (uint64_t)rounds)
+            DIE("%llu NAPs from rank %d, not %ld\n", (unsigned long long)nap_seq_in[p], p, rounds);
+    if (!until && (rc = uln_barrier(ctx, 60000))) DIE("barrier: %s\n", uln_strerror(rc));
     for (int p = 0; p < n; p++)
         if (p != me && state[p] != RESET && nap_seq_in[p] == 0) DIE("no NAP from rank %d\n", p);
     printf("rank %d: ok\n", me);
