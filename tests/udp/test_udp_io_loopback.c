@@ -979,10 +979,16 @@ static void test_fault_hold(void)
 /* Receiving with GRO                                                         */
 /* ------------------------------------------------------------------------- */
 
+/* Would a sleeper on the link's descriptors (all of them, as uln_cq_wait
+ * polls them) wake now? */
 static bool readable(struct uln_link *io)
 {
-    struct pollfd p = {.fd = uln_link_fd(io), .events = POLLIN};
-    return poll(&p, 1, 0) == 1;
+    int fds[ULN_LINK_FDS_MAX];
+    struct pollfd p[ULN_LINK_FDS_MAX];
+    int n = uln_link_fds(io, fds, ULN_LINK_FDS_MAX);
+    for (int i = 0; i < n; i++)
+        p[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    return n > 0 && poll(p, (nfds_t)n, 0) >= 1;
 }
 
 /* Receive n datagrams asking for at most m per call; false if they did not
@@ -1005,11 +1011,15 @@ static bool recv_by(struct uln_link *io, struct uln_link_rx *rx, unsigned n, uns
 /* GSO runs of every size, read with every max per call: each run is one
  * read, its datagrams lent where they lie (back to back in one buffer), in
  * order, intact, each once; what does not fit max waits for the next call,
- * and the fd stays readable meanwhile. */
-static void test_gro_runs(void)
+ * and the fd stays readable meanwhile. one_peer: the same with b's socket
+ * connected to a (cfg one_peer), whose wake-up is then an eventfd among its
+ * fds - and a stranger's datagram never reaches it. */
+static void test_gro_runs(bool one_peer)
 {
     struct uln_link *a = open_io("127.0.0.1", 0, 0, false, NULL);
-    struct uln_link *b = open_io("127.0.0.1", 0, 0, false, NULL);
+    struct uln_link_udp_cfg cb = {.addr = "127.0.0.1", .one_peer = one_peer};
+    struct uln_link *b = NULL;
+    CHECK_EQ(uln_link_udp_open(&cb, &b), 0);
     if (!a || !b) return;
     struct uln_link_info info;
     uln_link_info(b, &info);
@@ -1017,6 +1027,8 @@ static void test_gro_runs(void)
     CHECK(info.gro_bufs >= ULN_LINK_UDP_GRO_BUFS_MIN);
     int peer = link_to(a, b);
     CHECK_EQ(link_to(b, a), 0);
+    int bfds[ULN_LINK_FDS_MAX];
+    CHECK_EQ(uln_link_fds(b, bfds, ULN_LINK_FDS_MAX), one_peer ? 2 : 1);
     unsigned pmax = uln_link_payload_max(b);
     const uint32_t sizes[] = {16, 17, 100, 999, 1472, 4000, 8000, pmax};
     const unsigned maxes[] = {64, 1, 3, 7, 2, 33, 64, 5};
@@ -1087,9 +1099,20 @@ static void test_gro_runs(void)
     CHECK_EQ(st.rx_copied, 0);
     CHECK(st.rx_wakes >= 1);
     CHECK_EQ(st.rx_trunc + st.rx_bad_release + st.rx_unknown + st.rx_kernel_drops, 0);
-    printf("gro runs: %u datagrams in %llu reads (%llu recvmmsg calls), %llu wake-ups\n", segs,
-           (unsigned long long)st.rx_gro_msgs, (unsigned long long)st.rx_calls,
-           (unsigned long long)st.rx_wakes);
+    if (one_peer) {
+        /* From a socket b is not connected to: the kernel drops it. */
+        struct sockaddr_storage ss;
+        socklen_t l;
+        CHECK_EQ(uln_link_local(b, &ss, &l), 0);
+        int s = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        CHECK(s >= 0 && sendto(s, "stranger", 8, 0, (struct sockaddr *)&ss, l) == 8);
+        close(s);
+        CHECK_EQ(recv_n(b, rx, 1, 50), 0);
+        CHECK(!readable(b));
+    }
+    printf("gro runs%s: %u datagrams in %llu reads (%llu recvmmsg calls), %llu wake-ups\n",
+           one_peer ? " (connected)" : "", segs, (unsigned long long)st.rx_gro_msgs,
+           (unsigned long long)st.rx_calls, (unsigned long long)st.rx_wakes);
     uln_link_close(a);
     uln_link_close(b);
 }
@@ -1768,7 +1791,8 @@ int main(int argc, char **argv)
     RUN("specs", test_fault_specs());
     RUN("hold", test_fault_hold());
     RUN("rates", test_fault_rates());
-    RUN("gro_runs", test_gro_runs());
+    RUN("gro_runs", test_gro_runs(false));
+    RUN("gro_runs_connected", test_gro_runs(true));
     RUN("gro_pool", test_gro_pool());
     RUN("gro_mixed", test_gro_mixed());
     RUN("gro_edges", test_gro_edges());

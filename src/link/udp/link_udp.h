@@ -50,9 +50,16 @@ struct uln_link_udp_cfg {
     unsigned busy_poll_us; /* with busy_poll; 0: 50 */
     bool no_gso;           /* never use UDP_SEGMENT */
     bool no_gro;           /* never use UDP_GRO (ULN_UDP_GRO=0) */
-    bool adopt;            /* use `fd`, a UDP socket already bound by the caller (who
-                              reserved its port); addr and port are then ignored */
-    int fd;                /* with adopt: the link owns it from then on, and closes it */
+    /* The caller exchanges datagrams with one peer only, ever (a job's
+     * endpoint whose job has one rank on another host): while the table
+     * holds that one peer, the socket is connected to it (peers.c), so a
+     * send to it takes the kernel's connected path, with no route lookup
+     * per datagram; datagrams from any other source are then dropped by
+     * the kernel, unseen and uncounted here. A second peer undoes it. */
+    bool one_peer;
+    bool adopt; /* use `fd`, a UDP socket already bound by the caller (who
+                   reserved its port); addr and port are then ignored */
+    int fd;     /* with adopt: the link owns it from then on, and closes it */
     /* Where the datagram at buf ends, as the protocol's headers say (0: they
      * do not say it within avail). With it, a GRO socket that the last read
      * found empty is read next by recvfrom, the cheapest call (recv.c,

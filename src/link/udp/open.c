@@ -171,7 +171,11 @@ static void udp_close(struct uln_link *l)
 {
     struct link_udp *io = (struct link_udp *)l;
     if (!io) return;
-    if (io->fd >= 0) close(io->fd);
+    if (io->fd >= 0) {
+        uln_link_udp_disconnect(io); /* an adopted socket lives on with its owner */
+        close(io->fd);
+    }
+    if (io->wake_efd >= 0) close(io->wake_efd);
     free(io->peers);
     free(io->htab);
     free(io->pool);
@@ -341,7 +345,9 @@ static int udp_fds(const struct uln_link *l, int *fds, int max)
     const struct link_udp *io = (const struct link_udp *)l;
     if (max < 1) return 0;
     fds[0] = io->fd;
-    return 1;
+    if (io->wake_efd < 0 || max < 2) return 1;
+    fds[1] = io->wake_efd;
+    return 2;
 }
 
 static int udp_local(const struct uln_link *l, struct sockaddr_storage *ss, socklen_t *len)
@@ -377,7 +383,7 @@ static int udp_wait(struct uln_link *l, int timeout_ms)
     struct link_udp *io = (struct link_udp *)l;
     if (io->gq_n) return 1; /* datagrams wait in the io */
     struct pollfd p = {.fd = io->fd, .events = POLLIN};
-    int r = poll(&p, 1, timeout_ms);
+    int r = poll(&p, 1, timeout_ms); /* (the eventfd wakes only for gq_n, seen above) */
     if (r < 0) return errno == EINTR ? 0 : -errno;
     return r > 0;
 }
@@ -424,6 +430,8 @@ static int open_plain(const struct uln_link_udp_cfg *cfg, struct uln_link **out)
     if (!io) return -ENOMEM;
     io->base.ops = &udp_ops;
     io->last_peer = -1;
+    io->wake_efd = io->conn_peer = -1;
+    io->one_peer = cfg->one_peer;
     union sa_any bound;
     bool wildcard = false;
     io->fd = take_socket(cfg, &bound, &wildcard);

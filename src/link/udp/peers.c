@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,6 +122,36 @@ static int peer_fill(const struct link_udp *io, struct peer *p, const struct soc
     return 0;
 }
 
+/* cfg's one_peer: the socket connected to the table's only peer, so that a
+ * send to it takes the kernel's connected path. An unconnected sendto looks
+ * the route up for every datagram: between two namespace hosts, CPU time
+ * per 56-byte sendto 5.04-5.95 us against 4.63-5.61 us connected (six
+ * interleaved pairs of 200000). A second peer undoes it (connect AF_UNSPEC).
+ * With GRO, the wake-up cannot be a datagram to ourselves any more (the
+ * connected socket refuses it): an eventfd first, or no connect. */
+static void conn_update(struct link_udp *io)
+{
+    if (!io->one_peer) return;
+    if (io->npeers == 1) {
+        if (io->gro_cap && io->wake_efd < 0 &&
+            (io->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+            return;
+        const struct peer *p = &io->peers[0];
+        io->conn_peer = connect(io->fd, &p->sa.sa, p->salen) == 0 ? 0 : -1;
+    } else if (io->conn_peer >= 0) {
+        struct sockaddr un = {.sa_family = AF_UNSPEC};
+        if (connect(io->fd, &un, sizeof(un)) == 0) io->conn_peer = -1;
+    }
+}
+
+/* Undo conn_update (the link closes; its socket may live on elsewhere). */
+void uln_link_udp_disconnect(struct link_udp *io)
+{
+    if (io->conn_peer < 0) return;
+    struct sockaddr un = {.sa_family = AF_UNSPEC};
+    if (connect(io->fd, &un, sizeof(un)) == 0) io->conn_peer = -1;
+}
+
 int uln_link_udp_add_peer(struct uln_link *l, const void *addr, socklen_t len)
 {
     struct link_udp *io = (struct link_udp *)l;
@@ -131,7 +162,9 @@ int uln_link_udp_add_peer(struct uln_link *l, const void *addr, socklen_t len)
     if (rc) return rc;
     if (uln_link_udp_find_key(io, &p->key) >= 0) return -EEXIST;
     hash_insert(io, (int32_t)io->npeers);
-    return (int)io->npeers++;
+    int id = (int)io->npeers++;
+    conn_update(io);
+    return id;
 }
 
 int uln_link_udp_set_peer(struct uln_link *l, int peer, const void *addr, socklen_t len)
@@ -148,6 +181,7 @@ int uln_link_udp_set_peer(struct uln_link *l, int peer, const void *addr, sockle
     hash_remove(io, peer);
     io->peers[peer] = np;
     hash_insert(io, peer);
+    conn_update(io); /* connected: to the peer's new address */
     return 0;
 }
 

@@ -185,7 +185,15 @@ struct link_udp {
     union sa_any wake_sa; /* its own address (loopback when bound to any) */
     socklen_t wake_salen;
     struct peer_key wake_key;
-    bool wake_out; /* an empty datagram to itself is on its way */
+    bool wake_out; /* an empty datagram to itself is on its way (with wake_efd: the
+                      eventfd is readable) */
+    /* A connected socket takes no datagram from itself: its wake-up is an
+     * eventfd instead, beside the socket in the fds to poll; -1: none. */
+    int wake_efd;
+
+    /* cfg's one_peer: the socket is connected to peer conn_peer (-1: not) */
+    bool one_peer;
+    int32_t conn_peer;
 
     /* send scratch, reused by every call */
     uint8_t lone[LONE_COPY_MAX];
@@ -204,6 +212,7 @@ int uln_link_udp_find_key(const struct link_udp *io, const struct peer_key *k);
 int uln_link_udp_add_peer(struct uln_link *l, const void *addr, socklen_t len);
 int uln_link_udp_set_peer(struct uln_link *l, int peer, const void *addr, socklen_t len);
 int uln_link_udp_find_peer(const struct uln_link *l, const void *addr, socklen_t len);
+void uln_link_udp_disconnect(struct link_udp *io);
 
 /* send.c: the send half */
 int uln_link_udp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigned n);

@@ -58,7 +58,10 @@ static void rx_entry(struct link_udp *io, unsigned j, void *buf, size_t len, uni
  * counted as empty, when the socket was empty or a signal came; else -e. */
 static int rx_none(struct link_udp *io, int e)
 {
-    if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) {
+    /* ECONNREFUSED: a connected socket's report of an ICMP "port
+     * unreachable" for something it sent (the peer not up yet, or gone):
+     * the datagram is lost, as any, and rel deals with that. */
+    if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR || (e == ECONNREFUSED && io->one_peer)) {
         io->st.rx_empty++;
         return 0;
     }
@@ -197,6 +200,14 @@ static void gbuf_free(struct link_udp *io, uint32_t b)
 static void gro_wake(struct link_udp *io)
 {
     if (io->wake_out) return;
+    if (io->wake_efd >= 0) {
+        uint64_t one = 1;
+        if (write(io->wake_efd, &one, sizeof(one)) == (ssize_t)sizeof(one)) {
+            io->wake_out = true;
+            io->st.rx_wakes++;
+        }
+        return;
+    }
     for (int tries = 0; tries < 2; tries++) {
         if (sendto(io->fd, "", 0, MSG_DONTWAIT, &io->wake_sa.sa, io->wake_salen) == 0) {
             io->wake_out = true;
@@ -379,7 +390,7 @@ static int gro_read(struct link_udp *io, unsigned k)
     io->cold = r == 0 && drained;
     /* Drained: our wake-up is not in there: read, or dropped by a full socket
      * (which was readable then). Either way the next one may go. */
-    if (drained) io->wake_out = false;
+    if (drained && io->wake_efd < 0) io->wake_out = false;
     if (r <= 0) return r;
     io->ngfree -= (unsigned)r;
     unsigned most = 1;
@@ -450,7 +461,15 @@ static int recv_gro(struct link_udp *io, struct uln_link_rx *out, unsigned max)
         if (r < 0) return r;
         got = (unsigned)r;
     }
-    if (io->gq_n) gro_wake(io);
+    if (io->gq_n) {
+        gro_wake(io);
+    } else if (io->wake_out && io->wake_efd >= 0) {
+        /* Nothing waits here any more: the eventfd unreadable again. */
+        uint64_t v;
+        if (read(io->wake_efd, &v, sizeof(v)) < 0) { /* EAGAIN: already read */
+        }
+        io->wake_out = false;
+    }
     return (int)got;
 }
 

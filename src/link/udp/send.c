@@ -40,15 +40,20 @@ void uln_link_udp_test_hook_sendmmsg(int (*fn)(int, struct mmsghdr *, unsigned i
 
 static bool transient(int e)
 {
-    return e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS || e == EINTR;
+    /* ECONNREFUSED (a connected socket, one_peer): an earlier datagram's
+     * ICMP error, reported instead of sending this one; the next try sends. */
+    return e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS || e == EINTR || e == ECONNREFUSED;
 }
 
 static void set_msg(struct link_udp *io, struct mmsghdr *m, int32_t peer, struct iovec *iov,
                     size_t niov)
 {
     const struct peer *p = &io->peers[peer];
-    m->msg_hdr.msg_name = (void *)&p->sa;
-    m->msg_hdr.msg_namelen = p->salen;
+    /* No address to the peer the socket is connected to: the kernel's
+     * connected path (peers.c, conn_update). */
+    bool conn = peer == io->conn_peer;
+    m->msg_hdr.msg_name = conn ? NULL : (void *)&p->sa;
+    m->msg_hdr.msg_namelen = conn ? 0 : p->salen;
     m->msg_hdr.msg_iov = iov;
     m->msg_hdr.msg_iovlen = niov;
     m->msg_hdr.msg_control = NULL;
@@ -120,7 +125,9 @@ static int send_lone(struct link_udp *io, const struct uln_link_pkt *p)
     }
     const struct peer *pe = &io->peers[p->peer];
     ULN_PROBE(ULN_P_SEND_IN);
-    ssize_t r = sendto(io->fd, buf, len, MSG_DONTWAIT, &pe->sa.sa, pe->salen);
+    ssize_t r = p->peer == io->conn_peer
+                    ? send(io->fd, buf, len, MSG_DONTWAIT)
+                    : sendto(io->fd, buf, len, MSG_DONTWAIT, &pe->sa.sa, pe->salen);
     ULN_PROBE(ULN_P_SEND_OUT);
     io->st.tx_calls++;
     io->st.tx_lone++;

@@ -63,6 +63,7 @@ struct uln_udp_params {
     uint32_t port;      /* first port, 0: random (ULN_UDP_PORT) */
     int local_rank;     /* place among this host's ranks, -1: unknown (ULN_LOCAL_RANK) */
     int gro;            /* 0: no UDP_GRO (ULN_UDP_GRO) */
+    int connect;        /* 0: never connect the socket to a lone peer (ULN_UDP_CONNECT) */
     const char *addr;   /* NULL or the address to publish and bind (ULN_UDP_ADDR) */
     const char *ifname; /* NULL or the interface to take it from (ULN_UDP_IF) */
 };

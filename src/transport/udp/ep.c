@@ -188,6 +188,13 @@ int uln_udp_ep_open(struct uln_ep *ep)
      * one peers know) and a closed life's packets stay refusable there. */
     int fd = fcntl(u->fds[ep->index], F_DUPFD_CLOEXEC, 0);
     if (fd < 0) return -errno;
+    /* A job whose other ranks are all on this host but one: that one is the
+     * only source this socket ever hears (a job's endpoint talks to the
+     * same index only; no hellos from strangers), so it may be connected
+     * (link_udp.h, one_peer). Not with no job, where peers come and go. */
+    int remote = 0;
+    for (int p = 0; p < n && !ctx->no_job; p++)
+        remote += udp_remote(ctx, p);
     struct uln_link_udp_cfg cfg = {
         .adopt = true,
         .fd = fd,
@@ -195,6 +202,7 @@ int uln_udp_ep_open(struct uln_ep *ep)
         .rx_bufs = 2 * udp_params(ctx)->window < 512 ? 512 : 2 * udp_params(ctx)->window,
         .max_peers = (unsigned)n,
         .no_gro = !udp_params(ctx)->gro,
+        .one_peer = remote == 1 && udp_params(ctx)->connect,
         .dgram_len = dgram_len_of(uln_seal_params(&ctx->p)->mode)};
     int rc = uln_link_select_open(ctx, &cfg, &ue->io); /* AF_XDP or the socket */
     if (rc || (rc = uln_udp_seal_wrap(ctx, (unsigned)ep->index, &ep->stats.refused_auth, &ue->io)))

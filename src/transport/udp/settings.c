@@ -43,6 +43,11 @@ static const struct uln_setting udp_table[] = {
      "0: no UDP_GRO on receive (one datagram per buffer); 1: on while runs come, off for lone "
      "traffic",
      ULN_SEC_NETWORK},
+    {"ULN_UDP_CONNECT", "1", 0, 0,
+     "1: an endpoint whose job has one rank on another host connects its socket to that rank "
+     "(sends skip the kernel's route lookup; datagrams from elsewhere are dropped by the "
+     "kernel, uncounted); 0: never",
+     ULN_SEC_NETWORK},
 };
 
 /* The rank's place among its host's ranks, as ULN_LOCAL_RANK or else its
@@ -97,6 +102,7 @@ static int udp_resolve(const struct uln_config *cfg, void *block)
     rc |= uln_setting_u32("ULN_UDP_DEAD_MS", cfg->udp_dead_ms, &up->dead_ms);
     rc |= uln_setting_u32("ULN_UDP_PORT", 0, &up->port);
     rc |= uln_setting_switch("ULN_UDP_GRO", -1, &up->gro);
+    rc |= uln_setting_switch("ULN_UDP_CONNECT", -1, &up->connect);
     rc |= local_rank_setting(&up->local_rank);
     return rc;
 }
