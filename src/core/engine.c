@@ -410,13 +410,22 @@ static bool issue_get(struct uln_ep *ep, struct uln_sqe *s, uint32_t *budget)
         ep->blocked = true; /* a GET's answer gives the credit back */
         return false;
     }
-    struct uln_get_req *r = out_reserve(ep, s->peer, 1, sizeof *r);
+    /* Where the data goes, for a transport whose service places it (one
+     * buffer only: a gathered GET's segments come back through the ring). */
+    bool place = pp->tp->get_placed && !s->gather;
+    uint32_t len =
+        (uint32_t)(sizeof(struct uln_get_req) + (place ? sizeof(struct uln_get_dst) : 0));
+    struct uln_get_req *r = out_reserve(ep, s->peer, 1, len);
     if (!r) return false;
     *r = (struct uln_get_req){.key = s->rkey,
                               .offset = s->roff + s->issued,
                               .len = s->len - s->issued,
                               .op_id = s->op_id};
-    out_commit(ep, s->peer, 1, ULN_MSG_GET_REQ, 0, sizeof *r);
+    if (place) {
+        struct uln_get_dst d = {.addr = (uint64_t)(uintptr_t)s->dst + s->issued, .len = r->len};
+        memcpy(r + 1, &d, sizeof d);
+    }
+    out_commit(ep, s->peer, 1, ULN_MSG_GET_REQ, 0, len);
     pp->gets_out++;
     s->holds_credit = 1;
     peer_wake(ep, s->peer);
@@ -732,10 +741,32 @@ void uln_engine_get_data(struct uln_ep *ep, int src, uint64_t op_id, uint64_t op
     }
 }
 
+/* GET op_id's data is all in its buffer: src's service placed n bytes
+ * there (ULN_RESP_PLACED), or refused it (status). */
+static void get_placed(struct uln_ep *ep, int src, uint64_t op_id, int32_t status, uint64_t n)
+{
+    struct uln_sqe *s = waiting_op(ep, src, op_id, ULN_OP_GET);
+    if (!s) return; /* it failed already (the peer was given up) */
+    if (status) return sqe_finish(ep, s, peer_status(ep, status));
+    if (s->gather || s->received || n != s->len - s->issued) {
+        malformed(ep);
+        return sqe_finish(ep, s, -EPROTO);
+    }
+    s->received = n;
+    uln_count_rdma(&ep->stats, false, s->len);
+    sqe_finish(ep, s, 0);
+}
+
 static void take_get_resp(struct uln_ep *ep, int src, struct uln_msg *m)
 {
     const struct uln_get_resp *r = (const void *)(m + 1);
     if (m->len < sizeof *r) return malformed(ep);
+    if (m->flags & ULN_RESP_PLACED) {
+        /* Only our own service may say so: a peer's transport that places. */
+        if (!ep->peers[src].tp || !ep->peers[src].tp->get_placed || m->len != sizeof *r)
+            return malformed(ep);
+        return get_placed(ep, src, r->op_id, r->status, r->op_offset);
+    }
     uln_engine_get_data(ep, src, r->op_id, r->op_offset, r->status, r + 1, m->len - sizeof *r);
 }
 

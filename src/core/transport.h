@@ -70,7 +70,12 @@ struct uln_transport_ops {
      * "xdp", which is udp with ULN_LINK=xdp). */
     const char *const *aliases;
     unsigned caps; /* ULN_TP_CAP_* */
-    unsigned id;   /* its place in uln_transports: ctx->tp_ctx[id], ep->tp_ep[id] */
+    /* Its service writes GET data straight into the initiator's buffer:
+     * GET requests carry a struct uln_get_dst (wire.h), and a GET_RESP with
+     * ULN_RESP_PLACED completes one whose bytes are all there. Not a cap:
+     * nothing a user asks about (uln_info's caps are those bits). */
+    bool get_placed;
+    unsigned id; /* its place in uln_transports: ctx->tp_ctx[id], ep->tp_ep[id] */
     /* Its part of a rank's board slot: what open publishes there, what
      * addr_unpack fills, what it reads of a peer's slot (uln_tp_part). The
      * registry places the parts (uln_tp_slot_off): no transport knows

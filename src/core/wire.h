@@ -112,10 +112,26 @@ struct uln_get_req {
 
 struct uln_get_resp {
     uint64_t op_id;
-    uint64_t op_offset; /* where this piece goes in the initiator's buffer */
+    uint64_t op_offset; /* where this piece goes in the initiator's buffer;
+                           ULN_RESP_PLACED: the bytes placed, all of them */
     int32_t status;     /* nonzero: the GET is refused, no data follows */
     uint32_t pad_;
 };
+
+/* A GET request to a transport whose host service places the answer
+ * (uln_transport_ops.get_placed: svc) carries where it goes after its
+ * struct uln_get_req: the initiator's own buffer, as the initiator posted
+ * it. The service records it from the process's own queue and strips it;
+ * the request never travels with it, and no answer from the wire can move
+ * those bounds (docs/service.md, "GET data placed"). */
+struct uln_get_dst {
+    uint64_t addr; /* the first byte of what is asked, in the initiator's space */
+    uint64_t len;  /* = the request's len */
+};
+/* flags of GET_RESP: the data is in the initiator's buffer already (its
+ * host service wrote it there); no data follows, op_offset is the count.
+ * Taken only from a peer whose transport is get_placed. */
+#define ULN_RESP_PLACED 0x1u
 
 struct uln_put_done {
     uint64_t op_id;

@@ -97,3 +97,13 @@ uint8_t *mem_at(const struct client *t, uint64_t key, uint64_t addr, uint64_t n)
         return NULL;
     return m->base + (addr - m->addr);
 }
+
+uint8_t *mem_find(const struct client *t, uint64_t addr, uint64_t n)
+{
+    for (uint32_t i = 0; t->maps && i < t->hdr.max_regions; i++) {
+        const struct mapped *m = &t->maps[i];
+        if (m->key && addr >= m->addr && addr - m->addr <= m->len && n <= m->len - (addr - m->addr))
+            return m->base + (addr - m->addr);
+    }
+    return NULL;
+}

@@ -170,10 +170,27 @@ uint64_t queue_step(struct ulnetd *d, struct client *c, struct queue *q, bool *b
         uint32_t dst = m.aux & ~ULN_SVC_AUX_CH;
         int ch = (m.aux & ULN_SVC_AUX_CH) != 0;
         struct client *t = dst < c->size ? find_target(d, c->job_key, dst) : NULL;
+        /* A GET request with its destination (place.c): the destination is
+         * ours to keep, never passed on. */
+        struct uln_get_dst gd;
+        bool with_dst =
+            m.type == ULN_MSG_GET_REQ && ch && m.len == sizeof(struct uln_get_req) + sizeof gd;
+        if (with_dst) {
+            memcpy(&gd, payload + sizeof(struct uln_get_req), sizeof gd);
+            m.len = sizeof(struct uln_get_req);
+        }
+        /* Only a service says a GET's data is placed (its engine believes
+         * it from us alone): never a process of another's answer. */
+        if (m.type == ULN_MSG_GET_RESP) m.flags &= (uint8_t)~ULN_RESP_PLACED;
         if (!t && dst < c->size && dst != c->rank && uln_msg_desc(m.type) &&
             wire_routes(d, c->job_key, dst)) {
-            /* On another host: its service places it (wire.c). */
-            int r = wire_forward(d, c, q->ep, ch, &m, dst, payload);
+            /* On another host: its service places it (wire.c), and ours
+             * places the GET data that comes back, if it may. */
+            struct uln_get_req gr;
+            if (with_dst) memcpy(&gr, payload, sizeof gr);
+            int r = with_dst && place_record(d, c, q, dst, &gr, &gd)
+                        ? wire_forward_get(d, c, q->ep, &m, dst, payload)
+                        : wire_forward(d, c, q->ep, ch, &m, dst, payload);
             if (r == -EAGAIN) {
                 *blocked = true;
                 break;
@@ -300,6 +317,9 @@ void queues_rank_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank)
             atomic_fetch_or(&q->qhdr->gone[rank / 64], 1ull << (rank % 64));
             atomic_fetch_add(&q->qhdr->gone_gen, 1);
         }
+        /* Its GETs end at c (-ECONNRESET) and their buffers are c's again:
+         * nothing is placed there any more. */
+        place_forget_rank(c, rank);
         c->wrote = true; /* its doorbell, if it sleeps: its operations end now */
     }
     queues_wake(d);
@@ -317,6 +337,7 @@ void queues_peer_gone(struct ulnetd *d, const struct client *gone)
 
 void queue_free(struct ulnetd *d, struct queue *q)
 {
+    place_free(q);
     epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, q->bell, NULL);
     close(q->bell);
     munmap(q->map, q->bytes);

@@ -67,6 +67,7 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         "by a queue %llu\n"
         "served here: %llu PUT fragments and GETs, %llu refused; %llu atomics, %llu copies "
         "through a mapping%s\n"
+        "GET data placed in the initiator's buffer: %llu GETs, %llu bytes; writes failed %llu\n"
         "wire: datagrams sent %llu, received %llu, resent %llu; services dead %llu\n"
         "processes: %u attached\n",
         (unsigned long long)d->c.attached, (unsigned long long)d->c.detached,
@@ -76,8 +77,10 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         (unsigned long long)d->c.wakeups, (unsigned long long)d->c.served,
         (unsigned long long)d->c.refused_ops, (unsigned long long)d->c.atomics,
         (unsigned long long)d->c.mapped_ops, d->no_map ? " (--no-map)" : "",
-        (unsigned long long)d->c.wire_tx, (unsigned long long)d->c.wire_rx,
-        (unsigned long long)d->c.wire_resent, (unsigned long long)d->c.remotes_dead, n);
+        (unsigned long long)d->c.placed_gets, (unsigned long long)d->c.placed_bytes,
+        (unsigned long long)d->c.place_failed, (unsigned long long)d->c.wire_tx,
+        (unsigned long long)d->c.wire_rx, (unsigned long long)d->c.wire_resent,
+        (unsigned long long)d->c.remotes_dead, n);
     put(&t, "scheduling: %s%s, runs past the budget %llu, windows past the share %llu\n",
         d->rt_prio ? "SCHED_FIFO while woken" : "SCHED_OTHER",
         d->rt_prio && !d->rt_on ? " (now SCHED_OTHER)" : "", (unsigned long long)d->c.rt_drops,

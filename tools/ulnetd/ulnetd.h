@@ -52,8 +52,10 @@ struct queue {
     size_t bytes;
     struct uln_svc_queue_hdr *qhdr;
     struct uln_ring_cons cons;
-    bool bad, bad_said;         /* its producer broke the ring's rules: not read any more */
-    uint64_t get_sent;          /* of the GET request at its head: bytes answered (serve.c) */
+    bool bad, bad_said;      /* its producer broke the ring's rules: not read any more */
+    uint64_t get_sent;       /* of the GET request at its head: bytes answered (serve.c) */
+    struct placing *placing; /* its GETs whose data we place (place.c) */
+    uint32_t n_placing, cap_placing;
     struct queue *next_retired; /* replaced by a later life's: freed after the event batch */
 };
 
@@ -74,6 +76,7 @@ struct client {
     struct feed *feeds;       /* the rings of its inbox we write (queues.c), lazily */
     bool wrote;               /* since its doorbell was last considered */
     bool no_vm; /* process_vm_* refused on it: its engine places and serves what is not mapped */
+    bool vm_probed;      /* place.c asked whether process_vm_* may reach it */
     struct mapped *maps; /* its uln_mem_alloc regions mapped here, by key index (mem.c) */
     uint64_t attached_srcs[ULN_SVC_GONE_WORDS]; /* ranks we marked in its attached bitmap */
     struct queue *queues[ULN_SVC_MAX_EPS];
@@ -82,8 +85,8 @@ struct client {
     bool draining;    /* it ended; its queues still hold what it sent before */
     /* Its share (arbiter.c): weight asked at attach, capped for its uid. */
     uint32_t weight;
-    char cgroup[ULN_SVC_CGROUP_MAX];  /* its cgroup (v2 path) at attach; "" unknown */
-    int64_t deficit;                  /* bytes of work it may still take this round */
+    char cgroup[ULN_SVC_CGROUP_MAX]; /* its cgroup (v2 path) at attach; "" unknown */
+    int64_t deficit;                 /* bytes of work it may still take this round */
     /* Its turn began (the quantum given) and was cut short: it goes on with it. */
     bool in_turn;
     unsigned next_ep;                 /* the endpoint the round robin among its own looks at next */
@@ -105,9 +108,11 @@ struct counters {
     uint64_t remotes_dead;                  /* other services that fell silent */
     uint64_t over_quota;                    /* queues refused past --queue-mem */
     uint64_t over_ops;                      /* processes held back at --ops-mem */
-    uint64_t rt_drops;       /* --rt: runs past the budget, finished as SCHED_OTHER */
-    uint64_t rt_over;        /* --rt: windows past the share, finished as SCHED_OTHER */
-    uint64_t byaddr_refused; /* by address: the sender not the one its peer id names */
+    uint64_t rt_drops;                  /* --rt: runs past the budget, finished as SCHED_OTHER */
+    uint64_t rt_over;                   /* --rt: windows past the share, finished as SCHED_OTHER */
+    uint64_t byaddr_refused;            /* by address: the sender not the one its peer id names */
+    uint64_t placed_gets, placed_bytes; /* GETs whose data we wrote into the initiator's buffer */
+    uint64_t place_failed;              /* ... a write that failed (unmapped, died): an error */
 };
 
 struct wire;
@@ -203,6 +208,26 @@ void mem_drop_all(struct client *c);
 /* Where [addr, addr + n) of t's region key (addresses in t's space) is
  * here, or NULL: not mapped (other memory, or not that region's key). */
 uint8_t *mem_at(const struct client *t, uint64_t key, uint64_t addr, uint64_t n);
+/* ... of whichever region of t's mapped here holds all of [addr, addr + n),
+ * or NULL (place.c: a GET's destination, named by the process itself). */
+uint8_t *mem_find(const struct client *t, uint64_t addr, uint64_t n);
+
+/* place.c: GET data written straight into the initiator's buffer. */
+struct uln_get_req;
+struct uln_get_dst;
+/* c's endpoint (queue q) asked rank for r, its data to go to dst: recorded
+ * (true), or not (false: the answer comes through c's ring). Taking the
+ * same request again records it again, once. */
+bool place_record(struct ulnetd *d, struct client *c, struct queue *q, uint32_t rank,
+                  const struct uln_get_req *r, const struct uln_get_dst *dst);
+/* GET_RESP m from src for c's endpoint ep: placed (DONE), not one we place
+ * (NONE: into its ring as it is), or LATER (no room for the completion). */
+enum { PLACE_NONE = 0, PLACE_DONE, PLACE_LATER };
+int place_resp(struct ulnetd *d, struct client *c, uint32_t ep, uint32_t src,
+               const struct uln_msg *m, const uint8_t *payload);
+/* rank is gone: its GETs end at c with -ECONNRESET, nothing placed after. */
+void place_forget_rank(struct client *c, uint32_t rank);
+void place_free(struct queue *q);
 
 /* wire.c: the wire to other hosts' services (docs/service.md). */
 int wire_open(struct ulnetd *d, const char *addr); /* --addr IPv4[:port]; 0 or -1 (said) */
@@ -240,6 +265,10 @@ int wire_route_addr(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t 
  * -EAGAIN (not now: the queue waits), or another -errno (unroutable). */
 int wire_forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const struct uln_msg *m,
                  uint32_t dst, const uint8_t *payload);
+/* ... a GET request whose answer we place (place.c): the target's service
+ * may answer it in pieces larger than c's ring takes. */
+int wire_forward_get(struct ulnetd *d, struct client *c, uint32_t ep, const struct uln_msg *m,
+                     uint32_t dst, const uint8_t *payload);
 /* A process of job ended here: tell the services its job reaches. */
 void wire_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank);
 /* ... a process with no job (key, our id for it): tell every service. */

@@ -59,8 +59,16 @@
  * target by weight (flows.h). */
 #define WIRE_F_WEIGHT_SHIFT 8u
 #define WIRE_F_WEIGHT       0x7f00u
-#define WIRE_WINDOW         1024u        /* packets in flight per remote (a 1 MiB PUT at 1500 B) */
-#define WIRE_OUT_MAX        (512u << 10) /* bytes queued per remote ahead of the window */
+/* svc_wire.flags of a GET request (whose own ring flags are 0): the
+ * initiator's service places its data (place.c), so the answer may come in
+ * pieces of any size up to WIRE_GET_PIECE, not only what the initiator's
+ * ring takes. Taken off before the request goes into a ring. */
+#define WIRE_F_PLACED 0x0080u
+/* A placed GET's pieces: large enough that the wire's batches, not our
+ * passes, bound it; small enough to sit in WIRE_OUT_MAX twice. */
+#define WIRE_GET_PIECE (256u << 10)
+#define WIRE_WINDOW    1024u        /* packets in flight per remote (a 1 MiB PUT at 1500 B) */
+#define WIRE_OUT_MAX   (512u << 10) /* bytes queued per remote ahead of the window */
 /* The processes' messages for a remote wait in a queue per process, taken
  * into the packets' list (out_head) in weighted turns of WIRE_QUANTUM bytes
  * per weight, while that list holds under WIRE_STAGE: so one process that
@@ -773,8 +781,8 @@ static bool ops_quota_ok(struct ulnetd *d, struct client *c, uint64_t cost)
     return false;
 }
 
-int wire_forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const struct uln_msg *m,
-                 uint32_t dst, const uint8_t *payload)
+static int forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const struct uln_msg *m,
+                   uint32_t dst, const uint8_t *payload, uint16_t wflags)
 {
     const struct route *rt = route_get(d, c->job_key, dst);
     if (!rt) return -EHOSTUNREACH;
@@ -800,7 +808,7 @@ int wire_forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const 
     uint32_t weight = c->weight ? c->weight : 1;
     struct svc_wire w = {.type = m->type,
                          .ch = (uint8_t)ch,
-                         .flags = (uint16_t)(m->flags | weight << WIRE_F_WEIGHT_SHIFT),
+                         .flags = (uint16_t)(m->flags | wflags | weight << WIRE_F_WEIGHT_SHIFT),
                          .len = m->len,
                          .job_key = c->job_key, /* stamped: the attach's, not the process's word */
                          .src_rank = c->rank,
@@ -828,6 +836,18 @@ int wire_forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const 
     c->wire_held += cost;
     f->sent += cost;
     return 0;
+}
+
+int wire_forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const struct uln_msg *m,
+                 uint32_t dst, const uint8_t *payload)
+{
+    return forward(d, c, ep, ch, m, dst, payload, 0);
+}
+
+int wire_forward_get(struct ulnetd *d, struct client *c, uint32_t ep, const struct uln_msg *m,
+                     uint32_t dst, const uint8_t *payload)
+{
+    return forward(d, c, ep, 1, m, dst, payload, WIRE_F_PLACED);
 }
 
 void wire_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank)
@@ -943,9 +963,12 @@ void wire_answer_commit(struct ulnetd *d, const struct origin *o, struct client 
 static int serve_remote(struct ulnetd *d, struct remote *r, uint64_t *get_sent, struct client *t,
                         const struct svc_wire *w, const uint8_t *payload)
 {
-    /* GET pieces: what the wire carries, and what fits the initiator's ring
-     * with room to spare (its size taken as the target's: one job's). */
-    uint64_t piece = uln_ring_max_payload(t->hdr.ring_bytes) / 4;
+    /* GET pieces: what fits the initiator's ring with room to spare (its
+     * size taken as the target's: one job's), unless its service places
+     * them in its buffer itself: then large ones, the wire's to cut. */
+    uint64_t piece = w->type == ULN_MSG_GET_REQ && (w->flags & WIRE_F_PLACED)
+                         ? WIRE_GET_PIECE + sizeof(struct uln_get_resp)
+                         : uln_ring_max_payload(t->hdr.ring_bytes) / 4;
     struct origin o = {.peer = r,
                        .job_key = w->job_key,
                        .rank = w->src_rank,
@@ -1004,14 +1027,25 @@ static bool deliver(struct ulnetd *d, struct remote *r, uint64_t *get_sent, cons
         t = find_target(d, m.job_key, m.dst_rank);
     }
     if (!t || !uln_msg_desc(m.type) || m.ch > 1 || ring_ep >= t->hdr.max_eps ||
-        m.src_rank >= t->hdr.size || m.src_rank == m.dst_rank ||
-        m.len > uln_ring_max_payload(m.ch ? t->hdr.req_ring_bytes : t->hdr.ring_bytes) / 2) {
+        m.src_rank >= t->hdr.size || m.src_rank == m.dst_rank) {
+        d->c.unroutable++;
+        return true;
+    }
+    if (m.type == ULN_MSG_GET_RESP) m.flags &= (uint16_t)~ULN_RESP_PLACED; /* ours to say */
+    if (m.type == ULN_MSG_GET_RESP && !m.ch) { /* GET data for t: its buffer, if we place it */
+        struct uln_msg g = {.type = m.type, .len = m.len};
+        int pr = place_resp(d, t, ring_ep, m.src_rank, &g, b + sizeof m);
+        if (pr == PLACE_LATER) return false;
+        if (pr == PLACE_DONE) return true;
+    }
+    if (m.len > uln_ring_max_payload(m.ch ? t->hdr.req_ring_bytes : t->hdr.ring_bytes) / 2) {
         d->c.unroutable++;
         return true;
     }
     int rc = serve_remote(d, r, get_sent, t, &m, b + sizeof m);
     if (rc == SERVE_LATER) return false;
     if (rc == SERVE_DONE) return true; /* else its engine's: below */
+    if (m.type == ULN_MSG_GET_REQ) m.flags &= (uint16_t)~WIRE_F_PLACED; /* ours, not the engine's */
     if (!feed_put(t, m.src_rank, ring_ep, m.ch, m.type, (uint8_t)m.flags, b + sizeof m, m.len))
         return false;
     d->c.forwarded++;

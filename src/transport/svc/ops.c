@@ -322,6 +322,7 @@ static uint32_t uln_svc_frag_max(struct uln_ep *ep, int peer)
 const struct uln_transport_ops uln_tp_svc = {
     .name = "svc",
     .caps = 0,
+    .get_placed = true, /* its service writes GET data into our buffer */
     .slot_bytes = sizeof(struct svc_addr),
     .id = ULN_TPID_SVC,
     .settings = &uln_svc_settings,

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define ULN_SVC_MAGIC        0x756c6e64u /* "ulnd" */
-#define ULN_SVC_VERSION      4u          /* 4: no-job attach, ROUTE by address */
+#define ULN_SVC_VERSION      5u          /* 5: GET requests carry their destination */
 #define ULN_SVC_DEFAULT_PATH "@ulnet/ulnetd"
 #define ULN_SVC_PATH_MAX     107u /* sun_path less its terminating byte */
 #define ULN_SVC_MSG_MAX      65536u
