@@ -154,6 +154,7 @@ static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_atta
     arbiter_cgroup_of(c->pid, c->cgroup, sizeof c->cgroup);
     c->weight = arbiter_weight(d, c->uid, c->cgroup, a->weight);
     c->attached = true;
+    c->was_attached = true;
     d->c.attached++;
     struct uln_svc_attach_ok ok = {
         .host_id = d->host_id,
@@ -296,6 +297,9 @@ static void client_free_retired(struct ulnetd *d, struct client *c)
 
 static void client_free(struct ulnetd *d, struct client *c)
 {
+    /* What the wire keeps for it (flows, its job's routes) goes too, now
+     * that nothing of it is left to drain. */
+    if (c->was_attached) wire_rank_ended(d, c->job_key, c->rank, ENDED_HERE);
     for (unsigned i = 0; i < d->n_clients; i++)
         if (d->clients[i] == c) d->clients[i] = NULL;
     for (unsigned e = 0; e < ULN_SVC_MAX_EPS; e++)

@@ -159,10 +159,13 @@ void flows_forget(struct flows *fs, const struct remote *r)
             }
 }
 
-void flows_drop(struct flows *fs, const struct remote *r)
+/* Every flow pred(f, arg) names goes: out of the busy list, its backlog
+ * and its entry freed. */
+static void drop_if(struct flows *fs, bool (*pred)(const struct flow *, const void *),
+                    const void *arg)
 {
     for (struct flow **pf = &fs->busy; *pf;)
-        if ((*pf)->r == r) {
+        if (pred(*pf, arg)) {
             (*pf)->listed = false;
             *pf = (*pf)->next_busy;
         } else
@@ -170,7 +173,7 @@ void flows_drop(struct flows *fs, const struct remote *r)
     for (unsigned i = 0; i < fs->nb; i++)
         for (struct flow **pf = &fs->b[i]; *pf;) {
             struct flow *f = *pf;
-            if (f->r != r) {
+            if (!pred(f, arg)) {
                 pf = &f->next;
                 continue;
             }
@@ -179,6 +182,34 @@ void flows_drop(struct flows *fs, const struct remote *r)
             free(f);
             fs->n--;
         }
+}
+
+static bool over(const struct flow *f, const void *r)
+{
+    return f->r == r;
+}
+
+void flows_drop(struct flows *fs, const struct remote *r)
+{
+    drop_if(fs, over, r);
+}
+
+struct of_rank {
+    uint64_t job_key;
+    uint32_t rank;
+    bool src;
+};
+
+static bool of_rank(const struct flow *f, const void *arg)
+{
+    const struct of_rank *k = arg;
+    return f->job_key == k->job_key && (k->src ? f->src : f->dst) == k->rank;
+}
+
+void flows_drop_rank(struct flows *fs, uint64_t job_key, uint32_t rank, bool src)
+{
+    struct of_rank k = {.job_key = job_key, .rank = rank, .src = src};
+    drop_if(fs, of_rank, &k);
 }
 
 void flows_free(struct flows *fs)

@@ -106,6 +106,8 @@ bool flows_pump(struct flows *fs, flow_take_fn *take, void *arg);
 void flows_forget(struct flows *fs, const struct remote *r);
 /* r is freed: every flow over it goes (backlog and entry). */
 void flows_drop(struct flows *fs, const struct remote *r);
+/* job's rank ended: every flow from it (src) or to it (!src) goes. */
+void flows_drop_rank(struct flows *fs, uint64_t job_key, uint32_t rank, bool src);
 void flows_free(struct flows *fs);
 
 #endif

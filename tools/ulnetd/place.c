@@ -148,6 +148,12 @@ int place_resp(struct ulnetd *d, struct client *c, uint32_t ep, uint32_t src,
     return PLACE_DONE;
 }
 
+void place_cancel(struct queue *q, uint32_t rank, uint64_t op_id)
+{
+    struct placing *p = find(q, rank, op_id);
+    if (p) drop(q, p);
+}
+
 void place_forget_rank(struct client *c, uint32_t rank)
 {
     for (unsigned e = 0; e < ULN_SVC_MAX_EPS; e++) {

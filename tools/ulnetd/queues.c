@@ -188,9 +188,10 @@ uint64_t queue_step(struct ulnetd *d, struct client *c, struct queue *q, bool *b
              * places the GET data that comes back, if it may. */
             struct uln_get_req gr;
             if (with_dst) memcpy(&gr, payload, sizeof gr);
-            int r = with_dst && place_record(d, c, q, dst, &gr, &gd)
-                        ? wire_forward_get(d, c, q->ep, &m, dst, payload)
-                        : wire_forward(d, c, q->ep, ch, &m, dst, payload);
+            bool placed = with_dst && place_record(d, c, q, dst, &gr, &gd);
+            int r = placed ? wire_forward_get(d, c, q->ep, &m, dst, payload)
+                           : wire_forward(d, c, q->ep, ch, &m, dst, payload);
+            if (placed && r && r != -EAGAIN) place_cancel(q, dst, gr.op_id);
             if (r == -EAGAIN) {
                 *blocked = true;
                 break;

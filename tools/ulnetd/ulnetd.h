@@ -67,6 +67,7 @@ struct client {
     pid_t pid; /* SO_PEERCRED: the kernel's word, not the process's */
     uid_t uid;
     bool attached;
+    bool was_attached; /* once: its flows and routes go when it is freed */
     uint64_t job_key;
     uint32_t rank, size;
     bool no_job;    /* its peers are inserted by address (byaddr.c) */
@@ -225,6 +226,8 @@ bool place_record(struct ulnetd *d, struct client *c, struct queue *q, uint32_t 
 enum { PLACE_NONE = 0, PLACE_DONE, PLACE_LATER };
 int place_resp(struct ulnetd *d, struct client *c, uint32_t ep, uint32_t src,
                const struct uln_msg *m, const uint8_t *payload);
+/* The request was not sent after all (unroutable): its record goes. */
+void place_cancel(struct queue *q, uint32_t rank, uint64_t op_id);
 /* rank is gone: its GETs end at c with -ECONNRESET, nothing placed after. */
 void place_forget_rank(struct client *c, uint32_t rank);
 void place_free(struct queue *q);
@@ -269,6 +272,11 @@ int wire_forward(struct ulnetd *d, struct client *c, uint32_t ep, int ch, const 
  * may answer it in pieces larger than c's ring takes. */
 int wire_forward_get(struct ulnetd *d, struct client *c, uint32_t ep, const struct uln_msg *m,
                      uint32_t dst, const uint8_t *payload);
+/* job's rank ended here (its process freed), behind a remote service (GONE,
+ * or the service fell silent), or its service said nothing more of it comes
+ * (FLOWS_END): its flows and routes go from the next wire_tick on. */
+enum { ENDED_HERE, ENDED_REMOTE, ENDED_FLOWS };
+void wire_rank_ended(struct ulnetd *d, uint64_t job_key, uint32_t rank, int kind);
 /* A process of job ended here: tell the services its job reaches. */
 void wire_gone(struct ulnetd *d, uint64_t job_key, uint32_t rank);
 /* ... a process with no job (key, our id for it): tell every service. */

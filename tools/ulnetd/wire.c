@@ -48,7 +48,10 @@
 #define WIRE_MAGIC   0x756c6e77u /* "ulnw" */
 #define WIRE_VERSION 3u          /* 2: chunks in packets; 3: by address (ids, host) */
 #define WIRE_GONE    0xf0u       /* a process ended: job_key, src_rank */
-#define WIRE_CREDIT  0xf1u       /* a flow's bytes taken (u64); flows.h: its key as sent */
+/* A process that ended: its last message to us has gone (job_key, src_rank;
+ * after all of them in rel's order), so its flows here may go. */
+#define WIRE_FLOWS_END 0xf2u
+#define WIRE_CREDIT    0xf1u /* a flow's bytes taken (u64); flows.h: its key as sent */
 /* svc_wire.flags (above the ring message's own 8): an answer the target's
  * service made (serve.c: ACK, GET_RESP, ATOMIC_RESP). It rides its flow, in
  * order, but outside credit: the requester's credit bounded it already, and
@@ -170,6 +173,21 @@ struct route {
     uint64_t key;
 };
 
+/* A rank that ended (wire_rank_ended): here (its process freed), behind a
+ * remote service (GONE, or the service fell silent), or a remote's word that
+ * nothing more of the rank's comes (FLOWS_END). */
+struct ended {
+    uint64_t job_key;
+    uint32_t rank;
+    uint8_t kind;
+    bool said;   /* HERE: FLOWS_END sent, its routes looked at */
+    uint64_t at; /* HERE: when (its entry lingers for late messages to it) */
+};
+/* How long the flows to a rank that ended here are looked for again: other
+ * services send to it until our GONE reaches them (a round trip), and at
+ * most until rel finds us dead. */
+#define WIRE_ENDED_LINGER 4000000000ull
+
 struct wire {
     struct uln_link *link;
     unsigned pkt_max; /* the link's datagram */
@@ -187,9 +205,12 @@ struct wire {
     uint64_t strangers_out; /* remotes no route named, freed once silent */
     struct uln_link_pkt batch[ULN_LINK_BATCH]; /* to the link at the next flush */
     unsigned n_batch;
-    uint64_t tx_short;     /* packets the link did not take (full): rel resends them */
-    struct flows tx, rx;   /* per-process credit (flows.h): as sender, as receiver */
+    uint64_t tx_short;   /* packets the link did not take (full): rel resends them */
+    struct flows tx, rx; /* per-process credit (flows.h): as sender, as receiver */
+    struct ended *ended; /* ranks that ended: their state goes at the next tick */
+    unsigned n_ended, cap_ended;
     uint64_t credit_waits; /* messages a queue held back for want of its flow's credit */
+    uint64_t ended_freed;  /* ranks that ended whose state went (ended_sweep) */
 };
 
 static uint64_t now_ns(void)
@@ -882,8 +903,10 @@ static void gone_id(struct ulnetd *d, const struct remote *r, uint64_t key, uint
 {
     const struct wire *w = d->wire;
     for (unsigned i = 0; i < w->n_routes; i++)
-        if (w->routes[i].r == r && w->routes[i].client == id && w->routes[i].key == key)
+        if (w->routes[i].r == r && w->routes[i].client == id && w->routes[i].key == key) {
             queues_rank_gone(d, w->routes[i].job_key, w->routes[i].rank);
+            wire_rank_ended(d, w->routes[i].job_key, w->routes[i].rank, ENDED_REMOTE);
+        }
 }
 
 uint32_t wire_msg_max(void)
@@ -1002,10 +1025,12 @@ static bool deliver(struct ulnetd *d, struct remote *r, uint64_t *get_sent, cons
         return true;
     }
     if (m.type == WIRE_GONE) {
-        if (m.src_id)
+        if (m.src_id) {
             gone_id(d, r, m.job_key, m.src_id);
-        else
+        } else {
             queues_rank_gone(d, m.job_key, m.src_rank);
+            wire_rank_ended(d, m.job_key, m.src_rank, ENDED_REMOTE);
+        }
         return true;
     }
     struct client *t;
@@ -1112,6 +1137,10 @@ static bool flow_take(struct ulnetd *d, struct remote *r, const uint8_t *b, uint
     memcpy(&m, b, sizeof m);
     if (m.type == WIRE_CREDIT) {
         if (m.len == len - sizeof m) credit_in(d, &m, b + sizeof m);
+        return true;
+    }
+    if (m.type == WIRE_FLOWS_END) { /* after the rank's last message: its flows may go */
+        wire_rank_ended(d, m.job_key, m.src_rank, ENDED_FLOWS);
         return true;
     }
     if (m.type == WIRE_GONE || m.len != len - sizeof m) return deliver(d, r, &r->get_sent, b, len);
@@ -1418,7 +1447,10 @@ static void remote_dead(struct ulnetd *d, struct remote *r)
     fprintf(stderr, "ulnetd: the service at %s:%u is silent: its ranks are gone\n", ip,
             ntohs(r->sa.sin_port));
     for (unsigned i = 0; i < w->n_routes; i++)
-        if (w->routes[i].r == r) queues_rank_gone(d, w->routes[i].job_key, w->routes[i].rank);
+        if (w->routes[i].r == r) {
+            queues_rank_gone(d, w->routes[i].job_key, w->routes[i].rank);
+            wire_rank_ended(d, w->routes[i].job_key, w->routes[i].rank, ENDED_REMOTE);
+        }
     d->c.remotes_dead++;
 }
 
@@ -1461,10 +1493,127 @@ static void remote_free(struct ulnetd *d, unsigned k)
     w->strangers_out++;
 }
 
+void wire_rank_ended(struct ulnetd *d, uint64_t job_key, uint32_t rank, int kind)
+{
+    struct wire *w = d->wire;
+    if (!w) return;
+    for (unsigned i = 0; i < w->n_ended; i++)
+        if (w->ended[i].job_key == job_key && w->ended[i].rank == rank && w->ended[i].kind == kind)
+            return;
+    if (w->n_ended == w->cap_ended) {
+        unsigned cap = w->cap_ended ? 2 * w->cap_ended : 16;
+        struct ended *e = realloc(w->ended, cap * sizeof *e);
+        if (!e) return; /* its state stays until the service ends: nothing lost */
+        w->ended = e;
+        w->cap_ended = cap;
+    }
+    w->ended[w->n_ended++] =
+        (struct ended){.job_key = job_key, .rank = rank, .kind = (uint8_t)kind, .at = now_ns()};
+}
+
+/* Routes of job (every rank's, or rank's only) go. */
+static void routes_drop(struct wire *w, uint64_t job_key, bool every, uint32_t rank)
+{
+    for (unsigned i = 0; i < w->n_routes;)
+        if (w->routes[i].job_key == job_key && (every || w->routes[i].rank == rank))
+            w->routes[i] = w->routes[--w->n_routes];
+        else
+            i++;
+}
+
+/* Does any process of job remain here (attached, or still draining)? */
+static bool job_here(const struct ulnetd *d, uint64_t job_key)
+{
+    for (unsigned i = 0; i < d->n_clients; i++)
+        if (d->clients[i] && d->clients[i]->job_key == job_key) return true;
+    return false;
+}
+
+/* Does a flow of job's rank (from it: src) still keep messages? */
+static bool keeps(const struct flows *fs, uint64_t job_key, uint32_t rank, bool src)
+{
+    for (const struct flow *f = fs->busy; f; f = f->next_busy)
+        if (f->head && f->job_key == job_key && (src ? f->src : f->dst) == rank) return true;
+    return false;
+}
+
+/* A rank here ended: the flows to it go (what they keep was for it). Its
+ * own flows out go once they have sent what they keep (what it sent before
+ * it ended still goes out), each remote told then (FLOWS_END, after its
+ * last message) so that it drops its side; and its job's routes once none
+ * of its processes is left. True: done with it. */
+static bool ended_here(struct ulnetd *d, struct ended *e, uint64_t now)
+{
+    struct wire *w = d->wire;
+    flows_drop_rank(&w->rx, e->job_key, e->rank, false);
+    if (!e->said) {
+        bool kept = false;
+        for (unsigned i = 0; i < w->tx.nb && !kept; i++)
+            for (struct flow *f = w->tx.b[i]; f && !kept; f = f->next)
+                kept = f->head && f->job_key == e->job_key && f->src == e->rank;
+        if (kept) return false;
+        struct svc_wire m = {.type = WIRE_FLOWS_END, .job_key = e->job_key, .src_rank = e->rank};
+        for (unsigned k = 0; k < w->n_remotes; k++) {
+            struct remote *r = w->remotes[k];
+            bool used = false;
+            for (unsigned i = 0; i < w->tx.nb && !used; i++)
+                for (struct flow *f = w->tx.b[i]; f && !used; f = f->next)
+                    used = f->r == r && f->job_key == e->job_key && f->src == e->rank;
+            if (used && uln_rel_state(&r->rel) != ULN_REL_DEAD) (void)queue_msg(r, &m, NULL);
+        }
+        flows_drop_rank(&w->tx, e->job_key, e->rank, true);
+        if (!job_here(d, e->job_key)) routes_drop(w, e->job_key, true, 0);
+        e->said = true;
+    }
+    return now - e->at > WIRE_ENDED_LINGER;
+}
+
+/* The state of the ranks that ended goes (flows.h: a flow per rank pair;
+ * routes): a service serving processes in turn keeps what its live ones
+ * need, not every one it ever served. Here, between passes, as nothing
+ * walks the flows or routes now. A rank behind a remote: the flows to it
+ * go (a sender held back towards it goes on: its operations there end
+ * anyway) and its route; a remote no route names any more is freed once
+ * silent (wire_tick). Its flows to us go once its service says nothing
+ * more comes (FLOWS_END) and they have handed on what they keep. */
+static void ended_sweep(struct ulnetd *d)
+{
+    struct wire *w = d->wire;
+    uint64_t now = now_ns();
+    unsigned kept = 0;
+    for (unsigned k = 0; k < w->n_ended; k++) {
+        struct ended *e = &w->ended[k];
+        bool done = true;
+        if (e->kind == ENDED_HERE) {
+            done = ended_here(d, e, now);
+        } else if (e->kind == ENDED_REMOTE) {
+            for (unsigned i = 0; i < w->tx.nb; i++)
+                for (struct flow *f = w->tx.b[i]; f; f = f->next) {
+                    struct client *c = f->head && f->job_key == e->job_key && f->dst == e->rank
+                                           ? find_target(d, f->job_key, f->src)
+                                           : NULL;
+                    if (c) held_set(c, f->ep, f->ch, f->dst, false);
+                }
+            flows_drop_rank(&w->tx, e->job_key, e->rank, false);
+            routes_drop(w, e->job_key, false, e->rank);
+        } else if (keeps(&w->rx, e->job_key, e->rank, true)) {
+            done = false; /* FLOWS_END: what they keep goes into the rings first */
+        } else {
+            flows_drop_rank(&w->rx, e->job_key, e->rank, true);
+        }
+        if (done)
+            w->ended_freed++;
+        else
+            w->ended[kept++] = *e;
+    }
+    w->n_ended = kept;
+}
+
 uint64_t wire_tick(struct ulnetd *d, bool *moved)
 {
     struct wire *w = d->wire;
     uint64_t next = ULN_REL_NEVER, now = now_ns();
+    if (w && w->n_ended) ended_sweep(d);
     for (unsigned k = 0; w && k < w->n_remotes; k++) {
         struct remote *r = w->remotes[k];
         uln_rel_tick(&r->rel, now);
@@ -1550,9 +1699,9 @@ size_t wire_status(const struct ulnetd *d, char *out, size_t room)
     if (used < room) {
         n = snprintf(out + used, room - used,
                      "credit: %u flows out, %u in; held for full rings %llu B; waits for credit "
-                     "%llu\n",
+                     "%llu; ranks ended, their flows and routes freed %llu\n",
                      w->tx.n, w->rx.n, (unsigned long long)held,
-                     (unsigned long long)w->credit_waits);
+                     (unsigned long long)w->credit_waits, (unsigned long long)w->ended_freed);
         if (n > 0) used += (size_t)n < room - used ? (size_t)n : room - used;
     }
     if (d->link_why[0] && used < room) {
@@ -1586,6 +1735,7 @@ void wire_close(struct ulnetd *d)
     free(w->spare);
     flows_free(&w->tx);
     flows_free(&w->rx);
+    free(w->ended);
     free(w->remotes);
     free(w->by_peer);
     free(w->routes);
