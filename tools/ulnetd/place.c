@@ -166,6 +166,20 @@ void place_forget_rank(struct client *c, uint32_t rank)
     }
 }
 
+static uint8_t *bounce;
+static uint32_t bounce_len;
+
+void *place_bounce(uint32_t len)
+{
+    if (len > bounce_len) {
+        uint8_t *b = realloc(bounce, len);
+        if (!b) return NULL;
+        bounce = b;
+        bounce_len = len;
+    }
+    return bounce;
+}
+
 void place_free(struct queue *q)
 {
     free(q->placing);

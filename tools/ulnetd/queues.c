@@ -215,6 +215,12 @@ uint64_t queue_step(struct ulnetd *d, struct client *c, struct queue *q, bool *b
                                .ep = q->ep,
                                .get_sent = &q->get_sent,
                                .piece = uln_ring_max_payload(c->hdr.ring_bytes) / 4};
+            if (with_dst && c->attached) { /* its data placed by us: in large pieces */
+                struct uln_get_req gr;
+                memcpy(&gr, payload, sizeof gr);
+                o.placed = place_record(d, c, q, dst, &gr, &gd);
+                if (o.placed) o.piece = PLACE_PIECE + sizeof(struct uln_get_resp);
+            }
             uint64_t sent = q->get_sent;
             int r = c->attached ? serve_one(d, &o, t, &m, payload) : SERVE_ENGINE;
             if (r == SERVE_LATER) {
@@ -224,7 +230,18 @@ uint64_t queue_step(struct ulnetd *d, struct client *c, struct queue *q, bool *b
                 *blocked = true;
                 break;
             }
-            if (r == SERVE_ENGINE) {
+            /* A GET's data from the target's engine, for a GET of t's we
+             * place (t's service is us: the request came through here). */
+            int pr = m.type == ULN_MSG_GET_RESP && !ch && t->attached
+                         ? place_resp(d, t, q->ep, c->rank, &m, payload)
+                         : PLACE_NONE;
+            if (pr == PLACE_LATER) {
+                *blocked = true;
+                break;
+            }
+            if (pr == PLACE_DONE) {
+                d->c.forwarded++;
+            } else if (r == SERVE_ENGINE) {
                 if (!feed_put(t, c->rank, q->ep, ch, m.type, m.flags, payload, m.len)) {
                     *blocked = true; /* its ring is full: this queue waits, no other */
                     break;

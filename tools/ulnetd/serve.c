@@ -112,6 +112,14 @@ static int no_vm(struct client *t)
 static void *answer_reserve(struct ulnetd *d, const struct origin *o, struct client *t,
                             uint32_t len)
 {
+    /* A GET whose data its service (we) places: a piece read here goes
+     * straight into the initiator's buffer at commit (place.c), its
+     * completion's room in the initiator's ring made sure of first, so the
+     * commit always takes the piece. */
+    if (o->placed)
+        return feed_reserve(o->c, t->rank, o->ep, 0, sizeof(struct uln_get_resp))
+                   ? place_bounce(len)
+                   : NULL;
     if (o->c) return feed_reserve(o->c, t->rank, o->ep, 0, len);
     return wire_answer_reserve(d, o, t, len);
 }
@@ -119,6 +127,11 @@ static void *answer_reserve(struct ulnetd *d, const struct origin *o, struct cli
 static void answer_commit(struct ulnetd *d, const struct origin *o, struct client *t, uint8_t type,
                           uint32_t len)
 {
+    if (o->placed) {
+        struct uln_msg m = {.type = type, .len = len};
+        (void)place_resp(d, o->c, o->ep, t->rank, &m, place_bounce(len)); /* room made sure of */
+        return;
+    }
     if (o->c)
         feed_commit(o->c, t->rank, o->ep, 0, type, 0, len);
     else

@@ -230,6 +230,11 @@ int place_resp(struct ulnetd *d, struct client *c, uint32_t ep, uint32_t src,
 void place_cancel(struct queue *q, uint32_t rank, uint64_t op_id);
 /* rank is gone: its GETs end at c with -ECONNRESET, nothing placed after. */
 void place_forget_rank(struct client *c, uint32_t rank);
+/* A buffer of len bytes for a piece read here on its way into the
+ * initiator's (serve.c), kept from one piece to the next; NULL: no memory. */
+void *place_bounce(uint32_t len);
+/* A placed GET's pieces, at most (the wire's, and a local one's). */
+#define PLACE_PIECE (256u << 10)
 void place_free(struct queue *q);
 
 /* wire.c: the wire to other hosts' services (docs/service.md). */
@@ -304,6 +309,7 @@ struct origin {
     uint32_t rank, ep;    /* the initiator */
     uint64_t *get_sent;   /* of the GET at the head of its stream: bytes answered */
     uint64_t piece;       /* the largest GET_RESP payload it takes */
+    bool placed;          /* a GET of c's whose data we place (place.c): pieces go there */
 };
 /* ENGINE: this one to the target's engine, through its ring (an atomic
  * on memory not mapped here, a PUT or GET on it where process_vm_* is

@@ -69,7 +69,7 @@
 #define WIRE_F_PLACED 0x0080u
 /* A placed GET's pieces: large enough that the wire's batches, not our
  * passes, bound it; small enough to sit in WIRE_OUT_MAX twice. */
-#define WIRE_GET_PIECE (256u << 10)
+#define WIRE_GET_PIECE PLACE_PIECE
 #define WIRE_WINDOW    1024u        /* packets in flight per remote (a 1 MiB PUT at 1500 B) */
 #define WIRE_OUT_MAX   (512u << 10) /* bytes queued per remote ahead of the window */
 /* The processes' messages for a remote wait in a queue per process, taken
