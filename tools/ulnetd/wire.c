@@ -1592,7 +1592,9 @@ static void ended_sweep(struct ulnetd *d)
                     struct client *c = f->head && f->job_key == e->job_key && f->dst == e->rank
                                            ? find_target(d, f->job_key, f->src)
                                            : NULL;
-                    if (c) held_set(c, f->ep, f->ch, f->dst, false);
+                    if (!c) continue;
+                    held_set(c, f->ep, f->ch, f->dst, false);
+                    held_less(c, f->held); /* its --ops-mem count: what it kept goes */
                 }
             flows_drop_rank(&w->tx, e->job_key, e->rank, false);
             routes_drop(w, e->job_key, false, e->rank);
