@@ -1564,6 +1564,7 @@ static bool ended_here(struct ulnetd *d, struct ended *e, uint64_t now)
         flows_drop_rank(&w->tx, e->job_key, e->rank, true);
         if (!job_here(d, e->job_key)) routes_drop(w, e->job_key, true, 0);
         e->said = true;
+        w->ended_freed++; /* its state is gone; the entry lingers for stragglers */
     }
     return now - e->at > WIRE_ENDED_LINGER;
 }
@@ -1603,9 +1604,9 @@ static void ended_sweep(struct ulnetd *d)
         } else {
             flows_drop_rank(&w->rx, e->job_key, e->rank, true);
         }
-        if (done)
-            w->ended_freed++;
-        else
+        if (done && e->kind != ENDED_HERE)
+            w->ended_freed++; /* a rank here counted when its state went */
+        else if (!done)
             w->ended[kept++] = *e;
     }
     w->n_ended = kept;
