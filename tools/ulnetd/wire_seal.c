@@ -24,6 +24,17 @@
  * (a restarted service: a new life draws a new key) is taken only after its
  * pair has opened nothing for REKEY_QUIET_NS, so a forged HELLO cannot
  * break a live pair.
+ *
+ * A HELLO that would key a source costs a link place (one of WSEAL_PEERS)
+ * and a key agreement before anything proves the source, and without a
+ * secret its check is computable by anyone. So such keyings are bounded by
+ * a token bucket (HELLO_KEYINGS_PER_S, HELLO_KEYINGS_BURST); over it the
+ * HELLO is refused and counted (hellos rate-limited). Not limited: a HELLO
+ * of a service keyed under the same key (only answered), and the answer of
+ * a service we asked within HELLO_ASKED_NS (our own routes ask, so those are
+ * bounded by what our processes reach). A real service whose HELLO was
+ * limited asks again with the next packet rel resends (HELLO_EVERY_NS at
+ * most), so it is keyed once it wins a token.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -43,6 +54,14 @@
 #define HELLO_EVERY_NS 5000000ull    /* a HELLO that asks, at most this often a service */
 #define REKEY_QUIET_NS 1000000000ull /* a keyed pair's silence before another key is taken */
 #define WSEAL_PEERS    4096u         /* remote services (link ids) */
+/* Keyings of sources not proven yet: 64 a second after a burst of 64 - far
+ * above what a cluster's services need (one each per life, and a restart
+ * costs a second of quiet anyway), far below what one core could key (tens
+ * of microseconds each), and 4096 places last a forger over a minute. */
+#define HELLO_KEYINGS_PER_S 64u
+#define HELLO_KEYINGS_BURST 64u
+#define HELLO_KEYING_NS     (1000000000ull / HELLO_KEYINGS_PER_S)
+#define HELLO_ASKED_NS      1000000000ull /* an answer to our ask within this is not limited */
 
 struct wpeer {
     bool keyed;
@@ -59,6 +78,8 @@ struct wire_seal {
     _Atomic uint64_t refused;                             /* datagrams the sealing link refused */
     struct wpeer *peers;                                  /* by link id, WSEAL_PEERS */
     uint64_t hellos_in, hellos_out, hellos_refused, held; /* for --status */
+    uint64_t hellos_limited, keyings;                     /* for --status */
+    uint64_t keying_tat; /* the bucket's next token time (GCRA), ns */
     bool said_refused;
     uint8_t me[HELLO_LEN]; /* our HELLO, flags 0 */
     uint8_t hello[HELLO_LEN];
@@ -119,6 +140,16 @@ static void hello_refused(struct wire_seal *w, const char *why)
             why);
 }
 
+/* A token for a keying of a source not proven yet, or false: the bucket as
+ * a next-token time (GCRA), so no timer and no float. */
+static bool keying_token(struct wire_seal *w, uint64_t now)
+{
+    const uint64_t burst = (uint64_t)(HELLO_KEYINGS_BURST - 1u) * HELLO_KEYING_NS;
+    if (w->keying_tat > now + burst) return false;
+    w->keying_tat = (w->keying_tat > now ? w->keying_tat : now) + HELLO_KEYING_NS;
+    return true;
+}
+
 /* A HELLO from rx's source: link its key, answer if asked. */
 static void hello_in(struct wire_seal *w, const struct uln_link_rx *rx)
 {
@@ -138,19 +169,33 @@ static void hello_in(struct wire_seal *w, const struct uln_link_rx *rx)
     }
     if (uln_seal_store_check(&w->store, &pub, why, sizeof why) != 0) return hello_refused(w, why);
     int id = rx->peer;
+    uint64_t now = now_ns();
+    struct wpeer *p = peer_of(w, id);
+    bool same = p && p->keyed && !memcmp(p->pub, pub.pub, sizeof p->pub);
+    bool asked = p && !p->keyed && p->asked_ns && now - p->asked_ns < HELLO_ASKED_NS;
+    if (!same && !asked && !(p && p->keyed) && !keying_token(w, now)) {
+        w->hellos_limited++; /* its source, if real, asks again (HELLO_EVERY_NS) */
+        return;
+    }
     if (id < 0) { /* a service not met yet: its link id, so we can answer */
         socklen_t len = 0;
         const void *a = uln_link_rx_addr(w->raw, rx->handle, &len);
         id = a ? uln_link_add_peer(w->raw, a, len) : -EINVAL;
         if (id == -EEXIST) id = uln_link_find_peer(w->raw, a, len);
     }
-    struct wpeer *p = peer_of(w, id);
+    p = peer_of(w, id);
     if (!p) return hello_refused(w, "no room for another service");
-    uint64_t now = now_ns();
-    bool same = p->keyed && !memcmp(p->pub, pub.pub, sizeof p->pub);
-    if (p->keyed && !same && now - p->heard_ns < REKEY_QUIET_NS)
-        return hello_refused(w, "another key for a live service");
+    same = p->keyed && !memcmp(p->pub, pub.pub, sizeof p->pub);
+    if (p->keyed && !same) {
+        if (now - p->heard_ns < REKEY_QUIET_NS)
+            return hello_refused(w, "another key for a live service");
+        if (!keying_token(w, now)) { /* a restarted service: limited as well */
+            w->hellos_limited++;
+            return;
+        }
+    }
     if (!same) {
+        w->keyings++;
         if (uln_link_seal_peer(w->sealer, id, id, 0, &pub) != 0)
             return hello_refused(w, "no pair could be made");
         p->keyed = true;
@@ -434,12 +479,14 @@ size_t wire_seal_status(const struct ulnetd *d, char *out, size_t room)
     else
         n = snprintf(out, room,
                      "secure: %s, %s, secret %s; refused_auth %llu; hellos in %llu, out %llu, "
-                     "refused %llu; packets held for a key %llu\n",
+                     "refused %llu, rate-limited %llu; keyings %llu; packets held for a key "
+                     "%llu\n",
                      uln_seal_mode_name((enum uln_seal_mode)d->secure),
                      uln_seal_cipher_name(w->store.cipher),
                      w->store.id.has_secret ? "given" : "none",
                      (unsigned long long)atomic_load_explicit(&w->refused, memory_order_relaxed),
                      (unsigned long long)w->hellos_in, (unsigned long long)w->hellos_out,
-                     (unsigned long long)w->hellos_refused, (unsigned long long)w->held);
+                     (unsigned long long)w->hellos_refused, (unsigned long long)w->hellos_limited,
+                     (unsigned long long)w->keyings, (unsigned long long)w->held);
     return n < 0 ? 0 : (size_t)n < room ? (size_t)n : room;
 }
