@@ -35,6 +35,15 @@
  * bounded by what our processes reach). A real service whose HELLO was
  * limited asks again with the next packet rel resends (HELLO_EVERY_NS at
  * most), so it is keyed once it wins a token.
+ *
+ * Places. A link cannot remove a peer, and the wire's link has few places
+ * (udp: 256); a HELLO's source took one for good, so a forger filled them in
+ * seconds and then no new service, nor a route of wire.c, got one. A place
+ * a HELLO took whose id wire.c never learnt (nothing opened from it, wire.c
+ * never added, found or sent to it) is given again (uln_link_set_peer) once
+ * PLACE_QUIET_NS old, when the link is full: so unproven sources hold at
+ * most HELLO_KEYINGS_BURST + HELLO_KEYINGS_PER_S * PLACE_QUIET_NS places.
+ * Places wire.c learnt stay taken (wire.c frees its remotes, not their ids).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -62,12 +71,18 @@
 #define HELLO_KEYINGS_BURST 64u
 #define HELLO_KEYING_NS     (1000000000ull / HELLO_KEYINGS_PER_S)
 #define HELLO_ASKED_NS      1000000000ull /* an answer to our ask within this is not limited */
+/* A real service opens a datagram within a round trip or two of its keying
+ * (rel resends what the gate held): 2 s unused is a source that never
+ * sealed anything; 64 + 128 = 192 such places at most, of udp's 256. */
+#define PLACE_QUIET_NS 2000000000ull
 
 struct wpeer {
     bool keyed;
     uint8_t pub[ULN_SEAL_PUB_BYTES]; /* its key, as linked */
     uint64_t asked_ns;               /* our last HELLO that asked */
     uint64_t heard_ns;               /* its last datagram that opened, or its keying */
+    bool ours;                       /* its place taken by a HELLO of an unknown source */
+    bool used;                       /* wire.c learnt its id: its place stays taken */
 };
 
 struct wire_seal {
@@ -78,7 +93,7 @@ struct wire_seal {
     _Atomic uint64_t refused;                             /* datagrams the sealing link refused */
     struct wpeer *peers;                                  /* by link id, WSEAL_PEERS */
     uint64_t hellos_in, hellos_out, hellos_refused, held; /* for --status */
-    uint64_t hellos_limited, keyings;                     /* for --status */
+    uint64_t hellos_limited, keyings, places_freed;       /* for --status */
     uint64_t keying_tat; /* the bucket's next token time (GCRA), ns */
     bool said_refused;
     uint8_t me[HELLO_LEN]; /* our HELLO, flags 0 */
@@ -150,6 +165,37 @@ static bool keying_token(struct wire_seal *w, uint64_t now)
     return true;
 }
 
+/* A place to give again when the link is full: the oldest a HELLO took whose
+ * id wire.c never learnt, PLACE_QUIET_NS old; its state forgotten (the
+ * sealing link's pair for it is replaced at its next keying and used by
+ * nothing before: the gate sends to keyed places only). Or -ENOSPC. */
+static int place_reuse(struct wire_seal *w, uint64_t now)
+{
+    int best = -ENOSPC;
+    for (unsigned i = 0; i < WSEAL_PEERS; i++) {
+        const struct wpeer *p = &w->peers[i];
+        if (p->ours && !p->used && now - p->heard_ns >= PLACE_QUIET_NS &&
+            (best < 0 || p->heard_ns < w->peers[best].heard_ns))
+            best = (int)i;
+    }
+    if (best >= 0) {
+        w->peers[best] = (struct wpeer){0};
+        w->places_freed++;
+    }
+    return best;
+}
+
+/* A place for a source not met yet at addr: a new one, or one given again. */
+static int place_take(struct wire_seal *w, struct uln_link *via, const void *addr, socklen_t len,
+                      uint64_t now)
+{
+    int id = uln_link_add_peer(via, addr, len);
+    if (id != -ENOSPC) return id;
+    id = place_reuse(w, now);
+    if (id >= 0 && uln_link_set_peer(via, id, addr, len) != 0) return -ENOSPC;
+    return id;
+}
+
 /* A HELLO from rx's source: link its key, answer if asked. */
 static void hello_in(struct wire_seal *w, const struct uln_link_rx *rx)
 {
@@ -180,8 +226,9 @@ static void hello_in(struct wire_seal *w, const struct uln_link_rx *rx)
     if (id < 0) { /* a service not met yet: its link id, so we can answer */
         socklen_t len = 0;
         const void *a = uln_link_rx_addr(w->raw, rx->handle, &len);
-        id = a ? uln_link_add_peer(w->raw, a, len) : -EINVAL;
+        id = a ? place_take(w, w->raw, a, len, now) : -EINVAL;
         if (id == -EEXIST) id = uln_link_find_peer(w->raw, a, len);
+        if ((p = peer_of(w, id)) && !p->keyed) p->ours = true;
     }
     p = peer_of(w, id);
     if (!p) return hello_refused(w, "no room for another service");
@@ -312,6 +359,7 @@ static int gate_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsign
     for (unsigned i = 0; i < n; i++) {
         struct wpeer *p = peer_of(w, pkts[i].peer);
         if (!p) return -EINVAL;
+        p->used = true;
         if (p->keyed) {
             w->out[m] = pkts[i];
             at[m++] = i;
@@ -344,7 +392,10 @@ static int gate_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
         uint64_t now = now_ns();
         for (int i = 0; i < n; i++) {
             struct wpeer *p = peer_of(w, out[i].peer);
-            if (p) p->heard_ns = now;
+            if (p) {
+                p->heard_ns = now;
+                p->used = true; /* wire.c learns its id now */
+            }
         }
     }
     return n;
@@ -358,10 +409,15 @@ static const void *gate_rx_addr(const struct uln_link *l, uint32_t h, socklen_t 
 {
     return uln_link_rx_addr(of_gate(l)->sealer, h, len);
 }
+/* wire.c's ids: their places stay taken (place_reuse). */
 static int gate_add_peer(struct uln_link *l, const void *addr, socklen_t len)
 {
-    int id = uln_link_add_peer(of_gate(l)->sealer, addr, len);
-    return id >= (int)WSEAL_PEERS ? -ENOSPC : id;
+    struct wire_seal *w = of_gate(l);
+    int id = place_take(w, w->sealer, addr, len, now_ns());
+    struct wpeer *p = peer_of(w, id);
+    if (id >= 0 && !p) return -ENOSPC;
+    if (p) p->used = true;
+    return id;
 }
 static int gate_set_peer(struct uln_link *l, int peer, const void *addr, socklen_t len)
 {
@@ -369,7 +425,11 @@ static int gate_set_peer(struct uln_link *l, int peer, const void *addr, socklen
 }
 static int gate_find_peer(const struct uln_link *l, const void *addr, socklen_t len)
 {
-    return uln_link_find_peer(of_gate(l)->sealer, addr, len);
+    struct wire_seal *w = of_gate(l);
+    int id = uln_link_find_peer(w->sealer, addr, len);
+    struct wpeer *p = peer_of(w, id);
+    if (p) p->used = true; /* wire.c holds this id now: its place is kept */
+    return id;
 }
 static int gate_fds(const struct uln_link *l, int *fds, int max)
 {
@@ -479,14 +539,15 @@ size_t wire_seal_status(const struct ulnetd *d, char *out, size_t room)
     else
         n = snprintf(out, room,
                      "secure: %s, %s, secret %s; refused_auth %llu; hellos in %llu, out %llu, "
-                     "refused %llu, rate-limited %llu; keyings %llu; packets held for a key "
-                     "%llu\n",
+                     "refused %llu, rate-limited %llu; keyings %llu; places freed %llu; packets "
+                     "held for a key %llu\n",
                      uln_seal_mode_name((enum uln_seal_mode)d->secure),
                      uln_seal_cipher_name(w->store.cipher),
                      w->store.id.has_secret ? "given" : "none",
                      (unsigned long long)atomic_load_explicit(&w->refused, memory_order_relaxed),
                      (unsigned long long)w->hellos_in, (unsigned long long)w->hellos_out,
                      (unsigned long long)w->hellos_refused, (unsigned long long)w->hellos_limited,
-                     (unsigned long long)w->keyings, (unsigned long long)w->held);
+                     (unsigned long long)w->keyings, (unsigned long long)w->places_freed,
+                     (unsigned long long)w->held);
     return n < 0 ? 0 : (size_t)n < room ? (size_t)n : room;
 }
