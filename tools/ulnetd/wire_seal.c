@@ -75,11 +75,18 @@
  * (rel resends what the gate held): 2 s unused is a source that never
  * sealed anything; 64 + 128 = 192 such places at most, of udp's 256. */
 #define PLACE_QUIET_NS 2000000000ull
+/* A service whose key we wait for is asked every HELLO_EVERY_NS for this
+ * long after the last packet held for it, not only when rel sends: rel backs
+ * off, and under a flood of HELLOs our ask must win one of the few tokens
+ * of the far side's bucket (each ask has about 64 / the flood's rate of a
+ * chance a second), so it asks often while it waits. */
+#define HELLO_ASKING_NS 3000000000ull
 
 struct wpeer {
     bool keyed;
     uint8_t pub[ULN_SEAL_PUB_BYTES]; /* its key, as linked */
     uint64_t asked_ns;               /* our last HELLO that asked */
+    uint64_t held_ns;                /* the last packet the gate held for its key */
     uint64_t heard_ns;               /* its last datagram that opened, or its keying */
     bool ours;                       /* its place taken by a HELLO of an unknown source */
     bool used;                       /* wire.c learnt its id: its place stays taken */
@@ -95,6 +102,9 @@ struct wire_seal {
     uint64_t hellos_in, hellos_out, hellos_refused, held; /* for --status */
     uint64_t hellos_limited, keyings, places_freed;       /* for --status */
     uint64_t keying_tat; /* the bucket's next token time (GCRA), ns */
+    uint64_t asks_ns;    /* the last round of asks for held packets */
+    unsigned waiting;    /* places with packets held for a key, lately */
+    int top;             /* the highest place id seen + 1 */
     bool said_refused;
     uint8_t me[HELLO_LEN]; /* our HELLO, flags 0 */
     uint8_t hello[HELLO_LEN];
@@ -243,6 +253,8 @@ static void hello_in(struct wire_seal *w, const struct uln_link_rx *rx)
     }
     if (!same) {
         w->keyings++;
+        if (p->held_ns) w->waiting--;
+        p->held_ns = 0;
         if (uln_link_seal_peer(w->sealer, id, id, 0, &pub) != 0)
             return hello_refused(w, "no pair could be made");
         p->keyed = true;
@@ -367,6 +379,9 @@ static int gate_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsign
         }
         w->held++;
         if (!now) now = now_ns();
+        if (!p->held_ns) w->waiting++;
+        p->held_ns = now;
+        if (pkts[i].peer >= w->top) w->top = pkts[i].peer + 1;
         if (now - p->asked_ns >= HELLO_EVERY_NS) {
             p->asked_ns = now;
             hello_send(w, pkts[i].peer, true);
@@ -383,10 +398,31 @@ static int gate_flush(struct uln_link *l)
     return uln_link_flush(of_gate(l)->sealer);
 }
 
+/* Asks again, every HELLO_EVERY_NS, the services we hold packets for (for
+ * HELLO_ASKING_NS after the last one held). */
+static void asks_again(struct wire_seal *w)
+{
+    uint64_t now = now_ns();
+    if (now - w->asks_ns < HELLO_EVERY_NS) return;
+    w->asks_ns = now;
+    for (int id = 0; id < w->top && w->waiting; id++) {
+        struct wpeer *p = &w->peers[id];
+        if (!p->held_ns || p->keyed) continue;
+        if (now - p->held_ns >= HELLO_ASKING_NS) {
+            p->held_ns = 0; /* given up: rel's own resends ask again */
+            w->waiting--;
+        } else if (now - p->asked_ns >= HELLO_EVERY_NS) {
+            p->asked_ns = now;
+            hello_send(w, id, true);
+        }
+    }
+}
+
 /* What opened: its service is alive under its key (REKEY_QUIET_NS). */
 static int gate_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
 {
     struct wire_seal *w = of_gate(l);
+    if (w->waiting) asks_again(w);
     int n = uln_link_recv(w->sealer, out, max);
     if (n > 0) {
         uint64_t now = now_ns();
