@@ -455,9 +455,19 @@ static int gate_add_peer(struct uln_link *l, const void *addr, socklen_t len)
     if (p) p->used = true;
     return id;
 }
+/* wire.c points a spare id at another service: what we knew of the one
+ * before (its key) is not this one's, which is asked for its own. */
 static int gate_set_peer(struct uln_link *l, int peer, const void *addr, socklen_t len)
 {
-    return uln_link_set_peer(of_gate(l)->sealer, peer, addr, len);
+    struct wire_seal *w = of_gate(l);
+    bool moved = uln_link_find_peer(w->sealer, addr, len) != peer;
+    int rc = uln_link_set_peer(w->sealer, peer, addr, len);
+    struct wpeer *p = peer_of(w, peer);
+    if (rc == 0 && moved && p) {
+        if (p->held_ns) w->waiting--;
+        *p = (struct wpeer){.used = true};
+    }
+    return rc;
 }
 static int gate_find_peer(const struct uln_link *l, const void *addr, socklen_t len)
 {
