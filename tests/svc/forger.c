@@ -16,6 +16,14 @@
  * its namespace run so the script can ask host 1's service for --status while the forger runs;
  * after the stream the ranks stay PROVE_SILENCE s more so that the proven
  * but silent forged sources die and are freed.
+ *
+ * With the argument "hello" (tests/netns/svc_hello_flood.sh, the services
+ * run --secure encrypt without a secret) the forger sends HELLOS of the
+ * sealed wire's HELLOs instead, each from a fresh port with a fresh X25519
+ * key pair, the right mode and the check it computes (without a secret it
+ * is computable), asking for an answer, HELLO_GAP_US apart; rank 0 starts
+ * the job once the first HELLO_READY are out, so the real services key each
+ * other while it goes on. It then prints how many it sent, in how long.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -33,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "seal/link_seal.h"
 #include "ulnet.h"
 
 #define N             20000u
@@ -40,6 +49,9 @@
 #define BLIND         3000u
 #define PROVE         64u
 #define PROVE_SILENCE 5u /* s: rel's dead state (3 s after a keepalive probe at 0.5 s) + slack */
+#define HELLOS        4000u
+#define HELLO_READY   2500u
+#define HELLO_GAP_US  1000u
 #define DIE(...)      (fprintf(stderr, "forger: " __VA_ARGS__), exit(1))
 
 /* wire.c's header (docs/service.md, "Between services"). */
@@ -104,13 +116,68 @@ static bool prove(const struct sockaddr_in *to, int *keep)
     return true;
 }
 
+/* wire_seal.c's HELLO: magic, version, flags (ask), compact key, check. */
+#define FH_MAGIC   0x6b6e6c75u
+#define FH_VERSION 1u
+#define FH_ASK     0x1u
+#define FH_LEN     (4u + 2u + ULN_SEAL_PUB_COMPACT + 8u)
+
+/* One HELLO with a fresh key pair from a fresh port. */
+static void hello(const struct sockaddr_in *to, enum uln_seal_cipher cipher)
+{
+    struct uln_seal_store st;
+    struct uln_seal_pub me;
+    uint8_t b[FH_LEN];
+    uint32_t magic = FH_MAGIC;
+    if (uln_seal_store_open(&st, ULN_SEAL_ENCRYPT, cipher, NULL, 1, 1) != 0) DIE("seal store\n");
+    uln_seal_store_publish(&st, &me);
+    memcpy(b, &magic, 4);
+    b[4] = FH_VERSION;
+    b[5] = FH_ASK;
+    if (uln_seal_pub_compact(&me, b + 6) != 0) DIE("compact\n");
+    memcpy(b + 6 + ULN_SEAL_PUB_COMPACT, me.check, sizeof me.check);
+    uln_seal_store_close(&st);
+    int fd = fresh_socket();
+    (void)!sendto(fd, b, sizeof b, 0, (const struct sockaddr *)to, sizeof *to);
+    close(fd);
+}
+
+static double secs(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The HELLO forger: ready after HELLO_READY, then the rest, then says how
+ * many in how long (from the first) and sleeps until killed. */
+static void hello_forger(const struct sockaddr_in *to, int out)
+{
+    enum uln_seal_cipher cipher;
+    if (uln_seal_cipher_local(&cipher) != 0) DIE("cipher\n");
+    double t0 = secs();
+    for (unsigned i = 0; i < HELLOS; i++) {
+        hello(to, cipher);
+        if (i + 1 == HELLO_READY) {
+            (void)!write(out, "forger: hellos started\n", 23);
+            close(out);
+        }
+        usleep(HELLO_GAP_US);
+    }
+    printf("forger: hellos %u in %.2f s\n", HELLOS, secs() - t0);
+    fflush(stdout);
+    for (;;)
+        pause();
+}
+
 /* The forger, a child of rank 0: says "ready" on out once the blind and
  * proving rounds are done, then sprays until killed. */
-static void forger(int out)
+static void forger(int out, bool hellos)
 {
     const char *ip = getenv("ULNTEST_HOST_1");
     struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(7475)};
     if (!ip || inet_pton(AF_INET, ip, &to.sin_addr) != 1) DIE("no ULNTEST_HOST_1\n");
+    if (hellos) hello_forger(&to, out);
     for (unsigned i = 0; i < BLIND; i++)
         blind(&to);
     int keep[PROVE];
@@ -187,8 +254,9 @@ static void recv_all(struct uln_cq *cq)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    bool hellos = argc > 1 && !strcmp(argv[1], "hello");
     int r = atoi(getenv("ULN_RANK") ? getenv("ULN_RANK") : "-1");
     pid_t child = -1;
     if (r == 0) { /* before ulnet: the forger's sockets are its own */
@@ -198,7 +266,7 @@ int main(void)
         if (child < 0) DIE("fork\n");
         if (child == 0) {
             close(p[0]);
-            forger(p[1]);
+            forger(p[1], hellos);
         }
         close(p[1]);
         char msg[96] = {0};

@@ -24,6 +24,26 @@
  * (a restarted service: a new life draws a new key) is taken only after its
  * pair has opened nothing for REKEY_QUIET_NS, so a forged HELLO cannot
  * break a live pair.
+ *
+ * A HELLO that would key a source costs a link place (one of WSEAL_PEERS)
+ * and a key agreement before anything proves the source, and without a
+ * secret its check is computable by anyone. So such keyings are bounded by
+ * a token bucket (HELLO_KEYINGS_PER_S, HELLO_KEYINGS_BURST); over it the
+ * HELLO is refused and counted (hellos rate-limited). Not limited: a HELLO
+ * of a service keyed under the same key (only answered), and the answer of
+ * a service we asked within HELLO_ASKED_NS (our own routes ask, so those are
+ * bounded by what our processes reach). A real service whose HELLO was
+ * limited asks again with the next packet rel resends (HELLO_EVERY_NS at
+ * most), so it is keyed once it wins a token.
+ *
+ * Places. A link cannot remove a peer, and the wire's link has few places
+ * (udp: 256); a HELLO's source took one for good, so a forger filled them in
+ * seconds and then no new service, nor a route of wire.c, got one. A place
+ * a HELLO took whose id wire.c never learnt (nothing opened from it, wire.c
+ * never added, found or sent to it) is given again (uln_link_set_peer) once
+ * PLACE_QUIET_NS old, when the link is full: so unproven sources hold at
+ * most HELLO_KEYINGS_BURST + HELLO_KEYINGS_PER_S * PLACE_QUIET_NS places.
+ * Places wire.c learnt stay taken (wire.c frees its remotes, not their ids).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -43,12 +63,33 @@
 #define HELLO_EVERY_NS 5000000ull    /* a HELLO that asks, at most this often a service */
 #define REKEY_QUIET_NS 1000000000ull /* a keyed pair's silence before another key is taken */
 #define WSEAL_PEERS    4096u         /* remote services (link ids) */
+/* Keyings of sources not proven yet: 64 a second after a burst of 64 - far
+ * above what a cluster's services need (one each per life, and a restart
+ * costs a second of quiet anyway), far below what one core could key (tens
+ * of microseconds each), and 4096 places last a forger over a minute. */
+#define HELLO_KEYINGS_PER_S 64u
+#define HELLO_KEYINGS_BURST 64u
+#define HELLO_KEYING_NS     (1000000000ull / HELLO_KEYINGS_PER_S)
+#define HELLO_ASKED_NS      1000000000ull /* an answer to our ask within this is not limited */
+/* A real service opens a datagram within a round trip or two of its keying
+ * (rel resends what the gate held): 2 s unused is a source that never
+ * sealed anything; 64 + 128 = 192 such places at most, of udp's 256. */
+#define PLACE_QUIET_NS 2000000000ull
+/* A service whose key we wait for is asked every HELLO_EVERY_NS for this
+ * long after the last packet held for it, not only when rel sends: rel backs
+ * off, and under a flood of HELLOs our ask must win one of the few tokens
+ * of the far side's bucket (each ask has about 64 / the flood's rate of a
+ * chance a second), so it asks often while it waits. */
+#define HELLO_ASKING_NS 3000000000ull
 
 struct wpeer {
     bool keyed;
     uint8_t pub[ULN_SEAL_PUB_BYTES]; /* its key, as linked */
     uint64_t asked_ns;               /* our last HELLO that asked */
+    uint64_t held_ns;                /* the last packet the gate held for its key */
     uint64_t heard_ns;               /* its last datagram that opened, or its keying */
+    bool ours;                       /* its place taken by a HELLO of an unknown source */
+    bool used;                       /* wire.c learnt its id: its place stays taken */
 };
 
 struct wire_seal {
@@ -59,6 +100,11 @@ struct wire_seal {
     _Atomic uint64_t refused;                             /* datagrams the sealing link refused */
     struct wpeer *peers;                                  /* by link id, WSEAL_PEERS */
     uint64_t hellos_in, hellos_out, hellos_refused, held; /* for --status */
+    uint64_t hellos_limited, keyings, places_freed;       /* for --status */
+    uint64_t keying_tat; /* the bucket's next token time (GCRA), ns */
+    uint64_t asks_ns;    /* the last round of asks for held packets */
+    unsigned waiting;    /* places with packets held for a key, lately */
+    int top;             /* the highest place id seen + 1 */
     bool said_refused;
     uint8_t me[HELLO_LEN]; /* our HELLO, flags 0 */
     uint8_t hello[HELLO_LEN];
@@ -119,6 +165,47 @@ static void hello_refused(struct wire_seal *w, const char *why)
             why);
 }
 
+/* A token for a keying of a source not proven yet, or false: the bucket as
+ * a next-token time (GCRA), so no timer and no float. */
+static bool keying_token(struct wire_seal *w, uint64_t now)
+{
+    const uint64_t burst = (uint64_t)(HELLO_KEYINGS_BURST - 1u) * HELLO_KEYING_NS;
+    if (w->keying_tat > now + burst) return false;
+    w->keying_tat = (w->keying_tat > now ? w->keying_tat : now) + HELLO_KEYING_NS;
+    return true;
+}
+
+/* A place to give again when the link is full: the oldest a HELLO took whose
+ * id wire.c never learnt, PLACE_QUIET_NS old; its state forgotten (the
+ * sealing link's pair for it is replaced at its next keying and used by
+ * nothing before: the gate sends to keyed places only). Or -ENOSPC. */
+static int place_reuse(struct wire_seal *w, uint64_t now)
+{
+    int best = -ENOSPC;
+    for (unsigned i = 0; i < WSEAL_PEERS; i++) {
+        const struct wpeer *p = &w->peers[i];
+        if (p->ours && !p->used && now - p->heard_ns >= PLACE_QUIET_NS &&
+            (best < 0 || p->heard_ns < w->peers[best].heard_ns))
+            best = (int)i;
+    }
+    if (best >= 0) {
+        w->peers[best] = (struct wpeer){0};
+        w->places_freed++;
+    }
+    return best;
+}
+
+/* A place for a source not met yet at addr: a new one, or one given again. */
+static int place_take(struct wire_seal *w, struct uln_link *via, const void *addr, socklen_t len,
+                      uint64_t now)
+{
+    int id = uln_link_add_peer(via, addr, len);
+    if (id != -ENOSPC) return id;
+    id = place_reuse(w, now);
+    if (id >= 0 && uln_link_set_peer(via, id, addr, len) != 0) return -ENOSPC;
+    return id;
+}
+
 /* A HELLO from rx's source: link its key, answer if asked. */
 static void hello_in(struct wire_seal *w, const struct uln_link_rx *rx)
 {
@@ -138,19 +225,36 @@ static void hello_in(struct wire_seal *w, const struct uln_link_rx *rx)
     }
     if (uln_seal_store_check(&w->store, &pub, why, sizeof why) != 0) return hello_refused(w, why);
     int id = rx->peer;
+    uint64_t now = now_ns();
+    struct wpeer *p = peer_of(w, id);
+    bool same = p && p->keyed && !memcmp(p->pub, pub.pub, sizeof p->pub);
+    bool asked = p && !p->keyed && p->asked_ns && now - p->asked_ns < HELLO_ASKED_NS;
+    if (!same && !asked && !(p && p->keyed) && !keying_token(w, now)) {
+        w->hellos_limited++; /* its source, if real, asks again (HELLO_EVERY_NS) */
+        return;
+    }
     if (id < 0) { /* a service not met yet: its link id, so we can answer */
         socklen_t len = 0;
         const void *a = uln_link_rx_addr(w->raw, rx->handle, &len);
-        id = a ? uln_link_add_peer(w->raw, a, len) : -EINVAL;
+        id = a ? place_take(w, w->raw, a, len, now) : -EINVAL;
         if (id == -EEXIST) id = uln_link_find_peer(w->raw, a, len);
+        if ((p = peer_of(w, id)) && !p->keyed) p->ours = true;
     }
-    struct wpeer *p = peer_of(w, id);
+    p = peer_of(w, id);
     if (!p) return hello_refused(w, "no room for another service");
-    uint64_t now = now_ns();
-    bool same = p->keyed && !memcmp(p->pub, pub.pub, sizeof p->pub);
-    if (p->keyed && !same && now - p->heard_ns < REKEY_QUIET_NS)
-        return hello_refused(w, "another key for a live service");
+    same = p->keyed && !memcmp(p->pub, pub.pub, sizeof p->pub);
+    if (p->keyed && !same) {
+        if (now - p->heard_ns < REKEY_QUIET_NS)
+            return hello_refused(w, "another key for a live service");
+        if (!keying_token(w, now)) { /* a restarted service: limited as well */
+            w->hellos_limited++;
+            return;
+        }
+    }
     if (!same) {
+        w->keyings++;
+        if (p->held_ns) w->waiting--;
+        p->held_ns = 0;
         if (uln_link_seal_peer(w->sealer, id, id, 0, &pub) != 0)
             return hello_refused(w, "no pair could be made");
         p->keyed = true;
@@ -267,6 +371,7 @@ static int gate_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsign
     for (unsigned i = 0; i < n; i++) {
         struct wpeer *p = peer_of(w, pkts[i].peer);
         if (!p) return -EINVAL;
+        p->used = true;
         if (p->keyed) {
             w->out[m] = pkts[i];
             at[m++] = i;
@@ -274,6 +379,9 @@ static int gate_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsign
         }
         w->held++;
         if (!now) now = now_ns();
+        if (!p->held_ns) w->waiting++;
+        p->held_ns = now;
+        if (pkts[i].peer >= w->top) w->top = pkts[i].peer + 1;
         if (now - p->asked_ns >= HELLO_EVERY_NS) {
             p->asked_ns = now;
             hello_send(w, pkts[i].peer, true);
@@ -290,16 +398,40 @@ static int gate_flush(struct uln_link *l)
     return uln_link_flush(of_gate(l)->sealer);
 }
 
+/* Asks again, every HELLO_EVERY_NS, the services we hold packets for (for
+ * HELLO_ASKING_NS after the last one held). */
+static void asks_again(struct wire_seal *w)
+{
+    uint64_t now = now_ns();
+    if (now - w->asks_ns < HELLO_EVERY_NS) return;
+    w->asks_ns = now;
+    for (int id = 0; id < w->top && w->waiting; id++) {
+        struct wpeer *p = &w->peers[id];
+        if (!p->held_ns || p->keyed) continue;
+        if (now - p->held_ns >= HELLO_ASKING_NS) {
+            p->held_ns = 0; /* given up: rel's own resends ask again */
+            w->waiting--;
+        } else if (now - p->asked_ns >= HELLO_EVERY_NS) {
+            p->asked_ns = now;
+            hello_send(w, id, true);
+        }
+    }
+}
+
 /* What opened: its service is alive under its key (REKEY_QUIET_NS). */
 static int gate_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
 {
     struct wire_seal *w = of_gate(l);
+    if (w->waiting) asks_again(w);
     int n = uln_link_recv(w->sealer, out, max);
     if (n > 0) {
         uint64_t now = now_ns();
         for (int i = 0; i < n; i++) {
             struct wpeer *p = peer_of(w, out[i].peer);
-            if (p) p->heard_ns = now;
+            if (p) {
+                p->heard_ns = now;
+                p->used = true; /* wire.c learns its id now */
+            }
         }
     }
     return n;
@@ -313,18 +445,37 @@ static const void *gate_rx_addr(const struct uln_link *l, uint32_t h, socklen_t 
 {
     return uln_link_rx_addr(of_gate(l)->sealer, h, len);
 }
+/* wire.c's ids: their places stay taken (place_reuse). */
 static int gate_add_peer(struct uln_link *l, const void *addr, socklen_t len)
 {
-    int id = uln_link_add_peer(of_gate(l)->sealer, addr, len);
-    return id >= (int)WSEAL_PEERS ? -ENOSPC : id;
+    struct wire_seal *w = of_gate(l);
+    int id = place_take(w, w->sealer, addr, len, now_ns());
+    struct wpeer *p = peer_of(w, id);
+    if (id >= 0 && !p) return -ENOSPC;
+    if (p) p->used = true;
+    return id;
 }
+/* wire.c points a spare id at another service: what we knew of the one
+ * before (its key) is not this one's, which is asked for its own. */
 static int gate_set_peer(struct uln_link *l, int peer, const void *addr, socklen_t len)
 {
-    return uln_link_set_peer(of_gate(l)->sealer, peer, addr, len);
+    struct wire_seal *w = of_gate(l);
+    bool moved = uln_link_find_peer(w->sealer, addr, len) != peer;
+    int rc = uln_link_set_peer(w->sealer, peer, addr, len);
+    struct wpeer *p = peer_of(w, peer);
+    if (rc == 0 && moved && p) {
+        if (p->held_ns) w->waiting--;
+        *p = (struct wpeer){.used = true};
+    }
+    return rc;
 }
 static int gate_find_peer(const struct uln_link *l, const void *addr, socklen_t len)
 {
-    return uln_link_find_peer(of_gate(l)->sealer, addr, len);
+    struct wire_seal *w = of_gate(l);
+    int id = uln_link_find_peer(w->sealer, addr, len);
+    struct wpeer *p = peer_of(w, id);
+    if (p) p->used = true; /* wire.c holds this id now: its place is kept */
+    return id;
 }
 static int gate_fds(const struct uln_link *l, int *fds, int max)
 {
@@ -434,12 +585,15 @@ size_t wire_seal_status(const struct ulnetd *d, char *out, size_t room)
     else
         n = snprintf(out, room,
                      "secure: %s, %s, secret %s; refused_auth %llu; hellos in %llu, out %llu, "
-                     "refused %llu; packets held for a key %llu\n",
+                     "refused %llu, rate-limited %llu; keyings %llu; places freed %llu; packets "
+                     "held for a key %llu\n",
                      uln_seal_mode_name((enum uln_seal_mode)d->secure),
                      uln_seal_cipher_name(w->store.cipher),
                      w->store.id.has_secret ? "given" : "none",
                      (unsigned long long)atomic_load_explicit(&w->refused, memory_order_relaxed),
                      (unsigned long long)w->hellos_in, (unsigned long long)w->hellos_out,
-                     (unsigned long long)w->hellos_refused, (unsigned long long)w->held);
+                     (unsigned long long)w->hellos_refused, (unsigned long long)w->hellos_limited,
+                     (unsigned long long)w->keyings, (unsigned long long)w->places_freed,
+                     (unsigned long long)w->held);
     return n < 0 ? 0 : (size_t)n < room ? (size_t)n : room;
 }
