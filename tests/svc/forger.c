@@ -17,7 +17,7 @@
  * after the stream the ranks stay PROVE_SILENCE s more so that the proven
  * but silent forged sources die and are freed.
  *
- * With the argument "hello" (tests/netns/svc_hello_flood.sh, the services
+ * With the argument "hello" (tests/netns/svc_forger.sh hello, the services
  * run --secure encrypt without a secret) the forger sends HELLOS of the
  * sealed wire's HELLOs instead, each from a fresh port with a fresh X25519
  * key pair, the right mode and the check it computes (without a secret it
