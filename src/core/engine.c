@@ -1067,12 +1067,12 @@ static void check_peers(struct uln_ep *ep)
 {
     for (uint64_t pos = ep->sq_head; pos != ep->sq_tail; pos++) {
         struct uln_sqe *s = sqe_at(ep, pos);
-        const struct uln_transport_ops *tp = ep->peers[s->peer].tp;
         if (s->state == SQE_WAIT) check_life(ep, s->peer);
-        if (s->state == SQE_WAIT && tp->peer_watch && s->peer != ep->ctx->rank)
-            tp->peer_watch(ep, s->peer);
-        if ((s->state == SQE_QUEUED || s->state == SQE_WAIT) && s->peer != ep->ctx->rank &&
-            tp->peer_dead(ep->ctx, ep, s->peer)) {
+        if ((s->state != SQE_QUEUED && s->state != SQE_WAIT) || s->peer == ep->ctx->rank)
+            continue; /* done, or on ourselves: no peer to lose */
+        const struct uln_transport_ops *tp = ep->peers[s->peer].tp;
+        if (s->state == SQE_WAIT && tp->peer_watch) tp->peer_watch(ep, s->peer);
+        if (tp->peer_dead(ep->ctx, ep, s->peer)) {
             /* Later posts take the slow path, where the connect check fails
              * them at once (a transport does the same when it gives a peer up). */
             ep->peers[s->peer].out_ready = false;
