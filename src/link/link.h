@@ -143,7 +143,7 @@ struct uln_link_stats {
     uint64_t rx_unknown;      /* datagrams from sources not in the peer table */
     uint64_t rx_err;          /* recvmmsg errors other than EAGAIN */
     uint64_t rx_bad_release;  /* handles released twice or never lent */
-    uint64_t rx_kernel_drops; /* the socket's own drop count (receive buffer full) */
+    uint64_t rx_kernel_drops; /* the sockets' own drop counts (receive buffer or ring full) */
     uint64_t rx_bad_frame;    /* AF_XDP: frames that were not a whole, intact ulnet
                                  datagram for us (headers, lengths, checksums): dropped */
     uint64_t rx_sock;         /* AF_XDP: datagrams read from the link's bound UDP socket
@@ -154,6 +154,10 @@ struct uln_link_stats {
                                  program passed to the bound socket before it */
     uint64_t rx_order_gaps;   /* ... of which the datagrams never came (the kernel
                                  dropped them): the frame went on after a tick */
+    uint64_t rx_ring_late;    /* AF_XDP: times the bound socket's datagrams waited for
+                                 frames redirected before them, not yet on the ring */
+    uint64_t rx_ring_gaps;    /* ... of which the frames never came (the kernel
+                                 dropped them): the datagrams went on after a tick */
 };
 
 struct uln_link;

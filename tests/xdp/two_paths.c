@@ -13,7 +13,10 @@
  * than it left must not read as loss. The receiving link delivered every
  * frame after the socket's datagrams that passed its XDP program before it
  * (rx_order_held says how often a frame had to wait for them), and none
- * waited in vain (rx_order_gaps 0: no passed datagram went missing). No
+ * waited in vain (rx_order_gaps 0: no passed datagram went missing); and
+ * every datagram after the frames redirected before it, which the kernel
+ * may put on the ring only at the end of its batch (rx_ring_late says how
+ * often the socket waited for them; rx_ring_gaps how often it gave up). No
  * packet arrived twice but by a resend: each rank's duplicates are at most
  * the resends its peer made (by the timers, which a loaded machine fires:
  * a rank descheduled for longer than the retransmission timeout). Every
@@ -183,7 +186,8 @@ int main(int argc, char **argv)
     printf("rank %d: link %llu datagrams, %llu of them in %llu UDP_SEGMENT runs; retransmits %llu "
            "(fast %llu, probe %llu, tail %llu, timeout %llu; %llu named spurious by the peer), "
            "duplicates %llu; holes reported (LOSE) "
-           "%llu; frames that waited for the socket %llu (gave up %llu), read from it %llu; kernel "
+           "%llu; frames that waited for the socket %llu (gave up %llu), read from it %llu; socket "
+           "waited for the ring %llu (gave up %llu); kernel "
            "drops %llu, sends cut short %llu; dropped for want of a buffer %llu, outside the "
            "window %llu; link errors: sent %llu, bad frames %llu, cut short %llu\n",
            J.rank, (unsigned long long)ls.tx_pkts, (unsigned long long)ls.tx_gso_pkts,
@@ -193,6 +197,7 @@ int main(int argc, char **argv)
            (unsigned long long)c.rel.spurious, (unsigned long long)n.duplicates,
            (unsigned long long)c.rel.lose_sent, (unsigned long long)ls.rx_order_held,
            (unsigned long long)ls.rx_order_gaps, (unsigned long long)ls.rx_sock,
+           (unsigned long long)ls.rx_ring_late, (unsigned long long)ls.rx_ring_gaps,
            (unsigned long long)ls.rx_kernel_drops, (unsigned long long)ls.tx_again,
            (unsigned long long)c.rel.rx_dropped, (unsigned long long)c.rel.rx_oow,
            (unsigned long long)ls.tx_err, (unsigned long long)ls.rx_bad_frame,

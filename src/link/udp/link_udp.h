@@ -104,6 +104,11 @@ int uln_link_udp_open(const struct uln_link_udp_cfg *cfg, struct uln_link **out)
  * AF_XDP link sizes its bound UDP socket with it too. */
 int uln_link_udp_sock_buf(int fd, int force_opt, int opt, int bytes);
 
+/* Datagrams the kernel dropped for a UDP socket whose receive buffer was full
+ * (SK_MEMINFO_DROPS), 0 if it would not say. The AF_XDP link adds its bound
+ * socket's to its own. */
+uint64_t uln_link_udp_sock_drops(int fd);
+
 #ifdef ULN_TEST_HOOKS
 /* Tests only (built with ULN_TEST_HOOKS): send through fn instead of
  * sendmmsg, to cut batches short as a full socket would; NULL: sendmmsg. */

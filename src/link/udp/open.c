@@ -369,11 +369,17 @@ static void udp_stats(const struct uln_link *l, struct uln_link_stats *st)
 {
     const struct link_udp *io = (const struct link_udp *)l;
     *st = io->st;
+    st->rx_kernel_drops = uln_link_udp_sock_drops(io->fd);
+}
+
+uint64_t uln_link_udp_sock_drops(int fd)
+{
     uint32_t mi[MEMINFO_VARS];
     socklen_t ml = sizeof(mi);
     memset(mi, 0, sizeof(mi));
-    if (getsockopt(io->fd, SOL_SOCKET, SO_MEMINFO, mi, &ml) == 0 && ml > MEMINFO_DROPS * 4)
-        st->rx_kernel_drops = mi[MEMINFO_DROPS];
+    if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mi, &ml) == 0 && ml > MEMINFO_DROPS * 4)
+        return mi[MEMINFO_DROPS];
+    return 0;
 }
 
 /* ------------------------------------------------------------------------- */

@@ -362,7 +362,34 @@ static unsigned ring_recv(struct link_xdp *x, struct uln_link_rx *out, unsigned 
     if (i < n) *drained = false;
     xsk_ring_cons__cancel(&x->rx, n - i);
     xsk_ring_cons__release(&x->rx, i);
+    x->ring_seen += i;
     return got;
+}
+
+/* Has the RX ring shown every frame the program had redirected to us when
+ * it counted owed? Until it has, a datagram that passed after such a frame
+ * may be in the socket while the frame is not yet on the ring (the kernel
+ * publishes a batch's frames at its end), and reading the socket would
+ * deliver it first. A frame that never comes (the kernel dropped it: a full
+ * ring) is waited for RING_WAIT_NS, then taken as lost. The fine clock: a
+ * wait is rare, and the coarse one could end it at its next tick, at once. */
+static bool ring_caught_up(struct link_xdp *x, uint64_t owed)
+{
+    if (!x->redirected || (int64_t)(x->ring_seen - owed) >= 0) {
+        x->ring_wait = 0;
+        return true;
+    }
+    uint64_t now = uln_now_ns();
+    if (!x->ring_wait) {
+        x->ring_wait = now + RING_WAIT_NS;
+        x->st.rx_ring_late++;
+        return false;
+    }
+    if (now < x->ring_wait) return false;
+    x->ring_wait = 0;
+    x->ring_seen = owed;
+    x->st.rx_ring_gaps++;
+    return true;
 }
 
 /* The ring, each frame after the socket's datagrams that passed the program
@@ -382,8 +409,12 @@ static int xdp_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
      * the frames it put on the ring before, so any frame the ring shows
      * only later was stamped with this count or more. */
     uint64_t upto = x->passed ? __atomic_load_n(x->passed, __ATOMIC_ACQUIRE) : 0;
+    /* After upto (its acquire orders this load): every frame redirected
+     * before a pass upto counts is in this count. */
+    uint64_t owed = x->redirected ? __atomic_load_n(x->redirected, __ATOMIC_RELAXED) : 0;
     unsigned got = ring_recv(x, out, sock ? max - max / 4 : max, &drained);
-    if (sock && drained) got += uln_xdp_sock_recv(x, upto, out + got, max - got);
+    if (sock && drained && ring_caught_up(x, owed))
+        got += uln_xdp_sock_recv(x, upto, out + got, max - got);
     return (int)got;
 }
 
@@ -744,6 +775,8 @@ static int start(struct link_xdp *x, unsigned queue, char *why, size_t whylen)
     if (x->xp->passed) { /* the slot's count so far is an earlier link's */
         x->passed = &x->xp->passed[x->slot];
         x->sock_pos = __atomic_load_n(x->passed, __ATOMIC_RELAXED);
+        x->redirected = &x->xp->passed[ULN_XDP_SLOTS + x->slot];
+        x->ring_seen = __atomic_load_n(x->redirected, __ATOMIC_RELAXED);
     }
     if (bpf_map_update_elem(x->xp->xsks_fd, &x->slot, &fd, 0) ||
         bpf_map_update_elem(x->xp->ports_fd, &k, &v, BPF_NOEXIST)) {

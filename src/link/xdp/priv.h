@@ -104,8 +104,9 @@ extern const size_t uln_xdp_obj_len;
 #define UDP_GRO 104
 #endif
 #define UDP_GSO_PAYLOAD_MAX 65507u /* an IPv4 datagram's 65535 less IP and UDP headers */
-/* ulnet_passed's mapping: ULN_XDP_SLOTS counts, a page at least. */
-#define PASSED_MAP_LEN   ((ULN_XDP_SLOTS * sizeof(uint64_t) + 4095u) & ~(size_t)4095u)
+/* ulnet_passed's mapping: ULN_XDP_SLOTS byte counts, then as many frame
+ * counts, a page at least. */
+#define PASSED_MAP_LEN   ((2 * ULN_XDP_SLOTS * sizeof(uint64_t) + 4095u) & ~(size_t)4095u)
 #define RX_RING          2048u
 #define LEND_BUFS        64u          /* rx_lend's own buffers (tests) */
 #define NEIGH_RETRY_NS   2000000ull   /* look a missing MAC up again after 2 ms */
@@ -113,6 +114,7 @@ extern const size_t uln_xdp_obj_len;
 #define DISCARD_PORT     9u
 #define OWNER_WAIT_NS    10000000000ull /* an attach writes its owner within this */
 #define SOCK_READ_NS     1000000ull     /* the bound socket is read this often at least */
+#define RING_WAIT_NS     2000000ull     /* the socket waits this long for a frame owed the ring */
 #define KICKS_MAX        8u             /* sendto kicks per send call while the TX ring drains */
 #define PROGS_MAX        8u             /* interfaces with our program, per process */
 #define BUSY_POLL_US     20             /* SO_BUSY_POLL: how long an empty read polls the queue */
@@ -226,6 +228,15 @@ struct link_xdp {
     const uint64_t *passed;
     uint64_t sock_pos, gro_pos, pass_wait;
     bool gro_counted;
+    /* Frames the program redirected to our socket (its count beside
+     * ulnet_passed), and how many our RX ring has shown (ring_seen). The
+     * kernel may put a frame on the ring only at the end of its batch, after
+     * datagrams that passed after it are in the bound socket: the socket is
+     * read only once the ring showed every frame the count had (ring_wait:
+     * until when that is waited for; then it is taken as lost,
+     * rx_ring_gaps). */
+    const uint64_t *redirected;
+    uint64_t ring_seen, ring_wait;
 
     /* peers: dense array, open-addressing index by (ip, port) */
     struct peer *peers;
