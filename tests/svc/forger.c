@@ -22,14 +22,13 @@
  * service with the sealed wire's HELLOs instead, RATE a second for HELLO_S
  * seconds, from spoofed sources: a raw socket writes each from one of
  * SPOOF_IPS addresses of the hosts' subnet that no host has, and a random
- * port, so the service's answers and cookies go nowhere. Each carries one of
- * POOL X25519 keys, the right mode and the check it computes (without a
- * secret it is computable), a fresh nonce, and asks for an answer; one in
- * FORGED_COOKIE carries a cookie it made up. Rank 0
- * starts the job once HELLO_READY_S of it are out, so the real services key
- * each other under it; rank 0 prints how long its first NAP took to complete
- * (the services' keying is in it), and the forger how many HELLOs it sent,
- * in how long.
+ * port, paced one by one (not in bursts), so the service's answers and cookies go nowhere. Each
+ * carries one of POOL X25519 keys, the right mode and the check it computes (without a secret it is
+ * computable), a fresh nonce, and asks for an answer; one in FORGED_COOKIE carries a cookie it made
+ * up, and as many more are COOKIEs to host 0's service as if from host 1's, for nonces it made up.
+ * Rank 0 starts the job once HELLO_READY_S of it are out, so the real services key each other under
+ * it; rank 0 prints how long its first NAP took to complete (the services' keying is in it), and
+ * the forger how many HELLOs it sent, in how long.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -43,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -133,6 +133,8 @@ static bool prove(const struct sockaddr_in *to, int *keep)
 #define FH_VERSION  2u
 #define FH_ASK      0x1u
 #define FH_COOKIE   0x2u
+#define FC_FLAG     0x4u /* a COOKIE: magic, version, flags, nonce, cookie */
+#define FC_LEN      (6u + 8u + 16u)
 #define FH_AT_NONCE (6u + ULN_SEAL_PUB_COMPACT + 8u)
 #define FH_LEN      (FH_AT_NONCE + 8u + 16u)
 
@@ -191,10 +193,36 @@ static void spoof(struct spoofed *d, const struct sockaddr_in *to, const uint8_t
     }
 }
 
+/* A made-up COOKIE to host 0's service as if from host 1's (the answer to
+ * its ask under the flood, but for a nonce it did not send): ignored. */
+static void spoof_cookie(struct spoofed *d, const struct sockaddr_in *from,
+                         const struct sockaddr_in *to, uint64_t i)
+{
+    uint32_t magic = FH_MAGIC, r = rnd();
+    memset(d, 0, sizeof *d);
+    d->ip.version = 4;
+    d->ip.ihl = 5;
+    d->ip.ttl = 64;
+    d->ip.protocol = IPPROTO_UDP;
+    d->ip.tot_len = htons(sizeof d->ip + sizeof d->udp + FC_LEN);
+    d->ip.saddr = from->sin_addr.s_addr;
+    d->ip.daddr = to->sin_addr.s_addr;
+    d->udp.source = from->sin_port;
+    d->udp.dest = to->sin_port;
+    d->udp.len = htons(sizeof d->udp + FC_LEN);
+    memcpy(d->hello, &magic, 4);
+    d->hello[4] = FH_VERSION;
+    d->hello[5] = FC_FLAG;
+    memcpy(d->hello + 6, &i, sizeof i);  /* a nonce */
+    memcpy(d->hello + 14, &r, sizeof r); /* a cookie */
+    memcpy(d->hello + 18, &i, sizeof i);
+}
+
 /* The HELLO flood: RATE a second (0: none), paced by the clock in batches;
  * says "ready" on out after HELLO_READY_S, then how many in how long, and
  * sleeps until killed. */
-static void hello_forger(const struct sockaddr_in *to, int out, unsigned rate)
+static void hello_forger(const struct sockaddr_in *to, const struct sockaddr_in *back, int out,
+                         unsigned rate)
 {
     enum uln_seal_cipher cipher;
     if (uln_seal_cipher_local(&cipher) != 0) DIE("cipher\n");
@@ -202,6 +230,7 @@ static void hello_forger(const struct sockaddr_in *to, int out, unsigned rate)
     for (unsigned k = 0; k < POOL; k++)
         hello_make(pool[k], cipher);
     int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW); /* IP_HDRINCL implied */
+    (void)prctl(PR_SET_TIMERSLACK, 1ul, 0, 0, 0); /* sleeps of microseconds: even pacing */
     if (fd < 0) DIE("raw socket: %s\n", strerror(errno));
     static struct spoofed d[BATCH];
     struct mmsghdr m[BATCH];
@@ -219,9 +248,14 @@ static void hello_forger(const struct sockaddr_in *to, int out, unsigned rate)
         while (sent < due) {
             unsigned n = due - sent < BATCH ? (unsigned)(due - sent) : BATCH;
             for (unsigned k = 0; k < n; k++) {
-                spoof(&d[k], to, pool[(sent + k) % POOL], sent + k);
-                iov[k] = (struct iovec){&d[k], sizeof d[k]};
-                m[k] = (struct mmsghdr){.msg_hdr = {.msg_name = (void *)to,
+                uint64_t i = sent + k;
+                bool cookie = i % FORGED_COOKIE == FORGED_COOKIE / 2;
+                if (cookie)
+                    spoof_cookie(&d[k], to, back, i);
+                else
+                    spoof(&d[k], to, pool[i % POOL], i);
+                iov[k] = (struct iovec){&d[k], ntohs(d[k].ip.tot_len)};
+                m[k] = (struct mmsghdr){.msg_hdr = {.msg_name = (void *)(cookie ? back : to),
                                                     .msg_namelen = sizeof *to,
                                                     .msg_iov = &iov[k],
                                                     .msg_iovlen = 1}};
@@ -234,7 +268,12 @@ static void hello_forger(const struct sockaddr_in *to, int out, unsigned rate)
             }
             sent += (unsigned)k;
         }
-        usleep(200);
+        /* Till the next one is due: a flood as even as the clock allows (a
+         * gapped one lets a real HELLO win the bucket's tokens in its gaps). */
+        double next = t0 + (double)(sent + 1) / (rate ? rate : 1000);
+        struct timespec at = {.tv_sec = (time_t)next,
+                              .tv_nsec = (long)((next - (double)(time_t)next) * 1e9)};
+        (void)clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL);
     }
     if (!ready) {
         (void)!write(out, "forger: hellos started\n", 23);
@@ -250,10 +289,12 @@ static void hello_forger(const struct sockaddr_in *to, int out, unsigned rate)
  * proving rounds are done, then sprays until killed. */
 static void forger(int out, bool hellos, unsigned rate)
 {
-    const char *ip = getenv("ULNTEST_HOST_1");
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(7475)};
+    const char *ip = getenv("ULNTEST_HOST_1"), *ip0 = getenv("ULNTEST_HOST_0");
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(7475)}, back = to;
     if (!ip || inet_pton(AF_INET, ip, &to.sin_addr) != 1) DIE("no ULNTEST_HOST_1\n");
-    if (hellos) hello_forger(&to, out, rate);
+    if (hellos && (!ip0 || inet_pton(AF_INET, ip0, &back.sin_addr) != 1))
+        DIE("no ULNTEST_HOST_0\n");
+    if (hellos) hello_forger(&to, &back, out, rate);
     for (unsigned i = 0; i < BLIND; i++)
         blind(&to);
     int keep[PROVE];
