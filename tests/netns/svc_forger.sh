@@ -11,19 +11,21 @@
 # counted the forged datagrams, kept at most its bound of remotes no route
 # names, and freed the proven ones once they fell silent.
 #
-# netns.svc_hello_flood (hello [RATE [BOUND]]): HELLOs flooded at a sealed
-# service (ulnetd --secure encrypt, no --secret-file: a HELLO's check is
-# computable), RATE a second (default 20000) for 6 s, from spoofed sources
-# (addresses no host has, random ports: answers and cookies go nowhere),
-# with keys of a pool, asking for an answer; one in 8 with a made-up cookie,
-# and as many made-up COOKIEs to host 0's service as if from host 1's.
-# The job starts after 1 s of it. Host 0's service must have waited at most
-# BOUND ms (default 500) for host 1's key (--status: its longest wait from a
-# packet held to the keying): over the bucket, host 1 answers host 0's HELLO
-# with a cookie and takes it back at once (wire_seal.c), a round trip.
-# Without cookies its HELLOs wait for a token among the flood's: about
-# RATE / 12800 s on average (a geometric wait: within 0.5 s at 20000 a
-# second about 1 time in 4; at 100000, 1 in 16).
+# netns.svc_hello_flood (hello [RATE [BOUND]]): HELLOs flooded at both
+# sealed services (ulnetd --secure encrypt, no --secret-file: a HELLO's
+# check is computable), RATE a second each (default 20000) for 6 s, from
+# spoofed sources (addresses no host has, random ports: answers and cookies
+# go nowhere), with keys of a pool, asking for an answer; one in 8 with a
+# made-up cookie, and one in 8 of host 0's a made-up COOKIE as if from host
+# 1's service. The job starts after 1 s of it. Host 0's service must have
+# waited at most BOUND ms (default 500) for host 1's key (--status: its
+# longest wait from a packet held to the keying): over the bucket, host 1
+# answers host 0's HELLO with a cookie and takes it back at once
+# (wire_seal.c), a round trip. Without cookies its HELLOs wait for a token
+# among the flood's: about RATE / 12800 s on average (a geometric wait:
+# within 0.5 s at 20000 a second about 1 time in 4; at 100000, 1 in 16).
+# Both services are flooded, or host 1 would key host 0 through the answer
+# to its own ask (never limited) as soon as it has something to send.
 # Host 1's service must have keyed at most its bucket's burst and rate over
 # the flood (wire_seal.c, HELLO_KEYINGS_*), counted the rest as rate-limited
 # (of those that reached it), sent cookies, accepted host 0's, refused the
@@ -92,7 +94,7 @@ if [[ $mode == hello ]]; then
     # What reached the service (the kernel drops what it cannot queue):
     # each HELLO keyed (or answered), refused or limited.
     got=$((hin + hrefused + limited))
-    ((got >= sent / 4)) || fail "only $got of $sent HELLOs reached the service"
+    ((got >= sent / 8)) || fail "only $got of $sent HELLOs (half of them its) reached the service"
     ((limited >= got - bound - hrefused)) || fail "only $limited HELLOs rate-limited of $got"
     if ((rate > 0)); then # (0: the measure without a flood)
         ((csent >= 1)) || fail "no cookie sent"

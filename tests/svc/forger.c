@@ -18,17 +18,22 @@
  * but silent forged sources die and are freed.
  *
  * With the arguments "hello RATE" (tests/netns/svc_forger.sh hello, the
- * services run --secure encrypt without a secret) the forger floods host 1's
- * service with the sealed wire's HELLOs instead, RATE a second for HELLO_S
- * seconds, from spoofed sources: a raw socket writes each from one of
- * SPOOF_IPS addresses of the hosts' subnet that no host has, and a random
- * port, paced one by one (not in bursts), so the service's answers and cookies go nowhere. Each
- * carries one of POOL X25519 keys, the right mode and the check it computes (without a secret it is
- * computable), a fresh nonce, and asks for an answer; one in FORGED_COOKIE carries a cookie it made
- * up, and as many more are COOKIEs to host 0's service as if from host 1's, for nonces it made up.
- * Rank 0 starts the job once HELLO_READY_S of it are out, so the real services key each other under
- * it; rank 0 prints how long its first NAP took to complete (the services' keying is in it), and
- * the forger how many HELLOs it sent, in how long.
+ * services run --secure encrypt without a secret) the forger floods both
+ * services with the sealed wire's HELLOs instead, RATE a second each (so
+ * neither keys the other through the answer to its own ask, which is not
+ * limited) for HELLO_S seconds, from spoofed sources: a raw socket writes
+ * each from one of SPOOF_IPS addresses of the hosts' subnet that no host
+ * has, and a random port, paced one by one (not in bursts), so the services'
+ * answers and cookies go nowhere. Each carries one of POOL X25519 keys, the
+ * right mode and the check it computes (without a secret it is computable),
+ * a fresh nonce, and asks for an answer; one in FORGED_COOKIE carries a
+ * cookie it made up, and one in FORGED_COOKIE of those to host 0 is a
+ * COOKIE as if from host 1's service, for a nonce it made up. Rank 0 starts
+ * the job once HELLO_READY_S of it are out, so the real services key each
+ * other under it; ranks 1 and 3 print how long their first NAP took to
+ * arrive (the services' keying is in it), and the forger how many HELLOs it
+ * sent, in how long. With "flood RATE SECONDS IP" it floods the service at
+ * IP alone so, and nothing else (tests/netns/svc_seal_restart.sh).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -186,7 +191,7 @@ static void spoof(struct spoofed *d, const struct sockaddr_in *to, const uint8_t
     d->udp.len = htons(sizeof d->udp + FH_LEN);
     memcpy(d->hello, hello, FH_LEN);
     memcpy(d->hello + FH_AT_NONCE, &i, sizeof i);
-    if (i % FORGED_COOKIE == 0) { /* a made-up cookie: refused, counted */
+    if (i / 2 % FORGED_COOKIE == 0) { /* a made-up cookie: refused, counted */
         d->hello[5] |= FH_COOKIE;
         memcpy(d->hello + FH_AT_NONCE + 8, &r, sizeof r);
         memcpy(d->hello + FH_AT_NONCE + 12, &i, sizeof i);
@@ -222,7 +227,7 @@ static void spoof_cookie(struct spoofed *d, const struct sockaddr_in *from,
  * says "ready" on out after HELLO_READY_S, then how many in how long, and
  * sleeps until killed. */
 static void hello_forger(const struct sockaddr_in *to, const struct sockaddr_in *back, int out,
-                         unsigned rate)
+                         unsigned rate, double for_s)
 {
     enum uln_seal_cipher cipher;
     if (uln_seal_cipher_local(&cipher) != 0) DIE("cipher\n");
@@ -238,24 +243,25 @@ static void hello_forger(const struct sockaddr_in *to, const struct sockaddr_in 
     double t0 = secs(), t;
     uint64_t sent = 0;
     bool ready = false;
-    while ((t = secs() - t0) < HELLO_S) {
-        if (!ready && t >= HELLO_READY_S) {
+    const unsigned services = back ? 2 : 1;
+    while ((t = secs() - t0) < for_s) {
+        if (!ready && t >= HELLO_READY_S && out >= 0) {
             (void)!write(out, "forger: hellos started\n", 23);
             close(out);
             ready = true;
         }
-        uint64_t due = (uint64_t)(t * rate);
+        uint64_t due = (uint64_t)(t * rate * services); /* RATE at each service */
         while (sent < due) {
             unsigned n = due - sent < BATCH ? (unsigned)(due - sent) : BATCH;
             for (unsigned k = 0; k < n; k++) {
                 uint64_t i = sent + k;
-                bool cookie = i % FORGED_COOKIE == FORGED_COOKIE / 2;
-                if (cookie)
+                const struct sockaddr_in *at = back && i % 2 ? back : to;
+                if (back && i % (2 * FORGED_COOKIE) == 1)
                     spoof_cookie(&d[k], to, back, i);
                 else
-                    spoof(&d[k], to, pool[i % POOL], i);
+                    spoof(&d[k], at, pool[i % POOL], i);
                 iov[k] = (struct iovec){&d[k], ntohs(d[k].ip.tot_len)};
-                m[k] = (struct mmsghdr){.msg_hdr = {.msg_name = (void *)(cookie ? back : to),
+                m[k] = (struct mmsghdr){.msg_hdr = {.msg_name = (void *)at,
                                                     .msg_namelen = sizeof *to,
                                                     .msg_iov = &iov[k],
                                                     .msg_iovlen = 1}};
@@ -270,19 +276,18 @@ static void hello_forger(const struct sockaddr_in *to, const struct sockaddr_in 
         }
         /* Till the next one is due: a flood as even as the clock allows (a
          * gapped one lets a real HELLO win the bucket's tokens in its gaps). */
-        double next = t0 + (double)(sent + 1) / (rate ? rate : 1000);
+        double next = t0 + (double)(sent + 1) / (rate ? (double)services * rate : 1000.0);
         struct timespec at = {.tv_sec = (time_t)next,
                               .tv_nsec = (long)((next - (double)(time_t)next) * 1e9)};
         (void)clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL);
     }
-    if (!ready) {
+    if (!ready && out >= 0) {
         (void)!write(out, "forger: hellos started\n", 23);
         close(out);
     }
     printf("forger: hellos %llu in %.2f s\n", (unsigned long long)sent, secs() - t0);
     fflush(stdout);
-    for (;;)
-        pause();
+    close(fd);
 }
 
 /* The forger, a child of rank 0: says "ready" on out once the blind and
@@ -294,7 +299,11 @@ static void forger(int out, bool hellos, unsigned rate)
     if (!ip || inet_pton(AF_INET, ip, &to.sin_addr) != 1) DIE("no ULNTEST_HOST_1\n");
     if (hellos && (!ip0 || inet_pton(AF_INET, ip0, &back.sin_addr) != 1))
         DIE("no ULNTEST_HOST_0\n");
-    if (hellos) hello_forger(&to, &back, out, rate);
+    if (hellos) {
+        hello_forger(&to, &back, out, rate, HELLO_S);
+        for (;;)
+            pause();
+    }
     for (unsigned i = 0; i < BLIND; i++)
         blind(&to);
     int keep[PROVE];
@@ -385,6 +394,12 @@ static void recv_all(struct uln_cq *cq, int me, double t0)
 
 int main(int argc, char **argv)
 {
+    if (argc == 5 && !strcmp(argv[1], "flood")) { /* flood RATE SECONDS IP: that alone */
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(7475)};
+        if (inet_pton(AF_INET, argv[4], &to.sin_addr) != 1) DIE("flood: not an address\n");
+        hello_forger(&to, NULL, -1, (unsigned)strtoul(argv[2], NULL, 10), atof(argv[3]));
+        return 0;
+    }
     bool hellos = argc > 1 && !strcmp(argv[1], "hello");
     unsigned rate = hellos && argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 1000u;
     int r = atoi(getenv("ULN_RANK") ? getenv("ULN_RANK") : "-1");
