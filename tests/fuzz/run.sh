@@ -10,7 +10,7 @@
 #   tests/fuzz/run.sh --seeds      rewrite tests/fuzz/corpus/*/seed-* from gen_seeds.c
 #   ... [target ...]               only these targets (fuzz_udp_rx, fuzz_engine_rx,
 #                                  fuzz_addr, fuzz_xdp_frame, fuzz_fi_name,
-#                                  fuzz_seal_open, fuzz_svc)
+#                                  fuzz_seal_open, fuzz_svc, fuzz_hello)
 #
 # Each target starts from its committed corpus (tests/fuzz/corpus/<target>:
 # seeds and regression inputs, read only) plus what earlier runs found
@@ -41,7 +41,7 @@ while (($#)); do
     shift
 done
 ((${#targets[@]})) || targets=(fuzz_udp_rx fuzz_engine_rx fuzz_addr fuzz_xdp_frame fuzz_fi_name
-    fuzz_seal_open fuzz_svc)
+    fuzz_seal_open fuzz_svc fuzz_hello)
 
 build=$root/build-fuzz
 CC=clang cmake -S . -B "$build" -G Ninja -DULN_FUZZ=ON -DULN_WERROR=ON \

@@ -5,9 +5,22 @@
 # silent a second) and a new job through both runs, its data checked; what
 # the old pair still sent is refused and counted. JOB: an integration body
 # for two ranks (it_remote_completion). Exit 77 without namespaces.
+#
+# With FORGER RATE [BOUND] (netns.svc_seal_restart_flood): from 1 s before
+# the second job, FORGER (svc_forger flood) floods host 0's service with
+# RATE HELLOs a second from spoofed sources. The restarted service must be
+# keyed again within BOUND ms (default 500) of its first packet held for
+# the key (its --status, waits for a key: longest): host 0 still holds the
+# old key, so nothing but the new service's HELLO keys them - no ask of
+# host 0's comes to help - and over host 0's bucket that HELLO gets a cookie
+# and comes back with it at once (tools/ulnetd/wire_seal.c). Without
+# cookies it waited its turn among the flood's for one of 64 tokens a
+# second: about RATE / 12800 s (within 0.5 s at 20000 a second about 1
+# time in 4).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-ulnetd=$1 prog=$2
+ulnetd=$1 prog=$2 forger=${3:-} rate=${4:-0} bound=${5:-500}
+fpid=
 "$here/hosts.sh" probe >/dev/null 2>&1 || { echo "svc_seal_restart.sh: no namespaces: skipped"; exit 77; }
 set -a
 eval "$("$here/hosts.sh" up 2)"
@@ -15,6 +28,7 @@ set +a
 dir=$(mktemp -d)
 svcs=()
 cleanup() {
+    [[ -z $fpid ]] || kill -KILL "$fpid" 2>/dev/null || true
     for p in "${svcs[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
     "$here/hosts.sh" down >/dev/null 2>&1 || true
@@ -57,8 +71,31 @@ job 1
 kill -KILL "${svcs[1]}"
 wait "${svcs[1]}" 2>/dev/null || true
 service 1
+if [[ -n $forger ]]; then
+    "$here/hosts.sh" exec h1 "$forger" flood "$rate" 6 "$ULNTEST_HOST_0" >"$dir/flood" 2>&1 &
+    fpid=$!
+    sleep 1
+fi
 job 2
 "$here/hosts.sh" exec h0 "$ulnetd" --status >"$dir/status0" 2>&1
+if [[ -n $forger ]]; then
+    "$here/hosts.sh" exec h1 "$ulnetd" --status >"$dir/status1" 2>&1
+    wait "$fpid" || fail "the flood failed"
+    fpid=
+    line0=$(grep "^secure: " "$dir/status0") line1=$(grep "^secure: " "$dir/status1")
+    read -r csent caccepted < <(echo "$line0" |
+        sed -n 's/.* cookies sent \([0-9]*\), accepted \([0-9]*\),.*/\1 \2/p') || true
+    read -r got1 wait1 < <(echo "$line1" |
+        sed -n 's/.* cookies got \([0-9]*\),.* waits for a key: longest \([0-9]*\) us.*/\1 \2/p') || true
+    [[ -n ${caccepted:-} && -n ${wait1:-} ]] || fail "cannot read: $line0 / $line1"
+    echo "svc_seal_restart.sh: $(cat "$dir/flood") at host 0; host 0: $line0"
+    echo "svc_seal_restart.sh: the restarted service waited $wait1 us for host 0's key, got $got1 cookies"
+    ((wait1 <= bound * 1000)) || fail "the restarted service waited $wait1 us for a key, over $bound ms"
+    if ((rate > 0)); then
+        ((csent >= 1)) || fail "host 0 sent no cookie under the flood"
+        ((got1 == 0 || caccepted >= 1)) || fail "the restarted service's cookie not accepted"
+    fi
+fi
 hellos=$(sed -n 's/^secure: .* hellos in \([0-9]*\),.*/\1/p' "$dir/status0")
 ((hellos >= 2)) || fail "host 0's service took $hellos HELLOs: not the new life's key"
 echo "svc_seal_restart.sh: a restarted service keyed again ($hellos HELLOs taken), both jobs passed"

@@ -44,33 +44,66 @@
  * PLACE_QUIET_NS old, when the link is full: so unproven sources hold at
  * most HELLO_KEYINGS_BURST + HELLO_KEYINGS_PER_S * PLACE_QUIET_NS places.
  * Places wire.c learnt stay taken (wire.c frees its remotes, not their ids).
+ *
+ * Cookies. Over the bucket, a real service's HELLO would wait its turn
+ * among a flood's (each ask wins about HELLO_KEYINGS_PER_S / the flood's
+ * rate of a token). So a HELLO the bucket cannot take is answered with a
+ * COOKIE (seal/cookie.h: a MAC of its source's address and port and its
+ * nonce under a secret that rotates), keeping no state and no place: the
+ * answer goes out through cookie_peer, pointed at the source for that one
+ * datagram. A service that asked takes a COOKIE only for its own nonce from
+ * the service it asked, and asks again at once with it; a HELLO with a valid
+ * cookie comes from where it says, and is keyed from its own, larger bucket
+ * (HELLO_COOKIE_KEYINGS_*), not the flood's. A cookie that does not check
+ * (forged, stale, another source's) is refused and counted, and the HELLO
+ * goes on as one without (a fresh cookie if the bucket is still empty). A
+ * COOKIE is smaller than the HELLO it answers: no amplification. Not
+ * bounded: a flood from addresses that can receive (they get cookies too)
+ * shares the cookie bucket with the real services.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+
+#include <netinet/in.h>
 
 #include "ulnetd.h"
 #include "link/link.h"
+#include "seal/cookie.h"
 #include "seal/link_seal.h"
 
 #define HELLO_MAGIC    0x6b6e6c75u /* "ulnk", little-endian */
-#define HELLO_VERSION  1u
-#define HELLO_ASK      0x1u /* answer with your HELLO */
-#define HELLO_LEN      (4u + 2u + ULN_SEAL_PUB_COMPACT + 8u)
-#define HELLO_EVERY_NS 5000000ull    /* a HELLO that asks, at most this often a service */
-#define REKEY_QUIET_NS 1000000000ull /* a keyed pair's silence before another key is taken */
-#define WSEAL_PEERS    4096u         /* remote services (link ids) */
+#define HELLO_VERSION  2u          /* 2: a nonce and a cookie; and COOKIE */
+#define HELLO_ASK      0x1u        /* answer with your HELLO */
+#define HELLO_COOKIE   0x2u        /* it carries a cookie */
+#define HELLO_COOKIE_R 0x4u        /* a COOKIE: the answer to a HELLO over the bucket */
+/* HELLO: magic, version, flags, compact key, check, nonce, cookie (zeros
+ * without HELLO_COOKIE). COOKIE: magic, version, flags, the nonce of the
+ * HELLO it answers, the cookie. */
+#define HELLO_AT_CHECK  (6u + ULN_SEAL_PUB_COMPACT)
+#define HELLO_AT_NONCE  (HELLO_AT_CHECK + 8u)
+#define HELLO_AT_COOKIE (HELLO_AT_NONCE + ULN_COOKIE_NONCE_BYTES)
+#define HELLO_LEN       (HELLO_AT_COOKIE + ULN_COOKIE_BYTES)
+#define COOKIE_LEN      (6u + ULN_COOKIE_NONCE_BYTES + ULN_COOKIE_BYTES)
+#define HELLO_EVERY_NS  5000000ull    /* a HELLO that asks, at most this often a service */
+#define REKEY_QUIET_NS  1000000000ull /* a keyed pair's silence before another key is taken */
+#define WSEAL_PEERS     4096u         /* remote services (link ids) */
 /* Keyings of sources not proven yet: 64 a second after a burst of 64 - far
  * above what a cluster's services need (one each per life, and a restart
  * costs a second of quiet anyway), far below what one core could key (tens
  * of microseconds each), and 4096 places last a forger over a minute. */
 #define HELLO_KEYINGS_PER_S 64u
 #define HELLO_KEYINGS_BURST 64u
-#define HELLO_KEYING_NS     (1000000000ull / HELLO_KEYINGS_PER_S)
 #define HELLO_ASKED_NS      1000000000ull /* an answer to our ask within this is not limited */
+/* Keyings of sources a cookie proved: four times the unproven rate, since
+ * only what can receive at its address gets here; still a bounded share of
+ * a core (a key agreement each) and of the link's places. */
+#define HELLO_COOKIE_KEYINGS_PER_S 256u
+#define HELLO_COOKIE_KEYINGS_BURST 64u
 /* A real service opens a datagram within a round trip or two of its keying
  * (rel resends what the gate held): 2 s unused is a source that never
  * sealed anything; 64 + 128 = 192 such places at most, of udp's 256. */
@@ -90,6 +123,10 @@ struct wpeer {
     uint64_t heard_ns;               /* its last datagram that opened, or its keying */
     bool ours;                       /* its place taken by a HELLO of an unknown source */
     bool used;                       /* wire.c learnt its id: its place stays taken */
+    uint64_t wants_ns;               /* the first packet held for its key, till keyed */
+    bool has_nonce, has_cookie;      /* our asks' nonce drawn; its COOKIE for it came */
+    uint8_t nonce[ULN_COOKIE_NONCE_BYTES];
+    uint8_t cookie[ULN_COOKIE_BYTES];
 };
 
 struct wire_seal {
@@ -101,10 +138,16 @@ struct wire_seal {
     struct wpeer *peers;                                  /* by link id, WSEAL_PEERS */
     uint64_t hellos_in, hellos_out, hellos_refused, held; /* for --status */
     uint64_t hellos_limited, keyings, places_freed;       /* for --status */
-    uint64_t keying_tat; /* the bucket's next token time (GCRA), ns */
-    uint64_t asks_ns;    /* the last round of asks for held packets */
-    unsigned waiting;    /* places with packets held for a key, lately */
-    int top;             /* the highest place id seen + 1 */
+    uint64_t cookies_sent, cookies_accepted, cookies_refused, cookies_stale; /* as responder */
+    uint64_t cookies_got, cookies_ignored;                                   /* as asker */
+    uint64_t wait_max_ns, wait_last_ns; /* a held packet's wait for its service's key */
+    uint64_t keying_tat;                /* the bucket's next token time (GCRA), ns */
+    uint64_t cookie_tat;                /* the cookie bucket's */
+    struct uln_cookie cookie;
+    int cookie_peer;  /* a link id pointed at a source for one COOKIE, else at none */
+    uint64_t asks_ns; /* the last round of asks for held packets */
+    unsigned waiting; /* places with packets held for a key, lately */
+    int top;          /* the highest place id seen + 1 */
     bool said_refused;
     uint8_t me[HELLO_LEN]; /* our HELLO, flags 0 */
     uint8_t hello[HELLO_LEN];
@@ -135,22 +178,34 @@ static struct wpeer *peer_of(struct wire_seal *w, int id)
 
 /* ---- HELLO ------------------------------------------------------------------ */
 
-static bool is_hello(const uint8_t *b, uint32_t len)
+/* A HELLO or a COOKIE (the keyer's, never the sealing link's). */
+static bool is_keying(const uint8_t *b, uint32_t len)
 {
     uint32_t m;
-    if (len != HELLO_LEN) return false;
+    if (len != HELLO_LEN && len != COOKIE_LEN) return false;
     memcpy(&m, b, 4);
     return m == HELLO_MAGIC;
 }
 
 /* Our HELLO to link id (asking for theirs, or not), in clear, below the
- * sealing link. */
+ * sealing link; with the nonce of our asks to it, and its cookie for that
+ * nonce if one came. */
 static void hello_send(struct wire_seal *w, int id, bool ask)
 {
+    struct wpeer *p = peer_of(w, id);
     memcpy(w->hello, w->me, HELLO_LEN);
     w->hello[5] = ask ? HELLO_ASK : 0;
-    struct uln_link_pkt p = {.peer = id, .niov = 1, .iov = {{w->hello, HELLO_LEN}}};
-    if (uln_link_send(w->raw, &p, 1) == 1) w->hellos_out++;
+    if (p) {
+        while (!p->has_nonce && getrandom(p->nonce, sizeof p->nonce, 0) == sizeof p->nonce)
+            p->has_nonce = true;
+        memcpy(w->hello + HELLO_AT_NONCE, p->nonce, sizeof p->nonce);
+        if (ask && p->has_cookie) {
+            w->hello[5] |= HELLO_COOKIE;
+            memcpy(w->hello + HELLO_AT_COOKIE, p->cookie, sizeof p->cookie);
+        }
+    }
+    struct uln_link_pkt pkt = {.peer = id, .niov = 1, .iov = {{w->hello, HELLO_LEN}}};
+    if (uln_link_send(w->raw, &pkt, 1) == 1) w->hellos_out++;
     (void)uln_link_flush(w->raw);
 }
 
@@ -167,12 +222,71 @@ static void hello_refused(struct wire_seal *w, const char *why)
 
 /* A token for a keying of a source not proven yet, or false: the bucket as
  * a next-token time (GCRA), so no timer and no float. */
+static bool token(uint64_t *tat, uint64_t now, unsigned per_s, unsigned burst)
+{
+    const uint64_t every = 1000000000ull / per_s;
+    if (*tat > now + (uint64_t)(burst - 1u) * every) return false;
+    *tat = (*tat > now ? *tat : now) + every;
+    return true;
+}
+
 static bool keying_token(struct wire_seal *w, uint64_t now)
 {
-    const uint64_t burst = (uint64_t)(HELLO_KEYINGS_BURST - 1u) * HELLO_KEYING_NS;
-    if (w->keying_tat > now + burst) return false;
-    w->keying_tat = (w->keying_tat > now ? w->keying_tat : now) + HELLO_KEYING_NS;
-    return true;
+    return token(&w->keying_tat, now, HELLO_KEYINGS_PER_S, HELLO_KEYINGS_BURST);
+}
+
+/* A COOKIE for the HELLO b from the source at a, through its own id if the
+ * link has one, else through cookie_peer for this datagram alone (pointed
+ * back at none after: no place kept, and no datagram of that source finds
+ * that id later). */
+static void cookie_send(struct wire_seal *w, int id, const void *a, socklen_t len, const uint8_t *b,
+                        uint64_t now)
+{
+    uint8_t m[COOKIE_LEN];
+    memcpy(m, b, 4);
+    m[4] = HELLO_VERSION;
+    m[5] = HELLO_COOKIE_R;
+    memcpy(m + 6, b + HELLO_AT_NONCE, ULN_COOKIE_NONCE_BYTES);
+    if (uln_cookie_make(&w->cookie, now, a, len, b + HELLO_AT_NONCE,
+                        m + 6 + ULN_COOKIE_NONCE_BYTES) != 0)
+        return;
+    bool lent = id < 0;
+    if (lent && (w->cookie_peer < 0 || uln_link_set_peer(w->raw, w->cookie_peer, a, len) != 0))
+        return;
+    struct uln_link_pkt p = {.peer = lent ? w->cookie_peer : id, .niov = 1, .iov = {{m, sizeof m}}};
+    if (uln_link_send(w->raw, &p, 1) == 1) w->cookies_sent++;
+    (void)uln_link_flush(w->raw); /* m is on the stack, and the id moves on */
+    if (lent) {
+        struct sockaddr_in none = {.sin_family = AF_INET, .sin_port = htons(10)};
+        (void)uln_link_set_peer(w->raw, w->cookie_peer, &none, sizeof none);
+    }
+}
+
+/* May the HELLO b from rx's source (id, or -1) key it? With a valid cookie,
+ * from the cookie bucket; else from the bucket; over both, no: counted, and
+ * a source that brought no valid cookie gets one. */
+static bool keying_admit(struct wire_seal *w, const struct uln_link_rx *rx, int id,
+                         const uint8_t *b, uint64_t now)
+{
+    socklen_t len = 0;
+    const void *a = uln_link_rx_addr(w->raw, rx->handle, &len);
+    bool proven = false;
+    if (b[5] & HELLO_COOKIE) {
+        int rc = a ? uln_cookie_check(&w->cookie, now, a, len, b + HELLO_AT_NONCE,
+                                      b + HELLO_AT_COOKIE, ULN_COOKIE_BYTES)
+                   : -EAFNOSUPPORT;
+        proven = rc == 0;
+        w->cookies_accepted += proven;
+        w->cookies_refused += !proven;
+        w->cookies_stale += rc == -ESTALE;
+    }
+    if (proven &&
+        token(&w->cookie_tat, now, HELLO_COOKIE_KEYINGS_PER_S, HELLO_COOKIE_KEYINGS_BURST))
+        return true;
+    if (keying_token(w, now)) return true;
+    w->hellos_limited++; /* its source, if real, asks again (HELLO_EVERY_NS) */
+    if (!proven && a) cookie_send(w, id, a, len, b, now);
+    return false;
 }
 
 /* A place to give again when the link is full: the oldest a HELLO took whose
@@ -214,7 +328,7 @@ static void hello_in(struct wire_seal *w, const struct uln_link_rx *rx)
     char why[160];
     if (b[4] != HELLO_VERSION || uln_seal_pub_expand(b + 6, &pub) != 0)
         return hello_refused(w, "malformed");
-    memcpy(pub.check, b + 6 + ULN_SEAL_PUB_COMPACT, sizeof pub.check);
+    memcpy(pub.check, b + HELLO_AT_CHECK, sizeof pub.check);
     pub.flags = 0; /* the check came along: which secret it holds is checked */
     if (pub.mode != w->store.mode) {
         snprintf(why, sizeof why, "it seals with --secure %s, this one with %s",
@@ -224,15 +338,12 @@ static void hello_in(struct wire_seal *w, const struct uln_link_rx *rx)
         return hello_refused(w, why);
     }
     if (uln_seal_store_check(&w->store, &pub, why, sizeof why) != 0) return hello_refused(w, why);
-    int id = rx->peer;
+    int id = rx->peer == w->cookie_peer ? -1 : rx->peer;
     uint64_t now = now_ns();
     struct wpeer *p = peer_of(w, id);
     bool same = p && p->keyed && !memcmp(p->pub, pub.pub, sizeof p->pub);
     bool asked = p && !p->keyed && p->asked_ns && now - p->asked_ns < HELLO_ASKED_NS;
-    if (!same && !asked && !(p && p->keyed) && !keying_token(w, now)) {
-        w->hellos_limited++; /* its source, if real, asks again (HELLO_EVERY_NS) */
-        return;
-    }
+    if (!same && !asked && !(p && p->keyed) && !keying_admit(w, rx, id, b, now)) return;
     if (id < 0) { /* a service not met yet: its link id, so we can answer */
         socklen_t len = 0;
         const void *a = uln_link_rx_addr(w->raw, rx->handle, &len);
@@ -246,13 +357,15 @@ static void hello_in(struct wire_seal *w, const struct uln_link_rx *rx)
     if (p->keyed && !same) {
         if (now - p->heard_ns < REKEY_QUIET_NS)
             return hello_refused(w, "another key for a live service");
-        if (!keying_token(w, now)) { /* a restarted service: limited as well */
-            w->hellos_limited++;
-            return;
-        }
+        if (!keying_admit(w, rx, id, b, now)) return; /* a restarted service: limited as well */
     }
     if (!same) {
         w->keyings++;
+        if (p->wants_ns) { /* what a user waited for: the keying time under a flood */
+            w->wait_last_ns = now - p->wants_ns;
+            if (w->wait_last_ns > w->wait_max_ns) w->wait_max_ns = w->wait_last_ns;
+            p->wants_ns = 0;
+        }
         if (p->held_ns) w->waiting--;
         p->held_ns = 0;
         if (uln_link_seal_peer(w->sealer, id, id, 0, &pub) != 0)
@@ -263,6 +376,30 @@ static void hello_in(struct wire_seal *w, const struct uln_link_rx *rx)
     }
     w->hellos_in++;
     if (b[5] & HELLO_ASK) hello_send(w, id, false);
+}
+
+/* A COOKIE from rx's source: taken if we asked it lately and it answers our
+ * nonce (no one off the path knows it), and our HELLO goes again at once
+ * with it - unless it is the cookie we had (that one did not check there:
+ * the next ask brings it, no round trip spent on a loop). */
+static void cookie_in(struct wire_seal *w, const struct uln_link_rx *rx)
+{
+    const uint8_t *b = rx->buf;
+    struct wpeer *p = rx->peer == w->cookie_peer ? NULL : peer_of(w, rx->peer);
+    uint64_t now = now_ns();
+    if (b[4] != HELLO_VERSION || b[5] != HELLO_COOKIE_R || !p || p->keyed || !p->has_nonce ||
+        !p->asked_ns || now - p->asked_ns >= HELLO_ASKED_NS ||
+        memcmp(b + 6, p->nonce, sizeof p->nonce)) {
+        w->cookies_ignored++;
+        return;
+    }
+    const uint8_t *c = b + 6 + ULN_COOKIE_NONCE_BYTES;
+    w->cookies_got++;
+    if (p->has_cookie && !memcmp(p->cookie, c, sizeof p->cookie)) return;
+    memcpy(p->cookie, c, sizeof p->cookie);
+    p->has_cookie = true;
+    p->asked_ns = now;
+    hello_send(w, rx->peer, true);
 }
 
 /* ---- the keyer: below the sealing link -------------------------------------- */
@@ -284,11 +421,14 @@ static int keyer_recv(struct uln_link *l, struct uln_link_rx *out, unsigned max)
         int n = uln_link_recv(w->raw, out, max), kept = 0;
         if (n <= 0) return n;
         for (int i = 0; i < n; i++) {
-            if (!is_hello(out[i].buf, out[i].len)) {
+            if (!is_keying(out[i].buf, out[i].len)) {
                 out[kept++] = out[i];
                 continue;
             }
-            hello_in(w, &out[i]);
+            if (out[i].len == HELLO_LEN)
+                hello_in(w, &out[i]);
+            else
+                cookie_in(w, &out[i]);
             uln_link_rx_release(w->raw, out[i].handle);
         }
         if (kept) return kept;
@@ -381,6 +521,7 @@ static int gate_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsign
         if (!now) now = now_ns();
         if (!p->held_ns) w->waiting++;
         p->held_ns = now;
+        if (!p->wants_ns) p->wants_ns = now;
         if (pkts[i].peer >= w->top) w->top = pkts[i].peer + 1;
         if (now - p->asked_ns >= HELLO_EVERY_NS) {
             p->asked_ns = now;
@@ -502,6 +643,7 @@ static void gate_close(struct uln_link *l)
     struct wire_seal *w = of_gate(l);
     uln_link_close(w->sealer); /* and the keyer, and the link */
     uln_seal_store_close(&w->store);
+    uln_cookie_close(&w->cookie);
     free(w->peers);
     free(w);
 }
@@ -535,9 +677,16 @@ int wire_seal_wrap(struct ulnetd *d, struct uln_link **io)
         free(w);
         return -ENOMEM;
     }
-    int rc = uln_seal_store_open(&w->store, (enum uln_seal_mode)d->secure, cipher, d->secret_file,
-                                 1, WSEAL_PEERS);
+    int rc = uln_cookie_open(&w->cookie, now_ns());
     if (rc) {
+        free(w->peers);
+        free(w);
+        return rc;
+    }
+    rc = uln_seal_store_open(&w->store, (enum uln_seal_mode)d->secure, cipher, d->secret_file, 1,
+                             WSEAL_PEERS);
+    if (rc) {
+        uln_cookie_close(&w->cookie);
         fprintf(stderr, "ulnetd: --secure: %s%s%s\n", strerror(-rc),
                 d->secret_file ? ": --secret-file " : "", d->secret_file ? d->secret_file : "");
         free(w->peers);
@@ -551,18 +700,25 @@ int wire_seal_wrap(struct ulnetd *d, struct uln_link **io)
     w->me[4] = HELLO_VERSION;
     if (uln_seal_pub_compact(&me, w->me + 6) != 0) {
         uln_seal_store_close(&w->store);
+        uln_cookie_close(&w->cookie);
         free(w->peers);
         free(w);
         return -EINVAL;
     }
-    memcpy(w->me + 6 + ULN_SEAL_PUB_COMPACT, me.check, sizeof me.check);
+    memcpy(w->me + HELLO_AT_CHECK, me.check, sizeof me.check);
     unsigned max = uln_link_payload_max(*io);
     w->raw = *io;
+    /* The id COOKIEs go out through; at rest pointed at an address no one
+     * sends from (not wire.c's: each id its own). Never keyed, never given. */
+    struct sockaddr_in none = {.sin_family = AF_INET, .sin_port = htons(10)};
+    w->cookie_peer = uln_link_add_peer(w->raw, &none, sizeof none);
+    if (peer_of(w, w->cookie_peer)) w->peers[w->cookie_peer].used = true;
     w->keyer = (struct uln_link){.ops = &keyer_ops, .payload_max = max};
     w->sealer = &w->keyer;
     rc = uln_link_seal_open(&w->store, 0, &w->refused, &w->sealer);
     if (rc) {
         uln_seal_store_close(&w->store);
+        uln_cookie_close(&w->cookie);
         free(w->peers);
         free(w);
         return rc; /* *io is still the caller's */
@@ -583,17 +739,23 @@ size_t wire_seal_status(const struct ulnetd *d, char *out, size_t room)
         n = snprintf(out, room, "secure: %s (no wire)\n",
                      uln_seal_mode_name((enum uln_seal_mode)d->secure));
     else
-        n = snprintf(out, room,
-                     "secure: %s, %s, secret %s; refused_auth %llu; hellos in %llu, out %llu, "
-                     "refused %llu, rate-limited %llu; keyings %llu; places freed %llu; packets "
-                     "held for a key %llu\n",
-                     uln_seal_mode_name((enum uln_seal_mode)d->secure),
-                     uln_seal_cipher_name(w->store.cipher),
-                     w->store.id.has_secret ? "given" : "none",
-                     (unsigned long long)atomic_load_explicit(&w->refused, memory_order_relaxed),
-                     (unsigned long long)w->hellos_in, (unsigned long long)w->hellos_out,
-                     (unsigned long long)w->hellos_refused, (unsigned long long)w->hellos_limited,
-                     (unsigned long long)w->keyings, (unsigned long long)w->places_freed,
-                     (unsigned long long)w->held);
+        n = snprintf(
+            out, room,
+            "secure: %s, %s, secret %s; refused_auth %llu; hellos in %llu, out %llu, "
+            "refused %llu, rate-limited %llu; keyings %llu; places freed %llu; packets "
+            "held for a key %llu; cookies sent %llu, accepted %llu, refused %llu "
+            "(stale %llu); cookies got %llu, ignored %llu; waits for a key: longest %llu "
+            "us, last %llu us\n",
+            uln_seal_mode_name((enum uln_seal_mode)d->secure),
+            uln_seal_cipher_name(w->store.cipher), w->store.id.has_secret ? "given" : "none",
+            (unsigned long long)atomic_load_explicit(&w->refused, memory_order_relaxed),
+            (unsigned long long)w->hellos_in, (unsigned long long)w->hellos_out,
+            (unsigned long long)w->hellos_refused, (unsigned long long)w->hellos_limited,
+            (unsigned long long)w->keyings, (unsigned long long)w->places_freed,
+            (unsigned long long)w->held, (unsigned long long)w->cookies_sent,
+            (unsigned long long)w->cookies_accepted, (unsigned long long)w->cookies_refused,
+            (unsigned long long)w->cookies_stale, (unsigned long long)w->cookies_got,
+            (unsigned long long)w->cookies_ignored, (unsigned long long)(w->wait_max_ns / 1000u),
+            (unsigned long long)(w->wait_last_ns / 1000u));
     return n < 0 ? 0 : (size_t)n < room ? (size_t)n : room;
 }
