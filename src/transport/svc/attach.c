@@ -49,36 +49,64 @@ static int send_fds(int fd, const void *msg, size_t len, const int *fds, int nfd
 }
 
 /* The service's answer: 0 and its bytes in out (want of them), or the
- * refusal, or -ETIMEDOUT / -ECONNRESET / -EPROTO. */
-static int recv_answer(int fd, unsigned type, void *out, size_t want)
+ * refusal, or -ETIMEDOUT / -ECONNRESET / -EPROTO. A descriptor it passed
+ * with it goes to *fd (-1: none), or is closed when fd is NULL. */
+static int recv_answer(int fd, unsigned type, void *out, size_t want, int *passed)
 {
+    if (passed) *passed = -1;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int n = poll(&p, 1, ATTACH_TIMEOUT_MS);
     if (n == 0) return -ETIMEDOUT;
     if (n < 0) return -errno;
     _Alignas(8) uint8_t buf[256];
-    ssize_t r = recv(fd, buf, sizeof buf, 0);
+    union {
+        struct cmsghdr c;
+        char b[CMSG_SPACE(sizeof(int))];
+    } u;
+    struct iovec iov = {buf, sizeof buf};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+    ssize_t r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
     if (r < 0) return -errno;
     if (r == 0) return -ECONNRESET;
+    int got = -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int)) && got < 0)
+            memcpy(&got, CMSG_DATA(c), sizeof got);
     struct uln_svc_hdr h;
-    if ((size_t)r < sizeof h) return -EPROTO;
-    memcpy(&h, buf, sizeof h);
-    if (h.magic != ULN_SVC_MAGIC || h.version != ULN_SVC_VERSION) return -EPROTO;
-    if (h.type == ULN_SVC_REFUSED) return h.status < 0 ? h.status : -EPROTO;
-    if (h.type != type || (size_t)r != want) return -EPROTO;
+    int rc = 0;
+    if ((size_t)r < sizeof h) rc = -EPROTO;
+    if (!rc) {
+        memcpy(&h, buf, sizeof h);
+        if (h.magic != ULN_SVC_MAGIC || h.version != ULN_SVC_VERSION)
+            rc = -EPROTO;
+        else if (h.type == ULN_SVC_REFUSED)
+            rc = h.status < 0 ? h.status : -EPROTO;
+        else if (h.type != type || (size_t)r != want)
+            rc = -EPROTO;
+    }
+    if (got >= 0 && (rc || !passed)) {
+        close(got);
+        got = -1;
+    }
+    if (rc) return rc;
     memcpy(out, buf, want);
+    if (passed) *passed = got;
     return 0;
 }
 
 static int send_attach(int fd, const struct uln_ctx *ctx)
 {
-    struct uln_svc_attach a = {.job_key = ctx->job_key,
-                               .rank = (uint32_t)ctx->rank,
-                               .size = (uint32_t)ctx->size,
-                               .max_eps = ctx->p.max_eps,
-                               .weight = uln_svc_params(&ctx->p)->weight,
-                               .inbox_bytes = ctx->inbox->len,
-                               .flags = ctx->no_job ? ULN_SVC_ATTACH_NO_JOB : 0};
+    struct uln_svc_attach a = {
+        .job_key = ctx->job_key,
+        .rank = (uint32_t)ctx->rank,
+        .size = (uint32_t)ctx->size,
+        .max_eps = ctx->p.max_eps,
+        .weight = uln_svc_params(&ctx->p)->weight,
+        .inbox_bytes = ctx->inbox->len,
+        .flags = (ctx->no_job ? ULN_SVC_ATTACH_NO_JOB : 0) |
+                 (uln_svc_params(&ctx->p)->own_sock ? 0 : ULN_SVC_ATTACH_NO_SOCK)};
     uln_svc_hdr_init(&a.h, ULN_SVC_ATTACH, sizeof a, 0);
     return send_fds(fd, &a, sizeof a, &ctx->inbox->fd, 1);
 }
@@ -90,7 +118,7 @@ int uln_svc_request(struct uln_ctx *ctx, const void *msg, size_t len, const int 
     if (!s) return -ENOTCONN;
     pthread_mutex_lock(&s->lock);
     int rc = send_fds(s->fd, msg, len, fds, nfds);
-    if (!rc) rc = recv_answer(s->fd, answer_type, answer, answer_len);
+    if (!rc) rc = recv_answer(s->fd, answer_type, answer, answer_len, NULL);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
@@ -110,13 +138,19 @@ static int try_attach(struct uln_ctx *ctx, const char *path, struct uln_svc *s)
         return e == ECONNREFUSED || e == ENOENT ? -ENOTCONN : -e;
     }
     struct uln_svc_attach_ok ok;
+    int sock = -1;
     int rc = send_attach(fd, ctx);
-    if (!rc) rc = recv_answer(fd, ULN_SVC_ATTACH_OK, &ok, sizeof ok);
+    if (!rc) rc = recv_answer(fd, ULN_SVC_ATTACH_OK, &ok, sizeof ok, &sock);
+    if (!rc && (sock >= 0) != (ok.sock_port != 0)) rc = -EPROTO; /* a port, and its socket */
+    if (!rc && sock >= 0 && (rc = uln_svc_sock_check(sock, ok.wire_ip, ok.sock_port)) != 0)
+        close(sock);
     if (rc) {
         close(fd);
         return rc;
     }
     s->fd = fd;
+    s->sock_fd = sock;
+    s->sock_port = ok.sock_port;
     s->host_id = ok.host_id;
     s->client = ok.client;
     s->wire_ip = ok.wire_ip;
@@ -149,9 +183,12 @@ int uln_svc_attach(struct uln_ctx *ctx)
                 rc == -ENOTCONN ? "no ulnetd listening" : strerror(-rc), path);
         return rc;
     }
-    snprintf(ctx->svc_why, sizeof ctx->svc_why, "attached to ulnetd at %s (client %u), link %s",
-             path, s->client, s->link);
+    char sock[40] = "";
+    if (s->sock_port) snprintf(sock, sizeof sock, ", socket of its own port %u", s->sock_port);
+    snprintf(ctx->svc_why, sizeof ctx->svc_why, "attached to ulnetd at %s (client %u), link %s%s",
+             path, s->client, s->link, sock);
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->socks_lock, NULL);
     ctx->svc = s;
     return 0;
 }
@@ -181,7 +218,10 @@ void uln_svc_detach(struct uln_ctx *ctx)
 {
     if (!ctx->svc) return;
     close(ctx->svc->fd); /* the hang-up is the detach */
+    if (ctx->svc->sock_fd >= 0) close(ctx->svc->sock_fd);
+    free(ctx->svc->peer_socks);
     pthread_mutex_destroy(&ctx->svc->lock);
+    pthread_mutex_destroy(&ctx->svc->socks_lock);
     free(ctx->svc);
     ctx->svc = NULL;
 }
