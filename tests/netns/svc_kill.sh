@@ -11,8 +11,8 @@
 #      0 and 2 ends -ECONNRESET, so do ranks 1 and 3's on them (the wire's
 #      silence), never a hang; 1 and 3 go on with each other. Then a context
 #      on host 0 with ULN_SERVICE=auto runs in direct mode (ulninfo says so).
-# While they run, each rank holds the UDP socket of its own its service bound
-# for it (two per host). After each: no rank process left, every service
+# While they run, each rank holds the UDP sockets of its own its service
+# bound for it (one per endpoint index). After each: no rank process left, every service
 # that lives holds no memfd (mapped or open), no unix socket and no UDP
 # socket beyond its own at start (a killed rank's socket closed with it),
 # nothing pinned in a bpffs. After 3, host 0 has no process and
@@ -192,12 +192,15 @@ left_alone 1 "after a clean job"
 want=(0 0 0 137)
 job until 2 -1 3
 wait_streaming "process kill"
-# Each rank's socket of its own: two per host, each in its service's list.
+# Each rank's sockets of its own (one per endpoint index): two ranks per
+# host, each in its service's list, every one open on the host.
 for h in 0 1; do
-    (($(udp_sockets "$h") == base_udp[h] + 2)) ||
-        fail "ranks streaming: host $h has $(udp_sockets "$h") UDP sockets, not ${base_udp[h]} + 2 (a socket per rank)"
-    n=$(on "$h" "$ulnetd" --status 2>&1 | grep -c "socket port [1-9]" || true)
-    ((n == 2)) || fail "ranks streaming: host $h's service lists $n ranks with a socket of their own, not 2"
+    st=$(on "$h" "$ulnetd" --status 2>&1)
+    n=$(grep -c " sockets [1-9][0-9]* from port [1-9]" <<<"$st" || true)
+    ((n == 2)) || fail "ranks streaming: host $h's service lists $n ranks with sockets of their own, not 2"
+    k=$(grep -o " sockets [0-9]* from port" <<<"$st" | awk '{s += $2} END {print s}')
+    (($(udp_sockets "$h") == base_udp[h] + k)) ||
+        fail "ranks streaming: host $h has $(udp_sockets "$h") UDP sockets, not ${base_udp[h]} + the ranks' $k"
 done
 kill -KILL "${pids[3]}"
 wait_job "rank 3 killed"

@@ -54,12 +54,8 @@ struct client *client_add(struct ulnetd *d, int fd)
         close(fd);
         return NULL;
     }
-    *c = (struct client){.kind = KIND_CLIENT,
-                         .fd = fd,
-                         .id = d->next_id++,
-                         .pid = cr.pid,
-                         .uid = cr.uid,
-                         .sock_fd = -1};
+    *c = (struct client){
+        .kind = KIND_CLIENT, .fd = fd, .id = d->next_id++, .pid = cr.pid, .uid = cr.uid};
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
     if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         free(c);
@@ -85,26 +81,29 @@ static void send_answer(struct client *c, const void *buf, size_t len)
     (void)!send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-/* ... with a descriptor (SCM_RIGHTS); fd < 0: none. */
-static void send_answer_fd(struct client *c, const void *buf, size_t len, int fd)
+/* ... with descriptors (SCM_RIGHTS); n 0: none. */
+static void send_answer_fds(struct client *c, const void *buf, size_t len, const int *fds,
+                            unsigned n)
 {
-    if (fd < 0) {
+    if (!n) {
         send_answer(c, buf, len);
         return;
     }
     union {
         struct cmsghdr h;
-        char b[CMSG_SPACE(sizeof(int))];
+        char b[CMSG_SPACE(ULN_SVC_MAX_EPS * sizeof(int))];
     } u;
     memset(&u, 0, sizeof u);
     struct iovec iov = {(void *)buf, len};
-    struct msghdr m = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+    struct msghdr m = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = u.b,
+                       .msg_controllen = CMSG_SPACE(n * sizeof(int))};
     struct cmsghdr *h = CMSG_FIRSTHDR(&m);
     h->cmsg_level = SOL_SOCKET;
     h->cmsg_type = SCM_RIGHTS;
-    h->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(h), &fd, sizeof fd);
+    h->cmsg_len = CMSG_LEN(n * sizeof(int));
+    memcpy(CMSG_DATA(h), fds, n * sizeof(int));
     (void)!sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
@@ -183,24 +182,25 @@ static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_atta
     c->attached = true;
     c->was_attached = true;
     d->c.attached++;
-    int sock = socks_give(d, c, !(a->flags & ULN_SVC_ATTACH_NO_SOCK));
+    unsigned nsock = socks_give(d, c, c->hdr.max_eps, !(a->flags & ULN_SVC_ATTACH_NO_SOCK));
     struct uln_svc_attach_ok ok = {
         .host_id = d->host_id,
         .client = c->id,
         .wire_ip = d->wire_ip,
         .wire_port = d->wire_port,
         .secure = (uint16_t)d->secure, /* a process sealed more refuses the wire */
-        .sock_port = c->sock_port};
+        .sock_port = c->sock_port,
+        .sock_count = (uint16_t)nsock};
     snprintf(ok.link, sizeof ok.link, "%s", d->link_desc);
     uln_svc_hdr_init(&ok.h, ULN_SVC_ATTACH_OK, sizeof ok, 0);
-    /* The process gets its own descriptor of the socket (the kernel's
-     * copy); ours stays, and closes when the process goes (client_drop). */
-    send_answer_fd(c, &ok, sizeof ok, sock);
+    /* The process gets its own descriptors of the sockets (the kernel's
+     * copies); ours stay, and close when the process goes (client_drop). */
+    send_answer_fds(c, &ok, sizeof ok, c->sock_fds, nsock);
     fprintf(stderr,
             "ulnetd: attached pid %d uid %u job %016llx rank %u/%u weight %u (client %u), "
-            "socket port %u\n",
+            "sockets %u from port %u\n",
             (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size,
-            c->weight, c->id, c->sock_port);
+            c->weight, c->id, c->n_sock_fds, c->sock_port);
 }
 
 static void status(struct ulnetd *d, struct client *c)
@@ -224,19 +224,20 @@ static void peer_sock(struct ulnetd *d, struct client *c, struct uln_svc_peer_so
     if (!c->attached || c->no_job || q->rank >= c->size || q->rank == c->rank)
         rc = -EINVAL;
     else if ((t = find_target(d, c->job_key, q->rank)) != NULL) {
-        if (t->sock_port) {
+        if (t->n_sock_fds) {
             q->ip = d->wire_ip;
             q->port = t->sock_port;
+            q->count = (uint16_t)t->n_sock_fds;
             rc = 0;
         }
     } else
-        rc = socks_find(d, c->job_key, q->rank, &q->ip, &q->port);
+        rc = socks_find(d, c->job_key, q->rank, &q->ip, &q->port, &q->count);
     if (rc == -EINVAL) {
         refuse(d, c, rc, "a socket asked of no peer of its job");
         return;
     }
     uln_svc_hdr_init(&q->h, ULN_SVC_PEER_SOCK_OK, sizeof *q, rc);
-    if (rc) q->ip = q->port = 0;
+    if (rc) q->ip = q->port = q->count = 0;
     send_answer(c, q, sizeof *q);
 }
 

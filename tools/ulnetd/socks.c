@@ -3,13 +3,13 @@
  * table of which (address, port) is which (job, rank) (docs/service.md, "A
  * socket of its own").
  *
- * At attach the service binds a UDP socket to its own wire address and a
- * port the kernel picks, and passes it to the process (SCM_RIGHTS). The
- * process cannot bind it elsewhere (a bound socket is bound for good) and
- * no one else can bind that port (the service sets no SO_REUSEADDR or
- * SO_REUSEPORT), so every datagram sent on it carries, stamped by the
- * kernel, the source the service chose for that rank. The service tells the
- * services of the other hosts its job reaches (WIRE_SOCK, wire.c), and
+ * At attach the service binds UDP sockets to its own wire address, one per
+ * endpoint index the process may open, on consecutive ports (the udp
+ * transport's layout: endpoint i at base + i), and passes them to the
+ * process (SCM_RIGHTS). The process cannot bind them elsewhere (a bound socket is bound for good)
+ * and no one else can bind that port (the service sets no SO_REUSEADDR or SO_REUSEPORT), so every
+ * datagram sent on it carries, stamped by the kernel, the source the service chose for that rank.
+ * The service tells the services of the other hosts its job reaches (WIRE_SOCK, wire.c), and
  * answers its processes' questions (PEER_SOCK): a datagram that claims to
  * be rank r's and comes from any other source is not r's.
  *
@@ -34,29 +34,49 @@
  * then go through the services, as ranks with no socket do. */
 #define SOCKS_MAX 65536u
 
-int socks_give(struct ulnetd *d, struct client *c, bool asked)
+/* Bind c's block: n sockets on ports base .. base + n - 1 of our address
+ * (the udp transport finds a rank's endpoint i at base + i). True if all. */
+static bool bind_block(struct ulnetd *d, struct client *c, unsigned base, unsigned n)
 {
-    if (d->no_socks || !d->wire || c->no_job || !asked) return -1;
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = d->wire_ip};
-    socklen_t sl = sizeof sa;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0 || !sa.sin_port) {
-        fprintf(stderr, "ulnetd: no socket of its own for pid %d: %m\n", (int)c->pid);
-        close(fd);
-        return -1;
+    for (unsigned i = 0; i < n; i++) {
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                 .sin_port = htons((uint16_t)(base + i)),
+                                 .sin_addr.s_addr = d->wire_ip};
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+            if (fd >= 0) close(fd);
+            socks_close(c);
+            return false;
+        }
+        c->sock_fds[c->n_sock_fds++] = fd;
     }
-    c->sock_fd = fd;
-    c->sock_port = ntohs(sa.sin_port);
-    d->c.socks_given++;
-    return fd;
+    c->sock_port = (uint16_t)base;
+    return true;
+}
+
+int socks_give(struct ulnetd *d, struct client *c, unsigned n, bool asked)
+{
+    if (d->no_socks || !d->wire || c->no_job || !asked || !n || n > ULN_SVC_MAX_EPS) return 0;
+    /* A block drawn from [20000, 60000) as the udp transport draws its own,
+     * another while one is taken. */
+    uint64_t rng = d->host_id ^ ((uint64_t)c->pid << 32) ^ c->id;
+    for (int attempt = 0; attempt < 64; attempt++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned base = 20000u + (unsigned)((rng >> 33) % (40000u - n));
+        if (bind_block(d, c, base, n)) {
+            d->c.socks_given++;
+            return (int)n;
+        }
+    }
+    fprintf(stderr, "ulnetd: no %u sockets of their own for pid %d: %m\n", n, (int)c->pid);
+    return 0;
 }
 
 void socks_close(struct client *c)
 {
-    if (c->sock_fd >= 0) close(c->sock_fd);
-    c->sock_fd = -1;
+    for (unsigned i = 0; i < c->n_sock_fds; i++)
+        close(c->sock_fds[i]);
+    c->n_sock_fds = 0;
     c->sock_port = 0;
 }
 
@@ -83,14 +103,19 @@ void socks_forget_at(struct ulnetd *d, uint32_t ip, uint16_t wire_port)
 }
 
 void socks_learn(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, uint16_t wire_port,
-                 uint16_t port)
+                 uint16_t port, uint16_t count)
 {
-    if (!port) { /* that rank has no socket (any more): through the services */
+    /* No socket (any more), or none that fits: that rank through the services. */
+    if (!port || !count || count > ULN_SVC_MAX_EPS || port + count - 1u > UINT16_MAX) {
         socks_forget(d, job_key, rank);
         return;
     }
-    struct sock_entry e = {
-        .job_key = job_key, .rank = rank, .ip = ip, .wire_port = wire_port, .port = port};
+    struct sock_entry e = {.job_key = job_key,
+                           .rank = rank,
+                           .ip = ip,
+                           .wire_port = wire_port,
+                           .port = port,
+                           .count = count};
     int i = sock_index(d, job_key, rank);
     if (i >= 0) {
         d->socks[i] = e;
@@ -110,12 +135,13 @@ void socks_learn(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip,
 }
 
 int socks_find(const struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t *ip,
-               uint16_t *port)
+               uint16_t *port, uint16_t *count)
 {
     int i = sock_index(d, job_key, rank);
     if (i < 0) return -ENOENT;
     *ip = d->socks[i].ip;
     *port = d->socks[i].port;
+    *count = d->socks[i].count;
     return 0;
 }
 

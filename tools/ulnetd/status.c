@@ -99,12 +99,13 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         put(&t,
             "  client %u pid %d uid %u job %016llx rank %u/%u inbox %zu KiB queues %u (%llu KiB, "
             "%llu refused over quota) held for the wire %llu KiB (held back %llu) weight %u "
-            "(cgroup %s) moved %llu msgs %llu bytes socket port %u\n",
+            "(cgroup %s) moved %llu msgs %llu bytes sockets %u from port %u\n",
             c->id, (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size,
             c->inbox_len >> 10, nq, (unsigned long long)(c->queue_bytes >> 10),
             (unsigned long long)c->over_quota, (unsigned long long)(c->wire_held >> 10),
             (unsigned long long)c->over_ops, c->weight, c->cgroup[0] ? c->cgroup : "?",
-            (unsigned long long)c->moved_msgs, (unsigned long long)c->moved_bytes, c->sock_port);
+            (unsigned long long)c->moved_msgs, (unsigned long long)c->moved_bytes, c->n_sock_fds,
+            c->sock_port);
     }
     return t.n;
 }

@@ -19,7 +19,8 @@
 #include "rel/rel.h"
 #include "transport/svc/proto.h"
 
-#define ULN_SVC_MAX_EPS    64   /* endpoints per process (ULN_MAX_EPS's bound) */
+#define ULN_SVC_MAX_EPS 64 /* endpoints per process (ULN_MAX_EPS's bound) */
+_Static_assert(ULN_SVC_MAX_EPS == ULN_SVC_SOCKS_MAX, "a socket per endpoint index");
 #define ULN_SVC_CGROUP_MAX 128u /* a cgroup path we keep (longer: unknown) */
 /* --queue-mem's default: 64 endpoints' queues nearly (each 1 MiB + a page). */
 #define ULN_SVC_QUEUE_MEM_DEFAULT (64ull << 20)
@@ -97,8 +98,9 @@ struct client {
     uint64_t wire_held;               /* its messages held here for the wire (--ops-mem) */
     bool at_ops_quota;                /* its queue waits: wire_held at the quota */
     uint64_t over_ops;                /* times it was held back so */
-    int sock_fd;                      /* socks.c: the UDP socket bound for it; -1 none */
-    uint16_t sock_port;               /* ... its port (on the service's wire address) */
+    int sock_fds[ULN_SVC_MAX_EPS];    /* socks.c: the UDP sockets bound for it, by endpoint */
+    unsigned n_sock_fds;              /* ... how many (0: none) */
+    uint16_t sock_port;               /* ... endpoint 0's port (on the service's wire address) */
 };
 
 struct counters {
@@ -126,7 +128,8 @@ struct sock_entry {
     uint32_t rank;
     uint32_t ip;        /* the remote service's address: the only one it vouches for */
     uint16_t wire_port; /* ... its wire port (which remote said it) */
-    uint16_t port;      /* the rank's socket's port there */
+    uint16_t port;      /* the rank's endpoint 0's socket's port there */
+    uint16_t count;     /* ... endpoint i's at port + i, i < count */
 };
 
 struct wire;
@@ -218,21 +221,22 @@ bool feed_put(struct client *t, uint32_t src, uint32_t ep, int ch, uint8_t type,
 /* The attached process of job's rank on this host, or NULL. */
 struct client *find_target(struct ulnetd *d, uint64_t job, uint32_t rank);
 
-/* socks.c: a UDP socket of its own for c, bound here (asked: the process
- * did not turn it off): its descriptor (the service keeps it; c->sock_fd),
- * or -1 (none: no wire, no job, --no-rank-socket, or no socket). */
-int socks_give(struct ulnetd *d, struct client *c, bool asked);
+/* socks.c: n UDP sockets of its own for c on consecutive ports, bound here
+ * (asked: the process did not turn it off): how many (c->sock_fds; the
+ * service keeps them), or 0 (none: no wire, no job, --no-rank-socket, or
+ * no ports). */
+int socks_give(struct ulnetd *d, struct client *c, unsigned n, bool asked);
 void socks_close(struct client *c);
-/* The service at (ip, wire_port) says job's rank sends from (ip, port);
- * port 0: it has no socket. */
+/* The service at (ip, wire_port) says job's rank's endpoint i sends from
+ * (ip, port + i), i < count; port 0: it has no socket. */
 void socks_learn(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, uint16_t wire_port,
-                 uint16_t port);
+                 uint16_t port, uint16_t count);
 void socks_forget(struct ulnetd *d, uint64_t job_key, uint32_t rank);
 /* Everything the service at (ip, wire_port) said (it was freed). */
 void socks_forget_at(struct ulnetd *d, uint32_t ip, uint16_t wire_port);
 /* job's rank on another host: 0 and where it sends from, or -ENOENT. */
 int socks_find(const struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t *ip,
-               uint16_t *port);
+               uint16_t *port, uint16_t *count);
 void socks_free(struct ulnetd *d);
 
 /* mem.c: processes' uln_mem_alloc memory mapped here (MEM, MEM_DEL). */

@@ -52,9 +52,10 @@
  * after all of them in rel's order), so its flows here may go. */
 #define WIRE_FLOWS_END 0xf2u
 #define WIRE_CREDIT    0xf1u /* a flow's bytes taken (u64); flows.h: its key as sent */
-/* A rank's socket of its own (socks.c): job_key, src_rank, aux = its port
- * on the sending service's address (0: it has none). flags WIRE_F_ASK: the
- * receiver answers with its own ranks' of that job. */
+/* A rank's sockets of its own (socks.c): job_key, src_rank, aux = endpoint
+ * 0's port on the sending service's address (0: it has none) | how many
+ * (endpoint i at port + i) << 16. flags WIRE_F_ASK: the receiver answers
+ * with its own ranks' of that job. */
 #define WIRE_SOCK  0xf3u
 #define WIRE_F_ASK 1u
 /* svc_wire.flags (above the ring message's own 8): an answer the target's
@@ -1180,7 +1181,7 @@ static void sock_send(struct remote *r, const struct client *c, bool ask)
                          .flags = ask ? WIRE_F_ASK : 0,
                          .job_key = c->job_key,
                          .src_rank = c->rank,
-                         .aux = c->sock_port};
+                         .aux = c->sock_port | (uint32_t)c->n_sock_fds << 16};
     if (!queue_msg(r, &m, NULL))
         fprintf(stderr, "ulnetd: the socket of rank %u not told (no memory)\n", c->rank);
 }
@@ -1196,9 +1197,9 @@ void wire_sock_tell(struct ulnetd *d, const struct client *c, uint32_t rank)
  * business here); asked, our ranks of that job answer. */
 static void sock_in(struct ulnetd *d, struct remote *r, const struct svc_wire *m)
 {
-    if (m->len || !job_here(d, m->job_key) || m->aux > UINT16_MAX) return;
+    if (m->len || !job_here(d, m->job_key)) return;
     socks_learn(d, m->job_key, m->src_rank, r->sa.sin_addr.s_addr, ntohs(r->sa.sin_port),
-                (uint16_t)m->aux);
+                (uint16_t)m->aux, (uint16_t)(m->aux >> 16));
     if (!(m->flags & WIRE_F_ASK)) return;
     for (unsigned i = 0; i < d->n_clients; i++) {
         const struct client *c = d->clients[i];

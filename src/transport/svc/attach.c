@@ -48,12 +48,45 @@ static int send_fds(int fd, const void *msg, size_t len, const int *fds, int nfd
     return sendmsg(fd, &m, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -errno;
 }
 
-/* The service's answer: 0 and its bytes in out (want of them), or the
- * refusal, or -ETIMEDOUT / -ECONNRESET / -EPROTO. A descriptor it passed
- * with it goes to *fd (-1: none), or is closed when fd is NULL. */
-static int recv_answer(int fd, unsigned type, void *out, size_t want, int *passed)
+/* Descriptors passed with an answer (the sockets of its own, attach). */
+struct passed {
+    int fds[ULN_SVC_SOCKS_MAX];
+    unsigned n;
+};
+
+static void passed_close(struct passed *p)
 {
-    if (passed) *passed = -1;
+    for (unsigned i = 0; i < p->n; i++)
+        close(p->fds[i]);
+    p->n = 0;
+}
+
+/* The descriptors of m's SCM_RIGHTS into p (every one, so none leaks). */
+static void passed_take(struct msghdr *m, struct passed *p)
+{
+    p->n = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            if (p->n < ULN_SVC_SOCKS_MAX)
+                p->fds[p->n++] = fd;
+            else
+                close(fd);
+        }
+    }
+}
+
+/* The service's answer: 0 and its bytes in out (want of them), or the
+ * refusal, or -ETIMEDOUT / -ECONNRESET / -EPROTO. Descriptors passed with
+ * it go to *fds, or are closed when fds is NULL (and on any failure). */
+static int recv_answer(int fd, unsigned type, void *out, size_t want, struct passed *fds)
+{
+    struct passed none;
+    if (!fds) fds = &none;
+    fds->n = 0;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int n = poll(&p, 1, ATTACH_TIMEOUT_MS);
     if (n == 0) return -ETIMEDOUT;
@@ -61,7 +94,7 @@ static int recv_answer(int fd, unsigned type, void *out, size_t want, int *passe
     _Alignas(8) uint8_t buf[256];
     union {
         struct cmsghdr c;
-        char b[CMSG_SPACE(sizeof(int))];
+        char b[CMSG_SPACE(ULN_SVC_SOCKS_MAX * sizeof(int))];
     } u;
     struct iovec iov = {buf, sizeof buf};
     struct msghdr m = {
@@ -69,14 +102,10 @@ static int recv_answer(int fd, unsigned type, void *out, size_t want, int *passe
     ssize_t r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
     if (r < 0) return -errno;
     if (r == 0) return -ECONNRESET;
-    int got = -1;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof(int)) && got < 0)
-            memcpy(&got, CMSG_DATA(c), sizeof got);
+    passed_take(&m, fds);
     struct uln_svc_hdr h;
     int rc = 0;
-    if ((size_t)r < sizeof h) rc = -EPROTO;
+    if ((size_t)r < sizeof h || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) rc = -EPROTO;
     if (!rc) {
         memcpy(&h, buf, sizeof h);
         if (h.magic != ULN_SVC_MAGIC || h.version != ULN_SVC_VERSION)
@@ -86,13 +115,27 @@ static int recv_answer(int fd, unsigned type, void *out, size_t want, int *passe
         else if (h.type != type || (size_t)r != want)
             rc = -EPROTO;
     }
-    if (got >= 0 && (rc || !passed)) {
-        close(got);
-        got = -1;
-    }
+    if (rc || fds == &none) passed_close(fds);
     if (rc) return rc;
     memcpy(out, buf, want);
-    if (passed) *passed = got;
+    return 0;
+}
+
+/* The sockets of its own the attach answer passed: as many as it says,
+ * each UDP and bound to the service's address, endpoint i's on port + i.
+ * 0 (kept in s), or -EPROTO (all closed). */
+static int take_socks(struct uln_svc *s, const struct uln_svc_attach_ok *ok, struct passed *p)
+{
+    int rc = p->n == ok->sock_count && (!p->n || ok->sock_port) ? 0 : -EPROTO;
+    for (unsigned i = 0; !rc && i < p->n; i++)
+        rc = uln_svc_sock_check(p->fds[i], ok->wire_ip, (uint16_t)(ok->sock_port + i));
+    if (rc) {
+        passed_close(p);
+        return rc;
+    }
+    memcpy(s->sock_fds, p->fds, p->n * sizeof(int));
+    s->n_socks = p->n;
+    s->sock_port = p->n ? ok->sock_port : 0;
     return 0;
 }
 
@@ -138,19 +181,15 @@ static int try_attach(struct uln_ctx *ctx, const char *path, struct uln_svc *s)
         return e == ECONNREFUSED || e == ENOENT ? -ENOTCONN : -e;
     }
     struct uln_svc_attach_ok ok;
-    int sock = -1;
+    struct passed socks;
     int rc = send_attach(fd, ctx);
-    if (!rc) rc = recv_answer(fd, ULN_SVC_ATTACH_OK, &ok, sizeof ok, &sock);
-    if (!rc && (sock >= 0) != (ok.sock_port != 0)) rc = -EPROTO; /* a port, and its socket */
-    if (!rc && sock >= 0 && (rc = uln_svc_sock_check(sock, ok.wire_ip, ok.sock_port)) != 0)
-        close(sock);
+    if (!rc) rc = recv_answer(fd, ULN_SVC_ATTACH_OK, &ok, sizeof ok, &socks);
+    if (!rc) rc = take_socks(s, &ok, &socks);
     if (rc) {
         close(fd);
         return rc;
     }
     s->fd = fd;
-    s->sock_fd = sock;
-    s->sock_port = ok.sock_port;
     s->host_id = ok.host_id;
     s->client = ok.client;
     s->wire_ip = ok.wire_ip;
@@ -183,8 +222,10 @@ int uln_svc_attach(struct uln_ctx *ctx)
                 rc == -ENOTCONN ? "no ulnetd listening" : strerror(-rc), path);
         return rc;
     }
-    char sock[40] = "";
-    if (s->sock_port) snprintf(sock, sizeof sock, ", socket of its own port %u", s->sock_port);
+    char sock[48] = "";
+    if (s->n_socks)
+        snprintf(sock, sizeof sock, ", %u sockets of its own from port %u", s->n_socks,
+                 s->sock_port);
     snprintf(ctx->svc_why, sizeof ctx->svc_why, "attached to ulnetd at %s (client %u), link %s%s",
              path, s->client, s->link, sock);
     pthread_mutex_init(&s->lock, NULL);
@@ -218,7 +259,8 @@ void uln_svc_detach(struct uln_ctx *ctx)
 {
     if (!ctx->svc) return;
     close(ctx->svc->fd); /* the hang-up is the detach */
-    if (ctx->svc->sock_fd >= 0) close(ctx->svc->sock_fd);
+    for (unsigned i = 0; i < ctx->svc->n_socks; i++)
+        close(ctx->svc->sock_fds[i]);
     free(ctx->svc->peer_socks);
     pthread_mutex_destroy(&ctx->svc->lock);
     pthread_mutex_destroy(&ctx->svc->socks_lock);

@@ -142,7 +142,7 @@ static int uln_svc_info(const struct uln_ctx *ctx, unsigned i, char *key, size_t
                            uln_seal_mode_name((enum uln_seal_mode)ctx->svc->secure),
                            uln_seal_mode_name((enum uln_seal_mode)uln_seal_params(&ctx->p)->mode));
         break;
-    case 4: /* the UDP socket of its own the service bound for it: its port */
+    case 4: /* the UDP sockets of its own the service bound for it: endpoint 0's port */
         snprintf(key, klen, "sock_port");
         n = snprintf(val, vlen, "%u", ctx->svc ? ctx->svc->sock_port : 0);
         break;

@@ -20,6 +20,7 @@
 #define ULN_SVC_PATH_MAX     107u /* sun_path less its terminating byte */
 #define ULN_SVC_MSG_MAX      65536u
 #define ULN_SVC_WIRE_PORT    7475u /* the services' UDP port, unless ulnetd --addr says */
+#define ULN_SVC_SOCKS_MAX    64u   /* sockets of its own per process: ULN_MAX_EPS's bound */
 
 enum uln_svc_type {
     ULN_SVC_ATTACH = 1,   /* process -> service: struct uln_svc_attach + inbox memfd */
@@ -72,11 +73,12 @@ struct uln_svc_attach_ok {
      * auth, 2 encrypt; ulnetd --secure). A service that does not seal leaves
      * it 0, so a process never takes a wire in clear for a sealed one. */
     uint16_t secure;
-    /* The UDP socket of its own the service bound for it on wire_ip (passed
-     * with this answer by SCM_RIGHTS; docs/service.md, "A socket of its
-     * own"): its port. 0: none passed (no wire, no job, or turned off). */
-    uint16_t sock_port;
-    uint16_t pad_;
+    /* The UDP sockets of its own the service bound for it on wire_ip, one
+     * per endpoint index (max_eps of them, passed with this answer by
+     * SCM_RIGHTS in that order; docs/service.md, "A socket of its own"):
+     * endpoint i's on port sock_port + i. 0, 0: none (no wire, no job, or
+     * turned off). */
+    uint16_t sock_port, sock_count;
     char link[48]; /* its link to other hosts, as --status names it: "udp", "xdp
                       native, zero-copy, queue 0", "none (no wire)" */
 };
@@ -116,7 +118,7 @@ struct uln_svc_mem {
 };
 
 /* Where a rank of the process's own job on another host sends from: the
- * (ip, port) of the socket its service bound for it, as that service told
+ * (ip, port + i) of endpoint i's socket its service bound for it, as that service told
  * ours over the wire (asked: rank; answered: rank, ip, port; status -ENOENT:
  * not known (yet), or that rank has none). A datagram on a socket of our
  * own that claims to come from rank is that rank's only if its source is
@@ -125,8 +127,10 @@ struct uln_svc_mem {
 struct uln_svc_peer_sock {
     struct uln_svc_hdr h;
     uint32_t rank;
-    uint32_t ip; /* IPv4, network order */
-    uint16_t port, pad_[3];
+    uint32_t ip;    /* IPv4, network order */
+    uint16_t port;  /* its endpoint 0's; endpoint i's is port + i */
+    uint16_t count; /* ... i < count */
+    uint16_t pad_[2];
 };
 
 /* An endpoint's queue to the service (docs/service.md, "Queues"): one

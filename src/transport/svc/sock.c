@@ -42,7 +42,7 @@ static struct uln_svc_peer_sock_at *table(struct uln_ctx *ctx)
     return s->peer_socks;
 }
 
-int uln_svc_peer_sock(struct uln_ctx *ctx, int rank, bool refresh, uint32_t *ip, uint16_t *port)
+int uln_svc_peer_sock(struct uln_ctx *ctx, int rank, bool refresh, struct uln_svc_peer_sock_at *out)
 {
     struct uln_svc *s = ctx->svc;
     if (!s || ctx->no_job) return -ENOTCONN;
@@ -59,27 +59,28 @@ int uln_svc_peer_sock(struct uln_ctx *ctx, int rank, bool refresh, uint32_t *ip,
         uln_svc_hdr_init(&q.h, ULN_SVC_PEER_SOCK, sizeof q, 0);
         rc = uln_svc_request(ctx, &q, sizeof q, NULL, 0, ULN_SVC_PEER_SOCK_OK, &a, sizeof a);
         if (!rc) rc = a.rank == (uint32_t)rank ? a.h.status : -EPROTO;
-        if (!rc && !a.port) rc = -EPROTO;
-        if (!rc) t[rank] = (struct uln_svc_peer_sock_at){.ip = a.ip, .port = a.port};
+        if (!rc && (!a.port || !a.count || a.count > ULN_SVC_SOCKS_MAX ||
+                    a.port + a.count - 1u > UINT16_MAX))
+            rc = -EPROTO;
+        if (!rc)
+            t[rank] = (struct uln_svc_peer_sock_at){.ip = a.ip, .port = a.port, .count = a.count};
         if (rc == -ENOENT) t[rank].asked = true;
     }
     if (!rc && t && !t[rank].port) rc = -ENOENT;
-    if (!rc) {
-        *ip = t[rank].ip;
-        *port = t[rank].port;
-    }
+    if (!rc) *out = t[rank];
     pthread_mutex_unlock(&s->socks_lock);
     return rc;
 }
 
-bool uln_svc_src_ok(struct uln_ctx *ctx, int rank, const struct sockaddr_in *src)
+int uln_svc_src_ep(struct uln_ctx *ctx, int rank, const struct sockaddr_in *src)
 {
-    uint32_t ip;
-    uint16_t port;
     /* Not known yet: asked again (its service's word may have come since);
      * known: compared, no request (a forger costs no round trip). */
-    bool ok = src->sin_family == AF_INET && uln_svc_peer_sock(ctx, rank, true, &ip, &port) == 0 &&
-              src->sin_addr.s_addr == ip && ntohs(src->sin_port) == port;
-    if (!ok && ctx->svc) atomic_fetch_add_explicit(&ctx->svc->src_refused, 1, memory_order_relaxed);
-    return ok;
+    struct uln_svc_peer_sock_at at;
+    unsigned port = ntohs(src->sin_port);
+    if (src->sin_family == AF_INET && uln_svc_peer_sock(ctx, rank, true, &at) == 0 &&
+        src->sin_addr.s_addr == at.ip && port >= at.port && port < (unsigned)at.port + at.count)
+        return (int)(port - at.port);
+    if (ctx->svc) atomic_fetch_add_explicit(&ctx->svc->src_refused, 1, memory_order_relaxed);
+    return -EPERM;
 }
