@@ -384,8 +384,8 @@ static void client_drop(struct ulnetd *d, struct client *c, const char *why, boo
          * service holds no hazard across a sleep), so it goes at once. */
         munmap(c->inbox, c->inbox_len);
         c->inbox = NULL;
-        mem_drop_all(c); /* its regions: unreachable at once */
-        socks_close(c);  /* its port free: nothing sends as it any more */
+        mem_drop_all(c);   /* its regions: unreachable at once */
+        socks_close(d, c); /* its port free: nothing sends as it any more */
         free(c->feeds);
         c->feeds = NULL;
         c->attached = false;

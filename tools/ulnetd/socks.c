@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -45,7 +46,9 @@ static bool bind_block(struct ulnetd *d, struct client *c, unsigned base, unsign
                                  .sin_addr.s_addr = d->wire_ip};
         if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
             if (fd >= 0) close(fd);
-            socks_close(c);
+            for (unsigned k = 0; k < c->n_sock_fds; k++)
+                close(c->sock_fds[k]);
+            c->n_sock_fds = 0;
             return false;
         }
         c->sock_fds[c->n_sock_fds++] = fd;
@@ -54,9 +57,33 @@ static bool bind_block(struct ulnetd *d, struct client *c, unsigned base, unsign
     return true;
 }
 
+/* Descriptors the rank sockets may hold, at most: half of what the service
+ * may open (its soft limit, raised to the hard one), so that processes
+ * attaching, their queues and memory are never refused for want of a
+ * descriptor because of them. */
+static uint64_t socks_fd_budget(void)
+{
+    static uint64_t budget;
+    if (!budget) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max;
+            (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        budget = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                     ? rl.rlim_cur / 2
+                     : 1u << 20;
+    }
+    return budget;
+}
+
 int socks_give(struct ulnetd *d, struct client *c, unsigned n, bool asked)
 {
     if (d->no_socks || !d->wire || c->no_job || !asked || !n || n > ULN_SVC_MAX_EPS) return 0;
+    if (d->socks_open + n > socks_fd_budget()) {
+        d->c.socks_refused++; /* that process goes through the service only */
+        return 0;
+    }
     /* A block drawn from [20000, 60000) as the udp transport draws its own,
      * another while one is taken. */
     uint64_t rng = d->host_id ^ ((uint64_t)c->pid << 32) ^ c->id;
@@ -65,6 +92,7 @@ int socks_give(struct ulnetd *d, struct client *c, unsigned n, bool asked)
         unsigned base = 20000u + (unsigned)((rng >> 33) % (40000u - n));
         if (bind_block(d, c, base, n)) {
             d->c.socks_given++;
+            d->socks_open += n;
             return (int)n;
         }
     }
@@ -72,10 +100,11 @@ int socks_give(struct ulnetd *d, struct client *c, unsigned n, bool asked)
     return 0;
 }
 
-void socks_close(struct client *c)
+void socks_close(struct ulnetd *d, struct client *c)
 {
     for (unsigned i = 0; i < c->n_sock_fds; i++)
         close(c->sock_fds[i]);
+    d->socks_open -= c->n_sock_fds;
     c->n_sock_fds = 0;
     c->sock_port = 0;
 }

@@ -81,11 +81,14 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         (unsigned long long)d->c.place_failed, (unsigned long long)d->c.wire_tx,
         (unsigned long long)d->c.wire_rx, (unsigned long long)d->c.wire_resent,
         (unsigned long long)d->c.remotes_dead, n);
-    put(&t, "rank sockets: %s; given %llu; other hosts' ranks known %u, not kept %llu\n",
+    put(&t,
+        "rank sockets: %s; given %llu, held %llu, not given (descriptors) %llu; other hosts' "
+        "ranks known %u, not kept %llu\n",
         d->no_socks ? "off (--no-rank-socket)"
         : d->wire   ? "on"
                     : "none (no wire)",
-        (unsigned long long)d->c.socks_given, d->n_socks, (unsigned long long)d->c.socks_dropped);
+        (unsigned long long)d->c.socks_given, (unsigned long long)d->socks_open,
+        (unsigned long long)d->c.socks_refused, d->n_socks, (unsigned long long)d->c.socks_dropped);
     put(&t, "scheduling: %s%s, runs past the budget %llu, windows past the share %llu\n",
         d->rt_prio ? "SCHED_FIFO while woken" : "SCHED_OTHER",
         d->rt_prio && !d->rt_on ? " (now SCHED_OTHER)" : "", (unsigned long long)d->c.rt_drops,

@@ -120,6 +120,7 @@ struct counters {
     uint64_t place_failed;              /* ... a write that failed (unmapped, died): an error */
     uint64_t socks_given;               /* sockets of their own passed to processes */
     uint64_t socks_dropped;             /* remote ranks' sockets not kept (the table full) */
+    uint64_t socks_refused;             /* processes given none: the descriptors' budget spent */
 };
 
 /* socks.c: a remote rank's socket, as its service said (WIRE_SOCK). */
@@ -178,6 +179,7 @@ struct ulnetd {
     bool no_socks;               /* --no-rank-socket: no process gets a socket of its own */
     struct sock_entry *socks;    /* socks.c: remote ranks' sockets */
     unsigned n_socks, cap_socks;
+    uint64_t socks_open; /* rank sockets held here (socks.c: within a budget of descriptors) */
 
     /* Scheduling (sched.c) */
     int rt_prio;                    /* --rt: SCHED_FIFO priority while woken; 0: off (sched.c) */
@@ -226,7 +228,7 @@ struct client *find_target(struct ulnetd *d, uint64_t job, uint32_t rank);
  * service keeps them), or 0 (none: no wire, no job, --no-rank-socket, or
  * no ports). */
 int socks_give(struct ulnetd *d, struct client *c, unsigned n, bool asked);
-void socks_close(struct client *c);
+void socks_close(struct ulnetd *d, struct client *c);
 /* The service at (ip, wire_port) says job's rank's endpoint i sends from
  * (ip, port + i), i < count; port 0: it has no socket. */
 void socks_learn(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, uint16_t wire_port,
