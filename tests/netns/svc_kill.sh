@@ -11,9 +11,11 @@
 #      0 and 2 ends -ECONNRESET, so do ranks 1 and 3's on them (the wire's
 #      silence), never a hang; 1 and 3 go on with each other. Then a context
 #      on host 0 with ULN_SERVICE=auto runs in direct mode (ulninfo says so).
-# After each: no rank process left, every service that lives holds no memfd
-# (mapped or open) and no unix socket beyond its own at start, nothing
-# pinned in a bpffs. After 3, host 0 has no process and
+# While they run, each rank holds the UDP sockets of its own its service
+# bound for it (one per endpoint index). After each: no rank process left, every service
+# that lives holds no memfd (mapped or open), no unix socket and no UDP
+# socket beyond its own at start (a killed rank's socket closed with it),
+# nothing pinned in a bpffs. After 3, host 0 has no process and
 # no unix socket, and no XDP program on eth0 (attached through netlink, the
 # killed service's would outlive it: its reaper, tools/ulnetd/reaper.c,
 # detached it). After both services stop: no XDP program on either
@@ -60,6 +62,8 @@ svc_up() { # host: a service on the link (and hook) asked for
 }
 # The unix sockets in host h's namespace (the kernel's list is per namespace).
 unix_sockets() { on "$1" tail -n +2 /proc/net/unix | wc -l; }
+# ... and its UDP sockets (the services' wire, the ranks' own sockets).
+udp_sockets() { on "$1" tail -n +2 /proc/net/udp | wc -l; }
 # A process's memfds: open, or mapped.
 memfds() {
     local f n=0
@@ -136,7 +140,10 @@ left_alone() {
             fail "$what: host $h has $(unix_sockets "$h") unix sockets, ${base_unix[h]} with its service alone"
         m=$(memfds "${svc_pid[h]}" | tr '\n' ' ')
         [[ $m == "0 0 " ]] || fail "$what: host $h's service holds memfds (open, mapped): $m"
+        (($(udp_sockets "$h") == base_udp[h])) ||
+            fail "$what: host $h has $(udp_sockets "$h") UDP sockets, ${base_udp[h]} with its service alone: $(on "$h" cat /proc/net/udp)"
     else
+        [[ $(udp_sockets "$h") == 0 ]] || fail "$what: host $h has UDP sockets and no service: $(on "$h" cat /proc/net/udp)"
         [[ $(unix_sockets "$h") == 0 ]] || fail "$what: host $h has unix sockets and no service: $(on "$h" cat /proc/net/unix)"
     fi
     # (ulnet's shared memory is memfds only, which live as long as a process
@@ -164,6 +171,7 @@ base_sockets() {
     echo "$n"
 }
 declare -a base_unix=("$(base_sockets 0)" "$(base_sockets 1)")
+declare -a base_udp=("$(udp_sockets 0)" "$(udp_sockets 1)")
 for h in 0 1; do
     m=$(memfds "${svc_pid[h]}" | tr '\n' ' ')
     [[ $m == "0 0 " ]] || fail "host $h's service holds memfds before any process: $m"
@@ -184,6 +192,16 @@ left_alone 1 "after a clean job"
 want=(0 0 0 137)
 job until 2 -1 3
 wait_streaming "process kill"
+# Each rank's sockets of its own (one per endpoint index): two ranks per
+# host, each in its service's list, every one open on the host.
+for h in 0 1; do
+    st=$(on "$h" "$ulnetd" --status 2>&1)
+    n=$(grep -c " sockets [1-9][0-9]* from port [1-9]" <<<"$st" || true)
+    ((n == 2)) || fail "ranks streaming: host $h's service lists $n ranks with sockets of their own, not 2"
+    k=$(grep -o " sockets [0-9]* from port" <<<"$st" | awk '{s += $2} END {print s}')
+    (($(udp_sockets "$h") == base_udp[h] + k)) ||
+        fail "ranks streaming: host $h has $(udp_sockets "$h") UDP sockets, not ${base_udp[h]} + the ranks' $k"
+done
 kill -KILL "${pids[3]}"
 wait_job "rank 3 killed"
 for r in 0 1 2; do

@@ -81,6 +81,32 @@ static void send_answer(struct client *c, const void *buf, size_t len)
     (void)!send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+/* ... with descriptors (SCM_RIGHTS); n 0: none. */
+static void send_answer_fds(struct client *c, const void *buf, size_t len, const int *fds,
+                            unsigned n)
+{
+    if (!n) {
+        send_answer(c, buf, len);
+        return;
+    }
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(ULN_SVC_MAX_EPS * sizeof(int))];
+    } u;
+    memset(&u, 0, sizeof u);
+    struct iovec iov = {(void *)buf, len};
+    struct msghdr m = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = u.b,
+                       .msg_controllen = CMSG_SPACE(n * sizeof(int))};
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(n * sizeof(int));
+    memcpy(CMSG_DATA(h), fds, n * sizeof(int));
+    (void)!sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 static void refuse(struct ulnetd *d, struct client *c, int status, const char *why)
 {
     struct uln_svc_hdr h;
@@ -156,19 +182,25 @@ static void attach(struct ulnetd *d, struct client *c, const struct uln_svc_atta
     c->attached = true;
     c->was_attached = true;
     d->c.attached++;
+    unsigned nsock = socks_give(d, c, c->hdr.max_eps, !(a->flags & ULN_SVC_ATTACH_NO_SOCK));
     struct uln_svc_attach_ok ok = {
         .host_id = d->host_id,
         .client = c->id,
         .wire_ip = d->wire_ip,
         .wire_port = d->wire_port,
-        .secure = (uint16_t)d->secure}; /* a process sealed more refuses the wire */
-    snprintf(ok.link, sizeof ok.link, "%s", d->link_desc);
+        .secure = (uint16_t)d->secure, /* a process sealed more refuses the wire */
+        .sock_port = c->sock_port,
+        .sock_count = (uint16_t)nsock};
     snprintf(ok.link, sizeof ok.link, "%s", d->link_desc);
     uln_svc_hdr_init(&ok.h, ULN_SVC_ATTACH_OK, sizeof ok, 0);
-    send_answer(c, &ok, sizeof ok);
-    fprintf(stderr, "ulnetd: attached pid %d uid %u job %016llx rank %u/%u weight %u (client %u)\n",
+    /* The process gets its own descriptors of the sockets (the kernel's
+     * copies); ours stay, and close when the process goes (client_drop). */
+    send_answer_fds(c, &ok, sizeof ok, c->sock_fds, nsock);
+    fprintf(stderr,
+            "ulnetd: attached pid %d uid %u job %016llx rank %u/%u weight %u (client %u), "
+            "sockets %u from port %u\n",
             (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size,
-            c->weight, c->id);
+            c->weight, c->id, c->n_sock_fds, c->sock_port);
 }
 
 static void status(struct ulnetd *d, struct client *c)
@@ -180,6 +212,33 @@ static void status(struct ulnetd *d, struct client *c)
     uln_svc_hdr_init(&h, ULN_SVC_STATUS_TEXT, (uint32_t)n, 0);
     memcpy(buf, &h, sizeof h);
     send_answer(c, buf, n);
+}
+
+/* Where q.rank of c's own job sends from: a rank on another host as its
+ * service said, or one attached here. Only for c's job: a process learns
+ * nothing of another job's. */
+static void peer_sock(struct ulnetd *d, struct client *c, struct uln_svc_peer_sock *q)
+{
+    const struct client *t = NULL;
+    int rc = -ENOENT;
+    if (!c->attached || c->no_job || q->rank >= c->size || q->rank == c->rank)
+        rc = -EINVAL;
+    else if ((t = find_target(d, c->job_key, q->rank)) != NULL) {
+        if (t->n_sock_fds) {
+            q->ip = d->wire_ip;
+            q->port = t->sock_port;
+            q->count = (uint16_t)t->n_sock_fds;
+            rc = 0;
+        }
+    } else
+        rc = socks_find(d, c->job_key, q->rank, &q->ip, &q->port, &q->count);
+    if (rc == -EINVAL) {
+        refuse(d, c, rc, "a socket asked of no peer of its job");
+        return;
+    }
+    uln_svc_hdr_init(&q->h, ULN_SVC_PEER_SOCK_OK, sizeof *q, rc);
+    if (rc) q->ip = q->port = q->count = 0;
+    send_answer(c, q, sizeof *q);
 }
 
 /* One message from c: checked, then served; a malformed one ends c. */
@@ -247,10 +306,15 @@ void client_input(struct ulnetd *d, struct client *c)
         if (rc)
             refuse(d, c, rc, "no route to that rank's service");
         else {
+            if (!c->no_job) wire_sock_tell(d, c, r.rank);
             struct uln_svc_hdr ok;
             uln_svc_hdr_init(&ok, ULN_SVC_ROUTE_OK, sizeof ok, 0);
             send_answer(c, &ok, sizeof ok);
         }
+    } else if (type == ULN_SVC_PEER_SOCK) {
+        struct uln_svc_peer_sock q;
+        memcpy(&q, buf, sizeof q);
+        peer_sock(d, c, &q);
     } else if (type == ULN_SVC_MEM || type == ULN_SVC_MEM_DEL) {
         struct uln_svc_mem r;
         memcpy(&r, buf, sizeof r);
@@ -320,7 +384,8 @@ static void client_drop(struct ulnetd *d, struct client *c, const char *why, boo
          * service holds no hazard across a sleep), so it goes at once. */
         munmap(c->inbox, c->inbox_len);
         c->inbox = NULL;
-        mem_drop_all(c); /* its regions: unreachable at once */
+        mem_drop_all(c);   /* its regions: unreachable at once */
+        socks_close(d, c); /* its port free: nothing sends as it any more */
         free(c->feeds);
         c->feeds = NULL;
         c->attached = false;

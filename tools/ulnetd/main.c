@@ -48,45 +48,47 @@
 
 static void usage(FILE *f)
 {
-    fprintf(
-        f,
-        "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
-        "              [--xdp-hook auto|native|generic]\n"
-        "              [--path P] [--spin-us US] [--no-map] [--weight UID:W|/CGROUP:W|*:W ...]\n"
-        "              [--queue-mem SIZE] [--ops-mem SIZE]\n"
-        "              [--secure off|auth|encrypt [--secret-file F]]\n"
-        "              [--rt[=PRIO]] [--rt-budget-us US] [--rt-share PCT] [--nice N]\n"
-        "       ulnetd --status [--path P]\n"
-        "  --addr    where other hosts' services reach this one (UDP, IPv4; port %u);\n"
-        "            without it the service serves this host only\n"
-        "  --link    the link to other hosts: udp (sockets), xdp (AF_XDP), auto\n"
-        "            (AF_XDP where the driver runs it zero-copy, else udp); default auto\n"
-        "  --xdp-hook  where AF_XDP's program hooks in: native (the driver's),\n"
-        "            generic (the kernel's, any driver), auto (native where the driver\n"
-        "            has it); default auto\n"
-        "  --if      the interface --addr must be on\n"
-        "  --path P  where to listen: @name (abstract socket) or a file path;\n"
-        "            default: $ULN_SERVICE_PATH, else %s\n"
-        "  --spin-us how long to poll after the last work before sleeping (%u)\n"
-        "  --no-map  never map processes' uln_mem_alloc memory: PUT and GET with\n"
-        "            process_vm_*, atomics by the owner's engine (to compare)\n"
-        "  --weight UID:W  the largest share (1..%u) uid's processes may ask with\n"
-        "            ULN_SERVICE_WEIGHT; /CGROUP:W for processes in that cgroup (v2)\n"
-        "            or under it; *:W for the rest (repeatable)\n"
-        "  --queue-mem SIZE  a process's queues' memory at most (K, M, G; %llu M):\n"
-        "            an endpoint past it fails to open with -EDQUOT\n"
-        "  --ops-mem SIZE  a process's messages the service holds for other hosts\n"
-        "            (queued for the wire, kept for credit) at most (%llu M): past\n"
-        "            it that process's queue waits, no other's\n"
-        "  --secure  seal the wire to other hosts' services: auth (a tag on every\n"
-        "            packet) or encrypt (and its bytes encrypted); processes whose\n"
-        "            ULN_SECURE asks more take no peer on another host through it\n"
-        "  --secret-file F  bind the wire's keys to the secret in F (every service\n"
-        "            of the cluster the same; a file only this user may read)\n"
-        "  --rt[=PRIO]  SCHED_FIFO while woken (default off; ulnetd(8): the budget\n"
-        "            --rt-budget-us and the share --rt-share bound it); --nice N\n",
-        ULN_SVC_WIRE_PORT, ULN_SVC_DEFAULT_PATH, SPIN_NS_DEFAULT / 1000u, ULN_SVC_WEIGHT_MAX,
-        ULN_SVC_QUEUE_MEM_DEFAULT >> 20, ULN_SVC_OPS_MEM_DEFAULT >> 20);
+    fprintf(f,
+            "usage: ulnetd [--foreground] [--addr IP[:PORT]] [--if IFACE] [--link xdp|udp|auto]\n"
+            "              [--xdp-hook auto|native|generic]\n"
+            "              [--path P] [--spin-us US] [--no-map] [--no-rank-socket]\n"
+            "              [--weight UID:W|/CGROUP:W|*:W ...]\n"
+            "              [--queue-mem SIZE] [--ops-mem SIZE]\n"
+            "              [--secure off|auth|encrypt [--secret-file F]]\n"
+            "              [--rt[=PRIO]] [--rt-budget-us US] [--rt-share PCT] [--nice N]\n"
+            "       ulnetd --status [--path P]\n"
+            "  --addr    where other hosts' services reach this one (UDP, IPv4; port %u);\n"
+            "            without it the service serves this host only\n"
+            "  --link    the link to other hosts: udp (sockets), xdp (AF_XDP), auto\n"
+            "            (AF_XDP where the driver runs it zero-copy, else udp); default auto\n"
+            "  --xdp-hook  where AF_XDP's program hooks in: native (the driver's),\n"
+            "            generic (the kernel's, any driver), auto (native where the driver\n"
+            "            has it); default auto\n"
+            "  --if      the interface --addr must be on\n"
+            "  --path P  where to listen: @name (abstract socket) or a file path;\n"
+            "            default: $ULN_SERVICE_PATH, else %s\n"
+            "  --spin-us how long to poll after the last work before sleeping (%u)\n"
+            "  --no-map  never map processes' uln_mem_alloc memory: PUT and GET with\n"
+            "            process_vm_*, atomics by the owner's engine (to compare)\n"
+            "  --no-rank-socket  pass no process a UDP socket of its own at attach\n"
+            "            (docs/service.md, \"A socket of its own\")\n"
+            "  --weight UID:W  the largest share (1..%u) uid's processes may ask with\n"
+            "            ULN_SERVICE_WEIGHT; /CGROUP:W for processes in that cgroup (v2)\n"
+            "            or under it; *:W for the rest (repeatable)\n"
+            "  --queue-mem SIZE  a process's queues' memory at most (K, M, G; %llu M):\n"
+            "            an endpoint past it fails to open with -EDQUOT\n"
+            "  --ops-mem SIZE  a process's messages the service holds for other hosts\n"
+            "            (queued for the wire, kept for credit) at most (%llu M): past\n"
+            "            it that process's queue waits, no other's\n"
+            "  --secure  seal the wire to other hosts' services: auth (a tag on every\n"
+            "            packet) or encrypt (and its bytes encrypted); processes whose\n"
+            "            ULN_SECURE asks more take no peer on another host through it\n"
+            "  --secret-file F  bind the wire's keys to the secret in F (every service\n"
+            "            of the cluster the same; a file only this user may read)\n"
+            "  --rt[=PRIO]  SCHED_FIFO while woken (default off; ulnetd(8): the budget\n"
+            "            --rt-budget-us and the share --rt-share bound it); --nice N\n",
+            ULN_SVC_WIRE_PORT, ULN_SVC_DEFAULT_PATH, SPIN_NS_DEFAULT / 1000u, ULN_SVC_WEIGHT_MAX,
+            ULN_SVC_QUEUE_MEM_DEFAULT >> 20, ULN_SVC_OPS_MEM_DEFAULT >> 20);
 }
 
 /* Listen at d->path. A second service on one path is refused by the
@@ -265,6 +267,8 @@ int main(int argc, char **argv)
             snprintf(d.path, sizeof d.path, "%s", argv[++i]);
         else if (!strcmp(a, "--no-map"))
             d.no_map = true;
+        else if (!strcmp(a, "--no-rank-socket"))
+            d.no_socks = true;
         else if (!strcmp(a, "--addr") && more)
             addr = argv[++i];
         else if (!strcmp(a, "--secure") && more) {
@@ -341,6 +345,7 @@ int main(int argc, char **argv)
     run(&d);
     clients_drop_all(&d);
     wire_close(&d);
+    socks_free(&d);
     reaper_stop(&d); /* after the link detached its program */
     if (d.path[0] != '@') unlink(d.path);
     return 0;

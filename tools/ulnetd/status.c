@@ -81,6 +81,14 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         (unsigned long long)d->c.place_failed, (unsigned long long)d->c.wire_tx,
         (unsigned long long)d->c.wire_rx, (unsigned long long)d->c.wire_resent,
         (unsigned long long)d->c.remotes_dead, n);
+    put(&t,
+        "rank sockets: %s; given %llu, held %llu, not given (descriptors) %llu; other hosts' "
+        "ranks known %u, not kept %llu\n",
+        d->no_socks ? "off (--no-rank-socket)"
+        : d->wire   ? "on"
+                    : "none (no wire)",
+        (unsigned long long)d->c.socks_given, (unsigned long long)d->socks_open,
+        (unsigned long long)d->c.socks_refused, d->n_socks, (unsigned long long)d->c.socks_dropped);
     put(&t, "scheduling: %s%s, runs past the budget %llu, windows past the share %llu\n",
         d->rt_prio ? "SCHED_FIFO while woken" : "SCHED_OTHER",
         d->rt_prio && !d->rt_on ? " (now SCHED_OTHER)" : "", (unsigned long long)d->c.rt_drops,
@@ -94,12 +102,13 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         put(&t,
             "  client %u pid %d uid %u job %016llx rank %u/%u inbox %zu KiB queues %u (%llu KiB, "
             "%llu refused over quota) held for the wire %llu KiB (held back %llu) weight %u "
-            "(cgroup %s) moved %llu msgs %llu bytes\n",
+            "(cgroup %s) moved %llu msgs %llu bytes sockets %u from port %u\n",
             c->id, (int)c->pid, (unsigned)c->uid, (unsigned long long)c->job_key, c->rank, c->size,
             c->inbox_len >> 10, nq, (unsigned long long)(c->queue_bytes >> 10),
             (unsigned long long)c->over_quota, (unsigned long long)(c->wire_held >> 10),
             (unsigned long long)c->over_ops, c->weight, c->cgroup[0] ? c->cgroup : "?",
-            (unsigned long long)c->moved_msgs, (unsigned long long)c->moved_bytes);
+            (unsigned long long)c->moved_msgs, (unsigned long long)c->moved_bytes, c->n_sock_fds,
+            c->sock_port);
     }
     return t.n;
 }

@@ -19,7 +19,8 @@
 #include "rel/rel.h"
 #include "transport/svc/proto.h"
 
-#define ULN_SVC_MAX_EPS    64   /* endpoints per process (ULN_MAX_EPS's bound) */
+#define ULN_SVC_MAX_EPS 64 /* endpoints per process (ULN_MAX_EPS's bound) */
+_Static_assert(ULN_SVC_MAX_EPS == ULN_SVC_SOCKS_MAX, "a socket per endpoint index");
 #define ULN_SVC_CGROUP_MAX 128u /* a cgroup path we keep (longer: unknown) */
 /* --queue-mem's default: 64 endpoints' queues nearly (each 1 MiB + a page). */
 #define ULN_SVC_QUEUE_MEM_DEFAULT (64ull << 20)
@@ -97,6 +98,9 @@ struct client {
     uint64_t wire_held;               /* its messages held here for the wire (--ops-mem) */
     bool at_ops_quota;                /* its queue waits: wire_held at the quota */
     uint64_t over_ops;                /* times it was held back so */
+    int sock_fds[ULN_SVC_MAX_EPS];    /* socks.c: the UDP sockets bound for it, by endpoint */
+    unsigned n_sock_fds;              /* ... how many (0: none) */
+    uint16_t sock_port;               /* ... endpoint 0's port (on the service's wire address) */
 };
 
 struct counters {
@@ -114,6 +118,19 @@ struct counters {
     uint64_t byaddr_refused;            /* by address: the sender not the one its peer id names */
     uint64_t placed_gets, placed_bytes; /* GETs whose data we wrote into the initiator's buffer */
     uint64_t place_failed;              /* ... a write that failed (unmapped, died): an error */
+    uint64_t socks_given;               /* sockets of their own passed to processes */
+    uint64_t socks_dropped;             /* remote ranks' sockets not kept (the table full) */
+    uint64_t socks_refused;             /* processes given none: the descriptors' budget spent */
+};
+
+/* socks.c: a remote rank's socket, as its service said (WIRE_SOCK). */
+struct sock_entry {
+    uint64_t job_key;
+    uint32_t rank;
+    uint32_t ip;        /* the remote service's address: the only one it vouches for */
+    uint16_t wire_port; /* ... its wire port (which remote said it) */
+    uint16_t port;      /* the rank's endpoint 0's socket's port there */
+    uint16_t count;     /* ... endpoint i's at port + i, i < count */
 };
 
 struct wire;
@@ -159,6 +176,10 @@ struct ulnetd {
     int secure;              /* --secure: enum uln_seal_mode of the wire (0: off) */
     const char *secret_file; /* --secret-file, or NULL */
     struct wire_seal *wire_seal; /* wire_seal.c: the sealing around the wire's link */
+    bool no_socks;               /* --no-rank-socket: no process gets a socket of its own */
+    struct sock_entry *socks;    /* socks.c: remote ranks' sockets */
+    unsigned n_socks, cap_socks;
+    uint64_t socks_open; /* rank sockets held here (socks.c: within a budget of descriptors) */
 
     /* Scheduling (sched.c) */
     int rt_prio;                    /* --rt: SCHED_FIFO priority while woken; 0: off (sched.c) */
@@ -201,6 +222,24 @@ bool feed_put(struct client *t, uint32_t src, uint32_t ep, int ch, uint8_t type,
               const uint8_t *payload, uint32_t len);
 /* The attached process of job's rank on this host, or NULL. */
 struct client *find_target(struct ulnetd *d, uint64_t job, uint32_t rank);
+
+/* socks.c: n UDP sockets of its own for c on consecutive ports, bound here
+ * (asked: the process did not turn it off): how many (c->sock_fds; the
+ * service keeps them), or 0 (none: no wire, no job, --no-rank-socket, or
+ * no ports). */
+int socks_give(struct ulnetd *d, struct client *c, unsigned n, bool asked);
+void socks_close(struct ulnetd *d, struct client *c);
+/* The service at (ip, wire_port) says job's rank's endpoint i sends from
+ * (ip, port + i), i < count; port 0: it has no socket. */
+void socks_learn(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, uint16_t wire_port,
+                 uint16_t port, uint16_t count);
+void socks_forget(struct ulnetd *d, uint64_t job_key, uint32_t rank);
+/* Everything the service at (ip, wire_port) said (it was freed). */
+void socks_forget_at(struct ulnetd *d, uint32_t ip, uint16_t wire_port);
+/* job's rank on another host: 0 and where it sends from, or -ENOENT. */
+int socks_find(const struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t *ip,
+               uint16_t *port, uint16_t *count);
+void socks_free(struct ulnetd *d);
 
 /* mem.c: processes' uln_mem_alloc memory mapped here (MEM, MEM_DEL). */
 int mem_add(struct client *c, const struct uln_svc_mem *r, int fd, const char **why);
@@ -262,6 +301,9 @@ size_t wire_seal_status(const struct ulnetd *d, char *out, size_t room);
 void wire_close(struct ulnetd *d);
 /* The link's descriptors to poll while the service sleeps: how many. */
 int wire_fds(const struct ulnetd *d, int *fds, int max);
+/* c routed to rank behind a remote service: tell that service c's socket
+ * (WIRE_SOCK, asking for its job's in turn). */
+void wire_sock_tell(struct ulnetd *d, const struct client *c, uint32_t rank);
 /* job's rank lives behind the service at (ip, port): 0 or -errno. */
 int wire_route(struct ulnetd *d, uint64_t job_key, uint32_t rank, uint32_t ip, uint16_t port);
 bool wire_routes(const struct ulnetd *d, uint64_t job_key, uint32_t rank);

@@ -52,6 +52,12 @@
  * after all of them in rel's order), so its flows here may go. */
 #define WIRE_FLOWS_END 0xf2u
 #define WIRE_CREDIT    0xf1u /* a flow's bytes taken (u64); flows.h: its key as sent */
+/* A rank's sockets of its own (socks.c): job_key, src_rank, aux = endpoint
+ * 0's port on the sending service's address (0: it has none) | how many
+ * (endpoint i at port + i) << 16. flags WIRE_F_ASK: the receiver answers
+ * with its own ranks' of that job. */
+#define WIRE_SOCK  0xf3u
+#define WIRE_F_ASK 1u
 /* svc_wire.flags (above the ring message's own 8): an answer the target's
  * service made (serve.c: ACK, GET_RESP, ATOMIC_RESP). It rides its flow, in
  * order, but outside credit: the requester's credit bounded it already, and
@@ -446,6 +452,9 @@ static const struct route *route_get(const struct ulnetd *d, uint64_t job_key, u
         if (w->routes[i].job_key == job_key && w->routes[i].rank == rank) return &w->routes[i];
     return NULL;
 }
+
+static void sock_in(struct ulnetd *d, struct remote *r, const struct svc_wire *m);
+static bool job_here(const struct ulnetd *d, uint64_t job_key);
 
 static struct remote *route_of(const struct ulnetd *d, uint64_t job_key, uint32_t rank)
 {
@@ -1030,6 +1039,7 @@ static bool deliver(struct ulnetd *d, struct remote *r, uint64_t *get_sent, cons
         } else {
             queues_rank_gone(d, m.job_key, m.src_rank);
             wire_rank_ended(d, m.job_key, m.src_rank, ENDED_REMOTE);
+            socks_forget(d, m.job_key, m.src_rank); /* its port may be another's now */
         }
         return true;
     }
@@ -1139,6 +1149,10 @@ static bool flow_take(struct ulnetd *d, struct remote *r, const uint8_t *b, uint
         if (m.len == len - sizeof m) credit_in(d, &m, b + sizeof m);
         return true;
     }
+    if (m.type == WIRE_SOCK) {
+        sock_in(d, r, &m);
+        return true;
+    }
     if (m.type == WIRE_FLOWS_END) { /* after the rank's last message: its flows may go */
         wire_rank_ended(d, m.job_key, m.src_rank, ENDED_FLOWS);
         return true;
@@ -1158,6 +1172,39 @@ static bool flow_take(struct ulnetd *d, struct remote *r, const uint8_t *b, uint
     }
     if (f->held + cost > 2 * flow_credit(f->weight)) return false;
     return flow_hold(&d->wire->rx, f, b, len, cost);
+}
+
+/* c's socket to r (ask: and r's ranks of its job in turn). */
+static void sock_send(struct remote *r, const struct client *c, bool ask)
+{
+    struct svc_wire m = {.type = WIRE_SOCK,
+                         .flags = ask ? WIRE_F_ASK : 0,
+                         .job_key = c->job_key,
+                         .src_rank = c->rank,
+                         .aux = c->sock_port | (uint32_t)c->n_sock_fds << 16};
+    if (!queue_msg(r, &m, NULL))
+        fprintf(stderr, "ulnetd: the socket of rank %u not told (no memory)\n", c->rank);
+}
+
+void wire_sock_tell(struct ulnetd *d, const struct client *c, uint32_t rank)
+{
+    struct remote *r = d->wire ? route_of(d, c->job_key, rank) : NULL;
+    if (r) sock_send(r, c, true);
+}
+
+/* WIRE_SOCK from r: kept with r's own address (a service vouches for its
+ * ports only), for a job that has ranks here (the others' are no one's
+ * business here); asked, our ranks of that job answer. */
+static void sock_in(struct ulnetd *d, struct remote *r, const struct svc_wire *m)
+{
+    if (m->len || !job_here(d, m->job_key)) return;
+    socks_learn(d, m->job_key, m->src_rank, r->sa.sin_addr.s_addr, ntohs(r->sa.sin_port),
+                (uint16_t)m->aux, (uint16_t)(m->aux >> 16));
+    if (!(m->flags & WIRE_F_ASK)) return;
+    for (unsigned i = 0; i < d->n_clients; i++) {
+        const struct client *c = d->clients[i];
+        if (c && c->attached && !c->no_job && c->job_key == m->job_key) sock_send(r, c, false);
+    }
 }
 
 /* flows_pump's hand: a held message of f into its target, and its credit. */
@@ -1451,6 +1498,7 @@ static void remote_dead(struct ulnetd *d, struct remote *r)
             queues_rank_gone(d, w->routes[i].job_key, w->routes[i].rank);
             wire_rank_ended(d, w->routes[i].job_key, w->routes[i].rank, ENDED_REMOTE);
         }
+    socks_forget_at(d, r->sa.sin_addr.s_addr, ntohs(r->sa.sin_port));
     d->c.remotes_dead++;
 }
 
@@ -1489,6 +1537,7 @@ static void remote_free(struct ulnetd *d, unsigned k)
     flows_drop(&w->tx, r);
     flows_drop(&w->rx, r);
     w->remotes[k] = w->remotes[--w->n_remotes];
+    socks_forget_at(d, r->sa.sin_addr.s_addr, ntohs(r->sa.sin_port));
     remote_release(d, r);
     w->strangers_out++;
 }

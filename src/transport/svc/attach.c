@@ -48,37 +48,108 @@ static int send_fds(int fd, const void *msg, size_t len, const int *fds, int nfd
     return sendmsg(fd, &m, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -errno;
 }
 
-/* The service's answer: 0 and its bytes in out (want of them), or the
- * refusal, or -ETIMEDOUT / -ECONNRESET / -EPROTO. */
-static int recv_answer(int fd, unsigned type, void *out, size_t want)
+/* Descriptors passed with an answer (the sockets of its own, attach). */
+struct passed {
+    int fds[ULN_SVC_SOCKS_MAX];
+    unsigned n;
+};
+
+static void passed_close(struct passed *p)
 {
+    for (unsigned i = 0; i < p->n; i++)
+        close(p->fds[i]);
+    p->n = 0;
+}
+
+/* The descriptors of m's SCM_RIGHTS into p (every one, so none leaks). */
+static void passed_take(struct msghdr *m, struct passed *p)
+{
+    p->n = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            if (p->n < ULN_SVC_SOCKS_MAX)
+                p->fds[p->n++] = fd;
+            else
+                close(fd);
+        }
+    }
+}
+
+/* The service's answer: 0 and its bytes in out (want of them), or the
+ * refusal, or -ETIMEDOUT / -ECONNRESET / -EPROTO. Descriptors passed with
+ * it go to *fds, or are closed when fds is NULL (and on any failure). */
+static int recv_answer(int fd, unsigned type, void *out, size_t want, struct passed *fds)
+{
+    struct passed none;
+    if (!fds) fds = &none;
+    fds->n = 0;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int n = poll(&p, 1, ATTACH_TIMEOUT_MS);
     if (n == 0) return -ETIMEDOUT;
     if (n < 0) return -errno;
     _Alignas(8) uint8_t buf[256];
-    ssize_t r = recv(fd, buf, sizeof buf, 0);
+    union {
+        struct cmsghdr c;
+        char b[CMSG_SPACE(ULN_SVC_SOCKS_MAX * sizeof(int))];
+    } u;
+    struct iovec iov = {buf, sizeof buf};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+    ssize_t r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
     if (r < 0) return -errno;
     if (r == 0) return -ECONNRESET;
+    passed_take(&m, fds);
     struct uln_svc_hdr h;
-    if ((size_t)r < sizeof h) return -EPROTO;
-    memcpy(&h, buf, sizeof h);
-    if (h.magic != ULN_SVC_MAGIC || h.version != ULN_SVC_VERSION) return -EPROTO;
-    if (h.type == ULN_SVC_REFUSED) return h.status < 0 ? h.status : -EPROTO;
-    if (h.type != type || (size_t)r != want) return -EPROTO;
+    int rc = 0;
+    if ((size_t)r < sizeof h || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) rc = -EPROTO;
+    if (!rc) {
+        memcpy(&h, buf, sizeof h);
+        if (h.magic != ULN_SVC_MAGIC || h.version != ULN_SVC_VERSION)
+            rc = -EPROTO;
+        else if (h.type == ULN_SVC_REFUSED)
+            rc = h.status < 0 ? h.status : -EPROTO;
+        else if (h.type != type || (size_t)r != want)
+            rc = -EPROTO;
+    }
+    if (rc || fds == &none) passed_close(fds);
+    if (rc) return rc;
     memcpy(out, buf, want);
+    return 0;
+}
+
+/* The sockets of its own the attach answer passed: as many as it says,
+ * each UDP and bound to the service's address, endpoint i's on port + i.
+ * 0 (kept in s), or -EPROTO (all closed). */
+static int take_socks(struct uln_svc *s, const struct uln_svc_attach_ok *ok, struct passed *p)
+{
+    int rc = p->n == ok->sock_count && (!p->n || ok->sock_port) ? 0 : -EPROTO;
+    for (unsigned i = 0; !rc && i < p->n; i++)
+        rc = uln_svc_sock_check(p->fds[i], ok->wire_ip, (uint16_t)(ok->sock_port + i));
+    if (rc) {
+        passed_close(p);
+        return rc;
+    }
+    memcpy(s->sock_fds, p->fds, p->n * sizeof(int));
+    s->n_socks = p->n;
+    s->sock_port = p->n ? ok->sock_port : 0;
     return 0;
 }
 
 static int send_attach(int fd, const struct uln_ctx *ctx)
 {
-    struct uln_svc_attach a = {.job_key = ctx->job_key,
-                               .rank = (uint32_t)ctx->rank,
-                               .size = (uint32_t)ctx->size,
-                               .max_eps = ctx->p.max_eps,
-                               .weight = uln_svc_params(&ctx->p)->weight,
-                               .inbox_bytes = ctx->inbox->len,
-                               .flags = ctx->no_job ? ULN_SVC_ATTACH_NO_JOB : 0};
+    struct uln_svc_attach a = {
+        .job_key = ctx->job_key,
+        .rank = (uint32_t)ctx->rank,
+        .size = (uint32_t)ctx->size,
+        .max_eps = ctx->p.max_eps,
+        .weight = uln_svc_params(&ctx->p)->weight,
+        .inbox_bytes = ctx->inbox->len,
+        .flags = (ctx->no_job ? ULN_SVC_ATTACH_NO_JOB : 0) |
+                 (uln_svc_params(&ctx->p)->own_sock ? 0 : ULN_SVC_ATTACH_NO_SOCK)};
     uln_svc_hdr_init(&a.h, ULN_SVC_ATTACH, sizeof a, 0);
     return send_fds(fd, &a, sizeof a, &ctx->inbox->fd, 1);
 }
@@ -90,7 +161,7 @@ int uln_svc_request(struct uln_ctx *ctx, const void *msg, size_t len, const int 
     if (!s) return -ENOTCONN;
     pthread_mutex_lock(&s->lock);
     int rc = send_fds(s->fd, msg, len, fds, nfds);
-    if (!rc) rc = recv_answer(s->fd, answer_type, answer, answer_len);
+    if (!rc) rc = recv_answer(s->fd, answer_type, answer, answer_len, NULL);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
@@ -110,8 +181,10 @@ static int try_attach(struct uln_ctx *ctx, const char *path, struct uln_svc *s)
         return e == ECONNREFUSED || e == ENOENT ? -ENOTCONN : -e;
     }
     struct uln_svc_attach_ok ok;
+    struct passed socks;
     int rc = send_attach(fd, ctx);
-    if (!rc) rc = recv_answer(fd, ULN_SVC_ATTACH_OK, &ok, sizeof ok);
+    if (!rc) rc = recv_answer(fd, ULN_SVC_ATTACH_OK, &ok, sizeof ok, &socks);
+    if (!rc) rc = take_socks(s, &ok, &socks);
     if (rc) {
         close(fd);
         return rc;
@@ -149,9 +222,14 @@ int uln_svc_attach(struct uln_ctx *ctx)
                 rc == -ENOTCONN ? "no ulnetd listening" : strerror(-rc), path);
         return rc;
     }
-    snprintf(ctx->svc_why, sizeof ctx->svc_why, "attached to ulnetd at %s (client %u), link %s",
-             path, s->client, s->link);
+    char sock[48] = "";
+    if (s->n_socks)
+        snprintf(sock, sizeof sock, ", %u sockets of its own from port %u", s->n_socks,
+                 s->sock_port);
+    snprintf(ctx->svc_why, sizeof ctx->svc_why, "attached to ulnetd at %s (client %u), link %s%s",
+             path, s->client, s->link, sock);
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->socks_lock, NULL);
     ctx->svc = s;
     return 0;
 }
@@ -181,7 +259,11 @@ void uln_svc_detach(struct uln_ctx *ctx)
 {
     if (!ctx->svc) return;
     close(ctx->svc->fd); /* the hang-up is the detach */
+    for (unsigned i = 0; i < ctx->svc->n_socks; i++)
+        close(ctx->svc->sock_fds[i]);
+    free(ctx->svc->peer_socks);
     pthread_mutex_destroy(&ctx->svc->lock);
+    pthread_mutex_destroy(&ctx->svc->socks_lock);
     free(ctx->svc);
     ctx->svc = NULL;
 }

@@ -142,6 +142,17 @@ static int uln_svc_info(const struct uln_ctx *ctx, unsigned i, char *key, size_t
                            uln_seal_mode_name((enum uln_seal_mode)ctx->svc->secure),
                            uln_seal_mode_name((enum uln_seal_mode)uln_seal_params(&ctx->p)->mode));
         break;
+    case 4: /* the UDP sockets of its own the service bound for it: endpoint 0's port */
+        snprintf(key, klen, "sock_port");
+        n = snprintf(val, vlen, "%u", ctx->svc ? ctx->svc->sock_port : 0);
+        break;
+    case 5: /* datagrams on it whose source is not the rank they claim */
+        snprintf(key, klen, "src_refused");
+        n = snprintf(val, vlen, "%llu",
+                     ctx->svc ? (unsigned long long)atomic_load_explicit(&ctx->svc->src_refused,
+                                                                         memory_order_relaxed)
+                              : 0ull);
+        break;
     default:
         return -ENOENT;
     }

@@ -20,6 +20,7 @@ static const struct {
     [ULN_SVC_ROUTE] = {sizeof(struct uln_svc_route), 0},
     [ULN_SVC_MEM] = {sizeof(struct uln_svc_mem), 1},
     [ULN_SVC_MEM_DEL] = {sizeof(struct uln_svc_mem), 0},
+    [ULN_SVC_PEER_SOCK] = {sizeof(struct uln_svc_peer_sock), 0},
 };
 
 int uln_svc_parse(const void *buf, size_t len, int truncated, int nfds)

@@ -15,25 +15,28 @@
 #include <stdint.h>
 
 #define ULN_SVC_MAGIC        0x756c6e64u /* "ulnd" */
-#define ULN_SVC_VERSION      5u          /* 5: GET requests carry their destination */
+#define ULN_SVC_VERSION      6u          /* 6: a socket of its own at attach, PEER_SOCK */
 #define ULN_SVC_DEFAULT_PATH "@ulnet/ulnetd"
 #define ULN_SVC_PATH_MAX     107u /* sun_path less its terminating byte */
 #define ULN_SVC_MSG_MAX      65536u
 #define ULN_SVC_WIRE_PORT    7475u /* the services' UDP port, unless ulnetd --addr says */
+#define ULN_SVC_SOCKS_MAX    64u   /* sockets of its own per process: ULN_MAX_EPS's bound */
 
 enum uln_svc_type {
-    ULN_SVC_ATTACH = 1,  /* process -> service: struct uln_svc_attach + inbox memfd */
-    ULN_SVC_ATTACH_OK,   /* service -> process: struct uln_svc_attach_ok */
-    ULN_SVC_REFUSED,     /* service -> process: hdr.status says why */
-    ULN_SVC_STATUS,      /* anyone -> service: the status, please */
-    ULN_SVC_STATUS_TEXT, /* service -> asker: hdr + text lines */
-    ULN_SVC_QUEUE,       /* process -> service: struct uln_svc_queue + queue memfd + eventfd */
-    ULN_SVC_QUEUE_OK,    /* service -> process: hdr (status 0) */
-    ULN_SVC_ROUTE,       /* process -> service: struct uln_svc_route */
-    ULN_SVC_ROUTE_OK,    /* service -> process: hdr (status 0) */
-    ULN_SVC_MEM,         /* process -> service: struct uln_svc_mem + the block's memfd */
-    ULN_SVC_MEM_DEL,     /* process -> service: struct uln_svc_mem, no descriptor */
-    ULN_SVC_MEM_OK,      /* service -> process: hdr (status 0) */
+    ULN_SVC_ATTACH = 1,   /* process -> service: struct uln_svc_attach + inbox memfd */
+    ULN_SVC_ATTACH_OK,    /* service -> process: struct uln_svc_attach_ok */
+    ULN_SVC_REFUSED,      /* service -> process: hdr.status says why */
+    ULN_SVC_STATUS,       /* anyone -> service: the status, please */
+    ULN_SVC_STATUS_TEXT,  /* service -> asker: hdr + text lines */
+    ULN_SVC_QUEUE,        /* process -> service: struct uln_svc_queue + queue memfd + eventfd */
+    ULN_SVC_QUEUE_OK,     /* service -> process: hdr (status 0) */
+    ULN_SVC_ROUTE,        /* process -> service: struct uln_svc_route */
+    ULN_SVC_ROUTE_OK,     /* service -> process: hdr (status 0) */
+    ULN_SVC_MEM,          /* process -> service: struct uln_svc_mem + the block's memfd */
+    ULN_SVC_MEM_DEL,      /* process -> service: struct uln_svc_mem, no descriptor */
+    ULN_SVC_MEM_OK,       /* service -> process: hdr (status 0) */
+    ULN_SVC_PEER_SOCK,    /* process -> service: struct uln_svc_peer_sock (rank) */
+    ULN_SVC_PEER_SOCK_OK, /* service -> process: struct uln_svc_peer_sock (ip, port) */
     ULN_SVC_TYPES
 };
 
@@ -50,13 +53,15 @@ struct uln_svc_attach {
     uint32_t rank, size, max_eps;
     uint32_t weight;      /* share asked (ULN_SERVICE_WEIGHT, 1..64; 0: 1), capped per uid */
     uint64_t inbox_bytes; /* the memfd's size: checked against fstat */
-    uint32_t flags;       /* ULN_SVC_ATTACH_NO_JOB */
+    uint32_t flags;       /* ULN_SVC_ATTACH_NO_JOB, ULN_SVC_ATTACH_NO_SOCK */
     uint32_t pad_;
 };
 /* A context with no job (ULN_BOOT=none): its peers are inserted by address,
  * and it is reached by the id the service gives it (attach_ok.client),
  * carried in the svc part of its address (docs/service.md, "By address"). */
 #define ULN_SVC_ATTACH_NO_JOB 1u
+/* The process wants no UDP socket of its own (ULN_SERVICE_SOCK=0). */
+#define ULN_SVC_ATTACH_NO_SOCK 2u
 
 struct uln_svc_attach_ok {
     struct uln_svc_hdr h;
@@ -68,7 +73,12 @@ struct uln_svc_attach_ok {
      * auth, 2 encrypt; ulnetd --secure). A service that does not seal leaves
      * it 0, so a process never takes a wire in clear for a sealed one. */
     uint16_t secure;
-    uint16_t pad_[2];
+    /* The UDP sockets of its own the service bound for it on wire_ip, one
+     * per endpoint index (max_eps of them, passed with this answer by
+     * SCM_RIGHTS in that order; docs/service.md, "A socket of its own"):
+     * endpoint i's on port sock_port + i. 0, 0: none (no wire, no job, or
+     * turned off). */
+    uint16_t sock_port, sock_count;
     char link[48]; /* its link to other hosts, as --status names it: "udp", "xdp
                       native, zero-copy, queue 0", "none (no wire)" */
 };
@@ -105,6 +115,22 @@ struct uln_svc_mem {
     uint64_t addr, len;   /* where it is in the owner's address space */
     uint64_t memfd_off;   /* where it starts in the block */
     uint64_t memfd_len;   /* the block's size */
+};
+
+/* Where a rank of the process's own job on another host sends from: the
+ * (ip, port + i) of endpoint i's socket its service bound for it, as that service told
+ * ours over the wire (asked: rank; answered: rank, ip, port; status -ENOENT:
+ * not known (yet), or that rank has none). A datagram on a socket of our
+ * own that claims to come from rank is that rank's only if its source is
+ * this (ip, port): the kernel stamps the source, and only the rank's
+ * service could bind that port for it. */
+struct uln_svc_peer_sock {
+    struct uln_svc_hdr h;
+    uint32_t rank;
+    uint32_t ip;    /* IPv4, network order */
+    uint16_t port;  /* its endpoint 0's; endpoint i's is port + i */
+    uint16_t count; /* ... i < count */
+    uint16_t pad_[2];
 };
 
 /* An endpoint's queue to the service (docs/service.md, "Queues"): one

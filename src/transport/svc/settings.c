@@ -23,6 +23,10 @@ static const struct uln_setting svc_table[] = {
      "this process's share of the service's work against other processes' (weighted round "
      "robin); the service caps it per uid (ulnetd --weight)",
      ULN_SEC_LINK_CHOICE},
+    {"ULN_SERVICE_SOCK", "1", 0, 1,
+     "1: take the UDP socket of its own the service binds for this process at attach (the "
+     "source it vouches for to other hosts); 0: none",
+     ULN_SEC_LINK_CHOICE},
 };
 
 static int svc_resolve(const struct uln_config *cfg, void *block)
@@ -43,6 +47,9 @@ static int svc_resolve(const struct uln_config *cfg, void *block)
         return -EINVAL;
     }
     if (uln_setting_u32("ULN_SERVICE_WEIGHT", 0, &sp->weight) != 0) return -EINVAL;
+    uint32_t own = 1;
+    if (uln_setting_u32("ULN_SERVICE_SOCK", 0, &own) != 0) return -EINVAL;
+    sp->own_sock = own != 0;
     return sp->mode < 0 ? -EINVAL : 0;
 }
 

@@ -24,6 +24,7 @@ struct uln_svc_params {
     const char *path; /* NULL or where ulnetd listens (ULN_SERVICE_PATH) */
     bool local_shm;   /* peers on this host over shm, not through it (ULN_SERVICE_LOCAL) */
     uint32_t weight;  /* ULN_SERVICE_WEIGHT: 1..64, asked at attach */
+    bool own_sock;    /* ULN_SERVICE_SOCK: ask for a UDP socket of its own at attach */
 };
 extern const struct uln_settings_group uln_svc_settings;
 
@@ -44,7 +45,35 @@ struct uln_svc {
     char path[ULN_SVC_PATH_MAX + 1];
     pthread_mutex_t lock; /* one request and its answer at a time on fd */
     _Atomic bool lost;    /* it hung up: set once, by whoever sees it first */
+    /* The UDP sockets the service bound for us, endpoint i's on port
+     * sock_port + i (sock.c; none: n_socks 0), and the peers' as our
+     * service told us (by rank; port 0: not known). */
+    int sock_fds[ULN_SVC_SOCKS_MAX];
+    unsigned n_socks;
+    uint16_t sock_port;
+    struct uln_svc_peer_sock_at *peer_socks; /* ctx->size of them, made at first use */
+    pthread_mutex_t socks_lock;              /* peer_socks, made and filled */
+    _Atomic uint64_t src_refused; /* datagrams on sock_fds whose source is not the rank's */
 };
+
+/* sock.c: a peer's socket of its own, as its service vouched for it. */
+struct uln_svc_peer_sock_at {
+    uint32_t ip;          /* network order */
+    uint16_t port, count; /* endpoint i's at port + i, i < count */
+    bool asked;           /* the answer was "none (yet)": asked again only by refresh */
+};
+/* Check a socket the service passed: UDP, bound to (ip, port). 0 or -EPROTO. */
+int uln_svc_sock_check(int fd, uint32_t ip, uint16_t port);
+/* Where rank sends from (ask the service the first time, or again with
+ * refresh): 0 and its entry, or -ENOENT (no socket of its own known for
+ * it), or the request's failure. */
+int uln_svc_peer_sock(struct uln_ctx *ctx, int rank, bool refresh,
+                      struct uln_svc_peer_sock_at *out);
+/* A datagram on one of our sockets from src claims to be rank's: the
+ * endpoint index of rank's whose socket src is; else -EPERM, counted
+ * (src_refused). */
+struct sockaddr_in;
+int uln_svc_src_ep(struct uln_ctx *ctx, int rank, const struct sockaddr_in *src);
 
 /* uln_open: attach to the host's service as ULN_SERVICE says (ctx->svc, and
  * one line in ctx->svc_why either way). 0, or -ENOTCONN (required, and no
