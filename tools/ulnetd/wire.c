@@ -1737,13 +1737,18 @@ size_t wire_status(const struct ulnetd *d, char *out, size_t room)
         inet_ntop(AF_INET, &r->sa.sin_addr, ip, sizeof ip);
         int st_ = uln_rel_state(&r->rel);
         n = snprintf(
-            out + used, room - used, "  remote %s:%u %s: sent %llu resent %llu received %llu\n", ip,
-            ntohs(r->sa.sin_port),
+            out + used, room - used,
+            "  remote %s:%u %s: sent %llu resent %llu received %llu; held back by the congestion "
+            "window %llu, the window %llu, its credit %llu; window cuts %llu\n",
+            ip, ntohs(r->sa.sin_port),
             st_ == ULN_REL_OPEN   ? "open"
             : st_ == ULN_REL_DEAD ? "dead"
                                   : "connecting",
             (unsigned long long)r->rel.stats.tx_data, (unsigned long long)r->rel.stats.tx_resend,
-            (unsigned long long)r->rel.stats.rx_data);
+            (unsigned long long)r->rel.stats.rx_data, (unsigned long long)r->rel.stats.blk_cwnd,
+            (unsigned long long)r->rel.stats.blk_window,
+            (unsigned long long)r->rel.stats.blk_credit,
+            (unsigned long long)r->rel.stats.cwnd_cuts);
         if (n > 0) used += (size_t)n < room - used ? (size_t)n : room - used;
     }
     return used;
