@@ -217,6 +217,12 @@ struct wire {
     unsigned n_ended, cap_ended;
     uint64_t credit_waits; /* messages a queue held back for want of its flow's credit */
     uint64_t ended_freed;  /* ranks that ended whose state went (ended_sweep) */
+    /* Packet buffers acknowledged, kept for the next packets: a stream
+     * sends ~700 packets a MiB, and a malloc and free of each cost more
+     * than filling it (heap growth and trimming at every burst). At most a
+     * window's worth (pkt_max each) stays. */
+    uint8_t *pkt_free[WIRE_WINDOW];
+    unsigned n_pkt_free;
 };
 
 static uint64_t now_ns(void)
@@ -224,6 +230,21 @@ static uint64_t now_ns(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* A packet buffer of pkt_max bytes: a kept one, else a new one. */
+static uint8_t *pkt_get(struct wire *w)
+{
+    return w->n_pkt_free ? w->pkt_free[--w->n_pkt_free] : malloc(w->pkt_max);
+}
+
+/* b (acknowledged, or never sent) back: kept for the next packet. */
+static void pkt_put(struct wire *w, uint8_t *b)
+{
+    if (b && w->n_pkt_free < WIRE_WINDOW)
+        w->pkt_free[w->n_pkt_free++] = b;
+    else
+        free(b);
 }
 
 /* Where the answering id points between answers: an address nobody sends from. */
@@ -629,7 +650,7 @@ static void send_out(struct ulnetd *d, struct remote *r, uint64_t now)
         uint32_t seq = uln_rel_tx_next_seq(&r->rel);
         uint32_t i = seq & (WIRE_WINDOW - 1);
         if (r->tx[i] || !uln_rel_tx_ready(&r->rel, now, 1)) return;
-        uint8_t *b = malloc(w->pkt_max);
+        uint8_t *b = pkt_get(w);
         if (!b) return;
         struct outmsg *upto;
         uint32_t off;
@@ -638,7 +659,7 @@ static void send_out(struct ulnetd *d, struct remote *r, uint64_t now)
                             w->pkt_max - (uint32_t)sizeof(struct wire_hdr), &upto, &off);
         struct uln_rel_pkt p;
         if (uln_rel_tx_assign(&r->rel, now, len, &p) != 0) {
-            free(b);
+            pkt_put(w, b);
             return;
         }
         unqueue(r, upto, off);
@@ -1682,7 +1703,7 @@ uint64_t wire_tick(struct ulnetd *d, bool *moved)
             uint32_t i = seq & (WIRE_WINDOW - 1);
             if (!freed) flush(d); /* nothing in the batch may point at what is freed */
             freed = true;
-            free(r->tx[i]);
+            pkt_put(w, r->tx[i]);
             r->tx[i] = NULL;
         }
         struct uln_rel_pkt p;
@@ -1765,13 +1786,18 @@ size_t wire_status(const struct ulnetd *d, char *out, size_t room)
         inet_ntop(AF_INET, &r->sa.sin_addr, ip, sizeof ip);
         int st_ = uln_rel_state(&r->rel);
         n = snprintf(
-            out + used, room - used, "  remote %s:%u %s: sent %llu resent %llu received %llu\n", ip,
-            ntohs(r->sa.sin_port),
+            out + used, room - used,
+            "  remote %s:%u %s: sent %llu resent %llu received %llu; held back by the congestion "
+            "window %llu, the window %llu, its credit %llu; window cuts %llu\n",
+            ip, ntohs(r->sa.sin_port),
             st_ == ULN_REL_OPEN   ? "open"
             : st_ == ULN_REL_DEAD ? "dead"
                                   : "connecting",
             (unsigned long long)r->rel.stats.tx_data, (unsigned long long)r->rel.stats.tx_resend,
-            (unsigned long long)r->rel.stats.rx_data);
+            (unsigned long long)r->rel.stats.rx_data, (unsigned long long)r->rel.stats.blk_cwnd,
+            (unsigned long long)r->rel.stats.blk_window,
+            (unsigned long long)r->rel.stats.blk_credit,
+            (unsigned long long)r->rel.stats.cwnd_cuts);
         if (n > 0) used += (size_t)n < room - used ? (size_t)n : room - used;
     }
     return used;
@@ -1785,6 +1811,8 @@ void wire_close(struct ulnetd *d)
     for (unsigned k = 0; k < w->n_remotes; k++)
         remote_release(d, w->remotes[k]);
     free(w->spare);
+    while (w->n_pkt_free)
+        free(w->pkt_free[--w->n_pkt_free]);
     flows_free(&w->tx);
     flows_free(&w->rx);
     free(w->ended);

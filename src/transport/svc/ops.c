@@ -212,7 +212,17 @@ static bool uln_svc_peer_dead(struct uln_ctx *ctx, struct uln_ep *ep, int peer)
  * ordering is has_room's. */
 static void yield_to_service(struct uln_ep *ep, struct svc_ep *q)
 {
-    if (q->tx.tail == atomic_load_explicit(&q->tx.ctrl->head, memory_order_relaxed)) return;
+    if (q->tx.tail == atomic_load_explicit(&q->tx.ctrl->head, memory_order_relaxed)) {
+        /* Nothing of ours waits in the queue, but the service is awake: it
+         * is working (it sleeps as soon as it has nothing to do), maybe for
+         * us - placing a stream's data, serving a GET of our memory - and
+         * maybe waiting for this very CPU, which a polling rank would keep
+         * for its whole slice. Give it up; on a quiet pass only (one in
+         * ULN_QUIET_PASSES), so a rank with work of its own rarely yields. */
+        if (atomic_load_explicit(&q->qhdr->svc_sleeping, memory_order_relaxed)) return;
+        sched_yield();
+        return;
+    }
     uln_tp_busy(ep, &uln_tp_svc); /* look again next pass, not 64 passes later */
     sched_yield();
 }
