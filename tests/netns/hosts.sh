@@ -3,7 +3,7 @@
 # running ulnet ranks on separate network stacks on one machine.
 #
 #   hosts.sh up N [--rate 1gbit] [--drop-pct P --drop-on hostK [--drop-dir in|out|both]]
-#                 [--subnet 10.199.0] [--run NAME]
+#                 [--subnet 10.199.0] [--run NAME] [--owner PID]
 #       Prints, on stdout and nothing else, lines to eval:
 #         ULNTEST_NETNS=<run>  ULNTEST_HOSTS=N  ULNTEST_HOST_<k>=<address>  ULNTEST_HOST_<k>_NS=<namespace>
 #       e.g.  set -a; eval "$(hosts.sh up 2)"; set +a   (exported, so exec
@@ -11,11 +11,22 @@
 #   hosts.sh exec [--run NAME] hostK CMD...   run CMD inside host K (hostK, hK or K)
 #   hosts.sh down [--run NAME]      remove everything the run made
 #   hosts.sh list                   runs present on this machine
+#   hosts.sh reap                   remove the runs whose owner is gone
 #   hosts.sh probe                  exit 0 if this machine can make namespaces
 #
 # The run is named by --run, else $ULNTEST_NETNS, else (up) a fresh "uln<4 hex>".
 # Its namespaces are <run>-h0 .. <run>-h(N-1) and <run>-br, so parallel runs
 # and leftovers of dead ones never collide.
+#
+# A run's owner is the process that made it (--owner, default: the one that
+# ran "hosts.sh up", i.e. the script whose $(...) it is), recorded with its
+# start time in the alias of the bridge namespace's br0, so the record goes
+# with the run. A test killed with SIGKILL (ctest's timeout) cannot remove its
+# run; "hosts.sh reap" (the ctest fixture netns.reap, after the tests that
+# make hosts) removes every run whose owner no longer lives, and only those.
+# "down" and "reap" end every process in a run (SIGTERM, SIGKILL 5 s later)
+# before they remove its namespaces, so no service, rank, veth or XDP
+# program of it stays behind.
 #
 # Layout: every host namespace has eth0 (veth) whose peer hK sits in the
 # bridge namespace <run>-br, enslaved to br0. Both veth ends are created
@@ -59,16 +70,58 @@ need_cmd() {
 
 run_ns() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${1}-(h[0-9]+|br)$" || true; }
 
+# The processes in a run's namespaces.
+run_pids() {
+    local ns
+    for ns in $(run_ns "$1"); do ip netns pids "$ns" 2>/dev/null || true; done
+}
+
+# End every process of a run: SIGTERM (and SIGCONT, for a stopped one), and
+# SIGKILL to those still there 5 s later. A process left in a namespace keeps
+# it, its veth and the XDP program on it alive after "ip netns del".
+end_processes() {
+    local run=$1 pids _
+    mapfile -t pids < <(run_pids "$run")
+    ((${#pids[@]})) || return 0
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    kill -CONT "${pids[@]}" 2>/dev/null || true
+    for _ in $(seq 50); do
+        [[ -n $(run_pids "$run") ]] || return 0
+        sleep 0.1
+    done
+    mapfile -t pids < <(run_pids "$run")
+    ((${#pids[@]} == 0)) || kill -KILL "${pids[@]}" 2>/dev/null || true
+    for _ in $(seq 50); do
+        [[ -n $(run_pids "$run") ]] || return 0
+        sleep 0.1
+    done
+}
+
 # Remove every namespace of a run; veths, qdiscs and nft tables live inside
 # them and go with them. Hosts first, so their veth peers leave the bridge
 # before the bridge namespace goes.
 teardown() {
     local run=$1 ns
+    end_processes "$run"
     for ns in $(run_ns "$run" | sort -r); do
-        ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
         ip netns del "$ns" 2>/dev/null || true
     done
     [[ -z $(run_ns "$run") ]]
+}
+
+# A process's start time (clock ticks since boot): with its pid, it names
+# the process, a pid being reused.
+start_time() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) } # after the command's name, which may hold spaces
+    awk '{print $20}' <<<"$stat"
+}
+
+# The owner a run records: "PID START", or nothing (a run made before runs
+# recorded one: never reaped).
+run_owner() {
+    ip -n "$1-br" -o link show br0 2>/dev/null | sed -n 's/.* alias ulnet-hosts owner \([0-9]* [0-9]*\).*/\1/p'
 }
 
 host_index() {
@@ -79,7 +132,7 @@ host_index() {
 }
 
 cmd_up() {
-    local n="" rate="" drop_pct="" drop_on="" drop_dir=both subnet=10.199.0 burst=""
+    local n="" rate="" drop_pct="" drop_on="" drop_dir=both subnet=10.199.0 burst="" owner=$PPID
     run=${ULNTEST_NETNS:-}
     while (($#)); do
         case $1 in
@@ -90,6 +143,7 @@ cmd_up() {
         --drop-dir) drop_dir=$2; shift 2 ;;
         --subnet) subnet=$2; shift 2 ;;
         --run) run=$2; shift 2 ;;
+        --owner) owner=$2; shift 2 ;;
         -*) die "unknown option $1" ;;
         *) [[ -z $n ]] || die "one host count only"; n=$1; shift ;;
         esac
@@ -105,6 +159,8 @@ cmd_up() {
         ((drop_on < n)) || die "--drop-on: no host $drop_on of $n"
         [[ $drop_dir =~ ^(in|out|both)$ ]] || die "--drop-dir: in, out or both"
     fi
+    local owner_start
+    owner_start=$(start_time "$owner") || die "--owner $owner: no such process"
     [[ -z $rate || $rate =~ ^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]] || die "--rate: e.g. 1gbit"
     need_root
     need_cmd ip iproute2
@@ -127,6 +183,7 @@ cmd_up() {
     ip netns add "$br"
     ip -n "$br" link set lo up
     ip -n "$br" link add br0 type bridge
+    ip -n "$br" link set br0 alias "ulnet-hosts owner $owner $owner_start"
     # No IPv6 chatter (router solicitations, MLD) on the test link.
     ip netns exec "$br" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
     ip netns exec "$br" sysctl -qw net.ipv6.conf.default.disable_ipv6=1
@@ -199,6 +256,25 @@ cmd_down() {
     log "run $run removed"
 }
 
+# Remove the runs whose owner no longer lives (by pid and start time).
+cmd_reap() {
+    local r owner n=0
+    [[ $(id -u) == 0 ]] || { log "not root: nothing reaped"; return 0; }
+    for r in $(cmd_list); do
+        owner=$(run_owner "$r")
+        [[ -n $owner ]] || continue
+        [[ $(start_time "${owner% *}" || true) != "${owner#* }" ]] || continue
+        if teardown "$r"; then
+            log "run $r removed: its owner (pid ${owner% *}) is gone"
+            n=$((n + 1))
+        else
+            log "run $r: its owner (pid ${owner% *}) is gone, but could not remove $(run_ns "$r" | tr '\n' ' ')"
+            return 1
+        fi
+    done
+    log "$n runs reaped"
+}
+
 cmd_exec() {
     (($# >= 2)) || die "exec hostK CMD..."
     local k
@@ -228,7 +304,7 @@ cmd_probe() {
 }
 
 run=${ULNTEST_NETNS:-}
-(($#)) || die "usage: $me up N [options] | exec hostK CMD... | down | list | probe"
+(($#)) || die "usage: $me up N [options] | exec hostK CMD... | down | list | reap | probe"
 verb=$1
 shift
 if [[ $verb == exec && ${1:-} == --run ]]; then
@@ -240,6 +316,7 @@ up) cmd_up "$@" ;;
 down) cmd_down "$@" ;;
 exec) cmd_exec "$@" ;;
 list) cmd_list ;;
+reap) cmd_reap ;;
 probe) cmd_probe ;;
-*) die "unknown command '$verb' (up, exec, down, list, probe)" ;;
+*) die "unknown command '$verb' (up, exec, down, list, reap, probe)" ;;
 esac
