@@ -64,61 +64,42 @@ done
 [[ $# -gt 0 ]] || { echo "run_job.sh: no program" >&2; exit 2; }
 ((ranks > 0)) || ranks=$hosts
 "$here/hosts.sh" probe >/dev/null 2>&1 || { echo "run_job.sh: no network namespaces here: skipped"; exit 77; }
+# shellcheck source=hosts_lib.sh
+. "$here/hosts_lib.sh"
 
-set -a
-eval "$("$here/hosts.sh" up "$hosts" "${up_args[@]}")"
-set +a
-pids=() svc_pids=()
+pids=()
+svc_logs=$(mktemp -d)
 cleanup() {
     for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-    [[ -z $svc ]] || svc_report
-    for p in "${svc_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    [[ -z $svc ]] || { svc_report; svc_kill_all; }
     wait 2>/dev/null || true
-    [[ -z ${svc_logs:-} ]] || rm -rf "$svc_logs"
-    "$here/hosts.sh" down >/dev/null 2>&1 || true
+    hosts_down
+    rm -rf "$svc_logs"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+hosts_up "$hosts" "${up_args[@]}"
 
 # The command prefix that places a process of host h (--pin-hosts).
 on_cpu() { if ((pin)); then echo "taskset -c $(($1 % $(nproc)))"; fi; }
 
-svc_logs=$(mktemp -d)
-if [[ -n $svc ]]; then
-    for ((h = 0; h < hosts; h++)); do
-        v=ULNTEST_HOST_$h
-        # shellcheck disable=SC2046 # on_cpu's words
-        "$here/hosts.sh" exec "h$h" $(on_cpu "$h") "$svc" --foreground --addr "${!v}" \
-            ${svc_link:+--link "$svc_link"} "${svc_args[@]}" \
-            2>"$svc_logs/h$h.log" &
-        svc_pids+=($!)
-    done
-    for ((h = 0; h < hosts; h++)); do
-        for _ in $(seq 100); do
-            "$here/hosts.sh" exec "h$h" "$svc" --status >/dev/null 2>&1 && break
-            sleep 0.05
-        done
-        if [[ $svc_link == udp || $svc_link == xdp ]] &&
-            ! "$here/hosts.sh" exec "h$h" "$svc" --status 2>&1 | grep -q "^link: $svc_link "; then
-            echo "run_job.sh: the service of host $h does not run on --link $svc_link" >&2
-            exit 1
-        fi
-        if [[ -n $svc_hook ]] &&
-            ! "$here/hosts.sh" exec "h$h" "$svc" --status 2>&1 | grep -q "^link: xdp $svc_hook,"; then
-            echo "run_job.sh: the service of host $h does not hook AF_XDP in $svc_hook" >&2
-            "$here/hosts.sh" exec "h$h" "$svc" --status 2>&1 | grep "^link" >&2 || true
-            exit 1
-        fi
-    done
-    envs+=(ULN_SERVICE=required ULN_TRANSPORT=svc)
-fi
 svc_report() {
-    for ((h = 0; h < ${#svc_pids[@]}; h++)); do
+    for h in "${!svc_pid[@]}"; do
         echo "--- h$h:"
-        "$here/hosts.sh" exec "h$h" "$svc" --status 2>&1 || true
-        cat "$svc_logs/h$h.log" 2>/dev/null || true
+        svc_status "$h" 2>&1 || true
+        cat "$svc_logs/svc$h.log" 2>/dev/null || true
     done
 }
+if [[ -n $svc ]]; then
+    # --svc-link udp or xdp, --svc-hook: every service's --status says so.
+    line=''
+    [[ $svc_link != udp && $svc_link != xdp ]] || line="^link: $svc_link "
+    [[ -z $svc_hook ]] || line="^link: xdp $svc_hook,"
+    svc_opts=(--expect "$line")
+    ((pin == 0)) || svc_opts+=(--pin)
+    svc_start "${svc_opts[@]}" "$svc" ${svc_link:+--link "$svc_link"} "${svc_args[@]}"
+    envs+=(ULN_SERVICE=required ULN_TRANSPORT=svc)
+fi
 
 # --user: the ranks' prefix, and proof in every host that it leaves them no
 # privilege (uid and gid USER's, every capability set empty, no_new_privs).
@@ -202,21 +183,7 @@ fi
 # service that crashes, or leaks under ASan, fails the job.
 if [[ -n $svc ]]; then
     svc_report
-    for ((h = 0; h < ${#svc_pids[@]}; h++)); do
-        kill -TERM "${svc_pids[h]}" 2>/dev/null || true
-        for _ in $(seq 200); do kill -0 "${svc_pids[h]}" 2>/dev/null || break; sleep 0.05; done
-        if kill -0 "${svc_pids[h]}" 2>/dev/null; then
-            echo "run_job.sh: the service of host $h did not stop within 10 s of SIGTERM" >&2
-            kill -KILL "${svc_pids[h]}" 2>/dev/null || true
-        fi
-        st=0
-        wait "${svc_pids[h]}" || st=$?
-        if ((st != 0)); then
-            echo "run_job.sh: the service of host $h exited with status $st" >&2
-            cat "$svc_logs/h$h.log" >&2 || true
-            ((status)) || status=1
-        fi
-    done
-    svc_pids=() svc=''
+    svc_stop || ((status)) || status=1
+    svc=''
 fi
 exit $status

@@ -33,20 +33,22 @@ mode=$1 victim=$2
 me="seal_attack.sh${ulnetd:+ --svc}"
 "$here/hosts.sh" probe >/dev/null 2>&1 || { echo "$me: no namespaces: skipped"; exit 77; }
 command -v python3 >/dev/null || { echo "$me: no python3: skipped"; exit 77; }
+# shellcheck source=hosts_lib.sh
+. "$here/hosts_lib.sh"
 
-set -a
-eval "$("$here/hosts.sh" up 3)"
-set +a
 dir=$(mktemp -d)
-pids=() svcs=()
+svc_logs=$dir
+pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-    for p in "${svcs[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    svc_kill_all
     wait 2>/dev/null || true
-    "$here/hosts.sh" down >/dev/null 2>&1 || true
+    hosts_down
     rm -rf "$dir"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
+hosts_up 3
 fail() {
     echo "$me ($mode): $*" >&2
     for f in "$dir"/rank*.out "$dir"/attacker.out "$dir"/attack_done "$dir"/forged_seen \
@@ -76,18 +78,8 @@ if [[ -n $ulnetd ]]; then
         chmod 600 "$dir/secret"
         secret=(--secret-file "$dir/secret")
     fi
-    for h in 0 1; do
-        v=ULNTEST_HOST_$h
-        "$here/hosts.sh" exec "h$h" "$ulnetd" --foreground --addr "${!v}" --link udp \
-            --secure "$mode" "${secret[@]}" 2>"$dir/svc$h.log" &
-        svcs+=($!)
-    done
-    for h in 0 1; do
-        for _ in $(seq 100); do
-            "$here/hosts.sh" exec "h$h" "$ulnetd" --status >/dev/null 2>&1 && break
-            sleep 0.05
-        done
-    done
+    svc_start --hosts "0 1" "$ulnetd" --link udp --secure "$mode" "${secret[@]}" ||
+        fail "the services did not start"
     svc_env=(ULNTEST_IT_EXPECT_UDP_PEERS=0 ULN_SERVICE=required ULN_TRANSPORT=svc)
 fi
 
@@ -114,7 +106,8 @@ fi
 wait "${pids[1]}" || st0=$?
 wait "$attacker" || sta=$?
 if [[ -n $ulnetd ]]; then
-    for h in 0 1; do "$here/hosts.sh" exec "h$h" "$ulnetd" --status >"$dir/status$h" 2>&1 || true; done
+    for h in 0 1; do svc_status "$h" >"$dir/status$h" 2>&1 || true; done
+    svc_stop || fail "a service did not stop cleanly"
 fi
 ((sta == 0)) || fail "the attacker failed ($sta)"
 injected=$(sed -n 's/^injected //p' "$dir/attack_done")

@@ -14,43 +14,34 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ulnetd=$1 prog=$2 jobs=${3:-200}
 "$here/hosts.sh" probe >/dev/null 2>&1 || { echo "netns.svc_churn: no network namespaces: skipped"; exit 77; }
+me=netns.svc_churn
+# shellcheck source=hosts_lib.sh
+. "$here/hosts_lib.sh"
 tmp=$(mktemp -d)
-svc_pids=()
+svc_logs=$tmp
 cleanup() {
-    for p in "${svc_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    svc_kill_all
     wait 2>/dev/null || true
+    hosts_down
     rm -rf "$tmp"
-    "$here/hosts.sh" down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-set -a
-eval "$("$here/hosts.sh" up 2)"
-set +a
+trap 'exit 130' INT TERM
+hosts_up 2
 fail() {
     echo "netns.svc_churn: $*" >&2
     for h in 0 1; do
         echo "--- h$h:" >&2
-        "$here/hosts.sh" exec "h$h" "$ulnetd" --status >&2 2>&1 || true
-        tail -5 "$tmp/h$h.log" >&2 || true
+        svc_status "$h" >&2 2>&1 || true
+        tail -5 "$tmp/svc$h.log" >&2 || true
     done
     exit 1
 }
-for h in 0 1; do
-    v=ULNTEST_HOST_$h
-    "$here/hosts.sh" exec "h$h" "$ulnetd" --foreground --addr "${!v}" 2>"$tmp/h$h.log" &
-    svc_pids+=($!)
-done
-for h in 0 1; do
-    for _ in $(seq 100); do
-        "$here/hosts.sh" exec "h$h" "$ulnetd" --status >/dev/null 2>&1 && break
-        sleep 0.05
-    done
-done
+svc_start "$ulnetd"
 
 # A service's --status figure: the first number after the text given.
 figure() { # host text
-    "$here/hosts.sh" exec "h$1" "$ulnetd" --status 2>&1 |
-        sed -n "s/.*$2 \([0-9][0-9]*\).*/\1/p" | head -1
+    svc_status "$1" 2>&1 | sed -n "s/.*$2 \([0-9][0-9]*\).*/\1/p" | head -1
 }
 
 # Once its processes are gone, a service's wire keeps no flow and no route
@@ -58,7 +49,7 @@ figure() { # host text
 settled() { # host
     local out
     for _ in $(seq 40); do
-        out=$("$here/hosts.sh" exec "h$1" "$ulnetd" --status 2>&1)
+        out=$(svc_status "$1" 2>&1)
         grep -q "processes: 0 attached" <<<"$out" && grep -q " 0 routes;" <<<"$out" &&
             grep -q "credit: 0 flows out, 0 in;" <<<"$out" && return 0
         sleep 0.1
@@ -99,4 +90,5 @@ for h in 0 1; do
     ((asan)) || [[ -z ${rss10[$h]:-} ]] || ((rss <= rss10[$h] + 8192)) ||
         fail "host $h grew from ${rss10[$h]} to $rss KiB resident over $jobs short jobs"
 done
+svc_stop || fail "a service did not stop cleanly"
 echo "netns.svc_churn: passed"

@@ -26,14 +26,18 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ulnetd=$1 prog=$2 ulninfo=$3 hook=$4
 "$here/hosts.sh" probe >/dev/null 2>&1 || { echo "svc_kill.sh: no network namespaces here: skipped"; exit 77; }
+me=netns.svc_kill_$hook
+# shellcheck source=hosts_lib.sh
+. "$here/hosts_lib.sh"
 tmp=$(mktemp -d)
-declare -a svc_pid=() pids=()
-made=0
+svc_logs=$tmp
+declare -a pids=()
 cleanup() {
     local p
-    for p in "${pids[@]}" "${svc_pid[@]}"; do [[ -z $p ]] || kill -KILL "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do [[ -z $p ]] || kill -KILL "$p" 2>/dev/null || true; done
+    svc_kill_all
     wait 2>/dev/null || true
-    ((made == 0)) || "$here/hosts.sh" down >/dev/null 2>&1 || true
+    hosts_down
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -43,10 +47,7 @@ fail() {
     for f in "$tmp"/*.log "$tmp"/*.out; do [[ -f $f ]] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done
     exit 1
 }
-set -a
-eval "$("$here/hosts.sh" up 2)"
-set +a
-made=1
+hosts_up 2
 # (Not for what runs in the background: $! must be the process itself.)
 on() { local h=$1; shift; "$here/hosts.sh" exec "h$h" "$@"; }
 ns() { local v=ULNTEST_HOST_${1}_NS; echo "${!v}"; }
@@ -54,11 +55,8 @@ ns() { local v=ULNTEST_HOST_${1}_NS; echo "${!v}"; }
 link=(--link xdp --xdp-hook "$hook") link_line="^link: xdp $hook,"
 [[ $hook != udp ]] || link=(--link udp) link_line="^link: udp "
 svc_up() { # host: a service on the link (and hook) asked for
-    local h=$1 v=ULNTEST_HOST_$1 _
-    "$here/hosts.sh" exec "h$h" "$ulnetd" --foreground --addr "${!v}" "${link[@]}" 2>>"$tmp/svc$h.log" &
-    svc_pid[h]=$!
-    for _ in $(seq 200); do on "$h" "$ulnetd" --status >/dev/null 2>&1 && break; sleep 0.05; done
-    on "$h" "$ulnetd" --status 2>&1 | grep -q "$link_line" || fail "host $h: the service is not on ${link[*]}"
+    svc_start --hosts "$1" --expect "$link_line" "$ulnetd" "${link[@]}" ||
+        fail "host $1: the service is not on ${link[*]}"
 }
 # The unix sockets in host h's namespace (the kernel's list is per namespace).
 unix_sockets() { on "$1" tail -n +2 /proc/net/unix | wc -l; }
@@ -132,7 +130,7 @@ left_alone() {
     p=$(strays "$h")
     [[ -z $p ]] || fail "$what: host $h still runs $p: $(ps -o pid,args -p "${p// /,}" 2>/dev/null || true)"
     if [[ -n ${svc_pid[h]:-} ]]; then
-        s=$(on "$h" "$ulnetd" --status 2>&1)
+        s=$(svc_status "$h" 2>&1)
         grep -q "^processes: 0 attached" <<<"$s" || fail "$what: host $h's service still has processes: $s"
         # (--status just now: its connection may take a moment to go)
         for _ in $(seq 40); do (($(unix_sockets "$h") <= base_unix[h])) && break; sleep 0.05; done
@@ -156,8 +154,7 @@ left_alone() {
     done
 }
 
-svc_up 0
-svc_up 1
+svc_up "0 1"
 # The service's own unix sockets at rest: the least of a few looks, as a
 # --status connection of svc_up's may not be closed yet at the first.
 base_sockets() {
@@ -267,9 +264,7 @@ fi
 # A service again on host 0, then both stop: nothing left.
 svc_up 0
 for h in 0 1; do
-    kill -TERM "${svc_pid[h]}"
-    wait "${svc_pid[h]}" 2>/dev/null || fail "host $h's service did not stop cleanly"
-    svc_pid[h]=''
+    svc_stop "$h" || fail "host $h's service did not stop cleanly"
     [[ -z $(xdp_prog "$h") ]] || fail "an XDP program left on host $h after its service stopped: $(xdp_prog "$h")"
     left_alone "$h" "after the services stopped"
 done

@@ -22,19 +22,20 @@ here=$(cd "$(dirname "$0")" && pwd)
 ulnetd=$1 prog=$2 forger=${3:-} rate=${4:-0} bound=${5:-500}
 fpid=
 "$here/hosts.sh" probe >/dev/null 2>&1 || { echo "svc_seal_restart.sh: no namespaces: skipped"; exit 77; }
-set -a
-eval "$("$here/hosts.sh" up 2)"
-set +a
+# shellcheck source=hosts_lib.sh
+. "$here/hosts_lib.sh"
 dir=$(mktemp -d)
-svcs=()
+svc_logs=$dir
 cleanup() {
     [[ -z $fpid ]] || kill -KILL "$fpid" 2>/dev/null || true
-    for p in "${svcs[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    svc_kill_all
     wait 2>/dev/null || true
-    "$here/hosts.sh" down >/dev/null 2>&1 || true
+    hosts_down
     rm -rf "$dir"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
+hosts_up 2
 fail() {
     echo "svc_seal_restart.sh: $*" >&2
     for f in "$dir"/*; do { echo "--- $(basename "$f")"; tail -15 "$f"; } >&2; done
@@ -42,15 +43,7 @@ fail() {
 }
 # service H: start host H's ulnetd and wait until it answers.
 service() {
-    local v=ULNTEST_HOST_$1
-    "$here/hosts.sh" exec "h$1" "$ulnetd" --foreground --addr "${!v}" --link udp --secure encrypt \
-        2>>"$dir/svc$1.log" &
-    svcs[$1]=$!
-    for _ in $(seq 100); do
-        "$here/hosts.sh" exec "h$1" "$ulnetd" --status >/dev/null 2>&1 && return 0
-        sleep 0.05
-    done
-    fail "the service of host $1 did not start"
+    svc_start --hosts "$1" "$ulnetd" --link udp --secure encrypt || fail "the service of host $1 did not start"
 }
 # job N: a job of two ranks, one on each host, through the services.
 job() {
@@ -68,8 +61,8 @@ job() {
 service 0
 service 1
 job 1
-kill -KILL "${svcs[1]}"
-wait "${svcs[1]}" 2>/dev/null || true
+kill -KILL "${svc_pid[1]}"
+wait "${svc_pid[1]}" 2>/dev/null || true
 service 1
 if [[ -n $forger ]]; then
     "$here/hosts.sh" exec h1 "$forger" flood "$rate" 6 "$ULNTEST_HOST_0" >"$dir/flood" 2>&1 &
@@ -77,9 +70,9 @@ if [[ -n $forger ]]; then
     sleep 1
 fi
 job 2
-"$here/hosts.sh" exec h0 "$ulnetd" --status >"$dir/status0" 2>&1
+svc_status 0 >"$dir/status0" 2>&1
 if [[ -n $forger ]]; then
-    "$here/hosts.sh" exec h1 "$ulnetd" --status >"$dir/status1" 2>&1
+    svc_status 1 >"$dir/status1" 2>&1
     wait "$fpid" || fail "the flood failed"
     fpid=
     line0=$(grep "^secure: " "$dir/status0") line1=$(grep "^secure: " "$dir/status1")
@@ -98,4 +91,5 @@ if [[ -n $forger ]]; then
 fi
 hellos=$(sed -n 's/^secure: .* hellos in \([0-9]*\),.*/\1/p' "$dir/status0")
 ((hellos >= 2)) || fail "host 0's service took $hellos HELLOs: not the new life's key"
+svc_stop || fail "a service did not stop cleanly"
 echo "svc_seal_restart.sh: a restarted service keyed again ($hellos HELLOs taken), both jobs passed"

@@ -1,0 +1,140 @@
+# shellcheck shell=bash
+# hosts_lib.sh - sourced (bash) by the scripts that make hosts.sh's hosts and
+# run a ulnetd on them, so that every one starts, waits for and stops the
+# services the same way.
+#
+#   hosts_up N [hosts.sh up options]
+#       hosts.sh up, owned by this script ($$: hosts.sh reap removes the run
+#       once it is gone), its ULNTEST_* variables exported here.
+#   hosts_down
+#       The run removed (every process in it ended first); quiet, never fails:
+#       for cleanup traps.
+#   svc_start [--hosts "H..."] [--pin] [--expect REGEX] ULNETD [OPTION...]
+#       On each host (default: all of the run), ULNETD --foreground --addr
+#       <the host's address> OPTION..., its stderr appended to
+#       $svc_logs/svc<H>.log, its pid in svc_pid[H]. Then waits until each
+#       answers --status (SVC_START_S seconds, default 60) and, with
+#       --expect, until that output has a line matching REGEX (e.g. the link
+#       asked for). Returns 1 saying which service did not and printing its
+#       log (and whether it exited). --pin: host H's service on CPU H % ncpu.
+#   svc_stop [H...]
+#       SIGTERM to each service (default: every one started), as systemd
+#       stops it; each must exit 0 within SVC_STOP_S (default 10) seconds, so
+#       a service that crashes or leaks under ASan is a failure: returns 1,
+#       saying which and printing its log.
+#   svc_status H
+#       Host H's service's --status (its exit status is --status's).
+#   svc_kill_all
+#       SIGKILL to every service still running, waited for: for cleanup.
+#
+# svc_logs: the folder for the services' logs (set it before svc_start).
+# The messages start with $me (default: the script's name).
+
+hosts_sh=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/hosts.sh
+me=${me:-$(basename "$0")}
+declare -a svc_pid=()
+svc_bin=''
+
+hosts_up() {
+    local out
+    out=$("$hosts_sh" up --owner $$ "$@") || return 1
+    set -a
+    eval "$out"
+    set +a
+}
+
+hosts_down() {
+    [[ -z ${ULNTEST_NETNS:-} ]] || "$hosts_sh" down >/dev/null 2>&1 || true
+}
+
+svc_status() {
+    "$hosts_sh" exec "h$1" "$svc_bin" --status
+}
+
+svc_start() {
+    local on='' pin=0 expect='' h v cpu
+    while (($#)); do
+        case $1 in
+        --hosts) on=$2; shift 2 ;;
+        --pin) pin=1; shift ;;
+        --expect) expect=$2; shift 2 ;;
+        *) break ;;
+        esac
+    done
+    svc_bin=$1
+    shift
+    [[ -n ${svc_logs:-} && -d $svc_logs ]] || { echo "$me: svc_start: set svc_logs to a folder" >&2; return 1; }
+    [[ -n $on ]] || on=$(seq 0 $((ULNTEST_HOSTS - 1)))
+    for h in $on; do
+        v=ULNTEST_HOST_$h
+        cpu=()
+        ((pin == 0)) || cpu=(taskset -c $((h % $(nproc))))
+        "$hosts_sh" exec "h$h" "${cpu[@]}" "$svc_bin" --foreground --addr "${!v}" "$@" \
+            2>>"$svc_logs/svc$h.log" &
+        svc_pid[h]=$!
+    done
+    for h in $on; do svc_wait "$h" "$expect" || return 1; done
+}
+
+# Until host H's service answers --status (with a line matching REGEX).
+svc_wait() {
+    local h=$1 expect=$2 out='' st=0 end=$((SECONDS + ${SVC_START_S:-60}))
+    while ((SECONDS < end)); do
+        if ! kill -0 "${svc_pid[h]}" 2>/dev/null; then
+            wait "${svc_pid[h]}" || st=$?
+            svc_pid[h]=''
+            svc_fail "$h" "exited with status $st before it answered --status"
+            return 1
+        fi
+        if out=$(svc_status "$h" 2>&1); then
+            [[ -z $expect ]] || grep -Eq -- "$expect" <<<"$out" || {
+                svc_fail "$h" "answers --status, but no line of it matches '$expect':" "$out"
+                return 1
+            }
+            return 0
+        fi
+        sleep 0.05
+    done
+    svc_fail "$h" "did not answer --status within ${SVC_START_S:-60} s:" "$out"
+    return 1
+}
+
+# What went wrong with host H's service, and its log.
+svc_fail() {
+    local h=$1
+    echo "$me: the service of host $h ${*:2}" >&2
+    echo "--- svc$h.log:" >&2
+    cat "$svc_logs/svc$h.log" >&2 2>/dev/null || true
+}
+
+svc_stop() {
+    local h st rc=0 which=("$@")
+    ((${#which[@]})) || which=("${!svc_pid[@]}")
+    for h in "${which[@]}"; do [[ -z ${svc_pid[h]:-} ]] || kill -TERM "${svc_pid[h]}" 2>/dev/null || true; done
+    for h in "${which[@]}"; do
+        [[ -n ${svc_pid[h]:-} ]] || continue
+        for _ in $(seq $((${SVC_STOP_S:-10} * 20))); do
+            kill -0 "${svc_pid[h]}" 2>/dev/null || break
+            sleep 0.05
+        done
+        if kill -0 "${svc_pid[h]}" 2>/dev/null; then
+            echo "$me: the service of host $h did not stop within ${SVC_STOP_S:-10} s of SIGTERM" >&2
+            kill -KILL "${svc_pid[h]}" 2>/dev/null || true
+        fi
+        st=0
+        wait "${svc_pid[h]}" || st=$?
+        svc_pid[h]=''
+        if ((st != 0)); then
+            svc_fail "$h" "exited with status $st"
+            rc=1
+        fi
+    done
+    return $rc
+}
+
+svc_kill_all() {
+    local p
+    for p in "${svc_pid[@]}"; do [[ -z $p ]] || kill -KILL "$p" 2>/dev/null || true; done
+    for p in "${svc_pid[@]}"; do [[ -z $p ]] || wait "$p" 2>/dev/null || true; done
+    svc_pid=()
+}
