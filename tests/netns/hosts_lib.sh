@@ -9,6 +9,9 @@
 #   hosts_down
 #       The run removed (every process in it ended first); quiet, never fails:
 #       for cleanup traps.
+#   hosts_end
+#       For a cleanup trap: every service killed, every child waited for,
+#       the run removed.
 #   svc_start [--hosts "H..."] [--pin] [--expect REGEX] ULNETD [OPTION...]
 #       On each host (default: all of the run), ULNETD --foreground --addr
 #       <the host's address> OPTION..., its stderr appended to
@@ -45,6 +48,12 @@ hosts_up() {
 
 hosts_down() {
     [[ -z ${ULNTEST_NETNS:-} ]] || "$hosts_sh" down >/dev/null 2>&1 || true
+}
+
+hosts_end() {
+    svc_kill_all
+    wait 2>/dev/null || true
+    hosts_down
 }
 
 svc_status() {

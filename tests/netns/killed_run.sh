@@ -24,8 +24,7 @@ tmp=$(mktemp -d)
 job=''
 cleanup() {
     [[ -z $job ]] || kill -KILL "$job" 2>/dev/null || true
-    wait 2>/dev/null || true
-    hosts_down
+    hosts_end
     "$hosts_sh" reap >/dev/null 2>&1 || true # what case 2 left, if it failed
     rm -rf "$tmp"
 }

@@ -71,9 +71,8 @@ pids=()
 svc_logs=$(mktemp -d)
 cleanup() {
     for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-    [[ -z $svc ]] || { svc_report; svc_kill_all; }
-    wait 2>/dev/null || true
-    hosts_down
+    [[ -z $svc ]] || svc_report
+    hosts_end
     rm -rf "$svc_logs"
 }
 trap cleanup EXIT

@@ -41,9 +41,7 @@ svc_logs=$dir
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-    svc_kill_all
-    wait 2>/dev/null || true
-    hosts_down
+    hosts_end
     rm -rf "$dir"
 }
 trap cleanup EXIT

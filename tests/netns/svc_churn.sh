@@ -20,9 +20,7 @@ me=netns.svc_churn
 tmp=$(mktemp -d)
 svc_logs=$tmp
 cleanup() {
-    svc_kill_all
-    wait 2>/dev/null || true
-    hosts_down
+    hosts_end
     rm -rf "$tmp"
 }
 trap cleanup EXIT

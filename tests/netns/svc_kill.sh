@@ -35,9 +35,7 @@ declare -a pids=()
 cleanup() {
     local p
     for p in "${pids[@]}"; do [[ -z $p ]] || kill -KILL "$p" 2>/dev/null || true; done
-    svc_kill_all
-    wait 2>/dev/null || true
-    hosts_down
+    hosts_end
     rm -rf "$tmp"
 }
 trap cleanup EXIT

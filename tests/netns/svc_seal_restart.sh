@@ -28,9 +28,7 @@ dir=$(mktemp -d)
 svc_logs=$dir
 cleanup() {
     [[ -z $fpid ]] || kill -KILL "$fpid" 2>/dev/null || true
-    svc_kill_all
-    wait 2>/dev/null || true
-    hosts_down
+    hosts_end
     rm -rf "$dir"
 }
 trap cleanup EXIT
