@@ -1325,11 +1325,20 @@ static bool backlog_drain(struct ulnetd *d, struct remote *r)
     return moved;
 }
 
-static void void_all(struct remote *r)
+/* The peer's new life: what the old one held is void, both ways. rel forgot
+ * the packets in flight (its restart clears its slots: rel.h), so their
+ * buffers go too: one left in r->tx made send_out stop for good once the new
+ * sequence, which starts again at our epoch, reached its slot - a packet in
+ * flight when the peer died stalled the next job through its new life
+ * (netns.svc_seal_restart, now and then). */
+static void void_all(struct ulnetd *d, struct remote *r)
 {
+    flush(d); /* nothing in the batch may point at what is freed */
     for (unsigned i = 0; i < WIRE_WINDOW; i++) {
         free(r->rx[i]);
         r->rx[i] = NULL;
+        free(r->tx[i]);
+        r->tx[i] = NULL;
     }
     join_drop(r);
 }
@@ -1384,7 +1393,7 @@ static void input(struct ulnetd *d, struct remote *r, const uint8_t *buf, size_t
         break;
     }
     case ULN_REL_RX_RESET:
-        void_all(r); /* its new life: what the old one held is void */
+        void_all(d, r);
         tx_flows_void(d, r);
         flows_forget(&d->wire->tx, r);
         flows_forget(&d->wire->rx, r);
