@@ -379,14 +379,8 @@ static bool ring_caught_up(struct link_xdp *x, uint64_t owed)
         x->ring_wait = 0;
         return true;
     }
-    uint64_t now = uln_now_ns();
-    if (!x->ring_wait) {
-        x->ring_wait = now + RING_WAIT_NS;
-        x->st.rx_ring_late++;
+    if (!uln_xdp_wait_over(&x->ring_wait, uln_now_ns(), RING_WAIT_NS, &x->st.rx_ring_late))
         return false;
-    }
-    if (now < x->ring_wait) return false;
-    x->ring_wait = 0;
     x->ring_seen = owed;
     x->st.rx_ring_gaps++;
     return true;

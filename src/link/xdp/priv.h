@@ -104,6 +104,21 @@ extern const size_t uln_xdp_obj_len;
 #define UDP_GRO 104
 #endif
 #define UDP_GSO_PAYLOAD_MAX 65507u /* an IPv4 datagram's 65535 less IP and UDP headers */
+/* A bounded wait for what the kernel owes: false while it lasts (the first
+ * call starts it, until now + len, and counts it in *started), true once it
+ * is over (then it is reset for the next). */
+static inline bool uln_xdp_wait_over(uint64_t *until, uint64_t now, uint64_t len, uint64_t *started)
+{
+    if (!*until) {
+        *until = now + len;
+        (*started)++;
+        return false;
+    }
+    if (now < *until) return false;
+    *until = 0;
+    return true;
+}
+
 /* ulnet_passed's mapping: ULN_XDP_SLOTS byte counts, then as many frame
  * counts, a page at least. */
 #define PASSED_MAP_LEN   ((2 * ULN_XDP_SLOTS * sizeof(uint64_t) + 4095u) & ~(size_t)4095u)

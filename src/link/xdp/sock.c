@@ -99,14 +99,8 @@ static bool pos_before(uint64_t a, uint64_t b)
  * or never will give them: they count as read (rx_order_gaps), up to upto. */
 static bool pass_wait_over(struct link_xdp *x, uint64_t upto)
 {
-    uint64_t now = uln_coarse_ns();
-    if (!x->pass_wait) {
-        x->pass_wait = now + SOCK_READ_NS;
-        x->st.rx_order_held++;
+    if (!uln_xdp_wait_over(&x->pass_wait, uln_coarse_ns(), SOCK_READ_NS, &x->st.rx_order_held))
         return false;
-    }
-    if (now < x->pass_wait) return false;
-    x->pass_wait = 0;
     if (pos_before(x->sock_pos, upto)) {
         x->sock_pos = upto;
         x->st.rx_order_gaps++;
