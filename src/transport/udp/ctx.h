@@ -39,6 +39,10 @@ struct uln_udp { /* ctx->tp_ctx[ULN_TPID_UDP] */
     struct udp_addr me;
     struct udp_addr *addrs; /* by rank */
     uint8_t *remote;        /* by rank: UDP_REMOTE = reached over UDP (uln_udp_learn) */
+    /* Ranks ever marked UDP_REMOTE: written under the context lock by
+     * uln_udp_learn, read by endpoints with no job to see a second peer
+     * (uln_udp_solo_check); it only grows. */
+    _Atomic unsigned n_remote;
     uint64_t rng;
     /* The link the endpoints took (uln_link_select_open), for ulninfo: "udp" or
      * "xdp", AF_XDP's mode, and why AF_XDP was asked for (xdp) or

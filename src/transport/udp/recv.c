@@ -515,6 +515,7 @@ void uln_udp_progress_rx(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     ue->now_read = false;
+    uln_udp_solo_check(ep, ue);
     if (rx_quiet_skip(ue)) return;
     ue->in_pass = true; /* until progress_tx */
     /* A poll or wait ends a burst of posts, and the answers held for one. */
