@@ -118,8 +118,30 @@ int uln_udp_link_peer_of(struct uln_ep *ep, const struct uln_link_rx *rx)
 void uln_udp_solo_end(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
-    ue->solo = false;
+    ue->solo = ue->solo_open = false;
     uln_link_one_peer(ue->io, false);
+}
+
+/* A connected socket drops a stranger's datagrams unseen: a peer the
+ * application never inserted (Open MPI inserts at first use, and a receive
+ * from any source inserts nobody) would never get through while the one
+ * peer we know keeps us connected. So the socket hears every source while
+ * nothing comes for a while (ULN_UDP_SOLO_QUIET_NS, progress_tx) and
+ * while the endpoint sleeps (poll_setup): a stranger's resend then gets
+ * in and ends solo for good (hears_strangers). The next datagram of the
+ * one peer connects it again (uln_udp_solo_back). */
+void uln_udp_solo_open(struct uln_ep *ep)
+{
+    struct uln_udp_ep *ue = udp_ep(ep);
+    ue->solo_open = true;
+    uln_link_one_peer(ue->io, false);
+}
+
+void uln_udp_solo_back(struct uln_ep *ep)
+{
+    struct uln_udp_ep *ue = udp_ep(ep);
+    ue->solo_open = false;
+    if (ue->solo) uln_link_one_peer(ue->io, true);
 }
 
 /* A peer reached us before we inserted it: this endpoint serves whoever

@@ -119,6 +119,8 @@ struct uln_udp_ep {
     bool answers_held;   /* ... and the last pass left them there (hold_answers) */
     bool kick_now;       /* the packet just committed went to an idle peer (uln_udp_kick) */
     bool solo;           /* no job: the link may connect to a lone peer (uln_udp_solo_check) */
+    bool solo_open;      /* ... and is not now: a quiet spell, or a sleep (uln_udp_solo_open) */
+    uint64_t rx_any;     /* the now of the last read that brought datagrams */
     bool in_pass;        /* inside a progress pass (progress_rx to progress_tx) */
     bool now_read;       /* ... and now was read in it: fresh (pass_clock) */
     uint64_t timers_now; /* the now progress_tx's timers last ran with (idle_pass) */
@@ -197,6 +199,8 @@ int uln_udp_ctrl_sender(struct uln_ep *ep, int32_t io_peer, int r, const struct 
                         const struct pkt_hdr *h, const struct pkt_ctrl_body *b);
 int uln_udp_ep_open(struct uln_ep *ep);
 void uln_udp_solo_end(struct uln_ep *ep);
+void uln_udp_solo_open(struct uln_ep *ep);
+void uln_udp_solo_back(struct uln_ep *ep);
 void uln_udp_ep_close(struct uln_ep *ep);
 
 /* peer.c (a peer's life: its rel machine and slots, death, a later life) */

@@ -46,8 +46,8 @@ static const struct uln_setting udp_table[] = {
     {"ULN_UDP_CONNECT", "1", 0, 0,
      "1: an endpoint whose job has one rank on another host connects its socket to that rank "
      "(sends skip the kernel's route lookup; datagrams from elsewhere are dropped by the "
-     "kernel, uncounted); with no job, while one peer is inserted, until a second is or a "
-     "peer comes uninserted; 0: never",
+     "kernel, uncounted); with no job, while one peer is inserted and talks, until a second is "
+     "or a peer comes uninserted; 0: never",
      ULN_SEC_NETWORK},
 };
 
