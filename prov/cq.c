@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "ulnfi.h"
+#include "core/probe.h"
 
 /* The ring never overflows the application: it grows. ulnet itself holds
  * back work once a uln_cq is full, but receives and rendezvous steps add
@@ -106,6 +107,7 @@ static ssize_t cq_readfrom(struct fid_cq *fcq, void *buf, size_t count, fi_addr_
     if (!cq->count) ulnfi_progress(cq->dom);
     ssize_t n = take(cq, buf, count, src);
     ulnfi_unlock(cq->dom);
+    if (n > 0) ULN_PROBE(ULN_P_FI_CQ);
     return n;
 }
 

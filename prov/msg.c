@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ulnfi.h"
+#include "core/probe.h"
 
 static uint64_t op_class(bool tagged)
 {
@@ -112,6 +113,7 @@ ssize_t ulnfi_send_fire(struct ulnfi_op *op)
 ssize_t ulnfi_send(struct ulnfi_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
                    uint64_t tag, uint64_t data, void *context, uint64_t flags, bool tagged)
 {
+    ULN_PROBE(ULN_P_FI_SEND);
     if (count > ULNFI_IOV_LIMIT || (count && !iov)) return -FI_EINVAL;
     size_t len = count == 1 ? iov[0].iov_len : ulnfi_iov_len(iov, count);
     bool inject = flags & FI_INJECT;

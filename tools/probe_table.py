@@ -18,7 +18,8 @@ import sys
 NAMES = {0: "datagrams returned", 1: "rel took it", 2: "NAP in the inbox ring",
          3: "CQ entry written", 4: "uln_cq_poll returns", 5: "uln_nap called",
          6: "packet committed", 7: "send call entered", 8: "send call returned",
-         9: "read called", 10: "empty read before called", 11: "empty read returned"}
+         9: "read called", 10: "empty read before called", 11: "empty read returned",
+         12: "provider's CQ read returns", 13: "provider's send entered"}
 RX, SEND_IN, SEND_OUT = 0, 7, 8
 
 

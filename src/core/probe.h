@@ -28,7 +28,9 @@ enum uln_probe_point {
     ULN_P_SEND_OUT,  /* ... returned */
     ULN_P_READ,      /* the link's read called: remembered, logged before an RX */
     ULN_P_READ_PREV, /* (logged only: the read before that one) */
-    ULN_P_EMPTY      /* a read found nothing: remembered, logged before an RX */
+    ULN_P_EMPTY,     /* a read found nothing: remembered, logged before an RX */
+    ULN_P_FI_CQ,     /* the libfabric provider's CQ read returns entries (prov/cq.c) */
+    ULN_P_FI_SEND    /* the provider's send entered (prov/msg.c, ulnfi_send) */
 };
 
 #ifdef ULN_PROBES

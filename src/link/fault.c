@@ -577,6 +577,11 @@ static void fault_close(struct uln_link *l)
     free(lf);
 }
 
+static void fault_one_peer(struct uln_link *l, bool on)
+{
+    uln_link_one_peer(((struct link_fault *)l)->in, on);
+}
+
 static const struct uln_link_ops fault_ops = {
     .send = fault_send,
     .flush = fault_flush,
@@ -595,6 +600,7 @@ static const struct uln_link_ops fault_ops = {
     .info = fault_info,
     .stats = fault_stats,
     .close = fault_close,
+    .one_peer = fault_one_peer,
 };
 
 int uln_link_fault_open(struct uln_link *in, const struct uln_link_fault *f, struct uln_link **out)

@@ -183,6 +183,8 @@ struct uln_link_ops {
     void (*info)(const struct uln_link *l, struct uln_link_info *info);
     void (*stats)(const struct uln_link *l, struct uln_link_stats *st);
     void (*close)(struct uln_link *l);
+    /* NULL: the link has no connected path (uln_link_one_peer) */
+    void (*one_peer)(struct uln_link *l, bool on);
 };
 
 /* Every link starts with this; the rest of it is the link's own. */
@@ -260,6 +262,15 @@ static inline int uln_link_set_peer(struct uln_link *l, int peer, const void *ad
 static inline int uln_link_find_peer(const struct uln_link *l, const void *addr, socklen_t len)
 {
     return l->ops->find_peer(l, addr, len);
+}
+
+/* Whether the caller hears only the peers it adds (on), so the link may
+ * connect its socket while its table holds one peer (link_udp.h,
+ * one_peer), or may hear strangers (off: unconnect, and stay so). A link
+ * without a connected path ignores it. */
+static inline void uln_link_one_peer(struct uln_link *l, bool on)
+{
+    if (l->ops->one_peer) l->ops->one_peer(l, on);
 }
 
 /* The descriptors to poll for input, up to max (ULN_LINK_FDS_MAX is room

@@ -496,6 +496,11 @@ static void sl_close(struct uln_link *l)
     free(sl);
 }
 
+static void sl_one_peer(struct uln_link *l, bool on)
+{
+    uln_link_one_peer(sl_of(l)->below, on);
+}
+
 static const struct uln_link_ops seal_ops = {
     .send = sl_send,
     .flush = sl_flush,
@@ -514,6 +519,7 @@ static const struct uln_link_ops seal_ops = {
     .info = sl_info,
     .stats = sl_stats,
     .close = sl_close,
+    .one_peer = sl_one_peer,
 };
 
 int uln_link_seal_open(struct uln_seal_store *s, unsigned ep, _Atomic uint64_t *refused,

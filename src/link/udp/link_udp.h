@@ -50,12 +50,13 @@ struct uln_link_udp_cfg {
     unsigned busy_poll_us; /* with busy_poll; 0: 50 */
     bool no_gso;           /* never use UDP_SEGMENT */
     bool no_gro;           /* never use UDP_GRO (ULN_UDP_GRO=0) */
-    /* The caller exchanges datagrams with one peer only, ever (a job's
-     * endpoint whose job has one rank on another host): while the table
-     * holds that one peer, the socket is connected to it (peers.c), so a
-     * send to it takes the kernel's connected path, with no route lookup
-     * per datagram; datagrams from any other source are then dropped by
-     * the kernel, unseen and uncounted here. A second peer undoes it. */
+    /* The caller hears only the peers it adds (a job's endpoint whose job
+     * has one rank on another host; with no job, until uln_link_one_peer
+     * says otherwise): while the table holds one peer, the socket is
+     * connected to it (peers.c), so a send to it takes the kernel's
+     * connected path, with no route lookup per datagram; datagrams from
+     * any other source are then dropped by the kernel, unseen and
+     * uncounted here. A second peer undoes it. */
     bool one_peer;
     bool adopt; /* use `fd`, a UDP socket already bound by the caller (who
                    reserved its port); addr and port are then ignored */

@@ -419,6 +419,7 @@ static const struct uln_link_ops udp_ops = {
     .info = udp_info,
     .stats = udp_stats,
     .close = udp_close,
+    .one_peer = uln_link_udp_one_peer,
 };
 
 static int open_plain(const struct uln_link_udp_cfg *cfg, struct uln_link **out)

@@ -131,7 +131,10 @@ static int peer_fill(const struct link_udp *io, struct peer *p, const struct soc
  * connected socket refuses it): an eventfd first, or no connect. */
 static void conn_update(struct link_udp *io)
 {
-    if (!io->one_peer) return;
+    if (!io->one_peer) {
+        uln_link_udp_disconnect(io);
+        return;
+    }
     if (io->npeers == 1) {
         if (io->gro_cap && io->wake_efd < 0 &&
             (io->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
@@ -150,6 +153,16 @@ void uln_link_udp_disconnect(struct link_udp *io)
     if (io->conn_peer < 0) return;
     struct sockaddr un = {.sa_family = AF_UNSPEC};
     if (connect(io->fd, &un, sizeof(un)) == 0) io->conn_peer = -1;
+}
+
+/* The caller says whether it hears only the peers it adds (link.h): a
+ * context with no job connects while it has one peer, and stops for good
+ * once it learns a peer from its first datagram (a server). */
+void uln_link_udp_one_peer(struct uln_link *l, bool on)
+{
+    struct link_udp *io = (struct link_udp *)l;
+    io->one_peer = on;
+    conn_update(io);
 }
 
 int uln_link_udp_add_peer(struct uln_link *l, const void *addr, socklen_t len)

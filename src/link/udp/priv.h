@@ -213,6 +213,7 @@ int uln_link_udp_add_peer(struct uln_link *l, const void *addr, socklen_t len);
 int uln_link_udp_set_peer(struct uln_link *l, int peer, const void *addr, socklen_t len);
 int uln_link_udp_find_peer(const struct uln_link *l, const void *addr, socklen_t len);
 void uln_link_udp_disconnect(struct link_udp *io);
+void uln_link_udp_one_peer(struct uln_link *l, bool on);
 
 /* send.c: the send half */
 int uln_link_udp_send(struct uln_link *l, const struct uln_link_pkt *pkts, unsigned n);

@@ -253,6 +253,7 @@ int uln_udp_learn(struct uln_ctx *ctx, int p)
     if (!u) return 0;
     int32_t pid;
     const uint8_t *slot = uln_boot_peer(&ctx->boot, p, &pid);
+    bool was_remote = u->remote[p] == UDP_REMOTE;
     u->remote[p] = 0;
     memset(&u->addrs[p], 0, sizeof u->addrs[p]);
     /* Ourselves: no datagrams to our own sockets (another transport, or
@@ -276,6 +277,9 @@ int uln_udp_learn(struct uln_ctx *ctx, int p)
     /* On this host too: it reaches it, at its cost; whether it carries it
      * is the core's choice (udp_remote). */
     u->remote[p] = UDP_REMOTE;
+    /* Relaxed: a count the endpoints read as a hint (uln_udp_solo_check);
+     * a datagram the kernel drops before they see it is sent again. */
+    if (!was_remote) atomic_fetch_add_explicit(&u->n_remote, 1, memory_order_relaxed);
     return 0;
 }
 

@@ -39,6 +39,10 @@ struct uln_udp { /* ctx->tp_ctx[ULN_TPID_UDP] */
     struct udp_addr me;
     struct udp_addr *addrs; /* by rank */
     uint8_t *remote;        /* by rank: UDP_REMOTE = reached over UDP (uln_udp_learn) */
+    /* Ranks ever marked UDP_REMOTE: written under the context lock by
+     * uln_udp_learn, read by endpoints with no job to see a second peer
+     * (uln_udp_solo_check); it only grows. */
+    _Atomic unsigned n_remote;
     uint64_t rng;
     /* The link the endpoints took (uln_link_select_open), for ulninfo: "udp" or
      * "xdp", AF_XDP's mode, and why AF_XDP was asked for (xdp) or
@@ -64,6 +68,7 @@ struct uln_udp_params {
     int local_rank;     /* place among this host's ranks, -1: unknown (ULN_LOCAL_RANK) */
     int gro;            /* 0: no UDP_GRO (ULN_UDP_GRO) */
     int connect;        /* 0: never connect the socket to a lone peer (ULN_UDP_CONNECT) */
+    int connect_nojob;  /* 1: with no job too (ULN_UDP_CONNECT_NOJOB) */
     const char *addr;   /* NULL or the address to publish and bind (ULN_UDP_ADDR) */
     const char *ifname; /* NULL or the interface to take it from (ULN_UDP_IF) */
 };

@@ -113,6 +113,44 @@ int uln_udp_link_peer_of(struct uln_ep *ep, const struct uln_link_rx *rx)
     return -1;
 }
 
+/* No job: the socket must hear every source from now on (a second remote
+ * peer, or one that came before it was inserted: uln_udp_ep_open). */
+void uln_udp_solo_end(struct uln_ep *ep)
+{
+    struct uln_udp_ep *ue = udp_ep(ep);
+    ue->solo = ue->solo_open = false;
+    uln_link_one_peer(ue->io, false);
+}
+
+/* A connected socket drops a stranger's datagrams unseen: a peer the
+ * application never inserted (Open MPI inserts at first use, and a receive
+ * from any source inserts nobody) would never get through while the one
+ * peer we know keeps us connected. So the socket hears every source while
+ * nothing comes for a while (ULN_UDP_SOLO_QUIET_NS, progress_tx) and
+ * while the endpoint sleeps (poll_setup): a stranger's resend then gets
+ * in and ends solo for good (hears_strangers). The next datagram of the
+ * one peer connects it again (uln_udp_solo_back). */
+void uln_udp_solo_open(struct uln_ep *ep)
+{
+    struct uln_udp_ep *ue = udp_ep(ep);
+    ue->solo_open = true;
+    uln_link_one_peer(ue->io, false);
+}
+
+void uln_udp_solo_back(struct uln_ep *ep)
+{
+    struct uln_udp_ep *ue = udp_ep(ep);
+    ue->solo_open = false;
+    if (ue->solo) uln_link_one_peer(ue->io, true);
+}
+
+/* A peer reached us before we inserted it: this endpoint serves whoever
+ * comes (a server, FI_SOURCE), so its socket must hear every source. */
+static void hears_strangers(struct uln_ep *ep)
+{
+    if (udp_ep(ep)->solo) uln_udp_solo_end(ep);
+}
+
 /* With no job, a control packet from a source we do not know may carry its
  * sender's address (uln_udp_send_ctrl): a peer that inserted us before we inserted
  * it. If the packet shows our key and the address names its very source,
@@ -127,6 +165,7 @@ int uln_udp_link_peer_hello(struct uln_ep *ep, const struct uln_link_rx *rx,
     size_t alen = rx->len - at - 1;
     int p = uln_peer_learn_addr(ctx, hello + 1, alen, hello[0]);
     if (p < 0 || !sent_by(ep, p, rx)) return -1; /* not its own address */
+    hears_strangers(ep);
     return uln_udp_link_peer(ep, p);
 }
 
@@ -152,6 +191,7 @@ int uln_udp_ctrl_sender(struct uln_ep *ep, int32_t io_peer, int r, const struct 
     if (p < 0 && rx->len >= at + 2) { /* not inserted: learnt from its hello */
         int q = uln_peer_learn_addr(ctx, rx->buf + at + 1, rx->len - at - 1, rx->buf[at]);
         if (q > 0 && q != r && uln_peer_ident(ctx, q) == b->rank && sent_by(ep, q, rx)) p = q;
+        if (p > 0) hears_strangers(ep);
     }
     if (p < 0) return r;
     if (ue->id_of_rank[p] < 0) ue->id_of_rank[p] = io_peer;
@@ -191,10 +231,17 @@ int uln_udp_ep_open(struct uln_ep *ep)
     /* A job whose other ranks are all on this host but one: that one is the
      * only source this socket ever hears (a job's endpoint talks to the
      * same index only; no hellos from strangers), so it may be connected
-     * (link_udp.h, one_peer). Not with no job, where peers come and go. */
+     * (link_udp.h, one_peer). With no job, peers come and go: the link
+     * connects while its table holds one peer (an MPI pair of ranks, a
+     * client of one server) and unconnects at the second (whose datagrams
+     * the kernel dropped till then: its rel resends them), seen by the
+     * next pass (uln_udp_solo_check). A peer that comes before it is
+     * inserted (hears_strangers) ends it for good. */
     int remote = 0;
     for (int p = 0; p < n && !ctx->no_job; p++)
         remote += udp_remote(ctx, p);
+    ue->solo = ctx->no_job && udp_params(ctx)->connect && udp_params(ctx)->connect_nojob &&
+               atomic_load_explicit(&u->n_remote, memory_order_relaxed) <= 1;
     struct uln_link_udp_cfg cfg = {
         .adopt = true,
         .fd = fd,
@@ -202,7 +249,7 @@ int uln_udp_ep_open(struct uln_ep *ep)
         .rx_bufs = 2 * udp_params(ctx)->window < 512 ? 512 : 2 * udp_params(ctx)->window,
         .max_peers = (unsigned)n,
         .no_gro = !udp_params(ctx)->gro,
-        .one_peer = remote == 1 && udp_params(ctx)->connect,
+        .one_peer = ue->solo || (remote == 1 && udp_params(ctx)->connect),
         .dgram_len = dgram_len_of(uln_seal_params(&ctx->p)->mode)};
     int rc = uln_link_select_open(ctx, &cfg, &ue->io); /* AF_XDP or the socket */
     if (rc || (rc = uln_udp_seal_wrap(ctx, (unsigned)ep->index, &ep->stats.refused_auth, &ue->io)))

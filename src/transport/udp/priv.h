@@ -118,6 +118,9 @@ struct uln_udp_ep {
     bool batch_data;     /* the batch holds more than answers (engine ACKs, feedback) */
     bool answers_held;   /* ... and the last pass left them there (hold_answers) */
     bool kick_now;       /* the packet just committed went to an idle peer (uln_udp_kick) */
+    bool solo;           /* no job: the link may connect to a lone peer (uln_udp_solo_check) */
+    bool solo_open;      /* ... and is not now: a quiet spell, or a sleep (uln_udp_solo_open) */
+    uint64_t rx_any;     /* the now of the last read that brought datagrams */
     bool in_pass;        /* inside a progress pass (progress_rx to progress_tx) */
     bool now_read;       /* ... and now was read in it: fresh (pass_clock) */
     uint64_t timers_now; /* the now progress_tx's timers last ran with (idle_pass) */
@@ -195,6 +198,9 @@ int uln_udp_link_peer_hello(struct uln_ep *ep, const struct uln_link_rx *rx,
 int uln_udp_ctrl_sender(struct uln_ep *ep, int32_t io_peer, int r, const struct uln_link_rx *rx,
                         const struct pkt_hdr *h, const struct pkt_ctrl_body *b);
 int uln_udp_ep_open(struct uln_ep *ep);
+void uln_udp_solo_end(struct uln_ep *ep);
+void uln_udp_solo_open(struct uln_ep *ep);
+void uln_udp_solo_back(struct uln_ep *ep);
 void uln_udp_ep_close(struct uln_ep *ep);
 
 /* peer.c (a peer's life: its rel machine and slots, death, a later life) */
@@ -237,6 +243,16 @@ void uln_udp_progress_rx(struct uln_ep *ep);
 void uln_udp_progress_tx(struct uln_ep *ep);
 bool uln_udp_busy(const struct uln_ep *ep);
 int uln_udp_poll_setup(struct uln_ep *ep, int *fds, int max, int *timeout_ms);
+
+/* With no job, the socket is connected while the context knows one remote
+ * peer (uln_udp_ep_open): a second one, inserted by another thread, ends
+ * that at this endpoint's next pass. */
+static inline void uln_udp_solo_check(struct uln_ep *ep, struct uln_udp_ep *ue)
+{
+    if (ULN_UNLIKELY(ue->solo) &&
+        atomic_load_explicit(&udp_of(ep->ctx)->n_remote, memory_order_relaxed) > 1)
+        uln_udp_solo_end(ep);
+}
 
 /* The state for one peer, made on first contact in either direction. */
 static inline struct uln_udp_peer *peer_get(struct uln_ep *ep, int rank)

@@ -515,6 +515,7 @@ void uln_udp_progress_rx(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     ue->now_read = false;
+    uln_udp_solo_check(ep, ue);
     if (rx_quiet_skip(ue)) return;
     ue->in_pass = true; /* until progress_tx */
     /* A poll or wait ends a burst of posts, and the answers held for one. */
@@ -541,9 +542,11 @@ void uln_udp_progress_rx(struct uln_ep *ep)
          * retransmission look like a delivery (RACK) and the window's
          * floor nothing. */
         pass_clock(ue);
+        ue->rx_any = ue->now;
         for (int i = 0; i < n; i++)
             if (!uln_udp_rx_datagram(ep, &ue->rxv[i]))
                 uln_link_rx_release(ue->io, ue->rxv[i].handle);
+        if (ULN_UNLIKELY(ue->solo_open)) uln_udp_solo_back(ep); /* the quiet spell is over */
         /* A short batch means the socket is (nearly) drained: one more empty
          * system call would only add latency. A GRO read returns one run of
          * ~44 datagrams, so "short" is well below that. */

@@ -48,6 +48,12 @@ static const struct uln_setting udp_table[] = {
      "(sends skip the kernel's route lookup; datagrams from elsewhere are dropped by the "
      "kernel, uncounted); 0: never",
      ULN_SEC_NETWORK},
+    {"ULN_UDP_CONNECT_NOJOB", "0", 0, 0,
+     "1: with no job too, while one peer is inserted and talks, until a second is or a peer "
+     "comes uninserted; a peer not inserted is heard only when nothing came for 1 ms or the "
+     "endpoint sleeps, so a stream that never pauses can starve it until it calls us dead "
+     "(docs/running.md); 0: not with no job",
+     ULN_SEC_NETWORK},
 };
 
 /* The rank's place among its host's ranks, as ULN_LOCAL_RANK or else its
@@ -103,6 +109,7 @@ static int udp_resolve(const struct uln_config *cfg, void *block)
     rc |= uln_setting_u32("ULN_UDP_PORT", 0, &up->port);
     rc |= uln_setting_switch("ULN_UDP_GRO", -1, &up->gro);
     rc |= uln_setting_switch("ULN_UDP_CONNECT", -1, &up->connect);
+    rc |= uln_setting_switch("ULN_UDP_CONNECT_NOJOB", -1, &up->connect_nojob);
     rc |= local_rank_setting(&up->local_rank);
     return rc;
 }

@@ -53,6 +53,12 @@ static bool idle_pass(struct uln_udp_ep *ue)
 #endif
 }
 
+/* Solo (ep.c, uln_udp_solo_open): how long nothing must come before the
+ * socket hears every source again. A stranger's resend gets in at most
+ * this and its own backoff later; a peer that pauses longer pays a
+ * connect() (~2 us) when it speaks again. */
+#define ULN_UDP_SOLO_QUIET_NS 1000000u
+
 void uln_udp_progress_tx(struct uln_ep *ep)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
@@ -72,6 +78,8 @@ void uln_udp_progress_tx(struct uln_ep *ep)
     }
     ue->timers_now = ue->now;
     ue->timers_live = ue->n_live;
+    if (ULN_UNLIKELY(ue->solo) && !ue->solo_open && ue->now - ue->rx_any > ULN_UDP_SOLO_QUIET_NS)
+        uln_udp_solo_open(ep); /* nothing comes: hear every source (ep.c) */
     bool reshare = false;
     for (int i = 0; i < ue->n_live; i++) {
         struct uln_udp_peer *up = udp_peer(ep, ue->live[i]);
@@ -121,6 +129,7 @@ int uln_udp_poll_setup(struct uln_ep *ep, int *fds, int max, int *timeout_ms)
 {
     struct uln_udp_ep *ue = udp_ep(ep);
     int n = uln_link_fds(ue->io, fds, max);
+    if (ue->solo && !ue->solo_open) uln_udp_solo_open(ep); /* a sleeper hears every source */
     ue->rx_quiet_next = 0;        /* after the sleep, read what woke us (rx_quiet_skip) */
     uln_tp_busy(ep, &uln_tp_udp); /* ... in the first pass */
     uint64_t now = uln_now_ns(), next = UINT64_MAX;
