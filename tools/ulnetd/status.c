@@ -68,7 +68,8 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         "served here: %llu PUT fragments and GETs, %llu refused; %llu atomics, %llu copies "
         "through a mapping%s\n"
         "GET data placed in the initiator's buffer: %llu GETs, %llu bytes; writes failed %llu\n"
-        "wire: datagrams sent %llu, received %llu, resent %llu; services dead %llu\n"
+        "wire: datagrams sent %llu, received %llu, resent %llu; services dead %llu, restarted "
+        "%llu\n"
         "processes: %u attached\n",
         (unsigned long long)d->c.attached, (unsigned long long)d->c.detached,
         (unsigned long long)d->c.refused, (unsigned long long)d->c.malformed,
@@ -80,7 +81,7 @@ size_t status_text(const struct ulnetd *d, char *out, size_t room)
         (unsigned long long)d->c.placed_gets, (unsigned long long)d->c.placed_bytes,
         (unsigned long long)d->c.place_failed, (unsigned long long)d->c.wire_tx,
         (unsigned long long)d->c.wire_rx, (unsigned long long)d->c.wire_resent,
-        (unsigned long long)d->c.remotes_dead, n);
+        (unsigned long long)d->c.remotes_dead, (unsigned long long)d->c.remotes_reset, n);
     put(&t,
         "rank sockets: %s; given %llu, held %llu, not given (descriptors) %llu; other hosts' "
         "ranks known %u, not kept %llu\n",

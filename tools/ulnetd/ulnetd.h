@@ -111,11 +111,12 @@ struct counters {
     uint64_t atomics, mapped_ops;   /* atomics applied here; operations through a mapping */
     uint64_t wire_tx, wire_rx, wire_resent; /* datagrams to and from other services */
     uint64_t remotes_dead;                  /* other services that fell silent */
-    uint64_t over_quota;                    /* queues refused past --queue-mem */
-    uint64_t over_ops;                      /* processes held back at --ops-mem */
-    uint64_t rt_drops;                  /* --rt: runs past the budget, finished as SCHED_OTHER */
-    uint64_t rt_over;                   /* --rt: windows past the share, finished as SCHED_OTHER */
-    uint64_t byaddr_refused;            /* by address: the sender not the one its peer id names */
+    uint64_t remotes_reset;  /* ... that came back in a new life (in flight to the old: failed) */
+    uint64_t over_quota;     /* queues refused past --queue-mem */
+    uint64_t over_ops;       /* processes held back at --ops-mem */
+    uint64_t rt_drops;       /* --rt: runs past the budget, finished as SCHED_OTHER */
+    uint64_t rt_over;        /* --rt: windows past the share, finished as SCHED_OTHER */
+    uint64_t byaddr_refused; /* by address: the sender not the one its peer id names */
     uint64_t placed_gets, placed_bytes; /* GETs whose data we wrote into the initiator's buffer */
     uint64_t place_failed;              /* ... a write that failed (unmapped, died): an error */
     uint64_t socks_given;               /* sockets of their own passed to processes */

@@ -1343,6 +1343,45 @@ static void void_all(struct ulnetd *d, struct remote *r)
     join_drop(r);
 }
 
+/* The peer's new life, for our processes: every operation they had in
+ * flight to its old life is void (rel.h), so each rank routed there is gone
+ * for them - their operations on it end -ECONNRESET now (the gone bits:
+ * ops.c fails and counts them), not at their own timeout or never, as the
+ * new life answers and rel never finds it silent (remote_dead). What they
+ * still had queued for it goes too, and with it the rest of a message half
+ * in packets: its first chunks went to the old life, and a LAST chunk
+ * alone would be malformed at the new one, taking the rest of its packet
+ * with it. A route made after the restart but before its word came here is
+ * gone as well: what went on it went to the old life's epoch (stale there).
+ * The service's own messages (type WIRE_GONE and up) still go. */
+static void old_life_gone(struct ulnetd *d, struct remote *r)
+{
+    struct wire *w = d->wire;
+    for (unsigned i = 0; i < w->n_routes; i++)
+        if (w->routes[i].r == r) {
+            queues_rank_gone(d, w->routes[i].job_key, w->routes[i].rank);
+            wire_rank_ended(d, w->routes[i].job_key, w->routes[i].rank, ENDED_REMOTE);
+        }
+    socks_forget_at(d, r->sa.sin_addr.s_addr, ntohs(r->sa.sin_port));
+    outqs_free(d, r);
+    r->turn_begun = false;
+    if (r->out_head && r->out_head->off) unqueue(r, r->out_head->next, 0);
+    for (struct outmsg **p = &r->out_head; *p;) {
+        struct outmsg *m = *p;
+        if (m->bytes[0] >= WIRE_GONE) { /* struct svc_wire's type */
+            p = &m->next;
+            continue;
+        }
+        *p = m->next;
+        r->out_bytes -= m->len;
+        free(m);
+    }
+    r->out_tail = NULL;
+    for (struct outmsg *m = r->out_head; m; m = m->next)
+        r->out_tail = m;
+    d->c.remotes_reset++;
+}
+
 /* The flows from our processes over r are about to lose what they kept:
  * their senders may post to those peers again, and hold that much less. */
 static void tx_flows_void(struct ulnetd *d, const struct remote *r)
@@ -1394,6 +1433,7 @@ static void input(struct ulnetd *d, struct remote *r, const uint8_t *buf, size_t
     }
     case ULN_REL_RX_RESET:
         void_all(d, r);
+        old_life_gone(d, r);
         tx_flows_void(d, r);
         flows_forget(&d->wire->tx, r);
         flows_forget(&d->wire->rx, r);

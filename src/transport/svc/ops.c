@@ -246,6 +246,7 @@ static void uln_svc_progress_rx(struct uln_ep *ep)
         q->gone_known[p / 64] |= bit;
         ULN_COUNT(&ep->stats, peers_dead, 1);
         ep->peers[p].out_ready = false; /* later posts fail at connect */
+        uln_svc_peer_sock_forget(ep->ctx, p);
         uln_engine_fail_peer(ep, p, -ECONNRESET);
     }
 }

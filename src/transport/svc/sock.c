@@ -72,6 +72,15 @@ int uln_svc_peer_sock(struct uln_ctx *ctx, int rank, bool refresh, struct uln_sv
     return rc;
 }
 
+void uln_svc_peer_sock_forget(struct uln_ctx *ctx, int rank)
+{
+    struct uln_svc *s = ctx->svc;
+    if (!s || rank < 0 || rank >= ctx->size) return;
+    pthread_mutex_lock(&s->socks_lock);
+    if (s->peer_socks) s->peer_socks[rank] = (struct uln_svc_peer_sock_at){0};
+    pthread_mutex_unlock(&s->socks_lock);
+}
+
 int uln_svc_src_ep(struct uln_ctx *ctx, int rank, const struct sockaddr_in *src)
 {
     /* Not known yet: asked again (its service's word may have come since);

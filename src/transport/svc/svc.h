@@ -69,6 +69,11 @@ int uln_svc_sock_check(int fd, uint32_t ip, uint16_t port);
  * it), or the request's failure. */
 int uln_svc_peer_sock(struct uln_ctx *ctx, int rank, bool refresh,
                       struct uln_svc_peer_sock_at *out);
+/* Rank is gone (its process ended, or its service did): what its service
+ * told us is dropped, as the port may be another process's now - a cached
+ * entry would take that process's datagrams for rank's. The next ask goes to
+ * our service, which has dropped it too. */
+void uln_svc_peer_sock_forget(struct uln_ctx *ctx, int rank);
 /* A datagram on one of our sockets from src claims to be rank's: the
  * endpoint index of rank's whose socket src is; else -EPERM, counted
  * (src_refused). */

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# netns.svc_restart: a service killed with -9 and started again at once,
+# while the other host's ranks have operations in flight to its ranks. The
+# new life answers host 0's service at once, so the wire is never silent
+# (its "services dead" stays 0): what was in flight to the old life must
+# still end. Two namespace hosts, one ulnetd each, four ranks (rank r on host
+# r % 2) running tests/svc/kill_stream.c (PUT, GET, fetch-add, NAP, all
+# pairs, data checked):
+#   1. "until 2 1": once all stream, host 1's service is killed and started
+#      again. Every operation of ranks 0 and 2 on ranks 1 and 3 completes OK
+#      (before the kill) or with -ECONNRESET - none hangs (kill_stream's own
+#      bound, and this script's) - and 0 and 2 go on with each other; host 0's
+#      service counts the new life (--status: "restarted 1").
+#   2. A new job through both services: the restarted host's new ranks are
+#      reached, every operation's data checked.
+# Usage: svc_restart.sh ULNETD KILL_STREAM. Exit 77 without namespaces.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+ulnetd=$1 prog=$2
+"$here/hosts.sh" probe >/dev/null 2>&1 || { echo "svc_restart.sh: no network namespaces here: skipped"; exit 77; }
+me=netns.svc_restart
+# shellcheck source=hosts_lib.sh
+. "$here/hosts_lib.sh"
+tmp=$(mktemp -d)
+svc_logs=$tmp
+declare -a pids=()
+cleanup() {
+    local p
+    for p in "${pids[@]}"; do [[ -z $p ]] || kill -KILL "$p" 2>/dev/null || true; done
+    hosts_end
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+fail() {
+    echo "$me: $* (at ${SECONDS} s)" >&2
+    for f in "$tmp"/*.log "$tmp"/*.out; do [[ -f $f ]] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done
+    exit 1
+}
+hosts_up 2
+svc_up() { svc_start --hosts "$1" "$ulnetd" --link udp || fail "host $1's service did not start"; }
+
+port=$((20000 + RANDOM % 20000))
+job() { # the four ranks, kill_stream's args; outputs in $tmp/rN.out
+    local key r
+    key=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
+    port=$((port + 1))
+    pids=()
+    for r in 0 1 2 3; do
+        "$here/hosts.sh" exec "h$((r % 2))" env ULN_RANK=$r ULN_SIZE=4 ULN_ROOT="$ULNTEST_HOST_0:$port" \
+            ULN_JOB_KEY="$key" ULN_SERVICE=required ULN_TRANSPORT=svc "$prog" "$@" >"$tmp/r$r.out" 2>&1 &
+        pids+=($!)
+    done
+}
+# Every rank exits 0 within 90 s (kill_stream's bound on an operation is 60 s).
+wait_job() {
+    local r st end=$((SECONDS + 90))
+    for r in 0 1 2 3; do
+        while kill -0 "${pids[r]}" 2>/dev/null; do
+            ((SECONDS < end)) || fail "$1: rank $r still runs after 90 s: a hang"
+            sleep 0.1
+        done
+        st=0
+        wait "${pids[r]}" || st=$?
+        ((st == 0)) || fail "$1: rank $r exited with $st"
+    done
+    pids=()
+}
+wait_streaming() {
+    local r end=$((SECONDS + 60))
+    for r in 0 1 2 3; do
+        until grep -q "rank $r streaming" "$tmp/r$r.out"; do
+            kill -0 "${pids[r]}" 2>/dev/null || fail "$1: rank $r ended before streaming"
+            ((SECONDS < end)) || fail "$1: rank $r not streaming after 60 s"
+            sleep 0.05
+        done
+    done
+    sleep 0.5 # mid-stream
+}
+
+svc_up "0 1"
+# 1. Host 1's service killed mid-stream and started again at once.
+job until 2 1
+wait_streaming "restart"
+killed_at=$SECONDS
+kill -KILL "${svc_pid[1]}"
+wait "${svc_pid[1]}" 2>/dev/null || true
+svc_up 1
+wait_job "host 1's service restarted"
+for r in 0 2; do
+    for p in 1 3; do
+        grep -q "rank $r: peer $p reset" "$tmp/r$r.out" ||
+            fail "restart: rank $r's operations on rank $p did not end -ECONNRESET"
+    done
+    grep -q "rank $r: ok" "$tmp/r$r.out" || fail "restart: rank $r did not go on with the other"
+done
+echo "$me: every rank done $((SECONDS - killed_at)) s after the kill"
+grep -h "reset after" "$tmp"/r*.out
+st=$(svc_status 0 2>&1)
+grep -q "services dead 0, restarted 1$" <<<"$st" ||
+    fail "host 0's service did not take the new life as a restart: $(grep '^wire: ' <<<"$st")"
+
+# 2. A new job through the restarted service.
+job rounds 50
+wait_job "a job after the restart"
+for r in 0 1 2 3; do grep -q "rank $r: ok" "$tmp/r$r.out" || fail "after the restart: rank $r"; done
+svc_stop || fail "a service did not stop cleanly"
+echo "$me: passed"
