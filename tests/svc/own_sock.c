@@ -17,7 +17,11 @@
  *     be rank 1: rank 0 takes the first two as rank 1's (and from which of
  *     its endpoints), refuses the third and counts it (svc.src_refused 1);
  *   - the service refuses to say where the asker itself sends from (only
- *     its job's other ranks are asked for).
+ *     its job's other ranks are asked for);
+ *   - rank 1 ends: once rank 0 finds it gone (its service's GONE), what it
+ *     had cached of rank 1's sockets is dropped, and a datagram from rank
+ *     1's old source - a port another process may hold now - is no longer
+ *     taken for rank 1's (-EPERM).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -89,6 +93,26 @@ static void judge_all(const struct uln_svc *s, unsigned peer_socks)
            (unsigned long long)src_refused(), (unsigned long long)before + 1);
 }
 
+/* Rank 0: rank 1 ended; once it is found gone, its old source is refused. */
+static void peer_gone_forgotten(struct uln_cq *cq, const struct uln_svc_peer_sock_at *at)
+{
+    struct sockaddr_in old = {
+        .sin_family = AF_INET, .sin_port = htons(at->port), .sin_addr.s_addr = at->ip};
+    CHECKF(uln_svc_src_ep(J.ctx, 1, &old) == 0, "rank 1's source not taken while it lives");
+    struct uln_counters c = {0};
+    double until = t_now() + 20;
+    struct uln_cqe e[8];
+    while (c.peers_dead == 0 && t_now() < until) {
+        (void)uln_cq_poll(cq, e, 8); /* progress: the gone bits are looked at */
+        CHECK_OK(uln_counters_get(J.ctx, &c));
+        if (c.peers_dead == 0) t_sleep_ms(5);
+    }
+    CHECKF(c.peers_dead == 1, "rank 1 ended and was not found gone within 20 s");
+    int rc = uln_svc_src_ep(J.ctx, 1, &old);
+    CHECKF(rc == -EPERM, "rank 1's old source still taken for rank 1's after it ended (%d)", rc);
+    printf("rank 0: rank 1 gone, its old source refused\n");
+}
+
 int main(void)
 {
     t_open(&J, 2);
@@ -136,7 +160,18 @@ int main(void)
         send_all(s, at.ip, at.port);
     else
         judge_all(s, at.count);
+    t_barrier(&J);
+    if (J.rank == 1) { /* ends: its service tells rank 0's (GONE) */
+        CHECK_OK(uln_ep_close(ep));
+        CHECK_OK(uln_cq_close(cq));
+        CHECK_OK(uln_close(J.ctx));
+        t_summary(t_failed);
+        return t_failed ? 1 : 0;
+    }
+    peer_gone_forgotten(cq, &at);
     CHECK_OK(uln_ep_close(ep));
     CHECK_OK(uln_cq_close(cq));
-    return t_finish(&J);
+    CHECK_OK(uln_close(J.ctx));
+    t_summary(t_failed);
+    return t_failed ? 1 : 0;
 }
