@@ -281,7 +281,7 @@ cmd_exec() {
     k=$(host_index "$1")
     shift
     [[ -n $run ]] || die "exec: which run? (--run NAME or ULNTEST_NETNS)"
-    ip netns list | awk '{print $1}' | grep -qx "$run-h$k" || die "no host $k in run $run"
+    ip netns list | awk '{print $1}' | grep -x "$run-h$k" >/dev/null || die "no host $k in run $run"
     exec ip netns exec "$run-h$k" "$@"
 }
 

@@ -79,7 +79,7 @@ gone() {
         done
         for p in "${ns[@]}"; do
             # shellcheck disable=SC2010 # readlink's targets, not file names
-            ! ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/fd 2>/dev/null | grep -q "net:\[$p\]" ||
+            ! { ls -l /proc/[0-9]*/ns/net /proc/[0-9]*/fd 2>/dev/null || true; } | grep "net:\[$p\]" >/dev/null ||
                 left+="netns:$p "
         done
         [[ -n $left ]] || return 0

@@ -118,7 +118,7 @@ rkey=$(sed -n 's/^key rank1 //p' "$dir/rank1.out")
 [[ -n $rkey ]] || fail "rank 1 did not say its key"
 # the key as it travels: 8 bytes little-endian
 rkey_le=$(echo "$rkey" | sed 's/../& /g' | awk '{for (i = NF; i > 0; i--) printf "%s", $i}')
-in_capture() { od -An -v -tx1 "$dir/capture.bin" | tr -d ' \n' | grep -q "$1"; }
+in_capture() { od -An -v -tx1 "$dir/capture.bin" | tr -d ' \n' | grep "$1" >/dev/null; }
 mark_hex=$(printf 'ULNET-SEAL-MARK.' | od -An -tx1 | tr -d ' \n')
 
 if [[ $mode == off ]]; then

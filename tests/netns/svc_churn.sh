@@ -56,7 +56,7 @@ settled() { # host
 }
 
 asan=0
-ldd "$ulnetd" 2>/dev/null | grep -q libasan && asan=1
+ldd "$ulnetd" 2>/dev/null | grep libasan >/dev/null && asan=1
 declare -A rss10=()
 for ((j = 1; j <= jobs; j++)); do
     port=$((20000 + RANDOM % 20000))

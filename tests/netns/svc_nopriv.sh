@@ -26,7 +26,7 @@ run() {
     ((rc == 0)) || fail "run_job.sh $* ended with $rc"
     # Every process the services attached was USER's.
     grep -q "attached pid [0-9]* uid $uid " "$tmp/out" || fail "no process of uid $uid attached"
-    ! grep "attached pid [0-9]* uid " "$tmp/out" | grep -qv " uid $uid " || fail "a process of another uid attached"
+    ! grep "attached pid [0-9]* uid " "$tmp/out" | grep -v " uid $uid " >/dev/null || fail "a process of another uid attached"
 }
 run --hosts 1 --ranks 1 --timeout 60 -- "$ulninfo"
 grep -Eq "^  service +attached to ulnetd at @ulnet/ulnetd \(client [0-9]+\), link xdp $hook, " "$tmp/out" ||

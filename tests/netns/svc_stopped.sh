@@ -62,10 +62,10 @@ if ((${#svc_args[@]})); then # rank 0 held back at its quota now, the others wen
     at_quota="(held back [1-9]"
     for _ in $(seq 150); do
         "$here/hosts.sh" exec --run "$run" h0 "$ulnetd" --status >"$tmp/status" 2>&1 || true
-        grep "rank 0/4" "$tmp/status" | grep -q "$at_quota" && break
+        grep "rank 0/4" "$tmp/status" | grep "$at_quota" >/dev/null && break
         sleep 0.2
     done
-    grep "rank 0/4" "$tmp/status" | grep -q "$at_quota" ||
+    grep "rank 0/4" "$tmp/status" | grep "$at_quota" >/dev/null ||
         fail "rank 0 is not held back at its quota: $(grep 'rank 0/4' "$tmp/status")"
     held=$(grep "rank 0/4" "$tmp/status" | sed -n 's/.*held for the wire \([0-9]*\) KiB.*/\1/p')
     quota_k=$(($(numfmt --from=iec "$4") >> 10))

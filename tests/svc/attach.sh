@@ -26,8 +26,8 @@ until_ok() {
     for _ in $(seq 200); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
     return 1
 }
-listed() { status | grep -q " pid $1 "; }
-not_listed() { ! status | grep -q " pid $1 "; }
+listed() { status | grep " pid $1 " >/dev/null; }
+not_listed() { ! status | grep " pid $1 " >/dev/null; }
 
 "$ulnetd" --foreground --path "$path" 2>"$tmp/d.log" &
 pids+=($!)
