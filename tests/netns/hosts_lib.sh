@@ -29,6 +29,17 @@
 #       Host H's service's --status (its exit status is --status's).
 #   svc_kill_all
 #       SIGKILL to every service still running, waited for: for cleanup.
+#   svc_job PROG [ARG...]
+#       A job of four ranks through the services of hosts 0 and 1 (rank r on
+#       host r % 2, a fresh key, the next port after $port): PROG ARG... each,
+#       its output in $tmp/rN.out, their pids in pids. The caller defines
+#       port, tmp and fail.
+#   svc_job_streaming LABEL
+#       Until every rank printed "rank R streaming" (60 s at most), then half
+#       a second more: mid-stream. A rank that ended first fails.
+#   svc_job_wait LABEL SECONDS
+#       Every rank of the job ended within SECONDS with its want[r] (0 where
+#       want has none), else fail: a hang or a wrong end.
 #
 # svc_logs: the folder for the services' logs (set it before svc_start).
 # The messages start with $me (default: the script's name).
@@ -146,4 +157,42 @@ svc_kill_all() {
     for p in "${svc_pid[@]}"; do [[ -z $p ]] || kill -KILL "$p" 2>/dev/null || true; done
     for p in "${svc_pid[@]}"; do [[ -z $p ]] || wait "$p" 2>/dev/null || true; done
     svc_pid=()
+}
+
+# shellcheck disable=SC2154 # tmp, port, pids, want: the caller's (above)
+svc_job() {
+    local key r
+    key=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
+    port=$((port + 1))
+    pids=()
+    for r in 0 1 2 3; do
+        "$hosts_sh" exec "h$((r % 2))" env ULN_RANK=$r ULN_SIZE=4 ULN_ROOT="$ULNTEST_HOST_0:$port" \
+            ULN_JOB_KEY="$key" ULN_SERVICE=required ULN_TRANSPORT=svc "$@" >"$tmp/r$r.out" 2>&1 &
+        pids+=($!)
+    done
+}
+
+svc_job_streaming() {
+    local r end=$((SECONDS + 60))
+    for r in 0 1 2 3; do
+        until grep -q "rank $r streaming" "$tmp/r$r.out"; do
+            kill -0 "${pids[r]}" 2>/dev/null || fail "$1: rank $r ended before streaming"
+            ((SECONDS < end)) || fail "$1: rank $r not streaming after 60 s"
+            sleep 0.05
+        done
+    done
+    sleep 0.5 # mid-stream
+}
+
+svc_job_wait() {
+    local r st end=$((SECONDS + $2))
+    for r in 0 1 2 3; do
+        while kill -0 "${pids[r]}" 2>/dev/null; do
+            ((SECONDS < end)) || fail "$1: rank $r still runs after $2 s: a hang"
+            sleep 0.1
+        done
+        st=0
+        wait "${pids[r]}" || st=$?
+        [[ $st == "${want[r]:-0}" ]] || fail "$1: rank $r exited with $st, not ${want[r]:-0}"
+    done
 }

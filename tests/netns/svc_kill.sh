@@ -73,42 +73,6 @@ xdp_prog() {
 }
 
 port=$((20000 + RANDOM % 20000))
-job() { # the four ranks, kill_stream's args; outputs in $tmp/rN.out
-    local key r
-    key=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
-    port=$((port + 1))
-    pids=()
-    for r in 0 1 2 3; do
-        "$here/hosts.sh" exec "h$((r % 2))" env ULN_RANK=$r ULN_SIZE=4 ULN_ROOT="$ULNTEST_HOST_0:$port" ULN_JOB_KEY="$key" \
-            ULN_SERVICE=required ULN_TRANSPORT=svc "$prog" "$@" >"$tmp/r$r.out" 2>&1 &
-        pids+=($!)
-    done
-}
-# Wait for every rank; want[r]: its status (0, or 137 for the killed one).
-wait_job() {
-    local r st end=$((SECONDS + 120))
-    for r in 0 1 2 3; do
-        while kill -0 "${pids[r]}" 2>/dev/null; do
-            ((SECONDS < end)) || fail "$1: rank $r still runs after 120 s: a hang"
-            sleep 0.1
-        done
-        st=0
-        wait "${pids[r]}" || st=$?
-        [[ $st == "${want[r]}" ]] || fail "$1: rank $r exited with $st, not ${want[r]}"
-    done
-    pids=()
-}
-wait_streaming() {
-    local r end=$((SECONDS + 60))
-    for r in 0 1 2 3; do
-        until grep -q "rank $r streaming" "$tmp/r$r.out"; do
-            kill -0 "${pids[r]}" 2>/dev/null || fail "$1: rank $r ended before streaming"
-            ((SECONDS < end)) || fail "$1: rank $r not streaming after 60 s"
-            sleep 0.05
-        done
-    done
-    sleep 0.5 # mid-stream
-}
 # Nothing of the job left on host h: no process but its service, the
 # service attached to none and holding no memfd, its unix sockets those it
 # had at start.
@@ -177,16 +141,16 @@ done
 
 # 1. A clean job.
 want=(0 0 0 0)
-job rounds 100
-wait_job "clean job"
+svc_job "$prog" rounds 100
+svc_job_wait "clean job" 120
 for r in 0 1 2 3; do grep -q "rank $r: ok" "$tmp/r$r.out" || fail "clean job: rank $r"; done
 left_alone 0 "after a clean job"
 left_alone 1 "after a clean job"
 
 # 2. A process killed mid-stream.
 want=(0 0 0 137)
-job until 2 -1 3
-wait_streaming "process kill"
+svc_job "$prog" until 2 -1 3
+svc_job_streaming "process kill"
 # Each rank's sockets of its own (one per endpoint index): two ranks per
 # host, each in its service's list, every one open on the host.
 for h in 0 1; do
@@ -198,7 +162,7 @@ for h in 0 1; do
         fail "ranks streaming: host $h has $(udp_sockets "$h") UDP sockets, not ${base_udp[h]} + the ranks' $k"
 done
 kill -KILL "${pids[3]}"
-wait_job "rank 3 killed"
+svc_job_wait "rank 3 killed" 120
 for r in 0 1 2; do
     grep -q "rank $r: peer 3 reset" "$tmp/r$r.out" || fail "rank 3 killed: rank $r saw no reset for it"
     grep -q "rank $r: ok" "$tmp/r$r.out" || fail "rank 3 killed: rank $r did not go on"
@@ -208,13 +172,13 @@ left_alone 1 "after kill -9 of a process"
 
 # 3. A service killed mid-stream.
 want=(0 0 0 0)
-job until 2 0
-wait_streaming "service kill"
+svc_job "$prog" until 2 0
+svc_job_streaming "service kill"
 killed_at=$SECONDS
 kill -KILL "${svc_pid[0]}"
 wait "${svc_pid[0]}" 2>/dev/null || true
 svc_pid[0]=''
-wait_job "host 0's service killed"
+svc_job_wait "host 0's service killed" 120
 for r in 0 1 2 3; do
     for p in 0 1 2 3; do
         ((p == r)) && continue

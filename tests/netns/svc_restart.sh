@@ -47,47 +47,11 @@ hosts_up 2
 svc_up() { svc_start --hosts "$1" "$ulnetd" --link udp || fail "host $1's service did not start"; }
 
 port=$((20000 + RANDOM % 20000))
-job() { # the four ranks, kill_stream's args; outputs in $tmp/rN.out
-    local key r
-    key=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
-    port=$((port + 1))
-    pids=()
-    for r in 0 1 2 3; do
-        "$here/hosts.sh" exec "h$((r % 2))" env ULN_RANK=$r ULN_SIZE=4 ULN_ROOT="$ULNTEST_HOST_0:$port" \
-            ULN_JOB_KEY="$key" ULN_SERVICE=required ULN_TRANSPORT=svc "$prog" "$@" >"$tmp/r$r.out" 2>&1 &
-        pids+=($!)
-    done
-}
-# Every rank exits 0 within 90 s (kill_stream's bound on an operation is 60 s).
-wait_job() {
-    local r st end=$((SECONDS + 90))
-    for r in 0 1 2 3; do
-        while kill -0 "${pids[r]}" 2>/dev/null; do
-            ((SECONDS < end)) || fail "$1: rank $r still runs after 90 s: a hang"
-            sleep 0.1
-        done
-        st=0
-        wait "${pids[r]}" || st=$?
-        ((st == 0)) || fail "$1: rank $r exited with $st"
-    done
-    pids=()
-}
-wait_streaming() {
-    local r end=$((SECONDS + 60))
-    for r in 0 1 2 3; do
-        until grep -q "rank $r streaming" "$tmp/r$r.out"; do
-            kill -0 "${pids[r]}" 2>/dev/null || fail "$1: rank $r ended before streaming"
-            ((SECONDS < end)) || fail "$1: rank $r not streaming after 60 s"
-            sleep 0.05
-        done
-    done
-    sleep 0.5 # mid-stream
-}
 
 svc_up "0 1"
 # 1. Host 1's service killed mid-stream and started again at once.
-job until 2 1
-wait_streaming "restart"
+svc_job "$prog" until 2 1
+svc_job_streaming "restart"
 bkey=$(printf '%04x%04x%04x%04x' $RANDOM $RANDOM $RANDOM $RANDOM)
 for r in 0 1; do
     "$here/hosts.sh" exec "h$r" env ULN_RANK=$r ULN_SIZE=2 ULN_ROOT="$ULNTEST_HOST_0:$((port + 1000))" \
@@ -111,7 +75,7 @@ bpids=()
 if ((st != 1)) || ! grep -q "PUT completion failed: .*status -104" "$tmp/b0.out"; then
     fail "the stream to the restarted host exited $st, not 1 for -ECONNRESET"
 fi
-wait_job "host 1's service restarted"
+svc_job_wait "host 1's service restarted" 90
 for r in 0 2; do
     for p in 1 3; do
         grep -q "rank $r: peer $p reset" "$tmp/r$r.out" ||
@@ -129,8 +93,8 @@ grep -q "malformed 0$" <<<"$st" ||
     fail "the new life got what was left of the old one's messages: $(grep '^counters: ' <<<"$st")"
 
 # 2. A new job through the restarted service.
-job rounds 50
-wait_job "a job after the restart"
+svc_job "$prog" rounds 50
+svc_job_wait "a job after the restart" 90
 for r in 0 1 2 3; do grep -q "rank $r: ok" "$tmp/r$r.out" || fail "after the restart: rank $r"; done
 svc_stop || fail "a service did not stop cleanly"
 echo "$me: passed"
