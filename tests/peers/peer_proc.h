@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ulnet.h"
+
 /* Start this program as `argv0 role IN OUT` (the pipes' descriptors); port,
  * if not 0, becomes its ULN_UDP_PORT. *to writes to it, *from reads it. */
 static pid_t peer_proc_start(const char *argv0, const char *role, int port, int *to, int *from)
@@ -58,6 +60,22 @@ static int peer_proc_reap(pid_t pid)
     int st;
     if (waitpid(pid, &st, 0) != pid) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A context with no job (ULN_BOOT_NONE: it learns peers by address), as
+ * every process of these tests opens one; exits 1 saying why it could not. */
+static inline struct uln_ctx *peer_ctx_open(void)
+{
+    struct uln_config cfg;
+    uln_config_init(&cfg);
+    cfg.boot = ULN_BOOT_NONE;
+    struct uln_ctx *ctx;
+    int rc = uln_open(&cfg, &ctx);
+    if (rc) {
+        fprintf(stderr, "uln_open: %s\n", uln_strerror(rc));
+        exit(1);
+    }
+    return ctx;
 }
 
 #endif

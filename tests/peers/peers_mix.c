@@ -77,14 +77,7 @@ static uint8_t pat(int from, int to, size_t i)
 static void node_open(struct node *n, int me)
 {
     n->me = me;
-    struct uln_config cfg;
-    uln_config_init(&cfg);
-    cfg.boot = ULN_BOOT_NONE;
-    int rc = uln_open(&cfg, &n->ctx);
-    if (rc) {
-        fprintf(stderr, "uln_open: %s\n", uln_strerror(rc));
-        exit(1);
-    }
+    n->ctx = peer_ctx_open();
     CHECK_EQ(uln_cq_open(n->ctx, 1024, &n->cq), 0);
     CHECK_EQ(uln_ep_open(n->ctx, n->cq, n->cq, &n->ep), 0);
     CHECK_EQ(uln_mem_alloc(n->ctx, REGION, (void **)&n->mem), 0);

@@ -41,14 +41,7 @@ struct node {
 
 static void node_open(struct node *n)
 {
-    struct uln_config cfg;
-    uln_config_init(&cfg);
-    cfg.boot = ULN_BOOT_NONE;
-    int rc = uln_open(&cfg, &n->ctx);
-    if (rc) {
-        fprintf(stderr, "uln_open: %s\n", uln_strerror(rc));
-        exit(1);
-    }
+    n->ctx = peer_ctx_open();
     CHECK_EQ(uln_cq_open(n->ctx, 4096, &n->cq), 0);
     CHECK_EQ(uln_ep_open(n->ctx, n->cq, n->cq, &n->ep), 0);
 }

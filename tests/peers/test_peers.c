@@ -34,14 +34,7 @@ struct node {
 
 static void node_open(struct node *n, int eps)
 {
-    struct uln_config cfg;
-    uln_config_init(&cfg);
-    cfg.boot = ULN_BOOT_NONE;
-    int rc = uln_open(&cfg, &n->ctx);
-    if (rc) {
-        fprintf(stderr, "uln_open: %s\n", uln_strerror(rc));
-        exit(1);
-    }
+    n->ctx = peer_ctx_open();
     CHECK_EQ(uln_cq_open(n->ctx, 1024, &n->cq), 0);
     for (int i = 0; i < eps; i++)
         CHECK_EQ(uln_ep_open(n->ctx, n->cq, n->cq, &n->ep[i]), 0);
